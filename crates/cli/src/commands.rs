@@ -1,0 +1,255 @@
+//! The operator commands behind the flags: keys, config check and the
+//! zero-config demo. Each prints a table (or text) by default and JSON with
+//! `--json`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Result;
+use plangate_config::{Config, ConfigSource, GatewaySettings, Transport, UpstreamConfig};
+use plangate_core::Scope;
+use plangate_store::{ApiKey, Store, format_time_ms};
+use serde_json::json;
+
+/// A mistake in how plangate was invoked (exit code 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// The zero-config setup: one stdio upstream, `site`, which is this very
+/// binary running `plangate demo-site` on a state file in the data dir.
+pub fn demo_config(exe: &Path, state: &Path) -> Config {
+    let site = UpstreamConfig {
+        name: "site".into(),
+        transport: Transport::Stdio {
+            command: exe.display().to_string(),
+            args: vec![
+                "demo-site".into(),
+                "--state".into(),
+                state.display().to_string(),
+            ],
+            env: BTreeMap::new(),
+            cwd: None,
+        },
+        trust_annotations: true,
+        enabled: true,
+        tools: BTreeMap::new(),
+    };
+    Config {
+        source: ConfigSource::Builtin("the embedded demo site (no config file found)"),
+        gateway: GatewaySettings::default(),
+        upstreams: BTreeMap::from([("site".to_owned(), site)]),
+    }
+}
+
+/// How a config source is named in logs.
+pub fn describe_source(source: &ConfigSource) -> String {
+    match source {
+        ConfigSource::Toml(p) | ConfigSource::McpJson(p) => p.display().to_string(),
+        ConfigSource::Builtin(what) => (*what).to_owned(),
+    }
+}
+
+fn key_json(k: &ApiKey) -> serde_json::Value {
+    json!({
+        "id": k.id,
+        "name": k.name,
+        "scope": k.scope,
+        "prefix": k.prefix,
+        "created_at": format_time_ms(k.created_at_ms),
+        "revoked_at": k.revoked_at_ms.map(format_time_ms),
+    })
+}
+
+/// `plangate keys create`: prints the token once.
+pub async fn keys_create(store: &dyn Store, name: &str, scope: Scope, as_json: bool) -> Result<()> {
+    let created = store
+        .create_key(name, scope)
+        .await
+        .map_err(|e| UsageError(e.to_string()))?;
+    if as_json {
+        let mut v = key_json(&created.key);
+        v["token"] = json!(created.token);
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!("{}", created.token);
+        eprintln!(
+            "created key {:?} ({}, scope {}). This is the only time the key is shown: store it now.\n\
+             Use it as `Authorization: Bearer <key>` over HTTP, or PLANGATE_KEY=<key> for `plangate serve --stdio`.",
+            created.key.name, created.key.id, created.key.scope
+        );
+    }
+    Ok(())
+}
+
+/// `plangate keys list`: never shows tokens, only their prefixes.
+pub async fn keys_list(store: &dyn Store, as_json: bool) -> Result<()> {
+    let keys = store.list_keys().await?;
+    if as_json {
+        let v: Vec<_> = keys.iter().map(key_json).collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    if keys.is_empty() {
+        println!(
+            "no keys; create one with `plangate keys create --name NAME --scope read|plan|write`"
+        );
+        return Ok(());
+    }
+    let rows: Vec<[String; 6]> = keys
+        .iter()
+        .map(|k| {
+            [
+                k.name.clone(),
+                k.scope.to_string(),
+                k.prefix.clone(),
+                k.id.clone(),
+                format_time_ms(k.created_at_ms),
+                k.revoked_at_ms
+                    .map(|t| format!("revoked {}", format_time_ms(t)))
+                    .unwrap_or_else(|| "active".into()),
+            ]
+        })
+        .collect();
+    print_table(
+        &["NAME", "SCOPE", "PREFIX", "ID", "CREATED", "STATUS"],
+        &rows,
+    );
+    Ok(())
+}
+
+/// `plangate keys revoke`.
+pub async fn keys_revoke(store: &dyn Store, key: &str, as_json: bool) -> Result<()> {
+    let revoked = store
+        .revoke_key(key)
+        .await
+        .map_err(|e| UsageError(e.to_string()))?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&key_json(&revoked))?);
+    } else {
+        println!("revoked key {:?} ({})", revoked.name, revoked.id);
+    }
+    Ok(())
+}
+
+/// `plangate config check`: connects every upstream and prints every
+/// tool's exposed name, effect class and where the class came from.
+pub async fn config_check(config: Config, as_json: bool) -> Result<()> {
+    let source = describe_source(&config.source);
+    let (connected, failed) = plangate_gateway::upstream::connect_all(&config.upstreams).await;
+    let ups: Vec<std::sync::Arc<plangate_gateway::Upstream>> =
+        connected.into_iter().map(std::sync::Arc::new).collect();
+    let catalog =
+        plangate_gateway::Catalog::build(&config, &ups, &plangate_gateway::reserved_names(&config));
+    let errors: Vec<String> = failed.iter().map(ToString::to_string).collect();
+    if as_json {
+        let tools: Vec<_> = catalog
+            .tools
+            .iter()
+            .map(|t| {
+                json!({
+                    "exposed_as": t.exposed,
+                    "server": t.upstream,
+                    "tool": t.original,
+                    "effect": t.effect,
+                    "effect_source": t.effect_source,
+                    "enabled": t.enabled,
+                })
+            })
+            .collect();
+        let upstreams: Vec<_> = config
+            .upstreams
+            .values()
+            .map(|u| {
+                json!({
+                    "name": u.name,
+                    "transport": u.transport.kind(),
+                    "trust_annotations": u.trust_annotations,
+                    "enabled": u.enabled,
+                    "connected": catalog.upstream_names.contains(&u.name),
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "config": source,
+                "namespaced": catalog.namespaced,
+                "upstreams": upstreams,
+                "tools": tools,
+                "errors": errors,
+            }))?
+        );
+    } else {
+        println!("config: {source}");
+        for u in config.upstreams.values() {
+            let state = if !u.enabled {
+                "disabled"
+            } else if catalog.upstream_names.contains(&u.name) {
+                "connected"
+            } else {
+                "NOT CONNECTED"
+            };
+            println!(
+                "upstream {} ({}, trust_annotations = {}): {state}",
+                u.name,
+                u.transport.kind(),
+                u.trust_annotations
+            );
+        }
+        let rows: Vec<[String; 4]> = catalog
+            .tools
+            .iter()
+            .map(|t| {
+                [
+                    t.exposed.clone(),
+                    t.effect.to_string(),
+                    t.effect_source.to_string(),
+                    if t.enabled { "yes" } else { "no (disabled)" }.into(),
+                ]
+            })
+            .collect();
+        println!();
+        print_table(&["TOOL", "EFFECT", "FROM", "OFFERED"], &rows);
+        for e in &errors {
+            eprintln!("error: {e}");
+        }
+    }
+    for up in ups {
+        if let Ok(up) = std::sync::Arc::try_unwrap(up) {
+            up.close().await;
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(anyhow::anyhow!(
+            "{} upstream(s) could not be reached",
+            errors.len()
+        ))
+    }
+}
+
+fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut out = String::new();
+        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+            if i + 1 == N {
+                out.push_str(cell);
+            } else {
+                out.push_str(&format!("{cell:<w$}  "));
+            }
+        }
+        println!("{}", out.trim_end());
+    };
+    line(header.to_vec());
+    for row in rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+}

@@ -1,0 +1,246 @@
+//! Test harness: real `plangate` processes, real demo-site upstreams, real
+//! rmcp clients. Every process started here is killed when its guard drops.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
+    ProtocolVersion,
+};
+use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::Value;
+
+/// The plangate binary under test.
+pub fn plangate() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_plangate"))
+}
+
+/// A client config pinned to 2025-11-25, like most clients in the wild.
+pub fn client_info() -> ClientConfig {
+    ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("plangate-tests", "0"),
+    )
+    .with_protocol_version(ProtocolVersion::V_2025_11_25)
+}
+
+/// A scratch directory with a data dir inside.
+pub struct Scratch {
+    pub dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    pub fn new() -> Scratch {
+        Scratch {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// Runs `plangate --data-dir DATA ARGS…` to completion.
+    pub fn run(&self, args: &[&str]) -> std::process::Output {
+        Command::new(plangate())
+            .arg("--data-dir")
+            .arg(self.data_dir())
+            .args(args)
+            .current_dir(self.path())
+            .env_remove("PLANGATE_CONFIG")
+            .env_remove("PLANGATE_KEY")
+            .output()
+            .unwrap()
+    }
+
+    /// Creates a key and returns its token (printed once on stdout).
+    pub fn create_key(&self, name: &str, scope: &str) -> String {
+        let out = self.run(&["keys", "create", "--name", name, "--scope", scope]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        assert!(token.starts_with("pgk_"), "{token}");
+        token
+    }
+
+    /// Writes a file in the scratch dir and returns its path.
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+}
+
+/// A child process whose stderr is collected; killed on drop.
+pub struct Proc {
+    pub child: Child,
+    pub stderr: Arc<Mutex<String>>,
+    pub addr: String,
+}
+
+impl Proc {
+    /// Starts `cmd`, waits for a stderr line containing `marker` followed by
+    /// an address (`http://ADDR/mcp`), and returns the process.
+    pub fn start(mut cmd: Command, marker: &str) -> Proc {
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let sink = log.clone();
+        let marker = marker.to_owned();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if let Some(rest) = line.split(&marker).nth(1) {
+                    let addr = rest
+                        .trim()
+                        .trim_start_matches("http://")
+                        .trim_end_matches("/mcp");
+                    let _ = tx.send(addr.to_owned());
+                }
+                sink.lock().unwrap().push_str(&line);
+                sink.lock().unwrap().push('\n');
+            }
+        });
+        let addr = match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(a) => a,
+            Err(_) => {
+                let _ = child.kill();
+                panic!(
+                    "process never announced itself; stderr:\n{}",
+                    log.lock().unwrap()
+                );
+            }
+        };
+        Proc {
+            child,
+            stderr: log,
+            addr,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+
+    pub fn log(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts a demo site over HTTP on a free loopback port.
+pub fn demo_site_http(state: &Path) -> Proc {
+    let mut cmd = Command::new(plangate());
+    cmd.args(["demo-site", "--http", "127.0.0.1:0", "--state"])
+        .arg(state);
+    Proc::start(cmd, "listening on ")
+}
+
+/// Starts `plangate serve --http 127.0.0.1:0` with extra args.
+pub fn serve_http(scratch: &Scratch, extra: &[&str]) -> Proc {
+    let mut cmd = Command::new(plangate());
+    cmd.arg("--data-dir")
+        .arg(scratch.data_dir())
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .args(extra)
+        .current_dir(scratch.path())
+        .env_remove("PLANGATE_CONFIG")
+        .env_remove("PLANGATE_KEY");
+    Proc::start(cmd, "plangate serving ")
+}
+
+/// An rmcp client connected to plangate over Streamable HTTP with `token`.
+pub async fn http_client(
+    url: &str,
+    token: Option<&str>,
+) -> Result<RunningService<RoleClient, ClientConfig>, String> {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url);
+    if let Some(t) = token {
+        config = config.auth_header(t);
+    }
+    let transport = StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
+    client_info()
+        .serve(transport)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// An rmcp client that starts `plangate serve --stdio` as a child process.
+pub async fn stdio_client(
+    scratch: &Scratch,
+    extra: &[&str],
+    token: Option<&str>,
+) -> RunningService<RoleClient, ClientConfig> {
+    let data_dir = scratch.data_dir();
+    let cwd = scratch.path().to_owned();
+    let extra: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
+    let token = token.map(str::to_owned);
+    let cmd = tokio::process::Command::new(plangate()).configure(move |c| {
+        c.arg("--data-dir")
+            .arg(&data_dir)
+            .args(["serve", "--stdio"])
+            .args(&extra);
+        c.current_dir(&cwd)
+            .env_remove("PLANGATE_CONFIG")
+            .env_remove("PLANGATE_KEY");
+        if let Some(t) = &token {
+            c.env("PLANGATE_KEY", t);
+        }
+    });
+    let (transport, _stderr) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    client_info().serve(transport).await.unwrap()
+}
+
+/// Calls a tool with JSON arguments.
+pub async fn call(
+    client: &RunningService<RoleClient, ClientConfig>,
+    tool: &str,
+    args: Value,
+) -> Result<CallToolResult, rmcp::service::ServiceError> {
+    let mut params = CallToolRequestParams::new(tool.to_owned());
+    params.arguments = args.as_object().cloned();
+    client.peer().call_tool(params).await
+}
+
+/// The names of the tools a client sees.
+pub async fn tool_names(client: &RunningService<RoleClient, ClientConfig>) -> Vec<String> {
+    client
+        .peer()
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect()
+}
+
+/// Reads the demo site's state file.
+pub fn site_state(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}

@@ -1,0 +1,502 @@
+//! End to end: an rmcp client → a real `plangate` process (stdio and HTTP)
+//! → real demo-site upstreams (one over stdio, one over HTTP).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use serde_json::json;
+
+/// A config with two upstreams: `site` over stdio and `blog` over HTTP.
+fn two_upstream_config(scratch: &Scratch, blog: &Proc) -> std::path::PathBuf {
+    let site_state = scratch.path().join("site.json");
+    scratch.write(
+        "plangate.toml",
+        &format!(
+            r#"
+[upstreams.site]
+command = "{exe}"
+args = ["demo-site", "--state", "{state}"]
+
+[upstreams.blog]
+url = "{url}"
+trust_annotations = true
+
+[upstreams.blog.tools.list_plugins]
+enabled = false
+"#,
+            exe = plangate().display(),
+            state = site_state.display(),
+            url = blog.url(),
+        ),
+    )
+}
+
+#[tokio::test]
+async fn http_client_sees_namespaced_tools_of_two_upstreams_and_calls_both() {
+    let scratch = Scratch::new();
+    let blog = demo_site_http(&scratch.path().join("blog.json"));
+    let config = two_upstream_config(&scratch, &blog);
+    let token = scratch.create_key("agent", "write");
+    let gw = serve_http(&scratch, &["--config", config.to_str().unwrap()]);
+
+    let client = http_client(&gw.url(), Some(&token)).await.unwrap();
+    let info = client.peer().peer_info().unwrap();
+    assert_eq!(info.server_info.as_ref().unwrap().name, "plangate");
+    assert_eq!(info.protocol_version.as_str(), "2025-11-25");
+
+    let tools = client.peer().list_all_tools().await.unwrap();
+    let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+    assert!(names.contains(&"site__update_page".to_owned()), "{names:?}");
+    assert!(names.contains(&"blog__update_page".to_owned()), "{names:?}");
+    assert!(names.iter().all(|n| n.len() <= 64));
+    // Disabled by config: not offered.
+    assert!(!names.contains(&"blog__list_plugins".to_owned()));
+    assert!(names.contains(&"site__list_plugins".to_owned()));
+    // Annotations pass through intact.
+    let delete = tools
+        .iter()
+        .find(|t| t.name == "site__delete_page")
+        .unwrap();
+    let ann = delete.annotations.as_ref().unwrap();
+    assert_eq!(ann.destructive_hint, Some(true));
+    assert_eq!(ann.read_only_hint, Some(false));
+
+    // A read through each upstream, structured content intact.
+    let r = call(&client, "site__get_page", json!({"id": 2}))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(false));
+    assert_eq!(r.structured_content.as_ref().unwrap()["title"], "About");
+    let r = call(&client, "blog__list_pages", json!({})).await.unwrap();
+    assert!(
+        r.structured_content.as_ref().unwrap()["pages"]
+            .as_array()
+            .unwrap()
+            .len()
+            >= 4
+    );
+
+    // A write with a write key runs on the right upstream only.
+    let r = call(
+        &client,
+        "blog__create_menu_item",
+        json!({"menu": "main", "label": "Services", "url": "/services"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    let blog_state = site_state(&scratch.path().join("blog.json"));
+    let labels: Vec<&str> = blog_state["menus"]["main"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["label"].as_str().unwrap())
+        .collect();
+    assert!(labels.contains(&"Services"), "{labels:?}");
+    let site = site_state(&scratch.path().join("site.json"));
+    assert!(!site.to_string().contains("Services"));
+
+    // Upstream tool errors are preserved (isError + the upstream's content).
+    let r = call(&client, "site__get_page", json!({"id": 999}))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(true));
+    assert!(r.structured_content.unwrap().to_string().contains("999"));
+
+    // Unknown and disabled tools.
+    let err = call(&client, "nope__nothing", json!({})).await.unwrap_err();
+    match err {
+        rmcp::service::ServiceError::McpError(e) => assert_eq!(e.code.0, -32602),
+        other => panic!("expected a JSON-RPC error, got {other:?}"),
+    }
+    let r = call(&client, "blog__list_plugins", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(true));
+    assert_eq!(r.structured_content.unwrap()["code"], "forbidden");
+
+    // Resources are namespaced by the URI rule and readable.
+    let resources = client.peer().list_all_resources().await.unwrap();
+    let uris: Vec<&str> = resources.iter().map(|r| r.uri.as_str()).collect();
+    assert!(uris.contains(&"site://site__pages/2"), "{uris:?}");
+    assert!(uris.contains(&"site://blog__pages/2"), "{uris:?}");
+    let read = client
+        .peer()
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(
+            "site://blog__pages/2",
+        ))
+        .await
+        .unwrap();
+    let text = serde_json::to_string(&read.contents).unwrap();
+    assert!(
+        text.contains("site://blog__pages/2") && text.contains("About"),
+        "{text}"
+    );
+
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn stdio_client_with_a_key_lists_unprefixed_demo_tools_and_calls_them() {
+    let scratch = Scratch::new();
+    let token = scratch.create_key("agent", "write");
+    // No config: the embedded demo site, unprefixed.
+    let client = stdio_client(&scratch, &[], Some(&token)).await;
+    let names = tool_names(&client).await;
+    for expected in [
+        "list_pages",
+        "get_page",
+        "update_page",
+        "create_menu_item",
+        "update_option",
+        "delete_page",
+        "restore_snapshot",
+        "preview_update_page",
+    ] {
+        assert!(
+            names.contains(&expected.to_owned()),
+            "{expected} missing from {names:?}"
+        );
+    }
+    let r = call(
+        &client,
+        "update_page",
+        json!({"id": 2, "title": "Our story"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    let copy_id = r.structured_content.unwrap()["copy_id"].as_u64().unwrap();
+    let state = site_state(&scratch.data_dir().join("demo-site.json"));
+    let copy = state["pages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == copy_id)
+        .unwrap();
+    assert_eq!(copy["title"], "Our story");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_client_without_a_key_is_told_how_to_create_one() {
+    let scratch = Scratch::new();
+    // stdio: the session opens, but every list says what to do.
+    let client = stdio_client(&scratch, &[], None).await;
+    let err = client.peer().list_all_tools().await.unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("plangate keys create"), "{text}");
+    assert!(text.contains("PLANGATE_KEY"), "{text}");
+    client.cancel().await.unwrap();
+
+    // HTTP: refused before MCP with 401 and the same advice.
+    let gw = serve_http(&scratch, &[]);
+    let response = reqwest::Client::new()
+        .post(gw.url())
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 401);
+    assert!(response.headers().contains_key("www-authenticate"));
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error"], "key_required");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("plangate keys create")
+    );
+    assert!(http_client(&gw.url(), None).await.is_err());
+    assert!(
+        http_client(&gw.url(), Some("pgk_not-a-real-key"))
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn a_revoked_key_stops_working_at_its_next_request() {
+    let scratch = Scratch::new();
+    let token = scratch.create_key("temp", "write");
+    let client = stdio_client(&scratch, &[], Some(&token)).await;
+    assert!(!tool_names(&client).await.is_empty());
+    let out = scratch.run(&["keys", "revoke", "temp"]);
+    assert!(out.status.success());
+    let err = client.peer().list_all_tools().await.unwrap_err();
+    assert!(err.to_string().contains("unknown or revoked"), "{err}");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn scopes_decide_whether_a_write_runs() {
+    let scratch = Scratch::new();
+    let reader = scratch.create_key("reader", "read");
+    let planner = scratch.create_key("planner", "plan");
+    let state = scratch.data_dir().join("demo-site.json");
+
+    let client = stdio_client(&scratch, &[], Some(&reader)).await;
+    // Reads run.
+    let r = call(&client, "list_pages", json!({})).await.unwrap();
+    assert_eq!(r.is_error, Some(false));
+    let before = std::fs::read(&state).unwrap();
+    // Writes are refused `forbidden` and never reach the upstream.
+    let r = call(
+        &client,
+        "update_option",
+        json!({"name": "tagline", "value": "x"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.is_error, Some(true));
+    assert_eq!(r.structured_content.unwrap()["code"], "forbidden");
+    assert_eq!(std::fs::read(&state).unwrap(), before);
+    client.cancel().await.unwrap();
+
+    // A plan key's write must never run unplanned.
+    let client = stdio_client(&scratch, &[], Some(&planner)).await;
+    let r = call(&client, "delete_page", json!({"id": 3}))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(true));
+    assert_eq!(std::fs::read(&state).unwrap(), before);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn anonymous_reads_when_config_allows_but_never_writes() {
+    let scratch = Scratch::new();
+    let blog = demo_site_http(&scratch.path().join("blog.json"));
+    let config = scratch.write(
+        "anon.toml",
+        &format!(
+            "[gateway]\nanonymous = \"read\"\n\n[upstreams.blog]\nurl = \"{}\"\ntrust_annotations = true\n",
+            blog.url()
+        ),
+    );
+    let gw = serve_http(&scratch, &["--config", config.to_str().unwrap()]);
+    let client = http_client(&gw.url(), None).await.unwrap();
+    let r = call(&client, "get_page", json!({"id": 1})).await.unwrap();
+    assert_eq!(r.is_error, Some(false));
+    let r = call(
+        &client,
+        "update_option",
+        json!({"name": "tagline", "value": "x"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.is_error, Some(true));
+    assert_eq!(r.structured_content.unwrap()["code"], "plan_needs_key");
+    // An invalid key is refused, never treated as anonymous.
+    assert!(http_client(&gw.url(), Some("pgk_wrong")).await.is_err());
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn untrusted_http_annotations_make_every_tool_destructive_in_config_check() {
+    let scratch = Scratch::new();
+    let blog = demo_site_http(&scratch.path().join("blog.json"));
+    let config = scratch.write(
+        "check.toml",
+        &format!(
+            "[upstreams.blog]\nurl = \"{}\"\n\n[upstreams.blog.tools.get_page]\neffect = \"read\"\n",
+            blog.url()
+        ),
+    );
+    let out = scratch.run(&[
+        "config",
+        "check",
+        "--json",
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tools = v["tools"].as_array().unwrap();
+    let get = tools.iter().find(|t| t["tool"] == "get_page").unwrap();
+    assert_eq!(
+        (get["effect"].as_str(), get["effect_source"].as_str()),
+        (Some("read"), Some("override"))
+    );
+    let list = tools.iter().find(|t| t["tool"] == "list_pages").unwrap();
+    // Remote annotations are not trusted by default: the spec default applies.
+    assert_eq!(
+        (list["effect"].as_str(), list["effect_source"].as_str()),
+        (Some("destructive"), Some("default"))
+    );
+}
+
+#[tokio::test]
+async fn an_http_session_stays_bound_to_the_key_that_opened_it() {
+    let scratch = Scratch::new();
+    let a = scratch.create_key("a", "write");
+    let b = scratch.create_key("b", "write");
+    let gw = serve_http(&scratch, &[]);
+    let http = reqwest::Client::new();
+    let init = http
+        .post(gw.url())
+        .bearer_auth(&a)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(init.status(), 200);
+    let session = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let _ = init.text().await;
+    let post = |token: &str, body: &'static str| {
+        http.post(gw.url())
+            .bearer_auth(token)
+            .header("mcp-session-id", &session)
+            .header("mcp-protocol-version", "2025-11-25")
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body)
+            .send()
+    };
+    let _ = post(
+        &a,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    )
+    .await
+    .unwrap();
+    let as_b = post(&b, r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#)
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(as_b.contains("session_key_mismatch"), "{as_b}");
+    let as_a = post(&a, r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#)
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(as_a.contains("update_page"), "{as_a}");
+}
+
+#[tokio::test]
+async fn a_2026_client_falls_back_to_initialize() {
+    use rmcp::ClientLifecycleMode;
+    use rmcp::service::ClientServiceExt as _;
+    let scratch = Scratch::new();
+    let token = scratch.create_key("agent", "write");
+    let gw = serve_http(&scratch, &[]);
+    let config =
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            gw.url(),
+        )
+        .auth_header(token);
+    let transport =
+        rmcp::transport::StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
+    let client = rmcp::model::ClientConfig::default()
+        .serve_with_lifecycle(
+            transport,
+            ClientLifecycleMode::Auto {
+                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+                legacy_version: Some(rmcp::model::ProtocolVersion::V_2025_11_25),
+            },
+        )
+        .await
+        .unwrap();
+    let info = client.peer().peer_info().unwrap();
+    assert_eq!(info.protocol_version.as_str(), "2025-11-25");
+    assert!(!client.peer().list_all_tools().await.unwrap().is_empty());
+    client.cancel().await.unwrap();
+}
+
+#[test]
+fn bad_config_reports_every_error_at_once_and_exits_2() {
+    let scratch = Scratch::new();
+    let config = scratch.write(
+        "bad.toml",
+        r#"
+[gateway]
+anonymous = "everyone"
+
+[upstreams.site]
+comand = "x"
+
+[upstreams."bad name"]
+url = "ws://nowhere"
+"#,
+    );
+    let out = scratch.run(&["serve", "--config", config.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for needle in [
+        "gateway.anonymous",
+        "upstreams.site.comand",
+        "bad name",
+        "ws://nowhere",
+        "bad.toml",
+    ] {
+        assert!(err.contains(needle), "{needle} not in:\n{err}");
+    }
+    let sse = scratch.write(
+        "mcp.json",
+        r#"{"mcpServers": {"old": {"type": "sse", "url": "http://127.0.0.1:1/sse"}}}"#,
+    );
+    let out = scratch.run(&["serve", "--mcp-config", sse.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .to_lowercase()
+            .contains("sse")
+    );
+}
+
+#[tokio::test]
+async fn claude_desktop_json_is_accepted_as_is() {
+    let scratch = Scratch::new();
+    let token = scratch.create_key("agent", "write");
+    let state = scratch.path().join("site.json");
+    let json = scratch.write(
+        "claude_desktop_config.json",
+        &serde_json::to_string_pretty(&json!({
+            "mcpServers": {
+                "site": {"command": plangate(), "args": ["demo-site", "--state", "${env:SITE_STATE}"]}
+            }
+        }))
+        .unwrap(),
+    );
+    let data_dir = scratch.data_dir();
+    let cmd = tokio::process::Command::new(plangate());
+    let client = {
+        use rmcp::ServiceExt as _;
+        use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+        let cmd = cmd.configure(|c| {
+            c.arg("--data-dir")
+                .arg(&data_dir)
+                .args(["serve", "--mcp-config"])
+                .arg(&json);
+            c.env("PLANGATE_KEY", &token).env("SITE_STATE", &state);
+        });
+        let (t, _) = TokioChildProcess::builder(cmd)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        client_info().serve(t).await.unwrap()
+    };
+    let names = tool_names(&client).await;
+    assert!(names.contains(&"get_page".to_owned()), "{names:?}");
+    let r = call(&client, "get_page", json!({"id": 1})).await.unwrap();
+    assert_eq!(r.is_error, Some(false));
+    assert!(
+        state.exists(),
+        "the ${{env:SITE_STATE}} path was expanded and used"
+    );
+    client.cancel().await.unwrap();
+}

@@ -1,0 +1,461 @@
+//! The validating walk shared by both file formats: a [`Node`] trait over
+//! `toml::Value` and `serde_json::Value`, and a [`Checker`] that records
+//! every mistake with its key path and carries on.
+//!
+//! Each helper returns `Option`: `None` means "an error was recorded, skip
+//! what depends on this value", so one bad value never hides another.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::env::{Env, expand};
+use crate::error::{ConfigError, ConfigErrors};
+use crate::model::Transport;
+
+// === Node ===
+
+/// What the walk needs from a parsed value, whatever the format.
+pub(crate) trait Node: Sized {
+    /// "a string", "an integer", … for messages.
+    fn kind(&self) -> &'static str;
+    fn as_str(&self) -> Option<&str>;
+    fn as_bool(&self) -> Option<bool>;
+    fn as_array(&self) -> Option<Vec<&Self>>;
+    fn as_table(&self) -> Option<Vec<(&str, &Self)>>;
+}
+
+impl Node for toml::Value {
+    fn kind(&self) -> &'static str {
+        match self {
+            toml::Value::String(_) => "a string",
+            toml::Value::Integer(_) => "an integer",
+            toml::Value::Float(_) => "a float",
+            toml::Value::Boolean(_) => "a boolean",
+            toml::Value::Datetime(_) => "a datetime",
+            toml::Value::Array(_) => "an array",
+            toml::Value::Table(_) => "a table",
+        }
+    }
+    fn as_str(&self) -> Option<&str> {
+        self.as_str()
+    }
+    fn as_bool(&self) -> Option<bool> {
+        self.as_bool()
+    }
+    fn as_array(&self) -> Option<Vec<&Self>> {
+        self.as_array().map(|a| a.iter().collect())
+    }
+    fn as_table(&self) -> Option<Vec<(&str, &Self)>> {
+        self.as_table()
+            .map(|t| t.iter().map(|(k, v)| (k.as_str(), v)).collect())
+    }
+}
+
+impl Node for serde_json::Value {
+    fn kind(&self) -> &'static str {
+        match self {
+            serde_json::Value::Null => "null",
+            serde_json::Value::Bool(_) => "a boolean",
+            serde_json::Value::Number(_) => "a number",
+            serde_json::Value::String(_) => "a string",
+            serde_json::Value::Array(_) => "an array",
+            serde_json::Value::Object(_) => "an object",
+        }
+    }
+    fn as_str(&self) -> Option<&str> {
+        self.as_str()
+    }
+    fn as_bool(&self) -> Option<bool> {
+        self.as_bool()
+    }
+    fn as_array(&self) -> Option<Vec<&Self>> {
+        self.as_array().map(|a| a.iter().collect())
+    }
+    fn as_table(&self) -> Option<Vec<(&str, &Self)>> {
+        self.as_object()
+            .map(|t| t.iter().map(|(k, v)| (k.as_str(), v)).collect())
+    }
+}
+
+// === key paths ===
+
+/// `parent.key`, quoting `key` when it is not a bare word, so the path can be
+/// read back unambiguously (`upstreams."my.server".command`).
+pub(crate) fn child(parent: &str, key: &str) -> String {
+    let bare = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    let key = if bare {
+        key.to_owned()
+    } else {
+        format!("{key:?}")
+    };
+    if parent.is_empty() {
+        key
+    } else {
+        format!("{parent}.{key}")
+    }
+}
+
+/// `parent[i]`.
+pub(crate) fn index(parent: &str, i: usize) -> String {
+    format!("{parent}[{i}]")
+}
+
+/// `a, b and c` for messages listing what is allowed.
+pub(crate) fn list(items: &[&str]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => (*one).to_owned(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
+}
+
+// === Checker ===
+
+/// Collects every mistake in one file.
+pub(crate) struct Checker<'a> {
+    file: PathBuf,
+    /// Directory relative `cwd`s resolve against.
+    base_dir: PathBuf,
+    env: &'a dyn Env,
+    errors: Vec<ConfigError>,
+}
+
+impl<'a> Checker<'a> {
+    pub(crate) fn new(origin: &Path, env: &'a dyn Env) -> Self {
+        Checker {
+            file: origin.to_path_buf(),
+            base_dir: origin.parent().map(Path::to_path_buf).unwrap_or_default(),
+            env,
+            errors: Vec::new(),
+        }
+    }
+
+    /// Records a mistake at `key`.
+    pub(crate) fn error(&mut self, key: &str, message: impl Into<String>) {
+        self.errors.push(ConfigError {
+            file: self.file.clone(),
+            key: key.to_owned(),
+            message: message.into(),
+        });
+    }
+
+    /// `Ok(value)` if nothing was recorded, else every mistake.
+    pub(crate) fn finish<T>(self, value: Option<T>) -> Result<T, ConfigErrors> {
+        match value {
+            Some(v) if self.errors.is_empty() => Ok(v),
+            _ => {
+                let mut errors = self.errors;
+                if errors.is_empty() {
+                    // A `None` without a recorded reason would be a bug in
+                    // the walk; still never return an empty error list.
+                    errors.push(ConfigError {
+                        file: self.file,
+                        key: String::new(),
+                        message: "configuration is not valid".to_owned(),
+                    });
+                }
+                Err(ConfigErrors(errors))
+            }
+        }
+    }
+
+    fn wrong_type<N: Node>(&mut self, key: &str, want: &str, node: &N) {
+        self.error(key, format!("must be {want}, not {}", node.kind()));
+    }
+
+    /// The entries of a table (TOML) or object (JSON).
+    pub(crate) fn table<'n, N: Node>(
+        &mut self,
+        key: &str,
+        node: &'n N,
+        want: &str,
+    ) -> Option<Vec<(&'n str, &'n N)>> {
+        let t = node.as_table();
+        if t.is_none() {
+            self.wrong_type(key, want, node);
+        }
+        t
+    }
+
+    /// Records every key of `entries` not in `allowed`.
+    pub(crate) fn unknown_keys<N>(&mut self, key: &str, entries: &[(&str, &N)], allowed: &[&str]) {
+        for (k, _) in entries {
+            if !allowed.contains(k) {
+                self.error(
+                    &child(key, k),
+                    format!("unknown key {k:?}: allowed keys are {}", list(allowed)),
+                );
+            }
+        }
+    }
+
+    /// A string taken as written (for enumerated values and names).
+    pub(crate) fn raw_str<'n, N: Node>(&mut self, key: &str, node: &'n N) -> Option<&'n str> {
+        let s = node.as_str();
+        if s.is_none() {
+            self.wrong_type(key, "a string", node);
+        }
+        s
+    }
+
+    /// A string with every `${…}` expanded.
+    pub(crate) fn string<N: Node>(&mut self, key: &str, node: &N) -> Option<String> {
+        let raw = self.raw_str(key, node)?;
+        match expand(raw, self.env) {
+            Ok(s) => Some(s),
+            Err(messages) => {
+                for m in messages {
+                    self.error(key, m);
+                }
+                None
+            }
+        }
+    }
+
+    /// A non-empty expanded string.
+    pub(crate) fn non_empty_string<N: Node>(&mut self, key: &str, node: &N) -> Option<String> {
+        let s = self.string(key, node)?;
+        if s.trim().is_empty() {
+            self.error(key, "must not be empty");
+            return None;
+        }
+        Some(s)
+    }
+
+    pub(crate) fn bool<N: Node>(&mut self, key: &str, node: &N) -> Option<bool> {
+        let b = node.as_bool();
+        if b.is_none() {
+            self.wrong_type(key, "true or false", node);
+        }
+        b
+    }
+
+    /// A list of expanded strings; every bad item is reported.
+    pub(crate) fn string_list<N: Node>(&mut self, key: &str, node: &N) -> Option<Vec<String>> {
+        let Some(items) = node.as_array() else {
+            self.wrong_type(key, "a list of strings", node);
+            return None;
+        };
+        let mut out = Some(Vec::with_capacity(items.len()));
+        for (i, item) in items.into_iter().enumerate() {
+            let s = self.string(&index(key, i), item);
+            out = out.zip(s).map(|(mut v, s)| {
+                v.push(s);
+                v
+            });
+        }
+        out
+    }
+
+    /// A table of expanded string values, every name checked by `name_ok`
+    /// (which returns what is wrong with a bad name).
+    pub(crate) fn string_map<N: Node>(
+        &mut self,
+        key: &str,
+        node: &N,
+        name_ok: fn(&str) -> Result<(), String>,
+    ) -> Option<BTreeMap<String, String>> {
+        let entries = self.table(key, node, "a table of strings")?;
+        let mut out = Some(BTreeMap::new());
+        for (name, value) in entries {
+            let item_key = child(key, name);
+            if let Err(m) = name_ok(name) {
+                self.error(&item_key, m);
+                out = None;
+            }
+            let s = self.string(&item_key, value);
+            out = out.zip(s).map(|(mut m, s)| {
+                m.insert(name.to_owned(), s);
+                m
+            });
+        }
+        out
+    }
+
+    /// A working directory; relative paths resolve against the config
+    /// file's directory so the file means the same from anywhere.
+    pub(crate) fn cwd<N: Node>(&mut self, key: &str, node: &N) -> Option<PathBuf> {
+        let s = self.non_empty_string(key, node)?;
+        let path = PathBuf::from(s);
+        Some(if path.is_absolute() {
+            path
+        } else {
+            self.base_dir.join(path)
+        })
+    }
+
+    /// An `http://` or `https://` URL with a host.
+    pub(crate) fn url<N: Node>(&mut self, key: &str, node: &N) -> Option<String> {
+        let url = self.non_empty_string(key, node)?;
+        let lower = url.to_ascii_lowercase();
+        let rest = lower
+            .strip_prefix("http://")
+            .or_else(|| lower.strip_prefix("https://"));
+        let Some(rest) = rest else {
+            self.error(
+                key,
+                format!("url {url:?} is not supported: use an http:// or https:// Streamable HTTP endpoint"),
+            );
+            return None;
+        };
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        if host.is_empty() || url.chars().any(char::is_whitespace) {
+            self.error(
+                key,
+                format!("url {url:?} is not valid: it needs a host and no spaces"),
+            );
+            return None;
+        }
+        Some(url)
+    }
+}
+
+// === upstream transport, shared by both formats ===
+
+/// The transport-related values of one upstream entry, found by each format
+/// in its own way.
+pub(crate) struct TransportFields<'n, N> {
+    pub(crate) command: Option<&'n N>,
+    pub(crate) args: Option<&'n N>,
+    pub(crate) env: Option<&'n N>,
+    pub(crate) cwd: Option<&'n N>,
+    pub(crate) url: Option<&'n N>,
+    pub(crate) headers: Option<&'n N>,
+}
+
+/// Which transport an entry asks for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Stdio,
+    Http,
+}
+
+/// Builds the transport of the upstream at `key`. `strict` (plangate.toml)
+/// makes fields of the other transport errors; the JSON formats of other
+/// tools get them ignored, as those tools do.
+pub(crate) fn transport<N: Node>(
+    c: &mut Checker<'_>,
+    key: &str,
+    kind: Kind,
+    f: &TransportFields<'_, N>,
+    strict: bool,
+) -> Option<Transport> {
+    if strict {
+        let (others, names): (&[Option<&N>], &[&str]) = match kind {
+            Kind::Stdio => (&[f.headers], &["headers"]),
+            Kind::Http => (&[f.args, f.env, f.cwd], &["args", "env", "cwd"]),
+        };
+        let mut ok = true;
+        for (field, name) in others.iter().zip(names) {
+            if field.is_some() {
+                let msg = match kind {
+                    Kind::Stdio => {
+                        format!("{name} only applies to url upstreams; this one has a command")
+                    }
+                    Kind::Http => format!(
+                        "{name} only applies to command (stdio) upstreams; this one has a url"
+                    ),
+                };
+                c.error(&child(key, name), msg);
+                ok = false;
+            }
+        }
+        if !ok {
+            return None;
+        }
+    }
+    match kind {
+        Kind::Stdio => {
+            let command = match f.command {
+                Some(n) => c.non_empty_string(&child(key, "command"), n),
+                None => {
+                    c.error(key, "a stdio upstream needs a command");
+                    None
+                }
+            };
+            let args = f
+                .args
+                .map_or(Some(Vec::new()), |n| c.string_list(&child(key, "args"), n));
+            let env = f.env.map_or(Some(BTreeMap::new()), |n| {
+                c.string_map(&child(key, "env"), n, env_name_ok)
+            });
+            let cwd = match f.cwd {
+                Some(n) => c.cwd(&child(key, "cwd"), n).map(Some),
+                None => Some(None),
+            };
+            Some(Transport::Stdio {
+                command: command?,
+                args: args?,
+                env: env?,
+                cwd: cwd?,
+            })
+        }
+        Kind::Http => {
+            let url = match f.url {
+                Some(n) => c.url(&child(key, "url"), n),
+                None => {
+                    c.error(key, "an http upstream needs a url");
+                    None
+                }
+            };
+            let headers = f.headers.map_or(Some(BTreeMap::new()), |n| {
+                c.string_map(&child(key, "headers"), n, header_name_ok)
+            });
+            let headers = headers.and_then(|h| {
+                for (name, value) in &h {
+                    if value.contains(['\r', '\n', '\0']) {
+                        c.error(
+                            &child(&child(key, "headers"), name),
+                            "header value must not contain line breaks or NUL",
+                        );
+                        return None;
+                    }
+                }
+                Some(h)
+            });
+            Some(Transport::Http {
+                url: url?,
+                headers: headers?,
+            })
+        }
+    }
+}
+
+fn env_name_ok(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.contains(['=', '\0']) {
+        Err(format!(
+            "environment variable name {name:?} is not valid: it must be non-empty without '=' or NUL"
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+fn header_name_ok(name: &str) -> Result<(), String> {
+    let tchar = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    if !name.is_empty() && name.chars().all(tchar) {
+        Ok(())
+    } else {
+        Err(format!(
+            "header name {name:?} is not valid: use letters, digits and !#$%&'*+-.^_`|~"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_paths_quote_keys_that_are_not_bare_words() {
+        assert_eq!(child("", "upstreams"), "upstreams");
+        assert_eq!(child("upstreams", "site"), "upstreams.site");
+        assert_eq!(child("upstreams", "my.server"), "upstreams.\"my.server\"");
+        assert_eq!(index("upstreams.site.args", 2), "upstreams.site.args[2]");
+        assert_eq!(list(&["a", "b", "c"]), "a, b and c");
+    }
+}

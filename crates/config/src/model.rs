@@ -1,0 +1,425 @@
+//! The validated configuration: what the gateway builds from. Every value
+//! here has passed validation, every default is resolved and every variable
+//! expanded, so the build stage never re-checks anything.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use plangate_core::{Effect, REDACTED, is_secret_key};
+use serde::Serialize;
+
+// === impl Config ===
+
+/// A validated plangate configuration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Config {
+    /// Where it came from, for messages and `config check`.
+    pub source: ConfigSource,
+    /// The `[gateway]` settings, defaults filled in.
+    pub gateway: GatewaySettings,
+    /// Upstream servers by name; every name passed
+    /// [`plangate_core::validate_upstream_name`]. Never empty when loaded
+    /// from a file.
+    pub upstreams: BTreeMap<String, UpstreamConfig>,
+}
+
+impl Config {
+    /// Whether tools, prompts and resources are exposed as `NAME__…`:
+    /// always with `namespace = "always"`, and with `"auto"` once more than
+    /// one upstream is enabled (DESIGN §1).
+    pub fn namespaced(&self) -> bool {
+        match self.gateway.namespace {
+            Namespace::Always => true,
+            Namespace::Auto => self.enabled_upstreams().count() > 1,
+        }
+    }
+
+    /// The upstreams the gateway connects to: those not disabled.
+    pub fn enabled_upstreams(&self) -> impl Iterator<Item = &UpstreamConfig> {
+        self.upstreams.values().filter(|u| u.enabled)
+    }
+}
+
+/// Where a configuration came from. Kept so that `config check` and start-up
+/// logs can say which file is in force.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", content = "origin", rename_all = "snake_case")]
+pub enum ConfigSource {
+    /// A `plangate.toml`.
+    Toml(PathBuf),
+    /// An `mcpServers` (Claude Desktop, Cursor, Claude Code) or `servers`
+    /// (VS Code) JSON file given with `--mcp-config`.
+    McpJson(PathBuf),
+    /// Built by the CLI itself, e.g. the zero-config demo; the string names
+    /// it.
+    Builtin(&'static str),
+}
+
+// === impl GatewaySettings ===
+
+/// The `[gateway]` table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GatewaySettings {
+    /// What a caller without an API key may do (DESIGN §2).
+    pub anonymous: Anonymous,
+    /// `Host` header values accepted by `serve --http`, lowercase, so that a
+    /// web page cannot reach a local gateway by DNS rebinding.
+    pub allowed_hosts: Vec<String>,
+    /// When upstream names prefix exposed tools.
+    pub namespace: Namespace,
+    /// Prefix of the gateway's own tools (`plangate_get_plan`, …).
+    pub tool_prefix: String,
+}
+
+/// The default `Host` headers for `serve --http`: loopback only.
+pub const DEFAULT_ALLOWED_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+
+/// The default prefix of the gateway's own tools.
+pub const DEFAULT_TOOL_PREFIX: &str = "plangate_";
+
+impl Default for GatewaySettings {
+    /// Closed by default: no anonymous access, loopback hosts only.
+    fn default() -> Self {
+        GatewaySettings {
+            anonymous: Anonymous::None,
+            allowed_hosts: DEFAULT_ALLOWED_HOSTS.map(str::to_owned).to_vec(),
+            namespace: Namespace::Auto,
+            tool_prefix: DEFAULT_TOOL_PREFIX.to_owned(),
+        }
+    }
+}
+
+/// What a caller with no API key may do. It can never plan
+/// (`plan_needs_key`), so there is no `plan` or `write` choice.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Anonymous {
+    /// Refused entirely (the default).
+    #[default]
+    None,
+    /// May call read tools and read resources and prompts.
+    Read,
+}
+
+/// When exposed names carry the upstream's name.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Namespace {
+    /// `NAME__tool` only when more than one upstream is enabled, so a single
+    /// upstream keeps the tool names its users know (the default).
+    #[default]
+    Auto,
+    /// Always `NAME__tool`, so names stay stable when upstreams are added.
+    Always,
+}
+
+// === impl UpstreamConfig ===
+
+/// One upstream MCP server.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UpstreamConfig {
+    /// Its name: the `NAME` of `NAME__tool`, and how operators refer to it.
+    pub name: String,
+    /// How to reach it.
+    #[serde(flatten)]
+    pub transport: Transport,
+    /// Whether its tool annotations decide effect classes (DESIGN §3);
+    /// already resolved from the transport's default when not configured.
+    pub trust_annotations: bool,
+    /// `false`: not started, not connected, not offered.
+    pub enabled: bool,
+    /// Per-tool overrides, keyed by the upstream's own tool name.
+    pub tools: BTreeMap<String, ToolOverride>,
+}
+
+/// How to reach an upstream. Env and header values may hold secrets, so
+/// `Debug` and `Serialize` show them as `"[redacted]"` (see
+/// [`Transport::redacted`]); read the fields to get the real values.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Transport {
+    /// A child process speaking MCP over stdin/stdout.
+    Stdio {
+        /// The program; looked up on `PATH` when not a path.
+        command: String,
+        /// Its arguments.
+        args: Vec<String>,
+        /// Variables added to the child's environment.
+        env: BTreeMap<String, String>,
+        /// Its working directory, absolute when the config file's path was;
+        /// `None`: plangate's own.
+        cwd: Option<PathBuf>,
+    },
+    /// A Streamable HTTP endpoint.
+    Http {
+        /// The endpoint, `http://` or `https://`.
+        url: String,
+        /// Headers sent with every request (typically `Authorization`).
+        headers: BTreeMap<String, String>,
+    },
+}
+
+impl Transport {
+    /// The `trust_annotations` default for this transport (DESIGN §3): a
+    /// local process already runs with the user's permissions, so its
+    /// annotations are trusted; a remote server's are not.
+    pub fn default_trust_annotations(&self) -> bool {
+        matches!(self, Transport::Stdio { .. })
+    }
+
+    /// `"stdio"` or `"http"`, for tables and messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Transport::Stdio { .. } => "stdio",
+            Transport::Http { .. } => "http",
+        }
+    }
+
+    /// A copy safe to log or print: every env and header value becomes
+    /// `"[redacted]"`, as do URL passwords, URL query values and
+    /// `--flag value` / `--flag=value` arguments whose name looks like a
+    /// secret (the words of [`plangate_core::is_secret_key`]).
+    pub fn redacted(&self) -> Transport {
+        let hide = |map: &BTreeMap<String, String>| {
+            map.keys()
+                .map(|k| (k.clone(), REDACTED.to_owned()))
+                .collect()
+        };
+        match self {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => Transport::Stdio {
+                command: command.clone(),
+                args: redact_args(args),
+                env: hide(env),
+                cwd: cwd.clone(),
+            },
+            Transport::Http { url, headers } => Transport::Http {
+                url: redact_url(url),
+                headers: hide(headers),
+            },
+        }
+    }
+}
+
+/// The shape `Debug` and `Serialize` show; built from [`Transport::redacted`]
+/// only, so neither can leak a secret.
+#[derive(Debug, Serialize)]
+#[serde(tag = "transport", rename_all = "lowercase")]
+enum TransportView<'a> {
+    Stdio {
+        command: &'a str,
+        args: &'a [String],
+        env: &'a BTreeMap<String, String>,
+        cwd: &'a Option<PathBuf>,
+    },
+    Http {
+        url: &'a str,
+        headers: &'a BTreeMap<String, String>,
+    },
+}
+
+impl<'a> From<&'a Transport> for TransportView<'a> {
+    fn from(t: &'a Transport) -> Self {
+        match t {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => TransportView::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            },
+            Transport::Http { url, headers } => TransportView::Http { url, headers },
+        }
+    }
+}
+
+impl fmt::Debug for Transport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let redacted = self.redacted();
+        let view = TransportView::from(&redacted);
+        match view {
+            TransportView::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => f
+                .debug_struct("Stdio")
+                .field("command", &command)
+                .field("args", &args)
+                .field("env", env)
+                .field("cwd", cwd)
+                .finish(),
+            TransportView::Http { url, headers } => f
+                .debug_struct("Http")
+                .field("url", &url)
+                .field("headers", headers)
+                .finish(),
+        }
+    }
+}
+
+impl Serialize for Transport {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let redacted = self.redacted();
+        TransportView::from(&redacted).serialize(s)
+    }
+}
+
+/// `--token X` and `--api-key=X` style arguments with the value hidden.
+fn redact_args(args: &[String]) -> Vec<String> {
+    let flag_name = |a: &str| {
+        a.strip_prefix("--")
+            .or_else(|| a.strip_prefix('-'))
+            .map(str::to_owned)
+    };
+    let mut out = Vec::with_capacity(args.len());
+    let mut hide_next = false;
+    for arg in args {
+        if hide_next {
+            out.push(REDACTED.to_owned());
+            hide_next = false;
+            continue;
+        }
+        match arg.split_once('=') {
+            Some((flag, _)) if flag_name(flag).is_some_and(|n| is_secret_key(&n)) => {
+                out.push(format!("{flag}={REDACTED}"));
+            }
+            Some(_) => out.push(arg.clone()),
+            None => {
+                hide_next = flag_name(arg).is_some_and(|n| is_secret_key(&n));
+                out.push(arg.clone());
+            }
+        }
+    }
+    out
+}
+
+/// The URL with any userinfo password and secret-looking query values hidden.
+fn redact_url(url: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let mut out = match base.split_once("://") {
+        Some((scheme, rest)) => {
+            let authority_end = rest.find('/').unwrap_or(rest.len());
+            let (authority, path) = rest.split_at(authority_end);
+            match authority.rsplit_once('@') {
+                Some((userinfo, host)) => {
+                    let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
+                    format!("{scheme}://{user}:{REDACTED}@{host}{path}")
+                }
+                None => base.to_owned(),
+            }
+        }
+        None => base.to_owned(),
+    };
+    if let Some(query) = query {
+        let pairs: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((k, _)) if is_secret_key(k) => format!("{k}={REDACTED}"),
+                _ => pair.to_owned(),
+            })
+            .collect();
+        out.push('?');
+        out.push_str(&pairs.join("&"));
+    }
+    out
+}
+
+/// A trusted per-tool setting (`[upstreams.NAME.tools.TOOL]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolOverride {
+    /// The tool's effect class, winning over annotations (DESIGN §3).
+    pub effect: Option<Effect>,
+    /// `false`: the tool is not offered and calls to it are refused.
+    pub enabled: bool,
+}
+
+impl Default for ToolOverride {
+    fn default() -> Self {
+        ToolOverride {
+            effect: None,
+            enabled: true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stdio(args: &[&str]) -> Transport {
+        Transport::Stdio {
+            command: "node".into(),
+            args: args.iter().map(|s| s.to_string()).collect(),
+            env: BTreeMap::from([("API_TOKEN".into(), "tok-123".into())]),
+            cwd: None,
+        }
+    }
+
+    #[test]
+    fn debug_and_json_never_show_env_or_header_values() {
+        let t = stdio(&[
+            "server.js",
+            "--api-key",
+            "k-1",
+            "--token=t-2",
+            "--port",
+            "80",
+        ]);
+        let debug = format!("{t:?}");
+        let json = serde_json::to_string(&t).unwrap();
+        for shown in [&debug, &json] {
+            for secret in ["tok-123", "k-1", "t-2"] {
+                assert!(!shown.contains(secret), "{secret} leaked: {shown}");
+            }
+            assert!(
+                shown.contains("API_TOKEN") && shown.contains("80"),
+                "{shown}"
+            );
+        }
+        let h = Transport::Http {
+            url: "https://u:pw@example.com/mcp?api_key=abc&x=1".into(),
+            headers: BTreeMap::from([("Authorization".into(), "Bearer zzz".into())]),
+        };
+        let json = serde_json::to_string(&h).unwrap();
+        for secret in ["zzz", "pw", "abc"] {
+            assert!(!json.contains(secret), "{secret} leaked: {json}");
+        }
+        assert!(json.contains("https://u:[redacted]@example.com/mcp?api_key=[redacted]&x=1"));
+        assert!(!format!("{h:?}").contains("zzz"));
+    }
+
+    #[test]
+    fn namespacing_follows_enabled_upstreams_in_auto_mode() {
+        let up = |name: &str, enabled| UpstreamConfig {
+            name: name.into(),
+            transport: stdio(&[]),
+            trust_annotations: true,
+            enabled,
+            tools: BTreeMap::new(),
+        };
+        let mut config = Config {
+            source: ConfigSource::Builtin("test"),
+            gateway: GatewaySettings::default(),
+            upstreams: BTreeMap::from([("a".into(), up("a", true)), ("b".into(), up("b", false))]),
+        };
+        assert!(!config.namespaced());
+        config.upstreams.get_mut("b").unwrap().enabled = true;
+        assert!(config.namespaced());
+        config.upstreams.remove("b");
+        config.gateway.namespace = Namespace::Always;
+        assert!(config.namespaced());
+    }
+}

@@ -1,0 +1,149 @@
+//! Who is calling: API keys over HTTP (`Authorization: Bearer`) and stdio
+//! (`PLANGATE_KEY`), or nobody (anonymous, when config allows reads).
+//!
+//! A key is checked against the store on every request, never cached, so a
+//! revoked key stops working at its next request even when another process
+//! revoked it. An HTTP request without a valid key is refused with 401 here,
+//! before it reaches MCP, unless config allows anonymous reads; an invalid
+//! key is always refused — it never falls back to anonymous.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use plangate_config::Anonymous;
+use plangate_store::ApiKey;
+use serde_json::json;
+
+use crate::Gateway;
+
+/// The caller of a request, as the gateway's policy sees it.
+#[derive(Debug, Clone)]
+pub enum Caller {
+    /// A caller holding a valid API key.
+    Key(ApiKey),
+    /// A caller without a key, allowed to read because config says so.
+    Anonymous,
+}
+
+impl Caller {
+    /// The key id that a session is bound to (`None` for anonymous).
+    pub fn key_id(&self) -> Option<&str> {
+        match self {
+            Caller::Key(k) => Some(&k.id),
+            Caller::Anonymous => None,
+        }
+    }
+
+    /// How the caller is named in logs: the key's name, never its token.
+    pub fn label(&self) -> &str {
+        match self {
+            Caller::Key(k) => &k.name,
+            Caller::Anonymous => "anonymous",
+        }
+    }
+}
+
+/// Why a request has no caller it could run as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Denied {
+    /// No key was presented and anonymous access is off.
+    NoKey,
+    /// A key was presented but it is unknown or revoked.
+    BadKey,
+    /// The key store could not be read.
+    StoreDown,
+}
+
+impl Denied {
+    /// The stable code sent with the refusal.
+    pub fn code(self) -> &'static str {
+        match self {
+            Denied::NoKey => "key_required",
+            Denied::BadKey => "invalid_key",
+            Denied::StoreDown => "store_unavailable",
+        }
+    }
+
+    /// What happened and how to fix it, for a person reading a client's
+    /// error pane.
+    pub fn message(self, transport: &str) -> String {
+        let how = match transport {
+            "stdio" => {
+                "create one with `plangate keys create --name NAME --scope write` and set it as PLANGATE_KEY in the environment of `plangate serve` (in your client's MCP server config)"
+            }
+            _ => {
+                "create one with `plangate keys create --name NAME --scope write` and send it as `Authorization: Bearer <key>`"
+            }
+        };
+        match self {
+            Denied::NoKey => format!("plangate needs an API key: {how}"),
+            Denied::BadKey => format!("this API key is unknown or revoked: {how}"),
+            Denied::StoreDown => {
+                "plangate cannot read its key store; see the gateway's log".to_owned()
+            }
+        }
+    }
+}
+
+/// Resolves an optional presented token to a caller.
+pub async fn resolve(gw: &Gateway, token: Option<&str>) -> Result<Caller, Denied> {
+    match token {
+        Some(token) => match gw.store().authenticate(token).await {
+            Ok(Some(key)) => Ok(Caller::Key(key)),
+            Ok(None) => Err(Denied::BadKey),
+            Err(e) => {
+                tracing::error!("key store: {e}");
+                Err(Denied::StoreDown)
+            }
+        },
+        None => match gw.config().gateway.anonymous {
+            Anonymous::Read => Ok(Caller::Anonymous),
+            Anonymous::None => Err(Denied::NoKey),
+        },
+    }
+}
+
+/// axum middleware for `/mcp`: puts the [`Caller`] into the request's
+/// extensions (rmcp hands the request parts to the MCP handler) or answers
+/// 401 with a JSON body saying how to get a key.
+pub async fn require_caller(
+    State(gw): State<Arc<Gateway>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let token = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim)
+        .map(str::to_owned);
+    match resolve(&gw, token.as_deref()).await {
+        Ok(caller) => {
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
+        Err(denied) => {
+            let status = match denied {
+                Denied::StoreDown => StatusCode::SERVICE_UNAVAILABLE,
+                _ => StatusCode::UNAUTHORIZED,
+            };
+            let body = json!({
+                "error": denied.code(),
+                "message": denied.message("http"),
+            });
+            let mut response = (status, axum::Json(body)).into_response();
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"plangate\""),
+            );
+            response
+        }
+    }
+}

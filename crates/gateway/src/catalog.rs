@@ -1,0 +1,211 @@
+//! The catalog: every upstream tool, prompt and resource as a client sees
+//! it, and the way back from an exposed name to the upstream that owns it.
+//!
+//! Names follow the rule documented in [`plangate_core::names`]. Each
+//! tool's effect class is fixed here, once, by
+//! [`plangate_core::classify`]: the same value drives dispatch and
+//! `plangate config check`, so an operator sees exactly what plan mode will
+//! do. Upstream annotations, `_meta`, `outputSchema` and everything else in a
+//! tool definition pass through untouched, except `_meta.ui.resourceUri`,
+//! which is rewritten by the same rule as resource URIs so that it still
+//! points at a resource the client can read through plangate.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use plangate_config::Config;
+use plangate_core::{Effect, EffectSource, assign_names, classify, expose_uri};
+use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
+use serde_json::Value;
+
+use crate::upstream::Upstream;
+
+/// One upstream tool as plangate offers it.
+#[derive(Debug, Clone)]
+pub struct CatalogTool {
+    /// The name clients call it by.
+    pub exposed: String,
+    /// The upstream that owns it.
+    pub upstream: String,
+    /// The upstream's own name for it.
+    pub original: String,
+    /// Its effect class (DESIGN §3).
+    pub effect: Effect,
+    /// Where the effect class came from.
+    pub effect_source: EffectSource,
+    /// False when config disables it: not listed, calls refused.
+    pub enabled: bool,
+    /// The definition clients see: the upstream's, renamed.
+    pub tool: Tool,
+}
+
+/// One upstream prompt as plangate offers it.
+#[derive(Debug, Clone)]
+pub struct CatalogPrompt {
+    /// The upstream that owns it.
+    pub upstream: String,
+    /// The upstream's own name for it.
+    pub original: String,
+    /// The definition clients see: the upstream's, renamed.
+    pub prompt: Prompt,
+}
+
+/// Everything the connected upstreams offer, under exposed names.
+#[derive(Debug, Default)]
+pub struct Catalog {
+    /// Whether names are namespaced (`NAME__tool`).
+    pub namespaced: bool,
+    /// Tools in upstream-name order, then each upstream's own order.
+    pub tools: Vec<CatalogTool>,
+    by_tool: HashMap<String, usize>,
+    /// Prompts, ordered like tools.
+    pub prompts: Vec<CatalogPrompt>,
+    by_prompt: HashMap<String, usize>,
+    /// Resources with exposed URIs.
+    pub resources: Vec<Resource>,
+    /// Resource templates with exposed URI templates.
+    pub resource_templates: Vec<ResourceTemplate>,
+    /// Upstream names, so an exposed URI can be routed.
+    pub upstream_names: BTreeSet<String>,
+}
+
+impl Catalog {
+    /// Builds the catalog from connected upstreams. `reserved` holds names
+    /// that upstream tools must not take (the gateway's own tools).
+    pub fn build(
+        config: &Config,
+        upstreams: &[Arc<Upstream>],
+        reserved: &BTreeSet<String>,
+    ) -> Catalog {
+        let namespaced = config.namespaced();
+        let mut sorted: Vec<&Arc<Upstream>> = upstreams.iter().collect();
+        sorted.sort_by(|a, b| a.name().cmp(b.name()));
+
+        let mut cat = Catalog {
+            namespaced,
+            ..Catalog::default()
+        };
+        let mut taken_tools = reserved.clone();
+        let mut taken_prompts = BTreeSet::new();
+        for up in sorted {
+            let name = up.name().to_owned();
+            cat.upstream_names.insert(name.clone());
+            let ns = namespaced.then_some(name.as_str());
+
+            let originals: Vec<&str> = up.tools.iter().map(|t| t.name.as_ref()).collect();
+            let exposed = assign_names(ns, &originals, &mut taken_tools);
+            for (tool, exposed) in up.tools.iter().zip(exposed) {
+                let over = up.config.tools.get(tool.name.as_ref());
+                let ann = tool.annotations.as_ref();
+                let (effect, effect_source) = classify(
+                    over.and_then(|o| o.effect),
+                    up.config.trust_annotations,
+                    ann.and_then(|a| a.read_only_hint),
+                    ann.and_then(|a| a.destructive_hint),
+                );
+                let mut shown = tool.clone();
+                shown.name = exposed.clone().into();
+                if let Some(meta) = shown.meta.as_mut() {
+                    rewrite_ui_resource_uri(&mut meta.0, ns);
+                }
+                cat.by_tool.insert(exposed.clone(), cat.tools.len());
+                cat.tools.push(CatalogTool {
+                    exposed,
+                    upstream: name.clone(),
+                    original: tool.name.to_string(),
+                    effect,
+                    effect_source,
+                    enabled: over.is_none_or(|o| o.enabled),
+                    tool: shown,
+                });
+            }
+
+            let originals: Vec<&str> = up.prompts.iter().map(|p| p.name.as_str()).collect();
+            let exposed = assign_names(ns, &originals, &mut taken_prompts);
+            for (prompt, exposed) in up.prompts.iter().zip(exposed) {
+                let mut shown = prompt.clone();
+                shown.name = exposed.clone();
+                cat.by_prompt.insert(exposed, cat.prompts.len());
+                cat.prompts.push(CatalogPrompt {
+                    upstream: name.clone(),
+                    original: prompt.name.clone(),
+                    prompt: shown,
+                });
+            }
+
+            for r in &up.resources {
+                let mut shown = r.clone();
+                shown.uri = expose_uri(ns, &r.uri);
+                if let Some(meta) = shown.meta.as_mut() {
+                    rewrite_ui_resource_uri(&mut meta.0, ns);
+                }
+                cat.resources.push(shown);
+            }
+            for t in &up.resource_templates {
+                let mut shown = t.clone();
+                shown.uri_template = expose_uri(ns, &t.uri_template);
+                cat.resource_templates.push(shown);
+            }
+        }
+        cat
+    }
+
+    /// The tool a client calls by `exposed`, if any.
+    pub fn tool(&self, exposed: &str) -> Option<&CatalogTool> {
+        self.by_tool.get(exposed).map(|&i| &self.tools[i])
+    }
+
+    /// The prompt a client asks for by `exposed`, if any.
+    pub fn prompt(&self, exposed: &str) -> Option<&CatalogPrompt> {
+        self.by_prompt.get(exposed).map(|&i| &self.prompts[i])
+    }
+
+    /// The upstream owning an exposed resource URI, and the upstream's own
+    /// URI. With one upstream and no namespacing, that upstream owns all.
+    pub fn route_uri(&self, exposed: &str) -> Option<(String, String)> {
+        if self.namespaced {
+            let (up, original) = plangate_core::split_exposed_uri(exposed)?;
+            self.upstream_names
+                .contains(up)
+                .then(|| (up.to_owned(), original))
+        } else {
+            let up = self.upstream_names.iter().next()?;
+            Some((up.clone(), exposed.to_owned()))
+        }
+    }
+}
+
+/// Rewrites `_meta.ui.resourceUri` (and the deprecated flat
+/// `_meta["ui/resourceUri"]`) by the resource URI rule.
+fn rewrite_ui_resource_uri(meta: &mut serde_json::Map<String, Value>, ns: Option<&str>) {
+    if ns.is_none() {
+        return;
+    }
+    if let Some(Value::Object(ui)) = meta.get_mut("ui")
+        && let Some(Value::String(uri)) = ui.get_mut("resourceUri")
+    {
+        *uri = expose_uri(ns, uri);
+    }
+    if let Some(Value::String(uri)) = meta.get_mut("ui/resourceUri") {
+        *uri = expose_uri(ns, uri);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn ui_resource_uri_follows_the_resource_rule() {
+        let mut meta = json!({"ui": {"resourceUri": "ui://widget/a.html", "visibility": ["model"]}, "other": 1})
+            .as_object()
+            .cloned()
+            .unwrap();
+        rewrite_ui_resource_uri(&mut meta, Some("site"));
+        assert_eq!(meta["ui"]["resourceUri"], "ui://site__widget/a.html");
+        assert_eq!(meta["ui"]["visibility"], json!(["model"]));
+        assert_eq!(meta["other"], 1);
+    }
+}

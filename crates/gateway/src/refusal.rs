@@ -1,0 +1,70 @@
+//! Refusals: the one place where a domain decision not to run a call
+//! becomes an MCP answer (DESIGN §8).
+//!
+//! A refusal is an ordinary tool result with `isError: true`, a stable
+//! `code` and a message saying what to do next, so the agent can read it and
+//! act. Protocol problems (an unknown tool) are JSON-RPC errors instead and
+//! are built where they arise with rmcp's `ErrorData`.
+
+use rmcp::model::CallToolResult;
+use serde_json::json;
+
+/// The stable refusal codes of DESIGN §8 that this build can answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Code {
+    /// An anonymous caller tried something that needs a key.
+    PlanNeedsKey,
+    /// The caller's scope (or config) does not allow this call.
+    Forbidden,
+    /// The upstream that owns the tool is not connected.
+    UpstreamUnavailable,
+    /// The arguments cannot be accepted.
+    InvalidArguments,
+}
+
+impl Code {
+    /// The code as it appears in answers.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::PlanNeedsKey => "plan_needs_key",
+            Code::Forbidden => "forbidden",
+            Code::UpstreamUnavailable => "upstream_unavailable",
+            Code::InvalidArguments => "invalid_arguments",
+        }
+    }
+}
+
+/// A decision not to run a tool call, with what to do next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The stable code.
+    pub code: Code,
+    /// A sentence or two: what happened and what to do next.
+    pub message: String,
+}
+
+impl Refusal {
+    /// A refusal with `code` and `message`.
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
+        Refusal {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// The MCP tool result: `structuredContent` carries `{success: false,
+    /// code, message}`, `content` the same as text, `isError: true`.
+    pub fn into_result(self) -> CallToolResult {
+        let mut result = CallToolResult::structured_error(json!({
+            "success": false,
+            "code": self.code.as_str(),
+            "message": self.message,
+        }));
+        result.content = vec![rmcp::model::ContentBlock::text(format!(
+            "{} ({})",
+            self.message,
+            self.code.as_str()
+        ))];
+        result
+    }
+}

@@ -1,0 +1,57 @@
+//! Owner-only files and directories, and bytes from the OS random number
+//! generator: the two things every secret the store makes is built from.
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::path::Path;
+
+use rand::TryRng;
+use rand::rngs::SysRng;
+
+use crate::StoreError;
+
+/// `N` bytes straight from the operating system's generator (never a
+/// user-space PRNG), for tokens, ids and key material.
+pub(crate) fn random_bytes<const N: usize>() -> Result<[u8; N], StoreError> {
+    let mut buf = [0u8; N];
+    SysRng
+        .try_fill_bytes(&mut buf)
+        .map_err(|e| StoreError::Random(e.to_string()))?;
+    Ok(buf)
+}
+
+/// Creates `path` only if it does not exist, readable and writable by the
+/// owner alone (0600 on unix). Fails with `AlreadyExists` otherwise, which
+/// is what makes racing creators safe.
+pub(crate) fn create_new_private_file(path: &Path) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options.open(path)
+}
+
+/// Creates `path` (and its parents) if missing; a directory this call
+/// creates is owner-only (0700 on unix) whatever the umask.
+pub(crate) fn create_private_dir(path: &Path) -> io::Result<()> {
+    if path.is_dir() {
+        return Ok(());
+    }
+    let mut builder = fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(path, fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}

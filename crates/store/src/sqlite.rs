@@ -1,0 +1,351 @@
+//! The embedded SQLite backend.
+//!
+//! Several plangate processes may open the same file at once (every stdio
+//! client window starts its own), so the database runs in WAL mode with a
+//! busy timeout, migrations take the write lock before looking at the
+//! schema version, and no query result is cached in memory.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use plangate_core::Scope;
+use sqlx::Row;
+use sqlx::error::ErrorKind;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
+};
+
+use crate::keys::{
+    is_well_formed_token, looks_like_key_id, new_key_id, new_token, shown_prefix, token_hash,
+    validate_key_name,
+};
+use crate::private_fs::create_new_private_file;
+use crate::{ApiKey, CreatedKey, Store, StoreError, now_ms};
+
+/// How long a statement waits for another process's lock before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The schema, as an ordered list of (version, SQL). A version is applied
+/// once, in the same transaction that records it in `schema_migrations`;
+/// entries are only ever appended, never edited.
+const MIGRATIONS: &[(i64, &str)] = &[(
+    1,
+    "CREATE TABLE api_keys (
+        seq            INTEGER PRIMARY KEY,
+        id             TEXT    NOT NULL UNIQUE,
+        name           TEXT    NOT NULL,
+        scope          TEXT    NOT NULL CHECK (scope IN ('read', 'plan', 'write')),
+        token_sha256   TEXT    NOT NULL UNIQUE,
+        prefix         TEXT    NOT NULL,
+        created_at_ms  INTEGER NOT NULL,
+        revoked_at_ms  INTEGER
+    );
+    CREATE UNIQUE INDEX api_keys_active_name ON api_keys (name) WHERE revoked_at_ms IS NULL;",
+)];
+
+/// The columns every key query returns, as a literal so queries stay
+/// static strings (`concat!`) with bound values only.
+macro_rules! key_columns {
+    () => {
+        "id, name, scope, prefix, created_at_ms, revoked_at_ms"
+    };
+}
+
+/// Opens (creating if needed) the SQLite database at `path` and brings its
+/// schema up to date. The parent directory must exist; a new file is
+/// created owner-only (0600) before SQLite touches it, and its WAL and
+/// shared-memory files inherit that mode.
+pub async fn open_sqlite(path: &Path) -> Result<Arc<dyn Store>, StoreError> {
+    Ok(Arc::new(SqliteStore::open(path).await?))
+}
+
+/// The SQLite implementation of [`Store`].
+#[derive(Debug, Clone)]
+pub(crate) struct SqliteStore {
+    pool: SqlitePool,
+}
+
+impl SqliteStore {
+    pub(crate) async fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        match create_new_private_file(path) {
+            Ok(_) => tracing::info!(path = %path.display(), "created new database"),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(StoreError::io(path, e)),
+        }
+
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(false)
+            .busy_timeout(BUSY_TIMEOUT)
+            .synchronous(SqliteSynchronous::Full)
+            .foreign_keys(true);
+        // journal_mode is set once below, not per connection: switching
+        // modes takes a lock the busy timeout does not wait for, and WAL is
+        // a persistent property of the file anyway.
+        let pool = SqlitePoolOptions::new()
+            .max_connections(8)
+            .connect_with(options)
+            .await?;
+
+        enable_wal(&pool, path).await?;
+        migrate(&pool).await?;
+        Ok(SqliteStore { pool })
+    }
+}
+
+/// Switches the file to WAL, retrying while another process holds the lock
+/// that the switch needs.
+async fn enable_wal(pool: &SqlitePool, path: &Path) -> Result<(), StoreError> {
+    let deadline = Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match sqlx::query_scalar::<_, String>("PRAGMA journal_mode = WAL")
+            .fetch_one(pool)
+            .await
+        {
+            Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
+            Ok(mode) => {
+                return Err(StoreError::WalUnavailable {
+                    path: PathBuf::from(path),
+                    mode,
+                });
+            }
+            Err(e) if is_busy(&e) && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Whether SQLite answered SQLITE_BUSY or SQLITE_LOCKED (any extended code).
+fn is_busy(e: &sqlx::Error) -> bool {
+    let Some(db) = e.as_database_error() else {
+        return false;
+    };
+    db.code()
+        .and_then(|c| c.parse::<i32>().ok())
+        .is_some_and(|code| matches!(code & 0xff, 5 | 6))
+}
+
+/// Applies every migration newer than the recorded version. `BEGIN
+/// IMMEDIATE` takes the write lock first, so of two processes starting at
+/// once one migrates and the other then sees the result.
+async fn migrate(pool: &SqlitePool) -> Result<(), StoreError> {
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (
+            version        INTEGER PRIMARY KEY,
+            applied_at_ms  INTEGER NOT NULL
+        )",
+    )
+    .execute(&mut *tx)
+    .await?;
+    let current: i64 =
+        sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")
+            .fetch_one(&mut *tx)
+            .await?;
+    let supported = MIGRATIONS.last().map_or(0, |(v, _)| *v);
+    if current > supported {
+        return Err(StoreError::SchemaTooNew {
+            found: current,
+            supported,
+        });
+    }
+    for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
+        sqlx::raw_sql(*sql).execute(&mut *tx).await?;
+        sqlx::query("INSERT INTO schema_migrations (version, applied_at_ms) VALUES (?, ?)")
+            .bind(version)
+            .bind(now_ms())
+            .execute(&mut *tx)
+            .await?;
+        tracing::info!(version, "applied database migration");
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+fn key_from_row(row: &SqliteRow) -> Result<ApiKey, StoreError> {
+    let scope: String = row.try_get("scope")?;
+    let scope = scope.parse::<Scope>().map_err(|e| StoreError::CorruptRow {
+        table: "api_keys",
+        reason: e.to_string(),
+    })?;
+    Ok(ApiKey {
+        id: row.try_get("id")?,
+        name: row.try_get("name")?,
+        scope,
+        prefix: row.try_get("prefix")?,
+        created_at_ms: row.try_get("created_at_ms")?,
+        revoked_at_ms: row.try_get("revoked_at_ms")?,
+    })
+}
+
+// === impl Store for SqliteStore ===
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn create_key(&self, name: &str, scope: Scope) -> Result<CreatedKey, StoreError> {
+        validate_key_name(name)?;
+        let token = new_token()?;
+        let key = ApiKey {
+            id: new_key_id()?,
+            name: name.to_owned(),
+            scope,
+            prefix: shown_prefix(&token),
+            created_at_ms: now_ms(),
+            revoked_at_ms: None,
+        };
+        let inserted = sqlx::query(
+            "INSERT INTO api_keys (id, name, scope, token_sha256, prefix, created_at_ms)
+             VALUES (?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&key.id)
+        .bind(&key.name)
+        .bind(key.scope.as_str())
+        .bind(token_hash(&token))
+        .bind(&key.prefix)
+        .bind(key.created_at_ms)
+        .execute(&self.pool)
+        .await;
+        match inserted {
+            Ok(_) => {
+                tracing::info!(key_id = %key.id, name = %key.name, scope = %key.scope, "created api key");
+                Ok(CreatedKey { key, token })
+            }
+            Err(sqlx::Error::Database(db)) if db.kind() == ErrorKind::UniqueViolation => {
+                Err(StoreError::KeyNameTaken(name.to_owned()))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn list_keys(&self) -> Result<Vec<ApiKey>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            key_columns!(),
+            " FROM api_keys ORDER BY seq"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(key_from_row).collect()
+    }
+
+    async fn revoke_key(&self, name_or_id: &str) -> Result<ApiKey, StoreError> {
+        // Names can never look like ids (see `validate_key_name`), so the
+        // shape alone says which one is meant. Revoking a revoked key by id
+        // keeps its first revocation time.
+        let sql = if looks_like_key_id(name_or_id) {
+            concat!(
+                "UPDATE api_keys SET revoked_at_ms = COALESCE(revoked_at_ms, ?)
+                 WHERE id = ? RETURNING ",
+                key_columns!()
+            )
+        } else {
+            concat!(
+                "UPDATE api_keys SET revoked_at_ms = ?
+                 WHERE name = ? AND revoked_at_ms IS NULL RETURNING ",
+                key_columns!()
+            )
+        };
+        let row = sqlx::query(sql)
+            .bind(now_ms())
+            .bind(name_or_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        let key =
+            key_from_row(&row.ok_or_else(|| StoreError::KeyNotFound(name_or_id.to_owned()))?)?;
+        tracing::info!(key_id = %key.id, name = %key.name, "revoked api key");
+        Ok(key)
+    }
+
+    async fn authenticate(&self, token: &str) -> Result<Option<ApiKey>, StoreError> {
+        if !is_well_formed_token(token) {
+            return Ok(None);
+        }
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            key_columns!(),
+            " FROM api_keys WHERE token_sha256 = ? AND revoked_at_ms IS NULL"
+        ))
+        .bind(token_hash(token))
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(key_from_row).transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn every_connection_is_durable_waits_for_locks_and_checks_foreign_keys() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let store = SqliteStore::open(&tmp.path().join("plangate.db"))
+            .await
+            .expect("open");
+        // Hold several connections at once so more than the first is checked.
+        let mut conns = Vec::new();
+        for _ in 0..3 {
+            conns.push(store.pool.acquire().await.expect("acquire"));
+        }
+        for conn in &mut conns {
+            let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous")
+                .fetch_one(&mut **conn)
+                .await
+                .expect("synchronous");
+            assert_eq!(synchronous, 2, "synchronous must be FULL");
+            let busy: i64 = sqlx::query_scalar("PRAGMA busy_timeout")
+                .fetch_one(&mut **conn)
+                .await
+                .expect("busy_timeout");
+            assert_eq!(busy, 5000);
+            let fk: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
+                .fetch_one(&mut **conn)
+                .await
+                .expect("foreign_keys");
+            assert_eq!(fk, 1);
+            let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+                .fetch_one(&mut **conn)
+                .await
+                .expect("journal_mode");
+            assert_eq!(mode, "wal");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_schema_from_a_newer_plangate_is_refused() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let path = tmp.path().join("plangate.db");
+        let store = SqliteStore::open(&path).await.expect("open");
+        sqlx::query("INSERT INTO schema_migrations (version, applied_at_ms) VALUES (999, 0)")
+            .execute(&store.pool)
+            .await
+            .expect("insert");
+        let err = SqliteStore::open(&path).await.expect_err("too new");
+        assert_eq!(err.code(), "schema_too_new");
+        assert!(err.to_string().contains("999"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn reopening_applies_no_migration_twice() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let path = tmp.path().join("plangate.db");
+        SqliteStore::open(&path).await.expect("open");
+        let store = SqliteStore::open(&path).await.expect("reopen");
+        let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM schema_migrations")
+            .fetch_one(&store.pool)
+            .await
+            .expect("count");
+        assert_eq!(count, i64::try_from(MIGRATIONS.len()).expect("len"));
+    }
+
+    #[test]
+    fn a_pool_timeout_is_not_a_busy_database() {
+        // Only database errors count; a pool timeout is not "busy".
+        assert!(!is_busy(&sqlx::Error::PoolTimedOut));
+    }
+}
