@@ -66,6 +66,17 @@ impl Gateway {
     /// that cannot be reached is logged and left out; the others serve.
     pub async fn build(config: Config, store: Arc<dyn Store>) -> Arc<Gateway> {
         let (connected, failed) = upstream::connect_all(&config.upstreams).await;
+        Self::with_upstreams(config, store, connected, failed)
+    }
+
+    /// Builds a gateway from upstreams already connected (and the errors of
+    /// those that could not be), e.g. over in-process transports in tests.
+    pub fn with_upstreams(
+        config: Config,
+        store: Arc<dyn Store>,
+        connected: Vec<Upstream>,
+        failed: Vec<UpstreamError>,
+    ) -> Arc<Gateway> {
         let mut down = BTreeMap::new();
         for e in failed {
             tracing::error!("{e}");

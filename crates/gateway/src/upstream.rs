@@ -206,6 +206,39 @@ impl Upstream {
                 client.serve(transport).await.map_err(|e| init_err(&e))?
             }
         };
+        Self::finish(config, service).await
+    }
+
+    /// Connects over any rmcp client transport — e.g. one end of a
+    /// `tokio::io::duplex` for in-process tests — with the same handshake and
+    /// listing as [`Upstream::connect`].
+    pub async fn connect_transport<T, E, A>(
+        config: UpstreamConfig,
+        transport: T,
+    ) -> Result<Upstream, UpstreamError>
+    where
+        T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let client = UpstreamClient {
+            name: Arc::from(config.name.as_str()),
+        };
+        let service = client
+            .serve(transport)
+            .await
+            .map_err(|e| UpstreamError::Initialize {
+                name: config.name.clone(),
+                reason: e.to_string(),
+            })?;
+        Self::finish(config, service).await
+    }
+
+    /// Reads the lists an upstream offers once its session is up.
+    async fn finish(
+        config: UpstreamConfig,
+        service: RunningService<RoleClient, UpstreamClient>,
+    ) -> Result<Upstream, UpstreamError> {
+        let name = config.name.clone();
         let list_err = |what: &'static str, e: &dyn std::fmt::Display| UpstreamError::List {
             name: name.clone(),
             what,
