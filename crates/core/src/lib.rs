@@ -14,11 +14,16 @@
 //! same rule.
 
 pub mod effect;
+pub mod mode;
 pub mod names;
 pub mod redact;
 pub mod scope;
 
 pub use effect::{Effect, EffectSource, ParseEffectError, classify};
+pub use mode::{
+    DEFAULT_MODE, ModeError, ModeSpec, Modes, OverAccess, PLAN_MODE, ParseOverAccessError,
+    validate_mode_name,
+};
 pub use names::{
     MAX_EXPOSED_NAME_LEN, NAMESPACE_SEPARATOR, NameError, assign_names, expose_name, expose_uri,
     split_exposed_name, split_exposed_uri, validate_upstream_name,
