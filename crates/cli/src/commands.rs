@@ -38,6 +38,7 @@ pub fn demo_config(exe: &Path, state: &Path) -> Config {
     Config {
         source: ConfigSource::Builtin("the embedded demo site (no config file found)"),
         gateway: GatewaySettings::default(),
+        modes: plangate_core::Modes::default(),
         upstreams: BTreeMap::from([("site".to_owned(), site)]),
     }
 }
@@ -136,12 +137,28 @@ pub async fn keys_revoke(store: &dyn Store, key: &str, as_json: bool) -> Result<
 /// tool's exposed name, effect class and where the class came from.
 pub async fn config_check(config: Config, as_json: bool) -> Result<()> {
     let source = describe_source(&config.source);
-    let (connected, failed) = plangate_gateway::upstream::connect_all(&config.upstreams).await;
-    let ups: Vec<std::sync::Arc<plangate_gateway::Upstream>> =
-        connected.into_iter().map(std::sync::Arc::new).collect();
-    let catalog =
-        plangate_gateway::Catalog::build(&config, &ups, &plangate_gateway::reserved_names(&config));
-    let errors: Vec<String> = failed.iter().map(ToString::to_string).collect();
+    use plangate_gateway::upstream::{UpstreamClient, connect_once, connector_for};
+    let attempts = config.enabled_upstreams().map(|u| async move {
+        connect_once(u, &connector_for(u), UpstreamClient::detached(&u.name)).await
+    });
+    let mut ups = Vec::new();
+    let mut sessions = Vec::new();
+    let mut errors = Vec::new();
+    for attempt in futures::future::join_all(attempts).await {
+        match attempt {
+            Ok((upstream, session)) => {
+                ups.push(std::sync::Arc::new(upstream));
+                sessions.push(session);
+            }
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    let catalog = plangate_gateway::Catalog::build(
+        &config,
+        &ups,
+        &[],
+        &plangate_gateway::reserved_names(&config),
+    );
     if as_json {
         let tools: Vec<_> = catalog
             .tools
@@ -215,10 +232,8 @@ pub async fn config_check(config: Config, as_json: bool) -> Result<()> {
             eprintln!("error: {e}");
         }
     }
-    for up in ups {
-        if let Ok(up) = std::sync::Arc::try_unwrap(up) {
-            up.close().await;
-        }
+    for session in sessions {
+        let _ = session.cancel().await;
     }
     if errors.is_empty() {
         Ok(())

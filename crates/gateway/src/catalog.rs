@@ -67,19 +67,30 @@ pub struct Catalog {
     pub resource_templates: Vec<ResourceTemplate>,
     /// Upstream names, so an exposed URI can be routed.
     pub upstream_names: BTreeSet<String>,
+    /// Tools of upstreams that are down, by exposed name: calls to them
+    /// fail fast with `upstream_unavailable` rather than "unknown tool".
+    gone: HashMap<String, String>,
 }
 
 impl Catalog {
     /// Builds the catalog from connected upstreams. `reserved` holds names
-    /// that upstream tools must not take (the gateway's own tools).
+    /// that upstream tools must not take (the gateway's own tools). `down`
+    /// holds the last known lists of upstreams that are not connected now:
+    /// their names are kept out of the way so exposed names do not shift
+    /// while an upstream restarts.
     pub fn build(
         config: &Config,
         upstreams: &[Arc<Upstream>],
+        down: &[Arc<Upstream>],
         reserved: &BTreeSet<String>,
     ) -> Catalog {
         let namespaced = config.namespaced();
-        let mut sorted: Vec<&Arc<Upstream>> = upstreams.iter().collect();
-        sorted.sort_by(|a, b| a.name().cmp(b.name()));
+        let mut sorted: Vec<(&Arc<Upstream>, bool)> = upstreams
+            .iter()
+            .map(|u| (u, true))
+            .chain(down.iter().map(|u| (u, false)))
+            .collect();
+        sorted.sort_by(|a, b| a.0.name().cmp(b.0.name()));
 
         let mut cat = Catalog {
             namespaced,
@@ -87,13 +98,18 @@ impl Catalog {
         };
         let mut taken_tools = reserved.clone();
         let mut taken_prompts = BTreeSet::new();
-        for up in sorted {
+        for (up, is_up) in sorted {
             let name = up.name().to_owned();
-            cat.upstream_names.insert(name.clone());
             let ns = namespaced.then_some(name.as_str());
-
             let originals: Vec<&str> = up.tools.iter().map(|t| t.name.as_ref()).collect();
             let exposed = assign_names(ns, &originals, &mut taken_tools);
+            if !is_up {
+                for e in exposed {
+                    cat.gone.insert(e, name.clone());
+                }
+                continue;
+            }
+            cat.upstream_names.insert(name.clone());
             for (tool, exposed) in up.tools.iter().zip(exposed) {
                 let over = up.config.tools.get(tool.name.as_ref());
                 let ann = tool.annotations.as_ref();
@@ -153,6 +169,11 @@ impl Catalog {
     /// The tool a client calls by `exposed`, if any.
     pub fn tool(&self, exposed: &str) -> Option<&CatalogTool> {
         self.by_tool.get(exposed).map(|&i| &self.tools[i])
+    }
+
+    /// The upstream of a tool that exists but whose upstream is down.
+    pub fn gone_tool(&self, exposed: &str) -> Option<&str> {
+        self.gone.get(exposed).map(String::as_str)
     }
 
     /// The prompt a client asks for by `exposed`, if any.

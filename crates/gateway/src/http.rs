@@ -10,6 +10,8 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -36,16 +38,48 @@ pub fn router(gw: Arc<Gateway>, shutdown: CancellationToken) -> Router {
             auth::require_caller,
         ))
         .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
         .with_state(gw)
 }
 
-async fn healthz(State(gw): State<Arc<Gateway>>) -> axum::Json<serde_json::Value> {
-    let catalog = gw.catalog();
-    axum::Json(json!({
-        "status": "ok",
-        "upstreams_up": catalog.upstream_names,
-        "upstreams_down": gw.down_upstreams().keys().collect::<Vec<_>>(),
-    }))
+/// Liveness: the process serves HTTP. Always 200.
+async fn healthz() -> axum::Json<serde_json::Value> {
+    axum::Json(json!({"status": "ok"}))
+}
+
+/// Readiness: 200 when every enabled upstream is connected, else 503 with
+/// the ones that are not and why.
+async fn readyz(State(gw): State<Arc<Gateway>>) -> Response {
+    let down = gw.down_upstreams();
+    let body = json!({
+        "status": if down.is_empty() { "ready" } else { "degraded" },
+        "upstreams_up": gw.up_upstreams(),
+        "upstreams_down": down,
+    });
+    let status = if down.is_empty() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, axum::Json(body)).into_response()
+}
+
+/// Prometheus text exposition of call counts and latencies.
+async fn metrics(State(gw): State<Arc<Gateway>>) -> Response {
+    let mut up: std::collections::BTreeMap<String, bool> =
+        gw.up_upstreams().into_iter().map(|n| (n, true)).collect();
+    for name in gw.down_upstreams().into_keys() {
+        up.insert(name, false);
+    }
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        gw.metrics().render(&up),
+    )
+        .into_response()
 }
 
 /// Serves the router on `listener` until `shutdown` is cancelled.

@@ -14,24 +14,31 @@
 //!
 //! Building and serving are separate steps ([`Gateway::build`], then
 //! [`serve_stdio`] or [`http::router`]), so tests drive the gateway in
-//! process without sockets.
+//! process without sockets. Every upstream has a supervisor task that
+//! connects it, notices when its session ends, and reconnects with backoff;
+//! the catalog is rebuilt (and clients told) whenever an upstream comes,
+//! goes or changes its lists.
 
 pub mod auth;
 pub mod catalog;
 pub mod http;
+pub mod hub;
+pub mod metrics;
 pub mod refusal;
 mod server;
 pub mod upstream;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, Weak};
+use std::time::{Duration, Instant};
 
-use plangate_config::Config;
+use plangate_config::{Config, UpstreamConfig};
 use plangate_store::Store;
+use tokio_util::sync::CancellationToken;
 
 pub use catalog::{Catalog, CatalogTool};
 pub use server::GatewayHandler;
-pub use upstream::{Upstream, UpstreamError};
+pub use upstream::{Connector, Upstream, UpstreamClient, UpstreamError};
 
 /// The gateway's own tools (DESIGN §5), without the configured prefix.
 /// Their names are reserved even before every one of them is served, so an
@@ -45,14 +52,42 @@ pub const GATEWAY_TOOLS: [&str; 6] = [
     "end_session",
 ];
 
-/// A running gateway: config, store, connected upstreams and the catalog
+/// First wait before reconnecting a failed upstream; doubles up to
+/// [`MAX_BACKOFF`], and starts over once a session has lasted a minute.
+const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+/// Longest wait between reconnection attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// What the gateway knows about one configured upstream right now.
+#[derive(Clone)]
+enum SlotState {
+    /// The first connection attempt has not finished.
+    Connecting,
+    /// Connected and serving.
+    Up(Arc<Upstream>),
+    /// Not connected; `last` keeps the lists it had, so calls to its tools
+    /// fail fast with `upstream_unavailable` instead of "unknown tool".
+    Down {
+        reason: String,
+        last: Option<Arc<Upstream>>,
+    },
+}
+
+struct Slot {
+    config: UpstreamConfig,
+    state: RwLock<SlotState>,
+}
+
+/// A running gateway: config, store, upstream sessions and the catalog
 /// built from them. Shared by every client session.
 pub struct Gateway {
     config: Config,
     store: Arc<dyn Store>,
-    upstreams: RwLock<BTreeMap<String, Arc<Upstream>>>,
-    down: RwLock<BTreeMap<String, String>>,
+    slots: BTreeMap<String, Slot>,
     catalog: RwLock<Arc<Catalog>>,
+    hub: hub::Hub,
+    metrics: metrics::Metrics,
+    shutdown: CancellationToken,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -61,47 +96,76 @@ impl std::fmt::Debug for Gateway {
     }
 }
 
+fn read<T: Clone>(lock: &RwLock<T>) -> T {
+    match lock.read() {
+        Ok(g) => g.clone(),
+        Err(poisoned) => poisoned.into_inner().clone(),
+    }
+}
+
+fn write<T>(lock: &RwLock<T>, value: T) {
+    match lock.write() {
+        Ok(mut g) => *g = value,
+        Err(poisoned) => *poisoned.into_inner() = value,
+    }
+}
+
 impl Gateway {
-    /// Connects every enabled upstream and builds the catalog. An upstream
-    /// that cannot be reached is logged and left out; the others serve.
+    /// Starts a supervisor for every enabled upstream in `config` and waits
+    /// until each has made its first connection attempt. Upstreams that
+    /// cannot be reached are logged and retried; the others serve.
     pub async fn build(config: Config, store: Arc<dyn Store>) -> Arc<Gateway> {
-        let (connected, failed) = upstream::connect_all(&config.upstreams).await;
-        Self::with_upstreams(config, store, connected, failed)
+        let connectors = config
+            .enabled_upstreams()
+            .map(|u| (u.name.clone(), upstream::connector_for(u)))
+            .collect();
+        Self::start(config, store, connectors).await
     }
 
-    /// Builds a gateway from upstreams already connected (and the errors of
-    /// those that could not be), e.g. over in-process transports in tests.
-    pub fn with_upstreams(
+    /// Like [`Gateway::build`], with the connector of each upstream given —
+    /// e.g. in-process transports in tests. Upstreams without a connector
+    /// are not started.
+    pub async fn start(
         config: Config,
         store: Arc<dyn Store>,
-        connected: Vec<Upstream>,
-        failed: Vec<UpstreamError>,
+        connectors: BTreeMap<String, Connector>,
     ) -> Arc<Gateway> {
-        let mut down = BTreeMap::new();
-        for e in failed {
-            tracing::error!("{e}");
-            let name = match &e {
-                UpstreamError::Spawn { name, .. }
-                | UpstreamError::BadHeader { name, .. }
-                | UpstreamError::Initialize { name, .. }
-                | UpstreamError::List { name, .. }
-                | UpstreamError::Timeout { name } => name.clone(),
-            };
-            down.insert(name, e.to_string());
-        }
-        let upstreams: BTreeMap<String, Arc<Upstream>> = connected
-            .into_iter()
-            .map(|u| (u.name().to_owned(), Arc::new(u)))
+        let slots = config
+            .enabled_upstreams()
+            .filter(|u| connectors.contains_key(&u.name))
+            .map(|u| {
+                (
+                    u.name.clone(),
+                    Slot {
+                        config: u.clone(),
+                        state: RwLock::new(SlotState::Connecting),
+                    },
+                )
+            })
             .collect();
-        let list: Vec<Arc<Upstream>> = upstreams.values().cloned().collect();
-        let catalog = Catalog::build(&config, &list, &reserved_names(&config));
-        Arc::new(Gateway {
+        let gw = Arc::new(Gateway {
             config,
             store,
-            upstreams: RwLock::new(upstreams),
-            down: RwLock::new(down),
-            catalog: RwLock::new(Arc::new(catalog)),
-        })
+            slots,
+            catalog: RwLock::new(Arc::new(Catalog::default())),
+            hub: hub::Hub::default(),
+            metrics: metrics::Metrics::default(),
+            shutdown: CancellationToken::new(),
+        });
+        let mut first = Vec::new();
+        for (name, connector) in connectors {
+            if !gw.slots.contains_key(&name) {
+                continue;
+            }
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            first.push(rx);
+            tokio::spawn(supervise(Arc::downgrade(&gw), name, connector, tx));
+        }
+        for rx in first {
+            let _ = rx.await;
+        }
+        gw.rebuild_catalog();
+        gw
     }
 
     /// The config the gateway was built from.
@@ -109,51 +173,210 @@ impl Gateway {
         &self.config
     }
 
-    /// The store holding keys (and, later, the event log).
+    /// The store holding keys and the event log.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
     }
 
+    /// Routing state for calls in flight.
+    pub fn hub(&self) -> &hub::Hub {
+        &self.hub
+    }
+
+    /// Call counters and latencies for `/metrics`.
+    pub fn metrics(&self) -> &metrics::Metrics {
+        &self.metrics
+    }
+
     /// The current catalog.
     pub fn catalog(&self) -> Arc<Catalog> {
-        match self.catalog.read() {
-            Ok(c) => c.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        read(&self.catalog)
     }
 
     /// A connected upstream by name.
     pub fn upstream(&self, name: &str) -> Option<Arc<Upstream>> {
-        let map = match self.upstreams.read() {
-            Ok(m) => m,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        map.get(name).cloned()
+        match read(&self.slots.get(name)?.state) {
+            SlotState::Up(up) => Some(up),
+            _ => None,
+        }
     }
 
     /// Upstreams that are configured and enabled but not connected, with
     /// the reason.
     pub fn down_upstreams(&self) -> BTreeMap<String, String> {
-        match self.down.read() {
-            Ok(m) => m.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
+        self.slots
+            .iter()
+            .filter_map(|(name, slot)| match read(&slot.state) {
+                SlotState::Up(_) => None,
+                SlotState::Connecting => Some((name.clone(), "connecting".to_owned())),
+                SlotState::Down { reason, .. } => Some((name.clone(), reason)),
+            })
+            .collect()
+    }
+
+    /// Names of the upstreams currently connected.
+    pub fn up_upstreams(&self) -> Vec<String> {
+        self.slots
+            .iter()
+            .filter(|(_, slot)| matches!(read(&slot.state), SlotState::Up(_)))
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    fn rebuild_catalog(&self) {
+        let mut up = Vec::new();
+        let mut gone = Vec::new();
+        for slot in self.slots.values() {
+            match read(&slot.state) {
+                SlotState::Up(u) => up.push(u),
+                SlotState::Down { last: Some(u), .. } => gone.push(u),
+                _ => {}
+            }
+        }
+        let catalog = Catalog::build(&self.config, &up, &gone, &reserved_names(&self.config));
+        write(&self.catalog, Arc::new(catalog));
+    }
+
+    fn set_state(&self, name: &str, state: SlotState) {
+        if let Some(slot) = self.slots.get(name) {
+            write(&slot.state, state);
+        }
+        self.rebuild_catalog();
+    }
+
+    /// Re-reads an upstream's lists after it said they changed, rebuilds the
+    /// catalog and tells every client.
+    pub async fn refresh_upstream(&self, name: &str) {
+        let Some(current) = self.upstream(name) else {
+            return;
+        };
+        match current.relisted().await {
+            Ok(fresh) => {
+                self.set_state(name, SlotState::Up(Arc::new(fresh)));
+                self.hub.notify_tools_changed().await;
+                self.hub.notify_lists_changed().await;
+            }
+            Err(e) => tracing::warn!(upstream = name, "refreshing lists failed: {e}"),
         }
     }
 
-    /// Closes every upstream session and stops child processes.
+    /// Stops every supervisor and closes every upstream session (child
+    /// processes are stopped).
     pub async fn shutdown(&self) {
-        let ups: Vec<Arc<Upstream>> = {
-            let mut map = match self.upstreams.write() {
-                Ok(m) => m,
-                Err(poisoned) => poisoned.into_inner(),
-            };
-            std::mem::take(&mut *map).into_values().collect()
+        self.shutdown.cancel();
+        // Give supervisors a moment to close their sessions cleanly.
+        for _ in 0..50 {
+            if self
+                .slots
+                .values()
+                .all(|s| !matches!(read(&s.state), SlotState::Up(_)))
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// Keeps one upstream connected: connect, wait for the session to end, mark
+/// it down, wait (with backoff), reconnect — until the gateway shuts down.
+async fn supervise(
+    gw: Weak<Gateway>,
+    name: String,
+    connector: Connector,
+    first: tokio::sync::oneshot::Sender<()>,
+) {
+    let mut first = Some(first);
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        let Some(g) = gw.upgrade() else { return };
+        let shutdown = g.shutdown.clone();
+        let Some(config) = g.slots.get(&name).map(|s| s.config.clone()) else {
+            return;
         };
-        for up in ups {
-            if let Ok(up) = Arc::try_unwrap(up) {
-                up.close().await;
+        let was_up_before = first.is_none();
+        drop(g);
+        let client = UpstreamClient::new(&name, gw.clone());
+        let attempt = tokio::select! {
+            r = upstream::connect_once(&config, &connector, client) => r,
+            () = shutdown.cancelled() => return,
+        };
+        match attempt {
+            Ok((upstream, session)) => {
+                let kill = upstream.kill_token();
+                tracing::info!(
+                    upstream = %name,
+                    tools = upstream.tools.len(),
+                    prompts = upstream.prompts.len(),
+                    resources = upstream.resources.len(),
+                    "upstream connected"
+                );
+                let since = Instant::now();
+                if let Some(g) = gw.upgrade() {
+                    g.set_state(&name, SlotState::Up(Arc::new(upstream)));
+                    if was_up_before {
+                        g.hub.notify_tools_changed().await;
+                    }
+                }
+                if let Some(tx) = first.take() {
+                    let _ = tx.send(());
+                }
+                let session_ct = session.cancellation_token();
+                let ended = tokio::select! {
+                    r = session.waiting() => format!("session ended ({r:?})"),
+                    () = kill.cancelled() => {
+                        session_ct.cancel();
+                        "session failed".to_owned()
+                    }
+                    () = shutdown.cancelled() => {
+                        session_ct.cancel();
+                        if let Some(g) = gw.upgrade() {
+                            g.set_state(&name, SlotState::Down { reason: "shut down".into(), last: None });
+                        }
+                        return;
+                    }
+                };
+                tracing::warn!(upstream = %name, "upstream disconnected: {ended}; reconnecting");
+                if let Some(g) = gw.upgrade() {
+                    let last = g.upstream(&name);
+                    g.set_state(
+                        &name,
+                        SlotState::Down {
+                            reason: "disconnected; reconnecting".into(),
+                            last,
+                        },
+                    );
+                    g.hub.notify_tools_changed().await;
+                }
+                if since.elapsed() > Duration::from_secs(60) {
+                    backoff = FIRST_BACKOFF;
+                }
+            }
+            Err(e) => {
+                tracing::error!("{e}");
+                if let Some(g) = gw.upgrade() {
+                    let last = match g.slots.get(&name).map(|s| read(&s.state)) {
+                        Some(SlotState::Down { last, .. }) => last,
+                        _ => None,
+                    };
+                    g.set_state(
+                        &name,
+                        SlotState::Down {
+                            reason: e.to_string(),
+                            last,
+                        },
+                    );
+                }
+                if let Some(tx) = first.take() {
+                    let _ = tx.send(());
+                }
             }
         }
+        tokio::select! {
+            () = tokio::time::sleep(backoff) => {}
+            () = shutdown.cancelled() => return,
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
     }
 }
 

@@ -5,23 +5,33 @@
 //! answers lists from the catalog, and forwards calls, reads and prompts to
 //! the upstream that owns them — or refuses them per policy.
 
+// Sampling and roots are deprecated by SEP-2577 but remain part of MCP
+// 2025-11-25, which plangate serves and speaks upstream; forwarding them
+// during a call is part of being a faithful gateway.
+#![allow(deprecated)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use plangate_core::Effect;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, DiscoverRequestMethod, DiscoverResult, ErrorCode,
-    GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
-    InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ResourceContents, ServerCapabilities, ServerConfig,
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult,
+    CancelledNotificationParam, ClientRequest, DiscoverRequestMethod, DiscoverResult, ElicitResult,
+    ElicitationAction, ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation,
+    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ResourceContents, ServerCapabilities,
+    ServerConfig, ServerResult,
 };
-use rmcp::service::{RequestContext, ServiceError};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, ServiceError};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::json;
 
 use crate::Gateway;
 use crate::auth::{self, Caller, Denied};
+use crate::hub::Ask;
+use crate::metrics::Outcome;
 use crate::refusal::{Code, Refusal};
 
 /// The JSON-RPC error code plangate answers when a request has no caller
@@ -38,11 +48,16 @@ enum Origin {
     Http { bound: OnceLock<Option<String>> },
 }
 
+/// Numbers client sessions, so calls of one client can be told from
+/// another's.
+static SESSIONS: AtomicU64 = AtomicU64::new(1);
+
 /// The rmcp server handler for one client session.
 #[derive(Clone)]
 pub struct GatewayHandler {
     gw: Arc<Gateway>,
     origin: Arc<Origin>,
+    session: u64,
 }
 
 impl GatewayHandler {
@@ -52,6 +67,7 @@ impl GatewayHandler {
         GatewayHandler {
             gw,
             origin: Arc::new(Origin::Stdio { token }),
+            session: SESSIONS.fetch_add(1, Ordering::Relaxed),
         }
     }
 
@@ -62,6 +78,7 @@ impl GatewayHandler {
             origin: Arc::new(Origin::Http {
                 bound: OnceLock::new(),
             }),
+            session: SESSIONS.fetch_add(1, Ordering::Relaxed),
         }
     }
 
@@ -131,52 +148,183 @@ impl GatewayHandler {
         request: CallToolRequestParams,
         cx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let metrics = self.gw.metrics();
         let Some(upstream) = self.gw.upstream(upstream_name) else {
+            metrics.record(upstream_name, original, Outcome::Failed, None);
             return Ok(unavailable(upstream_name, &self.gw).into_result().into());
         };
         let mut params = CallToolRequestParams::new(original.to_owned());
         params.arguments = request.arguments;
         params.meta = forwarded_meta(cx);
+        let hub = self.gw.hub();
+        let mut call = hub.begin_call(
+            upstream_name,
+            self.session,
+            &cx.peer,
+            cx.meta.get_progress_token(),
+        );
         let started = Instant::now();
-        let outcome = tokio::select! {
-            r = upstream.peer().call_tool_once(params) => r,
-            () = cx.ct.cancelled() => {
-                tracing::info!(upstream = upstream_name, tool = original, caller = caller.label(), "call cancelled by client");
-                return Err(ErrorData::new(ErrorCode::INTERNAL_ERROR, "request cancelled", None));
+        let sent = upstream
+            .peer()
+            .send_request_with_option(
+                ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+                PeerRequestOptions::no_options(),
+            )
+            .await;
+        let handle = match sent {
+            Ok(handle) => handle,
+            Err(e) => return Ok(self.call_failed(&upstream, original, e, None).into()),
+        };
+        hub.set_upstream_token(&call, handle.progress_token.clone())
+            .await;
+        let request_id = handle.id.clone();
+        let response = handle.await_response();
+        tokio::pin!(response);
+        let outcome = loop {
+            tokio::select! {
+                r = &mut response => break r,
+                Some(ask) = call.asks.recv() => answer_ask(ask, cx).await,
+                () = cx.ct.cancelled() => {
+                    // This request path does not cancel upstream on drop:
+                    // tell the upstream by hand.
+                    let _ = upstream
+                        .peer()
+                        .notify_cancelled(CancelledNotificationParam::new(
+                            Some(request_id),
+                            Some("cancelled by the client".to_owned()),
+                        ))
+                        .await;
+                    metrics.record(upstream_name, original, Outcome::Failed, Some(started.elapsed()));
+                    tracing::info!(upstream = upstream_name, tool = original, caller = caller.label(), "call cancelled by the client");
+                    return Err(ErrorData::new(ErrorCode::INTERNAL_ERROR, "request cancelled", None));
+                }
             }
         };
-        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        drop(call);
+        let elapsed = started.elapsed();
+        let ms = elapsed.as_secs_f64() * 1000.0;
         match outcome {
-            Ok(CallToolResponse::Complete(result)) => {
+            Ok(ServerResult::CallToolResult(result)) => {
+                let is_error = result.is_error.unwrap_or(false);
+                let kind = if is_error {
+                    Outcome::ToolError
+                } else {
+                    Outcome::Ok
+                };
+                metrics.record(upstream_name, original, kind, Some(elapsed));
                 tracing::info!(
                     upstream = upstream_name,
                     tool = original,
                     caller = caller.label(),
-                    is_error = result.is_error.unwrap_or(false),
+                    is_error,
                     ms,
                     "tool call"
                 );
                 Ok(result.into())
             }
-            Ok(_) => Ok(Refusal::new(
-                Code::UpstreamUnavailable,
-                format!("upstream {upstream_name} answered with a result type plangate does not forward (input_required or task)"),
-            )
-            .into_result()
-            .into()),
-            Err(ServiceError::McpError(e)) => {
-                tracing::info!(upstream = upstream_name, tool = original, caller = caller.label(), code = e.code.0, ms, "tool call: upstream error");
-                Err(e)
-            }
-            Err(e) => {
-                tracing::warn!(upstream = upstream_name, tool = original, "tool call failed: {e}");
+            Ok(_) => {
+                metrics.record(upstream_name, original, Outcome::Failed, Some(elapsed));
                 Ok(Refusal::new(
                     Code::UpstreamUnavailable,
-                    format!("upstream {upstream_name} did not answer ({e}); try again later"),
+                    format!("upstream {upstream_name} answered with a result type plangate does not forward (input_required or task)"),
                 )
                 .into_result()
                 .into())
             }
+            Err(ServiceError::McpError(e)) => {
+                metrics.record(upstream_name, original, Outcome::RpcError, Some(elapsed));
+                tracing::info!(
+                    upstream = upstream_name,
+                    tool = original,
+                    caller = caller.label(),
+                    code = e.code.0,
+                    ms,
+                    "tool call: upstream error"
+                );
+                Err(e)
+            }
+            Err(e) => Ok(self
+                .call_failed(&upstream, original, e, Some(elapsed))
+                .into()),
+        }
+    }
+
+    /// A call that got no answer: the upstream is treated as failed (the
+    /// supervisor reconnects it) and the client is told to try later.
+    fn call_failed(
+        &self,
+        upstream: &crate::Upstream,
+        tool: &str,
+        error: ServiceError,
+        elapsed: Option<std::time::Duration>,
+    ) -> CallToolResult {
+        let name = upstream.name();
+        self.gw
+            .metrics()
+            .record(name, tool, Outcome::Failed, elapsed);
+        tracing::warn!(upstream = name, tool, "tool call got no answer: {error}");
+        if matches!(
+            error,
+            ServiceError::TransportClosed | ServiceError::TransportSend(_)
+        ) {
+            upstream.fail();
+        }
+        Refusal::new(
+            Code::UpstreamUnavailable,
+            format!("upstream {name} did not answer ({error}); it is being reconnected — try again shortly"),
+        )
+        .into_result()
+    }
+}
+
+/// Asks the calling client what an upstream asked during its call, inside
+/// the client's own request so the transport relates the two.
+async fn answer_ask(ask: Ask, cx: &RequestContext<RoleServer>) {
+    let caps = cx
+        .peer
+        .peer_info()
+        .and_then(|info| serde_json::to_value(&info.capabilities).ok())
+        .unwrap_or_default();
+    let declared = |what: &str| caps.get(what).is_some_and(|v| !v.is_null());
+    let declined = |what: &str| {
+        ErrorData::new(
+            ErrorCode::INVALID_REQUEST,
+            format!("the client did not declare {what} support"),
+            None,
+        )
+    };
+    let relay_err = |e: ServiceError| match e {
+        ServiceError::McpError(e) => e,
+        other => ErrorData::new(ErrorCode::INTERNAL_ERROR, other.to_string(), None),
+    };
+    match ask {
+        Ask::Elicit(params, tx) => {
+            let answer = if declared("elicitation") {
+                cx.peer.create_elicitation(params).await.map_err(relay_err)
+            } else {
+                Ok(ElicitResult::new(ElicitationAction::Decline))
+            };
+            let _ = tx.send(answer);
+        }
+        Ask::Sample(params, tx) => {
+            let answer = if declared("sampling") {
+                #[allow(deprecated)]
+                let r = cx.peer.create_message(params).await.map_err(relay_err);
+                r
+            } else {
+                Err(declined("sampling"))
+            };
+            let _ = tx.send(answer);
+        }
+        Ask::Roots(tx) => {
+            let answer = if declared("roots") {
+                #[allow(deprecated)]
+                let r = cx.peer.list_roots().await.map_err(relay_err);
+                r
+            } else {
+                Err(declined("roots"))
+            };
+            let _ = tx.send(answer);
         }
     }
 }
@@ -242,6 +390,10 @@ impl ServerHandler for GatewayHandler {
         self.negotiate_initialize(&request)
     }
 
+    async fn on_initialized(&self, cx: NotificationContext<RoleServer>) {
+        self.gw.hub().add_client(cx.peer);
+    }
+
     async fn discover(&self, _cx: RequestContext<RoleServer>) -> Result<DiscoverResult, ErrorData> {
         // Not serving 2026-07-28 yet: -32601 makes clients fall back to
         // `initialize`.
@@ -274,6 +426,9 @@ impl ServerHandler for GatewayHandler {
         let caller = self.caller(&cx).await?;
         let catalog = self.gw.catalog();
         let Some(tool) = catalog.tool(&request.name) else {
+            if let Some(upstream) = catalog.gone_tool(&request.name) {
+                return Ok(unavailable(upstream, &self.gw).into_result().into());
+            }
             return Err(ErrorData::invalid_params(
                 format!("unknown tool: {}", request.name),
                 Some(json!({"tool": request.name})),
@@ -293,6 +448,9 @@ impl ServerHandler for GatewayHandler {
         if tool.effect > Effect::Read
             && let Some(refusal) = refuse_write(&caller, tool)
         {
+            self.gw
+                .metrics()
+                .record(&tool.upstream, &tool.original, Outcome::Refused, None);
             tracing::info!(tool = %tool.exposed, caller = caller.label(), code = refusal.code.as_str(), "call refused");
             return Ok(refusal.into_result().into());
         }

@@ -1,44 +1,61 @@
-//! Connections to upstream MCP servers.
+//! Connections to upstream MCP servers, and keeping them alive.
 //!
 //! plangate is an MCP **2025-11-25** client of every upstream (rmcp's default
 //! is 2026-07-28; we pin the revision whose lifecycle every upstream in the
 //! wild speaks). A stdio upstream is a child process plangate owns; an HTTP
-//! upstream is a Streamable HTTP endpoint. Either way, what the rest of the
-//! gateway sees is an [`Upstream`]: a name, its config, a live rmcp peer and
-//! the lists it offered when it connected.
+//! upstream is a Streamable HTTP endpoint. A [`Connector`] makes one
+//! connection; the gateway's supervisor calls it again, with backoff,
+//! whenever the connection ends — a crashed child process comes back and
+//! its tools reappear, while every other upstream keeps serving.
 
-use std::collections::{BTreeMap, HashMap};
+// Sampling and roots are deprecated by SEP-2577 but remain part of MCP
+// 2025-11-25, which plangate serves and speaks upstream; forwarding them
+// during a call is part of being a faithful gateway.
+#![allow(deprecated)]
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::process::Stdio;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use plangate_config::{Transport, UpstreamConfig};
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, Implementation, Prompt, ProtocolVersion, Resource,
+    ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
+    ElicitRequestParams, ElicitResult, ElicitationAction, ErrorCode, Implementation,
+    ListRootsResult, ProgressNotificationParam, Prompt, ProtocolVersion, Resource,
     ResourceTemplate, Tool,
 };
-use rmcp::service::{NotificationContext, RunningService};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, ErrorData, Peer, RoleClient, ServiceExt};
 use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::oneshot;
+
+use crate::Gateway;
+use crate::hub::Ask;
 
 /// How long an upstream may take to start and answer `initialize` and its
-/// first lists before plangate gives up on it.
+/// first lists before plangate gives up on that attempt.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a request from an upstream (elicitation, sampling) may wait for
+/// the calling client's answer.
+pub const ASK_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Why an upstream could not be reached.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum UpstreamError {
     /// The child process could not be started.
-    #[error("upstream {name}: cannot start {command:?}: {source}")]
+    #[error("upstream {name}: cannot start {command:?}: {reason}")]
     Spawn {
         /// The upstream's name.
         name: String,
         /// The command that failed.
         command: String,
         /// What the OS said.
-        source: std::io::Error,
+        reason: String,
     },
     /// A header name or value in the config is not valid HTTP.
     #[error("upstream {name}: header {header:?} is not a valid HTTP header")]
@@ -74,35 +91,162 @@ pub enum UpstreamError {
     },
 }
 
-/// plangate's client side towards one upstream: it declares no client
-/// capabilities yet (elicitation, sampling and roots forwarding come with the
-/// upstream-life work) and notes list changes in the log.
+/// A live session with an upstream.
+pub type Session = RunningService<RoleClient, UpstreamClient>;
+
+/// Makes one connection to an upstream: starts the transport and completes
+/// the MCP handshake with the given client handler.
+pub type Connector = Arc<
+    dyn Fn(UpstreamClient) -> Pin<Box<dyn Future<Output = Result<Session, UpstreamError>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// plangate's client side towards one upstream. It declares elicitation
+/// and sampling so upstreams may ask during a call; what they ask is routed
+/// to the client whose call is in progress (see [`crate::hub`]). It does
+/// not declare roots: an upstream shared by several clients cannot be given
+/// one client's roots.
 #[derive(Clone)]
 pub struct UpstreamClient {
     name: Arc<str>,
+    gw: Weak<Gateway>,
+}
+
+impl UpstreamClient {
+    /// A handler for upstream `name` reporting to `gw`.
+    pub(crate) fn new(name: &str, gw: Weak<Gateway>) -> Self {
+        UpstreamClient {
+            name: Arc::from(name),
+            gw,
+        }
+    }
+
+    /// A handler that reports to no gateway (for `config check`).
+    pub fn detached(name: &str) -> Self {
+        UpstreamClient::new(name, Weak::new())
+    }
+
+    fn ask_sender(&self) -> Option<tokio::sync::mpsc::Sender<Ask>> {
+        self.gw.upgrade()?.hub().ask_target(&self.name)
+    }
+}
+
+fn declined(what: &str) -> ErrorData {
+    ErrorData::new(
+        ErrorCode::INVALID_REQUEST,
+        format!(
+            "plangate declined {what}: no client call to this server is in progress that could answer it"
+        ),
+        None,
+    )
+}
+
+async fn relay<T>(
+    sender: tokio::sync::mpsc::Sender<Ask>,
+    make: impl FnOnce(oneshot::Sender<Result<T, ErrorData>>) -> Ask,
+    what: &str,
+) -> Result<T, ErrorData> {
+    let (tx, rx) = oneshot::channel();
+    if sender.send(make(tx)).await.is_err() {
+        return Err(declined(what));
+    }
+    match tokio::time::timeout(ASK_TIMEOUT, rx).await {
+        Ok(Ok(answer)) => answer,
+        _ => Err(declined(what)),
+    }
 }
 
 impl ClientHandler for UpstreamClient {
     fn get_info(&self) -> ClientConfig {
+        let capabilities: ClientCapabilities = serde_json::from_value(
+            serde_json::json!({"elicitation": {"form": {}}, "sampling": {}}),
+        )
+        .unwrap_or_default();
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("plangate", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(ProtocolVersion::V_2025_11_25)
     }
 
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _cx: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        match self.ask_sender() {
+            Some(sender) => relay(sender, |tx| Ask::Elicit(request, tx), "elicitation").await,
+            None => {
+                tracing::info!(upstream = %self.name, "elicitation declined: no call in progress");
+                Ok(ElicitResult::new(ElicitationAction::Decline))
+            }
+        }
+    }
+
+    async fn create_message(
+        &self,
+        request: CreateMessageRequestParams,
+        _cx: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        match self.ask_sender() {
+            Some(sender) => relay(sender, |tx| Ask::Sample(request, tx), "sampling").await,
+            None => Err(declined("sampling")),
+        }
+    }
+
+    async fn list_roots(
+        &self,
+        _cx: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        match self.ask_sender() {
+            Some(sender) => relay(sender, Ask::Roots, "roots/list").await,
+            None => Err(declined("roots/list")),
+        }
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _cx: NotificationContext<RoleClient>,
+    ) {
+        if let Some(gw) = self.gw.upgrade() {
+            gw.hub().progress(&self.name, params).await;
+        }
+    }
+
     async fn on_tool_list_changed(&self, _cx: NotificationContext<RoleClient>) {
         tracing::info!(upstream = %self.name, "upstream tool list changed");
+        if let Some(gw) = self.gw.upgrade() {
+            let name = self.name.to_string();
+            // Refresh outside the notification handler: it sends requests
+            // over this very connection.
+            tokio::spawn(async move { gw.refresh_upstream(&name).await });
+        }
+    }
+
+    async fn on_resource_list_changed(&self, _cx: NotificationContext<RoleClient>) {
+        if let Some(gw) = self.gw.upgrade() {
+            let name = self.name.to_string();
+            tokio::spawn(async move { gw.refresh_upstream(&name).await });
+        }
+    }
+
+    async fn on_prompt_list_changed(&self, _cx: NotificationContext<RoleClient>) {
+        if let Some(gw) = self.gw.upgrade() {
+            let name = self.name.to_string();
+            tokio::spawn(async move { gw.refresh_upstream(&name).await });
+        }
     }
 }
 
-/// A connected upstream and what it offered when it connected.
+/// A connected upstream and what it offered.
 pub struct Upstream {
     /// The upstream's config, as loaded.
     pub config: UpstreamConfig,
-    /// The live connection; dropping it closes the session (and ends a
-    /// child process).
-    service: RunningService<RoleClient, UpstreamClient>,
+    peer: Peer<RoleClient>,
+    /// Cancels the session: the supervisor then reconnects.
+    kill: tokio_util::sync::CancellationToken,
     /// Tools the upstream listed, in its order.
     pub tools: Vec<Tool>,
     /// Prompts the upstream listed (empty if it has none).
@@ -130,113 +274,31 @@ impl Upstream {
 
     /// The peer to send requests to.
     pub fn peer(&self) -> &Peer<RoleClient> {
-        self.service.peer()
+        &self.peer
     }
 
-    /// Connects to an upstream, completes the MCP handshake and reads its
-    /// lists of tools, prompts and resources.
-    pub async fn connect(config: UpstreamConfig) -> Result<Upstream, UpstreamError> {
-        let name = config.name.clone();
-        match tokio::time::timeout(CONNECT_TIMEOUT, Self::connect_inner(config)).await {
-            Ok(result) => result,
-            Err(_) => Err(UpstreamError::Timeout { name }),
-        }
+    /// Ends the session because it no longer works (e.g. an HTTP upstream
+    /// that stopped answering); the supervisor reconnects with backoff.
+    pub fn fail(&self) {
+        self.kill.cancel();
     }
 
-    async fn connect_inner(config: UpstreamConfig) -> Result<Upstream, UpstreamError> {
-        let name = config.name.clone();
-        let client = UpstreamClient {
-            name: Arc::from(name.as_str()),
-        };
-        let init_err = |e: &dyn std::fmt::Display| UpstreamError::Initialize {
-            name: name.clone(),
-            reason: e.to_string(),
-        };
-        let service = match &config.transport {
-            Transport::Stdio {
-                command,
-                args,
-                env,
-                cwd,
-            } => {
-                let cmd = tokio::process::Command::new(command).configure(|c| {
-                    c.args(args);
-                    c.envs(env);
-                    if let Some(dir) = cwd {
-                        c.current_dir(dir);
-                    }
-                    c.kill_on_drop(true);
-                });
-                let (transport, stderr) = TokioChildProcess::builder(cmd)
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .map_err(|source| UpstreamError::Spawn {
-                        name: name.clone(),
-                        command: command.clone(),
-                        source,
-                    })?;
-                if let Some(stderr) = stderr {
-                    let upstream = name.clone();
-                    tokio::spawn(async move {
-                        let mut lines = BufReader::new(stderr).lines();
-                        while let Ok(Some(line)) = lines.next_line().await {
-                            tracing::debug!(upstream = %upstream, "stderr: {line}");
-                        }
-                    });
-                }
-                client.serve(transport).await.map_err(|e| init_err(&e))?
-            }
-            Transport::Http { url, headers } => {
-                let mut custom = HashMap::new();
-                for (k, v) in headers {
-                    let bad = || UpstreamError::BadHeader {
-                        name: name.clone(),
-                        header: k.clone(),
-                    };
-                    let hn = http::HeaderName::try_from(k.as_str()).map_err(|_| bad())?;
-                    let hv = http::HeaderValue::try_from(v.as_str()).map_err(|_| bad())?;
-                    custom.insert(hn, hv);
-                }
-                let transport_config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                    .custom_headers(custom);
-                let transport = StreamableHttpClientTransport::with_client(
-                    reqwest::Client::new(),
-                    transport_config,
-                );
-                client.serve(transport).await.map_err(|e| init_err(&e))?
-            }
-        };
-        Self::finish(config, service).await
+    /// The token [`Upstream::fail`] cancels.
+    pub(crate) fn kill_token(&self) -> tokio_util::sync::CancellationToken {
+        self.kill.clone()
     }
 
-    /// Connects over any rmcp client transport — e.g. one end of a
-    /// `tokio::io::duplex` for in-process tests — with the same handshake and
-    /// listing as [`Upstream::connect`].
-    pub async fn connect_transport<T, E, A>(
+    /// A copy with fresh lists from the same session (after the upstream
+    /// said a list changed).
+    pub(crate) async fn relisted(&self) -> Result<Upstream, UpstreamError> {
+        Upstream::list(self.config.clone(), self.peer.clone(), self.kill.clone()).await
+    }
+
+    /// Reads the lists an upstream offers over an established session.
+    pub async fn list(
         config: UpstreamConfig,
-        transport: T,
-    ) -> Result<Upstream, UpstreamError>
-    where
-        T: rmcp::transport::IntoTransport<RoleClient, E, A>,
-        E: std::error::Error + Send + Sync + 'static,
-    {
-        let client = UpstreamClient {
-            name: Arc::from(config.name.as_str()),
-        };
-        let service = client
-            .serve(transport)
-            .await
-            .map_err(|e| UpstreamError::Initialize {
-                name: config.name.clone(),
-                reason: e.to_string(),
-            })?;
-        Self::finish(config, service).await
-    }
-
-    /// Reads the lists an upstream offers once its session is up.
-    async fn finish(
-        config: UpstreamConfig,
-        service: RunningService<RoleClient, UpstreamClient>,
+        peer: Peer<RoleClient>,
+        kill: tokio_util::sync::CancellationToken,
     ) -> Result<Upstream, UpstreamError> {
         let name = config.name.clone();
         let list_err = |what: &'static str, e: &dyn std::fmt::Display| UpstreamError::List {
@@ -244,94 +306,166 @@ impl Upstream {
             what,
             reason: e.to_string(),
         };
-        let caps = service
-            .peer()
+        let caps = peer
             .peer_info()
             .map(|info| info.capabilities.clone())
             .unwrap_or_default();
         let tools = if caps.tools.is_some() {
-            service
-                .peer()
-                .list_all_tools()
+            peer.list_all_tools()
                 .await
                 .map_err(|e| list_err("tools/list", &e))?
         } else {
             Vec::new()
         };
         let prompts = if caps.prompts.is_some() {
-            service
-                .peer()
-                .list_all_prompts()
+            peer.list_all_prompts()
                 .await
                 .map_err(|e| list_err("prompts/list", &e))?
         } else {
             Vec::new()
         };
         let (resources, resource_templates) = if caps.resources.is_some() {
-            let resources = service
-                .peer()
+            let resources = peer
                 .list_all_resources()
                 .await
                 .map_err(|e| list_err("resources/list", &e))?;
             // Templates are optional even for servers with resources.
-            let templates = service
-                .peer()
-                .list_all_resource_templates()
-                .await
-                .unwrap_or_default();
+            let templates = peer.list_all_resource_templates().await.unwrap_or_default();
             (resources, templates)
         } else {
             (Vec::new(), Vec::new())
         };
-        tracing::info!(
-            upstream = %name,
-            tools = tools.len(),
-            prompts = prompts.len(),
-            resources = resources.len(),
-            "upstream connected"
-        );
         Ok(Upstream {
             config,
-            service,
+            peer,
+            kill,
             tools,
             prompts,
             resources,
             resource_templates,
         })
     }
+}
 
-    /// Closes the session (and stops a child process).
-    pub async fn close(self) {
-        let name = self.config.name.clone();
-        if let Err(e) = self.service.cancel().await {
-            tracing::debug!(upstream = %name, "closing upstream: {e}");
+/// A connector for an upstream as configured: a child process for
+/// `command`, Streamable HTTP for `url`.
+pub fn connector_for(config: &UpstreamConfig) -> Connector {
+    let config = config.clone();
+    Arc::new(move |client: UpstreamClient| {
+        let config = config.clone();
+        Box::pin(async move { connect_configured(&config, client).await })
+    })
+}
+
+/// A connector from any factory of rmcp client transports, e.g. one end of
+/// a `tokio::io::duplex` for in-process tests.
+pub fn connector_from<F, Fut, T, E, A>(name: &str, make: F) -> Connector
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = T> + Send + 'static,
+    T: rmcp::transport::IntoTransport<RoleClient, E, A> + Send + 'static,
+    E: std::error::Error + Send + Sync + 'static,
+    A: 'static,
+{
+    let name = name.to_owned();
+    let make = Arc::new(make);
+    Arc::new(move |client: UpstreamClient| {
+        let make = make.clone();
+        let name = name.clone();
+        Box::pin(async move {
+            let transport = make().await;
+            client
+                .serve(transport)
+                .await
+                .map_err(|e| UpstreamError::Initialize {
+                    name,
+                    reason: e.to_string(),
+                })
+        })
+    })
+}
+
+async fn connect_configured(
+    config: &UpstreamConfig,
+    client: UpstreamClient,
+) -> Result<Session, UpstreamError> {
+    let name = config.name.clone();
+    let init_err = |e: &dyn std::fmt::Display| UpstreamError::Initialize {
+        name: name.clone(),
+        reason: e.to_string(),
+    };
+    match &config.transport {
+        Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let cmd = tokio::process::Command::new(command).configure(|c| {
+                c.args(args);
+                c.envs(env);
+                if let Some(dir) = cwd {
+                    c.current_dir(dir);
+                }
+                c.kill_on_drop(true);
+            });
+            let (transport, stderr) = TokioChildProcess::builder(cmd)
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|e| UpstreamError::Spawn {
+                    name: name.clone(),
+                    command: command.clone(),
+                    reason: e.to_string(),
+                })?;
+            if let Some(stderr) = stderr {
+                let upstream = name.clone();
+                tokio::spawn(async move {
+                    let mut lines = BufReader::new(stderr).lines();
+                    while let Ok(Some(line)) = lines.next_line().await {
+                        tracing::debug!(upstream = %upstream, "upstream stderr: {line}");
+                    }
+                });
+            }
+            client.serve(transport).await.map_err(|e| init_err(&e))
+        }
+        Transport::Http { url, headers } => {
+            let mut custom = HashMap::new();
+            for (k, v) in headers {
+                let bad = || UpstreamError::BadHeader {
+                    name: name.clone(),
+                    header: k.clone(),
+                };
+                let hn = http::HeaderName::try_from(k.as_str()).map_err(|_| bad())?;
+                let hv = http::HeaderValue::try_from(v.as_str()).map_err(|_| bad())?;
+                custom.insert(hn, hv);
+            }
+            let transport_config =
+                StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
+            let transport = StreamableHttpClientTransport::with_client(
+                reqwest::Client::new(),
+                transport_config,
+            );
+            client.serve(transport).await.map_err(|e| init_err(&e))
         }
     }
 }
 
-/// Connects every enabled upstream concurrently. Upstreams that fail are
-/// returned separately so the gateway can serve the others and say which
-/// are down.
-pub async fn connect_all(
-    upstreams: &BTreeMap<String, UpstreamConfig>,
-) -> (Vec<Upstream>, Vec<UpstreamError>) {
-    let tasks: Vec<_> = upstreams
-        .values()
-        .filter(|u| u.enabled)
-        .cloned()
-        .map(|u| tokio::spawn(Upstream::connect(u)))
-        .collect();
-    let mut ok = Vec::new();
-    let mut failed = Vec::new();
-    for task in tasks {
-        match task.await {
-            Ok(Ok(up)) => ok.push(up),
-            Ok(Err(e)) => failed.push(e),
-            Err(join) => failed.push(UpstreamError::Initialize {
-                name: "?".into(),
-                reason: join.to_string(),
-            }),
-        }
+/// Connects once with `connector` and reads the upstream's lists; the
+/// session is returned so its owner can wait for it to end.
+pub async fn connect_once(
+    config: &UpstreamConfig,
+    connector: &Connector,
+    client: UpstreamClient,
+) -> Result<(Upstream, Session), UpstreamError> {
+    let name = config.name.clone();
+    let attempt = async {
+        let session = connector(client).await?;
+        let kill = tokio_util::sync::CancellationToken::new();
+        let upstream = Upstream::list(config.clone(), session.peer().clone(), kill).await?;
+        Ok((upstream, session))
+    };
+    match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {
+        Ok(result) => result,
+        Err(_) => Err(UpstreamError::Timeout { name }),
     }
-    (ok, failed)
 }

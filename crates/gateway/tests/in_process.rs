@@ -1,23 +1,32 @@
 //! The gateway in one process: rmcp client ⇄ gateway ⇄ upstreams, every hop
-//! over `tokio::io::duplex`. Fast checks of naming, routing and policy.
+//! over `tokio::io::duplex`. Fast checks of naming, routing, policy and
+//! upstream life (restarts, list changes, progress, cancellation, requests
+//! from an upstream during a call).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use plangate_config::{
     Config, ConfigSource, GatewaySettings, Namespace, Transport, UpstreamConfig,
 };
 use plangate_core::Scope;
-use plangate_gateway::{Gateway, GatewayHandler, Upstream};
+use plangate_gateway::upstream::connector_from;
+use plangate_gateway::{Connector, Gateway, GatewayHandler, UpstreamError};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
-    Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
+    ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion, ServerCapabilities,
+    ServerConfig, Tool, ToolAnnotations,
 };
-use rmcp::service::{RequestContext, RunningService};
-use rmcp::{ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::{ClientHandler, ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+// === harness ===
 
 fn upstream_config(name: &str) -> UpstreamConfig {
     UpstreamConfig {
@@ -41,6 +50,7 @@ fn config(names: &[&str], namespace: Namespace) -> Config {
             namespace,
             ..GatewaySettings::default()
         },
+        modes: plangate_core::Modes::default(),
         upstreams: names
             .iter()
             .map(|n| ((*n).to_owned(), upstream_config(n)))
@@ -48,33 +58,95 @@ fn config(names: &[&str], namespace: Namespace) -> Config {
     }
 }
 
-/// Serves `server` on one end of a duplex and connects an upstream to the
-/// other.
-async fn in_process_upstream<S: ServerHandler>(config: UpstreamConfig, server: S) -> Upstream {
-    let (up_io, server_io) = tokio::io::duplex(64 * 1024);
-    tokio::spawn(async move {
-        if let Ok(running) = server.serve(server_io).await {
-            let _ = running.waiting().await;
+/// A connector that serves a fresh `make()` server over a duplex on every
+/// connection, and keeps each server's cancellation token so a test can
+/// "crash" it.
+fn in_process<S, F>(name: &str, make: F) -> (Connector, Arc<Mutex<Vec<CancellationToken>>>)
+where
+    S: ServerHandler,
+    F: Fn() -> S + Send + Sync + 'static,
+{
+    let sessions: Arc<Mutex<Vec<CancellationToken>>> = Arc::default();
+    let kept = sessions.clone();
+    let make = Arc::new(make);
+    let connector = connector_from(name, move || {
+        let make = make.clone();
+        let sessions = kept.clone();
+        async move {
+            let (up_io, server_io) = tokio::io::duplex(64 * 1024);
+            let server = make();
+            let ct = CancellationToken::new();
+            sessions.lock().unwrap().push(ct.clone());
+            tokio::spawn(async move {
+                if let Ok(running) = server.serve(server_io).await {
+                    let stop = running.cancellation_token();
+                    tokio::select! {
+                        _ = running.waiting() => {}
+                        () = ct.cancelled() => stop.cancel(),
+                    }
+                }
+            });
+            up_io
         }
     });
-    Upstream::connect_transport(config, up_io).await.unwrap()
+    (connector, sessions)
+}
+
+fn failing(name: &str) -> Connector {
+    let name = name.to_owned();
+    Arc::new(move |_client| {
+        let name = name.clone();
+        Box::pin(async move { Err(UpstreamError::Timeout { name }) })
+    })
+}
+
+/// What the test client saw from the gateway.
+#[derive(Clone, Default)]
+struct Seen {
+    list_changed: Arc<AtomicUsize>,
+    progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    elicit: bool,
+}
+
+impl ClientHandler for Seen {
+    fn get_info(&self) -> ClientConfig {
+        let caps = if self.elicit {
+            serde_json::from_value(json!({"elicitation": {"form": {}}})).unwrap()
+        } else {
+            ClientCapabilities::default()
+        };
+        ClientConfig::new(caps, Implementation::new("t", "0"))
+            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+    }
+    async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
+        self.list_changed.fetch_add(1, Ordering::SeqCst);
+    }
+    async fn on_progress(&self, p: ProgressNotificationParam, _: NotificationContext<RoleClient>) {
+        self.progress.lock().unwrap().push(p);
+    }
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let text = serde_json::to_string(&request).unwrap();
+        assert!(text.contains("favourite colour"), "{text}");
+        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({"colour": "teal"})))
+    }
 }
 
 async fn client_of(
     gw: Arc<Gateway>,
     token: Option<String>,
-) -> RunningService<RoleClient, ClientConfig> {
+    seen: Seen,
+) -> RunningService<RoleClient, Seen> {
     let (client_io, server_io) = tokio::io::duplex(64 * 1024);
     tokio::spawn(async move {
         if let Ok(running) = GatewayHandler::stdio(gw, token).serve(server_io).await {
             let _ = running.waiting().await;
         }
     });
-    ClientConfig::new(ClientCapabilities::default(), Implementation::new("t", "0"))
-        .with_protocol_version(ProtocolVersion::V_2025_11_25)
-        .serve(client_io)
-        .await
-        .unwrap()
+    seen.serve(client_io).await.unwrap()
 }
 
 async fn store_with_key(
@@ -89,7 +161,7 @@ async fn store_with_key(
 }
 
 async fn call(
-    client: &RunningService<RoleClient, ClientConfig>,
+    client: &RunningService<RoleClient, Seen>,
     tool: &str,
     args: serde_json::Value,
 ) -> CallToolResult {
@@ -98,18 +170,56 @@ async fn call(
     client.peer().call_tool(p).await.unwrap()
 }
 
-/// An upstream whose tool names break the rules: one takes a gateway tool's
-/// name, one has a space, one is far too long. Each call answers with the
-/// name it was called by, so routing back to the original name is visible.
-#[derive(Clone)]
-struct AwkwardNames;
+async fn names(client: &RunningService<RoleClient, Seen>) -> Vec<String> {
+    client
+        .peer()
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect()
+}
+
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    for _ in 0..500 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn demo(
+    state: std::path::PathBuf,
+) -> impl Fn() -> plangate_demo_site::DemoSite + Send + Sync + 'static {
+    move || plangate_demo_site::DemoSite::open(&state).unwrap()
+}
+
+// === a test upstream with awkward names and live behaviour ===
 
 const LONG: &str =
     "a_tool_name_that_is_much_longer_than_any_client_would_accept_in_a_list_of_tools";
 
-impl ServerHandler for AwkwardNames {
+/// Tools whose names break the rules (one takes a gateway tool's name, one
+/// has a space, one is far too long), plus tools that exercise upstream
+/// life: `grow` adds a tool and says so, `slow` reports progress, `hang`
+/// waits to be cancelled, `ask` elicits from the caller.
+#[derive(Clone, Default)]
+struct Lively {
+    extra: Arc<AtomicBool>,
+    cancelled: Arc<AtomicBool>,
+}
+
+impl ServerHandler for Lively {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
     }
     async fn list_tools(
         &self,
@@ -118,8 +228,21 @@ impl ServerHandler for AwkwardNames {
     ) -> Result<ListToolsResult, ErrorData> {
         let schema = json!({"type": "object"}).as_object().cloned().unwrap();
         let read = ToolAnnotations::default().read_only(true);
+        let mut names = vec![
+            "plangate_get_plan",
+            "has space",
+            LONG,
+            "plain",
+            "grow",
+            "slow",
+            "hang",
+            "ask",
+        ];
+        if self.extra.load(Ordering::SeqCst) {
+            names.push("grown");
+        }
         Ok(ListToolsResult::with_all_items(
-            ["plangate_get_plan", "has space", LONG, "plain"]
+            names
                 .into_iter()
                 .map(|n| Tool::new(n, "t", schema.clone()).with_annotations(read.clone()))
                 .collect(),
@@ -128,22 +251,65 @@ impl ServerHandler for AwkwardNames {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::CallToolResponse, ErrorData> {
+        cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        match request.name.as_ref() {
+            "grow" => {
+                self.extra.store(true, Ordering::SeqCst);
+                let _ = cx.peer.notify_tool_list_changed().await;
+            }
+            "slow" => {
+                let token = cx
+                    .meta
+                    .get_progress_token()
+                    .expect("rmcp always sends a progress token");
+                for i in 1..=3 {
+                    let p =
+                        ProgressNotificationParam::new(token.clone(), f64::from(i)).with_total(3.0);
+                    let _ = cx.peer.notify_progress(p).await;
+                }
+            }
+            "hang" => {
+                tokio::select! {
+                    () = cx.ct.cancelled() => self.cancelled.store(true, Ordering::SeqCst),
+                    () = tokio::time::sleep(Duration::from_secs(30)) => {}
+                }
+            }
+            "ask" => {
+                let params: ElicitRequestParams = serde_json::from_value(json!({
+                    "mode": "form",
+                    "message": "What is your favourite colour?",
+                    "requestedSchema": {"type": "object", "properties": {"colour": {"type": "string"}}}
+                }))
+                .unwrap();
+                let answer = cx.peer.create_elicitation(params).await;
+                let answer = answer
+                    .map(|a| serde_json::to_value(a).unwrap())
+                    .unwrap_or_else(|e| json!({"error": e.to_string()}));
+                return Ok(CallToolResult::structured(json!({"answer": answer})).into());
+            }
+            _ => {}
+        }
         Ok(CallToolResult::structured(json!({"called": request.name})).into())
     }
 }
+
+// === tests ===
 
 #[tokio::test]
 async fn awkward_upstream_names_are_exposed_validly_and_route_back_to_the_original() {
     let dir = tempfile::tempdir().unwrap();
     let (store, token) = store_with_key(dir.path(), Scope::Write).await;
-    let up = in_process_upstream(upstream_config("odd"), AwkwardNames).await;
-    let gw = Gateway::with_upstreams(config(&["odd"], Namespace::Auto), store, vec![up], vec![]);
-    let client = client_of(gw, Some(token)).await;
-    let tools = client.peer().list_all_tools().await.unwrap();
-    let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
-    assert_eq!(names.len(), 4);
+    let (odd, _) = in_process("odd", Lively::default);
+    let gw = Gateway::start(
+        config(&["odd"], Namespace::Auto),
+        store,
+        BTreeMap::from([("odd".into(), odd)]),
+    )
+    .await;
+    let client = client_of(gw, Some(token), Seen::default()).await;
+    let names = names(&client).await;
+    assert_eq!(names.len(), 8);
     // One upstream: unprefixed, except where a name is reserved or invalid.
     assert!(names.contains(&"plain".to_owned()));
     assert!(
@@ -178,22 +344,14 @@ async fn two_in_process_demo_sites_are_namespaced_and_routed() {
     let (store, token) = store_with_key(dir.path(), Scope::Write).await;
     let site_state = dir.path().join("site.json");
     let blog_state = dir.path().join("blog.json");
-    let site = in_process_upstream(
-        upstream_config("site"),
-        plangate_demo_site::DemoSite::open(&site_state).unwrap(),
-    )
-    .await;
-    let blog = in_process_upstream(
-        upstream_config("blog"),
-        plangate_demo_site::DemoSite::open(&blog_state).unwrap(),
-    )
-    .await;
-    let gw = Gateway::with_upstreams(
+    let (site, _) = in_process("site", demo(site_state.clone()));
+    let (blog, _) = in_process("blog", demo(blog_state.clone()));
+    let gw = Gateway::start(
         config(&["site", "blog"], Namespace::Auto),
         store,
-        vec![site, blog],
-        vec![],
-    );
+        BTreeMap::from([("site".into(), site), ("blog".into(), blog)]),
+    )
+    .await;
     let catalog = gw.catalog();
     assert!(catalog.namespaced);
     let update = catalog.tool("blog__update_option").unwrap();
@@ -211,7 +369,7 @@ async fn two_in_process_demo_sites_are_namespaced_and_routed() {
         plangate_core::Effect::Read
     );
 
-    let client = client_of(gw, Some(token)).await;
+    let client = client_of(gw, Some(token), Seen::default()).await;
     let r = call(
         &client,
         "blog__update_option",
@@ -233,18 +391,14 @@ async fn a_read_key_reads_but_its_writes_never_reach_the_upstream() {
     let dir = tempfile::tempdir().unwrap();
     let (store, token) = store_with_key(dir.path(), Scope::Read).await;
     let state = dir.path().join("site.json");
-    let site = in_process_upstream(
-        upstream_config("site"),
-        plangate_demo_site::DemoSite::open(&state).unwrap(),
-    )
-    .await;
-    let gw = Gateway::with_upstreams(
+    let (site, _) = in_process("site", demo(state.clone()));
+    let gw = Gateway::start(
         config(&["site"], Namespace::Auto),
         store,
-        vec![site],
-        vec![],
-    );
-    let client = client_of(gw, Some(token)).await;
+        BTreeMap::from([("site".into(), site)]),
+    )
+    .await;
+    let client = client_of(gw, Some(token), Seen::default()).await;
     assert_eq!(
         call(&client, "get_page", json!({"id": 1})).await.is_error,
         Some(false)
@@ -267,31 +421,16 @@ async fn a_read_key_reads_but_its_writes_never_reach_the_upstream() {
 async fn a_down_upstream_fails_fast_while_the_others_serve() {
     let dir = tempfile::tempdir().unwrap();
     let (store, token) = store_with_key(dir.path(), Scope::Write).await;
-    let state = dir.path().join("site.json");
-    let site = in_process_upstream(
-        upstream_config("site"),
-        plangate_demo_site::DemoSite::open(&state).unwrap(),
-    )
-    .await;
-    let failed = plangate_gateway::UpstreamError::Timeout {
-        name: "blog".into(),
-    };
-    let gw = Gateway::with_upstreams(
+    let (site, _) = in_process("site", demo(dir.path().join("site.json")));
+    let gw = Gateway::start(
         config(&["site", "blog"], Namespace::Auto),
         store,
-        vec![site],
-        vec![failed],
-    );
+        BTreeMap::from([("site".into(), site), ("blog".into(), failing("blog"))]),
+    )
+    .await;
     assert!(gw.down_upstreams().contains_key("blog"));
-    let client = client_of(gw, Some(token)).await;
-    let names: Vec<String> = client
-        .peer()
-        .list_all_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let client = client_of(gw, Some(token), Seen::default()).await;
+    let names = names(&client).await;
     assert!(names.iter().all(|n| n.starts_with("site__")), "{names:?}");
     assert_eq!(
         call(&client, "site__get_page", json!({"id": 1}))
@@ -300,4 +439,186 @@ async fn a_down_upstream_fails_fast_while_the_others_serve() {
         Some(false)
     );
     client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_crashed_upstream_comes_back_and_its_tools_reappear() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, token) = store_with_key(dir.path(), Scope::Write).await;
+    let (site, sessions) = in_process("site", demo(dir.path().join("site.json")));
+    let (other, _) = in_process("other", Lively::default);
+    let gw = Gateway::start(
+        config(&["site", "other"], Namespace::Auto),
+        store,
+        BTreeMap::from([("site".into(), site), ("other".into(), other)]),
+    )
+    .await;
+    let seen = Seen::default();
+    let client = client_of(gw.clone(), Some(token), seen.clone()).await;
+    assert!(names(&client).await.contains(&"site__get_page".to_owned()));
+
+    // Crash the site's server.
+    sessions.lock().unwrap()[0].cancel();
+    eventually("the crash to be noticed", || {
+        gw.down_upstreams().contains_key("site") || sessions.lock().unwrap().len() > 1
+    })
+    .await;
+    // Meanwhile the other upstream serves, and calls to the site fail fast
+    // (or succeed, once it is back) — never hang.
+    assert_eq!(
+        call(&client, "other__plain", json!({})).await.is_error,
+        Some(false)
+    );
+    let r = call(&client, "site__get_page", json!({"id": 1})).await;
+    if r.is_error == Some(true) {
+        assert_eq!(
+            r.structured_content.unwrap()["code"],
+            "upstream_unavailable"
+        );
+    }
+    // It comes back on its own, and the client is told.
+    eventually("the site to reconnect", || {
+        gw.upstream("site").is_some() && sessions.lock().unwrap().len() >= 2
+    })
+    .await;
+    eventually("list_changed to reach the client", || {
+        seen.list_changed.load(Ordering::SeqCst) >= 1
+    })
+    .await;
+    assert!(names(&client).await.contains(&"site__get_page".to_owned()));
+    assert_eq!(
+        call(&client, "site__get_page", json!({"id": 1}))
+            .await
+            .is_error,
+        Some(false)
+    );
+    client.cancel().await.unwrap();
+    gw.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_upstream_list_change_refreshes_the_catalog_and_reaches_the_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, token) = store_with_key(dir.path(), Scope::Write).await;
+    let lively = Lively::default();
+    let shared = lively.clone();
+    let (odd, _) = in_process("odd", move || shared.clone());
+    let gw = Gateway::start(
+        config(&["odd"], Namespace::Auto),
+        store,
+        BTreeMap::from([("odd".into(), odd)]),
+    )
+    .await;
+    let seen = Seen::default();
+    let client = client_of(gw.clone(), Some(token), seen.clone()).await;
+    assert!(!names(&client).await.contains(&"grown".to_owned()));
+    call(&client, "grow", json!({})).await;
+    eventually("list_changed", || {
+        seen.list_changed.load(Ordering::SeqCst) >= 1
+    })
+    .await;
+    assert!(names(&client).await.contains(&"grown".to_owned()));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn progress_reaches_the_caller_under_its_own_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, token) = store_with_key(dir.path(), Scope::Write).await;
+    let (odd, _) = in_process("odd", Lively::default);
+    let gw = Gateway::start(
+        config(&["odd"], Namespace::Auto),
+        store,
+        BTreeMap::from([("odd".into(), odd)]),
+    )
+    .await;
+    let seen = Seen::default();
+    let client = client_of(gw, Some(token), seen.clone()).await;
+    let handle = client
+        .peer()
+        .send_request_with_option(
+            rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(
+                CallToolRequestParams::new("slow"),
+            )),
+            rmcp::service::PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    let mine = handle.progress_token.clone();
+    handle.await_response().await.unwrap();
+    eventually("three progress notifications", || {
+        seen.progress.lock().unwrap().len() >= 3
+    })
+    .await;
+    let progress = seen.progress.lock().unwrap().clone();
+    assert!(
+        progress.iter().all(|p| p.progress_token == mine),
+        "{progress:?}"
+    );
+    assert_eq!(
+        progress.iter().map(|p| p.progress).collect::<Vec<_>>(),
+        [1.0, 2.0, 3.0]
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn cancelling_a_call_cancels_it_at_the_upstream() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, token) = store_with_key(dir.path(), Scope::Write).await;
+    let lively = Lively::default();
+    let shared = lively.clone();
+    let (odd, _) = in_process("odd", move || shared.clone());
+    let gw = Gateway::start(
+        config(&["odd"], Namespace::Auto),
+        store,
+        BTreeMap::from([("odd".into(), odd)]),
+    )
+    .await;
+    let client = client_of(gw, Some(token), Seen::default()).await;
+    // Dropping the call future makes rmcp send notifications/cancelled.
+    let _ = tokio::time::timeout(
+        Duration::from_millis(200),
+        client.peer().call_tool(CallToolRequestParams::new("hang")),
+    )
+    .await;
+    eventually("the upstream to see the cancellation", || {
+        lively.cancelled.load(Ordering::SeqCst)
+    })
+    .await;
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_upstream_elicitation_during_a_call_reaches_the_calling_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, token) = store_with_key(dir.path(), Scope::Write).await;
+    let (odd, _) = in_process("odd", Lively::default);
+    let gw = Gateway::start(
+        config(&["odd"], Namespace::Auto),
+        store,
+        BTreeMap::from([("odd".into(), odd)]),
+    )
+    .await;
+
+    let asker = client_of(
+        gw.clone(),
+        Some(token.clone()),
+        Seen {
+            elicit: true,
+            ..Seen::default()
+        },
+    )
+    .await;
+    let r = call(&asker, "ask", json!({})).await;
+    let answer = &r.structured_content.unwrap()["answer"];
+    assert_eq!(answer["action"], "accept", "{answer}");
+    assert_eq!(answer["content"]["colour"], "teal");
+
+    // A client that cannot answer gets the question declined, not a hang.
+    let mute = client_of(gw, Some(token), Seen::default()).await;
+    let r = call(&mute, "ask", json!({})).await;
+    assert_eq!(r.structured_content.unwrap()["answer"]["action"], "decline");
+    asker.cancel().await.unwrap();
+    mute.cancel().await.unwrap();
 }

@@ -84,6 +84,37 @@ pub enum StoreError {
         /// What was wrong with it.
         reason: String,
     },
+    /// An append expected the key's log to end at `expected`, but another
+    /// writer had already appended: it ends at `found`. Nothing was
+    /// written; the caller re-reads the key's events and retries.
+    #[error(
+        "events of key {key_id} end at key_seq {found}, not {expected}: another writer appended first; re-read and retry"
+    )]
+    Conflict {
+        /// The key whose log was appended to.
+        key_id: String,
+        /// The last key_seq the caller had seen.
+        expected: i64,
+        /// The last key_seq actually stored.
+        found: i64,
+    },
+    /// An event handed to the store cannot be recorded as given.
+    #[error("event cannot be appended: {0}")]
+    InvalidEvent(String),
+    /// Sealing a secret failed (the input is beyond what the cipher
+    /// accepts). The message never includes the secret.
+    #[error("sealing a secret failed: the value is too large to seal")]
+    SealFailed,
+    /// A sealed value is not in the sealed format at all. The reason
+    /// describes the value without repeating it.
+    #[error("sealed value is malformed: {0}")]
+    SealedMalformed(&'static str),
+    /// A sealed value does not authenticate: another seal key, altered
+    /// bytes, other associated data, or cut short.
+    #[error(
+        "sealed value does not open: wrong seal key, altered or truncated value, or sealed for something else"
+    )]
+    UnsealFailed,
 }
 
 impl StoreError {
@@ -102,6 +133,11 @@ impl StoreError {
             StoreError::WalUnavailable { .. } => "wal_unavailable",
             StoreError::SchemaTooNew { .. } => "schema_too_new",
             StoreError::CorruptRow { .. } => "corrupt_row",
+            StoreError::Conflict { .. } => "conflict",
+            StoreError::InvalidEvent(_) => "invalid_event",
+            StoreError::SealFailed => "seal_failed",
+            StoreError::SealedMalformed(_) => "sealed_malformed",
+            StoreError::UnsealFailed => "unseal_failed",
         }
     }
 

@@ -1,8 +1,87 @@
-//! The append-only event log (DESIGN §6) will live here.
+//! The append-only event log (DESIGN §6).
 //!
 //! It is the store's source of truth: mode and plan are folds over a key's
 //! events, and any projection kept for speed must equal the fold, including
 //! across processes sharing one store. Appends go through the [`Store`]
 //! trait and are durable before the answer is sent.
 //!
+//! The store does not interpret an event: its body is JSON that the
+//! gateway serializes from `plangate-core`'s types. It only numbers and
+//! indexes events, in two sequences:
+//!
+//! * `key_seq` — 1, 2, 3… per key, with no gaps. Appends are
+//!   compare-and-set on it ([`Store::append_events`] takes the last key_seq
+//!   the caller saw), which is how two processes serving the same key avoid
+//!   folding over different histories: the loser gets
+//!   [`StoreError::Conflict`], re-reads and retries.
+//! * `seq` — one global order over all keys, in commit order, for exports
+//!   and for processes that follow what others wrote
+//!   ([`Store::events_since`]).
+//!
+//! Rows are never updated or deleted; the SQLite schema refuses both.
+//!
 //! [`Store`]: crate::Store
+//! [`Store::append_events`]: crate::Store::append_events
+//! [`Store::events_since`]: crate::Store::events_since
+//! [`StoreError::Conflict`]: crate::StoreError::Conflict
+
+use serde::{Deserialize, Serialize};
+
+use crate::StoreError;
+
+/// An event to append; the store assigns its key and sequence numbers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewEvent {
+    /// When it happened, in ms since the epoch.
+    pub at_ms: i64,
+    /// The event type (`mode_set`, `step_planned`, …); not empty. Indexed
+    /// so exports can be read without parsing bodies. Serialized as
+    /// `type`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The event itself, opaque to the store.
+    pub body: serde_json::Value,
+}
+
+/// An event as recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredEvent {
+    /// Position in the global log: increases with every append, in commit
+    /// order, across all keys.
+    pub seq: i64,
+    /// The key whose log holds the event.
+    pub key_id: String,
+    /// Position in that key's log: 1, 2, 3… with no gaps.
+    pub key_seq: i64,
+    /// When it happened, in ms since the epoch (as given to the append).
+    pub at_ms: i64,
+    /// The event type. Serialized as `type`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The event itself, as appended.
+    pub body: serde_json::Value,
+}
+
+/// Checks an event before any backend writes it, so every backend refuses
+/// the same things, and returns the body as JSON text.
+pub(crate) fn body_text(event: &NewEvent) -> Result<String, StoreError> {
+    if event.kind.is_empty() {
+        return Err(StoreError::InvalidEvent(
+            "its type is empty; every event needs a type".to_owned(),
+        ));
+    }
+    serde_json::to_string(&event.body).map_err(|e| {
+        StoreError::InvalidEvent(format!(
+            "its body of type {:?} is not serializable: {e}",
+            event.kind
+        ))
+    })
+}
+
+/// Parses a stored body back into JSON.
+pub(crate) fn parse_body(table: &'static str, text: &str) -> Result<serde_json::Value, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::CorruptRow {
+        table,
+        reason: format!("body is not JSON: {e}"),
+    })
+}

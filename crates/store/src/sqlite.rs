@@ -2,8 +2,10 @@
 //!
 //! Several plangate processes may open the same file at once (every stdio
 //! client window starts its own), so the database runs in WAL mode with a
-//! busy timeout, migrations take the write lock before looking at the
-//! schema version, and no query result is cached in memory.
+//! busy timeout, migrations and event appends take the write lock (`BEGIN
+//! IMMEDIATE`) before looking at what they depend on, and no query result
+//! is cached in memory. With one writer at a time, `events.seq` is assigned
+//! in commit order, which is what lets a follower page by seq.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -18,12 +20,13 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
 
+use crate::events::{body_text, parse_body};
 use crate::keys::{
     is_well_formed_token, looks_like_key_id, new_key_id, new_token, shown_prefix, token_hash,
     validate_key_name,
 };
 use crate::private_fs::create_new_private_file;
-use crate::{ApiKey, CreatedKey, Store, StoreError, now_ms};
+use crate::{ApiKey, CreatedKey, NewEvent, Store, StoreError, StoredEvent, now_ms};
 
 /// How long a statement waits for another process's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -31,9 +34,10 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// The schema, as an ordered list of (version, SQL). A version is applied
 /// once, in the same transaction that records it in `schema_migrations`;
 /// entries are only ever appended, never edited.
-const MIGRATIONS: &[(i64, &str)] = &[(
-    1,
-    "CREATE TABLE api_keys (
+const MIGRATIONS: &[(i64, &str)] = &[
+    (
+        1,
+        "CREATE TABLE api_keys (
         seq            INTEGER PRIMARY KEY,
         id             TEXT    NOT NULL UNIQUE,
         name           TEXT    NOT NULL,
@@ -44,13 +48,44 @@ const MIGRATIONS: &[(i64, &str)] = &[(
         revoked_at_ms  INTEGER
     );
     CREATE UNIQUE INDEX api_keys_active_name ON api_keys (name) WHERE revoked_at_ms IS NULL;",
-)];
+    ),
+    // The event log. `seq` is AUTOINCREMENT so a seq is never reused, and
+    // the triggers make the table append-only and gap-free per key even for
+    // a writer that bypasses this code.
+    (
+        2,
+        "CREATE TABLE events (
+        seq      INTEGER PRIMARY KEY AUTOINCREMENT,
+        key_id   TEXT    NOT NULL,
+        key_seq  INTEGER NOT NULL CHECK (key_seq >= 1),
+        at_ms    INTEGER NOT NULL,
+        type     TEXT    NOT NULL CHECK (type <> ''),
+        body     TEXT    NOT NULL CHECK (json_valid(body)),
+        UNIQUE (key_id, key_seq)
+    );
+    CREATE INDEX events_at_ms ON events (at_ms);
+    CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+    BEGIN SELECT RAISE(ABORT, 'events are append-only: rows cannot be updated'); END;
+    CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+    BEGIN SELECT RAISE(ABORT, 'events are append-only: rows cannot be deleted'); END;
+    CREATE TRIGGER events_key_seq_follows BEFORE INSERT ON events
+    WHEN NEW.key_seq <> COALESCE((SELECT MAX(key_seq) FROM events WHERE key_id = NEW.key_id), 0) + 1
+    BEGIN SELECT RAISE(ABORT, 'events key_seq must follow the key''s last one'); END;",
+    ),
+];
 
 /// The columns every key query returns, as a literal so queries stay
 /// static strings (`concat!`) with bound values only.
 macro_rules! key_columns {
     () => {
         "id, name, scope, prefix, created_at_ms, revoked_at_ms"
+    };
+}
+
+/// The columns every event query returns.
+macro_rules! event_columns {
+    () => {
+        "seq, key_id, key_seq, at_ms, type, body"
     };
 }
 
@@ -183,6 +218,38 @@ fn key_from_row(row: &SqliteRow) -> Result<ApiKey, StoreError> {
     })
 }
 
+fn event_from_row(row: &SqliteRow) -> Result<StoredEvent, StoreError> {
+    let body: String = row.try_get("body")?;
+    Ok(StoredEvent {
+        seq: row.try_get("seq")?,
+        key_id: row.try_get("key_id")?,
+        key_seq: row.try_get("key_seq")?,
+        at_ms: row.try_get("at_ms")?,
+        kind: row.try_get("type")?,
+        body: parse_body("events", &body)?,
+    })
+}
+
+/// The last key_seq of `key_id`, 0 if none, read through any executor (the
+/// pool, or the connection of an open transaction).
+async fn last_key_seq_in<'e, E>(executor: E, key_id: &str) -> Result<i64, sqlx::Error>
+where
+    E: sqlx::SqliteExecutor<'e>,
+{
+    sqlx::query_scalar("SELECT COALESCE(MAX(key_seq), 0) FROM events WHERE key_id = ?")
+        .bind(key_id)
+        .fetch_one(executor)
+        .await
+}
+
+/// Whether the statement broke a UNIQUE constraint (or the rule that
+/// key_seq follows the last one): another writer took that key_seq.
+fn is_taken_key_seq(e: &sqlx::Error) -> bool {
+    e.as_database_error().is_some_and(|db| {
+        db.kind() == ErrorKind::UniqueViolation || db.message().contains("key_seq must follow")
+    })
+}
+
 // === impl Store for SqliteStore ===
 
 #[async_trait]
@@ -274,6 +341,170 @@ impl Store for SqliteStore {
         .fetch_optional(&self.pool)
         .await?;
         row.as_ref().map(key_from_row).transpose()
+    }
+
+    async fn find_key(&self, name_or_id: &str) -> Result<Option<ApiKey>, StoreError> {
+        // The same rule as `revoke_key`: the shape says name or id.
+        let sql = if looks_like_key_id(name_or_id) {
+            concat!("SELECT ", key_columns!(), " FROM api_keys WHERE id = ?")
+        } else {
+            concat!(
+                "SELECT ",
+                key_columns!(),
+                " FROM api_keys WHERE name = ? AND revoked_at_ms IS NULL"
+            )
+        };
+        let row = sqlx::query(sql)
+            .bind(name_or_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(key_from_row).transpose()
+    }
+
+    async fn append_events(
+        &self,
+        key_id: &str,
+        expected_key_seq: i64,
+        events: &[NewEvent],
+    ) -> Result<i64, StoreError> {
+        let bodies = events
+            .iter()
+            .map(body_text)
+            .collect::<Result<Vec<_>, _>>()?;
+        let count = i64::try_from(events.len())
+            .map_err(|_| StoreError::InvalidEvent("the batch is too large".to_owned()))?;
+        let conflict = |found| StoreError::Conflict {
+            key_id: key_id.to_owned(),
+            expected: expected_key_seq,
+            found,
+        };
+
+        // BEGIN IMMEDIATE takes the write lock before the check, so no
+        // other process can append between the check and the inserts; the
+        // UNIQUE constraint stays the final guard.
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let found = last_key_seq_in(&mut *tx, key_id).await?;
+        if found != expected_key_seq {
+            tx.rollback().await?;
+            return Err(conflict(found));
+        }
+        for ((key_seq, event), body) in (expected_key_seq + 1..).zip(events).zip(&bodies) {
+            let inserted = sqlx::query(
+                "INSERT INTO events (key_id, key_seq, at_ms, type, body) VALUES (?, ?, ?, ?, ?)",
+            )
+            .bind(key_id)
+            .bind(key_seq)
+            .bind(event.at_ms)
+            .bind(&event.kind)
+            .bind(body)
+            .execute(&mut *tx)
+            .await;
+            match inserted {
+                Ok(_) => {}
+                Err(e) if is_taken_key_seq(&e) => {
+                    tx.rollback().await?; // nothing of this batch stays
+                    return Err(conflict(last_key_seq_in(&self.pool, key_id).await?));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        tx.commit().await?;
+        let last = expected_key_seq + count;
+        tracing::debug!(
+            key_id,
+            last_key_seq = last,
+            appended = count,
+            "appended events"
+        );
+        Ok(last)
+    }
+
+    async fn load_events(
+        &self,
+        key_id: &str,
+        after_key_seq: i64,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            event_columns!(),
+            " FROM events WHERE key_id = ? AND key_seq > ? ORDER BY key_seq"
+        ))
+        .bind(key_id)
+        .bind(after_key_seq)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(event_from_row).collect()
+    }
+
+    async fn last_key_seq(&self, key_id: &str) -> Result<i64, StoreError> {
+        Ok(last_key_seq_in(&self.pool, key_id).await?)
+    }
+
+    async fn keys_with_events(&self) -> Result<Vec<String>, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT DISTINCT key_id FROM events ORDER BY key_id")
+                .fetch_all(&self.pool)
+                .await?,
+        )
+    }
+
+    async fn export_events(
+        &self,
+        key_id: Option<&str>,
+        since_ms: Option<i64>,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        // One static statement per filter combination, so each can use its
+        // index (the key's UNIQUE index, or the at_ms index).
+        let query = match (key_id, since_ms) {
+            (None, None) => sqlx::query(concat!(
+                "SELECT ",
+                event_columns!(),
+                " FROM events ORDER BY seq"
+            )),
+            (Some(key_id), None) => sqlx::query(concat!(
+                "SELECT ",
+                event_columns!(),
+                " FROM events WHERE key_id = ? ORDER BY seq"
+            ))
+            .bind(key_id),
+            (None, Some(since_ms)) => sqlx::query(concat!(
+                "SELECT ",
+                event_columns!(),
+                " FROM events WHERE at_ms >= ? ORDER BY seq"
+            ))
+            .bind(since_ms),
+            (Some(key_id), Some(since_ms)) => sqlx::query(concat!(
+                "SELECT ",
+                event_columns!(),
+                " FROM events WHERE key_id = ? AND at_ms >= ? ORDER BY seq"
+            ))
+            .bind(key_id)
+            .bind(since_ms),
+        };
+        let rows = query.fetch_all(&self.pool).await?;
+        rows.iter().map(event_from_row).collect()
+    }
+
+    async fn events_since(
+        &self,
+        after_seq: i64,
+        limit: i64,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        if limit <= 0 {
+            // SQLite reads a negative LIMIT as "no limit"; the contract
+            // says nothing.
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            event_columns!(),
+            " FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
+        ))
+        .bind(after_seq)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(event_from_row).collect()
     }
 }
 

@@ -8,7 +8,8 @@
 use std::sync::Arc;
 
 use plangate_core::Scope;
-use plangate_store::{Store, StoreConfig, StoreError};
+use plangate_store::{NewEvent, Store, StoreConfig, StoreError, StoredEvent};
+use serde_json::json;
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -32,7 +33,8 @@ macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
             $(
-                #[tokio::test]
+                // Several worker threads, so tasks in a test really race.
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $name() {
                     super::$name(super::Fixture::sqlite()).await;
                 }
@@ -51,6 +53,18 @@ conformance!(
     keys_are_listed_in_creation_order,
     two_handles_on_one_store_see_each_others_keys,
     keys_survive_reopening,
+    find_key_finds_by_name_or_id_without_revoking,
+    appended_events_load_back_in_key_seq_order,
+    an_append_with_a_stale_expected_seq_is_a_conflict,
+    a_conflicting_batch_writes_nothing,
+    an_empty_batch_checks_without_writing,
+    an_event_without_a_type_is_refused_and_fails_its_batch,
+    keys_have_independent_sequences,
+    two_handles_racing_for_the_same_key_seq_have_exactly_one_winner,
+    two_handles_appending_with_retries_lose_nothing,
+    export_filters_by_key_and_time_in_global_order,
+    events_since_pages_through_the_global_tail,
+    events_survive_reopening,
 );
 
 async fn create_list_revoke_authenticate_round_trip(f: Fixture) {
@@ -250,4 +264,530 @@ async fn keys_survive_reopening(f: Fixture) {
         store.authenticate(&created.token).await.expect("auth"),
         Some(created.key)
     );
+}
+
+async fn find_key_finds_by_name_or_id_without_revoking(f: Fixture) {
+    let store = f.open().await;
+    let a = store.create_key("a", Scope::Plan).await.expect("create");
+    assert_eq!(
+        store.find_key("a").await.expect("by name"),
+        Some(a.key.clone())
+    );
+    assert_eq!(
+        store.find_key(&a.key.id).await.expect("by id"),
+        Some(a.key.clone())
+    );
+    // Finding changed nothing.
+    assert_eq!(
+        store.authenticate(&a.token).await.expect("auth"),
+        Some(a.key.clone())
+    );
+
+    let revoked = store.revoke_key("a").await.expect("revoke");
+    // A revoked key is found by id, not by name.
+    assert_eq!(store.find_key("a").await.expect("by name"), None);
+    assert_eq!(
+        store.find_key(&a.key.id).await.expect("by id"),
+        Some(revoked)
+    );
+    // A new key with the reused name is what the name finds.
+    let b = store.create_key("a", Scope::Read).await.expect("reuse");
+    assert_eq!(store.find_key("a").await.expect("by name"), Some(b.key));
+
+    assert_eq!(store.find_key("nobody").await.expect("unknown"), None);
+    assert_eq!(
+        store
+            .find_key("key_0000000000000000")
+            .await
+            .expect("unknown id"),
+        None
+    );
+}
+
+fn event(kind: &str, at_ms: i64, body: serde_json::Value) -> NewEvent {
+    NewEvent {
+        at_ms,
+        kind: kind.to_owned(),
+        body,
+    }
+}
+
+/// Checks that `events` are exactly `key_id`'s key_seq 1..=n, in order.
+fn assert_gap_free(key_id: &str, events: &[StoredEvent]) {
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(e.key_id, key_id);
+        assert_eq!(e.key_seq, i64::try_from(i).expect("index") + 1, "{e:?}");
+    }
+}
+
+async fn appended_events_load_back_in_key_seq_order(f: Fixture) {
+    let store = f.open().await;
+    assert_eq!(store.last_key_seq("key_a").await.expect("last"), 0);
+    assert!(
+        store
+            .load_events("key_a", 0)
+            .await
+            .expect("load")
+            .is_empty()
+    );
+    assert!(store.keys_with_events().await.expect("keys").is_empty());
+
+    let first = [
+        event("session_begun", 1_000, json!({"mode": "plan"})),
+        event(
+            "mode_set",
+            1_001,
+            json!({"mode": "plan", "nested": {"list": [1, 2.5, null, "ü"], "big": 9007199254740991_i64}}),
+        ),
+    ];
+    assert_eq!(
+        store
+            .append_events("key_a", 0, &first)
+            .await
+            .expect("append"),
+        2
+    );
+    let second = [event("step_planned", 900, json!({"step_id": "step_1"}))];
+    assert_eq!(
+        store
+            .append_events("key_a", 2, &second)
+            .await
+            .expect("append"),
+        3
+    );
+    assert_eq!(store.last_key_seq("key_a").await.expect("last"), 3);
+
+    let loaded = store.load_events("key_a", 0).await.expect("load");
+    assert_gap_free("key_a", &loaded);
+    let as_new: Vec<NewEvent> = loaded
+        .iter()
+        .map(|e| event(&e.kind, e.at_ms, e.body.clone()))
+        .collect();
+    assert_eq!(as_new, [&first[..], &second[..]].concat());
+    // Global seq increases with each append, whatever at_ms says.
+    assert!(loaded.windows(2).all(|w| w[0].seq < w[1].seq));
+
+    // Loading after a key_seq returns only what follows it.
+    let tail = store.load_events("key_a", 2).await.expect("load tail");
+    assert_eq!(tail, loaded[2..]);
+    assert!(
+        store
+            .load_events("key_a", 3)
+            .await
+            .expect("load none")
+            .is_empty()
+    );
+    assert!(
+        store
+            .load_events("key_b", 0)
+            .await
+            .expect("other key")
+            .is_empty()
+    );
+    assert_eq!(
+        store.keys_with_events().await.expect("keys"),
+        ["key_a".to_owned()]
+    );
+}
+
+async fn an_append_with_a_stale_expected_seq_is_a_conflict(f: Fixture) {
+    let store = f.open().await;
+    store
+        .append_events("key_a", 0, &[event("mode_set", 1, json!({"n": 1}))])
+        .await
+        .expect("append");
+    for stale in [0, 2, 5, -1] {
+        let err = store
+            .append_events("key_a", stale, &[event("mode_set", 2, json!({"n": 2}))])
+            .await
+            .expect_err("stale");
+        match &err {
+            StoreError::Conflict {
+                key_id,
+                expected,
+                found,
+            } => {
+                assert_eq!(key_id, "key_a");
+                assert_eq!(*expected, stale);
+                assert_eq!(*found, 1);
+            }
+            other => panic!("expected a conflict, got {other}"),
+        }
+        assert_eq!(err.code(), "conflict");
+        assert!(err.to_string().contains("key_a"), "{err}");
+    }
+    assert_eq!(store.load_events("key_a", 0).await.expect("load").len(), 1);
+    // Re-reading and retrying succeeds.
+    let last = store.last_key_seq("key_a").await.expect("last");
+    assert_eq!(
+        store
+            .append_events("key_a", last, &[event("mode_set", 2, json!({"n": 2}))])
+            .await
+            .expect("retry"),
+        2
+    );
+}
+
+async fn a_conflicting_batch_writes_nothing(f: Fixture) {
+    let one = f.open().await;
+    let two = f.open().await;
+    one.append_events("key_a", 0, &[event("session_begun", 1, json!({}))])
+        .await
+        .expect("append");
+    // Both writers saw key_seq 1; `two` wins, then `one`'s batch of three
+    // must leave no trace.
+    two.append_events(
+        "key_a",
+        1,
+        &[event("step_planned", 2, json!({"by": "two"}))],
+    )
+    .await
+    .expect("winner");
+    let batch: Vec<NewEvent> = (0..3)
+        .map(|i| event("step_planned", 3 + i, json!({"by": "one", "i": i})))
+        .collect();
+    let err = one
+        .append_events("key_a", 1, &batch)
+        .await
+        .expect_err("loser");
+    assert!(
+        matches!(
+            err,
+            StoreError::Conflict {
+                expected: 1,
+                found: 2,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let loaded = two.load_events("key_a", 0).await.expect("load");
+    assert_eq!(loaded.len(), 2);
+    assert_eq!(loaded[1].body, json!({"by": "two"}));
+    assert_eq!(
+        one.export_events(None, None).await.expect("export").len(),
+        2
+    );
+}
+
+async fn an_empty_batch_checks_without_writing(f: Fixture) {
+    let store = f.open().await;
+    assert_eq!(
+        store.append_events("key_a", 0, &[]).await.expect("empty"),
+        0
+    );
+    store
+        .append_events("key_a", 0, &[event("mode_set", 1, json!({}))])
+        .await
+        .expect("append");
+    assert_eq!(
+        store.append_events("key_a", 1, &[]).await.expect("empty"),
+        1
+    );
+    let err = store
+        .append_events("key_a", 0, &[])
+        .await
+        .expect_err("stale");
+    assert!(
+        matches!(err, StoreError::Conflict { found: 1, .. }),
+        "{err}"
+    );
+    assert_eq!(store.last_key_seq("key_a").await.expect("last"), 1);
+    assert!(store.keys_with_events().await.expect("keys").len() == 1);
+}
+
+async fn an_event_without_a_type_is_refused_and_fails_its_batch(f: Fixture) {
+    let store = f.open().await;
+    let err = store
+        .append_events(
+            "key_a",
+            0,
+            &[event("mode_set", 1, json!({})), event("", 2, json!({}))],
+        )
+        .await
+        .expect_err("empty type");
+    assert_eq!(err.code(), "invalid_event");
+    assert_eq!(store.last_key_seq("key_a").await.expect("last"), 0);
+    assert!(store.keys_with_events().await.expect("keys").is_empty());
+}
+
+async fn keys_have_independent_sequences(f: Fixture) {
+    let store = f.open().await;
+    for (key, n) in [("key_b", 3), ("key_a", 2), ("key_c", 1), ("key_a", 1)] {
+        let last = store.last_key_seq(key).await.expect("last");
+        let batch: Vec<NewEvent> = (0..n)
+            .map(|i| event("mode_set", i, json!({"k": key})))
+            .collect();
+        store
+            .append_events(key, last, &batch)
+            .await
+            .expect("append");
+    }
+    for (key, n) in [("key_a", 3), ("key_b", 3), ("key_c", 1)] {
+        let loaded = store.load_events(key, 0).await.expect("load");
+        assert_eq!(loaded.len(), n, "{key}");
+        assert_gap_free(key, &loaded);
+        assert!(loaded.iter().all(|e| e.body == json!({"k": key})));
+    }
+    assert_eq!(
+        store.keys_with_events().await.expect("keys"),
+        ["key_a", "key_b", "key_c"]
+    );
+}
+
+async fn two_handles_racing_for_the_same_key_seq_have_exactly_one_winner(f: Fixture) {
+    const TASKS: usize = 16;
+    for round in 0..5 {
+        let key = format!("key_race{round}");
+        let handles = [f.open().await, f.open().await];
+        let barrier = Arc::new(tokio::sync::Barrier::new(TASKS));
+        let tasks: Vec<_> = (0..TASKS)
+            .map(|t| {
+                let store = handles[t % 2].clone();
+                let barrier = barrier.clone();
+                let key = key.clone();
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    store
+                        .append_events(&key, 0, &[event("mode_set", 1, json!({"task": t}))])
+                        .await
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for (t, task) in tasks.into_iter().enumerate() {
+            match task.await.expect("task") {
+                Ok(last) => {
+                    assert_eq!(last, 1);
+                    winners.push(t);
+                }
+                Err(StoreError::Conflict {
+                    expected: 0,
+                    found: 1,
+                    ..
+                }) => {}
+                Err(e) => panic!("task {t}: unexpected error {e}"),
+            }
+        }
+        assert_eq!(winners.len(), 1, "exactly one append wins: {winners:?}");
+        let loaded = handles[0].load_events(&key, 0).await.expect("load");
+        assert_eq!(loaded.len(), 1);
+        assert_eq!(loaded[0].body, json!({"task": winners[0]}));
+    }
+}
+
+async fn two_handles_appending_with_retries_lose_nothing(f: Fixture) {
+    const TASKS: usize = 12;
+    const PER_TASK: usize = 8;
+    let handles = [f.open().await, f.open().await];
+    let barrier = Arc::new(tokio::sync::Barrier::new(TASKS));
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|t| {
+            let store = handles[t % 2].clone();
+            let barrier = barrier.clone();
+            tokio::spawn(async move {
+                barrier.wait().await;
+                let mut successes = Vec::new();
+                let mut conflicts = 0usize;
+                for i in 0..PER_TASK {
+                    // Half the appends are batches of two.
+                    let batch: Vec<NewEvent> = (0..1 + i % 2)
+                        .map(|j| event("step_planned", 0, json!({"task": t, "i": i, "j": j})))
+                        .collect();
+                    loop {
+                        let last = store.last_key_seq("key_shared").await.expect("last");
+                        match store.append_events("key_shared", last, &batch).await {
+                            Ok(new_last) => {
+                                assert_eq!(
+                                    new_last,
+                                    last + i64::try_from(batch.len()).expect("len")
+                                );
+                                successes.push((last, batch.clone()));
+                                break;
+                            }
+                            Err(StoreError::Conflict { found, .. }) => {
+                                assert_ne!(found, last);
+                                conflicts += 1;
+                            }
+                            Err(e) => panic!("task {t}: unexpected error {e}"),
+                        }
+                    }
+                }
+                (successes, conflicts)
+            })
+        })
+        .collect();
+
+    let mut successes = Vec::new();
+    for task in tasks {
+        let (mine, _conflicts) = task.await.expect("task");
+        successes.extend(mine);
+    }
+    let appended_rows: usize = successes.iter().map(|(_, batch)| batch.len()).sum();
+
+    let loaded = handles[1].load_events("key_shared", 0).await.expect("load");
+    assert_eq!(loaded.len(), appended_rows, "one row per appended event");
+    assert_gap_free("key_shared", &loaded);
+    // Every successful append is where it said it would be, intact.
+    for (after, batch) in &successes {
+        let start = usize::try_from(*after).expect("seq");
+        let stored: Vec<NewEvent> = loaded[start..start + batch.len()]
+            .iter()
+            .map(|e| event(&e.kind, e.at_ms, e.body.clone()))
+            .collect();
+        assert_eq!(&stored, batch);
+    }
+    assert_eq!(
+        handles[0].last_key_seq("key_shared").await.expect("last"),
+        i64::try_from(appended_rows).expect("rows")
+    );
+}
+
+async fn export_filters_by_key_and_time_in_global_order(f: Fixture) {
+    let store = f.open().await;
+    // Interleave keys, with times out of order, so global seq order is
+    // distinguishable from key order and from time order.
+    let plan = [
+        ("key_b", 300),
+        ("key_a", 100),
+        ("key_b", 50),
+        ("key_a", 400),
+        ("key_a", 200),
+    ];
+    for (i, (key, at)) in plan.iter().enumerate() {
+        let last = store.last_key_seq(key).await.expect("last");
+        store
+            .append_events(key, last, &[event("mode_set", *at, json!({"i": i}))])
+            .await
+            .expect("append");
+    }
+    let order = |events: Vec<StoredEvent>| -> Vec<i64> {
+        assert!(events.windows(2).all(|w| w[0].seq < w[1].seq));
+        events
+            .iter()
+            .map(|e| e.body["i"].as_i64().expect("i"))
+            .collect()
+    };
+    assert_eq!(
+        order(store.export_events(None, None).await.expect("all")),
+        [0, 1, 2, 3, 4]
+    );
+    assert_eq!(
+        order(store.export_events(Some("key_a"), None).await.expect("key")),
+        [1, 3, 4]
+    );
+    // `since_ms` is inclusive.
+    assert_eq!(
+        order(store.export_events(None, Some(200)).await.expect("since")),
+        [0, 3, 4]
+    );
+    assert_eq!(
+        order(
+            store
+                .export_events(Some("key_b"), Some(300))
+                .await
+                .expect("both")
+        ),
+        [0]
+    );
+    assert!(
+        store
+            .export_events(Some("key_c"), None)
+            .await
+            .expect("unknown key")
+            .is_empty()
+    );
+    assert!(
+        store
+            .export_events(None, Some(401))
+            .await
+            .expect("future")
+            .is_empty()
+    );
+}
+
+async fn events_since_pages_through_the_global_tail(f: Fixture) {
+    let writer = f.open().await;
+    let follower = f.open().await;
+    assert!(
+        follower
+            .events_since(0, 10)
+            .await
+            .expect("empty")
+            .is_empty()
+    );
+
+    for i in 0..7_i64 {
+        let key = if i % 2 == 0 { "key_a" } else { "key_b" };
+        let last = writer.last_key_seq(key).await.expect("last");
+        writer
+            .append_events(key, last, &[event("mode_set", i, json!({"i": i}))])
+            .await
+            .expect("append");
+    }
+
+    // Page through with a limit of 3, as a follower would.
+    let mut seen = Vec::new();
+    let mut after = 0;
+    let mut pages = 0;
+    loop {
+        let page = follower.events_since(after, 3).await.expect("page");
+        pages += 1;
+        assert!(page.len() <= 3);
+        seen.extend(page.iter().map(|e| e.body["i"].as_i64().expect("i")));
+        match page.last() {
+            Some(last) if page.len() == 3 => after = last.seq,
+            _ => break,
+        }
+    }
+    assert_eq!(seen, (0..7).collect::<Vec<_>>());
+    assert_eq!(pages, 3);
+    let all = follower.export_events(None, None).await.expect("export");
+    assert_eq!(
+        follower
+            .events_since(all[2].seq, 100)
+            .await
+            .expect("from the middle"),
+        all[3..]
+    );
+    // The follower sees new events from the writer on its next poll.
+    let tail_seq = all.last().expect("events").seq;
+    assert!(
+        follower
+            .events_since(tail_seq, 10)
+            .await
+            .expect("tail")
+            .is_empty()
+    );
+    writer
+        .append_events("key_c", 0, &[event("mode_set", 8, json!({"i": 7}))])
+        .await
+        .expect("append");
+    let new = follower.events_since(tail_seq, 10).await.expect("new");
+    assert_eq!(new.len(), 1);
+    assert_eq!(new[0].key_id, "key_c");
+    assert!(new[0].seq > tail_seq);
+
+    assert!(follower.events_since(0, 0).await.expect("zero").is_empty());
+    assert!(
+        follower
+            .events_since(0, -1)
+            .await
+            .expect("negative")
+            .is_empty()
+    );
+}
+
+async fn events_survive_reopening(f: Fixture) {
+    let appended = {
+        let store = f.open().await;
+        store
+            .append_events("key_a", 0, &[event("mode_set", 5, json!({"mode": "plan"}))])
+            .await
+            .expect("append");
+        store.load_events("key_a", 0).await.expect("load")
+    };
+    let store = f.open().await;
+    assert_eq!(store.load_events("key_a", 0).await.expect("load"), appended);
+    assert_eq!(store.last_key_seq("key_a").await.expect("last"), 1);
 }

@@ -4,7 +4,8 @@
 use std::path::Path;
 
 use plangate_core::Scope;
-use plangate_store::{DataDir, open_sqlite};
+use plangate_store::{DataDir, NewEvent, open_sqlite};
+use serde_json::json;
 use sqlx::Connection;
 use sqlx::sqlite::SqliteConnection;
 
@@ -87,7 +88,7 @@ async fn the_file_is_left_in_wal_mode() {
         .fetch_all(&mut conn)
         .await
         .expect("migrations");
-    assert_eq!(versions, [1]);
+    assert_eq!(versions, [1, 2]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -120,6 +121,92 @@ async fn processes_starting_at_once_on_a_new_file_all_open_it() {
             .fetch_one(&mut conn)
             .await
             .expect("count");
-        assert_eq!(migrations, 1);
+        assert_eq!(migrations, 2);
     }
+}
+
+#[tokio::test]
+async fn the_event_log_refuses_updates_deletes_and_gaps_even_from_raw_sql() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let path = tmp.path().join("plangate.db");
+    let store = open_sqlite(&path).await.expect("open");
+    let events: Vec<NewEvent> = (0..2)
+        .map(|i| NewEvent {
+            at_ms: i,
+            kind: "mode_set".to_owned(),
+            body: json!({"mode": "plan", "i": i}),
+        })
+        .collect();
+    store
+        .append_events("key_a", 0, &events)
+        .await
+        .expect("append");
+    let before = store.export_events(None, None).await.expect("export");
+
+    let mut conn = raw_connection(&path).await;
+    for sql in [
+        "UPDATE events SET body = '{}' WHERE key_seq = 1",
+        "UPDATE events SET key_seq = key_seq + 10",
+        "DELETE FROM events WHERE key_seq = 2",
+        "DELETE FROM events",
+        // A gap, a duplicate, a key_seq of 0, a body that is not JSON.
+        "INSERT INTO events (key_id, key_seq, at_ms, type, body) VALUES ('key_a', 4, 0, 'x', '{}')",
+        "INSERT INTO events (key_id, key_seq, at_ms, type, body) VALUES ('key_a', 2, 0, 'x', '{}')",
+        "INSERT INTO events (key_id, key_seq, at_ms, type, body) VALUES ('key_b', 0, 0, 'x', '{}')",
+        "INSERT INTO events (key_id, key_seq, at_ms, type, body) VALUES ('key_b', 1, 0, 'x', 'not json')",
+    ] {
+        let err = sqlx::query(sql).execute(&mut conn).await.expect_err(sql);
+        assert!(err.as_database_error().is_some(), "{sql}: {err}");
+    }
+    let err = sqlx::query("DELETE FROM events")
+        .execute(&mut conn)
+        .await
+        .expect_err("delete");
+    assert!(err.to_string().contains("append-only"), "{err}");
+    conn.close().await.expect("close");
+
+    assert_eq!(
+        store.export_events(None, None).await.expect("export"),
+        before
+    );
+    // The next append in order still works.
+    assert_eq!(
+        store
+            .append_events("key_a", 2, &events[..1])
+            .await
+            .expect("append"),
+        3
+    );
+}
+
+#[tokio::test]
+async fn the_file_is_still_in_wal_mode_after_events_are_appended() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let path = tmp.path().join("plangate.db");
+    let store = open_sqlite(&path).await.expect("open");
+    store
+        .append_events(
+            "key_a",
+            0,
+            &[NewEvent {
+                at_ms: 1,
+                kind: "session_begun".to_owned(),
+                body: json!({}),
+            }],
+        )
+        .await
+        .expect("append");
+    drop(store);
+    assert!(tmp.path().join("plangate.db-wal").exists());
+    let mut conn = raw_connection(&path).await;
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(&mut conn)
+        .await
+        .expect("pragma");
+    assert_eq!(mode, "wal");
+    let bodies: Vec<(String, String)> = sqlx::query_as("SELECT type, body FROM events")
+        .fetch_all(&mut conn)
+        .await
+        .expect("rows");
+    assert_eq!(bodies, [("session_begun".to_owned(), "{}".to_owned())]);
 }

@@ -1,0 +1,244 @@
+//! Routing between the two sides of the gateway while calls are in flight.
+//!
+//! * **Progress**: rmcp puts its own progress token on every request it
+//!   sends upstream, so the downstream client's token cannot pass through.
+//!   Each forwarded call registers `(upstream, upstream token) → (client,
+//!   client token)`; progress from the upstream is re-sent to that client
+//!   under its own token. A notification that arrives before its mapping is
+//!   registered is held briefly and delivered once the mapping exists.
+//! * **Requests from an upstream** (elicitation, sampling, roots) go to the
+//!   client whose call to that upstream is in progress, handled inside that
+//!   call's own request task so the transport routes them like any request
+//!   related to the call. If no call is in progress, or calls of several
+//!   different clients are (plangate cannot tell which one the upstream
+//!   means), the request is declined.
+//! * **Clients**: every initialized downstream peer is kept so catalog
+//!   changes reach all of them (`notifications/tools/list_changed`).
+
+// Sampling and roots are deprecated by SEP-2577 but remain part of MCP
+// 2025-11-25, which plangate serves and speaks upstream; forwarding them
+// during a call is part of being a faithful gateway.
+#![allow(deprecated)]
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
+    ListRootsResult, ProgressNotificationParam, ProgressToken,
+};
+use rmcp::{ErrorData, Peer, RoleServer};
+use tokio::sync::{mpsc, oneshot};
+
+/// How long progress for a token nobody has registered yet is kept.
+const ORPHAN_PROGRESS_TTL: Duration = Duration::from_secs(5);
+/// At most this many orphaned progress notifications are kept.
+const ORPHAN_PROGRESS_MAX: usize = 256;
+
+/// A request an upstream sent while one of its calls was in flight, waiting
+/// to be asked of the calling client.
+pub enum Ask {
+    /// `elicitation/create`.
+    Elicit(
+        ElicitRequestParams,
+        oneshot::Sender<Result<ElicitResult, ErrorData>>,
+    ),
+    /// `sampling/createMessage`.
+    Sample(
+        CreateMessageRequestParams,
+        oneshot::Sender<Result<CreateMessageResult, ErrorData>>,
+    ),
+    /// `roots/list`.
+    Roots(oneshot::Sender<Result<ListRootsResult, ErrorData>>),
+}
+
+struct InFlight {
+    id: u64,
+    upstream: String,
+    client: Peer<RoleServer>,
+    client_id: u64,
+    upstream_token: Option<ProgressToken>,
+    client_token: Option<ProgressToken>,
+    asks: mpsc::Sender<Ask>,
+}
+
+struct Orphan {
+    upstream: String,
+    at: Instant,
+    params: ProgressNotificationParam,
+}
+
+/// The shared routing state. One per gateway.
+#[derive(Default)]
+pub struct Hub {
+    next_id: AtomicU64,
+    inflight: Mutex<Vec<InFlight>>,
+    orphans: Mutex<Vec<Orphan>>,
+    clients: Mutex<Vec<Peer<RoleServer>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+/// A registered in-flight call; dropping it unregisters the call.
+pub struct CallGuard<'a> {
+    hub: &'a Hub,
+    id: u64,
+    /// Requests the upstream sends during this call.
+    pub asks: mpsc::Receiver<Ask>,
+}
+
+impl Drop for CallGuard<'_> {
+    fn drop(&mut self) {
+        lock(&self.hub.inflight).retain(|c| c.id != self.id);
+    }
+}
+
+impl Hub {
+    /// Registers a call about to be sent to `upstream` for `client` (the
+    /// session numbered `client_id`), whose
+    /// own progress token (if it asked for progress) is `client_token`.
+    pub fn begin_call(
+        &self,
+        upstream: &str,
+        client_id: u64,
+        client: &Peer<RoleServer>,
+        client_token: Option<ProgressToken>,
+    ) -> CallGuard<'_> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel(4);
+        lock(&self.inflight).push(InFlight {
+            id,
+            upstream: upstream.to_owned(),
+            client: client.clone(),
+            client_id,
+            upstream_token: None,
+            client_token,
+            asks: tx,
+        });
+        CallGuard {
+            hub: self,
+            id,
+            asks: rx,
+        }
+    }
+
+    /// Records the token rmcp put on the upstream request, and delivers any
+    /// progress that raced ahead of it.
+    pub async fn set_upstream_token(&self, guard: &CallGuard<'_>, token: ProgressToken) {
+        let target = {
+            let mut calls = lock(&self.inflight);
+            let Some(call) = calls.iter_mut().find(|c| c.id == guard.id) else {
+                return;
+            };
+            call.upstream_token = Some(token.clone());
+            call.client_token
+                .clone()
+                .map(|t| (call.upstream.clone(), call.client.clone(), t))
+        };
+        let Some((upstream, client, client_token)) = target else {
+            return;
+        };
+        let early: Vec<ProgressNotificationParam> = {
+            let mut orphans = lock(&self.orphans);
+            let (mine, rest): (Vec<_>, Vec<_>) = orphans
+                .drain(..)
+                .partition(|o| o.upstream == upstream && o.params.progress_token == token);
+            *orphans = rest;
+            mine.into_iter().map(|o| o.params).collect()
+        };
+        for mut p in early {
+            p.progress_token = client_token.clone();
+            let _ = client.notify_progress(p).await;
+        }
+    }
+
+    /// Progress from `upstream`: re-sent to the client that asked for it,
+    /// under the client's token; dropped if the client did not ask.
+    pub async fn progress(&self, upstream: &str, params: ProgressNotificationParam) {
+        let target = {
+            let calls = lock(&self.inflight);
+            calls
+                .iter()
+                .find(|c| {
+                    c.upstream == upstream
+                        && c.upstream_token.as_ref() == Some(&params.progress_token)
+                })
+                .map(|c| (c.client.clone(), c.client_token.clone()))
+        };
+        match target {
+            Some((client, Some(token))) => {
+                let mut p = params;
+                p.progress_token = token;
+                let _ = client.notify_progress(p).await;
+            }
+            Some((_, None)) => {}
+            None => {
+                let mut orphans = lock(&self.orphans);
+                let now = Instant::now();
+                orphans.retain(|o| now.duration_since(o.at) < ORPHAN_PROGRESS_TTL);
+                if orphans.len() < ORPHAN_PROGRESS_MAX {
+                    orphans.push(Orphan {
+                        upstream: upstream.to_owned(),
+                        at: now,
+                        params,
+                    });
+                }
+            }
+        }
+    }
+
+    /// The ask channel of the one client with calls in flight on
+    /// `upstream`, or `None` if there is no such call or the calls belong to
+    /// several clients.
+    pub fn ask_target(&self, upstream: &str) -> Option<mpsc::Sender<Ask>> {
+        let calls = lock(&self.inflight);
+        let mut on_upstream = calls.iter().filter(|c| c.upstream == upstream);
+        let first = on_upstream.next()?;
+        if on_upstream.any(|c| c.client_id != first.client_id) {
+            return None;
+        }
+        // The most recent call of that client carries the request.
+        calls
+            .iter()
+            .rev()
+            .find(|c| c.upstream == upstream)
+            .map(|c| c.asks.clone())
+    }
+
+    /// Remembers an initialized client so catalog changes reach it.
+    pub fn add_client(&self, peer: Peer<RoleServer>) {
+        let mut clients = lock(&self.clients);
+        clients.retain(|p| !p.is_transport_closed());
+        clients.push(peer);
+    }
+
+    /// Tells every connected client that the tool list changed.
+    pub async fn notify_tools_changed(&self) {
+        let clients: Vec<Peer<RoleServer>> = {
+            let mut clients = lock(&self.clients);
+            clients.retain(|p| !p.is_transport_closed());
+            clients.clone()
+        };
+        for peer in clients {
+            if let Err(e) = peer.notify_tool_list_changed().await {
+                tracing::debug!("tools/list_changed not delivered: {e}");
+            }
+        }
+    }
+
+    /// Tells every connected client that the resource or prompt lists
+    /// changed.
+    pub async fn notify_lists_changed(&self) {
+        let clients: Vec<Peer<RoleServer>> = lock(&self.clients).clone();
+        for peer in clients {
+            let _ = peer.notify_resource_list_changed().await;
+            let _ = peer.notify_prompt_list_changed().await;
+        }
+    }
+}
