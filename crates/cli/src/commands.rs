@@ -33,7 +33,7 @@ pub fn demo_config(exe: &Path, state: &Path) -> Config {
         },
         trust_annotations: true,
         enabled: true,
-        tools: BTreeMap::new(),
+        tools: plangate_config::demo_tool_overrides(),
     };
     Config {
         source: ConfigSource::Builtin("the embedded demo site (no config file found)"),

@@ -20,6 +20,7 @@ pub(crate) trait Node: Sized {
     fn kind(&self) -> &'static str;
     fn as_str(&self) -> Option<&str>;
     fn as_bool(&self) -> Option<bool>;
+    fn as_integer(&self) -> Option<i64>;
     fn as_array(&self) -> Option<Vec<&Self>>;
     fn as_table(&self) -> Option<Vec<(&str, &Self)>>;
 }
@@ -41,6 +42,9 @@ impl Node for toml::Value {
     }
     fn as_bool(&self) -> Option<bool> {
         self.as_bool()
+    }
+    fn as_integer(&self) -> Option<i64> {
+        self.as_integer()
     }
     fn as_array(&self) -> Option<Vec<&Self>> {
         self.as_array().map(|a| a.iter().collect())
@@ -67,6 +71,9 @@ impl Node for serde_json::Value {
     }
     fn as_bool(&self) -> Option<bool> {
         self.as_bool()
+    }
+    fn as_integer(&self) -> Option<i64> {
+        self.as_i64()
     }
     fn as_array(&self) -> Option<Vec<&Self>> {
         self.as_array().map(|a| a.iter().collect())
@@ -233,21 +240,58 @@ impl<'a> Checker<'a> {
         b
     }
 
-    /// A list of expanded strings; every bad item is reported.
-    pub(crate) fn string_list<N: Node>(&mut self, key: &str, node: &N) -> Option<Vec<String>> {
+    /// An integer in `range`; `what` names it in the message.
+    pub(crate) fn integer_in<N: Node>(
+        &mut self,
+        key: &str,
+        node: &N,
+        what: &str,
+        range: std::ops::RangeInclusive<i64>,
+    ) -> Option<i64> {
+        let Some(n) = node.as_integer() else {
+            self.wrong_type(key, "an integer", node);
+            return None;
+        };
+        if !range.contains(&n) {
+            self.error(
+                key,
+                format!(
+                    "{what} {n} is not allowed: use an integer from {} to {}",
+                    range.start(),
+                    range.end()
+                ),
+            );
+            return None;
+        }
+        Some(n)
+    }
+
+    /// A list of strings, each checked by `item` (given the checker, the
+    /// item's key path and the item); every bad item is reported.
+    pub(crate) fn list_of<N: Node, T>(
+        &mut self,
+        key: &str,
+        node: &N,
+        item: impl Fn(&mut Self, &str, &N) -> Option<T>,
+    ) -> Option<Vec<T>> {
         let Some(items) = node.as_array() else {
             self.wrong_type(key, "a list of strings", node);
             return None;
         };
         let mut out = Some(Vec::with_capacity(items.len()));
-        for (i, item) in items.into_iter().enumerate() {
-            let s = self.string(&index(key, i), item);
-            out = out.zip(s).map(|(mut v, s)| {
-                v.push(s);
+        for (i, n) in items.into_iter().enumerate() {
+            let t = item(self, &index(key, i), n);
+            out = out.zip(t).map(|(mut v, t)| {
+                v.push(t);
                 v
             });
         }
         out
+    }
+
+    /// A list of expanded strings; every bad item is reported.
+    pub(crate) fn string_list<N: Node>(&mut self, key: &str, node: &N) -> Option<Vec<String>> {
+        self.list_of(key, node, |c, k, n| c.string(k, n))
     }
 
     /// A table of expanded string values, every name checked by `name_ok`

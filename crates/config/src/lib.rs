@@ -24,20 +24,25 @@
 #![doc = include_str!("../../../docs/config.md")]
 
 mod check;
+mod demo;
+mod duration;
 mod env;
 mod error;
 mod mcp_json;
 mod model;
+mod planning;
 mod toml_file;
 
 use std::path::{Path, PathBuf};
 
+pub use demo::{DEMO_TOML, demo_tool_overrides};
 pub use env::{Env, ProcessEnv};
 pub use error::{ConfigError, ConfigErrors};
 pub use mcp_json::parse_mcp_json;
 pub use model::{
-    Anonymous, Config, ConfigSource, DEFAULT_ALLOWED_HOSTS, DEFAULT_TOOL_PREFIX, GatewaySettings,
-    Namespace, ToolOverride, Transport, UpstreamConfig,
+    Anonymous, Config, ConfigSource, DEFAULT_ALLOWED_HOSTS, DEFAULT_MAX_STEPS, DEFAULT_PLAN_TTL,
+    DEFAULT_TOOL_PREFIX, GatewaySettings, LandsOnSetting, MAX_PLAN_TTL, MAX_STEPS_LIMIT, Namespace,
+    ToolOverride, Transport, UpstreamConfig,
 };
 pub use toml_file::parse_toml;
 

@@ -14,15 +14,15 @@ use plangate_core::validate_upstream_name;
 use crate::check::{Checker, Kind, TransportFields, child, transport};
 use crate::env::Env;
 use crate::error::ConfigErrors;
-use crate::model::{Config, ConfigSource, GatewaySettings, UpstreamConfig};
+use crate::model::{Config, ConfigSource, UpstreamConfig};
 
 const SSE_MESSAGE: &str = "legacy SSE-only upstreams are not supported: use the server's Streamable HTTP endpoint (often ending in /mcp) with \"type\": \"http\"";
 
 /// Parses and validates the text of an MCP client's JSON config
 /// (`{"mcpServers": {…}}` or VS Code's `{"servers": {…}}`, comments and
 /// trailing commas allowed as VS Code allows them). `origin` names the file
-/// in messages and is where relative `cwd`s start. `[gateway]` settings take
-/// their defaults.
+/// in messages and is where relative `cwd`s start. `[gateway]` settings and
+/// modes take their defaults.
 pub fn parse_mcp_json(text: &str, origin: &Path, env: &dyn Env) -> Result<Config, ConfigErrors> {
     let root: serde_json::Value = match serde_json::from_str(&strip_jsonc(text)) {
         Ok(v) => v,
@@ -97,11 +97,8 @@ pub fn parse_mcp_json(text: &str, origin: &Path, env: &dyn Env) -> Result<Config
             "no servers: the file defines no MCP servers for plangate to front",
         );
     }
-    let config = upstreams.map(|upstreams| Config {
-        source: ConfigSource::McpJson(origin.to_path_buf()),
-        gateway: GatewaySettings::default(),
-        upstreams,
-    });
+    let config = upstreams
+        .map(|upstreams| Config::new(ConfigSource::McpJson(origin.to_path_buf()), upstreams));
     c.finish(config)
 }
 

@@ -5,8 +5,9 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
+use std::time::Duration;
 
-use plangate_core::{Effect, REDACTED, is_secret_key};
+use plangate_core::{Effect, Modes, REDACTED, is_secret_key};
 use serde::Serialize;
 
 // === impl Config ===
@@ -22,9 +23,26 @@ pub struct Config {
     /// [`plangate_core::validate_upstream_name`]. Never empty when loaded
     /// from a file.
     pub upstreams: BTreeMap<String, UpstreamConfig>,
+    /// The modes an agent may choose (DESIGN §4): the built-in `plan`
+    /// (unless `[modes.plan]` overrides it) plus every `[modes.NAME]`;
+    /// `default` is always there too. The JSON formats get
+    /// [`Modes::default`].
+    pub modes: Modes,
 }
 
 impl Config {
+    /// A configuration with every setting at its default: `[gateway]`
+    /// defaults and the built-in modes. For configs built in code, such as
+    /// the CLI's zero-config demo.
+    pub fn new(source: ConfigSource, upstreams: BTreeMap<String, UpstreamConfig>) -> Config {
+        Config {
+            source,
+            gateway: GatewaySettings::default(),
+            upstreams,
+            modes: Modes::default(),
+        }
+    }
+
     /// Whether tools, prompts and resources are exposed as `NAME__…`:
     /// always with `namespace = "always"`, and with `"auto"` once more than
     /// one upstream is enabled (DESIGN §1).
@@ -70,6 +88,14 @@ pub struct GatewaySettings {
     pub namespace: Namespace,
     /// Prefix of the gateway's own tools (`plangate_get_plan`, …).
     pub tool_prefix: String,
+    /// The most steps a plan may hold; the next write is refused
+    /// `plan_full` (DESIGN §5). 1 to [`MAX_STEPS_LIMIT`].
+    pub max_steps: u32,
+    /// How long a plan lives from the last `begin_session` (or its first
+    /// step); then its waiting steps expire. 1 s to [`MAX_PLAN_TTL`]. Shown
+    /// (and serialized) as a duration string like `"4h"` or `"1h30m"`.
+    #[serde(serialize_with = "serialize_duration")]
+    pub plan_ttl: Duration,
 }
 
 /// The default `Host` headers for `serve --http`: loopback only.
@@ -77,6 +103,25 @@ pub const DEFAULT_ALLOWED_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 
 /// The default prefix of the gateway's own tools.
 pub const DEFAULT_TOOL_PREFIX: &str = "plangate_";
+
+/// The default plan step cap (`gateway.max_steps`).
+pub const DEFAULT_MAX_STEPS: u32 = 50;
+
+/// The largest `gateway.max_steps` allowed: a plan a person can still read.
+pub const MAX_STEPS_LIMIT: u32 = 1000;
+
+/// The default plan life (`gateway.plan_ttl`): 4 hours.
+pub const DEFAULT_PLAN_TTL: Duration = Duration::from_secs(4 * 60 * 60);
+
+/// The longest `gateway.plan_ttl` allowed: 30 days. A plan older than that
+/// is reviewed against a world that has long moved on.
+pub const MAX_PLAN_TTL: Duration = Duration::from_secs(30 * 24 * 60 * 60);
+
+/// `Duration` as the string a config would use (`"4h"`, `"1h30m"`), so
+/// `config check --json` shows what the operator wrote.
+fn serialize_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&crate::duration::format_duration(*d))
+}
 
 impl Default for GatewaySettings {
     /// Closed by default: no anonymous access, loopback hosts only.
@@ -86,6 +131,8 @@ impl Default for GatewaySettings {
             allowed_hosts: DEFAULT_ALLOWED_HOSTS.map(str::to_owned).to_vec(),
             namespace: Namespace::Auto,
             tool_prefix: DEFAULT_TOOL_PREFIX.to_owned(),
+            max_steps: DEFAULT_MAX_STEPS,
+            plan_ttl: DEFAULT_PLAN_TTL,
         }
     }
 }
@@ -337,20 +384,81 @@ fn redact_url(url: &str) -> String {
     out
 }
 
-/// A trusted per-tool setting (`[upstreams.NAME.tools.TOOL]`).
+/// A trusted per-tool setting (`[upstreams.NAME.tools.TOOL]`): the tool's
+/// effect class, whether it is offered, and how its planned steps and
+/// receipts are described (DESIGN §5). Every planning field is optional;
+/// without them a step gets a generic sentence and lands `live`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ToolOverride {
     /// The tool's effect class, winning over annotations (DESIGN §3).
     pub effect: Option<Effect>,
     /// `false`: the tool is not offered and calls to it are refused.
     pub enabled: bool,
+    /// A one-sentence template for a planned step's `predicted_effect`:
+    /// `{arg}` is replaced by the top-level argument `arg`, `{{` and `}}`
+    /// are literal braces. Checked for balanced braces and non-empty names;
+    /// never set together with [`preview`](Self::preview).
+    pub predicted_effect: Option<String>,
+    /// The upstream's own name of a read tool on the same upstream that,
+    /// given the same arguments, answers `structuredContent` `{effect,
+    /// target, target_version}` without changing anything. Whether it exists
+    /// (and is a read) is checked when the gateway connects, not here.
+    pub preview: Option<String>,
+    /// Where the write lands: live, or on a copy.
+    pub lands_on: LandsOnSetting,
+    /// Shown with the step (`lands_on.note`), e.g. what the copy is.
+    pub lands_on_note: Option<String>,
+    /// A JSON pointer (RFC 6901) into the call's arguments naming what the
+    /// write changes (`lands_on.target`); `""` is the whole arguments.
+    pub target: Option<String>,
+    /// A JSON pointer into the upstream's `structuredContent` giving the
+    /// copy's id for the receipt; only with `lands_on = "copy"`.
+    pub copy_id: Option<String>,
+    /// JSON pointers into the upstream's `structuredContent` giving links
+    /// for the receipt (a preview URL, say).
+    pub links: Vec<String>,
+    /// JSON pointers into the upstream's `structuredContent` giving snapshot
+    /// ids for the receipt (what undoes the write).
+    pub snapshots: Vec<String>,
 }
 
 impl Default for ToolOverride {
+    /// Enabled, effect from annotations, no planning settings, lands live.
     fn default() -> Self {
         ToolOverride {
             effect: None,
             enabled: true,
+            predicted_effect: None,
+            preview: None,
+            lands_on: LandsOnSetting::Live,
+            lands_on_note: None,
+            target: None,
+            copy_id: None,
+            links: Vec::new(),
+            snapshots: Vec::new(),
+        }
+    }
+}
+
+/// Where a tool's write lands (`lands_on`): the `where` of a planned
+/// step's `lands_on`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LandsOnSetting {
+    /// On the real thing, at once (the default).
+    #[default]
+    Live,
+    /// On a copy (a draft, a branch) that someone still has to promote; the
+    /// receipt's `copy_id` names it.
+    Copy,
+}
+
+impl LandsOnSetting {
+    /// `"live"` or `"copy"`, as in config and answers.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LandsOnSetting::Live => "live",
+            LandsOnSetting::Copy => "copy",
         }
     }
 }
@@ -410,11 +518,10 @@ mod tests {
             enabled,
             tools: BTreeMap::new(),
         };
-        let mut config = Config {
-            source: ConfigSource::Builtin("test"),
-            gateway: GatewaySettings::default(),
-            upstreams: BTreeMap::from([("a".into(), up("a", true)), ("b".into(), up("b", false))]),
-        };
+        let mut config = Config::new(
+            ConfigSource::Builtin("test"),
+            BTreeMap::from([("a".into(), up("a", true)), ("b".into(), up("b", false))]),
+        );
         assert!(!config.namespaced());
         config.upstreams.get_mut("b").unwrap().enabled = true;
         assert!(config.namespaced());

@@ -3,18 +3,32 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Duration;
 
-use plangate_core::{Effect, validate_upstream_name};
+use plangate_core::{
+    Effect, ModeSpec, Modes, OverAccess, PLAN_MODE, validate_mode_name, validate_upstream_name,
+};
 
-use crate::check::{Checker, Kind, TransportFields, child, index, list, transport};
+use crate::check::{Checker, Kind, Node, TransportFields, child, index, list, transport};
+use crate::duration::{format_duration, parse_duration};
 use crate::env::Env;
 use crate::error::ConfigErrors;
 use crate::model::{
-    Anonymous, Config, ConfigSource, GatewaySettings, Namespace, ToolOverride, UpstreamConfig,
+    Anonymous, Config, ConfigSource, GatewaySettings, LandsOnSetting, MAX_PLAN_TTL,
+    MAX_STEPS_LIMIT, Namespace, ToolOverride, UpstreamConfig,
 };
+use crate::planning::{pointer_problem, template_placeholders};
 
-const TOP_KEYS: [&str; 2] = ["gateway", "upstreams"];
-const GATEWAY_KEYS: [&str; 4] = ["anonymous", "allowed_hosts", "namespace", "tool_prefix"];
+const TOP_KEYS: [&str; 3] = ["gateway", "modes", "upstreams"];
+const GATEWAY_KEYS: [&str; 6] = [
+    "anonymous",
+    "allowed_hosts",
+    "namespace",
+    "tool_prefix",
+    "max_steps",
+    "plan_ttl",
+];
+const MODE_KEYS: [&str; 3] = ["instructions", "access", "over_access"];
 const UPSTREAM_KEYS: [&str; 9] = [
     "command",
     "args",
@@ -26,7 +40,18 @@ const UPSTREAM_KEYS: [&str; 9] = [
     "enabled",
     "tools",
 ];
-const TOOL_KEYS: [&str; 2] = ["effect", "enabled"];
+const TOOL_KEYS: [&str; 10] = [
+    "effect",
+    "enabled",
+    "predicted_effect",
+    "preview",
+    "lands_on",
+    "lands_on_note",
+    "target",
+    "copy_id",
+    "links",
+    "snapshots",
+];
 
 /// Parses and validates the text of a `plangate.toml`. `origin` names the
 /// file in messages and is where relative `cwd`s start.
@@ -53,6 +78,10 @@ pub fn parse_toml(text: &str, origin: &Path, env: &dyn Env) -> Result<Config, Co
         Some(node) => gateway(&mut c, node),
         None => Some(GatewaySettings::default()),
     };
+    let modes = match table.get("modes") {
+        Some(node) => modes(&mut c, node),
+        None => Some(Vec::new()),
+    };
     let upstreams = match table.get("upstreams") {
         Some(node) => upstreams(&mut c, node),
         None => {
@@ -63,11 +92,15 @@ pub fn parse_toml(text: &str, origin: &Path, env: &dyn Env) -> Result<Config, Co
             None
         }
     };
-    let config = gateway.zip(upstreams).map(|(gateway, upstreams)| Config {
-        source: ConfigSource::Toml(origin.to_path_buf()),
-        gateway,
-        upstreams,
-    });
+    let config = gateway
+        .zip(upstreams)
+        .zip(modes)
+        .map(|((gateway, upstreams), modes)| Config {
+            source: ConfigSource::Toml(origin.to_path_buf()),
+            gateway,
+            upstreams,
+            modes: Modes::new(modes),
+        });
     c.finish(config)
 }
 
@@ -155,6 +188,16 @@ fn gateway(c: &mut Checker<'_>, node: &toml::Value) -> Option<GatewaySettings> {
                 let value = allowed_hosts(c, &key, v);
                 value.map(|h| settings.as_mut().map(|s| s.allowed_hosts = h))
             }
+            "max_steps" => {
+                let value = c
+                    .integer_in(&key, v, "max_steps", 1..=i64::from(MAX_STEPS_LIMIT))
+                    .and_then(|n| u32::try_from(n).ok());
+                value.map(|n| settings.as_mut().map(|s| s.max_steps = n))
+            }
+            "plan_ttl" => {
+                let value = plan_ttl(c, &key, v);
+                value.map(|d| settings.as_mut().map(|s| s.plan_ttl = d))
+            }
             _ => Some(None), // reported by unknown_keys
         };
         if ok.is_none() {
@@ -162,6 +205,50 @@ fn gateway(c: &mut Checker<'_>, node: &toml::Value) -> Option<GatewaySettings> {
         }
     }
     settings
+}
+
+/// A duration string (`"4h"`, `"1h30m"`) or an integer number of seconds,
+/// from 1 s to [`MAX_PLAN_TTL`].
+fn plan_ttl(c: &mut Checker<'_>, key: &str, node: &toml::Value) -> Option<Duration> {
+    let (ttl, written) = if let Some(secs) = node.as_integer() {
+        (
+            u64::try_from(secs).ok().map(Duration::from_secs),
+            secs.to_string(),
+        )
+    } else if let Some(text) = node.as_str() {
+        let Some(d) = parse_duration(text) else {
+            c.error(
+                key,
+                format!(
+                    "plan_ttl {text:?} is not a duration: write whole numbers with units d, h, m, s, largest first, like \"4h\", \"90m\" or \"1h30m\", or an integer number of seconds"
+                ),
+            );
+            return None;
+        };
+        (Some(d), format!("{text:?}"))
+    } else {
+        c.error(
+            key,
+            format!(
+                "must be a duration string like \"4h\" or an integer number of seconds, not {}",
+                node.kind()
+            ),
+        );
+        return None;
+    };
+    match ttl {
+        Some(d) if d >= Duration::from_secs(1) && d <= MAX_PLAN_TTL => Some(d),
+        _ => {
+            c.error(
+                key,
+                format!(
+                    "plan_ttl {written} is out of range: use 1s to {}",
+                    format_duration(MAX_PLAN_TTL)
+                ),
+            );
+            None
+        }
+    }
 }
 
 /// `^[a-z][a-z0-9_]{0,15}_$` without `__`: short, valid in every MCP tool
@@ -196,6 +283,118 @@ fn allowed_hosts(c: &mut Checker<'_>, key: &str, node: &toml::Value) -> Option<V
     }
     ok.then(|| hosts.into_iter().map(|h| h.to_ascii_lowercase()).collect())
 }
+
+// === modes ===
+
+fn modes(c: &mut Checker<'_>, node: &toml::Value) -> Option<Vec<ModeSpec>> {
+    let entries = c.table("modes", node, "a table of [modes.NAME] tables")?;
+    let mut out = Some(Vec::with_capacity(entries.len()));
+    for (name, value) in entries {
+        let m = mode(c, name, value);
+        out = out.zip(m).map(|(mut v, m)| {
+            v.push(m);
+            v
+        });
+    }
+    out
+}
+
+/// One `[modes.NAME]`. `access` defaults to read and `over_access` to plan;
+/// `[modes.plan]` starts from the built-in plan mode, so what it leaves out
+/// (its instructions, say) stays as built in.
+fn mode(c: &mut Checker<'_>, name: &str, node: &toml::Value) -> Option<ModeSpec> {
+    let key = child("modes", name);
+    let name_ok = match validate_mode_name(name) {
+        Ok(()) => true,
+        Err(e) => {
+            c.error(&key, e.to_string());
+            false
+        }
+    };
+    let entries = c.table(&key, node, "a table")?;
+    c.unknown_keys(&key, &entries, &MODE_KEYS);
+    let mut spec = if name == PLAN_MODE {
+        Some(ModeSpec::builtin_plan())
+    } else {
+        Some(ModeSpec {
+            name: name.to_owned(),
+            instructions: None,
+            access: Effect::Read,
+            over_access: OverAccess::Plan,
+        })
+    };
+    for (k, v) in entries {
+        let item_key = child(&key, k);
+        let ok =
+            match k {
+                "instructions" => non_empty_text(c, &item_key, v)
+                    .map(|t| spec.as_mut().map(|s| s.instructions = Some(t))),
+                "access" => effect_value(c, &item_key, "access", v)
+                    .map(|e| spec.as_mut().map(|s| s.access = e)),
+                "over_access" => over_access(c, &item_key, name, v)
+                    .map(|o| spec.as_mut().map(|s| s.over_access = o)),
+                _ => Some(None), // reported by unknown_keys
+            };
+        if ok.is_none() {
+            spec = None;
+        }
+    }
+    spec.filter(|_| name_ok)
+}
+
+fn over_access(
+    c: &mut Checker<'_>,
+    key: &str,
+    mode: &str,
+    node: &toml::Value,
+) -> Option<OverAccess> {
+    let s = c.raw_str(key, node)?;
+    let Ok(value) = s.parse::<OverAccess>() else {
+        c.error(
+            key,
+            format!("over_access {s:?} is not allowed: use \"plan\", \"refuse\" or \"ask\""),
+        );
+        return None;
+    };
+    if mode == PLAN_MODE && value != OverAccess::Plan {
+        c.error(
+            key,
+            format!(
+                "over_access {s:?} is not allowed for the plan mode: it plans what is above its access (that is what agents and people expect of \"plan\"); define a mode with another name for \"refuse\" or \"ask\""
+            ),
+        );
+        return None;
+    }
+    Some(value)
+}
+
+/// `read`, `write` or `destructive`; `what` names the key in the message.
+fn effect_value(c: &mut Checker<'_>, key: &str, what: &str, node: &toml::Value) -> Option<Effect> {
+    let s = c.raw_str(key, node)?;
+    match s.parse::<Effect>() {
+        Ok(e) => Some(e),
+        Err(_) => {
+            c.error(
+                key,
+                format!("{what} {s:?} is not allowed: use \"read\", \"write\" or \"destructive\""),
+            );
+            None
+        }
+    }
+}
+
+/// Text taken as written (no `${…}` expansion: it is shown, not run), not
+/// blank.
+fn non_empty_text(c: &mut Checker<'_>, key: &str, node: &toml::Value) -> Option<String> {
+    let s = c.raw_str(key, node)?;
+    if s.trim().is_empty() {
+        c.error(key, "must not be empty");
+        return None;
+    }
+    Some(s.to_owned())
+}
+
+// === upstreams ===
 
 fn upstreams(c: &mut Checker<'_>, node: &toml::Value) -> Option<BTreeMap<String, UpstreamConfig>> {
     let entries = c.table("upstreams", node, "a table of [upstreams.NAME] tables")?;
@@ -307,32 +506,141 @@ fn tool_override(
     let entries = c.table(key, node, "a table")?;
     c.unknown_keys(key, &entries, &TOOL_KEYS);
     let mut out = Some(ToolOverride::default());
-    for (k, v) in entries {
+    for &(k, v) in &entries {
         let item_key = child(key, k);
         let ok = match k {
-            "effect" => c
-                .raw_str(&item_key, v)
-                .and_then(|s| match s.parse::<Effect>() {
-                    Ok(e) => Some(e),
-                    Err(_) => {
-                        c.error(
-                            &item_key,
-                            format!("effect {s:?} is not allowed: use \"read\", \"write\" or \"destructive\""),
-                        );
-                        None
-                    }
-                })
+            "effect" => effect_value(c, &item_key, "effect", v)
                 .map(|e| out.as_mut().map(|o| o.effect = Some(e))),
             "enabled" => c
                 .bool(&item_key, v)
                 .map(|b| out.as_mut().map(|o| o.enabled = b)),
-            _ => Some(None),
+            "predicted_effect" => predicted_effect(c, &item_key, v)
+                .map(|t| out.as_mut().map(|o| o.predicted_effect = Some(t))),
+            "preview" => {
+                preview(c, &item_key, tool, v).map(|p| out.as_mut().map(|o| o.preview = Some(p)))
+            }
+            "lands_on" => lands_on(c, &item_key, v).map(|l| out.as_mut().map(|o| o.lands_on = l)),
+            "lands_on_note" => non_empty_text(c, &item_key, v)
+                .map(|n| out.as_mut().map(|o| o.lands_on_note = Some(n))),
+            "target" => pointer(c, &item_key, v, Pointer::IntoArguments)
+                .map(|p| out.as_mut().map(|o| o.target = Some(p))),
+            "copy_id" => pointer(c, &item_key, v, Pointer::IntoResult)
+                .map(|p| out.as_mut().map(|o| o.copy_id = Some(p))),
+            "links" => c
+                .list_of(&item_key, v, |c, k, n| {
+                    pointer(c, k, n, Pointer::IntoResult)
+                })
+                .map(|l| out.as_mut().map(|o| o.links = l)),
+            "snapshots" => c
+                .list_of(&item_key, v, |c, k, n| {
+                    pointer(c, k, n, Pointer::IntoResult)
+                })
+                .map(|l| out.as_mut().map(|o| o.snapshots = l)),
+            _ => Some(None), // reported by unknown_keys
         };
         if ok.is_none() {
             out = None;
         }
     }
+    let get = |k: &str| entries.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+    if get("predicted_effect").is_some() && get("preview").is_some() {
+        c.error(
+            &child(key, "preview"),
+            "preview and predicted_effect are both set: give one (the preview tool's answer or the template's sentence describes the step)",
+        );
+        out = None;
+    }
+    // Checked on the raw values, so that other mistakes in the table do not
+    // hide this one; a lands_on that is not a string or not live/copy is
+    // already reported.
+    let lands_live = get("lands_on").is_none_or(|v| v.as_str() == Some("live"));
+    if get("copy_id").is_some() && lands_live {
+        c.error(
+            &child(key, "copy_id"),
+            "copy_id only applies to a tool that lands on a copy: set lands_on = \"copy\" too",
+        );
+        out = None;
+    }
     out
+}
+
+/// A one-line template with balanced braces (see
+/// [`template_placeholders`]).
+fn predicted_effect(c: &mut Checker<'_>, key: &str, node: &toml::Value) -> Option<String> {
+    let t = non_empty_text(c, key, node)?;
+    if t.contains(['\n', '\r']) {
+        c.error(
+            key,
+            "predicted_effect must be one line: one sentence saying what the write will do",
+        );
+        return None;
+    }
+    if let Err(problem) = template_placeholders(&t) {
+        c.error(key, format!("predicted_effect {t:?} {problem}"));
+        return None;
+    }
+    Some(t)
+}
+
+/// The name of another tool on the same upstream. Whether it exists is
+/// known only once the gateway has connected.
+fn preview(c: &mut Checker<'_>, key: &str, tool: &str, node: &toml::Value) -> Option<String> {
+    let p = non_empty_text(c, key, node)?;
+    if p.chars().any(char::is_whitespace) {
+        c.error(
+            key,
+            format!("preview {p:?} is not a tool name: write the upstream's own tool name, without spaces"),
+        );
+        return None;
+    }
+    if p == tool {
+        c.error(
+            key,
+            format!("preview {p:?} is the tool itself: name a separate read-only tool that describes the write without doing it"),
+        );
+        return None;
+    }
+    Some(p)
+}
+
+fn lands_on(c: &mut Checker<'_>, key: &str, node: &toml::Value) -> Option<LandsOnSetting> {
+    match c.raw_str(key, node)? {
+        "live" => Some(LandsOnSetting::Live),
+        "copy" => Some(LandsOnSetting::Copy),
+        other => {
+            c.error(
+                key,
+                format!("lands_on {other:?} is not allowed: use \"live\" or \"copy\""),
+            );
+            None
+        }
+    }
+}
+
+/// What a JSON pointer points into, which decides whether `""` (the whole
+/// document) makes sense.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pointer {
+    /// The call's arguments: `""` names them all.
+    IntoArguments,
+    /// The upstream's `structuredContent`: an id or link is one value in it.
+    IntoResult,
+}
+
+fn pointer(c: &mut Checker<'_>, key: &str, node: &toml::Value, into: Pointer) -> Option<String> {
+    let p = c.raw_str(key, node)?;
+    if p.is_empty() && into == Pointer::IntoResult {
+        c.error(
+            key,
+            "must not be empty: point at one value of the upstream's structuredContent, like \"/id\"",
+        );
+        return None;
+    }
+    if let Some(problem) = pointer_problem(p) {
+        c.error(key, problem);
+        return None;
+    }
+    Some(p.to_owned())
 }
 
 #[cfg(test)]

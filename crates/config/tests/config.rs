@@ -3,12 +3,15 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use plangate_config::{
-    Anonymous, Config, ConfigErrors, ConfigSource, GatewaySettings, Namespace, ToolOverride,
-    Transport, UpstreamConfig, load_mcp_json, load_toml, parse_mcp_json, parse_toml,
+    Anonymous, Config, ConfigErrors, ConfigSource, DEMO_TOML, GatewaySettings, LandsOnSetting,
+    Namespace, ToolOverride, Transport, UpstreamConfig, demo_tool_overrides, load_mcp_json,
+    load_toml, parse_mcp_json, parse_toml,
 };
-use plangate_core::Effect;
+use plangate_core::{Effect, ModeSpec, Modes, OverAccess};
+use serde_json::{Value, json};
 
 const EXAMPLE: &str = r#"
 [gateway]
@@ -108,6 +111,7 @@ fn the_documented_example_parses() {
             ToolOverride {
                 effect: Some(Effect::Write),
                 enabled: true,
+                ..ToolOverride::default()
             },
         )]),
     };
@@ -118,6 +122,25 @@ fn the_documented_example_parses() {
     assert!(!config.namespaced());
 }
 
+/// The first `toml` block of docs/config.md, the reference's example.
+fn reference_example() -> &'static str {
+    let doc = include_str!("../../../docs/config.md");
+    let start = doc.find("```toml\n").expect("a toml block") + "```toml\n".len();
+    let len = doc[start..].find("```").expect("closed");
+    &doc[start..start + len]
+}
+
+#[test]
+fn the_reference_example_in_the_docs_parses() {
+    let config = toml_ok(reference_example());
+    assert_eq!(config.gateway, GatewaySettings::default());
+    assert_eq!(config.modes.names(), ["default", "careful", "plan"]);
+    let tools = &config.upstreams["site"].tools;
+    assert_eq!(tools["update_page"].lands_on, LandsOnSetting::Copy);
+    assert_eq!(tools["update_page"].links, ["/preview_url"]);
+    assert_eq!(tools["set_plugin_active"].target.as_deref(), Some("/slug"));
+}
+
 #[test]
 fn a_minimal_file_takes_every_default() {
     let config = toml_ok("[upstreams.fs]\ncommand = \"mcp-fs\"\n");
@@ -126,6 +149,10 @@ fn a_minimal_file_takes_every_default() {
     assert_eq!(g.allowed_hosts, ["localhost", "127.0.0.1", "::1"]);
     assert_eq!(g.namespace, Namespace::Auto);
     assert_eq!(g.tool_prefix, "plangate_");
+    assert_eq!(g.max_steps, 50);
+    assert_eq!(g.plan_ttl, Duration::from_secs(4 * 60 * 60));
+    assert_eq!(config.modes, Modes::default());
+    assert_eq!(config.modes.names(), ["default", "plan"]);
     let fs = &config.upstreams["fs"];
     assert_eq!(fs.transport, stdio("mcp-fs", &[]));
     assert!(fs.enabled && fs.trust_annotations && fs.tools.is_empty());
@@ -151,6 +178,8 @@ fn gateway_settings_are_read() {
             allowed_hosts: vec!["gate.example.com".to_owned()],
             namespace: Namespace::Always,
             tool_prefix: "pg_".to_owned(),
+            max_steps: 50,
+            plan_ttl: Duration::from_secs(4 * 3600),
         }
     );
     assert!(config.namespaced());
@@ -205,16 +234,16 @@ fn an_unknown_key_lists_the_allowed_keys() {
     let errors = toml_err("[gateway]\nanon = \"read\"\n[upstreams.a]\ncommand = \"x\"\n");
     assert!(
         error_at(&errors, "gateway.anon")
-            .contains("anonymous, allowed_hosts, namespace and tool_prefix")
+            .contains("anonymous, allowed_hosts, namespace, tool_prefix, max_steps and plan_ttl")
     );
 }
 
 #[test]
 fn an_unknown_top_level_table_lists_the_allowed_tables() {
-    let errors = toml_err("[modes.careful]\naccess = \"write\"\n[upstreams.a]\ncommand = \"x\"\n");
+    let errors = toml_err("[mode.careful]\naccess = \"write\"\n[upstreams.a]\ncommand = \"x\"\n");
     assert_eq!(
-        error_at(&errors, "modes"),
-        "unknown table \"modes\": allowed top-level tables are gateway and upstreams"
+        error_at(&errors, "mode"),
+        "unknown table \"mode\": allowed top-level tables are gateway, modes and upstreams"
     );
 }
 
@@ -404,7 +433,10 @@ fn wrong_types_and_bad_gateway_values_are_named() {
     assert!(error_at(&errors, "upstreams.a.enabled").contains("true or false"));
     assert!(error_at(&errors, "upstreams.a.env.BAD").contains("must be a string"));
     assert!(error_at(&errors, "upstreams.a.tools.t.enabled").contains("true or false"));
-    assert!(error_at(&errors, "upstreams.a.tools.t.colour").contains("effect and enabled"));
+    assert!(
+        error_at(&errors, "upstreams.a.tools.t.colour")
+            .contains("effect, enabled, predicted_effect, preview, lands_on, lands_on_note, target, copy_id, links and snapshots")
+    );
     // allowed_hosts[0] is reported only once the list's types are right.
     let errors = toml_err(
         "[gateway]\nallowed_hosts = [\"http://example.com\"]\n[upstreams.a]\ncommand = \"x\"\n",
@@ -440,6 +472,567 @@ fn config_json_never_shows_env_or_header_values() {
     assert!(json.contains("\"API_TOKEN\":\"[redacted]\""), "{json}");
     assert!(json.contains("\"transport\":\"stdio\""), "{json}");
     assert!(!format!("{config:?}").contains("tok-123"));
+}
+
+// === modes ===
+
+#[test]
+fn modes_are_read_with_access_and_over_access() {
+    let config = toml_ok(
+        r#"
+        [modes.plan]
+        instructions = "Plan every write to the shop."
+
+        [modes.readonly]
+        access = "read"
+        over_access = "refuse"
+
+        [modes.careful]
+        instructions = "Ask before anything destructive."
+        access = "write"
+        over_access = "ask"
+
+        [upstreams.fs]
+        command = "mcp-fs"
+        "#,
+    );
+    assert_eq!(
+        config.modes.names(),
+        ["default", "careful", "plan", "readonly"]
+    );
+    let spec = |name: &str| config.modes.resolve(Some(name)).0;
+    assert_eq!(
+        spec("careful"),
+        ModeSpec {
+            name: "careful".to_owned(),
+            instructions: Some("Ask before anything destructive.".to_owned()),
+            access: Effect::Write,
+            over_access: OverAccess::Ask,
+        }
+    );
+    assert_eq!(
+        spec("readonly"),
+        ModeSpec {
+            name: "readonly".to_owned(),
+            instructions: None,
+            access: Effect::Read,
+            over_access: OverAccess::Refuse,
+        }
+    );
+    let plan = spec("plan");
+    assert_eq!(
+        plan.instructions.as_deref(),
+        Some("Plan every write to the shop.")
+    );
+    assert_eq!(
+        (plan.access, plan.over_access),
+        (Effect::Read, OverAccess::Plan)
+    );
+}
+
+#[test]
+fn a_mode_without_access_reads_and_plans_the_rest() {
+    let config = toml_ok("[modes.quiet]\n[upstreams.fs]\ncommand = \"mcp-fs\"\n");
+    let (quiet, notice) = config.modes.resolve(Some("quiet"));
+    assert_eq!(notice, None);
+    assert_eq!(
+        (quiet.access, quiet.over_access, quiet.instructions),
+        (Effect::Read, OverAccess::Plan, None)
+    );
+}
+
+#[test]
+fn overriding_plan_keeps_what_it_leaves_out_as_built_in() {
+    let config =
+        toml_ok("[modes.plan]\naccess = \"write\"\n[upstreams.fs]\ncommand = \"mcp-fs\"\n");
+    let plan = config.modes.resolve(Some("plan")).0;
+    assert_eq!(plan.access, Effect::Write);
+    assert_eq!(plan.instructions, ModeSpec::builtin_plan().instructions);
+    assert!(plan.plan_mode());
+}
+
+#[test]
+fn a_mode_no_longer_defined_reads_as_plan() {
+    let config = toml_ok("[upstreams.fs]\ncommand = \"mcp-fs\"\n");
+    let (spec, notice) = config.modes.resolve(Some("careful"));
+    assert_eq!(spec, ModeSpec::builtin_plan());
+    assert!(notice.is_some_and(|n| n.contains("\"careful\"")));
+}
+
+#[test]
+fn every_bad_mode_is_reported_at_once() {
+    let errors = toml_err(
+        r#"
+        [modes.default]
+        access = "write"
+
+        [modes.Careful]
+        access = "write"
+
+        [modes.later]
+        over_access = "later"
+
+        [modes.wide]
+        access = "everything"
+        colour = "red"
+
+        [modes.plan]
+        over_access = "refuse"
+
+        [modes.blank]
+        instructions = "  "
+
+        [upstreams.fs]
+        command = "mcp-fs"
+        "#,
+    );
+    assert!(error_at(&errors, "modes.default").contains("reserved"));
+    assert!(error_at(&errors, "modes.Careful").contains("\"Careful\" is not allowed"));
+    assert_eq!(
+        error_at(&errors, "modes.later.over_access"),
+        "over_access \"later\" is not allowed: use \"plan\", \"refuse\" or \"ask\""
+    );
+    assert_eq!(
+        error_at(&errors, "modes.wide.access"),
+        "access \"everything\" is not allowed: use \"read\", \"write\" or \"destructive\""
+    );
+    assert_eq!(
+        error_at(&errors, "modes.wide.colour"),
+        "unknown key \"colour\": allowed keys are instructions, access and over_access"
+    );
+    assert!(error_at(&errors, "modes.plan.over_access").contains("\"refuse\""));
+    assert!(error_at(&errors, "modes.blank.instructions").contains("must not be empty"));
+    assert_eq!(errors.len(), 7, "{errors}");
+}
+
+// === gateway planning limits ===
+
+#[test]
+fn max_steps_and_plan_ttl_are_read() {
+    let ttl = |value: &str| {
+        toml_ok(&format!(
+            "[gateway]\nplan_ttl = {value}\n[upstreams.a]\ncommand = \"x\"\n"
+        ))
+        .gateway
+        .plan_ttl
+    };
+    assert_eq!(ttl("\"4h\""), Duration::from_secs(4 * 3600));
+    assert_eq!(ttl("\"90m\""), Duration::from_secs(90 * 60));
+    assert_eq!(ttl("\"30s\""), Duration::from_secs(30));
+    assert_eq!(ttl("\"1h30m\""), Duration::from_secs(5400));
+    assert_eq!(ttl("\"30d\""), Duration::from_secs(30 * 86_400));
+    assert_eq!(ttl("1"), Duration::from_secs(1));
+    assert_eq!(ttl("7200"), Duration::from_secs(7200));
+    let config =
+        toml_ok("[gateway]\nmax_steps = 1000\nplan_ttl = \"2h\"\n[upstreams.a]\ncommand = \"x\"\n");
+    assert_eq!(config.gateway.max_steps, 1000);
+    let json = serde_json::to_value(&config.gateway).unwrap();
+    assert_eq!(json["plan_ttl"], "2h", "shown as written: {json}");
+    assert_eq!(json["max_steps"], 1000);
+}
+
+#[test]
+fn bad_step_caps_and_plan_lives_are_reported() {
+    let errors =
+        toml_err("[gateway]\nmax_steps = 0\nplan_ttl = \"soon\"\n[upstreams.a]\ncommand = \"x\"\n");
+    assert_eq!(
+        error_at(&errors, "gateway.max_steps"),
+        "max_steps 0 is not allowed: use an integer from 1 to 1000"
+    );
+    let m = error_at(&errors, "gateway.plan_ttl");
+    assert!(
+        m.starts_with("plan_ttl \"soon\" is not a duration") && m.contains("\"1h30m\""),
+        "{m}"
+    );
+    assert_eq!(errors.len(), 2, "{errors}");
+    for (value, says) in [
+        ("1001", "max_steps 1001 is not allowed"),
+        ("50.0", "must be an integer, not a float"),
+        ("\"50\"", "must be an integer, not a string"),
+    ] {
+        let errors = toml_err(&format!(
+            "[gateway]\nmax_steps = {value}\n[upstreams.a]\ncommand = \"x\"\n"
+        ));
+        assert!(
+            error_at(&errors, "gateway.max_steps").contains(says),
+            "{value}"
+        );
+    }
+    for (value, says) in [
+        ("0", "plan_ttl 0 is out of range: use 1s to 30d"),
+        ("-5", "plan_ttl -5 is out of range"),
+        ("\"0s\"", "plan_ttl \"0s\" is out of range"),
+        ("\"31d\"", "plan_ttl \"31d\" is out of range"),
+        ("\"4 hours\"", "is not a duration"),
+        (
+            "true",
+            "must be a duration string like \"4h\" or an integer number of seconds, not a boolean",
+        ),
+    ] {
+        let errors = toml_err(&format!(
+            "[gateway]\nplan_ttl = {value}\n[upstreams.a]\ncommand = \"x\"\n"
+        ));
+        let m = error_at(&errors, "gateway.plan_ttl");
+        assert!(m.contains(says), "{value}: {m}");
+    }
+}
+
+// === per-tool planning settings ===
+
+#[test]
+fn every_planning_key_of_a_tool_is_read() {
+    let config = toml_ok(
+        r#"
+        [upstreams.site]
+        command = "node"
+
+        [upstreams.site.tools.update_page]
+        effect = "write"
+        preview = "preview_update_page"
+        lands_on = "copy"
+        lands_on_note = "a draft copy"
+        target = "/id"
+        copy_id = "/copy_id"
+        links = ["/preview_url", "/urls/0"]
+        snapshots = ["/snapshot_id"]
+
+        [upstreams.site.tools.set_flag]
+        predicted_effect = "Set {name} to {value} ({{as asked}})."
+        lands_on = "live"
+        target = ""
+        "#,
+    );
+    let tools = &config.upstreams["site"].tools;
+    assert_eq!(
+        tools["update_page"],
+        ToolOverride {
+            effect: Some(Effect::Write),
+            enabled: true,
+            predicted_effect: None,
+            preview: Some("preview_update_page".to_owned()),
+            lands_on: LandsOnSetting::Copy,
+            lands_on_note: Some("a draft copy".to_owned()),
+            target: Some("/id".to_owned()),
+            copy_id: Some("/copy_id".to_owned()),
+            links: vec!["/preview_url".to_owned(), "/urls/0".to_owned()],
+            snapshots: vec!["/snapshot_id".to_owned()],
+        }
+    );
+    assert_eq!(
+        tools["set_flag"],
+        ToolOverride {
+            predicted_effect: Some("Set {name} to {value} ({{as asked}}).".to_owned()),
+            target: Some(String::new()),
+            ..ToolOverride::default()
+        }
+    );
+}
+
+#[test]
+fn a_tool_with_no_planning_keys_lands_live_with_nothing_extra() {
+    let config =
+        toml_ok("[upstreams.a]\ncommand = \"x\"\n[upstreams.a.tools.t]\nenabled = false\n");
+    let t = &config.upstreams["a"].tools["t"];
+    assert_eq!(
+        t,
+        &ToolOverride {
+            enabled: false,
+            ..ToolOverride::default()
+        }
+    );
+    assert_eq!(t.lands_on, LandsOnSetting::Live);
+    assert!(t.predicted_effect.is_none() && t.preview.is_none() && t.target.is_none());
+    assert!(t.copy_id.is_none() && t.links.is_empty() && t.snapshots.is_empty());
+}
+
+#[test]
+fn every_bad_planning_value_is_reported_at_once() {
+    let errors = toml_err(
+        r#"
+        [upstreams.site]
+        command = "node"
+
+        [upstreams.site.tools.update_page]
+        predicted_effect = "Update page {id: {title}."
+        lands_on = "elsewhere"
+        target = "id"
+        links = ["/preview_url", "preview_url", 3]
+        snapshots = [""]
+
+        [upstreams.site.tools.delete_page]
+        predicted_effect = "Delete page {}."
+        copy_id = "/copy_id"
+        target = "/a~2"
+
+        [upstreams.site.tools.set_plugin_active]
+        predicted_effect = "Set plugin {slug}."
+        preview = "preview_set_plugin"
+
+        [upstreams.site.tools.update_option]
+        preview = "update_option"
+        lands_on_note = ""
+        "#,
+    );
+    let m = error_at(&errors, "upstreams.site.tools.update_page.predicted_effect");
+    assert!(
+        m.starts_with("predicted_effect \"Update page {id: {title}.\" has an unclosed '{'"),
+        "{m}"
+    );
+    assert_eq!(
+        error_at(&errors, "upstreams.site.tools.update_page.lands_on"),
+        "lands_on \"elsewhere\" is not allowed: use \"live\" or \"copy\""
+    );
+    assert_eq!(
+        error_at(&errors, "upstreams.site.tools.update_page.target"),
+        "\"id\" is not a json pointer: it must start with '/', like \"/id\""
+    );
+    assert!(
+        error_at(&errors, "upstreams.site.tools.update_page.links[1]")
+            .contains("\"preview_url\" is not a json pointer")
+    );
+    assert!(
+        error_at(&errors, "upstreams.site.tools.update_page.links[2]")
+            .contains("must be a string, not an integer")
+    );
+    assert!(
+        error_at(&errors, "upstreams.site.tools.update_page.snapshots[0]")
+            .contains("must not be empty")
+    );
+    assert!(
+        error_at(&errors, "upstreams.site.tools.delete_page.predicted_effect")
+            .contains("empty placeholder")
+    );
+    assert!(
+        error_at(&errors, "upstreams.site.tools.delete_page.copy_id")
+            .contains("lands_on = \"copy\"")
+    );
+    assert!(error_at(&errors, "upstreams.site.tools.delete_page.target").contains("'~'"));
+    assert!(
+        error_at(&errors, "upstreams.site.tools.set_plugin_active.preview").contains("both set")
+    );
+    assert!(
+        error_at(&errors, "upstreams.site.tools.update_option.preview")
+            .contains("is the tool itself")
+    );
+    assert!(
+        error_at(&errors, "upstreams.site.tools.update_option.lands_on_note")
+            .contains("must not be empty")
+    );
+    assert_eq!(errors.len(), 12, "{errors}");
+}
+
+#[test]
+fn modes_limits_and_planning_mistakes_are_all_reported_from_one_file() {
+    let errors = toml_err(
+        r#"
+        [gateway]
+        max_steps = 0
+        plan_ttl = "soon"
+
+        [modes.default]
+        access = "write"
+
+        [modes."Bad Name"]
+        access = "write"
+
+        [modes.careful]
+        over_access = "sometimes"
+        colour = "red"
+
+        [upstreams.site]
+        command = "node"
+
+        [upstreams.site.tools.update_page]
+        predicted_effect = "Update page {id"
+        target = "id"
+        lands_on = "elsewhere"
+        "#,
+    );
+    for key in [
+        "gateway.max_steps",
+        "gateway.plan_ttl",
+        "modes.default",
+        "modes.\"Bad Name\"",
+        "modes.careful.over_access",
+        "modes.careful.colour",
+        "upstreams.site.tools.update_page.predicted_effect",
+        "upstreams.site.tools.update_page.target",
+        "upstreams.site.tools.update_page.lands_on",
+    ] {
+        error_at(&errors, key);
+    }
+    assert_eq!(errors.len(), 9, "{errors}");
+    assert!(errors.iter().all(|e| e.file == origin()));
+}
+
+// === the demo site ===
+
+/// The demo site's own tool list, as its server declares it.
+const DEMO_SERVER_RS: &str = include_str!("../../demo-site/src/server.rs");
+
+fn demo_site_has_tool(name: &str) -> bool {
+    DEMO_SERVER_RS.contains(&format!("name = \"{name}\""))
+}
+
+#[test]
+fn the_demo_file_is_a_valid_plangate_toml() {
+    let config = toml_ok(DEMO_TOML);
+    assert_eq!(config.upstreams["site"].tools, demo_tool_overrides());
+}
+
+#[test]
+fn the_demo_overrides_name_real_demo_site_tools() {
+    let tools = demo_tool_overrides();
+    assert_eq!(
+        tools.keys().map(String::as_str).collect::<Vec<_>>(),
+        [
+            "create_menu_item",
+            "delete_page",
+            "restore_snapshot",
+            "set_plugin_active",
+            "update_option",
+            "update_page"
+        ]
+    );
+    for (name, t) in &tools {
+        assert!(demo_site_has_tool(name), "demo-site has no tool {name}");
+        if let Some(preview) = &t.preview {
+            assert!(
+                demo_site_has_tool(preview),
+                "demo-site has no tool {preview}"
+            );
+        }
+        assert!(
+            t.preview.is_some() || t.predicted_effect.is_some(),
+            "{name} says what it will do"
+        );
+        assert!(t.target.is_some(), "{name} names its target");
+    }
+    let update = &tools["update_page"];
+    assert_eq!(update.lands_on, LandsOnSetting::Copy);
+    assert_eq!(
+        update.lands_on_note.as_deref(),
+        Some("a new draft copy; the live page is unchanged until someone publishes the copy")
+    );
+    assert_eq!(tools["delete_page"].lands_on, LandsOnSetting::Live);
+    assert_eq!(tools["delete_page"].snapshots, ["/snapshot_id"]);
+}
+
+/// Looks `pointer` up in `value`, failing the test when it finds nothing.
+fn at<'v>(value: &'v Value, pointer: &str, what: &str) -> &'v Value {
+    value
+        .pointer(pointer)
+        .unwrap_or_else(|| panic!("{what}: {pointer} finds nothing in {value}"))
+}
+
+#[test]
+fn the_demo_pointers_and_templates_fit_the_demo_sites_arguments_and_results() {
+    use plangate_demo_site::{
+        MenuItemArgs, PageIdArgs, PluginArgs, SiteState, SnapshotArgs, UpdateOptionArgs,
+        UpdatePageArgs,
+    };
+    let tools = demo_tool_overrides();
+    let mut site = SiteState::seed();
+    // Each write with arguments its schema accepts, its preview's answer
+    // (when it has one) and its real result on a fresh seed.
+    let update_args = json!({"id": 2, "title": "Our story"});
+    let a: UpdatePageArgs = serde_json::from_value(update_args.clone()).unwrap();
+    let update_preview = site
+        .preview_update_page(a.id, a.title.as_deref(), a.body.as_deref())
+        .unwrap();
+    let update_result = site
+        .update_page(a.id, a.title.as_deref(), a.body.as_deref())
+        .unwrap();
+
+    let menu_args = json!({"menu": "main", "label": "Team", "url": "/team"});
+    let a: MenuItemArgs = serde_json::from_value(menu_args.clone()).unwrap();
+    let menu_preview = site
+        .preview_create_menu_item(&a.menu, &a.label, &a.url)
+        .unwrap();
+    let menu_result = site.create_menu_item(&a.menu, &a.label, &a.url).unwrap();
+
+    let option_args = json!({"name": "tagline", "value": "Small and kind"});
+    let a: UpdateOptionArgs = serde_json::from_value(option_args.clone()).unwrap();
+    let option_preview = site.preview_update_option(&a.name, &a.value).unwrap();
+    let option_result = site.update_option(&a.name, a.value).unwrap();
+
+    let delete_args = json!({"id": 3});
+    let a: PageIdArgs = serde_json::from_value(delete_args.clone()).unwrap();
+    let delete_preview = site.preview_delete_page(a.id).unwrap();
+    let delete_result = site.delete_page(a.id).unwrap();
+
+    let plugin_args = json!({"slug": "forms", "active": true});
+    let a: PluginArgs = serde_json::from_value(plugin_args.clone()).unwrap();
+    let plugin_result = site.set_plugin_active(&a.slug, a.active).unwrap();
+
+    let restore_args = json!({"snapshot_id": delete_result["snapshot_id"]});
+    let a: SnapshotArgs = serde_json::from_value(restore_args.clone()).unwrap();
+    let restore_result = site.restore_snapshot(&a.snapshot_id).unwrap();
+
+    let cases = [
+        (
+            "update_page",
+            &update_args,
+            Some(&update_preview),
+            &update_result,
+        ),
+        (
+            "create_menu_item",
+            &menu_args,
+            Some(&menu_preview),
+            &menu_result,
+        ),
+        (
+            "update_option",
+            &option_args,
+            Some(&option_preview),
+            &option_result,
+        ),
+        (
+            "delete_page",
+            &delete_args,
+            Some(&delete_preview),
+            &delete_result,
+        ),
+        ("set_plugin_active", &plugin_args, None, &plugin_result),
+        ("restore_snapshot", &restore_args, None, &restore_result),
+    ];
+    for (tool, args, preview, result) in cases {
+        let t = &tools[tool];
+        assert_eq!(t.preview.is_some(), preview.is_some(), "{tool}");
+        at(args, t.target.as_deref().unwrap(), tool);
+        if let Some(template) = &t.predicted_effect {
+            for name in placeholders(template) {
+                assert!(args.get(&name).is_some(), "{tool}: no argument {name}");
+            }
+        }
+        if let Some(p) = preview {
+            assert!(at(p, "/effect", tool).is_string(), "{tool}: {p}");
+            assert!(at(p, "/target", tool).is_string(), "{tool}: {p}");
+            let version = at(p, "/target_version", tool);
+            assert!(version.is_number() || version.is_string(), "{tool}: {p}");
+        }
+        for pointer in t.copy_id.iter().chain(&t.links).chain(&t.snapshots) {
+            at(result, pointer, tool);
+        }
+    }
+    assert_eq!(
+        at(&update_result, "/copy_id", "update_page"),
+        &json!(5),
+        "the copy is a new page: {update_result}"
+    );
+}
+
+/// `{name}`s of a template, for the test above (the crate checks the
+/// syntax; this only needs the names of a valid one).
+fn placeholders(template: &str) -> Vec<String> {
+    template
+        .replace("{{", "")
+        .replace("}}", "")
+        .split('{')
+        .skip(1)
+        .filter_map(|part| part.split_once('}').map(|(name, _)| name.to_owned()))
+        .collect()
 }
 
 // === JSON from other MCP clients ===
@@ -486,6 +1079,7 @@ fn claude_desktop_json_parses_to_the_same_config_as_toml() {
         ConfigSource::McpJson(PathBuf::from("/home/me/mcp.json"))
     );
     assert_eq!(json.gateway, toml.gateway);
+    assert_eq!(json.modes, Modes::default());
     assert_eq!(json.upstreams, toml.upstreams);
 }
 
