@@ -1,25 +1,56 @@
 //! plangate's domain core.
 //!
-//! This crate owns the vocabulary every other part of plangate shares: what
-//! a tool's *effect* is and where that classification came from, what a
-//! caller's *scope* allows, how upstream tool, prompt and resource names are
-//! exposed to clients without collisions, and which argument keys hold
-//! secrets. Later it also holds modes, plan steps, digests and the fold of
-//! the event log.
+//! This crate owns the vocabulary and the rules every other part of
+//! plangate shares:
 //!
-//! It must never do I/O: no tokio, no sqlx, no rmcp, no files, no clock. Every
+//! * what a tool's *effect* is and where that classification came from
+//!   ([`effect`]), what a caller's *scope* allows ([`scope`]), what a *mode*
+//!   caps ([`mode`]), and the decision a `tools/call` gets at dispatch
+//!   ([`decision`]), with the stable refusal [`Code`]s ([`code`]);
+//! * how upstream tool, prompt and resource names are exposed to clients
+//!   without collisions ([`names`]);
+//! * which argument keys hold secrets, how they are redacted and split off
+//!   for sealing ([`mod@redact`], [`secrets`]);
+//! * RFC 8785 canonical JSON ([`canonical`]) and the digests built on it —
+//!   plan digests, schema hashes, dedup fingerprints, HMACs of secrets
+//!   ([`digest`]);
+//! * `predicted_effect` sentences ([`template`]);
+//! * the event log's types ([`event`]) and the fold that turns a key's log
+//!   into its mode and plan ([`fold`]).
+//!
+//! It must never do I/O: no tokio, no sqlx, no rmcp, no files, no clock, no
+//! randomness. Ids, times, nonces and keys come in as parameters. Every
 //! function here is a pure function of its inputs, so the rules that decide
 //! what plangate lets through can be unit- and property-tested exhaustively,
 //! and so that every edge (gateway, store, CLI, console) applies exactly the
-//! same rule.
+//! same rule. In particular mode and plan are *only* ever computed by
+//! [`KeyState::fold`]: a projection a store keeps for speed is the same fold
+//! applied event by event, never a second implementation.
 
+pub mod canonical;
+pub mod code;
+pub mod decision;
+pub mod digest;
 pub mod effect;
+pub mod event;
+pub mod fold;
 pub mod mode;
 pub mod names;
 pub mod redact;
 pub mod scope;
+pub mod secrets;
+pub mod template;
 
+pub use canonical::{CanonicalError, MAX_SAFE_INTEGER, canonical_json, check_safe_integers};
+pub use code::{Code, ParseCodeError};
+pub use decision::{CallerScope, Decision, decide};
+pub use digest::{
+    HMAC_PREFIX, SHA256_PREFIX, arguments_fingerprint, hmac_hex, keyed_arguments, plan_digest,
+    schema_hash,
+};
 pub use effect::{Effect, EffectSource, ParseEffectError, classify};
+pub use event::{Actor, Channel, Event, EventKind, LandsOn, StepError, StepRecord, Verdict, Where};
+pub use fold::{Approval, IN_DOUBT_CODE, KeyState, Step, StepStatus};
 pub use mode::{
     DEFAULT_MODE, ModeError, ModeSpec, Modes, OverAccess, PLAN_MODE, ParseOverAccessError,
     validate_mode_name,
@@ -30,3 +61,5 @@ pub use names::{
 };
 pub use redact::{REDACTED, is_secret_key, redact};
 pub use scope::{ParseScopeError, Scope};
+pub use secrets::{restore_secrets, split_secrets};
+pub use template::{generic_effect, render_template, validate_template};

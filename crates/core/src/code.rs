@@ -1,0 +1,142 @@
+//! The stable refusal codes of DESIGN §8.
+//!
+//! A refusal is a tool result with `isError: true` and one of these codes.
+//! Agents, scripts and tests branch on them, so the strings never change:
+//! one enum owns them and every edge (gateway, CLI, console) names a refusal
+//! through it instead of spelling the string again.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// Why plangate refused a call; serialized as its snake_case string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Code {
+    /// An anonymous caller tried to write: planning needs an API key.
+    PlanNeedsKey,
+    /// The plan already holds the configured maximum of steps.
+    PlanFull,
+    /// The `plan_digest` given to apply no longer matches the plan.
+    PlanChanged,
+    /// The plan's life ran out; its waiting steps expired.
+    PlanExpired,
+    /// Another apply of the same plan is running.
+    ApplyInProgress,
+    /// The key's scope does not allow the call.
+    Forbidden,
+    /// The mode in force refuses calls above its access.
+    ForbiddenByMode,
+    /// The arguments are not valid for the tool (schema, unsafe integers).
+    InvalidArguments,
+    /// The target changed since the step was planned (tool, schema, effect,
+    /// preview version).
+    StaleTarget,
+    /// The upstream server cannot be reached.
+    UpstreamUnavailable,
+    /// A plan-mode tool was called while no plan-like mode is in force.
+    NotInPlanMode,
+    /// The person did not approve.
+    ReviewDeclined,
+    /// The client cannot be asked (no elicitation, stateless transport).
+    ElicitationUnsupported,
+}
+
+impl Code {
+    /// Every code, in DESIGN §8 order; for docs, catalogs and tests.
+    pub const ALL: [Code; 13] = [
+        Code::PlanNeedsKey,
+        Code::PlanFull,
+        Code::PlanChanged,
+        Code::PlanExpired,
+        Code::ApplyInProgress,
+        Code::Forbidden,
+        Code::ForbiddenByMode,
+        Code::InvalidArguments,
+        Code::StaleTarget,
+        Code::UpstreamUnavailable,
+        Code::NotInPlanMode,
+        Code::ReviewDeclined,
+        Code::ElicitationUnsupported,
+    ];
+
+    /// The stable string carried in a refusal's `code`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::PlanNeedsKey => "plan_needs_key",
+            Code::PlanFull => "plan_full",
+            Code::PlanChanged => "plan_changed",
+            Code::PlanExpired => "plan_expired",
+            Code::ApplyInProgress => "apply_in_progress",
+            Code::Forbidden => "forbidden",
+            Code::ForbiddenByMode => "forbidden_by_mode",
+            Code::InvalidArguments => "invalid_arguments",
+            Code::StaleTarget => "stale_target",
+            Code::UpstreamUnavailable => "upstream_unavailable",
+            Code::NotInPlanMode => "not_in_plan_mode",
+            Code::ReviewDeclined => "review_declined",
+            Code::ElicitationUnsupported => "elicitation_unsupported",
+        }
+    }
+}
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A string that is not one of the refusal codes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown refusal code {0:?}")]
+pub struct ParseCodeError(pub String);
+
+impl FromStr for Code {
+    type Err = ParseCodeError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Code::ALL
+            .into_iter()
+            .find(|c| c.as_str() == s)
+            .ok_or_else(|| ParseCodeError(s.to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_serializes_as_its_stable_string_and_parses_back() {
+        for code in Code::ALL {
+            let json = serde_json::to_value(code).unwrap();
+            assert_eq!(json, serde_json::Value::String(code.as_str().to_owned()));
+            assert_eq!(serde_json::from_value::<Code>(json).unwrap(), code);
+            assert_eq!(code.to_string().parse::<Code>(), Ok(code));
+        }
+        assert!("plan-full".parse::<Code>().is_err());
+    }
+
+    #[test]
+    fn the_codes_are_exactly_those_of_design_section_8() {
+        let names: Vec<&str> = Code::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "plan_needs_key",
+                "plan_full",
+                "plan_changed",
+                "plan_expired",
+                "apply_in_progress",
+                "forbidden",
+                "forbidden_by_mode",
+                "invalid_arguments",
+                "stale_target",
+                "upstream_unavailable",
+                "not_in_plan_mode",
+                "review_declined",
+                "elicitation_unsupported",
+            ]
+        );
+    }
+}

@@ -1,0 +1,268 @@
+//! Digests (DESIGN §5 "Digest", §7): what binds an approval to exactly the
+//! plan a person saw, what tells two identical writes apart from two
+//! different ones, and what notices a tool's schema changed.
+//!
+//! Everything hashed is RFC 8785 canonical JSON ([`crate::canonical`]), so
+//! key order and number spelling never matter. Secrets are hashed only as
+//! HMAC-SHA256 under the deployment's signing key ([`keyed_arguments`]): a
+//! digest differs when a secret differs, yet nobody without the key can
+//! test a guess against it. The key comes in as a parameter; the core never
+//! reads or makes one.
+
+use hmac::{Hmac, KeyInit, Mac};
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::canonical::canonical_lossless;
+use crate::{CanonicalError, StepRecord, canonical_json, check_safe_integers, is_secret_key};
+
+/// What a keyed secret's HMAC is prefixed with in `keyed_arguments`.
+pub const HMAC_PREFIX: &str = "hmac-sha256:";
+/// What plan digests and schema hashes are prefixed with.
+pub const SHA256_PREFIX: &str = "sha256:";
+
+/// HMAC-SHA256 of `data` under `key`, as lowercase hex.
+pub fn hmac_hex(key: &[u8; 32], data: &[u8]) -> String {
+    // HMAC takes keys of any length, so this cannot fail.
+    let mut mac =
+        <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("HMAC-SHA256 accepts a 32-byte key");
+    mac.update(data);
+    hex::encode(mac.finalize().into_bytes())
+}
+
+fn sha256_hex(data: &[u8]) -> String {
+    hex::encode(Sha256::digest(data))
+}
+
+/// A copy of `args` in which the value of every secret key (any depth, see
+/// [`is_secret_key`]) is replaced by `"hmac-sha256:" + hmac_hex(key,
+/// canonical_json(value))`. Fails, naming the path, if `args` holds an
+/// integer beyond ±(2^53−1).
+pub fn keyed_arguments(args: &Value, signing_key: &[u8; 32]) -> Result<Value, CanonicalError> {
+    check_safe_integers(args)?;
+    Ok(keyed(args, signing_key))
+}
+
+fn keyed(v: &Value, key: &[u8; 32]) -> Value {
+    match v {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, item)| {
+                    let out = if is_secret_key(k) {
+                        let text = canonical_lossless(item);
+                        Value::String(format!("{HMAC_PREFIX}{}", hmac_hex(key, text.as_bytes())))
+                    } else {
+                        keyed(item, key)
+                    };
+                    (k.clone(), out)
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(|i| keyed(i, key)).collect()),
+        other => other.clone(),
+    }
+}
+
+/// `"sha256:"` + hex SHA-256 of a tool's canonical `inputSchema`: recorded
+/// with each step and compared at apply, so a changed tool is `stale_target`.
+pub fn schema_hash(input_schema: &Value) -> Result<String, CanonicalError> {
+    let text = canonical_json(input_schema)?;
+    Ok(format!("{SHA256_PREFIX}{}", sha256_hex(text.as_bytes())))
+}
+
+/// Hex SHA-256 of canonical `{"server", "tool", "arguments"}`: two calls
+/// with the same fingerprint are the same write, so planning it again
+/// answers the existing step (`deduplicated: true`). Pass keyed arguments,
+/// so a different secret is a different write.
+pub fn arguments_fingerprint(
+    server: &str,
+    tool: &str,
+    keyed_args: &Value,
+) -> Result<String, CanonicalError> {
+    let text = canonical_json(&json!({
+        "server": server,
+        "tool": tool,
+        "arguments": keyed_args,
+    }))?;
+    Ok(sha256_hex(text.as_bytes()))
+}
+
+/// The JSON a plan digest covers for one step (DESIGN §5).
+fn digest_entry(step: &StepRecord) -> Value {
+    let mut m = Map::new();
+    m.insert("step_id".into(), Value::from(step.step_id.as_str()));
+    m.insert("position".into(), Value::from(step.position));
+    m.insert("server".into(), Value::from(step.server.as_str()));
+    m.insert("tool".into(), Value::from(step.tool.as_str()));
+    m.insert("arguments".into(), step.keyed_arguments.clone());
+    m.insert("effect".into(), Value::from(step.effect.as_str()));
+    m.insert("schema_hash".into(), Value::from(step.schema_hash.as_str()));
+    Value::Object(m)
+}
+
+/// `"sha256:"` + hex SHA-256 of the canonical JSON array of the given
+/// steps, in position order, each as `{step_id, position, server, tool,
+/// arguments, effect, schema_hash}` with the keyed arguments. Pass only the
+/// `planned` steps; they are sorted by position (then id) here, so the
+/// caller's order does not matter. An empty plan has a digest too.
+///
+/// Cannot fail: keyed arguments were checked when made; should one hold an
+/// unsafe integer anyway, its exact digits are hashed.
+pub fn plan_digest<'a>(planned: impl IntoIterator<Item = &'a StepRecord>) -> String {
+    let mut steps: Vec<&StepRecord> = planned.into_iter().collect();
+    steps.sort_by(|a, b| (a.position, &a.step_id).cmp(&(b.position, &b.step_id)));
+    let array = Value::Array(steps.into_iter().map(digest_entry).collect());
+    let text = canonical_lossless(&array);
+    format!("{SHA256_PREFIX}{}", sha256_hex(text.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::Effect;
+    use crate::event::tests::record;
+
+    const KEY: [u8; 32] = [7; 32];
+
+    #[test]
+    fn hmac_matches_known_answers() {
+        // Computed independently with Python's hmac module.
+        assert_eq!(
+            hmac_hex(&[0x0b; 32], b"Hi There"),
+            "198a607eb44bfbc69903a0f1cf2bbdc5ba0aa3f3d9ae3c1c7a3b1696a0b68cf7"
+        );
+        let key: [u8; 32] = std::array::from_fn(|i| i as u8);
+        assert_eq!(
+            hmac_hex(&key, b"plangate"),
+            "5a4908021dd7a7c887120d772d714edb47e3f378a159d2e549be4da370ec273d"
+        );
+    }
+
+    #[test]
+    fn secrets_are_keyed_at_any_depth_and_nothing_else_changes() {
+        let args = json!({"id": 42, "auth": [{"Token": {"v": "s3cr3t"}}], "title": "t"});
+        let keyed = keyed_arguments(&args, &KEY).unwrap();
+        let mac = keyed["auth"][0]["Token"].as_str().unwrap();
+        assert_eq!(
+            mac,
+            format!("hmac-sha256:{}", hmac_hex(&KEY, br#"{"v":"s3cr3t"}"#))
+        );
+        assert_eq!(keyed["id"], 42);
+        assert_eq!(keyed["title"], "t");
+        assert!(!keyed.to_string().contains("s3cr3t"));
+    }
+
+    #[test]
+    fn unsafe_integers_are_refused_before_keying() {
+        let err = keyed_arguments(&json!({"password": 9007199254740993u64}), &KEY).unwrap_err();
+        assert_eq!(
+            err,
+            CanonicalError::UnsafeInteger {
+                path: "/password".into()
+            }
+        );
+        assert!(schema_hash(&json!({"maximum": u64::MAX})).is_err());
+    }
+
+    #[test]
+    fn schema_hash_and_fingerprint_ignore_key_order() {
+        let a: Value =
+            serde_json::from_str(r#"{"type":"object","properties":{"b":{},"a":{}}}"#).unwrap();
+        let b: Value =
+            serde_json::from_str(r#"{"properties":{"a":{},"b":{}},"type":"object"}"#).unwrap();
+        assert_eq!(schema_hash(&a).unwrap(), schema_hash(&b).unwrap());
+        assert!(schema_hash(&a).unwrap().starts_with("sha256:"));
+        assert_eq!(
+            arguments_fingerprint("site", "t", &a).unwrap(),
+            arguments_fingerprint("site", "t", &b).unwrap()
+        );
+        assert_ne!(
+            arguments_fingerprint("site", "t", &a).unwrap(),
+            arguments_fingerprint("site", "u", &a).unwrap()
+        );
+        assert_ne!(
+            arguments_fingerprint("site", "t", &a).unwrap(),
+            arguments_fingerprint("other", "t", &a).unwrap()
+        );
+    }
+
+    #[test]
+    fn the_digest_is_stable_under_argument_key_order_and_input_order() {
+        let a = record(
+            "s1",
+            1,
+            "update",
+            serde_json::from_str(r#"{"a":1,"b":2}"#).unwrap(),
+        );
+        let b = record(
+            "s1",
+            1,
+            "update",
+            serde_json::from_str(r#"{"b":2,"a":1}"#).unwrap(),
+        );
+        let c = record("s2", 2, "delete", json!({"id": 3}));
+        assert_eq!(plan_digest([&a, &c]), plan_digest([&b, &c]));
+        assert_eq!(plan_digest([&a, &c]), plan_digest([&c, &a]));
+        assert!(plan_digest([]).starts_with("sha256:"));
+        assert_ne!(plan_digest([]), plan_digest([&a]));
+    }
+
+    #[test]
+    fn the_digest_changes_when_any_covered_field_changes() {
+        let base = record("s1", 1, "update", json!({"id": 1, "title": "x"}));
+        let d = plan_digest([&base]);
+        let mut changes: Vec<StepRecord> = Vec::new();
+        let mut r = base.clone();
+        r.keyed_arguments = keyed_arguments(&json!({"id": 1, "title": "y"}), &KEY).unwrap();
+        changes.push(r);
+        let mut r = base.clone();
+        r.position = 2;
+        changes.push(r);
+        let mut r = base.clone();
+        r.tool = "update2".into();
+        changes.push(r);
+        let mut r = base.clone();
+        r.server = "other".into();
+        changes.push(r);
+        let mut r = base.clone();
+        r.effect = Effect::Destructive;
+        changes.push(r);
+        let mut r = base.clone();
+        r.schema_hash = "sha256:01".into();
+        changes.push(r);
+        let mut r = base.clone();
+        r.step_id = "s9".into();
+        changes.push(r);
+        for changed in &changes {
+            assert_ne!(plan_digest([changed]), d, "{changed:?}");
+        }
+        // Fields outside the digest do not move it.
+        let mut r = base.clone();
+        r.predicted_effect = "something else".into();
+        r.planned_at_ms += 5;
+        assert_eq!(plan_digest([&r]), d);
+    }
+
+    #[test]
+    fn different_secrets_give_different_digests_and_never_appear_in_the_input() {
+        let one = record(
+            "s1",
+            1,
+            "login",
+            json!({"user": "u", "password": "hunter2"}),
+        );
+        let two = record(
+            "s1",
+            1,
+            "login",
+            json!({"user": "u", "password": "hunter3"}),
+        );
+        assert_eq!(one.arguments, two.arguments, "redacted alike");
+        assert_ne!(plan_digest([&one]), plan_digest([&two]));
+        let input = canonical_lossless(&digest_entry(&one));
+        assert!(!input.contains("hunter2"), "{input}");
+        assert!(input.contains("hmac-sha256:"), "{input}");
+    }
+}

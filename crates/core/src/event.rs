@@ -1,0 +1,540 @@
+//! The event log's types (DESIGN §6).
+//!
+//! The log is append-only, per key, and the only truth: mode and plan are
+//! folds over it ([`crate::fold`]). Its storage format is these types'
+//! serde JSON, so the representation is deliberate and stable:
+//!
+//! * an [`Event`] is one flat JSON object: `at_ms`, `key_id`, `actor`,
+//!   `channel`, and `type` naming the [`EventKind`], whose fields sit beside
+//!   them (`{"at_ms":…,"key_id":"k","actor":{"kind":"system"},
+//!   "channel":"cli","type":"mode_set","mode":"plan"}`);
+//! * enums are snake_case strings, or objects tagged by `kind` ([`Actor`]);
+//! * absent options are written as `null` and read back from either `null`
+//!   or a missing field, so a reader tolerates older records.
+//!
+//! A [`StepRecord`] never holds a secret in the clear: `arguments` are
+//! redacted, `keyed_arguments` carry HMACs, and the real values exist only
+//! as `sealed_secrets`, opaque ciphertext made and opened by the edge.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::Effect;
+
+/// Who caused an event.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Actor {
+    /// An agent, through an API key.
+    Agent {
+        /// The key's id (never the key).
+        key_id: String,
+        /// The key's readable name.
+        key_name: String,
+    },
+    /// A person at the CLI or the console.
+    Operator {
+        /// The operator's name as the CLI or console knows it.
+        name: String,
+    },
+    /// plangate itself: the sweeper, lease expiry, plan expiry.
+    System,
+}
+
+/// Where an event came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Channel {
+    /// An MCP client over stdio.
+    Stdio,
+    /// An MCP client over Streamable HTTP.
+    Http,
+    /// The operator CLI.
+    Cli,
+    /// The web console.
+    Console,
+    /// The background sweeper (leases, expiry).
+    Sweeper,
+}
+
+impl Channel {
+    /// The snake_case name used in logs and tables.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Channel::Stdio => "stdio",
+            Channel::Http => "http",
+            Channel::Cli => "cli",
+            Channel::Console => "console",
+            Channel::Sweeper => "sweeper",
+        }
+    }
+}
+
+/// One entry of a key's log. Its position in the log (`seq`) is assigned by
+/// the store and passed beside it to the fold.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// When it happened, milliseconds since the Unix epoch (passed in by
+    /// the edge: the core has no clock).
+    pub at_ms: i64,
+    /// The key whose log it belongs to.
+    pub key_id: String,
+    /// Who caused it.
+    pub actor: Actor,
+    /// Where it came from.
+    pub channel: Channel,
+    /// What happened; flattened so `type` sits beside the common fields.
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// What happened, one variant per event type of DESIGN §6.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "events are few and short-lived; an unboxed StepRecord keeps the shared shape plain to build and match"
+)]
+pub enum EventKind {
+    /// The mode in force changed (the last one wins).
+    ModeSet {
+        /// The mode's name; `default` for no cap.
+        mode: String,
+    },
+    /// `begin_session`: a session started and the plan's life (re)started.
+    /// The mode itself is set by the `mode_set` appended beside it.
+    SessionBegun {
+        /// The session's id.
+        session_id: String,
+        /// The mode asked for, for the record.
+        mode: String,
+    },
+    /// A write became a plan step.
+    StepPlanned {
+        /// The step as planned.
+        step: StepRecord,
+    },
+    /// The same write was sent again and answered with the existing step.
+    StepDeduplicated {
+        /// The existing step.
+        step_id: String,
+    },
+    /// Steps were discarded (`discard_plan`, CLI, console).
+    StepsDiscarded {
+        /// The steps named; only waiting, failed or in-doubt ones change.
+        step_ids: Vec<String>,
+    },
+    /// A person was asked about the plan.
+    ReviewRequested {
+        /// The review's id (also binds single-use request state).
+        review_id: String,
+        /// The digest of the plan shown.
+        plan_digest: String,
+    },
+    /// A person answered (or a client answered for them).
+    ReviewAnswered {
+        /// The review answered, when the answer came through one.
+        review_id: Option<String>,
+        /// The answer.
+        verdict: Verdict,
+        /// The digest of the plan answered about.
+        plan_digest: String,
+        /// The person's words, verbatim.
+        feedback: Option<String>,
+    },
+    /// An apply began.
+    ApplyStarted {
+        /// The apply's id.
+        apply_id: String,
+        /// The steps selected, in order.
+        step_ids: Vec<String>,
+        /// The digest checked before running anything, if one was given.
+        plan_digest: Option<String>,
+    },
+    /// A step was claimed (`planned`/`failed` → `running`), or its running
+    /// claim's lease was renewed by the same apply and owner.
+    StepStarted {
+        /// The step.
+        step_id: String,
+        /// The apply running it.
+        apply_id: String,
+        /// The process holding the claim.
+        owner: String,
+        /// Until when the claim holds unless renewed.
+        lease_until_ms: i64,
+    },
+    /// The upstream answered with a result.
+    StepApplied {
+        /// The step.
+        step_id: String,
+        /// The upstream's result, as received.
+        result: Value,
+        /// The copy the write landed on, from the configured pointer.
+        copy_id: Option<String>,
+        /// Links from the configured pointers.
+        links: Vec<String>,
+        /// Snapshots from the configured pointers.
+        snapshots: Vec<String>,
+    },
+    /// The upstream answered with an error, or a fresh check failed.
+    StepFailed {
+        /// The step.
+        step_id: String,
+        /// What went wrong.
+        error: StepError,
+    },
+    /// The request may have reached the upstream but no answer was recorded.
+    StepInDoubt {
+        /// The step.
+        step_id: String,
+        /// Why (crash, timeout, lost connection, expired lease…).
+        reason: String,
+    },
+    /// A person explicitly asked to run an in-doubt step again.
+    StepRetried {
+        /// The step.
+        step_id: String,
+    },
+    /// An apply ended.
+    ApplyFinished {
+        /// The apply's id.
+        apply_id: String,
+        /// Steps applied.
+        applied: u32,
+        /// Steps failed.
+        failed: u32,
+        /// Steps in doubt.
+        in_doubt: u32,
+        /// Steps selected but not reached.
+        not_run: u32,
+    },
+    /// `end_session`: the session and the plan's life ended.
+    SessionEnded {
+        /// The steps discarded with it.
+        discarded: Vec<String>,
+    },
+    /// The plan's life ran out.
+    PlanExpired {
+        /// The waiting steps that expired.
+        step_ids: Vec<String>,
+    },
+}
+
+impl EventKind {
+    /// The `type` string stored with the event; for logs, filters and
+    /// queries that must not deserialize the whole event.
+    pub fn name(&self) -> &'static str {
+        match self {
+            EventKind::ModeSet { .. } => "mode_set",
+            EventKind::SessionBegun { .. } => "session_begun",
+            EventKind::StepPlanned { .. } => "step_planned",
+            EventKind::StepDeduplicated { .. } => "step_deduplicated",
+            EventKind::StepsDiscarded { .. } => "steps_discarded",
+            EventKind::ReviewRequested { .. } => "review_requested",
+            EventKind::ReviewAnswered { .. } => "review_answered",
+            EventKind::ApplyStarted { .. } => "apply_started",
+            EventKind::StepStarted { .. } => "step_started",
+            EventKind::StepApplied { .. } => "step_applied",
+            EventKind::StepFailed { .. } => "step_failed",
+            EventKind::StepInDoubt { .. } => "step_in_doubt",
+            EventKind::StepRetried { .. } => "step_retried",
+            EventKind::ApplyFinished { .. } => "apply_finished",
+            EventKind::SessionEnded { .. } => "session_ended",
+            EventKind::PlanExpired { .. } => "plan_expired",
+        }
+    }
+}
+
+/// A person's answer to a review.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Yes: apply the plan with this digest.
+    Approve,
+    /// Not yet: the agent should keep planning.
+    KeepPlanning,
+    /// No.
+    Decline,
+    /// The question was dismissed.
+    Cancel,
+}
+
+impl Verdict {
+    /// The snake_case name used in answers and tables.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Approve => "approve",
+            Verdict::KeepPlanning => "keep_planning",
+            Verdict::Decline => "decline",
+            Verdict::Cancel => "cancel",
+        }
+    }
+}
+
+/// Why a step failed, as carried in a receipt's `error`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepError {
+    /// A stable code (`stale_target`, `forbidden`, `upstream_error`, …).
+    pub code: String,
+    /// What happened, for a person.
+    pub message: String,
+    /// The upstream's own error, when it sent one.
+    pub upstream: Option<Value>,
+}
+
+/// A plan step as recorded when planned. Never holds a secret in the clear.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    /// The step's id; also the upstream operation key when applied.
+    pub step_id: String,
+    /// Its position in the plan; never renumbered.
+    pub position: u32,
+    /// The upstream server's name.
+    pub server: String,
+    /// The upstream's own tool name.
+    pub tool: String,
+    /// The tool's name as exposed to the client.
+    pub exposed_as: String,
+    /// Redacted arguments, for every answer, view and export.
+    pub arguments: Value,
+    /// Arguments with secrets replaced by HMACs, for digest and dedup.
+    pub keyed_arguments: Value,
+    /// AEAD ciphertext of the secrets, made by the edge; opaque here.
+    pub sealed_secrets: Option<String>,
+    /// [`crate::arguments_fingerprint`] of server, tool and keyed arguments.
+    pub fingerprint: String,
+    /// The tool's effect class when planned.
+    pub effect: Effect,
+    /// [`crate::schema_hash`] of the tool's input schema when planned.
+    pub schema_hash: String,
+    /// One sentence saying what the step would do.
+    pub predicted_effect: String,
+    /// Where the write lands.
+    pub lands_on: LandsOn,
+    /// Whether the step needs explicit attention (destructive).
+    pub approval_required: bool,
+    /// Why it needs attention.
+    pub approval_note: Option<String>,
+    /// When it was planned.
+    pub planned_at_ms: i64,
+}
+
+/// Where a step's write lands (`lands_on` in answers).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LandsOn {
+    /// Live data or a copy.
+    #[serde(rename = "where")]
+    pub where_: Where,
+    /// The target's id, when known.
+    pub target: Option<String>,
+    /// The copy's id, filled in by the receipt.
+    pub copy_id: Option<String>,
+    /// A note for the person.
+    pub note: Option<String>,
+}
+
+/// Whether a write lands on live data or on a copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Where {
+    /// The real thing.
+    Live,
+    /// A copy the upstream makes (the receipt names it).
+    Copy,
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// A step record for tests: position, tool and arguments vary.
+    pub(crate) fn record(step_id: &str, position: u32, tool: &str, args: Value) -> StepRecord {
+        StepRecord {
+            step_id: step_id.into(),
+            position,
+            server: "site".into(),
+            tool: tool.into(),
+            exposed_as: format!("site__{tool}"),
+            arguments: crate::redact(&args),
+            keyed_arguments: crate::keyed_arguments(&args, &[7; 32]).unwrap(),
+            sealed_secrets: None,
+            fingerprint: format!("fp-{tool}-{args}"),
+            effect: Effect::Write,
+            schema_hash: "sha256:00".into(),
+            predicted_effect: format!("Call {tool}."),
+            lands_on: LandsOn {
+                where_: Where::Live,
+                target: None,
+                copy_id: None,
+                note: None,
+            },
+            approval_required: false,
+            approval_note: None,
+            planned_at_ms: 1_000,
+        }
+    }
+
+    fn event(kind: EventKind) -> Event {
+        Event {
+            at_ms: 1_700_000_000_000,
+            key_id: "key_1".into(),
+            actor: Actor::Agent {
+                key_id: "key_1".into(),
+                key_name: "laptop".into(),
+            },
+            channel: Channel::Stdio,
+            kind,
+        }
+    }
+
+    /// One event of every kind.
+    pub(crate) fn every_kind() -> Vec<EventKind> {
+        vec![
+            EventKind::ModeSet {
+                mode: "plan".into(),
+            },
+            EventKind::SessionBegun {
+                session_id: "ses_1".into(),
+                mode: "plan".into(),
+            },
+            EventKind::StepPlanned {
+                step: record("step_1", 1, "update_page", json!({"id": 42, "token": "t"})),
+            },
+            EventKind::StepDeduplicated {
+                step_id: "step_1".into(),
+            },
+            EventKind::StepsDiscarded {
+                step_ids: vec!["step_1".into()],
+            },
+            EventKind::ReviewRequested {
+                review_id: "rev_1".into(),
+                plan_digest: "sha256:ab".into(),
+            },
+            EventKind::ReviewAnswered {
+                review_id: None,
+                verdict: Verdict::KeepPlanning,
+                plan_digest: "sha256:ab".into(),
+                feedback: Some("not the title".into()),
+            },
+            EventKind::ApplyStarted {
+                apply_id: "apl_1".into(),
+                step_ids: vec!["step_1".into()],
+                plan_digest: Some("sha256:ab".into()),
+            },
+            EventKind::StepStarted {
+                step_id: "step_1".into(),
+                apply_id: "apl_1".into(),
+                owner: "host:123".into(),
+                lease_until_ms: 1_700_000_030_000,
+            },
+            EventKind::StepApplied {
+                step_id: "step_1".into(),
+                result: json!({"content": [], "structuredContent": {"copy": 187, "big": 1.5e300}}),
+                copy_id: Some("187".into()),
+                links: vec!["https://example.test/187".into()],
+                snapshots: vec![],
+            },
+            EventKind::StepFailed {
+                step_id: "step_1".into(),
+                error: StepError {
+                    code: "upstream_error".into(),
+                    message: "no such page".into(),
+                    upstream: Some(json!({"code": -32000})),
+                },
+            },
+            EventKind::StepInDoubt {
+                step_id: "step_1".into(),
+                reason: "lease expired".into(),
+            },
+            EventKind::StepRetried {
+                step_id: "step_1".into(),
+            },
+            EventKind::ApplyFinished {
+                apply_id: "apl_1".into(),
+                applied: 1,
+                failed: 0,
+                in_doubt: 0,
+                not_run: 2,
+            },
+            EventKind::SessionEnded {
+                discarded: vec!["step_2".into()],
+            },
+            EventKind::PlanExpired {
+                step_ids: vec!["step_3".into()],
+            },
+        ]
+    }
+
+    #[test]
+    fn every_event_round_trips_through_its_json_and_names_its_type() {
+        let kinds = every_kind();
+        assert_eq!(kinds.len(), 16, "one of each type of DESIGN §6");
+        for kind in kinds {
+            let e = event(kind);
+            let json = serde_json::to_value(&e).unwrap();
+            assert_eq!(json["type"], e.kind.name(), "{json}");
+            let text = serde_json::to_string(&e).unwrap();
+            let back: Event = serde_json::from_str(&text).unwrap();
+            assert_eq!(back, e, "{text}");
+        }
+    }
+
+    #[test]
+    fn an_event_is_one_flat_object_with_tagged_actor() {
+        let mut e = event(EventKind::ModeSet {
+            mode: "plan".into(),
+        });
+        e.actor = Actor::System;
+        e.channel = Channel::Sweeper;
+        assert_eq!(
+            serde_json::to_value(&e).unwrap(),
+            json!({
+                "at_ms": 1_700_000_000_000i64, "key_id": "key_1",
+                "actor": {"kind": "system"}, "channel": "sweeper",
+                "type": "mode_set", "mode": "plan"
+            })
+        );
+        let op = Actor::Operator { name: "ana".into() };
+        assert_eq!(
+            serde_json::to_value(&op).unwrap(),
+            json!({"kind": "operator", "name": "ana"})
+        );
+    }
+
+    #[test]
+    fn a_step_record_uses_the_answer_field_names() {
+        let r = record(
+            "step_1",
+            2,
+            "update_page",
+            json!({"id": 42, "api_key": "k"}),
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["lands_on"]["where"], "live");
+        assert_eq!(json["effect"], "write");
+        assert_eq!(json["arguments"]["api_key"], "[redacted]");
+        assert!(!json.to_string().contains("\"k\""));
+        assert_eq!(
+            serde_json::to_value(Verdict::KeepPlanning).unwrap(),
+            json!("keep_planning")
+        );
+    }
+
+    #[test]
+    fn missing_optional_fields_read_as_none() {
+        let text = r#"{"at_ms":1,"key_id":"k","actor":{"kind":"system"},"channel":"cli",
+                      "type":"review_answered","verdict":"approve","plan_digest":"sha256:x"}"#;
+        let e: Event = serde_json::from_str(text).unwrap();
+        assert_eq!(
+            e.kind,
+            EventKind::ReviewAnswered {
+                review_id: None,
+                verdict: Verdict::Approve,
+                plan_digest: "sha256:x".into(),
+                feedback: None
+            }
+        );
+    }
+}

@@ -1,0 +1,1064 @@
+//! Mode and plan as pure folds over one key's events (DESIGN §4 "The
+//! fold", §5 "Step statuses" and "Plan life", §6).
+//!
+//! The log is the only truth; [`KeyState`] is what it says. The store may
+//! keep a `KeyState` as a projection for speed, but it must equal the fold:
+//! applying events one by one ([`KeyState::apply`]) and folding them in one
+//! go ([`KeyState::fold`]) run the same code, and the property tests below
+//! hold them equal.
+//!
+//! [`KeyState::apply`] is total: an event that does not fit the state (an
+//! unknown step, a step in the wrong status, a duplicate) changes nothing
+//! but `last_seq`, and never panics. The log may hold such events — two
+//! processes sharing a store may race — and the fold simply reads past them.
+//!
+//! # Rules
+//!
+//! * `mode_set`: the last one wins; none ⇒ `default`.
+//! * `session_begun` sets the session and (re)starts the plan's life at the
+//!   event's time. The mode is set by the `mode_set` appended beside it.
+//! * `step_planned` appends the step as `planned`. If no life is running,
+//!   the life starts at this event. The position comes from the record
+//!   (the gateway assigns [`KeyState::next_position`]); afterwards
+//!   `next_position = max(next_position, position + 1)`. A step whose id is
+//!   already known, or whose position is held by a step of the current plan,
+//!   does not fit and is skipped, so positions in a plan are unique.
+//! * **Positions** never renumber. When a new life starts (`session_begun`,
+//!   or a step planned with no life running) while the plan has no open
+//!   steps, positions restart: `next_position = 1`. So each fresh plan
+//!   counts from 1, and a plan with steps still open keeps counting up.
+//! * **Life** ends with `session_ended` or `plan_expired`, and also when,
+//!   outside a session, the plan empties (its last open step is applied or
+//!   discarded): the next step then starts a fresh life, so a plan made
+//!   without a session lives from its first step, not from an earlier,
+//!   finished one.
+//! * `steps_discarded` / `session_ended`: named steps that are `planned`,
+//!   `failed` or `in_doubt` become `discarded`; `session_ended` also clears
+//!   the session and life (the gateway appends `mode_set default` apart).
+//! * `plan_expired`: named `planned` steps become `expired`; the life ends;
+//!   mode and session stay (expiry fails closed).
+//! * `apply_started` records the running apply (a later one replaces it:
+//!   the gateway appends one only when no other is alive); `apply_finished`
+//!   clears it when the ids match.
+//! * `step_started`: `planned` | `failed` → `running`, with apply, owner,
+//!   lease and one more attempt. The same event for a step already running
+//!   under the same apply and owner renews its lease.
+//! * `step_applied` / `step_failed` / `step_in_doubt`: from `running` only.
+//!   An in-doubt step keeps its reason as an `error` with code `in_doubt`.
+//! * `step_retried`: `in_doubt` → `planned` (a person's explicit retry).
+//! * `review_answered` is recorded in `reviews`; `review_requested` and
+//!   `step_deduplicated` are kept in the log and change nothing here.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{Actor, Channel, Event, EventKind, StepError, StepRecord, Verdict};
+
+/// The code of the `error` an in-doubt step carries, holding its reason.
+pub const IN_DOUBT_CODE: &str = "in_doubt";
+
+/// Where a step is in its life (DESIGN §5 "Step statuses").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    /// Waiting to be applied.
+    Planned,
+    /// Claimed by an apply; the upstream call may be under way.
+    Running,
+    /// The upstream answered with a result.
+    Applied,
+    /// The upstream answered with an error (or a fresh check failed);
+    /// naming it in `apply_plan` runs it again.
+    Failed,
+    /// No definite answer was recorded; runs again only by a person's retry.
+    InDoubt,
+    /// The plan's life ran out while it waited.
+    Expired,
+    /// Dropped from the plan.
+    Discarded,
+}
+
+impl StepStatus {
+    /// Whether the step is still part of the plan (`planned`, `running`,
+    /// `failed`, `in_doubt`): what `get_plan` lists.
+    pub fn is_open(self) -> bool {
+        matches!(
+            self,
+            StepStatus::Planned | StepStatus::Running | StepStatus::Failed | StepStatus::InDoubt
+        )
+    }
+
+    /// The snake_case name used in answers and tables.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepStatus::Planned => "planned",
+            StepStatus::Running => "running",
+            StepStatus::Applied => "applied",
+            StepStatus::Failed => "failed",
+            StepStatus::InDoubt => "in_doubt",
+            StepStatus::Expired => "expired",
+            StepStatus::Discarded => "discarded",
+        }
+    }
+
+    /// Whether DESIGN §5 allows a step to move from `self` to `to`.
+    pub fn can_become(self, to: StepStatus) -> bool {
+        use StepStatus::*;
+        matches!(
+            (self, to),
+            (Planned, Running | Expired | Discarded)
+                | (Running, Applied | Failed | InDoubt)
+                | (Failed, Running | Discarded)
+                | (InDoubt, Planned | Discarded)
+        )
+    }
+}
+
+impl fmt::Display for StepStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A step as the log says it is now.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    /// The step as planned.
+    pub record: StepRecord,
+    /// Where it is now.
+    pub status: StepStatus,
+    /// The apply that last claimed it.
+    pub apply_id: Option<String>,
+    /// The process holding (or that last held) its claim.
+    pub owner: Option<String>,
+    /// Until when the current claim holds.
+    pub lease_until_ms: Option<i64>,
+    /// The upstream result, once applied.
+    pub result: Option<Value>,
+    /// The copy it landed on, once applied.
+    pub copy_id: Option<String>,
+    /// Links from the result, once applied.
+    pub links: Vec<String>,
+    /// Snapshots from the result, once applied.
+    pub snapshots: Vec<String>,
+    /// Why it failed or is in doubt.
+    pub error: Option<StepError>,
+    /// How many times it was claimed.
+    pub attempts: u32,
+    /// When its status last changed (or its lease was renewed).
+    pub updated_at_ms: i64,
+}
+
+impl Step {
+    fn new(record: StepRecord, at_ms: i64) -> Step {
+        Step {
+            record,
+            status: StepStatus::Planned,
+            apply_id: None,
+            owner: None,
+            lease_until_ms: None,
+            result: None,
+            copy_id: None,
+            links: Vec::new(),
+            snapshots: Vec::new(),
+            error: None,
+            attempts: 0,
+            updated_at_ms: at_ms,
+        }
+    }
+}
+
+/// One recorded answer to a review (DESIGN §7 "Approval records").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Approval {
+    /// The plan digest answered about.
+    pub plan_digest: String,
+    /// The answer.
+    pub verdict: Verdict,
+    /// Who answered; decides whether it counts for a `plan`-scope key.
+    pub actor: Actor,
+    /// Where the answer came from.
+    pub channel: Channel,
+    /// When.
+    pub at_ms: i64,
+}
+
+/// Everything one key's log says: the mode in force and the plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeyState {
+    /// The seq of the last event folded (0 = none).
+    pub last_seq: i64,
+    /// The last `mode_set`; `None` ⇒ `default`.
+    pub mode: Option<String>,
+    /// The session begun and not ended.
+    pub session_id: Option<String>,
+    /// When the plan's current life started; `None` while no life runs.
+    pub life_started_at_ms: Option<i64>,
+    /// Every step ever planned for the key, in planning order.
+    pub steps: Vec<Step>,
+    /// The position the next planned step takes (see the module docs).
+    pub next_position: u32,
+    /// The apply started and not finished.
+    pub applying: Option<String>,
+    /// Every review answer, in order.
+    pub reviews: Vec<Approval>,
+}
+
+impl Default for KeyState {
+    fn default() -> Self {
+        KeyState {
+            last_seq: 0,
+            mode: None,
+            session_id: None,
+            life_started_at_ms: None,
+            steps: Vec::new(),
+            next_position: 1,
+            applying: None,
+            reviews: Vec::new(),
+        }
+    }
+}
+
+// === impl KeyState: the fold ===
+
+impl KeyState {
+    /// Folds a key's events, in seq order, from nothing.
+    pub fn fold<'a>(events: impl IntoIterator<Item = (i64, &'a Event)>) -> KeyState {
+        let mut state = KeyState::default();
+        for (seq, event) in events {
+            state.apply(seq, event);
+        }
+        state
+    }
+
+    /// Applies one event with its seq. Total: an event that does not fit
+    /// changes nothing but `last_seq`.
+    pub fn apply(&mut self, seq: i64, event: &Event) {
+        self.last_seq = seq;
+        let at = event.at_ms;
+        match &event.kind {
+            EventKind::ModeSet { mode } => self.mode = Some(mode.clone()),
+            EventKind::SessionBegun { session_id, .. } => {
+                self.session_id = Some(session_id.clone());
+                self.start_life(at);
+            }
+            EventKind::StepPlanned { step } => self.plan_step(step, at),
+            EventKind::StepDeduplicated { .. } | EventKind::ReviewRequested { .. } => {}
+            EventKind::StepsDiscarded { step_ids } => self.discard(step_ids, at),
+            EventKind::ReviewAnswered {
+                verdict,
+                plan_digest,
+                ..
+            } => self.reviews.push(Approval {
+                plan_digest: plan_digest.clone(),
+                verdict: *verdict,
+                actor: event.actor.clone(),
+                channel: event.channel,
+                at_ms: at,
+            }),
+            EventKind::ApplyStarted { apply_id, .. } => self.applying = Some(apply_id.clone()),
+            EventKind::ApplyFinished { apply_id, .. } => {
+                if self.applying.as_ref() == Some(apply_id) {
+                    self.applying = None;
+                }
+            }
+            EventKind::StepStarted {
+                step_id,
+                apply_id,
+                owner,
+                lease_until_ms,
+            } => {
+                let Some(step) = self.step_mut(step_id) else {
+                    return;
+                };
+                match step.status {
+                    StepStatus::Planned | StepStatus::Failed => {
+                        step.status = StepStatus::Running;
+                        step.apply_id = Some(apply_id.clone());
+                        step.owner = Some(owner.clone());
+                        step.lease_until_ms = Some(*lease_until_ms);
+                        step.attempts = step.attempts.saturating_add(1);
+                        step.error = None;
+                        step.updated_at_ms = at;
+                    }
+                    StepStatus::Running
+                        if step.apply_id.as_ref() == Some(apply_id)
+                            && step.owner.as_ref() == Some(owner) =>
+                    {
+                        step.lease_until_ms = Some(*lease_until_ms);
+                        step.updated_at_ms = at;
+                    }
+                    _ => {}
+                }
+            }
+            EventKind::StepApplied {
+                step_id,
+                result,
+                copy_id,
+                links,
+                snapshots,
+            } => {
+                if let Some(step) = self.running_step_mut(step_id) {
+                    step.status = StepStatus::Applied;
+                    step.result = Some(result.clone());
+                    step.copy_id = copy_id.clone();
+                    step.links = links.clone();
+                    step.snapshots = snapshots.clone();
+                    step.lease_until_ms = None;
+                    step.updated_at_ms = at;
+                }
+            }
+            EventKind::StepFailed { step_id, error } => {
+                if let Some(step) = self.running_step_mut(step_id) {
+                    step.status = StepStatus::Failed;
+                    step.error = Some(error.clone());
+                    step.lease_until_ms = None;
+                    step.updated_at_ms = at;
+                }
+            }
+            EventKind::StepInDoubt { step_id, reason } => {
+                if let Some(step) = self.running_step_mut(step_id) {
+                    step.status = StepStatus::InDoubt;
+                    step.error = Some(StepError {
+                        code: IN_DOUBT_CODE.to_owned(),
+                        message: reason.clone(),
+                        upstream: None,
+                    });
+                    step.lease_until_ms = None;
+                    step.updated_at_ms = at;
+                }
+            }
+            EventKind::StepRetried { step_id } => {
+                if let Some(step) = self.step_mut(step_id)
+                    && step.status == StepStatus::InDoubt
+                {
+                    step.status = StepStatus::Planned;
+                    step.error = None;
+                    step.owner = None;
+                    step.lease_until_ms = None;
+                    step.updated_at_ms = at;
+                }
+            }
+            EventKind::SessionEnded { discarded } => {
+                self.discard(discarded, at);
+                self.session_id = None;
+                self.life_started_at_ms = None;
+            }
+            EventKind::PlanExpired { step_ids } => {
+                for id in step_ids {
+                    if let Some(step) = self.step_mut(id)
+                        && step.status == StepStatus::Planned
+                    {
+                        step.status = StepStatus::Expired;
+                        step.updated_at_ms = at;
+                    }
+                }
+                self.life_started_at_ms = None;
+            }
+        }
+        // Outside a session, a plan that emptied has no life left.
+        if self.session_id.is_none() && !self.has_open_steps() {
+            self.life_started_at_ms = None;
+        }
+    }
+
+    fn has_open_steps(&self) -> bool {
+        self.steps.iter().any(|s| s.status.is_open())
+    }
+
+    /// (Re)starts the plan's life; a fresh plan counts positions from 1.
+    fn start_life(&mut self, at: i64) {
+        if !self.has_open_steps() {
+            self.next_position = 1;
+        }
+        self.life_started_at_ms = Some(at);
+    }
+
+    fn plan_step(&mut self, record: &StepRecord, at: i64) {
+        let known = self
+            .steps
+            .iter()
+            .any(|s| s.record.step_id == record.step_id);
+        let position_taken = self
+            .steps
+            .iter()
+            .any(|s| s.status.is_open() && s.record.position == record.position);
+        if known || position_taken {
+            return;
+        }
+        if self.life_started_at_ms.is_none() {
+            self.start_life(at);
+        }
+        self.next_position = self.next_position.max(record.position.saturating_add(1));
+        self.steps.push(Step::new(record.clone(), at));
+    }
+
+    fn discard(&mut self, step_ids: &[String], at: i64) {
+        for id in step_ids {
+            if let Some(step) = self.step_mut(id)
+                && matches!(
+                    step.status,
+                    StepStatus::Planned | StepStatus::Failed | StepStatus::InDoubt
+                )
+            {
+                step.status = StepStatus::Discarded;
+                step.updated_at_ms = at;
+            }
+        }
+    }
+
+    fn step_mut(&mut self, step_id: &str) -> Option<&mut Step> {
+        self.steps.iter_mut().find(|s| s.record.step_id == step_id)
+    }
+
+    fn running_step_mut(&mut self, step_id: &str) -> Option<&mut Step> {
+        self.step_mut(step_id)
+            .filter(|s| s.status == StepStatus::Running)
+    }
+}
+
+// === impl KeyState: reading the plan ===
+
+impl KeyState {
+    /// The plan: steps `planned`, `running`, `failed` or `in_doubt`, in
+    /// position order.
+    pub fn open_steps(&self) -> impl Iterator<Item = &Step> {
+        self.steps_where(|s| s.status.is_open())
+    }
+
+    /// The steps waiting to be applied, in position order: what the plan
+    /// digest covers and what `apply_plan` runs by default.
+    pub fn planned_steps(&self) -> impl Iterator<Item = &Step> {
+        self.steps_where(|s| s.status == StepStatus::Planned)
+    }
+
+    fn steps_where(&self, keep: impl Fn(&Step) -> bool) -> std::vec::IntoIter<&Step> {
+        let mut steps: Vec<&Step> = self.steps.iter().filter(|s| keep(s)).collect();
+        steps.sort_by_key(|s| s.record.position);
+        steps.into_iter()
+    }
+
+    /// Any step ever planned for the key, by id.
+    pub fn step(&self, step_id: &str) -> Option<&Step> {
+        self.steps.iter().find(|s| s.record.step_id == step_id)
+    }
+
+    /// The digest of the planned steps ([`crate::plan_digest`]).
+    pub fn plan_digest(&self) -> String {
+        crate::plan_digest(self.planned_steps().map(|s| &s.record))
+    }
+
+    /// The planned step with this fingerprint: sending the same write again
+    /// answers it (`deduplicated: true`) instead of growing the plan.
+    pub fn find_planned_duplicate(&self, fingerprint: &str) -> Option<&Step> {
+        self.planned_steps()
+            .find(|s| s.record.fingerprint == fingerprint)
+    }
+
+    /// When the plan's life ends (`life_started_at_ms + ttl_ms`), while a
+    /// life is running.
+    pub fn expires_at_ms(&self, ttl_ms: i64) -> Option<i64> {
+        self.life_started_at_ms.map(|t| t.saturating_add(ttl_ms))
+    }
+
+    /// Whether the plan with `digest` is approved: among the answers about
+    /// that digest that `counts` accepts (e.g. for a `plan`-scope key, only
+    /// operators and `write` keys), the latest is `approve`. A later
+    /// decline by someone who counts withdraws an approval.
+    pub fn is_approved(&self, digest: &str, counts: impl Fn(&Approval) -> bool) -> bool {
+        self.reviews
+            .iter()
+            .rev()
+            .find(|a| a.plan_digest == digest && counts(a))
+            .is_some_and(|a| a.verdict == Verdict::Approve)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use super::*;
+    use crate::event::tests::record;
+
+    fn ev(at_ms: i64, kind: EventKind) -> Event {
+        Event {
+            at_ms,
+            key_id: "key_1".into(),
+            actor: Actor::Agent {
+                key_id: "key_1".into(),
+                key_name: "laptop".into(),
+            },
+            channel: Channel::Http,
+            kind,
+        }
+    }
+
+    fn planned(id: &str, position: u32) -> EventKind {
+        EventKind::StepPlanned {
+            step: record(id, position, &format!("tool_{id}"), json!({"id": id})),
+        }
+    }
+
+    fn started(id: &str, apply: &str) -> EventKind {
+        EventKind::StepStarted {
+            step_id: id.into(),
+            apply_id: apply.into(),
+            owner: "p1".into(),
+            lease_until_ms: 99,
+        }
+    }
+
+    fn fold_kinds(kinds: Vec<EventKind>) -> KeyState {
+        let events: Vec<Event> = kinds
+            .into_iter()
+            .enumerate()
+            .map(|(i, k)| ev(i as i64 * 10, k))
+            .collect();
+        KeyState::fold(events.iter().enumerate().map(|(i, e)| (i as i64 + 1, e)))
+    }
+
+    fn statuses(state: &KeyState) -> Vec<(&str, StepStatus)> {
+        state
+            .steps
+            .iter()
+            .map(|s| (s.record.step_id.as_str(), s.status))
+            .collect()
+    }
+
+    #[test]
+    fn the_last_mode_set_wins_and_none_means_default() {
+        assert_eq!(KeyState::default().mode, None);
+        let s = fold_kinds(vec![
+            EventKind::ModeSet {
+                mode: "plan".into(),
+            },
+            EventKind::ModeSet {
+                mode: "careful".into(),
+            },
+        ]);
+        assert_eq!(s.mode.as_deref(), Some("careful"));
+        assert_eq!(s.last_seq, 2);
+    }
+
+    #[test]
+    fn a_step_goes_planned_running_applied_and_leaves_the_plan() {
+        let s = fold_kinds(vec![
+            planned("a", 1),
+            EventKind::ApplyStarted {
+                apply_id: "x".into(),
+                step_ids: vec!["a".into()],
+                plan_digest: None,
+            },
+            started("a", "x"),
+            EventKind::StepApplied {
+                step_id: "a".into(),
+                result: json!({"ok": true}),
+                copy_id: Some("187".into()),
+                links: vec!["l".into()],
+                snapshots: vec![],
+            },
+            EventKind::ApplyFinished {
+                apply_id: "x".into(),
+                applied: 1,
+                failed: 0,
+                in_doubt: 0,
+                not_run: 0,
+            },
+        ]);
+        let a = s.step("a").unwrap();
+        assert_eq!(a.status, StepStatus::Applied);
+        assert_eq!(a.attempts, 1);
+        assert_eq!(a.copy_id.as_deref(), Some("187"));
+        assert_eq!(a.result, Some(json!({"ok": true})));
+        assert_eq!(s.open_steps().count(), 0);
+        assert_eq!(s.applying, None);
+        assert_eq!(s.life_started_at_ms, None, "an emptied plan has no life");
+    }
+
+    #[test]
+    fn a_failed_step_runs_again_and_an_in_doubt_one_only_after_a_retry() {
+        let fail = EventKind::StepFailed {
+            step_id: "a".into(),
+            error: StepError {
+                code: "upstream_error".into(),
+                message: "boom".into(),
+                upstream: None,
+            },
+        };
+        let doubt = EventKind::StepInDoubt {
+            step_id: "b".into(),
+            reason: "lease expired".into(),
+        };
+        let s = fold_kinds(vec![
+            planned("a", 1),
+            planned("b", 2),
+            started("a", "x"),
+            fail,
+            started("b", "x"),
+            doubt,
+            started("a", "y"),
+            started("b", "y"), // in doubt: does not fit
+        ]);
+        assert_eq!(
+            statuses(&s),
+            [("a", StepStatus::Running), ("b", StepStatus::InDoubt)]
+        );
+        assert_eq!(s.step("a").unwrap().attempts, 2);
+        assert_eq!(s.step("a").unwrap().error, None);
+        let b = s.step("b").unwrap();
+        assert_eq!(b.error.as_ref().unwrap().code, IN_DOUBT_CODE);
+        assert_eq!(b.error.as_ref().unwrap().message, "lease expired");
+        let mut s2 = s.clone();
+        s2.apply(
+            100,
+            &ev(
+                500,
+                EventKind::StepRetried {
+                    step_id: "b".into(),
+                },
+            ),
+        );
+        assert_eq!(s2.step("b").unwrap().status, StepStatus::Planned);
+    }
+
+    #[test]
+    fn the_same_apply_and_owner_renew_a_running_lease() {
+        let mut s = fold_kinds(vec![planned("a", 1), started("a", "x")]);
+        s.apply(
+            9,
+            &ev(
+                70,
+                EventKind::StepStarted {
+                    step_id: "a".into(),
+                    apply_id: "x".into(),
+                    owner: "p1".into(),
+                    lease_until_ms: 500,
+                },
+            ),
+        );
+        let a = s.step("a").unwrap();
+        assert_eq!((a.lease_until_ms, a.attempts), (Some(500), 1));
+        let mut other = s.clone();
+        other.apply(
+            10,
+            &ev(
+                80,
+                EventKind::StepStarted {
+                    step_id: "a".into(),
+                    apply_id: "z".into(),
+                    owner: "p2".into(),
+                    lease_until_ms: 900,
+                },
+            ),
+        );
+        assert_eq!(other.steps, s.steps, "another apply cannot steal a claim");
+    }
+
+    #[test]
+    fn discard_touches_waiting_failed_and_in_doubt_steps_only() {
+        let s = fold_kinds(vec![
+            planned("a", 1),
+            planned("b", 2),
+            planned("c", 3),
+            started("b", "x"),
+            EventKind::StepsDiscarded {
+                step_ids: vec!["a".into(), "b".into(), "nope".into()],
+            },
+        ]);
+        assert_eq!(
+            statuses(&s),
+            [
+                ("a", StepStatus::Discarded),
+                ("b", StepStatus::Running),
+                ("c", StepStatus::Planned)
+            ]
+        );
+        let ids: Vec<_> = s.open_steps().map(|s| s.record.step_id.as_str()).collect();
+        assert_eq!(ids, ["b", "c"]);
+        let ids: Vec<_> = s
+            .planned_steps()
+            .map(|s| s.record.step_id.as_str())
+            .collect();
+        assert_eq!(ids, ["c"]);
+    }
+
+    #[test]
+    fn expiry_expires_waiting_steps_and_keeps_mode_and_session() {
+        let s = fold_kinds(vec![
+            EventKind::ModeSet {
+                mode: "plan".into(),
+            },
+            EventKind::SessionBegun {
+                session_id: "ses".into(),
+                mode: "plan".into(),
+            },
+            planned("a", 1),
+            planned("b", 2),
+            started("b", "x"),
+            EventKind::PlanExpired {
+                step_ids: vec!["a".into(), "b".into()],
+            },
+        ]);
+        assert_eq!(
+            statuses(&s),
+            [("a", StepStatus::Expired), ("b", StepStatus::Running)]
+        );
+        assert_eq!(s.mode.as_deref(), Some("plan"));
+        assert_eq!(s.session_id.as_deref(), Some("ses"));
+        assert_eq!(s.life_started_at_ms, None);
+        assert_eq!(s.expires_at_ms(1000), None);
+    }
+
+    #[test]
+    fn the_plan_lives_from_the_last_begin_session_or_its_first_step() {
+        let s = fold_kinds(vec![planned("a", 1), planned("b", 2)]);
+        assert_eq!(s.life_started_at_ms, Some(0));
+        assert_eq!(s.expires_at_ms(4 * 3_600_000), Some(4 * 3_600_000));
+        let s = fold_kinds(vec![
+            planned("a", 1),
+            EventKind::SessionBegun {
+                session_id: "s".into(),
+                mode: "plan".into(),
+            },
+            planned("b", 2),
+        ]);
+        assert_eq!(s.life_started_at_ms, Some(10));
+    }
+
+    #[test]
+    fn positions_never_renumber_and_restart_at_one_for_a_fresh_plan() {
+        let s = fold_kinds(vec![
+            planned("a", 1),
+            planned("b", 2),
+            EventKind::StepsDiscarded {
+                step_ids: vec!["a".into()],
+            },
+        ]);
+        assert_eq!(s.step("b").unwrap().record.position, 2);
+        assert_eq!(s.next_position, 3, "a plan with open steps counts on");
+        let s = fold_kinds(vec![
+            planned("a", 1),
+            planned("b", 2),
+            EventKind::StepsDiscarded {
+                step_ids: vec!["a".into(), "b".into()],
+            },
+            planned("c", 1),
+        ]);
+        assert_eq!(s.open_steps().count(), 1);
+        assert_eq!(s.next_position, 2, "a fresh plan counts from 1");
+        let s = fold_kinds(vec![
+            planned("a", 1),
+            EventKind::SessionEnded {
+                discarded: vec!["a".into()],
+            },
+            EventKind::SessionBegun {
+                session_id: "s2".into(),
+                mode: "plan".into(),
+            },
+        ]);
+        assert_eq!((s.next_position, s.session_id.as_deref()), (1, Some("s2")));
+    }
+
+    #[test]
+    fn events_that_do_not_fit_change_nothing_but_last_seq() {
+        let base = fold_kinds(vec![planned("a", 1)]);
+        for kind in [
+            planned("a", 5),      // known id
+            planned("z", 1),      // position held by an open step
+            started("nope", "x"), // unknown step
+            EventKind::StepApplied {
+                // not running
+                step_id: "a".into(),
+                result: json!(null),
+                copy_id: None,
+                links: vec![],
+                snapshots: vec![],
+            },
+            EventKind::StepRetried {
+                step_id: "a".into(),
+            }, // not in doubt
+            EventKind::ApplyFinished {
+                apply_id: "never".into(),
+                applied: 0,
+                failed: 0,
+                in_doubt: 0,
+                not_run: 0,
+            },
+            EventKind::StepDeduplicated {
+                step_id: "a".into(),
+            },
+            EventKind::ReviewRequested {
+                review_id: "r".into(),
+                plan_digest: "d".into(),
+            },
+        ] {
+            let mut s = base.clone();
+            s.apply(42, &ev(999, kind.clone()));
+            let mut expect = base.clone();
+            expect.last_seq = 42;
+            assert_eq!(s, expect, "{}", kind.name());
+        }
+    }
+
+    #[test]
+    fn dedup_finds_only_planned_steps_by_fingerprint() {
+        let s = fold_kinds(vec![planned("a", 1), planned("b", 2), started("b", "x")]);
+        let fp_a = s.step("a").unwrap().record.fingerprint.clone();
+        let fp_b = s.step("b").unwrap().record.fingerprint.clone();
+        assert_eq!(s.find_planned_duplicate(&fp_a).unwrap().record.step_id, "a");
+        assert!(s.find_planned_duplicate(&fp_b).is_none());
+    }
+
+    #[test]
+    fn the_plan_digest_covers_planned_steps_only() {
+        let s = fold_kinds(vec![planned("a", 1), planned("b", 2)]);
+        let both = s.plan_digest();
+        assert_eq!(
+            both,
+            crate::plan_digest([&s.steps[0].record, &s.steps[1].record])
+        );
+        let mut s2 = s.clone();
+        s2.apply(3, &ev(30, started("b", "x")));
+        assert_eq!(s2.plan_digest(), crate::plan_digest([&s.steps[0].record]));
+    }
+
+    #[test]
+    fn approval_counts_only_answers_accepted_and_the_latest_wins() {
+        let operator = Actor::Operator { name: "ana".into() };
+        let answer = |verdict, actor: Actor, digest: &str| Event {
+            at_ms: 1,
+            key_id: "key_1".into(),
+            actor,
+            channel: Channel::Cli,
+            kind: EventKind::ReviewAnswered {
+                review_id: None,
+                verdict,
+                plan_digest: digest.into(),
+                feedback: None,
+            },
+        };
+        let agent = Actor::Agent {
+            key_id: "key_1".into(),
+            key_name: "laptop".into(),
+        };
+        let only_operators = |a: &Approval| matches!(a.actor, Actor::Operator { .. });
+        let mut s = KeyState::default();
+        s.apply(1, &answer(Verdict::Approve, agent.clone(), "d1"));
+        assert!(s.is_approved("d1", |_| true));
+        assert!(
+            !s.is_approved("d1", only_operators),
+            "its own client does not count"
+        );
+        s.apply(2, &answer(Verdict::Approve, operator.clone(), "d1"));
+        assert!(s.is_approved("d1", only_operators));
+        assert!(!s.is_approved("d2", only_operators), "bound to the digest");
+        s.apply(3, &answer(Verdict::Decline, agent, "d1"));
+        assert!(
+            s.is_approved("d1", only_operators),
+            "a non-counting answer changes nothing"
+        );
+        s.apply(4, &answer(Verdict::Decline, operator, "d1"));
+        assert!(!s.is_approved("d1", only_operators), "withdrawn");
+        assert_eq!(s.reviews.len(), 4);
+        assert_eq!(s.reviews[1].channel, Channel::Cli);
+    }
+
+    // === property tests ===
+
+    const IDS: [&str; 5] = ["s1", "s2", "s3", "s4", "s5"];
+
+    fn id() -> impl Strategy<Value = String> {
+        prop::sample::select(IDS.to_vec()).prop_map(str::to_owned)
+    }
+
+    fn ids() -> impl Strategy<Value = Vec<String>> {
+        prop::collection::vec(id(), 0..3)
+    }
+
+    fn apply_id() -> impl Strategy<Value = String> {
+        prop::sample::select(vec!["x", "y"]).prop_map(str::to_owned)
+    }
+
+    fn any_kind() -> impl Strategy<Value = EventKind> {
+        prop_oneof![
+            1 => prop::sample::select(vec!["default", "plan", "careful"])
+                .prop_map(|m| EventKind::ModeSet { mode: m.into() }),
+            1 => Just(EventKind::SessionBegun {
+                session_id: "ses".into(),
+                mode: "plan".into()
+            }),
+            3 => (id(), 1u32..6, prop::sample::select(vec!["t", "u"])).prop_map(|(id, pos, tool)| {
+                EventKind::StepPlanned {
+                    step: record(&id, pos, tool, json!({"n": pos, "token": id})),
+                }
+            }),
+            1 => id().prop_map(|step_id| EventKind::StepDeduplicated { step_id }),
+            1 => ids().prop_map(|step_ids| EventKind::StepsDiscarded { step_ids }),
+            1 => (any::<bool>(), prop::sample::select(vec!["d1", "d2"])).prop_map(|(yes, d)| {
+                EventKind::ReviewAnswered {
+                    review_id: None,
+                    verdict: if yes { Verdict::Approve } else { Verdict::Decline },
+                    plan_digest: d.into(),
+                    feedback: None,
+                }
+            }),
+            1 => (apply_id(), ids()).prop_map(|(apply_id, step_ids)| EventKind::ApplyStarted {
+                apply_id,
+                step_ids,
+                plan_digest: None
+            }),
+            3 => (id(), apply_id(), prop::sample::select(vec!["p1", "p2"]), 0i64..1000).prop_map(
+                |(step_id, apply_id, owner, lease_until_ms)| EventKind::StepStarted {
+                    step_id,
+                    apply_id,
+                    owner: owner.into(),
+                    lease_until_ms
+                }
+            ),
+            2 => id().prop_map(|step_id| EventKind::StepApplied {
+                step_id,
+                result: json!({"ok": 1}),
+                copy_id: None,
+                links: vec![],
+                snapshots: vec![]
+            }),
+            2 => id().prop_map(|step_id| EventKind::StepFailed {
+                step_id,
+                error: StepError {
+                    code: "upstream_error".into(),
+                    message: "m".into(),
+                    upstream: None
+                }
+            }),
+            2 => id().prop_map(|step_id| EventKind::StepInDoubt {
+                step_id,
+                reason: "r".into()
+            }),
+            2 => id().prop_map(|step_id| EventKind::StepRetried { step_id }),
+            1 => apply_id().prop_map(|apply_id| EventKind::ApplyFinished {
+                apply_id,
+                applied: 0,
+                failed: 0,
+                in_doubt: 0,
+                not_run: 0
+            }),
+            1 => ids().prop_map(|discarded| EventKind::SessionEnded { discarded }),
+            1 => ids().prop_map(|step_ids| EventKind::PlanExpired { step_ids }),
+        ]
+    }
+
+    fn any_events() -> impl Strategy<Value = Vec<Event>> {
+        prop::collection::vec((0i64..50, any_kind()), 0..40).prop_map(|items| {
+            let mut at = 0;
+            items
+                .into_iter()
+                .map(|(dt, kind)| {
+                    at += dt;
+                    ev(at, kind)
+                })
+                .collect()
+        })
+    }
+
+    fn seqs(events: &[Event]) -> impl Iterator<Item = (i64, &Event)> {
+        events.iter().enumerate().map(|(i, e)| (i as i64 + 1, e))
+    }
+
+    /// What must hold of every state the fold can reach.
+    fn check_valid(state: &KeyState) -> Result<(), TestCaseError> {
+        let open: Vec<u32> = state.open_steps().map(|s| s.record.position).collect();
+        let unique: BTreeSet<u32> = open.iter().copied().collect();
+        prop_assert_eq!(
+            unique.len(),
+            open.len(),
+            "positions in the plan repeat: {:?}",
+            open
+        );
+        prop_assert!(open.windows(2).all(|w| w[0] < w[1]), "plan out of order");
+        let ids: BTreeSet<&str> = state
+            .steps
+            .iter()
+            .map(|s| s.record.step_id.as_str())
+            .collect();
+        prop_assert_eq!(ids.len(), state.steps.len(), "a step id repeats");
+        for step in &state.steps {
+            prop_assert!(step.record.position < state.next_position || !step.status.is_open());
+            prop_assert_eq!(
+                step.status == StepStatus::Running,
+                step.lease_until_ms.is_some()
+            );
+            prop_assert!(step.status != StepStatus::Running || step.attempts > 0);
+        }
+        prop_assert!(
+            state.life_started_at_ms.is_none()
+                || state.session_id.is_some()
+                || state.steps.iter().any(|s| s.status.is_open()),
+            "a life outside a session with nothing in the plan"
+        );
+        Ok(())
+    }
+
+    proptest! {
+        #[test]
+        fn every_prefix_folds_to_a_valid_state_through_allowed_transitions(events in any_events()) {
+            let mut state = KeyState::default();
+            check_valid(&state)?;
+            for (seq, e) in seqs(&events) {
+                let before = state.clone();
+                state.apply(seq, e);
+                prop_assert_eq!(state.last_seq, seq);
+                check_valid(&state)?;
+                // Steps are only ever added, never removed or reordered.
+                prop_assert!(state.steps.len() >= before.steps.len());
+                for (old, new) in before.steps.iter().zip(&state.steps) {
+                    prop_assert_eq!(&old.record, &new.record);
+                    prop_assert!(
+                        old.status == new.status || old.status.can_become(new.status),
+                        "{} → {} on {}", old.status, new.status, e.kind.name()
+                    );
+                }
+                for new in &state.steps[before.steps.len()..] {
+                    prop_assert_eq!(new.status, StepStatus::Planned);
+                }
+            }
+        }
+
+        #[test]
+        fn the_fold_is_deterministic_and_equals_applying_one_by_one(
+            events in any_events(),
+            cut in 0usize..40,
+        ) {
+            let whole = KeyState::fold(seqs(&events));
+            prop_assert_eq!(&whole, &KeyState::fold(seqs(&events)));
+            // A projection kept up to some point and then advanced.
+            let cut = cut.min(events.len());
+            let mut projection = KeyState::fold(seqs(&events).take(cut));
+            for (seq, e) in seqs(&events).skip(cut) {
+                projection.apply(seq, e);
+            }
+            prop_assert_eq!(&projection, &whole);
+        }
+
+        #[test]
+        fn the_fold_of_stored_json_equals_the_fold_of_the_events(events in any_events()) {
+            // The store keeps events as JSON; what it reads back must fold
+            // to the same state, and a stored projection must read back whole.
+            let stored: Vec<Event> = events
+                .iter()
+                .map(|e| serde_json::from_str(&serde_json::to_string(e).unwrap()).unwrap())
+                .collect();
+            prop_assert_eq!(&stored, &events);
+            let state = KeyState::fold(seqs(&events));
+            prop_assert_eq!(&KeyState::fold(seqs(&stored)), &state);
+            let projection: KeyState =
+                serde_json::from_str(&serde_json::to_string(&state).unwrap()).unwrap();
+            prop_assert_eq!(projection, state);
+        }
+    }
+}

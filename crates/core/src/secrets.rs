@@ -1,0 +1,199 @@
+//! Splitting a call's arguments into what may be shown and what must be
+//! sealed (DESIGN §5, "Redaction").
+//!
+//! A planned step keeps its redacted arguments in the clear, for every
+//! answer, view and export, and its secret values apart, so the edge can
+//! seal them at rest (AEAD) and unseal them only to replay the call. The
+//! secrets are addressed by RFC 6901 JSON pointers into the arguments, so
+//! putting them back needs nothing but the redacted copy.
+
+use serde_json::Value;
+
+use crate::canonical::push_pointer_token;
+use crate::{REDACTED, is_secret_key};
+
+/// The redacted copy of `args` (exactly [`crate::redact()`]'s) and every
+/// secret value with its JSON pointer, depth-first in the order of the
+/// value's maps and arrays — deterministic for a given value.
+///
+/// A secret key's whole value is taken, whatever its type, just as
+/// redaction replaces it whole.
+pub fn split_secrets(args: &Value) -> (Value, Vec<(String, Value)>) {
+    let mut secrets = Vec::new();
+    let mut path = String::new();
+    let redacted = split_at(args, &mut path, &mut secrets);
+    (redacted, secrets)
+}
+
+fn split_at(v: &Value, path: &mut String, secrets: &mut Vec<(String, Value)>) -> Value {
+    match v {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, item)| {
+                    let len = path.len();
+                    push_pointer_token(path, k);
+                    let out = if is_secret_key(k) {
+                        secrets.push((path.clone(), item.clone()));
+                        Value::String(REDACTED.to_owned())
+                    } else {
+                        split_at(item, path, secrets)
+                    };
+                    path.truncate(len);
+                    (k.clone(), out)
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| {
+                    let len = path.len();
+                    push_pointer_token(path, &i.to_string());
+                    let out = split_at(item, path, secrets);
+                    path.truncate(len);
+                    out
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// Puts secrets taken by [`split_secrets`] back into a redacted copy.
+/// `restore_secrets(&r, &s) == args` when `(r, s) = split_secrets(&args)`.
+/// A pointer that leads nowhere in `redacted` is skipped: restoring never
+/// invents structure.
+pub fn restore_secrets(redacted: &Value, secrets: &[(String, Value)]) -> Value {
+    let mut out = redacted.clone();
+    for (path, value) in secrets {
+        if let Some(slot) = out.pointer_mut(path) {
+            *slot = value.clone();
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use super::*;
+    use crate::redact;
+
+    #[test]
+    fn secrets_come_out_with_their_pointers_and_go_back_in() {
+        let args = json!({
+            "id": 42,
+            "auth": {"API_KEY": "k1", "a/b~token": {"x": [1, 2]}},
+            "items": [{"password": "p"}, {"title": "t"}]
+        });
+        let (redacted, secrets) = split_secrets(&args);
+        assert_eq!(redacted, redact(&args));
+        assert_eq!(
+            secrets,
+            vec![
+                ("/auth/API_KEY".to_owned(), json!("k1")),
+                ("/auth/a~1b~0token".to_owned(), json!({"x": [1, 2]})),
+                ("/items/0/password".to_owned(), json!("p")),
+            ]
+        );
+        assert_eq!(restore_secrets(&redacted, &secrets), args);
+    }
+
+    #[test]
+    fn arguments_without_secrets_split_into_themselves() {
+        for v in [json!(null), json!("token"), json!([1, {"a": 2}])] {
+            assert_eq!(split_secrets(&v), (v.clone(), vec![]));
+        }
+    }
+
+    #[test]
+    fn a_pointer_that_leads_nowhere_is_skipped() {
+        let restored = restore_secrets(&json!({"a": 1}), &[("/b/c".into(), json!("s"))]);
+        assert_eq!(restored, json!({"a": 1}));
+    }
+
+    /// Keys that mix secret words, pointer escapes and plain names.
+    pub(crate) fn any_key() -> impl Strategy<Value = String> {
+        prop::sample::select(vec![
+            "id",
+            "title",
+            "",
+            "a/b",
+            "x~y",
+            "ünï",
+            "api_key",
+            "API-KEY",
+            "sessionToken",
+            "db_password",
+            "Authorization",
+            "cookie~/",
+            "client_secret",
+            "nested",
+        ])
+        .prop_map(str::to_owned)
+    }
+
+    /// Arbitrary JSON whose string leaves never contain `SECRET`.
+    pub(crate) fn any_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            (-1_000_000i64..1_000_000).prop_map(Value::from),
+            (-1e6f64..1e6).prop_map(Value::from),
+            "[a-z ]{0,6}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 48, 5, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::btree_map(any_key(), inner, 0..5)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// Replaces every scalar under a secret key by a distinct `SECRET-n`
+    /// marker, so a leak shows up as text.
+    pub(crate) fn mark_secrets(v: &mut Value, under_secret: bool, n: &mut u32) {
+        match v {
+            Value::Object(map) => {
+                for (k, item) in map.iter_mut() {
+                    mark_secrets(item, under_secret || is_secret_key(k), n);
+                }
+            }
+            Value::Array(items) => {
+                for item in items {
+                    mark_secrets(item, under_secret, n);
+                }
+            }
+            scalar if under_secret => {
+                *n += 1;
+                *scalar = Value::String(format!("SECRET-{n}"));
+            }
+            _ => {}
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn restoring_a_split_gives_back_the_arguments_and_the_redacted_part_leaks_nothing(
+            mut args in any_json()
+        ) {
+            let mut n = 0;
+            mark_secrets(&mut args, false, &mut n);
+            let (redacted, secrets) = split_secrets(&args);
+            prop_assert_eq!(restore_secrets(&redacted, &secrets), args.clone());
+            prop_assert_eq!(&redacted, &redact(&args));
+            let text = serde_json::to_string(&redacted).unwrap();
+            prop_assert!(!text.contains("SECRET"), "{}", text);
+            // Every marker went into the secrets.
+            let taken = serde_json::to_string(&secrets).unwrap();
+            for i in 1..=n {
+                let marker = format!("\"SECRET-{i}\"");
+                prop_assert!(taken.contains(&marker), "{} missing", marker);
+            }
+        }
+    }
+}
