@@ -268,3 +268,66 @@ fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
         line(row.iter().map(String::as_str).collect());
     }
 }
+
+/// The operator's name for events: the OS user running the command.
+pub fn operator_name() -> String {
+    std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "operator".to_owned())
+}
+
+/// `plangate mode set --key NAME MODE`: appends a `mode_set` by the operator
+/// to the key's log.
+pub async fn mode_set(
+    config: &Config,
+    store: std::sync::Arc<dyn Store>,
+    key: &str,
+    mode: &str,
+    as_json: bool,
+) -> Result<()> {
+    if !config.modes.contains(mode) {
+        return Err(UsageError(format!(
+            "mode {mode:?} is not defined; use one of {}",
+            config.modes.names().join(", ")
+        ))
+        .into());
+    }
+    let Some(api_key) = store.find_key(key).await? else {
+        return Err(UsageError(format!(
+            "no active key named {key:?}; `plangate keys list` shows the keys"
+        ))
+        .into());
+    };
+    let log = plangate_gateway::log::KeyLog::new(store);
+    let operator = operator_name();
+    let event = plangate_core::Event {
+        at_ms: plangate_store::now_ms(),
+        key_id: api_key.id.clone(),
+        actor: plangate_core::Actor::Operator {
+            name: operator.clone(),
+        },
+        channel: plangate_core::Channel::Cli,
+        kind: plangate_core::EventKind::ModeSet {
+            mode: mode.to_owned(),
+        },
+    };
+    log.transact(&api_key.id, |_| {
+        Ok::<_, std::convert::Infallible>((vec![event.clone()], ()))
+    })
+    .await?
+    .unwrap_or_else(|never| match never {});
+    if as_json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "key": api_key.name, "key_id": api_key.id, "mode": mode, "set_by": operator,
+            }))?
+        );
+    } else {
+        println!(
+            "key {:?} is now in mode {mode}; in force at its next call",
+            api_key.name
+        );
+    }
+    Ok(())
+}

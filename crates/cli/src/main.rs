@@ -55,6 +55,27 @@ enum Command {
     Config(ConfigCommand),
     /// Run the demo website as an MCP server (the embedded demo upstream).
     DemoSite(DemoSiteArgs),
+    /// Set a key's mode from outside the agent.
+    #[command(subcommand)]
+    Mode(ModeCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum ModeCommand {
+    /// Set the mode of a key; in force at the key's next call, and told to
+    /// its agent once.
+    Set {
+        #[command(flatten)]
+        source: ConfigSourceArgs,
+        /// The key's name or id.
+        #[arg(long)]
+        key: String,
+        /// The mode: `default` or one defined in the config (e.g. `plan`).
+        mode: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Where the upstream configuration comes from.
@@ -228,6 +249,16 @@ async fn run(cli: Cli) -> Result<()> {
             commands::config_check(config, json).await
         }
         Command::DemoSite(args) => demo_site(args).await,
+        Command::Mode(ModeCommand::Set {
+            source,
+            key,
+            mode,
+            json,
+        }) => {
+            let config = load_config(&source, &data_dir)?;
+            let store = open_store(&data_dir).await?;
+            commands::mode_set(&config, store, &key, &mode, json).await
+        }
     }
 }
 
@@ -238,6 +269,17 @@ async fn open_store(data_dir: &Path) -> Result<Arc<dyn Store>> {
         .open()
         .await
         .with_context(|| format!("cannot open the database in {}", data_dir.display()))
+}
+
+/// The seal and signing keys: from `PLANGATE_SEAL_KEY` /
+/// `PLANGATE_SIGNING_KEY` when set (replicas share them), else generated
+/// into the data dir on first start.
+fn key_material(data_dir: &Path) -> Result<plangate_store::KeyMaterial> {
+    let dir = DataDir::open(data_dir)
+        .with_context(|| format!("cannot use data dir {}", data_dir.display()))?;
+    let seal = std::env::var(plangate_store::SEAL_KEY_VAR).ok();
+    let signing = std::env::var(plangate_store::SIGNING_KEY_VAR).ok();
+    Ok(dir.key_material(seal.as_deref(), signing.as_deref())?)
 }
 
 /// Loads the config named by flags or environment; else `./plangate.toml`;
@@ -263,8 +305,9 @@ fn load_config(source: &ConfigSourceArgs, data_dir: &Path) -> Result<Config> {
 async fn serve(args: ServeArgs, data_dir: &Path) -> Result<()> {
     let config = load_config(&args.source, data_dir)?;
     let store = open_store(data_dir).await?;
+    let material = key_material(data_dir)?;
     let source = config.source.clone();
-    let gw = plangate_gateway::Gateway::build(config, store.clone()).await;
+    let gw = plangate_gateway::Gateway::build(config, store.clone(), material).await;
     let catalog = gw.catalog();
     tracing::info!(
         config = %commands::describe_source(&source),

@@ -256,12 +256,13 @@ async fn scopes_decide_whether_a_write_runs() {
     assert_eq!(std::fs::read(&state).unwrap(), before);
     client.cancel().await.unwrap();
 
-    // A plan key's write must never run unplanned.
+    // A plan key's write is planned, never run.
     let client = stdio_client(&scratch, &[], Some(&planner)).await;
     let r = call(&client, "delete_page", json!({"id": 3}))
         .await
         .unwrap();
-    assert_eq!(r.is_error, Some(true));
+    assert_eq!(r.is_error, Some(false));
+    assert_eq!(r.structured_content.unwrap()["planned"], true);
     assert_eq!(std::fs::read(&state).unwrap(), before);
     client.cancel().await.unwrap();
 }

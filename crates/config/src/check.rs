@@ -323,12 +323,46 @@ impl<'a> Checker<'a> {
     /// file's directory so the file means the same from anywhere.
     pub(crate) fn cwd<N: Node>(&mut self, key: &str, node: &N) -> Option<PathBuf> {
         let s = self.non_empty_string(key, node)?;
+        Some(self.resolve(s))
+    }
+
+    /// The path of a PEM file of CA certificates (`ca_file`), resolved like
+    /// [`Checker::cwd`]. Only its form is checked: the gateway reads it.
+    pub(crate) fn ca_file<N: Node>(&mut self, key: &str, node: &N) -> Option<PathBuf> {
+        let s = self.non_empty_string(key, node)?;
+        if s.contains("-----BEGIN") || s.contains(['\n', '\r', '\0']) {
+            self.error(
+                key,
+                "ca_file must be the path of a PEM file, not the certificate itself: save the certificate to a file and give its path",
+            );
+            return None;
+        }
+        if s.contains("://") {
+            self.error(
+                key,
+                format!("ca_file {s:?} is not a path: give the path of a PEM file on this machine"),
+            );
+            return None;
+        }
+        if s.ends_with(['/', std::path::MAIN_SEPARATOR]) {
+            self.error(
+                key,
+                format!("ca_file {s:?} names a directory: give the path of a PEM file"),
+            );
+            return None;
+        }
+        Some(self.resolve(s))
+    }
+
+    /// A path from the config, relative to the config file's directory
+    /// unless absolute, so the file means the same from anywhere.
+    fn resolve(&self, s: String) -> PathBuf {
         let path = PathBuf::from(s);
-        Some(if path.is_absolute() {
+        if path.is_absolute() {
             path
         } else {
             self.base_dir.join(path)
-        })
+        }
     }
 
     /// An `http://` or `https://` URL with a host.
@@ -369,6 +403,7 @@ pub(crate) struct TransportFields<'n, N> {
     pub(crate) cwd: Option<&'n N>,
     pub(crate) url: Option<&'n N>,
     pub(crate) headers: Option<&'n N>,
+    pub(crate) ca_file: Option<&'n N>,
 }
 
 /// Which transport an entry asks for.
@@ -390,7 +425,7 @@ pub(crate) fn transport<N: Node>(
 ) -> Option<Transport> {
     if strict {
         let (others, names): (&[Option<&N>], &[&str]) = match kind {
-            Kind::Stdio => (&[f.headers], &["headers"]),
+            Kind::Stdio => (&[f.headers, f.ca_file], &["headers", "ca_file"]),
             Kind::Http => (&[f.args, f.env, f.cwd], &["args", "env", "cwd"]),
         };
         let mut ok = true;
@@ -461,9 +496,14 @@ pub(crate) fn transport<N: Node>(
                 }
                 Some(h)
             });
+            let ca_file = match f.ca_file {
+                Some(n) => c.ca_file(&child(key, "ca_file"), n).map(Some),
+                None => Some(None),
+            };
             Some(Transport::Http {
                 url: url?,
                 headers: headers?,
+                ca_file: ca_file?,
             })
         }
     }

@@ -133,6 +133,8 @@ fn server(
         cwd: get("cwd"),
         url: get("url"),
         headers: get("headers"),
+        // plangate.toml only: no other client's format has it.
+        ca_file: None,
     };
     let declared = match (get("type"), get("transport")) {
         (Some(t), _) => Some(("type", t)),

@@ -96,6 +96,12 @@ pub struct GatewaySettings {
     /// (and serialized) as a duration string like `"4h"` or `"1h30m"`.
     #[serde(serialize_with = "serialize_duration")]
     pub plan_ttl: Duration,
+    /// How long a step's claim holds without renewal while its call runs
+    /// (renewed every third of it); a claim silent for longer means its
+    /// process died, and the step becomes `in_doubt` (DESIGN §5 Leases).
+    /// 1 s to [`MAX_LEASE`].
+    #[serde(serialize_with = "serialize_duration")]
+    pub lease: Duration,
 }
 
 /// The default `Host` headers for `serve --http`: loopback only.
@@ -117,6 +123,12 @@ pub const DEFAULT_PLAN_TTL: Duration = Duration::from_secs(4 * 60 * 60);
 /// is reviewed against a world that has long moved on.
 pub const MAX_PLAN_TTL: Duration = Duration::from_secs(30 * 24 * 60 * 60);
 
+/// The default step-claim lease (`gateway.lease`): 30 seconds.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// The longest `gateway.lease` allowed: 1 hour.
+pub const MAX_LEASE: Duration = Duration::from_secs(60 * 60);
+
 /// `Duration` as the string a config would use (`"4h"`, `"1h30m"`), so
 /// `config check --json` shows what the operator wrote.
 fn serialize_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -133,6 +145,7 @@ impl Default for GatewaySettings {
             tool_prefix: DEFAULT_TOOL_PREFIX.to_owned(),
             max_steps: DEFAULT_MAX_STEPS,
             plan_ttl: DEFAULT_PLAN_TTL,
+            lease: DEFAULT_LEASE,
         }
     }
 }
@@ -203,6 +216,12 @@ pub enum Transport {
         url: String,
         /// Headers sent with every request (typically `Authorization`).
         headers: BTreeMap<String, String>,
+        /// A PEM file of extra CA certificates trusted for this upstream
+        /// besides the system's (a self-hosted server with a private CA);
+        /// absolute when the config file's path was. Only the path is
+        /// checked here: the gateway reads the file when it builds the
+        /// upstream's HTTP client.
+        ca_file: Option<PathBuf>,
     },
 }
 
@@ -244,9 +263,14 @@ impl Transport {
                 env: hide(env),
                 cwd: cwd.clone(),
             },
-            Transport::Http { url, headers } => Transport::Http {
+            Transport::Http {
+                url,
+                headers,
+                ca_file,
+            } => Transport::Http {
                 url: redact_url(url),
                 headers: hide(headers),
+                ca_file: ca_file.clone(),
             },
         }
     }
@@ -266,6 +290,8 @@ enum TransportView<'a> {
     Http {
         url: &'a str,
         headers: &'a BTreeMap<String, String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        ca_file: &'a Option<PathBuf>,
     },
 }
 
@@ -283,7 +309,15 @@ impl<'a> From<&'a Transport> for TransportView<'a> {
                 env,
                 cwd,
             },
-            Transport::Http { url, headers } => TransportView::Http { url, headers },
+            Transport::Http {
+                url,
+                headers,
+                ca_file,
+            } => TransportView::Http {
+                url,
+                headers,
+                ca_file,
+            },
         }
     }
 }
@@ -305,10 +339,15 @@ impl fmt::Debug for Transport {
                 .field("env", env)
                 .field("cwd", cwd)
                 .finish(),
-            TransportView::Http { url, headers } => f
+            TransportView::Http {
+                url,
+                headers,
+                ca_file,
+            } => f
                 .debug_struct("Http")
                 .field("url", &url)
                 .field("headers", headers)
+                .field("ca_file", ca_file)
                 .finish(),
         }
     }
@@ -500,6 +539,7 @@ mod tests {
         let h = Transport::Http {
             url: "https://u:pw@example.com/mcp?api_key=abc&x=1".into(),
             headers: BTreeMap::from([("Authorization".into(), "Bearer zzz".into())]),
+            ca_file: None,
         };
         let json = serde_json::to_string(&h).unwrap();
         for secret in ["zzz", "pw", "abc"] {

@@ -14,28 +14,30 @@ use crate::duration::{format_duration, parse_duration};
 use crate::env::Env;
 use crate::error::ConfigErrors;
 use crate::model::{
-    Anonymous, Config, ConfigSource, GatewaySettings, LandsOnSetting, MAX_PLAN_TTL,
+    Anonymous, Config, ConfigSource, GatewaySettings, LandsOnSetting, MAX_LEASE, MAX_PLAN_TTL,
     MAX_STEPS_LIMIT, Namespace, ToolOverride, UpstreamConfig,
 };
 use crate::planning::{pointer_problem, template_placeholders};
 
 const TOP_KEYS: [&str; 3] = ["gateway", "modes", "upstreams"];
-const GATEWAY_KEYS: [&str; 6] = [
+const GATEWAY_KEYS: [&str; 7] = [
     "anonymous",
     "allowed_hosts",
     "namespace",
     "tool_prefix",
     "max_steps",
     "plan_ttl",
+    "lease",
 ];
 const MODE_KEYS: [&str; 3] = ["instructions", "access", "over_access"];
-const UPSTREAM_KEYS: [&str; 9] = [
+const UPSTREAM_KEYS: [&str; 10] = [
     "command",
     "args",
     "env",
     "cwd",
     "url",
     "headers",
+    "ca_file",
     "trust_annotations",
     "enabled",
     "tools",
@@ -54,7 +56,7 @@ const TOOL_KEYS: [&str; 10] = [
 ];
 
 /// Parses and validates the text of a `plangate.toml`. `origin` names the
-/// file in messages and is where relative `cwd`s start.
+/// file in messages and is where relative `cwd`s and `ca_file`s start.
 pub fn parse_toml(text: &str, origin: &Path, env: &dyn Env) -> Result<Config, ConfigErrors> {
     let table: toml::Table = match text.parse() {
         Ok(t) => t,
@@ -195,8 +197,12 @@ fn gateway(c: &mut Checker<'_>, node: &toml::Value) -> Option<GatewaySettings> {
                 value.map(|n| settings.as_mut().map(|s| s.max_steps = n))
             }
             "plan_ttl" => {
-                let value = plan_ttl(c, &key, v);
+                let value = duration_in(c, &key, v, "plan_ttl", MAX_PLAN_TTL);
                 value.map(|d| settings.as_mut().map(|s| s.plan_ttl = d))
+            }
+            "lease" => {
+                let value = duration_in(c, &key, v, "lease", MAX_LEASE);
+                value.map(|d| settings.as_mut().map(|s| s.lease = d))
             }
             _ => Some(None), // reported by unknown_keys
         };
@@ -208,8 +214,14 @@ fn gateway(c: &mut Checker<'_>, node: &toml::Value) -> Option<GatewaySettings> {
 }
 
 /// A duration string (`"4h"`, `"1h30m"`) or an integer number of seconds,
-/// from 1 s to [`MAX_PLAN_TTL`].
-fn plan_ttl(c: &mut Checker<'_>, key: &str, node: &toml::Value) -> Option<Duration> {
+/// from 1 s to `max`; `name` is the setting, for messages.
+fn duration_in(
+    c: &mut Checker<'_>,
+    key: &str,
+    node: &toml::Value,
+    name: &str,
+    max: Duration,
+) -> Option<Duration> {
     let (ttl, written) = if let Some(secs) = node.as_integer() {
         (
             u64::try_from(secs).ok().map(Duration::from_secs),
@@ -220,7 +232,7 @@ fn plan_ttl(c: &mut Checker<'_>, key: &str, node: &toml::Value) -> Option<Durati
             c.error(
                 key,
                 format!(
-                    "plan_ttl {text:?} is not a duration: write whole numbers with units d, h, m, s, largest first, like \"4h\", \"90m\" or \"1h30m\", or an integer number of seconds"
+                    "{name} {text:?} is not a duration: write whole numbers with units d, h, m, s, largest first, like \"4h\", \"90m\" or \"1h30m\", or an integer number of seconds"
                 ),
             );
             return None;
@@ -237,13 +249,13 @@ fn plan_ttl(c: &mut Checker<'_>, key: &str, node: &toml::Value) -> Option<Durati
         return None;
     };
     match ttl {
-        Some(d) if d >= Duration::from_secs(1) && d <= MAX_PLAN_TTL => Some(d),
+        Some(d) if d >= Duration::from_secs(1) && d <= max => Some(d),
         _ => {
             c.error(
                 key,
                 format!(
-                    "plan_ttl {written} is out of range: use 1s to {}",
-                    format_duration(MAX_PLAN_TTL)
+                    "{name} {written} is out of range: use 1s to {}",
+                    format_duration(max)
                 ),
             );
             None
@@ -435,6 +447,7 @@ fn upstream(c: &mut Checker<'_>, name: &str, node: &toml::Value) -> Option<Upstr
         cwd: get("cwd"),
         url: get("url"),
         headers: get("headers"),
+        ca_file: get("ca_file"),
     };
     let kind = match (fields.command, fields.url) {
         (Some(_), None) => Some(Kind::Stdio),

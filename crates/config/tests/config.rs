@@ -180,6 +180,7 @@ fn gateway_settings_are_read() {
             tool_prefix: "pg_".to_owned(),
             max_steps: 50,
             plan_ttl: Duration::from_secs(4 * 3600),
+            lease: Duration::from_secs(30),
         }
     );
     assert!(config.namespaced());
@@ -229,7 +230,7 @@ fn an_unknown_key_lists_the_allowed_keys() {
     let errors = toml_err("[upstreams.site]\ncommand = \"node\"\ntrust = true\n");
     assert_eq!(
         error_at(&errors, "upstreams.site.trust"),
-        "unknown key \"trust\": allowed keys are command, args, env, cwd, url, headers, trust_annotations, enabled and tools"
+        "unknown key \"trust\": allowed keys are command, args, env, cwd, url, headers, ca_file, trust_annotations, enabled and tools"
     );
     let errors = toml_err("[gateway]\nanon = \"read\"\n[upstreams.a]\ncommand = \"x\"\n");
     assert!(
@@ -295,6 +296,7 @@ fn both_variable_forms_expand_in_every_string() {
         Transport::Http {
             url: "https://docs.example.com//home/me".to_owned(),
             headers: BTreeMap::from([("Authorization".to_owned(), "Bearer docs-456".to_owned())]),
+            ca_file: None,
         }
     );
     assert!(
@@ -386,6 +388,132 @@ fn fields_of_the_other_transport_are_errors() {
     );
     assert!(error_at(&errors, "upstreams.a.headers").contains("only applies to url upstreams"));
     assert!(error_at(&errors, "upstreams.b.args").contains("only applies to command"));
+}
+
+#[test]
+fn ca_file_is_a_path_resolved_like_cwd() {
+    let config = toml_ok(
+        r#"
+        [upstreams.rel]
+        url = "https://rel.example.com/mcp"
+        ca_file = "certs/ca.pem"
+
+        [upstreams.abs]
+        url = "https://abs.example.com/mcp"
+        ca_file = "${HOME}/ca.pem"
+
+        [upstreams.none]
+        url = "https://none.example.com/mcp"
+        "#,
+    );
+    let ca = |name: &str| match &config.upstreams[name].transport {
+        Transport::Http { ca_file, .. } => ca_file.clone(),
+        other => panic!("http expected, got {other:?}"),
+    };
+    assert_eq!(ca("rel"), Some(PathBuf::from("/etc/plangate/certs/ca.pem")));
+    assert_eq!(ca("abs"), Some(PathBuf::from("/home/me/ca.pem")));
+    assert_eq!(ca("none"), None);
+    let json = serde_json::to_value(&config).unwrap();
+    assert_eq!(
+        json["upstreams"]["rel"]["ca_file"],
+        "/etc/plangate/certs/ca.pem"
+    );
+    assert!(json["upstreams"]["none"].get("ca_file").is_none(), "{json}");
+}
+
+#[test]
+fn load_toml_resolves_ca_file_next_to_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("plangate.toml");
+    std::fs::write(
+        &path,
+        "[upstreams.docs]\nurl = \"https://h/mcp\"\nca_file = \"ca.pem\"\n",
+    )
+    .unwrap();
+    let config = load_toml(&path, &env()).unwrap();
+    let Transport::Http { ca_file, .. } = &config.upstreams["docs"].transport else {
+        panic!("http expected");
+    };
+    assert_eq!(
+        ca_file.as_deref(),
+        Some(dir.path().join("ca.pem").as_path())
+    );
+}
+
+#[test]
+fn every_bad_ca_file_is_reported_at_once() {
+    let errors = toml_err(
+        r#"
+        [upstreams.stdio]
+        command = "node"
+        ca_file = "/etc/ca.pem"
+
+        [upstreams.empty]
+        url = "https://h/mcp"
+        ca_file = ""
+
+        [upstreams.number]
+        url = "https://h/mcp"
+        ca_file = 3
+
+        [upstreams.pem]
+        url = "https://h/mcp"
+        ca_file = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----"
+
+        [upstreams.link]
+        url = "https://h/mcp"
+        ca_file = "https://h/ca.pem"
+
+        [upstreams.dir]
+        url = "https://h/mcp"
+        ca_file = "/etc/ssl/"
+
+        [upstreams.unset]
+        url = "https://h/mcp"
+        ca_file = "${NOT_SET}/ca.pem"
+        "#,
+    );
+    assert_eq!(
+        error_at(&errors, "upstreams.stdio.ca_file"),
+        "ca_file only applies to url upstreams; this one has a command"
+    );
+    assert_eq!(
+        error_at(&errors, "upstreams.empty.ca_file"),
+        "must not be empty"
+    );
+    assert_eq!(
+        error_at(&errors, "upstreams.number.ca_file"),
+        "must be a string, not an integer"
+    );
+    assert!(
+        error_at(&errors, "upstreams.pem.ca_file").contains("not the certificate itself"),
+        "{errors}"
+    );
+    assert!(
+        error_at(&errors, "upstreams.link.ca_file").contains("is not a path"),
+        "{errors}"
+    );
+    assert!(
+        error_at(&errors, "upstreams.dir.ca_file").contains("names a directory"),
+        "{errors}"
+    );
+    assert!(
+        error_at(&errors, "upstreams.unset.ca_file").contains("\"NOT_SET\" is not set"),
+        "{errors}"
+    );
+    assert_eq!(errors.len(), 7, "{errors}");
+}
+
+#[test]
+fn ca_file_is_not_read_from_other_clients_json() {
+    // Other clients' files have no such field: like any field plangate
+    // does not know there, it is ignored (the system's roots apply).
+    let config =
+        json_ok(r#"{"mcpServers": {"docs": {"url": "https://h/mcp", "ca_file": "/etc/ca.pem"}}}"#);
+    assert!(matches!(
+        &config.upstreams["docs"].transport,
+        Transport::Http { ca_file: None, .. }
+    ));
 }
 
 #[test]

@@ -317,6 +317,10 @@ pub struct StepRecord {
     pub approval_note: Option<String>,
     /// When it was planned.
     pub planned_at_ms: i64,
+    /// The target's version as the upstream's preview tool reported it
+    /// when planned; apply re-checks it (`stale_target` if it moved).
+    #[serde(default)]
+    pub target_version: Option<Value>,
 }
 
 /// Where a step's write lands (`lands_on` in answers).
@@ -373,6 +377,7 @@ pub(crate) mod tests {
             approval_required: false,
             approval_note: None,
             planned_at_ms: 1_000,
+            target_version: None,
         }
     }
 

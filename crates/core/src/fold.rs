@@ -202,6 +202,11 @@ pub struct KeyState {
     pub next_position: u32,
     /// The apply started and not finished.
     pub applying: Option<String>,
+    /// When that apply last showed life (its start, a claim, a lease
+    /// renewal or an outcome of one of its steps): an apply silent for a
+    /// whole lease is dead, and another may start.
+    #[serde(default)]
+    pub applying_touched_ms: Option<i64>,
     /// Every review answer, in order.
     pub reviews: Vec<Approval>,
 }
@@ -216,6 +221,7 @@ impl Default for KeyState {
             steps: Vec::new(),
             next_position: 1,
             applying: None,
+            applying_touched_ms: None,
             reviews: Vec::new(),
         }
     }
@@ -236,6 +242,33 @@ impl KeyState {
     /// Applies one event with its seq. Total: an event that does not fit
     /// changes nothing but `last_seq`.
     pub fn apply(&mut self, seq: i64, event: &Event) {
+        self.apply_kind(seq, event);
+        self.touch_apply(event);
+    }
+
+    /// Notes life signs of the running apply (see `applying_touched_ms`).
+    fn touch_apply(&mut self, event: &Event) {
+        let Some(current) = self.applying.clone() else {
+            self.applying_touched_ms = None;
+            return;
+        };
+        let touches = match &event.kind {
+            EventKind::ApplyStarted { apply_id, .. } | EventKind::StepStarted { apply_id, .. } => {
+                *apply_id == current
+            }
+            EventKind::StepApplied { step_id, .. }
+            | EventKind::StepFailed { step_id, .. }
+            | EventKind::StepInDoubt { step_id, .. } => self
+                .step(step_id)
+                .is_some_and(|s| s.apply_id.as_deref() == Some(current.as_str())),
+            _ => false,
+        };
+        if touches {
+            self.applying_touched_ms = Some(event.at_ms);
+        }
+    }
+
+    fn apply_kind(&mut self, seq: i64, event: &Event) {
         self.last_seq = seq;
         let at = event.at_ms;
         match &event.kind {

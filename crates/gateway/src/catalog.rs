@@ -37,6 +37,39 @@ pub struct CatalogTool {
     pub enabled: bool,
     /// The definition clients see: the upstream's, renamed.
     pub tool: Tool,
+    /// The compiled `inputSchema`, or `None` if the upstream's schema does
+    /// not compile (then arguments are passed unchecked, and `config check`
+    /// says so).
+    pub validator: Option<Arc<jsonschema::Validator>>,
+}
+
+impl CatalogTool {
+    /// Checks arguments against the tool's `inputSchema`. The messages name
+    /// the argument's path and the rule it breaks, never its value (which
+    /// may be a secret).
+    pub fn check_arguments(&self, arguments: &serde_json::Value) -> Result<(), Vec<String>> {
+        let Some(validator) = &self.validator else {
+            return Ok(());
+        };
+        let errors: Vec<String> = validator
+            .iter_errors(arguments)
+            .take(10)
+            .map(|e| {
+                let path = e.instance_path().to_string();
+                let at = if path.is_empty() {
+                    "arguments".to_owned()
+                } else {
+                    format!("argument {path}")
+                };
+                format!("{at}: {}", e.masked())
+            })
+            .collect();
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors)
+        }
+    }
 }
 
 /// One upstream prompt as plangate offers it.
@@ -121,6 +154,19 @@ impl Catalog {
                 );
                 let mut shown = tool.clone();
                 shown.name = exposed.clone().into();
+                // A tool that can be planned is listed without outputSchema:
+                // a plan-step answer would violate it (DESIGN §3).
+                if effect > Effect::Read {
+                    shown.output_schema = None;
+                }
+                let schema = serde_json::Value::Object((*tool.input_schema).clone());
+                let validator = match jsonschema::validator_for(&schema) {
+                    Ok(v) => Some(Arc::new(v)),
+                    Err(e) => {
+                        tracing::warn!(upstream = %name, tool = %tool.name, "input schema does not compile; arguments pass unchecked: {}", e.masked());
+                        None
+                    }
+                };
                 if let Some(meta) = shown.meta.as_mut() {
                     rewrite_ui_resource_uri(&mut meta.0, ns);
                 }
@@ -133,6 +179,7 @@ impl Catalog {
                     effect_source,
                     enabled: over.is_none_or(|o| o.enabled),
                     tool: shown,
+                    validator,
                 });
             }
 

@@ -75,7 +75,14 @@ pub struct Hub {
     next_id: AtomicU64,
     inflight: Mutex<Vec<InFlight>>,
     orphans: Mutex<Vec<Orphan>>,
-    clients: Mutex<Vec<Peer<RoleServer>>>,
+    clients: Mutex<Vec<Client>>,
+}
+
+/// A connected client session and the key it runs as.
+struct Client {
+    peer: Peer<RoleServer>,
+    session: u64,
+    key_id: Option<String>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -211,32 +218,51 @@ impl Hub {
             .map(|c| c.asks.clone())
     }
 
-    /// Remembers an initialized client so catalog changes reach it.
-    pub fn add_client(&self, peer: Peer<RoleServer>) {
+    /// Remembers an initialized client session (numbered `session`,
+    /// running as `key_id`) so list changes reach it.
+    pub fn add_client(&self, peer: Peer<RoleServer>, session: u64, key_id: Option<String>) {
         let mut clients = lock(&self.clients);
-        clients.retain(|p| !p.is_transport_closed());
-        clients.push(peer);
+        clients.retain(|c| !c.peer.is_transport_closed());
+        clients.push(Client {
+            peer,
+            session,
+            key_id,
+        });
+    }
+
+    fn peers(&self, filter: impl Fn(&Client) -> bool) -> Vec<Peer<RoleServer>> {
+        let mut clients = lock(&self.clients);
+        clients.retain(|c| !c.peer.is_transport_closed());
+        clients
+            .iter()
+            .filter(|c| filter(c))
+            .map(|c| c.peer.clone())
+            .collect()
     }
 
     /// Tells every connected client that the tool list changed.
     pub async fn notify_tools_changed(&self) {
-        let clients: Vec<Peer<RoleServer>> = {
-            let mut clients = lock(&self.clients);
-            clients.retain(|p| !p.is_transport_closed());
-            clients.clone()
-        };
-        for peer in clients {
+        for peer in self.peers(|_| true) {
             if let Err(e) = peer.notify_tool_list_changed().await {
                 tracing::debug!("tools/list_changed not delivered: {e}");
             }
         }
     }
 
+    /// Tells the other sessions of `key_id` that their tool list changed
+    /// (the key's mode changed: `exit_plan_mode` comes or goes).
+    pub async fn notify_key_tools_changed(&self, key_id: &str, except_session: u64) {
+        for peer in
+            self.peers(|c| c.key_id.as_deref() == Some(key_id) && c.session != except_session)
+        {
+            let _ = peer.notify_tool_list_changed().await;
+        }
+    }
+
     /// Tells every connected client that the resource or prompt lists
     /// changed.
     pub async fn notify_lists_changed(&self) {
-        let clients: Vec<Peer<RoleServer>> = lock(&self.clients).clone();
-        for peer in clients {
+        for peer in self.peers(|_| true) {
             let _ = peer.notify_resource_list_changed().await;
             let _ = peer.notify_prompt_list_changed().await;
         }

@@ -19,13 +19,17 @@
 //! the catalog is rebuilt (and clients told) whenever an upstream comes,
 //! goes or changes its lists.
 
+pub mod apply;
 pub mod auth;
 pub mod catalog;
 pub mod http;
 pub mod hub;
+pub mod log;
 pub mod metrics;
+pub mod plan;
 pub mod refusal;
 mod server;
+pub mod tools;
 pub mod upstream;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -33,7 +37,7 @@ use std::sync::{Arc, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use plangate_config::{Config, UpstreamConfig};
-use plangate_store::Store;
+use plangate_store::{KeyMaterial, Store};
 use tokio_util::sync::CancellationToken;
 
 pub use catalog::{Catalog, CatalogTool};
@@ -83,6 +87,9 @@ struct Slot {
 pub struct Gateway {
     config: Config,
     store: Arc<dyn Store>,
+    material: KeyMaterial,
+    log: Arc<log::KeyLog>,
+    owner: String,
     slots: BTreeMap<String, Slot>,
     catalog: RwLock<Arc<Catalog>>,
     hub: hub::Hub,
@@ -114,12 +121,16 @@ impl Gateway {
     /// Starts a supervisor for every enabled upstream in `config` and waits
     /// until each has made its first connection attempt. Upstreams that
     /// cannot be reached are logged and retried; the others serve.
-    pub async fn build(config: Config, store: Arc<dyn Store>) -> Arc<Gateway> {
+    pub async fn build(
+        config: Config,
+        store: Arc<dyn Store>,
+        material: KeyMaterial,
+    ) -> Arc<Gateway> {
         let connectors = config
             .enabled_upstreams()
             .map(|u| (u.name.clone(), upstream::connector_for(u)))
             .collect();
-        Self::start(config, store, connectors).await
+        Self::start(config, store, material, connectors).await
     }
 
     /// Like [`Gateway::build`], with the connector of each upstream given —
@@ -128,6 +139,7 @@ impl Gateway {
     pub async fn start(
         config: Config,
         store: Arc<dyn Store>,
+        material: KeyMaterial,
         connectors: BTreeMap<String, Connector>,
     ) -> Arc<Gateway> {
         let slots = config
@@ -145,7 +157,14 @@ impl Gateway {
             .collect();
         let gw = Arc::new(Gateway {
             config,
+            log: Arc::new(log::KeyLog::new(store.clone())),
+            owner: format!(
+                "{}@{}",
+                std::process::id(),
+                plangate_store::new_id("gw_").unwrap_or_else(|_| "gw".to_owned())
+            ),
             store,
+            material,
             slots,
             catalog: RwLock::new(Arc::new(Catalog::default())),
             hub: hub::Hub::default(),
@@ -165,7 +184,38 @@ impl Gateway {
             let _ = rx.await;
         }
         gw.rebuild_catalog();
+        tokio::spawn(sweep(Arc::downgrade(&gw)));
         gw
+    }
+
+    /// The seal and signing keys (DESIGN §2).
+    pub fn material(&self) -> &KeyMaterial {
+        &self.material
+    }
+
+    /// Every key's event log and folded state.
+    pub fn log(&self) -> &log::KeyLog {
+        &self.log
+    }
+
+    /// A shared handle to the log, for background tasks.
+    pub fn log_handle(&self) -> Arc<log::KeyLog> {
+        self.log.clone()
+    }
+
+    /// This gateway process's identity as the owner of step claims.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// How long a step claim holds without renewal, in ms.
+    pub fn lease_ms(&self) -> i64 {
+        i64::try_from(self.config.gateway.lease.as_millis()).unwrap_or(30_000)
+    }
+
+    /// How long a plan lives, in ms.
+    pub fn ttl_ms(&self) -> i64 {
+        i64::try_from(self.config.gateway.plan_ttl.as_millis()).unwrap_or(i64::MAX)
     }
 
     /// The config the gateway was built from.
@@ -377,6 +427,108 @@ async fn supervise(
             () = shutdown.cancelled() => return,
         }
         backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// Expires plans whose life is over, in the background (calls also expire
+/// them lazily, so correctness never depends on this timer). Safe with many
+/// sweepers: each expiry is a compare-and-set append, and a plan already
+/// expired by someone else has nothing left to expire.
+async fn sweep(gw: Weak<Gateway>) {
+    loop {
+        let Some(g) = gw.upgrade() else { return };
+        let every = Duration::from_millis(u64::try_from(g.ttl_ms() / 4).unwrap_or(1000))
+            .clamp(Duration::from_secs(1), Duration::from_secs(30));
+        let shutdown = g.shutdown.clone();
+        if let Err(e) = g.sweep_once().await {
+            tracing::warn!("plan expiry sweep: {e}");
+        }
+        drop(g);
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            () = shutdown.cancelled() => return,
+        }
+    }
+}
+
+impl Gateway {
+    /// One pass of the expiry sweep over every key with events.
+    pub async fn sweep_once(&self) -> Result<usize, log::LogError> {
+        let ttl = self.ttl_ms();
+        let mut expired = 0;
+        for key_id in self.store.keys_with_events().await? {
+            let state = self.log.state(&key_id).await?;
+            if state.applying.is_some()
+                || state
+                    .steps
+                    .iter()
+                    .any(|s| s.status == plangate_core::StepStatus::Running)
+            {
+                self.sweep_leases(&key_id).await?;
+            }
+            if state.life_started_at_ms.is_none() {
+                continue;
+            }
+            let (_, n) = self
+                .log
+                .transact(&key_id, |state| {
+                    let now = plangate_store::now_ms();
+                    let Some(expires) = state.expires_at_ms(ttl) else {
+                        return Ok::<_, std::convert::Infallible>((vec![], 0));
+                    };
+                    let ids: Vec<String> = state
+                        .planned_steps()
+                        .map(|s| s.record.step_id.clone())
+                        .collect();
+                    if expires > now || ids.is_empty() {
+                        return Ok((vec![], 0));
+                    }
+                    let n = ids.len();
+                    let event = plangate_core::Event {
+                        at_ms: now,
+                        key_id: key_id.clone(),
+                        actor: plangate_core::Actor::System,
+                        channel: plangate_core::Channel::Sweeper,
+                        kind: plangate_core::EventKind::PlanExpired { step_ids: ids },
+                    };
+                    Ok((vec![event], n))
+                })
+                .await?
+                .unwrap_or_else(|never| match never {});
+            expired += n;
+        }
+        Ok(expired)
+    }
+}
+
+impl Gateway {
+    /// Marks claims whose lease ran out `in_doubt` and finishes a dead apply
+    /// of `key_id` (DESIGN §5 "Leases": found by any process, never by
+    /// start-up alone).
+    pub async fn sweep_leases(&self, key_id: &str) -> Result<usize, log::LogError> {
+        let lease = self.lease_ms();
+        let acting_key = plangate_store::ApiKey {
+            id: key_id.to_owned(),
+            name: String::new(),
+            scope: plangate_core::Scope::Read,
+            prefix: String::new(),
+            created_at_ms: 0,
+            revoked_at_ms: None,
+        };
+        let acting = plan::Acting {
+            key: acting_key,
+            channel: plangate_core::Channel::Sweeper,
+        };
+        let (_, n) = self
+            .log
+            .transact(key_id, |state| {
+                let events = apply::lease_cleanup(state, plangate_store::now_ms(), lease, &acting);
+                let n = events.len();
+                Ok::<_, std::convert::Infallible>((events, n))
+            })
+            .await?
+            .unwrap_or_else(|never| match never {});
+        Ok(n)
     }
 }
 

@@ -9,30 +9,7 @@
 use rmcp::model::CallToolResult;
 use serde_json::json;
 
-/// The stable refusal codes of DESIGN §8 that this build can answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Code {
-    /// An anonymous caller tried something that needs a key.
-    PlanNeedsKey,
-    /// The caller's scope (or config) does not allow this call.
-    Forbidden,
-    /// The upstream that owns the tool is not connected.
-    UpstreamUnavailable,
-    /// The arguments cannot be accepted.
-    InvalidArguments,
-}
-
-impl Code {
-    /// The code as it appears in answers.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Code::PlanNeedsKey => "plan_needs_key",
-            Code::Forbidden => "forbidden",
-            Code::UpstreamUnavailable => "upstream_unavailable",
-            Code::InvalidArguments => "invalid_arguments",
-        }
-    }
-}
+pub use plangate_core::Code;
 
 /// A decision not to run a tool call, with what to do next.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -28,11 +28,20 @@ use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, Ser
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::json;
 
+use plangate_core::{
+    CallerScope, Channel, Code, DEFAULT_MODE, Decision, ModeSpec, OverAccess, Scope,
+    check_safe_integers, decide,
+};
+use rmcp::model::ContentBlock;
+use serde_json::Value;
+
 use crate::Gateway;
 use crate::auth::{self, Caller, Denied};
 use crate::hub::Ask;
 use crate::metrics::Outcome;
-use crate::refusal::{Code, Refusal};
+use crate::plan::{self, Acting, PlanReason};
+use crate::refusal::Refusal;
+use crate::tools::GatewayTool;
 
 /// The JSON-RPC error code plangate answers when a request has no caller
 /// it could run as (no key, bad key). In the implementation-defined server
@@ -58,6 +67,15 @@ pub struct GatewayHandler {
     gw: Arc<Gateway>,
     origin: Arc<Origin>,
     session: u64,
+    seen: Arc<std::sync::Mutex<SeenMode>>,
+}
+
+/// What this session's agent was last told about the mode, so a change made
+/// from outside is told exactly once (DESIGN §4).
+#[derive(Default)]
+struct SeenMode {
+    spec: Option<ModeSpec>,
+    told_undefined: bool,
 }
 
 impl GatewayHandler {
@@ -68,6 +86,7 @@ impl GatewayHandler {
             gw,
             origin: Arc::new(Origin::Stdio { token }),
             session: SESSIONS.fetch_add(1, Ordering::Relaxed),
+            seen: Arc::default(),
         }
     }
 
@@ -79,6 +98,7 @@ impl GatewayHandler {
                 bound: OnceLock::new(),
             }),
             session: SESSIONS.fetch_add(1, Ordering::Relaxed),
+            seen: Arc::default(),
         }
     }
 
@@ -87,6 +107,54 @@ impl GatewayHandler {
             Origin::Stdio { .. } => "stdio",
             Origin::Http { .. } => "http",
         }
+    }
+
+    fn channel(&self) -> Channel {
+        match &*self.origin {
+            Origin::Stdio { .. } => Channel::Stdio,
+            Origin::Http { .. } => Channel::Http,
+        }
+    }
+
+    fn seen(&self) -> std::sync::MutexGuard<'_, SeenMode> {
+        match self.seen.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// Notes the mode in force for this session. Returns what to tell the
+    /// agent — only when what it can do changed since it last heard (or a
+    /// recorded mode is no longer defined, once) — and whether the tool
+    /// list changed (plan mode on or off).
+    fn observe_mode(&self, spec: &ModeSpec, undefined: Option<String>) -> (Option<String>, bool) {
+        let mut seen = self.seen();
+        let previous = seen.spec.replace(spec.clone());
+        let mut notice = None;
+        let mut list_changed = false;
+        match &previous {
+            None if spec.name != DEFAULT_MODE => notice = Some(describe_mode(spec, false)),
+            Some(p) if (p.access, p.over_access) != (spec.access, spec.over_access) => {
+                notice = Some(describe_mode(spec, true));
+                list_changed = p.plan_mode() != spec.plan_mode();
+            }
+            _ => {}
+        }
+        if let Some(u) = undefined
+            && !seen.told_undefined
+        {
+            seen.told_undefined = true;
+            notice = Some(match notice {
+                Some(n) => format!("{u}. {n}"),
+                None => u,
+            });
+        }
+        (notice, list_changed)
+    }
+
+    /// Records a mode this session set itself (nothing to tell).
+    fn set_seen_mode(&self, spec: ModeSpec) {
+        self.seen().spec = Some(spec);
     }
 
     /// The caller of this request, or the JSON-RPC error that explains why
@@ -137,6 +205,87 @@ impl GatewayHandler {
                 ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25),
             )),
             _ => Ok(()),
+        }
+    }
+
+    async fn call_gateway_tool(
+        &self,
+        caller: &Caller,
+        tool: GatewayTool,
+        request: CallToolRequestParams,
+        cx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Caller::Key(key) = caller else {
+            return Ok(Refusal::new(
+                Code::PlanNeedsKey,
+                "the plan tools need an API key: a caller without one can never plan. Create a key with `plangate keys create --name NAME --scope plan|write`",
+            )
+            .into_result()
+            .into());
+        };
+        let acting = Acting {
+            key: key.clone(),
+            channel: self.channel(),
+        };
+        let arguments = request.arguments.unwrap_or_default();
+        let notice = match self.gw.log().state(&key.id).await {
+            Ok(state) => {
+                let (mode, undefined) = self.gw.config().modes.resolve(state.mode.as_deref());
+                let (notice, list_changed) = self.observe_mode(&mode, undefined);
+                if list_changed {
+                    let _ = cx.peer.notify_tool_list_changed().await;
+                }
+                notice
+            }
+            Err(_) => None,
+        };
+        if tool == GatewayTool::ApplyPlan {
+            let request = match parse_apply(&arguments) {
+                Ok(r) => r,
+                Err(refusal) => return Ok(with_notice(refusal.into_result().into(), notice)),
+            };
+            let progress = cx
+                .meta
+                .get_progress_token()
+                .map(|token| crate::apply::Progress {
+                    peer: cx.peer.clone(),
+                    token,
+                });
+            let result =
+                crate::apply::apply_plan(&self.gw, &acting, request, progress, cx.ct.clone()).await;
+            return Ok(with_notice(
+                match result {
+                    Ok(receipt) => receipt.into(),
+                    Err(refusal) => {
+                        tracing::info!(
+                            caller = caller.label(),
+                            code = refusal.code.as_str(),
+                            "apply refused"
+                        );
+                        refusal.into_result().into()
+                    }
+                },
+                notice,
+            ));
+        }
+        match crate::tools::call(&self.gw, &acting, tool, &arguments).await {
+            Ok((result, list_changed)) => {
+                if let Ok(state) = self.gw.log().state(&key.id).await {
+                    self.set_seen_mode(self.gw.config().modes.resolve(state.mode.as_deref()).0);
+                }
+                if list_changed {
+                    let _ = cx.peer.notify_tool_list_changed().await;
+                    self.gw
+                        .hub()
+                        .notify_key_tools_changed(&key.id, self.session)
+                        .await;
+                }
+                Ok(with_notice(result.into(), notice))
+            }
+            Err(refusal) => {
+                tracing::info!(tool = ?tool, caller = caller.label(), code = refusal.code.as_str(), "gateway tool refused");
+                Ok(with_notice(refusal.into_result().into(), notice))
+            }
         }
     }
 
@@ -374,7 +523,9 @@ impl ServerHandler for GatewayHandler {
             .build();
         ServerConfig::new(caps)
             .with_server_info(Implementation::new("plangate", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
+            .with_instructions(crate::tools::general_instructions(
+                &self.gw.config().gateway.tool_prefix,
+            ))
     }
 
     async fn initialize(
@@ -391,7 +542,14 @@ impl ServerHandler for GatewayHandler {
     }
 
     async fn on_initialized(&self, cx: NotificationContext<RoleServer>) {
-        self.gw.hub().add_client(cx.peer);
+        let key_id = match &*self.origin {
+            Origin::Stdio { token } => match auth::resolve(&self.gw, token.as_deref()).await {
+                Ok(caller) => caller.key_id().map(str::to_owned),
+                Err(_) => None,
+            },
+            Origin::Http { bound } => bound.get().cloned().flatten(),
+        };
+        self.gw.hub().add_client(cx.peer, self.session, key_id);
     }
 
     async fn discover(&self, _cx: RequestContext<RoleServer>) -> Result<DiscoverResult, ErrorData> {
@@ -406,14 +564,32 @@ impl ServerHandler for GatewayHandler {
         cx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         self.require_initialize_era(&cx)?;
-        self.caller(&cx).await?;
+        let caller = self.caller(&cx).await?;
+        let plan_mode = match &caller {
+            Caller::Key(key) => match self.gw.log().state(&key.id).await {
+                Ok(state) => self
+                    .gw
+                    .config()
+                    .modes
+                    .resolve(state.mode.as_deref())
+                    .0
+                    .plan_mode(),
+                Err(e) => {
+                    tracing::error!("event log: {e}");
+                    false
+                }
+            },
+            Caller::Anonymous => false,
+        };
         let catalog = self.gw.catalog();
-        let tools = catalog
-            .tools
-            .iter()
-            .filter(|t| t.enabled)
-            .map(|t| t.tool.clone())
-            .collect();
+        let mut tools = crate::tools::definitions(&self.gw, plan_mode);
+        tools.extend(
+            catalog
+                .tools
+                .iter()
+                .filter(|t| t.enabled)
+                .map(|t| t.tool.clone()),
+        );
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -424,6 +600,10 @@ impl ServerHandler for GatewayHandler {
     ) -> Result<CallToolResponse, ErrorData> {
         self.require_initialize_era(&cx)?;
         let caller = self.caller(&cx).await?;
+        let prefix = self.gw.config().gateway.tool_prefix.clone();
+        if let Some(tool) = GatewayTool::parse(&prefix, &request.name) {
+            return self.call_gateway_tool(&caller, tool, request, &cx).await;
+        }
         let catalog = self.gw.catalog();
         let Some(tool) = catalog.tool(&request.name) else {
             if let Some(upstream) = catalog.gone_tool(&request.name) {
@@ -434,29 +614,138 @@ impl ServerHandler for GatewayHandler {
                 Some(json!({"tool": request.name})),
             ));
         };
+        let refuse = |refusal: Refusal| -> Result<CallToolResponse, ErrorData> {
+            self.gw
+                .metrics()
+                .record(&tool.upstream, &tool.original, Outcome::Refused, None);
+            tracing::info!(tool = %tool.exposed, caller = caller.label(), code = refusal.code.as_str(), "call refused");
+            Ok(refusal.into_result().into())
+        };
         if !tool.enabled {
-            return Ok(Refusal::new(
+            return refuse(Refusal::new(
                 Code::Forbidden,
                 format!(
                     "tool {} is disabled in plangate's config (upstreams.{}.tools.{}.enabled = false); ask the operator to enable it",
                     tool.exposed, tool.upstream, tool.original
                 ),
-            )
-            .into_result()
-            .into());
+            ));
         }
-        if tool.effect > Effect::Read
-            && let Some(refusal) = refuse_write(&caller, tool)
-        {
-            self.gw
-                .metrics()
-                .record(&tool.upstream, &tool.original, Outcome::Refused, None);
-            tracing::info!(tool = %tool.exposed, caller = caller.label(), code = refusal.code.as_str(), "call refused");
-            return Ok(refusal.into_result().into());
+
+        // The call must be one that could run before it is run or planned.
+        let mut arguments = request.arguments.clone().unwrap_or_default();
+        let explicit = match arguments.remove(PLAN_FLAG) {
+            None | Some(Value::Bool(false)) => false,
+            Some(Value::Bool(true)) => true,
+            Some(_) => {
+                return refuse(Refusal::new(
+                    Code::InvalidArguments,
+                    format!("\"{PLAN_FLAG}\" must be true or false"),
+                ));
+            }
+        };
+        let args_value = Value::Object(arguments.clone());
+        if let Err(e) = check_safe_integers(&args_value) {
+            return refuse(Refusal::new(
+                Code::InvalidArguments,
+                format!("{e}; send it as a string or a smaller number. Nothing was run or planned"),
+            ));
         }
-        let (upstream, original) = (tool.upstream.clone(), tool.original.clone());
-        self.forward_call(&caller, &upstream, &original, request, &cx)
-            .await
+        if let Err(errors) = tool.check_arguments(&args_value) {
+            return refuse(Refusal::new(
+                Code::InvalidArguments,
+                format!(
+                    "the arguments do not match {}'s input schema: {}. Nothing was run or planned",
+                    tool.exposed,
+                    errors.join("; ")
+                ),
+            ));
+        }
+
+        let mut forward = request;
+        forward.arguments = Some(arguments.clone());
+        if tool.effect == Effect::Read {
+            let (upstream, original) = (tool.upstream.clone(), tool.original.clone());
+            return self
+                .forward_call(&caller, &upstream, &original, forward, &cx)
+                .await;
+        }
+
+        let Caller::Key(key) = &caller else {
+            return refuse(Refusal::new(
+                Code::PlanNeedsKey,
+                format!(
+                    "{} is a {} tool; callers without an API key may only read and can never plan. Create a key with `plangate keys create --name NAME --scope write`",
+                    tool.exposed, tool.effect
+                ),
+            ));
+        };
+        let state = match self.gw.log().state(&key.id).await {
+            Ok(state) => state,
+            Err(e) => {
+                return refuse(Refusal::new(
+                    Code::UpstreamUnavailable,
+                    format!(
+                        "plangate could not read its event log ({e}); nothing was run or planned"
+                    ),
+                ));
+            }
+        };
+        let (mode, undefined) = self.gw.config().modes.resolve(state.mode.as_deref());
+        let (notice, list_changed) = self.observe_mode(&mode, undefined);
+        if list_changed {
+            let _ = cx.peer.notify_tool_list_changed().await;
+        }
+        let acting = Acting {
+            key: key.clone(),
+            channel: self.channel(),
+        };
+        let decision = decide(tool.effect, CallerScope::Key(key.scope), &mode, explicit);
+        let result = match decision {
+            Decision::Run => {
+                let (upstream, original) = (tool.upstream.clone(), tool.original.clone());
+                let response = self
+                    .forward_call(&caller, &upstream, &original, forward, &cx)
+                    .await?;
+                return Ok(with_notice(response, notice));
+            }
+            Decision::Plan => {
+                let reason = if explicit {
+                    PlanReason::Explicit
+                } else if key.scope == Scope::Plan {
+                    PlanReason::Scope
+                } else {
+                    PlanReason::Mode
+                };
+                match plan::plan_write(&self.gw, &acting, &mode, tool, arguments, reason).await {
+                    Ok(result) => result,
+                    Err(refusal) => return refuse(refusal),
+                }
+            }
+            Decision::Refuse(code) => {
+                let message = match code {
+                    Code::Forbidden => format!(
+                        "{} is a {} tool and key {:?} has scope {}, which allows reads only; ask the operator for a plan or write key",
+                        tool.exposed, tool.effect, key.name, key.scope
+                    ),
+                    Code::ForbiddenByMode => format!(
+                        "{} is a {} tool and mode {} runs only {} calls and refuses the rest; ask the person to change the mode ({prefix}begin_session) if this write is wanted",
+                        tool.exposed, tool.effect, mode.name, mode.access
+                    ),
+                    other => format!("{} was refused ({other})", tool.exposed),
+                };
+                return refuse(Refusal::new(code, message));
+            }
+            Decision::Ask => {
+                return refuse(Refusal::new(
+                    Code::ElicitationUnsupported,
+                    format!(
+                        "mode {} asks the person before {} calls, and this plangate build cannot ask yet; nothing was run. Tell the person what you want to do and let them change the mode",
+                        mode.name, tool.effect
+                    ),
+                ));
+            }
+        };
+        Ok(with_notice(result.into(), notice))
     }
 
     async fn list_prompts(
@@ -570,37 +859,86 @@ impl ServerHandler for GatewayHandler {
     }
 }
 
-/// Whether a write by `caller` is refused before it reaches an upstream
-/// (DESIGN §4, with planning not yet built: nothing that would be planned
-/// ever runs unplanned).
-fn refuse_write(caller: &Caller, tool: &crate::CatalogTool) -> Option<Refusal> {
-    let what = format!("{} is a {} tool", tool.exposed, tool.effect);
-    match caller {
-        Caller::Anonymous => Some(Refusal::new(
-            Code::PlanNeedsKey,
-            format!(
-                "{what}; callers without an API key may only read. Create a key with `plangate keys create --name NAME --scope write`"
-            ),
-        )),
-        Caller::Key(key) => match key.scope {
-            plangate_core::Scope::Read => Some(Refusal::new(
-                Code::Forbidden,
-                format!(
-                    "{what} and key {:?} has scope read, which allows reads only; ask the operator for a plan or write key",
-                    key.name
-                ),
-            )),
-            plangate_core::Scope::Plan => Some(Refusal::new(
-                Code::Forbidden,
-                format!(
-                    "{what} and key {:?} has scope plan, whose writes must be planned; this plangate build cannot plan yet, so nothing was written",
-                    key.name
-                ),
-            )),
-            plangate_core::Scope::Write => None,
-        },
+/// Reads `apply_plan`'s arguments.
+fn parse_apply(arguments: &rmcp::model::JsonObject) -> Result<crate::apply::ApplyRequest, Refusal> {
+    let bad = |what: &str| Refusal::new(Code::InvalidArguments, format!("{what}; nothing was run"));
+    let step_ids = match arguments.get("step_ids") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(ids)) => Some(
+            ids.iter()
+                .map(|v| v.as_str().map(str::to_owned))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| bad("step_ids must be a list of step id strings"))?,
+        ),
+        Some(_) => return Err(bad("step_ids must be a list of step id strings")),
+    };
+    let plan_digest = match arguments.get("plan_digest") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(d)) => Some(d.clone()),
+        Some(_) => return Err(bad("plan_digest must be a string like \"sha256:…\"")),
+    };
+    let continue_on_error = match arguments.get("continue_on_error") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(bad("continue_on_error must be true or false")),
+    };
+    if let Some(extra) = arguments
+        .keys()
+        .find(|k| !["step_ids", "plan_digest", "continue_on_error"].contains(&k.as_str()))
+    {
+        return Err(bad(&format!("apply_plan takes no argument {extra:?}")));
+    }
+    Ok(crate::apply::ApplyRequest {
+        step_ids,
+        plan_digest,
+        continue_on_error,
+    })
+}
+
+/// The argument that asks for a single write to be planned.
+const PLAN_FLAG: &str = "_plangate_plan";
+
+/// Adds a notice for the agent to a result: a field in plangate's own
+/// answers, a trailing text block on an upstream's (whose structured
+/// content stays untouched).
+fn with_notice(response: CallToolResponse, notice: Option<String>) -> CallToolResponse {
+    let Some(notice) = notice else {
+        return response;
+    };
+    match response {
+        CallToolResponse::Complete(mut result) => {
+            if let Some(Value::Object(body)) = result.structured_content.as_mut()
+                && body.contains_key("code")
+            {
+                body.insert("notice".into(), json!(notice));
+            }
+            result
+                .content
+                .push(ContentBlock::text(format!("plangate notice: {notice}")));
+            result.into()
+        }
+        other => other,
     }
 }
 
-/// The server instructions sent at `initialize`.
-const INSTRUCTIONS: &str = "plangate is a gateway in front of this session's MCP servers. Reads pass through. Writes run only as the caller's API key scope allows; a refused call answers isError with a stable code and says what to do next. plangate governs MCP tool calls only, not the agent's own shell or file edits.";
+/// A sentence telling the agent what a mode lets it do.
+fn describe_mode(spec: &ModeSpec, changed: bool) -> String {
+    let verb = if changed { "is now" } else { "is" };
+    if spec.name == DEFAULT_MODE {
+        return format!("The mode {verb} default: calls run as your API key allows.");
+    }
+    let above = match spec.over_access {
+        OverAccess::Plan => "become plan steps for the person to review",
+        OverAccess::Refuse => "are refused",
+        OverAccess::Ask => "need the person's yes first",
+    };
+    let runs = match spec.access {
+        Effect::Read => "reads run".to_owned(),
+        Effect::Write => "reads and writes run".to_owned(),
+        Effect::Destructive => "every call runs".to_owned(),
+    };
+    format!(
+        "The mode {verb} {}: {runs}; calls above {} {above}.",
+        spec.name, spec.access
+    )
+}

@@ -28,7 +28,9 @@ use rmcp::model::{
     ResourceTemplate, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, RunningService};
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClientTransportConfig, StreamableHttpError,
+};
 use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, ErrorData, Peer, RoleClient, ServiceExt};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -64,6 +66,26 @@ pub enum UpstreamError {
         name: String,
         /// The offending header name.
         header: String,
+    },
+    /// The upstream's `ca_file` could not be read or holds no usable CA
+    /// certificate.
+    #[error("upstream {name}: ca_file {}: {reason}", path.display())]
+    CaFile {
+        /// The upstream's name.
+        name: String,
+        /// The file, as configured (made absolute by the config stage).
+        path: std::path::PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The upstream's HTTP client could not be built (e.g. no CA
+    /// certificates anywhere to verify `https://` with).
+    #[error("upstream {name}: cannot set up its HTTP client: {reason}")]
+    HttpClient {
+        /// The upstream's name.
+        name: String,
+        /// What went wrong.
+        reason: String,
     },
     /// The MCP handshake failed.
     #[error("upstream {name}: MCP initialize failed: {reason}")]
@@ -348,12 +370,22 @@ impl Upstream {
 }
 
 /// A connector for an upstream as configured: a child process for
-/// `command`, Streamable HTTP for `url`.
+/// `command`, Streamable HTTP for `url`. An HTTP upstream gets one HTTP
+/// client, built here (its `ca_file` read now) and shared by every
+/// reconnection, so its connection pool and TLS settings are made once
+/// (only while it cannot be built is it tried again at each attempt).
 pub fn connector_for(config: &UpstreamConfig) -> Connector {
     let config = config.clone();
+    let http = match &config.transport {
+        Transport::Http { url, ca_file, .. } => {
+            Some(http_client(&config.name, url, ca_file.as_deref()))
+        }
+        Transport::Stdio { .. } => None,
+    };
     Arc::new(move |client: UpstreamClient| {
         let config = config.clone();
-        Box::pin(async move { connect_configured(&config, client).await })
+        let http = http.clone();
+        Box::pin(async move { connect_configured(&config, http, client).await })
     })
 }
 
@@ -387,6 +419,7 @@ where
 
 async fn connect_configured(
     config: &UpstreamConfig,
+    http: Option<Result<reqwest::Client, UpstreamError>>,
     client: UpstreamClient,
 ) -> Result<Session, UpstreamError> {
     let name = config.name.clone();
@@ -428,7 +461,18 @@ async fn connect_configured(
             }
             client.serve(transport).await.map_err(|e| init_err(&e))
         }
-        Transport::Http { url, headers } => {
+        Transport::Http {
+            url,
+            headers,
+            ca_file,
+        } => {
+            // The upstream's own client; if it could not be built (a bad
+            // ca_file, say), try again, so a fixed file is picked up at the
+            // next reconnection.
+            let http = match http {
+                Some(Ok(built)) => built,
+                Some(Err(_)) | None => http_client(&name, url, ca_file.as_deref())?,
+            };
             let mut custom = HashMap::new();
             for (k, v) in headers {
                 let bad = || UpstreamError::BadHeader {
@@ -441,12 +485,123 @@ async fn connect_configured(
             }
             let transport_config =
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
-            let transport = StreamableHttpClientTransport::with_client(
-                reqwest::Client::new(),
-                transport_config,
-            );
-            client.serve(transport).await.map_err(|e| init_err(&e))
+            let transport = StreamableHttpClientTransport::with_client(http, transport_config);
+            client.serve(transport).await.map_err(|e| {
+                // A TLS failure (an unknown issuer, say) is named only by
+                // the innermost errors under reqwest's, which rmcp does not
+                // chain as sources: dig them out.
+                let mut reason = e.to_string();
+                if let rmcp::service::ClientInitializeError::TransportError { error, .. } = &e {
+                    push_sources(&mut reason, error);
+                    if let Some(StreamableHttpError::Client(inner)) = error
+                        .error
+                        .downcast_ref::<StreamableHttpError<reqwest::Error>>()
+                    {
+                        push_sources(&mut reason, inner);
+                    }
+                }
+                if reason.contains("invalid peer certificate") {
+                    reason.push_str(match ca_file {
+                        None => " (the server's certificate is not from a CA this system trusts; for a private CA, set the upstream's ca_file)",
+                        Some(_) => " (the server's certificate is not from a CA this system or the upstream's ca_file trusts)",
+                    });
+                }
+                init_err(&reason)
+            })
         }
+    }
+}
+
+/// The HTTP client of upstream `name`: rustls, verifying `https://` against
+/// the system's CA certificates (the OpenSSL store, e.g. Debian's
+/// `/etc/ssl/certs`; `SSL_CERT_FILE` / `SSL_CERT_DIR` override it) plus the
+/// certificates in `ca_file`. An `https://` upstream is never followed to
+/// plain `http://`.
+fn http_client(
+    name: &str,
+    url: &str,
+    ca_file: Option<&std::path::Path>,
+) -> Result<reqwest::Client, UpstreamError> {
+    let https = url
+        .get(..8)
+        .is_some_and(|s| s.eq_ignore_ascii_case("https://"));
+    let extra = match ca_file {
+        Some(path) => {
+            let bad = |reason: String| UpstreamError::CaFile {
+                name: name.to_owned(),
+                path: path.to_path_buf(),
+                reason,
+            };
+            let pem = std::fs::read(path)
+                .map_err(|e| bad(format!("cannot read it: {}", e.to_string().to_lowercase())))?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem)
+                .map_err(|e| bad(format!("not a PEM file: {}", error_chain(&e))))?;
+            if certs.is_empty() {
+                return Err(bad(
+                    "holds no PEM certificate (\"-----BEGIN CERTIFICATE-----\")".to_owned(),
+                ));
+            }
+            certs
+        }
+        None => Vec::new(),
+    };
+    let builder = |only_extra: bool| {
+        let b = reqwest::Client::builder().https_only(https);
+        if only_extra {
+            b.tls_certs_only(extra.clone())
+        } else {
+            b.tls_certs_merge(extra.clone())
+        }
+    };
+    match builder(false).build() {
+        Ok(client) => Ok(client),
+        // A plain-http upstream must not need the system's CA
+        // certificates (a minimal container may have none).
+        Err(_) if !https && ca_file.is_none() => {
+            builder(true)
+                .build()
+                .map_err(|e| UpstreamError::HttpClient {
+                    name: name.to_owned(),
+                    reason: error_chain(&e),
+                })
+        }
+        Err(e) => {
+            let reason = error_chain(&e);
+            Err(match ca_file {
+                Some(path) => UpstreamError::CaFile {
+                    name: name.to_owned(),
+                    path: path.to_path_buf(),
+                    reason: format!("not usable as a CA certificate: {reason}"),
+                },
+                None => UpstreamError::HttpClient {
+                    name: name.to_owned(),
+                    reason: format!(
+                        "{reason} (install the system's CA certificates, e.g. Debian's ca-certificates, set SSL_CERT_FILE, or give the upstream a ca_file)"
+                    ),
+                },
+            })
+        }
+    }
+}
+
+/// An error and every source under it, `outer: inner: …`, skipping a source
+/// whose text its parent already shows.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    push_sources(&mut text, e);
+    text
+}
+
+/// Appends the sources under `e` to `text` as [`error_chain`] does.
+fn push_sources(text: &mut String, e: &dyn std::error::Error) {
+    let mut source = e.source();
+    while let Some(s) = source {
+        let part = s.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = s.source();
     }
 }
 

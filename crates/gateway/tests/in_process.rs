@@ -92,6 +92,10 @@ where
     (connector, sessions)
 }
 
+fn material() -> plangate_store::KeyMaterial {
+    plangate_store::KeyMaterial::new([7; 32], [9; 32])
+}
+
 fn failing(name: &str) -> Connector {
     let name = name.to_owned();
     Arc::new(move |_client| {
@@ -304,6 +308,7 @@ async fn awkward_upstream_names_are_exposed_validly_and_route_back_to_the_origin
     let gw = Gateway::start(
         config(&["odd"], Namespace::Auto),
         store,
+        material(),
         BTreeMap::from([("odd".into(), odd)]),
     )
     .await;
@@ -349,6 +354,7 @@ async fn two_in_process_demo_sites_are_namespaced_and_routed() {
     let gw = Gateway::start(
         config(&["site", "blog"], Namespace::Auto),
         store,
+        material(),
         BTreeMap::from([("site".into(), site), ("blog".into(), blog)]),
     )
     .await;
@@ -395,6 +401,7 @@ async fn a_read_key_reads_but_its_writes_never_reach_the_upstream() {
     let gw = Gateway::start(
         config(&["site"], Namespace::Auto),
         store,
+        material(),
         BTreeMap::from([("site".into(), site)]),
     )
     .await;
@@ -425,6 +432,7 @@ async fn a_down_upstream_fails_fast_while_the_others_serve() {
     let gw = Gateway::start(
         config(&["site", "blog"], Namespace::Auto),
         store,
+        material(),
         BTreeMap::from([("site".into(), site), ("blog".into(), failing("blog"))]),
     )
     .await;
@@ -450,6 +458,7 @@ async fn a_crashed_upstream_comes_back_and_its_tools_reappear() {
     let gw = Gateway::start(
         config(&["site", "other"], Namespace::Auto),
         store,
+        material(),
         BTreeMap::from([("site".into(), site), ("other".into(), other)]),
     )
     .await;
@@ -506,6 +515,7 @@ async fn an_upstream_list_change_refreshes_the_catalog_and_reaches_the_client() 
     let gw = Gateway::start(
         config(&["odd"], Namespace::Auto),
         store,
+        material(),
         BTreeMap::from([("odd".into(), odd)]),
     )
     .await;
@@ -529,6 +539,7 @@ async fn progress_reaches_the_caller_under_its_own_token() {
     let gw = Gateway::start(
         config(&["odd"], Namespace::Auto),
         store,
+        material(),
         BTreeMap::from([("odd".into(), odd)]),
     )
     .await;
@@ -572,6 +583,7 @@ async fn cancelling_a_call_cancels_it_at_the_upstream() {
     let gw = Gateway::start(
         config(&["odd"], Namespace::Auto),
         store,
+        material(),
         BTreeMap::from([("odd".into(), odd)]),
     )
     .await;
@@ -597,6 +609,7 @@ async fn an_upstream_elicitation_during_a_call_reaches_the_calling_client() {
     let gw = Gateway::start(
         config(&["odd"], Namespace::Auto),
         store,
+        material(),
         BTreeMap::from([("odd".into(), odd)]),
     )
     .await;

@@ -48,6 +48,7 @@ pub use events::{NewEvent, StoredEvent};
 pub use keys::{
     ApiKey, CreatedKey, MAX_KEY_NAME_LEN, SHOWN_PREFIX_LEN, TOKEN_PREFIX, validate_key_name,
 };
+pub use private_fs::new_id;
 pub use sqlite::open_sqlite;
 pub use time::{format_time_ms, now_ms};
 

@@ -55,3 +55,11 @@ pub(crate) fn create_private_dir(path: &Path) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// A fresh random identifier: `prefix` followed by 16 hex digits (64 bits
+/// from the OS generator) — for step, session and apply ids, which must
+/// never collide across processes sharing a store.
+pub fn new_id(prefix: &str) -> Result<String, StoreError> {
+    let bytes: [u8; 8] = random_bytes()?;
+    Ok(format!("{prefix}{}", hex::encode(bytes)))
+}

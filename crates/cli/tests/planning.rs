@@ -1,0 +1,541 @@
+//! Plan mode end to end: a real MCP client → a real `plangate` process →
+//! the demo site. Writes in plan mode become durable plan steps and the
+//! site does not change; every refusal code of the planning issue is
+//! produced; mode and plan survive restarts and are shared by a key's
+//! connections, never across keys.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+
+type Client = rmcp::service::RunningService<rmcp::RoleClient, rmcp::model::ClientConfig>;
+
+/// A config with the demo site (as plangate's own `demo-site`) and its
+/// planning settings, plus `extra` TOML.
+fn demo_config(scratch: &Scratch, extra: &str) -> String {
+    let state = scratch.path().join("site.json");
+    let demo = plangate_config_demo_tools();
+    let path = scratch.write(
+        "plangate.toml",
+        &format!(
+            "{extra}\n[upstreams.site]\ncommand = \"{exe}\"\nargs = [\"demo-site\", \"--state\", \"{state}\"]\n{demo}",
+            exe = plangate().display(),
+            state = state.display(),
+        ),
+    );
+    path.to_str().unwrap().to_owned()
+}
+
+/// The demo site's per-tool planning settings, as shipped.
+fn plangate_config_demo_tools() -> String {
+    let text = include_str!("../../config/src/demo.toml");
+    let start = text
+        .find("\n[upstreams.site.tools")
+        .expect("demo.toml has tool settings");
+    text[start..].to_owned()
+}
+
+fn site(scratch: &Scratch) -> Value {
+    site_state(&scratch.path().join("site.json"))
+}
+
+fn body(r: &rmcp::model::CallToolResult) -> Value {
+    r.structured_content.clone().unwrap_or(Value::Null)
+}
+
+async fn begin(client: &Client, mode: &str) -> Value {
+    let r = call(client, "plangate_begin_session", json!({"mode": mode}))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    body(&r)
+}
+
+async fn get_plan(client: &Client) -> Value {
+    let r = call(client, "plangate_get_plan", json!({})).await.unwrap();
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    body(&r)
+}
+
+fn code(r: &rmcp::model::CallToolResult) -> String {
+    assert_eq!(r.is_error, Some(true), "expected a refusal: {r:?}");
+    body(r)["code"].as_str().unwrap_or_default().to_owned()
+}
+
+#[tokio::test]
+async fn a_write_in_plan_mode_is_planned_not_run_and_reads_still_run() {
+    let scratch = Scratch::new();
+    let token = scratch.create_key("agent", "write");
+    let config = demo_config(&scratch, "");
+    let client = stdio_client(&scratch, &["--config", &config], Some(&token)).await;
+    // Warm the site so its state file exists, then snapshot it.
+    assert_eq!(
+        call(&client, "list_pages", json!({}))
+            .await
+            .unwrap()
+            .is_error,
+        Some(false)
+    );
+    let before = site(&scratch);
+
+    let names = tool_names(&client).await;
+    assert!(
+        !names.contains(&"plangate_exit_plan_mode".to_owned()),
+        "only listed in plan mode"
+    );
+    let started = begin(&client, "plan").await;
+    assert_eq!(started["plan_mode"], true);
+    assert_eq!(started["mode"], "plan");
+    assert!(
+        started["modes"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("default"))
+    );
+    assert!(
+        started["instructions"]
+            .as_str()
+            .unwrap()
+            .contains("apply it only after they say yes")
+    );
+    assert!(
+        tool_names(&client)
+            .await
+            .contains(&"plangate_exit_plan_mode".to_owned())
+    );
+
+    let r = call(
+        &client,
+        "update_page",
+        json!({"id": 2, "title": "Our story"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    let step = body(&r);
+    assert_eq!(step["code"], "plan_step");
+    assert_eq!(step["planned"], true);
+    assert_eq!(step["mutation_performed"], false);
+    assert_eq!(step["position"], 1);
+    assert_eq!(step["server"], "site");
+    assert_eq!(step["tool"], "update_page");
+    assert_eq!(step["exposed_as"], "update_page");
+    assert_eq!(step["effect"], "write");
+    assert_eq!(step["lands_on"]["where"], "copy");
+    assert_eq!(step["lands_on"]["target"], "2");
+    assert!(
+        step["predicted_effect"]
+            .as_str()
+            .unwrap()
+            .contains("Our story"),
+        "{step}"
+    );
+    assert_eq!(step["approval_required"], false);
+    assert_eq!(step["deduplicated"], false);
+    assert!(
+        step["plan"]["plan_digest"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+    assert_eq!(step["plan"]["pending_steps"], 1);
+    assert!(step["plan"]["expires_in"].as_i64().unwrap() > 14000);
+
+    let r = call(
+        &client,
+        "create_menu_item",
+        json!({"menu": "main", "label": "Services", "url": "/services"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(body(&r)["position"], 2);
+    assert_eq!(body(&r)["lands_on"]["where"], "live");
+    let r = call(&client, "delete_page", json!({"id": 3}))
+        .await
+        .unwrap();
+    let del = body(&r);
+    assert_eq!(del["position"], 3);
+    assert_eq!(del["effect"], "destructive");
+    assert_eq!(del["approval_required"], true);
+    assert!(
+        del["approval_note"]
+            .as_str()
+            .unwrap()
+            .contains("explicit yes")
+    );
+
+    // Reads still run in plan mode.
+    let r = call(&client, "get_page", json!({"id": 2})).await.unwrap();
+    assert_eq!(body(&r)["title"], "About");
+    // Nothing was written.
+    assert_eq!(site(&scratch)["pages"], before["pages"]);
+    assert_eq!(site(&scratch)["menus"], before["menus"]);
+
+    let plan = get_plan(&client).await;
+    assert_eq!(plan["pending_steps"], 3);
+    assert_eq!(plan["approved"], false);
+    let steps = plan["steps"].as_array().unwrap();
+    assert_eq!(
+        steps
+            .iter()
+            .map(|s| s["position"].as_i64().unwrap())
+            .collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    assert!(steps.iter().all(|s| s["status"] == "planned"));
+    assert_eq!(plan["plan_digest"], del["plan"]["plan_digest"]);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_same_write_twice_is_one_step_and_secrets_never_show() {
+    let scratch = Scratch::new();
+    let token = scratch.create_key("agent", "write");
+    let config = demo_config(&scratch, "");
+    let client = stdio_client(&scratch, &["--config", &config], Some(&token)).await;
+    begin(&client, "plan").await;
+    let args =
+        json!({"name": "tagline", "value": {"host": "mail.example", "password": "hunter2-canary"}});
+    let first = body(&call(&client, "update_option", args.clone()).await.unwrap());
+    assert_eq!(first["code"], "plan_step", "{first}");
+    let again = body(&call(&client, "update_option", args).await.unwrap());
+    assert_eq!(first["step_id"], again["step_id"]);
+    assert_eq!(again["deduplicated"], true);
+    assert_eq!(again["plan"]["pending_steps"], 1);
+    assert_eq!(first["arguments"]["value"]["password"], "[redacted]");
+    assert_eq!(first["arguments"]["value"]["host"], "mail.example");
+    // A different secret is a different write.
+    let other = body(
+        &call(
+            &client,
+            "update_option",
+            json!({"name": "tagline", "value": {"host": "mail.example", "password": "other"}}),
+        )
+        .await
+        .unwrap(),
+    );
+    assert_ne!(other["step_id"], first["step_id"]);
+    let plan = get_plan(&client).await;
+    let text = plan.to_string();
+    assert!(!text.contains("hunter2-canary"), "{text}");
+    // Nor at rest: the database holds the secret only sealed.
+    client.cancel().await.unwrap();
+    let mut bytes = Vec::new();
+    for entry in std::fs::read_dir(scratch.data_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.to_string_lossy().contains("plangate.db") {
+            bytes.extend(std::fs::read(&path).unwrap());
+        }
+    }
+    assert!(!bytes.is_empty());
+    assert!(
+        !bytes.windows(14).any(|w| w == b"hunter2-canary"),
+        "secret stored in plaintext"
+    );
+}
+
+#[tokio::test]
+async fn every_planning_refusal_code_is_produced() {
+    let scratch = Scratch::new();
+    let reader = scratch.create_key("reader", "read");
+    let writer = scratch.create_key("writer", "write");
+    let config = demo_config(
+        &scratch,
+        "[gateway]\nanonymous = \"read\"\nmax_steps = 2\nplan_ttl = \"1s\"\n\n[modes.readonly]\naccess = \"read\"\nover_access = \"refuse\"\n",
+    );
+
+    // forbidden: a read key never writes.
+    let client = stdio_client(&scratch, &["--config", &config], Some(&reader)).await;
+    let r = call(
+        &client,
+        "update_option",
+        json!({"name": "tagline", "value": "x"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(code(&r), "forbidden");
+    client.cancel().await.unwrap();
+
+    // plan_needs_key: anonymous may read, never plan.
+    let gw = serve_http(&scratch, &["--config", &config]);
+    let anon = http_client(&gw.url(), None).await.unwrap();
+    assert_eq!(
+        call(&anon, "get_page", json!({"id": 1}))
+            .await
+            .unwrap()
+            .is_error,
+        Some(false)
+    );
+    let r = call(
+        &anon,
+        "update_option",
+        json!({"name": "tagline", "value": "x"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(code(&r), "plan_needs_key");
+    let r = call(&anon, "plangate_begin_session", json!({"mode": "plan"}))
+        .await
+        .unwrap();
+    assert_eq!(code(&r), "plan_needs_key");
+    anon.cancel().await.unwrap();
+    drop(gw);
+
+    let client = stdio_client(&scratch, &["--config", &config], Some(&writer)).await;
+    // invalid_arguments: against the input schema, and integers beyond 2^53.
+    let r = call(&client, "get_page", json!({"id": "two"}))
+        .await
+        .unwrap();
+    assert_eq!(code(&r), "invalid_arguments");
+    let r = call(
+        &client,
+        "update_page",
+        json!({"id": 9007199254740993u64, "title": "x"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(code(&r), "invalid_arguments");
+    assert!(!body(&r).to_string().contains("9007199254740993"));
+    let r = call(
+        &client,
+        "plangate_begin_session",
+        json!({"mode": "nonsense"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(code(&r), "invalid_arguments");
+
+    // not_in_plan_mode: exit_plan_mode outside a plan mode.
+    let r = call(&client, "plangate_exit_plan_mode", json!({"plan": "x"}))
+        .await
+        .unwrap();
+    assert_eq!(code(&r), "not_in_plan_mode");
+
+    // forbidden_by_mode.
+    begin(&client, "readonly").await;
+    let r = call(
+        &client,
+        "update_option",
+        json!({"name": "tagline", "value": "x"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(code(&r), "forbidden_by_mode");
+
+    // plan_full: at most 2 steps here.
+    begin(&client, "plan").await;
+    for i in 0..2 {
+        let r = call(
+            &client,
+            "update_option",
+            json!({"name": "tagline", "value": format!("v{i}")}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.is_error, Some(false));
+    }
+    let r = call(
+        &client,
+        "update_option",
+        json!({"name": "tagline", "value": "v2"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(code(&r), "plan_full");
+
+    // elicitation_unsupported: exit_plan_mode cannot ask yet, honestly.
+    let r = call(
+        &client,
+        "plangate_exit_plan_mode",
+        json!({"plan": "change the tagline"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(code(&r), "elicitation_unsupported");
+
+    // plan_expired: the 1 s plan expires; its steps cannot be discarded.
+    let step = get_plan(&client).await["steps"][0]["step_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let plan = get_plan(&client).await;
+    assert_eq!(plan["pending_steps"], 0);
+    assert_eq!(
+        plan["mode"], "plan",
+        "expiry fails closed: the mode is kept"
+    );
+    assert!(plan["message"].as_str().unwrap().contains("expired"));
+    let r = call(
+        &client,
+        "plangate_discard_plan",
+        json!({"step_ids": [step]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(code(&r), "plan_expired");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn mode_and_plan_survive_a_restart_and_a_keys_connections_share_one_plan() {
+    let scratch = Scratch::new();
+    let alice = scratch.create_key("alice", "write");
+    let bob = scratch.create_key("bob", "write");
+    let config = demo_config(&scratch, "");
+
+    let first = stdio_client(&scratch, &["--config", &config], Some(&alice)).await;
+    begin(&first, "plan").await;
+    let step = body(
+        &call(
+            &first,
+            "update_option",
+            json!({"name": "tagline", "value": "Plans first"}),
+        )
+        .await
+        .unwrap(),
+    );
+    // A second connection of the same key (another process on the same
+    // data dir) sees the same plan and adds to it.
+    let second = stdio_client(&scratch, &["--config", &config], Some(&alice)).await;
+    let r = call(
+        &second,
+        "create_menu_item",
+        json!({"menu": "main", "label": "Blog", "url": "/blog"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(body(&r)["position"], 2, "{r:?}");
+    assert_eq!(get_plan(&first).await["pending_steps"], 2);
+    first.cancel().await.unwrap();
+    second.cancel().await.unwrap();
+
+    // A restart keeps both mode and plan.
+    let again = stdio_client(&scratch, &["--config", &config], Some(&alice)).await;
+    let plan = get_plan(&again).await;
+    assert_eq!(plan["mode"], "plan");
+    assert_eq!(plan["steps"][0]["step_id"], step["step_id"]);
+    assert_eq!(plan["pending_steps"], 2);
+    again.cancel().await.unwrap();
+
+    // Another key sees none of it, and its writes are not planned.
+    let other = stdio_client(&scratch, &["--config", &config], Some(&bob)).await;
+    let plan = get_plan(&other).await;
+    assert_eq!(plan["mode"], "default");
+    assert_eq!(plan["pending_steps"], 0);
+    let r = call(
+        &other,
+        "update_option",
+        json!({"name": "tagline", "value": "Bob was here"}),
+    )
+    .await
+    .unwrap();
+    assert!(body(&r).get("planned").is_none(), "{r:?}");
+    assert_eq!(
+        site(&scratch)["options"]["tagline"]["value"],
+        "Bob was here"
+    );
+    other.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_mode_set_from_the_cli_is_told_to_the_agent_exactly_once() {
+    let scratch = Scratch::new();
+    let token = scratch.create_key("agent", "write");
+    let config = demo_config(&scratch, "");
+    let client = stdio_client(&scratch, &["--config", &config], Some(&token)).await;
+    let r = call(
+        &client,
+        "update_option",
+        json!({"name": "tagline", "value": "one"}),
+    )
+    .await
+    .unwrap();
+    assert!(body(&r).get("planned").is_none());
+
+    let out = scratch.run(&["mode", "set", "--config", &config, "--key", "agent", "plan"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let r = call(
+        &client,
+        "update_option",
+        json!({"name": "tagline", "value": "two"}),
+    )
+    .await
+    .unwrap();
+    let told = body(&r);
+    assert_eq!(
+        told["planned"], true,
+        "the new mode is in force at the next call"
+    );
+    assert!(told["notice"].as_str().unwrap().contains("plan"), "{told}");
+    let r = call(
+        &client,
+        "update_option",
+        json!({"name": "tagline", "value": "three"}),
+    )
+    .await
+    .unwrap();
+    assert!(body(&r).get("notice").is_none(), "told only once: {r:?}");
+    let texts = serde_json::to_string(&r.content).unwrap();
+    assert!(!texts.contains("plangate notice"));
+    client.cancel().await.unwrap();
+
+    let out = scratch.run(&[
+        "mode", "set", "--config", &config, "--key", "agent", "nonsense",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[tokio::test]
+async fn a_plan_scope_key_plans_every_write_and_explicit_planning_works_for_a_write_key() {
+    let scratch = Scratch::new();
+    let planner = scratch.create_key("planner", "plan");
+    let writer = scratch.create_key("writer", "write");
+    let config = demo_config(&scratch, "");
+    let client = stdio_client(&scratch, &["--config", &config], Some(&planner)).await;
+    let r = call(
+        &client,
+        "update_option",
+        json!({"name": "tagline", "value": "x"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(body(&r)["planned"], true, "{r:?}");
+    assert!(
+        body(&r)["message"]
+            .as_str()
+            .unwrap()
+            .contains("key plans every write")
+    );
+    client.cancel().await.unwrap();
+
+    let client = stdio_client(&scratch, &["--config", &config], Some(&writer)).await;
+    let r = call(
+        &client,
+        "update_option",
+        json!({"name": "tagline", "value": "y", "_plangate_plan": true}),
+    )
+    .await
+    .unwrap();
+    let step = body(&r);
+    assert_eq!(step["planned"], true);
+    assert!(step["arguments"].get("_plangate_plan").is_none());
+    assert_ne!(site(&scratch)["options"]["tagline"]["value"], "y");
+    // discard_plan drops it; end_session returns to default.
+    let r = call(&client, "plangate_discard_plan", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(body(&r)["discarded"].as_array().unwrap().len(), 1);
+    let r = call(&client, "plangate_end_session", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(body(&r)["success"], true);
+    client.cancel().await.unwrap();
+}

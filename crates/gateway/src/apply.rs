@@ -1,0 +1,851 @@
+//! Apply (DESIGN §5): run the chosen plan steps, in position order, at most
+//! once each, through the same checks a direct call meets, and tell the
+//! truth about what happened in a receipt.
+//!
+//! At most once comes from the log: a step is claimed (`planned → running`,
+//! with this process as owner and a lease) by a compare-and-set append
+//! before its call is sent, so no two processes can both claim it; the lease
+//! is renewed while the call is alive. A claim whose lease ran out (its
+//! owner died mid-call) becomes `in_doubt` — the request may have reached
+//! the upstream — and runs again only when a person retries it. The step id
+//! travels upstream as `_meta["dev.plangate/operation_key"]` so an upstream
+//! that deduplicates by it never applies a step twice even then.
+
+use std::time::Duration;
+
+use plangate_core::{
+    Code, Effect, EventKind, KeyState, Scope, StepError, StepStatus, restore_secrets, schema_hash,
+    scrub_text, scrub_value,
+};
+use plangate_store::now_ms;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
+    ClientRequest, ContentBlock, ProgressNotificationParam, ProgressToken, RequestMetaObject,
+    ServerResult,
+};
+use rmcp::service::{PeerRequestOptions, ServiceError};
+use rmcp::{Peer, RoleServer};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::Gateway;
+use crate::plan::{Acting, expiry_due};
+use crate::refusal::Refusal;
+
+/// The `_meta` key carrying a step's id to the upstream, so an upstream can
+/// recognise a repeated delivery of the same step.
+pub const OPERATION_KEY: &str = "dev.plangate/operation_key";
+
+/// What `apply_plan` was asked to do.
+#[derive(Debug, Clone, Default)]
+pub struct ApplyRequest {
+    /// The steps to run; all waiting steps if `None`.
+    pub step_ids: Option<Vec<String>>,
+    /// The digest the person approved; checked before anything runs.
+    pub plan_digest: Option<String>,
+    /// Run the remaining steps after a failure.
+    pub continue_on_error: bool,
+}
+
+/// Where to report progress (step i of n), when the client asked for it.
+pub struct Progress {
+    /// The client.
+    pub peer: Peer<RoleServer>,
+    /// The client's progress token.
+    pub token: ProgressToken,
+}
+
+/// How one selected step ended in this apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Applied,
+    Failed,
+    InDoubt,
+    NotRun,
+}
+
+impl Outcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Applied => "applied",
+            Outcome::Failed => "failed",
+            Outcome::InDoubt => "in_doubt",
+            Outcome::NotRun => "not_run",
+        }
+    }
+}
+
+fn log_failed(e: crate::log::LogError) -> Refusal {
+    tracing::error!("event log: {e}");
+    Refusal::new(
+        Code::UpstreamUnavailable,
+        format!(
+            "plangate could not read or write its event log ({e}); see the plan with plangate_get_plan before trying again"
+        ),
+    )
+}
+
+/// Whether an apply recorded in `state` is still alive at `now`.
+fn apply_alive(state: &KeyState, now: i64, lease_ms: i64) -> bool {
+    state.applying.is_some()
+        && state
+            .applying_touched_ms
+            .is_some_and(|t| t + lease_ms > now)
+}
+
+/// Events that clean up after a dead apply: claims whose lease ran out
+/// become `in_doubt`, and the dead apply is finished. Safe for anyone to
+/// append at any time (DESIGN §5 "Leases": found by any process).
+pub fn lease_cleanup(
+    state: &KeyState,
+    now: i64,
+    lease_ms: i64,
+    acting: &Acting,
+) -> Vec<plangate_core::Event> {
+    let mut events = Vec::new();
+    for step in state
+        .steps
+        .iter()
+        .filter(|s| s.status == StepStatus::Running)
+    {
+        if step.lease_until_ms.is_some_and(|l| l <= now) {
+            let mut e = acting.event(EventKind::StepInDoubt {
+                step_id: step.record.step_id.clone(),
+                reason: "the process applying it stopped renewing its claim; the request may or may not have reached the server".to_owned(),
+            });
+            e.actor = plangate_core::Actor::System;
+            events.push(e);
+        }
+    }
+    if let Some(apply_id) = &state.applying
+        && !apply_alive(state, now, lease_ms)
+    {
+        let mut e = acting.event(EventKind::ApplyFinished {
+            apply_id: apply_id.clone(),
+            applied: 0,
+            failed: 0,
+            in_doubt: 0,
+            not_run: 0,
+        });
+        e.actor = plangate_core::Actor::System;
+        events.push(e);
+    }
+    events
+}
+
+/// Runs `apply_plan` for `acting`'s key and returns the receipt.
+pub async fn apply_plan(
+    gw: &Gateway,
+    acting: &Acting,
+    request: ApplyRequest,
+    progress: Option<Progress>,
+    cancel: CancellationToken,
+) -> Result<CallToolResult, Refusal> {
+    let lease_ms = gw.lease_ms();
+    let ttl_ms = gw.ttl_ms();
+    let prefix = gw.config().gateway.tool_prefix.clone();
+    let apply_id = plangate_store::new_id("apply_")
+        .map_err(|e| Refusal::new(Code::UpstreamUnavailable, e.to_string()))?;
+
+    // 1. Check and start, atomically.
+    let (state, (selected, digest)) = gw
+        .log()
+        .transact(&acting.key.id, |state| {
+            let now = now_ms();
+            let mut events = Vec::new();
+            let mut view = state.clone();
+            let add = |view: &mut KeyState, e: plangate_core::Event, events: &mut Vec<_>| {
+                view.apply(view.last_seq + 1, &e);
+                events.push(e);
+            };
+            if let Some(e) = expiry_due(&view, now, ttl_ms, acting) {
+                add(&mut view, e, &mut events);
+            }
+            if apply_alive(&view, now, lease_ms) {
+                return Err(Refusal::new(
+                    Code::ApplyInProgress,
+                    "another apply of this plan is running; nothing was run. Wait for it to finish, then check the plan with plangate_get_plan".to_owned(),
+                ));
+            }
+            for e in lease_cleanup(&view, now, lease_ms, acting) {
+                add(&mut view, e, &mut events);
+            }
+            let current = view.plan_digest();
+            if let Some(d) = &request.plan_digest
+                && *d != current
+            {
+                return Err(Refusal::new(
+                    Code::PlanChanged,
+                    format!("the plan changed since it was reviewed (digest {d} is now {current}); nothing was run. Show the person the plan again ({prefix}get_plan) and apply the digest they approve"),
+                ));
+            }
+            match acting.key.scope {
+                Scope::Write => {}
+                Scope::Read => {
+                    return Err(Refusal::new(
+                        Code::Forbidden,
+                        "a read key cannot apply a plan".to_owned(),
+                    ));
+                }
+                Scope::Plan => {
+                    if !crate::tools::is_approved(&view, &current, acting) {
+                        return Err(Refusal::new(
+                            Code::Forbidden,
+                            format!("this key has scope plan: its plan runs only after a person outside this key approves digest {current} (an operator, or a write key). Nothing was run"),
+                        ));
+                    }
+                }
+            }
+            let selected: Vec<String> = match &request.step_ids {
+                None => view.planned_steps().map(|s| s.record.step_id.clone()).collect(),
+                Some(ids) => {
+                    let mut ordered = Vec::new();
+                    for id in ids {
+                        let Some(step) = view.step(id) else {
+                            return Err(Refusal::new(
+                                Code::InvalidArguments,
+                                format!("there is no step {id:?} in this key's plan; {prefix}get_plan lists the steps. Nothing was run"),
+                            ));
+                        };
+                        match step.status {
+                            StepStatus::Planned | StepStatus::Failed => ordered.push((step.record.position, id.clone())),
+                            StepStatus::Expired => {
+                                return Err(Refusal::new(
+                                    Code::PlanExpired,
+                                    format!("step {id} expired with its plan and will not run; plan it again if it is still wanted. Nothing was run"),
+                                ));
+                            }
+                            StepStatus::InDoubt => {
+                                return Err(Refusal::new(
+                                    Code::InvalidArguments,
+                                    format!("step {id} is in doubt: its request may have reached the server. Only a person can run it again (`plangate plans retry --key {} {id}`) or discard it. Nothing was run", acting.key.name),
+                                ));
+                            }
+                            other => {
+                                return Err(Refusal::new(
+                                    Code::InvalidArguments,
+                                    format!("step {id} is {other}; only waiting or failed steps can be applied. Nothing was run"),
+                                ));
+                            }
+                        }
+                    }
+                    ordered.sort();
+                    ordered.dedup();
+                    ordered.into_iter().map(|(_, id)| id).collect()
+                }
+            };
+            if !selected.is_empty() {
+                add(
+                    &mut view,
+                    acting.event(EventKind::ApplyStarted {
+                        apply_id: apply_id.clone(),
+                        step_ids: selected.clone(),
+                        plan_digest: Some(current.clone()),
+                    }),
+                    &mut events,
+                );
+            }
+            Ok((events, (selected, current)))
+        })
+        .await
+        .map_err(log_failed)??;
+
+    let total = selected.len();
+    let mut outcomes: Vec<(String, Outcome)> = Vec::new();
+    let mut stop = false;
+    for (i, step_id) in selected.iter().enumerate() {
+        if stop || cancel.is_cancelled() {
+            outcomes.push((step_id.clone(), Outcome::NotRun));
+            continue;
+        }
+        if let Some(p) = &progress {
+            let predicted = state
+                .step(step_id)
+                .map(|s| s.record.predicted_effect.clone())
+                .unwrap_or_default();
+            let note = ProgressNotificationParam::new(p.token.clone(), i as f64)
+                .with_total(total as f64)
+                .with_message(format!("step {} of {total}: {predicted}", i + 1));
+            let _ = p.peer.notify_progress(note).await;
+        }
+        let outcome = run_step(gw, acting, &apply_id, step_id, &cancel).await?;
+        if matches!(outcome, Outcome::Failed | Outcome::InDoubt) && !request.continue_on_error {
+            stop = true;
+        }
+        outcomes.push((step_id.clone(), outcome));
+    }
+    if let Some(p) = &progress
+        && total > 0
+    {
+        let note = ProgressNotificationParam::new(p.token.clone(), total as f64)
+            .with_total(total as f64)
+            .with_message(format!("{total} of {total} done"));
+        let _ = p.peer.notify_progress(note).await;
+    }
+
+    let count = |o: Outcome| {
+        u32::try_from(outcomes.iter().filter(|(_, x)| *x == o).count()).unwrap_or(u32::MAX)
+    };
+    let (applied, failed, in_doubt, not_run) = (
+        count(Outcome::Applied),
+        count(Outcome::Failed),
+        count(Outcome::InDoubt),
+        count(Outcome::NotRun),
+    );
+    let state = if total > 0 {
+        gw.log()
+            .transact(&acting.key.id, |_| {
+                Ok::<_, Refusal>((
+                    vec![acting.event(EventKind::ApplyFinished {
+                        apply_id: apply_id.clone(),
+                        applied,
+                        failed,
+                        in_doubt,
+                        not_run,
+                    })],
+                    (),
+                ))
+            })
+            .await
+            .map_err(log_failed)??
+            .0
+    } else {
+        state
+    };
+    Ok(receipt(
+        gw,
+        &state,
+        &digest,
+        &outcomes,
+        [applied, failed, in_doubt, not_run],
+    ))
+}
+
+/// Claims, re-checks, calls and records one step.
+async fn run_step(
+    gw: &Gateway,
+    acting: &Acting,
+    apply_id: &str,
+    step_id: &str,
+    cancel: &CancellationToken,
+) -> Result<Outcome, Refusal> {
+    let lease_ms = gw.lease_ms();
+    let owner = gw.owner().to_owned();
+    // Claim: planned|failed → running, or not ours to run.
+    let (state, claimed) = gw
+        .log()
+        .transact(&acting.key.id, |state| {
+            let Some(step) = state.step(step_id) else {
+                return Ok::<_, Refusal>((vec![], false));
+            };
+            if !matches!(step.status, StepStatus::Planned | StepStatus::Failed) {
+                return Ok((vec![], false));
+            }
+            Ok((
+                vec![acting.event(EventKind::StepStarted {
+                    step_id: step_id.to_owned(),
+                    apply_id: apply_id.to_owned(),
+                    owner: owner.clone(),
+                    lease_until_ms: now_ms() + lease_ms,
+                })],
+                true,
+            ))
+        })
+        .await
+        .map_err(log_failed)??;
+    if !claimed {
+        return Ok(Outcome::NotRun);
+    }
+    let Some(step) = state.step(step_id).cloned() else {
+        return Ok(Outcome::NotRun);
+    };
+    let record = &step.record;
+
+    let secrets: Vec<(String, Value)> = match &record.sealed_secrets {
+        None => Vec::new(),
+        Some(sealed) => {
+            match plangate_store::seal::unseal(gw.material(), sealed, record.step_id.as_bytes())
+                .ok()
+                .and_then(|plain| serde_json::from_slice(&plain).ok())
+            {
+                Some(s) => s,
+                None => {
+                    return finish(gw, acting, step_id, Err(StepError {
+                        code: Code::Forbidden.as_str().to_owned(),
+                        message: "the step's sealed arguments cannot be opened with this gateway's seal key (were the keys changed?); nothing was sent".to_owned(),
+                        upstream: None,
+                    })).await;
+                }
+            }
+        }
+    };
+
+    // Re-check fresh: the call must still be one that could run.
+    if let Err(error) = recheck(gw, acting, &step, &secrets).await {
+        return finish(gw, acting, step_id, Err(error)).await;
+    }
+    let Some(upstream) = gw.upstream(&record.server) else {
+        return finish(
+            gw,
+            acting,
+            step_id,
+            Err(StepError {
+                code: Code::UpstreamUnavailable.as_str().to_owned(),
+                message: format!(
+                    "upstream {} is not connected; nothing was sent",
+                    record.server
+                ),
+                upstream: None,
+            }),
+        )
+        .await;
+    };
+
+    // Call, with the real arguments and the step id as operation key,
+    // renewing the claim while the call is alive.
+    let arguments = restore_secrets(&record.arguments, &secrets);
+    let mut params = CallToolRequestParams::new(record.tool.clone());
+    params.arguments = arguments.as_object().cloned();
+    let mut meta = RequestMetaObject::default();
+    meta.0
+        .0
+        .insert(OPERATION_KEY.to_owned(), json!(record.step_id));
+    let options = PeerRequestOptions::no_options().with_meta(meta);
+    let renew_stop = CancellationToken::new();
+    let renewal = tokio::spawn(renew_lease(
+        gw.log_handle(),
+        acting.clone(),
+        apply_id.to_owned(),
+        step_id.to_owned(),
+        owner.clone(),
+        lease_ms,
+        renew_stop.clone(),
+    ));
+    let sent = upstream
+        .peer()
+        .send_request_with_option(
+            ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+            options,
+        )
+        .await;
+    let outcome = match sent {
+        Err(e) => Err(in_doubt_or_unsent(e, false)),
+        Ok(handle) => {
+            let id = handle.id.clone();
+            tokio::select! {
+                r = handle.await_response() => match r {
+                    Ok(ServerResult::CallToolResult(result)) => Ok(result),
+                    Ok(_) => Err(Some(StepError {
+                        code: "unexpected_result".to_owned(),
+                        message: "the upstream answered with a result type plangate cannot record".to_owned(),
+                        upstream: None,
+                    })),
+                    Err(ServiceError::McpError(e)) => Err(Some(StepError {
+                        code: "upstream_error".to_owned(),
+                        message: scrub_text(&e.message, &secrets),
+                        upstream: Some(scrub_value(&json!({"code": e.code.0, "message": e.message, "data": e.data}), &secrets)),
+                    })),
+                    Err(e) => Err(in_doubt_or_unsent(e, true)),
+                },
+                () = cancel.cancelled() => {
+                    let _ = upstream.peer().notify_cancelled(CancelledNotificationParam::new(Some(id), Some("apply cancelled by the client".to_owned()))).await;
+                    Err(None)
+                }
+            }
+        }
+    };
+    renew_stop.cancel();
+    let _ = renewal.await;
+
+    match outcome {
+        Ok(result) if result.is_error != Some(true) => {
+            let structured = result
+                .structured_content
+                .clone()
+                .map(|v| scrub_value(&v, &secrets));
+            // The receipt carries the upstream's structured result (or, from
+            // a server without one, its whole answer), scrubbed of secrets.
+            let recorded = match &structured {
+                Some(s) => s.clone(),
+                None => scrub_value(
+                    &serde_json::to_value(&result).unwrap_or(Value::Null),
+                    &secrets,
+                ),
+            };
+            let settings = gw
+                .config()
+                .upstreams
+                .get(&record.server)
+                .and_then(|u| u.tools.get(&record.tool))
+                .cloned()
+                .unwrap_or_default();
+            let pick = |p: &str| {
+                structured
+                    .as_ref()
+                    .and_then(|s| s.pointer(p))
+                    .and_then(|v| match v {
+                        Value::String(s) => Some(s.clone()),
+                        Value::Null => None,
+                        other => Some(other.to_string()),
+                    })
+            };
+            let copy_id = settings.copy_id.as_deref().and_then(pick);
+            let links = settings.links.iter().filter_map(|p| pick(p)).collect();
+            let snapshots = settings.snapshots.iter().filter_map(|p| pick(p)).collect();
+            record_event(
+                gw,
+                acting,
+                EventKind::StepApplied {
+                    step_id: step_id.to_owned(),
+                    result: recorded,
+                    copy_id,
+                    links,
+                    snapshots,
+                },
+            )
+            .await?;
+            tracing::info!(key = %acting.key.name, step = step_id, upstream = %record.server, tool = %record.tool, "step applied");
+            Ok(Outcome::Applied)
+        }
+        Ok(result) => {
+            let upstream_result = scrub_value(
+                &serde_json::to_value(&result).unwrap_or(Value::Null),
+                &secrets,
+            );
+            let message = result
+                .content
+                .iter()
+                .find_map(|c| c.as_text().map(|t| scrub_text(&t.text, &secrets)))
+                .unwrap_or_else(|| "the upstream answered an error".to_owned());
+            finish(
+                gw,
+                acting,
+                step_id,
+                Err(StepError {
+                    code: "upstream_error".to_owned(),
+                    message,
+                    upstream: Some(upstream_result),
+                }),
+            )
+            .await
+        }
+        Err(Some(error)) => finish(gw, acting, step_id, Err(error)).await,
+        Err(None) => {
+            record_event(gw, acting, EventKind::StepInDoubt {
+                step_id: step_id.to_owned(),
+                reason: "no definite answer came back (connection lost, timeout or cancellation); the request may have reached the server".to_owned(),
+            })
+            .await?;
+            tracing::warn!(key = %acting.key.name, step = step_id, "step in doubt");
+            Ok(Outcome::InDoubt)
+        }
+    }
+}
+
+/// A send error before any byte went out is a definite failure (`None`
+/// means in doubt).
+fn in_doubt_or_unsent(e: ServiceError, sent: bool) -> Option<StepError> {
+    if !sent && matches!(e, ServiceError::TransportClosed) {
+        return Some(StepError {
+            code: Code::UpstreamUnavailable.as_str().to_owned(),
+            message:
+                "the upstream's connection was closed before the request was sent; nothing was sent"
+                    .to_owned(),
+            upstream: None,
+        });
+    }
+    tracing::warn!("apply: no definite answer: {e}");
+    None
+}
+
+async fn record_event(gw: &Gateway, acting: &Acting, kind: EventKind) -> Result<(), Refusal> {
+    gw.log()
+        .transact(&acting.key.id, |_| {
+            Ok::<_, Refusal>((vec![acting.event(kind.clone())], ()))
+        })
+        .await
+        .map_err(log_failed)??;
+    Ok(())
+}
+
+async fn finish(
+    gw: &Gateway,
+    acting: &Acting,
+    step_id: &str,
+    outcome: Result<(), StepError>,
+) -> Result<Outcome, Refusal> {
+    match outcome {
+        Ok(()) => Ok(Outcome::Applied),
+        Err(error) => {
+            tracing::info!(key = %acting.key.name, step = step_id, code = %error.code, "step failed");
+            record_event(
+                gw,
+                acting,
+                EventKind::StepFailed {
+                    step_id: step_id.to_owned(),
+                    error,
+                },
+            )
+            .await?;
+            Ok(Outcome::Failed)
+        }
+    }
+}
+
+/// The fresh checks before a step's call (DESIGN §5 Apply, 2).
+async fn recheck(
+    gw: &Gateway,
+    acting: &Acting,
+    step: &plangate_core::Step,
+    secrets: &[(String, Value)],
+) -> Result<(), StepError> {
+    let record = &step.record;
+    let fail = |code: Code, message: String| StepError {
+        code: code.as_str().to_owned(),
+        message,
+        upstream: None,
+    };
+    let catalog = gw.catalog();
+    let Some(tool) = catalog
+        .tools
+        .iter()
+        .find(|t| t.upstream == record.server && t.original == record.tool)
+    else {
+        return Err(fail(
+            Code::StaleTarget,
+            format!(
+                "{} is no longer offered by {}; nothing was sent",
+                record.tool, record.server
+            ),
+        ));
+    };
+    if !tool.enabled {
+        return Err(fail(
+            Code::Forbidden,
+            format!(
+                "{} is now disabled in plangate's config; nothing was sent",
+                tool.exposed
+            ),
+        ));
+    }
+    let current =
+        schema_hash(&Value::Object((*tool.tool.input_schema).clone())).unwrap_or_default();
+    if current != record.schema_hash {
+        return Err(fail(
+            Code::StaleTarget,
+            format!(
+                "{}'s input schema changed since the step was planned; plan it again. Nothing was sent",
+                tool.exposed
+            ),
+        ));
+    }
+    if tool.effect > record.effect {
+        return Err(fail(
+            Code::Forbidden,
+            format!(
+                "{} is now classed {} (planned as {}); plan it again so the person sees that. Nothing was sent",
+                tool.exposed, tool.effect, record.effect
+            ),
+        ));
+    }
+    match gw.store().find_key(&acting.key.id).await {
+        Ok(Some(key)) if key.is_active() && key.scope != Scope::Read => {}
+        Ok(_) => {
+            return Err(fail(
+                Code::Forbidden,
+                "the API key was revoked or lost its write scope; nothing was sent".to_owned(),
+            ));
+        }
+        Err(e) => {
+            return Err(fail(
+                Code::UpstreamUnavailable,
+                format!("the key store cannot be read ({e}); nothing was sent"),
+            ));
+        }
+    }
+    // The preview must still show the target as it was when planned.
+    let settings = gw
+        .config()
+        .upstreams
+        .get(&record.server)
+        .and_then(|u| u.tools.get(&record.tool));
+    if let (Some(preview_tool), Some(planned_version)) = (
+        settings.and_then(|s| s.preview.clone()),
+        record.target_version.clone(),
+    ) && tool.effect >= Effect::Write
+    {
+        let Some(upstream) = gw.upstream(&record.server) else {
+            return Err(fail(
+                Code::UpstreamUnavailable,
+                format!(
+                    "upstream {} is not connected; nothing was sent",
+                    record.server
+                ),
+            ));
+        };
+        let mut params = CallToolRequestParams::new(preview_tool);
+        params.arguments = restore_secrets(&record.arguments, secrets)
+            .as_object()
+            .cloned();
+        let preview =
+            tokio::time::timeout(Duration::from_secs(15), upstream.peer().call_tool(params)).await;
+        let now_version = match preview {
+            Ok(Ok(r)) if r.is_error != Some(true) => r
+                .structured_content
+                .and_then(|s| s.get("target_version").cloned()),
+            Ok(Ok(r)) => {
+                let why = r
+                    .content
+                    .iter()
+                    .find_map(|c| c.as_text().map(|t| scrub_text(&t.text, secrets)))
+                    .unwrap_or_default();
+                return Err(fail(
+                    Code::StaleTarget,
+                    format!("the target is no longer as planned: {why}. Nothing was sent"),
+                ));
+            }
+            _ => None,
+        };
+        if now_version.as_ref() != Some(&planned_version) {
+            return Err(fail(
+                Code::StaleTarget,
+                format!(
+                    "the target changed since the step was planned (version {} then, {} now); show the person the new state and plan again. Nothing was sent",
+                    planned_version,
+                    now_version
+                        .map(|v| v.to_string())
+                        .unwrap_or_else(|| "unknown".into())
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Renews a running claim every third of a lease until `stop`.
+async fn renew_lease(
+    log: std::sync::Arc<crate::log::KeyLog>,
+    acting: Acting,
+    apply_id: String,
+    step_id: String,
+    owner: String,
+    lease_ms: i64,
+    stop: CancellationToken,
+) {
+    let every = Duration::from_millis(u64::try_from(lease_ms / 3).unwrap_or(1000).max(50));
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            () = stop.cancelled() => return,
+        }
+        let renewed = log
+            .transact(&acting.key.id, |state| {
+                let ours = state.step(&step_id).is_some_and(|s| {
+                    s.status == StepStatus::Running
+                        && s.owner.as_deref() == Some(owner.as_str())
+                        && s.apply_id.as_deref() == Some(apply_id.as_str())
+                });
+                if !ours {
+                    return Ok::<_, std::convert::Infallible>((vec![], ()));
+                }
+                Ok((
+                    vec![acting.event(EventKind::StepStarted {
+                        step_id: step_id.clone(),
+                        apply_id: apply_id.clone(),
+                        owner: owner.clone(),
+                        lease_until_ms: now_ms() + lease_ms,
+                    })],
+                    (),
+                ))
+            })
+            .await;
+        if let Err(e) = renewed {
+            tracing::warn!(step = %step_id, "lease renewal failed: {e}");
+        }
+    }
+}
+
+/// The receipt of DESIGN §5.
+fn receipt(
+    gw: &Gateway,
+    state: &KeyState,
+    digest: &str,
+    outcomes: &[(String, Outcome)],
+    [applied, failed, in_doubt, not_run]: [u32; 4],
+) -> CallToolResult {
+    let mut approved = Vec::new();
+    let mut steps = Vec::new();
+    let mut lines = Vec::new();
+    for (step_id, outcome) in outcomes {
+        let Some(step) = state.step(step_id) else {
+            continue;
+        };
+        let r = &step.record;
+        let by_apply = r.approval_required && *outcome != Outcome::NotRun;
+        if by_apply {
+            approved.push(step_id.clone());
+        }
+        let mut s = json!({
+            "step_id": step_id,
+            "position": r.position,
+            "tool": r.tool,
+            "server": r.server,
+            "predicted_effect": r.predicted_effect,
+            "approved_by_apply": by_apply,
+            "outcome": outcome.as_str(),
+        });
+        if *outcome == Outcome::Applied {
+            s["result"] = step.result.clone().unwrap_or(Value::Null);
+            s["copy_id"] = json!(step.copy_id);
+            s["links"] = json!(step.links);
+            s["snapshots"] = json!(step.snapshots);
+        }
+        if matches!(outcome, Outcome::Failed | Outcome::InDoubt)
+            && let Some(e) = &step.error
+        {
+            s["error"] = json!(e);
+        }
+        lines.push(format!(
+            "{}. {} — {}{}",
+            r.position,
+            r.predicted_effect,
+            outcome.as_str(),
+            step.error
+                .as_ref()
+                .filter(|_| *outcome != Outcome::Applied && *outcome != Outcome::NotRun)
+                .map(|e| format!(": {}", e.message))
+                .unwrap_or_default()
+        ));
+        steps.push(s);
+    }
+    let success = failed == 0 && in_doubt == 0;
+    let message = if outcomes.is_empty() {
+        "Nothing to apply: no step is waiting.".to_owned()
+    } else if success && not_run == 0 {
+        format!("Applied {applied} step(s).")
+    } else {
+        format!(
+            "Applied {applied}, failed {failed}, in doubt {in_doubt}, not run {not_run}. Steps not run are still waiting; a failed step can be applied again by naming it; an in-doubt step may have reached the server and only a person can retry it."
+        )
+    };
+    let mode = gw.config().modes.resolve(state.mode.as_deref()).0;
+    let body = json!({
+        "success": success,
+        "code": "plan_applied",
+        "message": message,
+        "applied": applied,
+        "failed": failed,
+        "in_doubt": in_doubt,
+        "not_run": not_run,
+        "approved_by_apply": approved,
+        "plan_digest": digest,
+        "plan_mode": mode.plan_mode(),
+        "steps": steps,
+    });
+    let mut result = CallToolResult::structured(body);
+    result.content = vec![ContentBlock::text(format!(
+        "{message}\n{}",
+        lines.join("\n")
+    ))];
+    result
+}

@@ -1,0 +1,431 @@
+//! Planning: turning a write into a plan step, and describing a plan.
+//!
+//! The decision *whether* to plan is the core's ([`plangate_core::decide`]);
+//! this module does the edge work around it — redacting and sealing
+//! arguments, asking the upstream's preview tool what the write would do,
+//! and recording the step in the key's log — and builds the answer shapes
+//! of DESIGN §5.
+
+use plangate_core::{
+    Actor, Channel, Code, Effect, Event, EventKind, KeyState, LandsOn, ModeSpec, StepRecord, Where,
+    arguments_fingerprint, generic_effect, keyed_arguments, render_template, schema_hash,
+    scrub_text, split_secrets,
+};
+use plangate_store::{ApiKey, now_ms};
+use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, JsonObject};
+use serde_json::{Value, json};
+
+use crate::refusal::Refusal;
+use crate::{CatalogTool, Gateway};
+
+/// Why a write became a plan step; shapes the step's message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanReason {
+    /// The mode in force plans writes above its access.
+    Mode,
+    /// The caller's key has scope `plan`.
+    Scope,
+    /// The call asked for it with `"_plangate_plan": true`.
+    Explicit,
+}
+
+/// Who is acting, and over which channel, for the events a call appends.
+#[derive(Debug, Clone)]
+pub struct Acting {
+    /// The key whose log is written.
+    pub key: ApiKey,
+    /// How the call arrived.
+    pub channel: Channel,
+}
+
+impl Acting {
+    /// The event actor for the agent holding this key.
+    pub fn actor(&self) -> Actor {
+        Actor::Agent {
+            key_id: self.key.id.clone(),
+            key_name: self.key.name.clone(),
+        }
+    }
+
+    /// An event by this actor, now.
+    pub fn event(&self, kind: EventKind) -> Event {
+        Event {
+            at_ms: now_ms(),
+            key_id: self.key.id.clone(),
+            actor: self.actor(),
+            channel: self.channel,
+            kind,
+        }
+    }
+}
+
+/// The event that expires the plan's waiting steps, if its life is over.
+/// Expiry fails closed: the mode is left as it is.
+pub fn expiry_due(state: &KeyState, now: i64, ttl_ms: i64, acting: &Acting) -> Option<Event> {
+    let expires = state.expires_at_ms(ttl_ms)?;
+    if expires > now {
+        return None;
+    }
+    let step_ids: Vec<String> = state
+        .planned_steps()
+        .map(|s| s.record.step_id.clone())
+        .collect();
+    if step_ids.is_empty() {
+        return None;
+    }
+    let mut event = acting.event(EventKind::PlanExpired { step_ids });
+    event.actor = Actor::System;
+    Some(event)
+}
+
+/// Seconds left in the plan's life, if one is running.
+pub fn expires_in(state: &KeyState, now: i64, ttl_ms: i64) -> Option<i64> {
+    state
+        .expires_at_ms(ttl_ms)
+        .map(|t| ((t - now).max(0) + 999) / 1000)
+}
+
+/// The `plan` object carried by planning answers.
+pub fn plan_summary(state: &KeyState, mode: &ModeSpec, now: i64, ttl_ms: i64) -> Value {
+    json!({
+        "mode": mode.name,
+        "step_ids": state.open_steps().map(|s| s.record.step_id.clone()).collect::<Vec<_>>(),
+        "pending_steps": state.planned_steps().count(),
+        "expires_in": expires_in(state, now, ttl_ms),
+        "plan_digest": state.plan_digest(),
+    })
+}
+
+/// One step as `get_plan` and receipts show it: redacted, never sealed.
+pub fn step_json(step: &plangate_core::Step) -> Value {
+    let r = &step.record;
+    let mut v = json!({
+        "step_id": r.step_id,
+        "position": r.position,
+        "status": step.status.as_str(),
+        "server": r.server,
+        "tool": r.tool,
+        "exposed_as": r.exposed_as,
+        "arguments": r.arguments,
+        "effect": r.effect,
+        "predicted_effect": r.predicted_effect,
+        "lands_on": r.lands_on,
+        "approval_required": r.approval_required,
+        "planned_at": plangate_store::format_time_ms(r.planned_at_ms),
+    });
+    if let Some(note) = &r.approval_note {
+        v["approval_note"] = json!(note);
+    }
+    if let Some(err) = &step.error {
+        v["error"] = json!(err);
+    }
+    v
+}
+
+fn pointer_text(args: &Value, pointer: &str) -> Option<String> {
+    match args.pointer(pointer)? {
+        Value::String(s) => Some(s.clone()),
+        Value::Null => None,
+        other => Some(other.to_string()),
+    }
+}
+
+/// What a preview tool said about a write.
+struct Preview {
+    effect: Option<String>,
+    target: Option<String>,
+    target_version: Option<Value>,
+}
+
+/// Asks the upstream's configured preview tool what the write would do.
+/// `Err` carries a refusal when the preview says the write cannot work.
+async fn preview(
+    gw: &Gateway,
+    tool: &CatalogTool,
+    preview_tool: &str,
+    arguments: &JsonObject,
+) -> Result<Option<Preview>, Refusal> {
+    let Some(upstream) = gw.upstream(&tool.upstream) else {
+        return Ok(None);
+    };
+    let mut params = CallToolRequestParams::new(preview_tool.to_owned());
+    params.arguments = Some(arguments.clone());
+    let call = upstream.peer().call_tool(params);
+    let result = match tokio::time::timeout(std::time::Duration::from_secs(15), call).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(e)) => {
+            tracing::warn!(upstream = %tool.upstream, preview = preview_tool, "preview failed: {e}");
+            return Ok(None);
+        }
+        Err(_) => {
+            tracing::warn!(upstream = %tool.upstream, preview = preview_tool, "preview timed out");
+            return Ok(None);
+        }
+    };
+    let structured = result.structured_content.clone().unwrap_or(Value::Null);
+    if result.is_error == Some(true) {
+        let why = structured
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .or_else(|| {
+                result
+                    .content
+                    .iter()
+                    .find_map(|c| c.as_text().map(|t| t.text.clone()))
+            })
+            .unwrap_or_else(|| "the upstream's preview refused it".to_owned());
+        return Err(Refusal::new(
+            Code::InvalidArguments,
+            format!(
+                "{} cannot be planned: {why}. Nothing was planned or written; fix the arguments and call it again",
+                tool.exposed
+            ),
+        ));
+    }
+    Ok(Some(Preview {
+        effect: structured
+            .get("effect")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        target: structured.get("target").map(|t| match t {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        }),
+        target_version: structured.get("target_version").cloned(),
+    }))
+}
+
+/// Plans a write: the step record, recorded durably in the key's log, and
+/// the planned-write answer of DESIGN §5.
+pub async fn plan_write(
+    gw: &Gateway,
+    acting: &Acting,
+    mode: &ModeSpec,
+    tool: &CatalogTool,
+    arguments: JsonObject,
+    reason: PlanReason,
+) -> Result<CallToolResult, Refusal> {
+    let args = Value::Object(arguments.clone());
+    let (redacted, secrets) = split_secrets(&args);
+    let signing = gw.material().signing_key();
+    let internal = |what: &str| {
+        Refusal::new(
+            Code::InvalidArguments,
+            format!("{} cannot be planned: {what}", tool.exposed),
+        )
+    };
+    let keyed = keyed_arguments(&args, signing).map_err(|e| internal(&e.to_string()))?;
+    let fingerprint = arguments_fingerprint(&tool.upstream, &tool.original, &keyed)
+        .map_err(|e| internal(&e.to_string()))?;
+    let schema = Value::Object((*tool.tool.input_schema).clone());
+    let schema_hash = schema_hash(&schema).map_err(|e| internal(&e.to_string()))?;
+    let settings = gw
+        .config()
+        .upstreams
+        .get(&tool.upstream)
+        .and_then(|u| u.tools.get(&tool.original))
+        .cloned()
+        .unwrap_or_default();
+
+    let mut target = settings
+        .target
+        .as_deref()
+        .and_then(|p| pointer_text(&redacted, p));
+    let mut target_version = None;
+    let mut predicted = None;
+    if let Some(preview_tool) = &settings.preview {
+        // The preview sees the real arguments; whatever it says back is
+        // scrubbed of them before anyone else sees it.
+        match preview(gw, tool, preview_tool, &arguments).await {
+            Ok(Some(p)) => {
+                predicted = p.effect.map(|e| scrub_text(&e, &secrets));
+                target = target.or(p.target.map(|t| scrub_text(&t, &secrets)));
+                target_version = p.target_version;
+            }
+            Ok(None) => {}
+            Err(mut refusal) => {
+                refusal.message = scrub_text(&refusal.message, &secrets);
+                return Err(refusal);
+            }
+        }
+    }
+    let predicted_effect = predicted
+        .or_else(|| {
+            settings
+                .predicted_effect
+                .as_deref()
+                .map(|t| render_template(t, &redacted))
+        })
+        .unwrap_or_else(|| {
+            generic_effect(
+                &tool.upstream,
+                &tool.original,
+                tool.effect,
+                &redacted,
+                target.as_deref(),
+            )
+        });
+    let lands_on = LandsOn {
+        where_: match settings.lands_on {
+            plangate_config::LandsOnSetting::Copy => Where::Copy,
+            _ => Where::Live,
+        },
+        target,
+        copy_id: None,
+        note: settings.lands_on_note.clone(),
+    };
+    let approval_required = tool.effect == Effect::Destructive;
+    let approval_note = approval_required.then(|| {
+        format!(
+            "Destructive: {} may destroy or overwrite data. It needs the person's explicit yes; applying the plan is that yes.",
+            tool.exposed
+        )
+    });
+
+    let step_id = plangate_store::new_id("step_").map_err(|e| internal(&e.to_string()))?;
+    let sealed_secrets = if secrets.is_empty() {
+        None
+    } else {
+        let plain = serde_json::to_vec(&secrets).map_err(|e| internal(&e.to_string()))?;
+        Some(
+            plangate_store::seal::seal(gw.material(), &plain, step_id.as_bytes())
+                .map_err(|e| internal(&e.to_string()))?,
+        )
+    };
+    let ttl_ms = gw.ttl_ms();
+    let max_steps = gw.config().gateway.max_steps as usize;
+    let planned_at = now_ms();
+
+    let outcome = gw
+        .log()
+        .transact(&acting.key.id, |state| {
+            let now = now_ms();
+            let mut events = Vec::new();
+            let mut view = state.clone();
+            if let Some(expired) = expiry_due(state, now, ttl_ms, acting) {
+                view.apply(view.last_seq + 1, &expired);
+                events.push(expired);
+            }
+            if let Some(existing) = view.find_planned_duplicate(&fingerprint) {
+                let step_id = existing.record.step_id.clone();
+                events.push(acting.event(EventKind::StepDeduplicated {
+                    step_id: step_id.clone(),
+                }));
+                return Ok((events, (step_id, true)));
+            }
+            if view.open_steps().count() >= max_steps {
+                return Err(Refusal::new(
+                    Code::PlanFull,
+                    format!(
+                        "the plan already holds {max_steps} steps, the most it may hold; apply or discard some (plangate_get_plan shows them) before planning more. Nothing was planned"
+                    ),
+                ));
+            }
+            let record = StepRecord {
+                step_id: step_id.clone(),
+                position: view.next_position,
+                server: tool.upstream.clone(),
+                tool: tool.original.clone(),
+                exposed_as: tool.exposed.clone(),
+                arguments: redacted.clone(),
+                keyed_arguments: keyed.clone(),
+                sealed_secrets: sealed_secrets.clone(),
+                fingerprint: fingerprint.clone(),
+                effect: tool.effect,
+                schema_hash: schema_hash.clone(),
+                predicted_effect: predicted_effect.clone(),
+                lands_on: lands_on.clone(),
+                approval_required,
+                approval_note: approval_note.clone(),
+                planned_at_ms: planned_at,
+                target_version: target_version.clone(),
+            };
+            events.push(acting.event(EventKind::StepPlanned { step: record }));
+            Ok((events, (step_id.clone(), false)))
+        })
+        .await
+        .map_err(|e| Refusal::new(Code::UpstreamUnavailable, format!("plangate could not record the step: {e}")))?;
+    let (state, (step_id, deduplicated)) = outcome?;
+    let Some(step) = state.step(&step_id) else {
+        return Err(internal("the step vanished from the log"));
+    };
+    tracing::info!(
+        key = %acting.key.name,
+        tool = %tool.exposed,
+        step = %step_id,
+        position = step.record.position,
+        deduplicated,
+        "write planned"
+    );
+    Ok(planned_answer(gw, &state, step, mode, reason, deduplicated))
+}
+
+fn planned_answer(
+    gw: &Gateway,
+    state: &KeyState,
+    step: &plangate_core::Step,
+    mode: &ModeSpec,
+    reason: PlanReason,
+    deduplicated: bool,
+) -> CallToolResult {
+    let prefix = &gw.config().gateway.tool_prefix;
+    let r = &step.record;
+    let why = match reason {
+        PlanReason::Mode => format!("{} mode", capitalize(&mode.name)),
+        PlanReason::Scope => "This API key plans every write".to_owned(),
+        PlanReason::Explicit => "You asked to plan this write".to_owned(),
+    };
+    let dedup = if deduplicated {
+        " It is the same write as an existing step, so the plan did not grow."
+    } else {
+        ""
+    };
+    let message = format!(
+        "{why}: nothing was written. This write is step {} of the plan.{dedup} Show the person the plan and call {prefix}apply_plan only after they say yes; sending the write again does not run it.",
+        r.position
+    );
+    let now = now_ms();
+    let mut body = json!({
+        "code": "plan_step",
+        "planned": true,
+        "mutation_performed": false,
+        "message": message,
+        "step_id": r.step_id,
+        "position": r.position,
+        "server": r.server,
+        "tool": r.tool,
+        "exposed_as": r.exposed_as,
+        "arguments": r.arguments,
+        "effect": r.effect,
+        "predicted_effect": r.predicted_effect,
+        "lands_on": r.lands_on,
+        "approval_required": r.approval_required,
+        "deduplicated": deduplicated,
+        "plan": plan_summary(state, mode, now, gw.ttl_ms()),
+    });
+    if let Some(note) = &r.approval_note {
+        body["approval_note"] = json!(note);
+    }
+    let text = format!(
+        "Planned, not run — step {} of the plan: {} {}",
+        r.position,
+        r.predicted_effect,
+        if r.approval_required {
+            "(destructive: needs the person's explicit yes)."
+        } else {
+            ""
+        }
+    );
+    let mut result = CallToolResult::structured(body);
+    result.content = vec![ContentBlock::text(format!("{} {message}", text.trim_end()))];
+    result
+}
+
+fn capitalize(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}

@@ -1,0 +1,480 @@
+//! The gateway's own tools (DESIGN §5): `begin_session`, `get_plan`,
+//! `discard_plan`, `exit_plan_mode` and `end_session`, under the configured
+//! prefix. Every answer is an ordinary tool result: `structuredContent`
+//! carries the JSON of DESIGN §5, `content` the same facts as short text.
+
+use std::sync::Arc;
+
+use plangate_core::{Actor, Code, EventKind, KeyState, ModeSpec, StepStatus, Where};
+use plangate_store::now_ms;
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
+use serde_json::{Value, json};
+
+use crate::Gateway;
+use crate::plan::{Acting, expires_in, expiry_due, step_json};
+use crate::refusal::Refusal;
+
+/// Which gateway tool a name refers to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GatewayTool {
+    /// `begin_session {mode}`.
+    BeginSession,
+    /// `get_plan`.
+    GetPlan,
+    /// `discard_plan {step_ids?}`.
+    DiscardPlan,
+    /// `apply_plan {step_ids?, plan_digest?, continue_on_error?}`.
+    ApplyPlan,
+    /// `exit_plan_mode {plan}`.
+    ExitPlanMode,
+    /// `end_session`.
+    EndSession,
+}
+
+impl GatewayTool {
+    const ALL: [GatewayTool; 6] = [
+        GatewayTool::BeginSession,
+        GatewayTool::GetPlan,
+        GatewayTool::DiscardPlan,
+        GatewayTool::ApplyPlan,
+        GatewayTool::ExitPlanMode,
+        GatewayTool::EndSession,
+    ];
+
+    fn suffix(self) -> &'static str {
+        match self {
+            GatewayTool::BeginSession => "begin_session",
+            GatewayTool::GetPlan => "get_plan",
+            GatewayTool::DiscardPlan => "discard_plan",
+            GatewayTool::ApplyPlan => "apply_plan",
+            GatewayTool::ExitPlanMode => "exit_plan_mode",
+            GatewayTool::EndSession => "end_session",
+        }
+    }
+
+    /// The gateway tool called `name` under `prefix`, if any.
+    pub fn parse(prefix: &str, name: &str) -> Option<GatewayTool> {
+        let suffix = name.strip_prefix(prefix)?;
+        Self::ALL.into_iter().find(|t| t.suffix() == suffix)
+    }
+}
+
+fn object(v: Value) -> Arc<JsonObject> {
+    Arc::new(v.as_object().cloned().unwrap_or_default())
+}
+
+/// The gateway tools a session lists: `exit_plan_mode` only while a
+/// plan-like mode is in force (DESIGN §4).
+pub fn definitions(gw: &Gateway, plan_mode: bool) -> Vec<Tool> {
+    let prefix = &gw.config().gateway.tool_prefix;
+    let modes = gw.config().modes.names();
+    let name = |t: GatewayTool| format!("{prefix}{}", t.suffix());
+    let annotations = |read_only: bool, destructive: bool, idempotent: bool, title: &str| {
+        let mut a = ToolAnnotations::default().read_only(read_only);
+        if !read_only {
+            a = a.destructive(destructive).idempotent(idempotent);
+        }
+        let mut a = a.open_world(false);
+        a.title = Some(title.to_owned());
+        a
+    };
+    let mut tools = vec![
+        Tool::new(
+            name(GatewayTool::BeginSession),
+            format!(
+                "Start working in a mode and (re)start the plan's life. In a plan-like mode (e.g. \"plan\") reads run and every write becomes a plan step the person reviews; nothing is written until they say yes and {prefix}apply_plan runs. Modes: {}.",
+                modes.join(", ")
+            ),
+            object(json!({
+                "type": "object",
+                "properties": {"mode": {"type": "string", "enum": modes, "description": "The mode to work in; \"default\" has no cap."}},
+                "required": ["mode"],
+                "additionalProperties": false
+            })),
+        )
+        .with_annotations(annotations(false, false, true, "Begin a session in a mode")),
+        Tool::new(
+            name(GatewayTool::GetPlan),
+            "Show the current plan: every step not yet done, with its status, predicted effect, where it lands and whether it needs the person's explicit yes, plus the plan digest. Changes nothing.",
+            object(json!({"type": "object", "properties": {}, "additionalProperties": false})),
+        )
+        .with_annotations(annotations(true, false, true, "Show the plan")),
+        Tool::new(
+            name(GatewayTool::DiscardPlan),
+            "Discard every waiting step of the plan, or only the named ones (waiting, failed or in doubt). Nothing is written upstream.",
+            object(json!({
+                "type": "object",
+                "properties": {"step_ids": {"type": "array", "items": {"type": "string"}, "description": "Steps to discard; all waiting steps if omitted."}},
+                "additionalProperties": false
+            })),
+        )
+        .with_annotations(annotations(false, false, true, "Discard plan steps")),
+        Tool::new(
+            name(GatewayTool::ApplyPlan),
+            "Run the plan's waiting steps (or the named ones) in order, at most once each, after the person said yes; returns a receipt of what happened. Pass the plan_digest the person approved: if the plan changed since, nothing runs. Stops at the first failure unless continue_on_error.",
+            object(json!({
+                "type": "object",
+                "properties": {
+                    "step_ids": {"type": "array", "items": {"type": "string"}, "description": "Steps to run; all waiting steps if omitted. A failed step runs again when named."},
+                    "plan_digest": {"type": "string", "description": "The digest of the plan the person approved (from get_plan)."},
+                    "continue_on_error": {"type": "boolean", "description": "Run the remaining steps after a failure (default false)."}
+                },
+                "additionalProperties": false
+            })),
+        )
+        .with_annotations({
+            let mut a = annotations(false, true, false, "Apply the approved plan");
+            a.open_world_hint = Some(true);
+            a
+        }),
+    ];
+    if plan_mode {
+        tools.push(
+            Tool::new(
+                name(GatewayTool::ExitPlanMode),
+                "Ask the person to review your plan (your words plus the recorded steps) and say yes or keep planning.",
+                object(json!({
+                    "type": "object",
+                    "properties": {"plan": {"type": "string", "description": "The plan in plain words, as you would explain it to the person."}},
+                    "required": ["plan"],
+                    "additionalProperties": false
+                })),
+            )
+            .with_annotations(annotations(false, false, false, "Ask the person to review the plan")),
+        );
+    }
+    tools.push(
+        Tool::new(
+            name(GatewayTool::EndSession),
+            "End the session: the mode returns to \"default\" and the plan's waiting steps are dropped.",
+            object(json!({"type": "object", "properties": {}, "additionalProperties": false})),
+        )
+        .with_annotations(annotations(false, true, true, "End the session")),
+    );
+    tools
+}
+
+/// An answer: `structuredContent` = `body`, `content` = `text`.
+fn answer(body: Value, text: String) -> CallToolResult {
+    let mut r = CallToolResult::structured(body);
+    r.content = vec![ContentBlock::text(text)];
+    r
+}
+
+fn log_failed(e: crate::log::LogError) -> Refusal {
+    tracing::error!("event log: {e}");
+    Refusal::new(
+        Code::UpstreamUnavailable,
+        format!(
+            "plangate could not read or write its event log ({e}); nothing was changed — try again"
+        ),
+    )
+}
+
+fn step_list(state: &KeyState) -> Vec<Value> {
+    state.open_steps().map(step_json).collect()
+}
+
+/// Handles a call to a gateway tool for a caller with a key. Returns the
+/// result and whether plan mode (and so the tool list) changed.
+pub async fn call(
+    gw: &Gateway,
+    acting: &Acting,
+    tool: GatewayTool,
+    arguments: &JsonObject,
+) -> Result<(CallToolResult, bool), Refusal> {
+    let ttl_ms = gw.ttl_ms();
+    let modes = &gw.config().modes;
+    let prefix = gw.config().gateway.tool_prefix.clone();
+    match tool {
+        GatewayTool::BeginSession => {
+            let Some(mode) = arguments.get("mode").and_then(Value::as_str) else {
+                return Err(Refusal::new(
+                    Code::InvalidArguments,
+                    format!(
+                        "begin_session needs \"mode\": one of {}",
+                        modes.names().join(", ")
+                    ),
+                ));
+            };
+            if !modes.contains(mode) {
+                return Err(Refusal::new(
+                    Code::InvalidArguments,
+                    format!(
+                        "mode {mode:?} is not defined; use one of {}",
+                        modes.names().join(", ")
+                    ),
+                ));
+            }
+            let session_id = plangate_store::new_id("ses_")
+                .map_err(|e| Refusal::new(Code::UpstreamUnavailable, e.to_string()))?;
+            let before = gw.log().state(&acting.key.id).await.map_err(log_failed)?;
+            let was_plan = modes.resolve(before.mode.as_deref()).0.plan_mode();
+            let (state, ()) = gw
+                .log()
+                .transact(&acting.key.id, |state| {
+                    let mut events = Vec::new();
+                    if let Some(e) = expiry_due(state, now_ms(), ttl_ms, acting) {
+                        events.push(e);
+                    }
+                    events.push(acting.event(EventKind::ModeSet {
+                        mode: mode.to_owned(),
+                    }));
+                    events.push(acting.event(EventKind::SessionBegun {
+                        session_id: session_id.clone(),
+                        mode: mode.to_owned(),
+                    }));
+                    Ok::<_, Refusal>((events, ()))
+                })
+                .await
+                .map_err(log_failed)??;
+            let spec = modes.resolve(Some(mode)).0;
+            let instructions = session_instructions(&prefix, &spec);
+            let body = json!({
+                "success": true,
+                "session_id": session_id,
+                "mode": spec.name,
+                "plan_mode": spec.plan_mode(),
+                "modes": modes.names(),
+                "expires_in": expires_in(&state, now_ms(), ttl_ms),
+                "pending_steps": state.planned_steps().count(),
+                "instructions": instructions,
+            });
+            let text = format!(
+                "Session {session_id} begun in mode {}. {instructions}",
+                spec.name
+            );
+            Ok((answer(body, text), was_plan != spec.plan_mode()))
+        }
+        GatewayTool::GetPlan => {
+            let (state, ()) = gw
+                .log()
+                .transact(&acting.key.id, |state| {
+                    let events = expiry_due(state, now_ms(), ttl_ms, acting)
+                        .into_iter()
+                        .collect();
+                    Ok::<_, Refusal>((events, ()))
+                })
+                .await
+                .map_err(log_failed)??;
+            let (spec, notice) = modes.resolve(state.mode.as_deref());
+            let digest = state.plan_digest();
+            let approved = is_approved(&state, &digest, acting);
+            let steps = step_list(&state);
+            let pending = state.planned_steps().count();
+            let expired_recently = state.open_steps().next().is_none()
+                && state
+                    .steps
+                    .last()
+                    .is_some_and(|s| s.status == StepStatus::Expired);
+            let message = if expired_recently {
+                "The plan expired before it was applied; its steps were not run. Plan again if the work is still wanted.".to_owned()
+            } else if steps.is_empty() {
+                "No plan: nothing is waiting.".to_owned()
+            } else {
+                format!(
+                    "{} step(s) in the plan, {pending} waiting. Show the person the plan in plain words; apply only after they say yes.",
+                    steps.len()
+                )
+            };
+            let mut body = json!({
+                "success": true,
+                "mode": spec.name,
+                "plan_mode": spec.plan_mode(),
+                "expires_in": expires_in(&state, now_ms(), ttl_ms),
+                "pending_steps": pending,
+                "plan_digest": digest,
+                "approved": approved,
+                "steps": steps,
+                "message": message,
+            });
+            if let Some(n) = notice {
+                body["notice"] = json!(n);
+            }
+            let mut text = message.clone();
+            for s in state.open_steps() {
+                let r = &s.record;
+                text.push_str(&format!(
+                    "\n{}. [{}] {} — {}{}",
+                    r.position,
+                    s.status,
+                    r.predicted_effect,
+                    match r.lands_on.where_ {
+                        Where::Copy => "lands on a copy",
+                        Where::Live => "lands live",
+                    },
+                    if r.approval_required {
+                        "; destructive, needs an explicit yes"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+            Ok((answer(body, text), false))
+        }
+        GatewayTool::DiscardPlan => {
+            let named: Option<Vec<String>> = match arguments.get("step_ids") {
+                None | Some(Value::Null) => None,
+                Some(Value::Array(ids)) => {
+                    let mut out = Vec::new();
+                    for id in ids {
+                        match id.as_str() {
+                            Some(s) => out.push(s.to_owned()),
+                            None => {
+                                return Err(Refusal::new(
+                                    Code::InvalidArguments,
+                                    "step_ids must be a list of step id strings",
+                                ));
+                            }
+                        }
+                    }
+                    Some(out)
+                }
+                Some(_) => {
+                    return Err(Refusal::new(
+                        Code::InvalidArguments,
+                        "step_ids must be a list of step id strings",
+                    ));
+                }
+            };
+            let (state, discarded) = gw
+                .log()
+                .transact(&acting.key.id, |state| {
+                    let mut events = Vec::new();
+                    let mut view = state.clone();
+                    if let Some(e) = expiry_due(state, now_ms(), ttl_ms, acting) {
+                        view.apply(view.last_seq + 1, &e);
+                        events.push(e);
+                    }
+                    let ids: Vec<String> = match &named {
+                        None => view.planned_steps().map(|s| s.record.step_id.clone()).collect(),
+                        Some(ids) => {
+                            for id in ids {
+                                let Some(step) = view.step(id) else {
+                                    return Err(Refusal::new(
+                                        Code::InvalidArguments,
+                                        format!("there is no step {id:?} in this key's plan; {prefix}get_plan lists the steps"),
+                                    ));
+                                };
+                                match step.status {
+                                    StepStatus::Planned | StepStatus::Failed | StepStatus::InDoubt => {}
+                                    StepStatus::Expired => {
+                                        return Err(Refusal::new(
+                                            Code::PlanExpired,
+                                            format!("step {id} expired with its plan and was never run; there is nothing to discard. Plan again if the work is still wanted"),
+                                        ));
+                                    }
+                                    other => {
+                                        return Err(Refusal::new(
+                                            Code::InvalidArguments,
+                                            format!("step {id} is {other}; only waiting, failed or in-doubt steps can be discarded"),
+                                        ));
+                                    }
+                                }
+                            }
+                            ids.clone()
+                        }
+                    };
+                    if !ids.is_empty() {
+                        events.push(acting.event(EventKind::StepsDiscarded { step_ids: ids.clone() }));
+                    }
+                    Ok((events, ids))
+                })
+                .await
+                .map_err(log_failed)??;
+            let body = json!({
+                "success": true,
+                "discarded": discarded,
+                "pending_steps": state.planned_steps().count(),
+                "plan_digest": state.plan_digest(),
+            });
+            let text = format!(
+                "Discarded {} step(s); {} waiting.",
+                discarded.len(),
+                state.planned_steps().count()
+            );
+            Ok((answer(body, text), false))
+        }
+        GatewayTool::ApplyPlan => Err(Refusal::new(
+            Code::InvalidArguments,
+            "apply_plan is handled by the session, not here",
+        )),
+        GatewayTool::ExitPlanMode => {
+            let state = gw.log().state(&acting.key.id).await.map_err(log_failed)?;
+            let spec = modes.resolve(state.mode.as_deref()).0;
+            if !spec.plan_mode() {
+                return Err(Refusal::new(
+                    Code::NotInPlanMode,
+                    format!(
+                        "mode {} is not a plan mode, so there is no plan review to leave; writes run as the mode allows",
+                        spec.name
+                    ),
+                ));
+            }
+            Err(Refusal::new(
+                Code::ElicitationUnsupported,
+                format!(
+                    "plangate cannot ask the person from here yet. Show them the plan in plain words ({prefix}get_plan lists every step and the plan digest) and call {prefix}apply_plan with that plan_digest only after they say yes; nothing was applied and the mode stays {}",
+                    spec.name
+                ),
+            ))
+        }
+        GatewayTool::EndSession => {
+            let before = gw.log().state(&acting.key.id).await.map_err(log_failed)?;
+            let was_plan = modes.resolve(before.mode.as_deref()).0.plan_mode();
+            let (_, discarded) = gw
+                .log()
+                .transact(&acting.key.id, |state| {
+                    let ids: Vec<String> = state
+                        .open_steps()
+                        .filter(|s| s.status != StepStatus::Running)
+                        .map(|s| s.record.step_id.clone())
+                        .collect();
+                    let events = vec![
+                        acting.event(EventKind::SessionEnded {
+                            discarded: ids.clone(),
+                        }),
+                        acting.event(EventKind::ModeSet {
+                            mode: plangate_core::DEFAULT_MODE.to_owned(),
+                        }),
+                    ];
+                    Ok::<_, Refusal>((events, ids.len()))
+                })
+                .await
+                .map_err(log_failed)??;
+            let body = json!({"success": true, "discarded_steps": discarded});
+            let text =
+                format!("Session ended: mode is default; {discarded} waiting step(s) dropped.");
+            Ok((answer(body, text), was_plan))
+        }
+    }
+}
+
+/// Whether the current digest is approved for this key (DESIGN §7): for a
+/// `plan`-scope key only an operator's approval counts; for others any
+/// recorded approval.
+pub fn is_approved(state: &KeyState, digest: &str, acting: &Acting) -> bool {
+    let plan_scope = acting.key.scope == plangate_core::Scope::Plan;
+    state.is_approved(digest, |a| {
+        !plan_scope || matches!(a.actor, Actor::Operator { .. })
+    })
+}
+
+/// What a session's agent is told about working through plangate (DESIGN
+/// §5), plus the mode's own guidance.
+pub fn session_instructions(prefix: &str, mode: &ModeSpec) -> String {
+    let mut out = String::new();
+    if let Some(i) = &mode.instructions {
+        out.push_str(i.trim());
+        out.push(' ');
+    }
+    out.push_str(&general_instructions(prefix));
+    out
+}
+
+/// The server instructions of DESIGN §5.
+pub fn general_instructions(prefix: &str) -> String {
+    format!(
+        "plangate sits in front of this session's MCP servers. Reads pass through. A planned step is a question for the person, not a done deed: show the plan in plain words ({prefix}get_plan lists it) and apply it only after they say yes. Steps are independent — a step never uses another step's result — so when a write needs an earlier write's result, apply first, then plan the rest. A refused call answers isError with a stable code and says what to do next. plangate governs MCP tool calls only, not your own shell or file edits."
+    )
+}
