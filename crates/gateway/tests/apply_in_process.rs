@@ -1,0 +1,438 @@
+//! Apply in one process: at most once, leases, in-doubt steps, progress and
+//! the real secret reaching the upstream — against an in-repo recording
+//! upstream whose every call is visible to the test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+use plangate_config::Namespace;
+use plangate_core::{Actor, Channel, Event, EventKind, Scope};
+use plangate_gateway::Gateway;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
+};
+use rmcp::service::{PeerRequestOptions, RequestContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+/// Every call the recording upstream received: tool, arguments, `_meta`.
+type Calls = Arc<Mutex<Vec<(String, Value, Value)>>>;
+
+/// An upstream that records what it is sent. `record` answers at once;
+/// `slow {ms}` answers after a while; `hang` never answers. All are writes.
+/// `typed` is a write with an output schema; `lookup` a read with one.
+#[derive(Clone, Default)]
+struct Recorder {
+    calls: Calls,
+}
+
+impl ServerHandler for Recorder {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let open = json!({"type": "object"}).as_object().cloned().unwrap();
+        let out = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}})
+            .as_object()
+            .cloned()
+            .unwrap();
+        let write = ToolAnnotations::default()
+            .read_only(false)
+            .destructive(false);
+        let read = ToolAnnotations::default().read_only(true);
+        Ok(ListToolsResult::with_all_items(vec![
+            Tool::new("record", "records its call", open.clone()).with_annotations(write.clone()),
+            Tool::new("slow", "answers after ms", open.clone()).with_annotations(write.clone()),
+            Tool::new("hang", "never answers", open.clone()).with_annotations(write.clone()),
+            Tool::new("typed", "a write with an output schema", open.clone())
+                .with_annotations(write)
+                .with_raw_output_schema(Arc::new(out.clone())),
+            Tool::new("lookup", "a read with an output schema", open)
+                .with_annotations(read)
+                .with_raw_output_schema(Arc::new(out)),
+        ]))
+    }
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args = Value::Object(request.arguments.clone().unwrap_or_default());
+        let meta = serde_json::to_value(&cx.meta).unwrap_or(Value::Null);
+        self.calls
+            .lock()
+            .unwrap()
+            .push((request.name.to_string(), args.clone(), meta));
+        match request.name.as_ref() {
+            "slow" => {
+                let ms = args["ms"].as_u64().unwrap_or(100);
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
+            "hang" => tokio::time::sleep(Duration::from_secs(600)).await,
+            _ => {}
+        }
+        Ok(CallToolResult::structured(json!({"ok": true})).into())
+    }
+}
+
+struct Rig {
+    gw: Arc<Gateway>,
+    store: Arc<dyn plangate_store::Store>,
+    token: String,
+    key_id: String,
+    calls: Calls,
+    sessions: Arc<Mutex<Vec<tokio_util::sync::CancellationToken>>>,
+    _dir: tempfile::TempDir,
+}
+
+async fn rig(lease: Duration) -> Rig {
+    let dir = tempfile::tempdir().unwrap();
+    let store = plangate_store::open_sqlite(&dir.path().join("plangate.db"))
+        .await
+        .unwrap();
+    let key = store.create_key("agent", Scope::Write).await.unwrap();
+    let recorder = Recorder::default();
+    let calls = recorder.calls.clone();
+    let (connector, sessions) = in_process("rec", move || recorder.clone());
+    let mut config = config(&["rec"], Namespace::Auto);
+    config.gateway.lease = lease;
+    let gw = Gateway::start(
+        config,
+        store.clone(),
+        material(),
+        BTreeMap::from([("rec".into(), connector)]),
+    )
+    .await;
+    Rig {
+        gw,
+        store,
+        token: key.token,
+        key_id: key.key.id,
+        calls,
+        sessions,
+        _dir: dir,
+    }
+}
+
+fn body(r: &CallToolResult) -> Value {
+    r.structured_content.clone().unwrap_or(Value::Null)
+}
+
+fn calls_of(calls: &Calls, tool: &str) -> Vec<(Value, Value)> {
+    calls
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(t, _, _)| t == tool)
+        .map(|(_, a, m)| (a.clone(), m.clone()))
+        .collect()
+}
+
+#[tokio::test]
+async fn apply_delivers_the_real_secret_while_every_answer_shows_it_redacted() {
+    let r = rig(Duration::from_secs(30)).await;
+    let client = client_of(r.gw.clone(), Some(r.token.clone()), Seen::default()).await;
+    call(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
+    let planned = body(
+        &call(
+            &client,
+            "record",
+            json!({"note": "hello", "api_key": "sk-canary-123"}),
+        )
+        .await,
+    );
+    assert_eq!(planned["arguments"]["api_key"], "[redacted]");
+    assert!(
+        !body(&call(&client, "plangate_get_plan", json!({})).await)
+            .to_string()
+            .contains("sk-canary-123")
+    );
+    assert!(calls_of(&r.calls, "record").is_empty(), "planned, not run");
+
+    let receipt = body(&call(&client, "plangate_apply_plan", json!({})).await);
+    assert_eq!(receipt["applied"], 1, "{receipt}");
+    assert!(!receipt.to_string().contains("sk-canary-123"));
+    let delivered = calls_of(&r.calls, "record");
+    assert_eq!(delivered.len(), 1);
+    assert_eq!(
+        delivered[0].0["api_key"], "sk-canary-123",
+        "the upstream gets the real value"
+    );
+    assert_eq!(
+        delivered[0].1["dev.plangate/operation_key"],
+        planned["step_id"]
+    );
+    // Nowhere in the event log in plaintext.
+    let events = r.store.export_events(None, None).await.unwrap();
+    assert!(
+        !serde_json::to_string(&events)
+            .unwrap()
+            .contains("sk-canary-123")
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn writes_that_can_be_planned_are_listed_without_output_schema() {
+    let r = rig(Duration::from_secs(30)).await;
+    let client = client_of(r.gw.clone(), Some(r.token.clone()), Seen::default()).await;
+    let tools = client.peer().list_all_tools().await.unwrap();
+    let typed = tools.iter().find(|t| t.name == "typed").unwrap();
+    assert!(typed.output_schema.is_none());
+    let lookup = tools.iter().find(|t| t.name == "lookup").unwrap();
+    assert!(lookup.output_schema.is_some(), "reads keep theirs");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_call_that_outlives_its_lease_keeps_it_renewed_and_is_not_in_doubt() {
+    let r = rig(Duration::from_secs(1)).await;
+    // A second gateway process on the same store sweeps while the call runs.
+    let mut other_config = config(&["rec"], Namespace::Auto);
+    other_config.gateway.lease = Duration::from_secs(1);
+    let other = Gateway::start(other_config, r.store.clone(), material(), BTreeMap::new()).await;
+    let client = client_of(r.gw.clone(), Some(r.token.clone()), Seen::default()).await;
+    call(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
+    call(&client, "slow", json!({"ms": 2600})).await;
+    let sweeping = tokio::spawn({
+        let other = other.clone();
+        let key = r.key_id.clone();
+        async move {
+            let mut marked = 0;
+            for _ in 0..25 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                marked += other.sweep_leases(&key).await.unwrap();
+            }
+            marked
+        }
+    });
+    let receipt = body(&call(&client, "plangate_apply_plan", json!({})).await);
+    assert_eq!(receipt["applied"], 1, "{receipt}");
+    assert_eq!(receipt["in_doubt"], 0);
+    assert_eq!(sweeping.await.unwrap(), 0, "no sweeper found a dead claim");
+    assert_eq!(calls_of(&r.calls, "slow").len(), 1);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_dead_processes_claim_is_marked_in_doubt_by_another_process() {
+    let r = rig(Duration::from_secs(1)).await;
+    let client = client_of(r.gw.clone(), Some(r.token.clone()), Seen::default()).await;
+    call(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
+    let step = body(&call(&client, "record", json!({"note": "x"})).await)["step_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // A process starts applying, claims the step and dies: its lease is
+    // never renewed.
+    let started = Event {
+        at_ms: plangate_store::now_ms(),
+        key_id: r.key_id.clone(),
+        actor: Actor::System,
+        channel: Channel::Stdio,
+        kind: EventKind::ApplyStarted {
+            apply_id: "apply_dead".into(),
+            step_ids: vec![step.clone()],
+            plan_digest: None,
+        },
+    };
+    let dead = Event {
+        at_ms: plangate_store::now_ms(),
+        key_id: r.key_id.clone(),
+        actor: Actor::System,
+        channel: Channel::Stdio,
+        kind: EventKind::StepStarted {
+            step_id: step.clone(),
+            apply_id: "apply_dead".into(),
+            owner: "dead-process".into(),
+            lease_until_ms: plangate_store::now_ms() + 1000,
+        },
+    };
+    r.gw.log()
+        .transact(&r.key_id, |_| {
+            Ok::<_, std::convert::Infallible>((vec![started.clone(), dead.clone()], ()))
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    // While the claim holds, applying runs nothing (one apply at a time).
+    let busy = call(&client, "plangate_apply_plan", json!({})).await;
+    assert_eq!(body(&busy)["code"], "apply_in_progress");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    // Another gateway on the same store finds it, not by starting up.
+    let mut other_config = config(&["rec"], Namespace::Auto);
+    other_config.gateway.lease = Duration::from_secs(1);
+    let other = Gateway::start(other_config, r.store.clone(), material(), BTreeMap::new()).await;
+    assert!(other.sweep_leases(&r.key_id).await.unwrap() >= 1);
+    let plan = body(&call(&client, "plangate_get_plan", json!({})).await);
+    assert_eq!(plan["steps"][0]["status"], "in_doubt", "{plan}");
+    // The next apply does not re-run it…
+    let receipt = body(&call(&client, "plangate_apply_plan", json!({})).await);
+    assert_eq!(receipt["applied"], 0);
+    assert!(calls_of(&r.calls, "record").is_empty());
+    // …nor does naming it: only a person's retry does.
+    let named = call(&client, "plangate_apply_plan", json!({"step_ids": [step]})).await;
+    assert_eq!(body(&named)["code"], "invalid_arguments");
+    assert!(
+        body(&named)["message"]
+            .as_str()
+            .unwrap()
+            .contains("plans retry")
+    );
+    let retried = Event {
+        at_ms: plangate_store::now_ms(),
+        key_id: r.key_id.clone(),
+        actor: Actor::Operator {
+            name: "person".into(),
+        },
+        channel: Channel::Cli,
+        kind: EventKind::StepRetried {
+            step_id: step.clone(),
+        },
+    };
+    r.gw.log()
+        .transact(&r.key_id, |_| {
+            Ok::<_, std::convert::Infallible>((vec![retried.clone()], ()))
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    let receipt = body(&call(&client, "plangate_apply_plan", json!({"step_ids": [step]})).await);
+    assert_eq!(receipt["applied"], 1, "{receipt}");
+    assert_eq!(calls_of(&r.calls, "record").len(), 1);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_upstream_killed_during_a_call_leaves_the_step_in_doubt() {
+    let r = rig(Duration::from_secs(30)).await;
+    let client = client_of(r.gw.clone(), Some(r.token.clone()), Seen::default()).await;
+    call(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
+    let hang = body(&call(&client, "hang", json!({})).await)["step_id"].clone();
+    call(&client, "record", json!({"note": "after"})).await;
+    let applying = tokio::spawn({
+        let gw = r.gw.clone();
+        let token = r.token.clone();
+        async move {
+            let c = client_of(gw, Some(token), Seen::default()).await;
+            body(&call(&c, "plangate_apply_plan", json!({})).await)
+        }
+    });
+    eventually("the upstream to receive the call", || {
+        !calls_of(&r.calls, "hang").is_empty()
+    })
+    .await;
+    r.sessions.lock().unwrap()[0].cancel();
+    let receipt = tokio::time::timeout(Duration::from_secs(20), applying)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(receipt["in_doubt"], 1, "{receipt}");
+    assert_eq!(receipt["not_run"], 1, "stops at the in-doubt step");
+    assert_eq!(receipt["steps"][0]["step_id"], hang);
+    assert_eq!(receipt["steps"][0]["outcome"], "in_doubt");
+    assert!(calls_of(&r.calls, "record").is_empty());
+    // Once the upstream is back, the next apply runs only the waiting step.
+    eventually("the upstream to come back", || {
+        r.gw.upstream("rec").is_some() && r.sessions.lock().unwrap().len() >= 2
+    })
+    .await;
+    let receipt = body(&call(&client, "plangate_apply_plan", json!({})).await);
+    assert_eq!(receipt["applied"], 1, "{receipt}");
+    assert_eq!(
+        calls_of(&r.calls, "hang").len(),
+        1,
+        "the in-doubt step was not sent again"
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn apply_reports_progress_step_by_step_when_asked() {
+    let r = rig(Duration::from_secs(30)).await;
+    let seen = Seen::default();
+    let client = client_of(r.gw.clone(), Some(r.token.clone()), seen.clone()).await;
+    call(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
+    for i in 0..3 {
+        call(&client, "record", json!({"note": i})).await;
+    }
+    let handle = client
+        .peer()
+        .send_request_with_option(
+            ClientRequest::CallToolRequest(CallToolRequest::new(CallToolRequestParams::new(
+                "plangate_apply_plan",
+            ))),
+            PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    let token = handle.progress_token.clone();
+    handle.await_response().await.unwrap();
+    eventually("progress", || seen.progress.lock().unwrap().len() >= 4).await;
+    let progress = seen.progress.lock().unwrap().clone();
+    assert!(
+        progress
+            .iter()
+            .all(|p| p.progress_token == token && p.total == Some(3.0))
+    );
+    assert_eq!(
+        progress.iter().map(|p| p.progress).collect::<Vec<_>>(),
+        [0.0, 1.0, 2.0, 3.0]
+    );
+    assert!(
+        progress[1]
+            .message
+            .as_deref()
+            .unwrap()
+            .starts_with("step 2 of 3")
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn two_applies_at_once_never_run_a_step_twice() {
+    let r = rig(Duration::from_secs(30)).await;
+    let client = client_of(r.gw.clone(), Some(r.token.clone()), Seen::default()).await;
+    call(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
+    for i in 0..5 {
+        call(&client, "slow", json!({"ms": 50, "n": i})).await;
+    }
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let gw = r.gw.clone();
+        let token = r.token.clone();
+        tasks.push(tokio::spawn(async move {
+            let c = client_of(gw, Some(token), Seen::default()).await;
+            body(&call(&c, "plangate_apply_plan", json!({})).await)
+        }));
+    }
+    let mut applied = 0;
+    let mut busy = 0;
+    for t in tasks {
+        let answer = t.await.unwrap();
+        if answer["code"] == "apply_in_progress" {
+            busy += 1;
+        } else {
+            applied += answer["applied"].as_i64().unwrap();
+        }
+    }
+    assert_eq!(applied, 5);
+    assert!(busy >= 1);
+    assert_eq!(
+        calls_of(&r.calls, "slow").len(),
+        5,
+        "every step reached the upstream exactly once"
+    );
+    client.cancel().await.unwrap();
+}
