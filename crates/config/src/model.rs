@@ -102,6 +102,11 @@ pub struct GatewaySettings {
     /// 1 s to [`MAX_LEASE`].
     #[serde(serialize_with = "serialize_duration")]
     pub lease: Duration,
+    /// How long a question to the person (`exit_plan_mode`, an `ask` mode)
+    /// waits for an answer; then it lapses and nothing is written. 1 s to
+    /// 1 h.
+    #[serde(serialize_with = "serialize_duration")]
+    pub review_timeout: Duration,
 }
 
 /// The default `Host` headers for `serve --http`: loopback only.
@@ -146,6 +151,7 @@ impl Default for GatewaySettings {
             max_steps: DEFAULT_MAX_STEPS,
             plan_ttl: DEFAULT_PLAN_TTL,
             lease: DEFAULT_LEASE,
+            review_timeout: Duration::from_secs(600),
         }
     }
 }

@@ -20,7 +20,7 @@ use crate::model::{
 use crate::planning::{pointer_problem, template_placeholders};
 
 const TOP_KEYS: [&str; 3] = ["gateway", "modes", "upstreams"];
-const GATEWAY_KEYS: [&str; 7] = [
+const GATEWAY_KEYS: [&str; 8] = [
     "anonymous",
     "allowed_hosts",
     "namespace",
@@ -28,6 +28,7 @@ const GATEWAY_KEYS: [&str; 7] = [
     "max_steps",
     "plan_ttl",
     "lease",
+    "review_timeout",
 ];
 const MODE_KEYS: [&str; 3] = ["instructions", "access", "over_access"];
 const UPSTREAM_KEYS: [&str; 10] = [
@@ -203,6 +204,10 @@ fn gateway(c: &mut Checker<'_>, node: &toml::Value) -> Option<GatewaySettings> {
             "lease" => {
                 let value = duration_in(c, &key, v, "lease", MAX_LEASE);
                 value.map(|d| settings.as_mut().map(|s| s.lease = d))
+            }
+            "review_timeout" => {
+                let value = duration_in(c, &key, v, "review_timeout", MAX_LEASE);
+                value.map(|d| settings.as_mut().map(|s| s.review_timeout = d))
             }
             _ => Some(None), // reported by unknown_keys
         };

@@ -181,6 +181,7 @@ fn gateway_settings_are_read() {
             max_steps: 50,
             plan_ttl: Duration::from_secs(4 * 3600),
             lease: Duration::from_secs(30),
+            review_timeout: Duration::from_secs(600),
         }
     );
     assert!(config.namespaced());

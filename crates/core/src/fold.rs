@@ -60,7 +60,7 @@ use crate::{Actor, Channel, Event, EventKind, StepError, StepRecord, Verdict};
 pub const IN_DOUBT_CODE: &str = "in_doubt";
 
 /// Where a step is in its life (DESIGN §5 "Step statuses").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StepStatus {
     /// Waiting to be applied.

@@ -28,6 +28,7 @@ pub mod log;
 pub mod metrics;
 pub mod plan;
 pub mod refusal;
+pub mod review;
 mod server;
 pub mod tools;
 pub mod upstream;
@@ -211,6 +212,11 @@ impl Gateway {
     /// How long a step claim holds without renewal, in ms.
     pub fn lease_ms(&self) -> i64 {
         i64::try_from(self.config.gateway.lease.as_millis()).unwrap_or(30_000)
+    }
+
+    /// How long a question to the person waits for an answer.
+    pub fn review_timeout(&self) -> Duration {
+        self.config.gateway.review_timeout
     }
 
     /// How long a plan lives, in ms.

@@ -239,6 +239,33 @@ impl GatewayHandler {
             }
             Err(_) => None,
         };
+        if tool == GatewayTool::ExitPlanMode {
+            let plan_text = arguments
+                .get("plan")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned();
+            let result = crate::review::exit_plan_mode(&self.gw, &acting, &plan_text, cx).await;
+            if let Ok(state) = self.gw.log().state(&key.id).await {
+                let mode = self.gw.config().modes.resolve(state.mode.as_deref()).0;
+                let was_plan = self.seen().spec.as_ref().is_some_and(ModeSpec::plan_mode);
+                if was_plan != mode.plan_mode() {
+                    let _ = cx.peer.notify_tool_list_changed().await;
+                    self.gw
+                        .hub()
+                        .notify_key_tools_changed(&key.id, self.session)
+                        .await;
+                }
+                self.set_seen_mode(mode);
+            }
+            return Ok(with_notice(
+                match result {
+                    Ok(r) => r.into(),
+                    Err(refusal) => refusal.into_result().into(),
+                },
+                notice,
+            ));
+        }
         if tool == GatewayTool::ApplyPlan {
             let request = match parse_apply(&arguments) {
                 Ok(r) => r,
@@ -736,13 +763,29 @@ impl ServerHandler for GatewayHandler {
                 return refuse(Refusal::new(code, message));
             }
             Decision::Ask => {
-                return refuse(Refusal::new(
-                    Code::ElicitationUnsupported,
-                    format!(
-                        "mode {} asks the person before {} calls, and this plangate build cannot ask yet; nothing was run. Tell the person what you want to do and let them change the mode",
-                        mode.name, tool.effect
-                    ),
-                ));
+                let (redacted, _) = plangate_core::split_secrets(&args_value);
+                let digest = match plangate_core::keyed_arguments(
+                    &args_value,
+                    self.gw.material().signing_key(),
+                )
+                .and_then(|keyed| {
+                    plangate_core::arguments_fingerprint(&tool.upstream, &tool.original, &keyed)
+                }) {
+                    Ok(d) => format!("sha256:{d}"),
+                    Err(e) => return refuse(Refusal::new(Code::InvalidArguments, e.to_string())),
+                };
+                if let Err(refusal) = crate::review::ask_for_call(
+                    &self.gw, &acting, &mode, tool, &redacted, &digest, &cx,
+                )
+                .await
+                {
+                    return refuse(refusal);
+                }
+                let (upstream, original) = (tool.upstream.clone(), tool.original.clone());
+                let response = self
+                    .forward_call(&caller, &upstream, &original, forward, &cx)
+                    .await?;
+                return Ok(with_notice(response, notice));
             }
         };
         Ok(with_notice(result.into(), notice))

@@ -161,7 +161,8 @@ fn answer(body: Value, text: String) -> CallToolResult {
     r
 }
 
-fn log_failed(e: crate::log::LogError) -> Refusal {
+/// A log failure as a refusal that changes nothing.
+pub(crate) fn log_failed(e: crate::log::LogError) -> Refusal {
     tracing::error!("event log: {e}");
     Refusal::new(
         Code::UpstreamUnavailable,

@@ -13,78 +13,9 @@ use common::*;
 use plangate_config::Namespace;
 use plangate_core::{Actor, Channel, Event, EventKind, Scope};
 use plangate_gateway::Gateway;
-use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
-};
-use rmcp::service::{PeerRequestOptions, RequestContext};
-use rmcp::{ErrorData, RoleServer, ServerHandler};
+use rmcp::model::{CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest};
+use rmcp::service::PeerRequestOptions;
 use serde_json::{Value, json};
-
-/// Every call the recording upstream received: tool, arguments, `_meta`.
-type Calls = Arc<Mutex<Vec<(String, Value, Value)>>>;
-
-/// An upstream that records what it is sent. `record` answers at once;
-/// `slow {ms}` answers after a while; `hang` never answers. All are writes.
-/// `typed` is a write with an output schema; `lookup` a read with one.
-#[derive(Clone, Default)]
-struct Recorder {
-    calls: Calls,
-}
-
-impl ServerHandler for Recorder {
-    fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-    }
-    async fn list_tools(
-        &self,
-        _: Option<PaginatedRequestParams>,
-        _: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
-        let open = json!({"type": "object"}).as_object().cloned().unwrap();
-        let out = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}})
-            .as_object()
-            .cloned()
-            .unwrap();
-        let write = ToolAnnotations::default()
-            .read_only(false)
-            .destructive(false);
-        let read = ToolAnnotations::default().read_only(true);
-        Ok(ListToolsResult::with_all_items(vec![
-            Tool::new("record", "records its call", open.clone()).with_annotations(write.clone()),
-            Tool::new("slow", "answers after ms", open.clone()).with_annotations(write.clone()),
-            Tool::new("hang", "never answers", open.clone()).with_annotations(write.clone()),
-            Tool::new("typed", "a write with an output schema", open.clone())
-                .with_annotations(write)
-                .with_raw_output_schema(Arc::new(out.clone())),
-            Tool::new("lookup", "a read with an output schema", open)
-                .with_annotations(read)
-                .with_raw_output_schema(Arc::new(out)),
-        ]))
-    }
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        cx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let args = Value::Object(request.arguments.clone().unwrap_or_default());
-        let meta = serde_json::to_value(&cx.meta).unwrap_or(Value::Null);
-        self.calls
-            .lock()
-            .unwrap()
-            .push((request.name.to_string(), args.clone(), meta));
-        match request.name.as_ref() {
-            "slow" => {
-                let ms = args["ms"].as_u64().unwrap_or(100);
-                tokio::time::sleep(Duration::from_millis(ms)).await;
-            }
-            "hang" => tokio::time::sleep(Duration::from_secs(600)).await,
-            _ => {}
-        }
-        Ok(CallToolResult::structured(json!({"ok": true})).into())
-    }
-}
 
 struct Rig {
     gw: Arc<Gateway>,
@@ -127,16 +58,6 @@ async fn rig(lease: Duration) -> Rig {
 
 fn body(r: &CallToolResult) -> Value {
     r.structured_content.clone().unwrap_or(Value::Null)
-}
-
-fn calls_of(calls: &Calls, tool: &str) -> Vec<(Value, Value)> {
-    calls
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|(t, _, _)| t == tool)
-        .map(|(_, a, m)| (a.clone(), m.clone()))
-        .collect()
 }
 
 #[tokio::test]

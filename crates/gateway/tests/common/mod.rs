@@ -21,7 +21,7 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::{ClientHandler, ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 pub fn upstream_config(name: &str) -> UpstreamConfig {
@@ -105,7 +105,29 @@ pub fn failing(name: &str) -> Connector {
 pub struct Seen {
     pub list_changed: Arc<AtomicUsize>,
     pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    /// Declares form elicitation.
     pub elicit: bool,
+    /// How to answer a question: `(action, content)`; `None` answers the
+    /// upstream colour question of the `Lively` server.
+    pub reply: Arc<Mutex<Option<(String, Value)>>>,
+    /// Every question asked, in order.
+    pub questions: Arc<Mutex<Vec<String>>>,
+    /// When set, a question waits for this before it is answered.
+    pub gate: Option<Arc<tokio::sync::Notify>>,
+    /// When set, a question is answered only after this long.
+    pub delay: Option<Duration>,
+}
+
+impl Seen {
+    /// A client that declares elicitation and answers every question with
+    /// `action` and `content`.
+    pub fn answering(action: &str, content: Value) -> Seen {
+        Seen {
+            elicit: true,
+            reply: Arc::new(Mutex::new(Some((action.to_owned(), content)))),
+            ..Seen::default()
+        }
+    }
 }
 
 impl ClientHandler for Seen {
@@ -129,9 +151,36 @@ impl ClientHandler for Seen {
         request: ElicitRequestParams,
         _: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
-        let text = serde_json::to_string(&request).unwrap();
-        assert!(text.contains("favourite colour"), "{text}");
-        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({"colour": "teal"})))
+        let text = serde_json::to_value(&request).unwrap();
+        let message = text["message"].as_str().unwrap_or_default().to_owned();
+        self.questions.lock().unwrap().push(message.clone());
+        if let Some(gate) = &self.gate {
+            gate.notified().await;
+        }
+        if let Some(delay) = self.delay {
+            tokio::time::sleep(delay).await;
+        }
+        let reply = self.reply.lock().unwrap().clone();
+        match reply {
+            None => {
+                assert!(message.contains("favourite colour"), "{message}");
+                Ok(ElicitResult::new(ElicitationAction::Accept)
+                    .with_content(json!({"colour": "teal"})))
+            }
+            Some((action, content)) => {
+                let action = match action.as_str() {
+                    "accept" => ElicitationAction::Accept,
+                    "decline" => ElicitationAction::Decline,
+                    _ => ElicitationAction::Cancel,
+                };
+                let accept = action == ElicitationAction::Accept;
+                let mut r = ElicitResult::new(action);
+                if accept {
+                    r = r.with_content(content);
+                }
+                Ok(r)
+            }
+        }
     }
 }
 
@@ -210,4 +259,80 @@ pub fn demo(
     state: std::path::PathBuf,
 ) -> impl Fn() -> plangate_demo_site::DemoSite + Send + Sync + 'static {
     move || plangate_demo_site::DemoSite::open(&state).unwrap()
+}
+
+// === a recording upstream ===
+
+/// Every call the recording upstream received: tool, arguments, `_meta`.
+pub type Calls = Arc<Mutex<Vec<(String, Value, Value)>>>;
+
+/// An upstream that records what it is sent. `record` answers at once;
+/// `slow {ms}` answers after a while; `hang` never answers. All are writes.
+/// `typed` is a write with an output schema; `lookup` a read with one.
+#[derive(Clone, Default)]
+pub struct Recorder {
+    pub calls: Calls,
+}
+
+impl ServerHandler for Recorder {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let open = json!({"type": "object"}).as_object().cloned().unwrap();
+        let out = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}})
+            .as_object()
+            .cloned()
+            .unwrap();
+        let write = ToolAnnotations::default()
+            .read_only(false)
+            .destructive(false);
+        let read = ToolAnnotations::default().read_only(true);
+        Ok(ListToolsResult::with_all_items(vec![
+            Tool::new("record", "records its call", open.clone()).with_annotations(write.clone()),
+            Tool::new("slow", "answers after ms", open.clone()).with_annotations(write.clone()),
+            Tool::new("hang", "never answers", open.clone()).with_annotations(write.clone()),
+            Tool::new("typed", "a write with an output schema", open.clone())
+                .with_annotations(write)
+                .with_raw_output_schema(Arc::new(out.clone())),
+            Tool::new("lookup", "a read with an output schema", open)
+                .with_annotations(read)
+                .with_raw_output_schema(Arc::new(out)),
+        ]))
+    }
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args = Value::Object(request.arguments.clone().unwrap_or_default());
+        let meta = serde_json::to_value(&cx.meta).unwrap_or(Value::Null);
+        self.calls
+            .lock()
+            .unwrap()
+            .push((request.name.to_string(), args.clone(), meta));
+        match request.name.as_ref() {
+            "slow" => {
+                let ms = args["ms"].as_u64().unwrap_or(100);
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
+            "hang" => tokio::time::sleep(Duration::from_secs(600)).await,
+            _ => {}
+        }
+        Ok(CallToolResult::structured(json!({"ok": true})).into())
+    }
+}
+
+pub fn calls_of(calls: &Calls, tool: &str) -> Vec<(Value, Value)> {
+    calls
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(t, _, _)| t == tool)
+        .map(|(_, a, m)| (a.clone(), m.clone()))
+        .collect()
 }
