@@ -33,7 +33,7 @@ enum Answer {
     KeepPlanning(Option<String>),
     Decline,
     Cancel,
-    NoAnswer(String),
+    Lapsed(String),
 }
 
 /// Whether the client declared form elicitation.
@@ -78,7 +78,7 @@ async fn ask(peer: &Peer<RoleServer>, message: String, timeout: Duration) -> Ans
         }
     })) {
         Ok(p) => p,
-        Err(e) => return Answer::NoAnswer(format!("the question could not be built: {e}")),
+        Err(e) => return Answer::Lapsed(format!("the question could not be built: {e}")),
     };
     match peer
         .create_elicitation_with_timeout(params, Some(timeout))
@@ -101,9 +101,9 @@ async fn ask(peer: &Peer<RoleServer>, message: String, timeout: Duration) -> Ans
             _ => Answer::Cancel,
         },
         Err(ServiceError::Timeout { .. }) => {
-            Answer::NoAnswer(format!("no answer within {} s", timeout.as_secs()))
+            Answer::Lapsed(format!("no answer within {} s", timeout.as_secs()))
         }
-        Err(e) => Answer::NoAnswer(format!("the question failed: {e}")),
+        Err(e) => Answer::Lapsed(format!("the question failed: {e}")),
     }
 }
 
@@ -238,7 +238,7 @@ pub async fn exit_plan_mode(
         Answer::Approve => (Verdict::Approve, None),
         Answer::KeepPlanning(f) => (Verdict::KeepPlanning, f.clone()),
         Answer::Decline => (Verdict::Decline, None),
-        Answer::Cancel | Answer::NoAnswer(_) => (Verdict::Cancel, None),
+        Answer::Cancel | Answer::Lapsed(_) => (Verdict::Cancel, None),
     };
     record(
         gw,
@@ -299,7 +299,7 @@ pub async fn exit_plan_mode(
             ),
             None,
         )),
-        Answer::NoAnswer(why) => Ok(review_declined(
+        Answer::Lapsed(why) => Ok(review_declined(
             format!(
                 "No answer from the person ({why}); nothing was applied and the mode stays {}.",
                 mode.name
@@ -361,7 +361,7 @@ pub async fn ask_for_call(
         Answer::Approve => (Verdict::Approve, None),
         Answer::KeepPlanning(f) => (Verdict::KeepPlanning, f.clone()),
         Answer::Decline => (Verdict::Decline, None),
-        Answer::Cancel | Answer::NoAnswer(_) => (Verdict::Cancel, None),
+        Answer::Cancel | Answer::Lapsed(_) => (Verdict::Cancel, None),
     };
     record(
         gw,
@@ -387,7 +387,7 @@ pub async fn ask_for_call(
             Code::ReviewDeclined,
             "The person did not allow this call; nothing was run.".to_owned(),
         )),
-        Answer::NoAnswer(why) => Err(Refusal::new(
+        Answer::Lapsed(why) => Err(Refusal::new(
             Code::ReviewDeclined,
             format!("No answer from the person ({why}); nothing was run."),
         )),
