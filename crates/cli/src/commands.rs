@@ -245,7 +245,8 @@ pub async fn config_check(config: Config, as_json: bool) -> Result<()> {
     }
 }
 
-fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
+/// Prints rows under a header, columns padded to their widest cell.
+pub fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {

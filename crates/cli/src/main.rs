@@ -15,7 +15,11 @@ use plangate_config::{Config, ConfigErrors, ProcessEnv};
 use plangate_store::{DataDir, Store, StoreConfig};
 use tokio_util::sync::CancellationToken;
 
+mod audit;
+mod catalog;
 mod commands;
+mod demo;
+mod plans;
 
 /// Exit code for bad configuration or usage.
 const EXIT_CONFIG: u8 = 2;
@@ -30,6 +34,18 @@ struct Cli {
     /// Where plangate keeps its SQLite database and key files.
     #[arg(long, global = true, env = "PLANGATE_DATA_DIR", value_name = "DIR")]
     data_dir: Option<PathBuf>,
+    /// The database instead of the data dir's SQLite file: a
+    /// `postgres://USER:PASSWORD@HOST:PORT/DB` URL (replicas share it), a
+    /// sqlite:PATH URL or a file path. Key files stay in the data dir unless
+    /// PLANGATE_SEAL_KEY and PLANGATE_SIGNING_KEY are set.
+    #[arg(
+        long,
+        global = true,
+        env = "PLANGATE_DATABASE_URL",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
+    database: Option<String>,
     /// Log line format on stderr.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -55,9 +71,136 @@ enum Command {
     Config(ConfigCommand),
     /// Run the demo website as an MCP server (the embedded demo upstream).
     DemoSite(DemoSiteArgs),
+    /// A counting MCP server for race and crash trials: records every
+    /// delivery of its `bump` tool in a log file (stdio only).
+    #[command(hide = true)]
+    CountingUpstream {
+        /// The log file deliveries are appended to.
+        #[arg(long, value_name = "FILE")]
+        log: PathBuf,
+    },
     /// Set a key's mode from outside the agent.
     #[command(subcommand)]
     Mode(ModeCommand),
+    /// Look at and act on keys' plans as a person (operator).
+    #[command(subcommand)]
+    Plans(PlansCommand),
+    /// Export the event log.
+    #[command(subcommand)]
+    Audit(AuditCommand),
+    /// See plan mode work, start to finish, in one offline run (a temporary
+    /// data dir and a fresh demo site; nothing of yours is touched).
+    Demo {
+        /// Print every answer as one JSON line instead of the narrated story.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the credential-free MCP contract: capabilities, every gateway
+    /// tool with its schema and `_meta`, the plan review view resource and
+    /// digests (no key, data dir or upstream needed; deterministic).
+    Catalog {
+        #[command(flatten)]
+        source: ConfigSourceArgs,
+        /// Print the contract as canonical JSON.
+        #[arg(long, conflicts_with = "html")]
+        json: bool,
+        /// Print an offline HTML review page (with the view's source, escaped).
+        #[arg(long)]
+        html: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum PlansCommand {
+    /// Every key with a plan: mode, waiting/running/failed/in-doubt steps,
+    /// expiry and digest.
+    List {
+        #[command(flatten)]
+        source: ConfigSourceArgs,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One key's plan, step by step, as `get_plan` shows it.
+    Show {
+        #[command(flatten)]
+        source: ConfigSourceArgs,
+        /// The key's name or id.
+        #[arg(long)]
+        key: String,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Discard the named steps (waiting, failed or in doubt), or every
+    /// waiting step if none is named.
+    Discard {
+        #[command(flatten)]
+        source: ConfigSourceArgs,
+        /// The key's name or id.
+        #[arg(long)]
+        key: String,
+        /// Step ids (from `plans show`).
+        steps: Vec<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run an in-doubt step again, now, exactly that step: a person's
+    /// explicit retry (its request may have reached the server before).
+    Retry {
+        #[command(flatten)]
+        source: ConfigSourceArgs,
+        /// The key's name or id.
+        #[arg(long)]
+        key: String,
+        /// The in-doubt step's id.
+        step: String,
+        /// Print the receipt as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Say yes to a key's plan and apply it now (every waiting step, or
+    /// the named waiting or failed ones); prints the receipt.
+    Apply {
+        #[command(flatten)]
+        source: ConfigSourceArgs,
+        /// The key's name or id.
+        #[arg(long)]
+        key: String,
+        /// The digest you reviewed (`plans show`); nothing runs if the plan
+        /// changed since.
+        #[arg(long, value_name = "DIGEST")]
+        digest: Option<String>,
+        /// Only these steps (waiting or failed), in plan order.
+        steps: Vec<String>,
+        /// Print the receipt as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum AuditCommand {
+    /// Write the event log as JSON Lines, one event per line in global
+    /// order, each as stored plus `seq` and `key_seq`. Secrets are never in
+    /// the log in the clear.
+    Export {
+        /// Only this key's events (name or id).
+        #[arg(long)]
+        key: Option<String>,
+        /// Only events at or after this time: RFC 3339
+        /// (2026-11-30T10:00:00Z), a date (2026-11-30, midnight UTC) or
+        /// Unix milliseconds.
+        #[arg(long, value_name = "TIME", value_parser = audit::parse_since)]
+        since: Option<i64>,
+        /// Write to FILE instead of stdout.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// With --out, print the summary as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -213,19 +356,40 @@ fn main() -> ExitCode {
 /// `PLANGATE_LOG` takes an `EnvFilter` directive (e.g. `debug`).
 fn init_tracing(format: LogFormat, default_filter: &str) {
     use std::io::IsTerminal;
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = tracing_subscriber::EnvFilter::try_from_env("PLANGATE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
+    // rmcp logs whole JSON-RPC messages (tool arguments, results,
+    // elicitation answers) at DEBUG and upstream error messages at WARN in
+    // `rmcp::service`, and raw unparsable lines at DEBUG elsewhere: argument
+    // values must never reach a log line, whatever PLANGATE_LOG says.
+    let no_payloads = tracing_subscriber::filter::filter_fn(|meta| {
+        let target = meta.target();
+        if target == "rmcp::service" || target.starts_with("rmcp::service::") {
+            *meta.level() <= tracing::Level::ERROR
+        } else if target == "rmcp" || target.starts_with("rmcp::") {
+            *meta.level() <= tracing::Level::WARN
+        } else {
+            true
+        }
+    });
+    let ansi = std::io::stderr().is_terminal();
+    let layer = tracing_subscriber::fmt::layer()
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
+    let layer = match format {
+        LogFormat::Text => layer.boxed(),
+        LogFormat::Json => layer.json().boxed(),
+    };
+    tracing_subscriber::registry()
+        .with(layer.with_filter(no_payloads).with_filter(filter))
+        .init();
 }
 
 async fn run(cli: Cli) -> Result<()> {
+    DATABASE_URL.get_or_init(|| cli.database.clone());
     let data_dir = cli
         .data_dir
         .clone()
@@ -249,6 +413,7 @@ async fn run(cli: Cli) -> Result<()> {
             commands::config_check(config, json).await
         }
         Command::DemoSite(args) => demo_site(args).await,
+        Command::CountingUpstream { log } => plangate_demo_site::counting::serve_stdio(log).await,
         Command::Mode(ModeCommand::Set {
             source,
             key,
@@ -259,10 +424,98 @@ async fn run(cli: Cli) -> Result<()> {
             let store = open_store(&data_dir).await?;
             commands::mode_set(&config, store, &key, &mode, json).await
         }
+        Command::Plans(cmd) => plans_command(cmd, &data_dir).await,
+        Command::Audit(AuditCommand::Export {
+            key,
+            since,
+            out,
+            json,
+        }) => {
+            let store = open_store(&data_dir).await?;
+            audit::export(&*store, key.as_deref(), since, out.as_deref(), json).await
+        }
+        Command::Demo { json } => demo::run(json).await,
+        Command::Catalog { source, json, html } => {
+            let config = load_config(&source, &data_dir)?;
+            let format = match (json, html) {
+                (true, _) => catalog::Format::Json,
+                (_, true) => catalog::Format::Html,
+                _ => catalog::Format::Table,
+            };
+            catalog::run(&config, format)
+        }
     }
 }
 
+async fn plans_command(cmd: PlansCommand, data_dir: &Path) -> Result<()> {
+    match cmd {
+        PlansCommand::List { source, json } => {
+            let config = load_config(&source, data_dir)?;
+            plans::list(&config, open_store(data_dir).await?, json).await
+        }
+        PlansCommand::Show { source, key, json } => {
+            let config = load_config(&source, data_dir)?;
+            plans::show(&config, open_store(data_dir).await?, &key, json).await
+        }
+        PlansCommand::Discard {
+            source,
+            key,
+            steps,
+            json,
+        } => {
+            let config = load_config(&source, data_dir)?;
+            plans::discard(&config, open_store(data_dir).await?, &key, &steps, json).await
+        }
+        PlansCommand::Retry {
+            source,
+            key,
+            step,
+            json,
+        } => {
+            let config = load_config(&source, data_dir)?;
+            let store = open_store(data_dir).await?;
+            let material = key_material(data_dir)?;
+            plans::retry(config, store, material, &key, &step, json).await
+        }
+        PlansCommand::Apply {
+            source,
+            key,
+            digest,
+            steps,
+            json,
+        } => {
+            let config = load_config(&source, data_dir)?;
+            let store = open_store(data_dir).await?;
+            let material = key_material(data_dir)?;
+            plans::apply_cmd(
+                config,
+                store,
+                material,
+                &key,
+                digest.as_deref(),
+                &steps,
+                json,
+            )
+            .await
+        }
+    }
+}
+
+/// `--database` / `PLANGATE_DATABASE_URL`, recorded once by `run` so that
+/// every command's [`open_store`] honours it.
+static DATABASE_URL: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+
+/// The store: the database named by `--database` if given, else the data
+/// dir's SQLite file. Messages show a URL with its password redacted.
 async fn open_store(data_dir: &Path) -> Result<Arc<dyn Store>> {
+    if let Some(url) = DATABASE_URL.get().and_then(Option::as_deref) {
+        let config = StoreConfig::from_url(url)
+            .map_err(|e| commands::UsageError(format!("--database: {e}")))?;
+        return config
+            .open()
+            .await
+            .with_context(|| format!("cannot open the database ({config})"));
+    }
     let dir = DataDir::open(data_dir)
         .with_context(|| format!("cannot use data dir {}", data_dir.display()))?;
     StoreConfig::Sqlite(dir.sqlite_path())

@@ -236,7 +236,7 @@ fn an_unknown_key_lists_the_allowed_keys() {
     let errors = toml_err("[gateway]\nanon = \"read\"\n[upstreams.a]\ncommand = \"x\"\n");
     assert!(
         error_at(&errors, "gateway.anon")
-            .contains("anonymous, allowed_hosts, namespace, tool_prefix, max_steps and plan_ttl")
+            .contains("anonymous, allowed_hosts, namespace, tool_prefix, max_steps, plan_ttl, lease and review_timeout")
     );
 }
 

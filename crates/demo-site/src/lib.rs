@@ -31,6 +31,7 @@
 //! The file is the only state; a second process sharing the same file is
 //! not coordinated with (one demo site per file).
 
+pub mod counting;
 mod server;
 mod state;
 

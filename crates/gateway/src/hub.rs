@@ -56,11 +56,11 @@ pub enum Ask {
 struct InFlight {
     id: u64,
     upstream: String,
-    client: Peer<RoleServer>,
     client_id: u64,
     upstream_token: Option<ProgressToken>,
     client_token: Option<ProgressToken>,
     asks: mpsc::Sender<Ask>,
+    progress: mpsc::UnboundedSender<ProgressNotificationParam>,
 }
 
 struct Orphan {
@@ -98,6 +98,9 @@ pub struct CallGuard<'a> {
     id: u64,
     /// Requests the upstream sends during this call.
     pub asks: mpsc::Receiver<Ask>,
+    /// Progress for this call, already under the client's token, in the
+    /// order the upstream sent it.
+    pub progress: mpsc::UnboundedReceiver<ProgressNotificationParam>,
 }
 
 impl Drop for CallGuard<'_> {
@@ -107,96 +110,84 @@ impl Drop for CallGuard<'_> {
 }
 
 impl Hub {
-    /// Registers a call about to be sent to `upstream` for `client` (the
-    /// session numbered `client_id`), whose
+    /// Registers a call about to be sent to `upstream` for the client
+    /// session numbered `client_id`, whose
     /// own progress token (if it asked for progress) is `client_token`.
     pub fn begin_call(
         &self,
         upstream: &str,
         client_id: u64,
-        client: &Peer<RoleServer>,
         client_token: Option<ProgressToken>,
     ) -> CallGuard<'_> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel(4);
+        let (ptx, prx) = mpsc::unbounded_channel();
         lock(&self.inflight).push(InFlight {
             id,
             upstream: upstream.to_owned(),
-            client: client.clone(),
             client_id,
             upstream_token: None,
             client_token,
             asks: tx,
+            progress: ptx,
         });
         CallGuard {
             hub: self,
             id,
             asks: rx,
+            progress: prx,
         }
     }
 
     /// Records the token rmcp put on the upstream request, and delivers any
     /// progress that raced ahead of it.
     pub async fn set_upstream_token(&self, guard: &CallGuard<'_>, token: ProgressToken) {
-        let target = {
-            let mut calls = lock(&self.inflight);
-            let Some(call) = calls.iter_mut().find(|c| c.id == guard.id) else {
-                return;
-            };
-            call.upstream_token = Some(token.clone());
-            call.client_token
-                .clone()
-                .map(|t| (call.upstream.clone(), call.client.clone(), t))
-        };
-        let Some((upstream, client, client_token)) = target else {
+        let mut calls = lock(&self.inflight);
+        let Some(call) = calls.iter_mut().find(|c| c.id == guard.id) else {
             return;
         };
-        let early: Vec<ProgressNotificationParam> = {
-            let mut orphans = lock(&self.orphans);
-            let (mine, rest): (Vec<_>, Vec<_>) = orphans
-                .drain(..)
-                .partition(|o| o.upstream == upstream && o.params.progress_token == token);
-            *orphans = rest;
-            mine.into_iter().map(|o| o.params).collect()
+        call.upstream_token = Some(token.clone());
+        let Some(client_token) = call.client_token.clone() else {
+            return;
         };
-        for mut p in early {
+        let mut orphans = lock(&self.orphans);
+        let (mine, rest): (Vec<_>, Vec<_>) = orphans
+            .drain(..)
+            .partition(|o| o.upstream == call.upstream && o.params.progress_token == token);
+        *orphans = rest;
+        for o in mine {
+            let mut p = o.params;
             p.progress_token = client_token.clone();
-            let _ = client.notify_progress(p).await;
+            let _ = call.progress.send(p);
         }
     }
 
-    /// Progress from `upstream`: re-sent to the client that asked for it,
-    /// under the client's token; dropped if the client did not ask.
-    pub async fn progress(&self, upstream: &str, params: ProgressNotificationParam) {
-        let target = {
+    /// Progress from `upstream`, in the order it arrived: queued for the
+    /// call it belongs to (under the client's token), dropped if the client
+    /// did not ask, held briefly if the call is not registered yet.
+    pub fn progress(&self, upstream: &str, params: ProgressNotificationParam) {
+        {
             let calls = lock(&self.inflight);
-            calls
-                .iter()
-                .find(|c| {
-                    c.upstream == upstream
-                        && c.upstream_token.as_ref() == Some(&params.progress_token)
-                })
-                .map(|c| (c.client.clone(), c.client_token.clone()))
-        };
-        match target {
-            Some((client, Some(token))) => {
-                let mut p = params;
-                p.progress_token = token;
-                let _ = client.notify_progress(p).await;
-            }
-            Some((_, None)) => {}
-            None => {
-                let mut orphans = lock(&self.orphans);
-                let now = Instant::now();
-                orphans.retain(|o| now.duration_since(o.at) < ORPHAN_PROGRESS_TTL);
-                if orphans.len() < ORPHAN_PROGRESS_MAX {
-                    orphans.push(Orphan {
-                        upstream: upstream.to_owned(),
-                        at: now,
-                        params,
-                    });
+            if let Some(call) = calls.iter().find(|c| {
+                c.upstream == upstream && c.upstream_token.as_ref() == Some(&params.progress_token)
+            }) {
+                if let Some(token) = &call.client_token {
+                    let mut p = params;
+                    p.progress_token = token.clone();
+                    let _ = call.progress.send(p);
                 }
+                return;
             }
+        }
+        let mut orphans = lock(&self.orphans);
+        let now = Instant::now();
+        orphans.retain(|o| now.duration_since(o.at) < ORPHAN_PROGRESS_TTL);
+        if orphans.len() < ORPHAN_PROGRESS_MAX {
+            orphans.push(Orphan {
+                upstream: upstream.to_owned(),
+                at: now,
+                params,
+            });
         }
     }
 

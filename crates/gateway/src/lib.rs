@@ -20,6 +20,7 @@
 //! goes or changes its lists.
 
 pub mod apply;
+pub mod apps;
 pub mod auth;
 pub mod catalog;
 pub mod http;
@@ -42,7 +43,7 @@ use plangate_store::{KeyMaterial, Store};
 use tokio_util::sync::CancellationToken;
 
 pub use catalog::{Catalog, CatalogTool};
-pub use server::GatewayHandler;
+pub use server::{GatewayHandler, server_capabilities};
 pub use upstream::{Connector, Upstream, UpstreamClient, UpstreamError};
 
 /// The gateway's own tools (DESIGN §5), without the configured prefix.

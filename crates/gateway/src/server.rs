@@ -333,12 +333,7 @@ impl GatewayHandler {
         params.arguments = request.arguments;
         params.meta = forwarded_meta(cx);
         let hub = self.gw.hub();
-        let mut call = hub.begin_call(
-            upstream_name,
-            self.session,
-            &cx.peer,
-            cx.meta.get_progress_token(),
-        );
+        let mut call = hub.begin_call(upstream_name, self.session, cx.meta.get_progress_token());
         let started = Instant::now();
         let sent = upstream
             .peer()
@@ -360,6 +355,7 @@ impl GatewayHandler {
             tokio::select! {
                 r = &mut response => break r,
                 Some(ask) = call.asks.recv() => answer_ask(ask, cx).await,
+                Some(p) = call.progress.recv() => { let _ = cx.peer.notify_progress(p).await; }
                 () = cx.ct.cancelled() => {
                     // This request path does not cancel upstream on drop:
                     // tell the upstream by hand.
@@ -376,6 +372,10 @@ impl GatewayHandler {
                 }
             }
         };
+        // Progress the upstream sent before its result goes out first.
+        while let Ok(p) = call.progress.try_recv() {
+            let _ = cx.peer.notify_progress(p).await;
+        }
         drop(call);
         let elapsed = started.elapsed();
         let ms = elapsed.as_secs_f64() * 1000.0;
@@ -540,14 +540,22 @@ fn service_error(upstream: &str, e: ServiceError) -> ErrorData {
     }
 }
 
+/// Everything plangate's server advertises: prompts, resources, tools (with
+/// list changes) and the MCP Apps extension (`io.modelcontextprotocol/ui`)
+/// for its plan review view. `plangate catalog` prints the same.
+pub fn server_capabilities() -> ServerCapabilities {
+    ServerCapabilities::builder()
+        .enable_prompts()
+        .enable_resources()
+        .enable_tools()
+        .enable_tool_list_changed()
+        .enable_extensions_with(crate::apps::extensions())
+        .build()
+}
+
 impl ServerHandler for GatewayHandler {
     fn get_info(&self) -> ServerConfig {
-        let caps = ServerCapabilities::builder()
-            .enable_prompts()
-            .enable_resources()
-            .enable_tools()
-            .enable_tool_list_changed()
-            .build();
+        let caps = server_capabilities();
         ServerConfig::new(caps)
             .with_server_info(Implementation::new("plangate", env!("CARGO_PKG_VERSION")))
             .with_instructions(crate::tools::general_instructions(
@@ -846,9 +854,9 @@ impl ServerHandler for GatewayHandler {
     ) -> Result<ListResourcesResult, ErrorData> {
         self.require_initialize_era(&cx)?;
         self.caller(&cx).await?;
-        Ok(ListResourcesResult::with_all_items(
-            self.gw.catalog().resources.clone(),
-        ))
+        let mut resources = self.gw.catalog().resources.clone();
+        resources.push(crate::apps::view_resource());
+        Ok(ListResourcesResult::with_all_items(resources))
     }
 
     async fn list_resource_templates(
@@ -870,6 +878,9 @@ impl ServerHandler for GatewayHandler {
     ) -> Result<ReadResourceResponse, ErrorData> {
         self.require_initialize_era(&cx)?;
         self.caller(&cx).await?;
+        if request.uri == crate::apps::VIEW_URI {
+            return Ok(crate::apps::read_view().into());
+        }
         let catalog = self.gw.catalog();
         let Some((upstream_name, original)) = catalog.route_uri(&request.uri) else {
             return Err(ErrorData::resource_not_found(

@@ -66,8 +66,15 @@ fn object(v: Value) -> Arc<JsonObject> {
 /// The gateway tools a session lists: `exit_plan_mode` only while a
 /// plan-like mode is in force (DESIGN §4).
 pub fn definitions(gw: &Gateway, plan_mode: bool) -> Vec<Tool> {
-    let prefix = &gw.config().gateway.tool_prefix;
-    let modes = gw.config().modes.names();
+    definitions_for(gw.config(), plan_mode)
+}
+
+/// The gateway tools a gateway built from `config` lists; the plan tools
+/// (`get_plan`, `apply_plan`, `exit_plan_mode`) link the MCP Apps view
+/// through `_meta.ui` ([`crate::apps::tool_meta`]).
+pub fn definitions_for(config: &plangate_config::Config, plan_mode: bool) -> Vec<Tool> {
+    let prefix = &config.gateway.tool_prefix;
+    let modes = config.modes.names();
     let name = |t: GatewayTool| format!("{prefix}{}", t.suffix());
     let annotations = |read_only: bool, destructive: bool, idempotent: bool, title: &str| {
         let mut a = ToolAnnotations::default().read_only(read_only);
@@ -151,6 +158,13 @@ pub fn definitions(gw: &Gateway, plan_mode: bool) -> Vec<Tool> {
         )
         .with_annotations(annotations(false, true, true, "End the session")),
     );
+    for tool in &mut tools {
+        if let Some(suffix) = tool.name.strip_prefix(prefix.as_str())
+            && crate::apps::links_view(suffix)
+        {
+            tool.meta = Some(crate::apps::tool_meta());
+        }
+    }
     tools
 }
 

@@ -233,7 +233,7 @@ impl ClientHandler for UpstreamClient {
         _cx: NotificationContext<RoleClient>,
     ) {
         if let Some(gw) = self.gw.upgrade() {
-            gw.hub().progress(&self.name, params).await;
+            gw.hub().progress(&self.name, params);
         }
     }
 
@@ -459,6 +459,7 @@ async fn connect_configured(
                     }
                 });
             }
+            let transport = OrderedProgress::new(transport, &client);
             client.serve(transport).await.map_err(|e| init_err(&e))
         }
         Transport::Http {
@@ -622,5 +623,57 @@ pub async fn connect_once(
     match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {
         Ok(result) => result,
         Err(_) => Err(UpstreamError::Timeout { name }),
+    }
+}
+
+/// Hands an upstream's progress notifications to the hub as they come off
+/// the wire, in order, before any later message (such as the call's
+/// result) reaches rmcp — which runs notification handlers in spawned
+/// tasks and so could deliver a call's result before the progress the
+/// upstream sent just ahead of it.
+struct OrderedProgress<T> {
+    inner: T,
+    name: Arc<str>,
+    gw: Weak<Gateway>,
+}
+
+impl<T> OrderedProgress<T> {
+    fn new(inner: T, client: &UpstreamClient) -> Self {
+        OrderedProgress {
+            inner,
+            name: client.name.clone(),
+            gw: client.gw.clone(),
+        }
+    }
+}
+
+impl<T: rmcp::transport::Transport<RoleClient>> rmcp::transport::Transport<RoleClient>
+    for OrderedProgress<T>
+{
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: rmcp::service::TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<rmcp::service::RxJsonRpcMessage<RoleClient>> {
+        loop {
+            let message = self.inner.receive().await?;
+            if let rmcp::model::JsonRpcMessage::Notification(n) = &message
+                && let rmcp::model::ServerNotification::ProgressNotification(p) = &n.notification
+                && let Some(gw) = self.gw.upgrade()
+            {
+                gw.hub().progress(&self.name, p.params.clone());
+                continue;
+            }
+            return Some(message);
+        }
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
     }
 }

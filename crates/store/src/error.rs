@@ -76,6 +76,15 @@ pub enum StoreError {
         /// The highest migration this build knows.
         supported: i64,
     },
+    /// A database location (`--database`, `PLANGATE_DATABASE_URL`) that
+    /// names no store plangate can open. `url` has its password replaced.
+    #[error("database URL {url:?} is not usable: {reason}")]
+    InvalidDatabaseUrl {
+        /// The URL as given, password redacted.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A stored row holds a value this build cannot read.
     #[error("stored row in {table} is not valid: {reason}")]
     CorruptRow {
@@ -132,6 +141,7 @@ impl StoreError {
             StoreError::Random(_) => "random_unavailable",
             StoreError::WalUnavailable { .. } => "wal_unavailable",
             StoreError::SchemaTooNew { .. } => "schema_too_new",
+            StoreError::InvalidDatabaseUrl { .. } => "invalid_database_url",
             StoreError::CorruptRow { .. } => "corrupt_row",
             StoreError::Conflict { .. } => "conflict",
             StoreError::InvalidEvent(_) => "invalid_event",

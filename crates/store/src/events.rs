@@ -18,7 +18,8 @@
 //!   and for processes that follow what others wrote
 //!   ([`Store::events_since`]).
 //!
-//! Rows are never updated or deleted; the SQLite schema refuses both.
+//! Rows are never updated or deleted; both schemas refuse it, even to a
+//! writer that bypasses this code.
 //!
 //! [`Store`]: crate::Store
 //! [`Store::append_events`]: crate::Store::append_events
@@ -26,8 +27,20 @@
 //! [`StoreError::Conflict`]: crate::StoreError::Conflict
 
 use serde::{Deserialize, Serialize};
+use sqlx::error::ErrorKind;
+use sqlx::{ColumnIndex, Decode, Row, Type};
 
 use crate::StoreError;
+
+/// The columns every event query returns, in the order
+/// [`event_from_row`] reads them; a literal so queries stay static strings
+/// (`concat!`) with bound values only.
+macro_rules! event_columns {
+    () => {
+        "seq, key_id, key_seq, at_ms, type, body"
+    };
+}
+pub(crate) use event_columns;
 
 /// An event to append; the store assigns its key and sequence numbers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -70,6 +83,12 @@ pub(crate) fn body_text(event: &NewEvent) -> Result<String, StoreError> {
             "its type is empty; every event needs a type".to_owned(),
         ));
     }
+    if event.kind.contains('\0') {
+        // PostgreSQL text cannot hold NUL; refuse it everywhere alike.
+        return Err(StoreError::InvalidEvent(
+            "its type contains a NUL character".to_owned(),
+        ));
+    }
     serde_json::to_string(&event.body).map_err(|e| {
         StoreError::InvalidEvent(format!(
             "its body of type {:?} is not serializable: {e}",
@@ -83,5 +102,33 @@ pub(crate) fn parse_body(table: &'static str, text: &str) -> Result<serde_json::
     serde_json::from_str(text).map_err(|e| StoreError::CorruptRow {
         table,
         reason: format!("body is not JSON: {e}"),
+    })
+}
+
+/// Reads a row of [`event_columns!`] from any backend; `body` is JSON text.
+pub(crate) fn event_from_row<'r, R>(row: &'r R) -> Result<StoredEvent, StoreError>
+where
+    R: Row,
+    &'static str: ColumnIndex<R>,
+    String: Decode<'r, R::Database> + Type<R::Database>,
+    i64: Decode<'r, R::Database> + Type<R::Database>,
+{
+    let body: String = row.try_get("body")?;
+    Ok(StoredEvent {
+        seq: row.try_get("seq")?,
+        key_id: row.try_get("key_id")?,
+        key_seq: row.try_get("key_seq")?,
+        at_ms: row.try_get("at_ms")?,
+        kind: row.try_get("type")?,
+        body: parse_body("events", &body)?,
+    })
+}
+
+/// Whether an insert broke the UNIQUE (key_id, key_seq) constraint, or the
+/// schema's rule that a key_seq follows the key's last one: another writer
+/// took that key_seq. Both schemas raise the same message for the rule.
+pub(crate) fn is_taken_key_seq(e: &sqlx::Error) -> bool {
+    e.as_database_error().is_some_and(|db| {
+        db.kind() == ErrorKind::UniqueViolation || db.message().contains("key_seq must follow")
     })
 }

@@ -14,6 +14,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use plangate_core::Scope;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use sqlx::{ColumnIndex, Decode, Row, Type};
 
 use crate::StoreError;
 use crate::private_fs::random_bytes;
@@ -73,6 +74,38 @@ impl fmt::Debug for CreatedKey {
             .field("token", &"[redacted]")
             .finish()
     }
+}
+
+/// The columns every key query returns, in the order [`key_from_row`]
+/// reads them; a literal so queries stay static strings (`concat!`).
+macro_rules! key_columns {
+    () => {
+        "id, name, scope, prefix, created_at_ms, revoked_at_ms"
+    };
+}
+pub(crate) use key_columns;
+
+/// Reads a row of [`key_columns!`] from any backend.
+pub(crate) fn key_from_row<'r, R>(row: &'r R) -> Result<ApiKey, StoreError>
+where
+    R: Row,
+    &'static str: ColumnIndex<R>,
+    String: Decode<'r, R::Database> + Type<R::Database>,
+    i64: Decode<'r, R::Database> + Type<R::Database>,
+{
+    let scope: String = row.try_get("scope")?;
+    let scope = scope.parse::<Scope>().map_err(|e| StoreError::CorruptRow {
+        table: "api_keys",
+        reason: e.to_string(),
+    })?;
+    Ok(ApiKey {
+        id: row.try_get("id")?,
+        name: row.try_get("name")?,
+        scope,
+        prefix: row.try_get("prefix")?,
+        created_at_ms: row.try_get("created_at_ms")?,
+        revoked_at_ms: row.try_get("revoked_at_ms")?,
+    })
 }
 
 /// Checks a key name: 1–64 of `[A-Za-z0-9._-]`, and not shaped like a key

@@ -6,15 +6,16 @@
 //! [`events`]) that mode and plan are folded from. Callers see one trait,
 //! [`Store`], chosen by a config enum, [`StoreConfig`], that returns
 //! `Arc<dyn Store>`; they never know which database is behind it. SQLite is
-//! the embedded default; PostgreSQL joins later for replicas, behind the
-//! same trait and the same tests. Module [`seal`] seals secret argument
-//! values at rest under the seal key.
+//! the embedded default; PostgreSQL serves several replicas, behind the
+//! same trait and the same conformance tests. Module [`seal`] seals secret
+//! argument values at rest under the seal key.
 //!
 //! It must never store or log a token or a secret in plaintext. An API
 //! token is shown once, when it is created, and kept only as its SHA-256;
 //! secrets are sealed (XChaCha20-Poly1305) before they reach an event;
 //! key material has a redacting `Debug`; errors describe a bad value
-//! without repeating it. It does not interpret events: their bodies are
+//! without repeating it; a database URL is shown with its password
+//! replaced. It does not interpret events: their bodies are
 //! JSON owned by `plangate-core` and the gateway.
 //!
 //! Why it is built this way: the event log is the source of truth, so
@@ -25,8 +26,11 @@
 //! concurrent first start, appends are compare-and-set on the key's last
 //! sequence number (the loser of a race gets [`StoreError::Conflict`] and
 //! re-reads), and nothing is cached in memory that another process could
-//! change: every question is asked of the database.
+//! change: every question is asked of the database. PostgreSQL gets the
+//! same guarantees from an advisory lock around migrations and a one-row
+//! counter that serializes appends (see its module for the cost).
 
+use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -37,7 +41,9 @@ mod data_dir;
 mod error;
 pub mod events;
 mod keys;
+mod postgres;
 mod private_fs;
+mod schema;
 pub mod seal;
 mod sqlite;
 mod time;
@@ -48,6 +54,7 @@ pub use events::{NewEvent, StoredEvent};
 pub use keys::{
     ApiKey, CreatedKey, MAX_KEY_NAME_LEN, SHOWN_PREFIX_LEN, TOKEN_PREFIX, validate_key_name,
 };
+pub use postgres::open_postgres;
 pub use private_fs::new_id;
 pub use sqlite::open_sqlite;
 pub use time::{format_time_ms, now_ms};
@@ -135,18 +142,213 @@ pub trait Store: Send + Sync + 'static {
 
 /// Which backend holds the state. Parsing config yields this value without
 /// touching a database; [`StoreConfig::open`] then builds the store.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// `Debug` and `Display` never show a PostgreSQL URL's password.
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StoreConfig {
     /// An embedded SQLite file, normally [`DataDir::sqlite_path`].
     Sqlite(PathBuf),
+    /// A PostgreSQL database, by URL:
+    /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?PARAMS]`.
+    Postgres(String),
 }
 
 impl StoreConfig {
+    /// Reads a database location as an operator writes it: a
+    /// `postgres://` or `postgresql://` URL, a `sqlite:PATH` (or
+    /// `sqlite://PATH`) URL, or a plain file path (SQLite). Any other
+    /// `SCHEME://` is [`StoreError::InvalidDatabaseUrl`], as are an empty
+    /// value, in-memory SQLite (the log must outlive the process) and
+    /// query parameters on a SQLite URL (they would be ignored).
+    pub fn from_url(s: &str) -> Result<StoreConfig, StoreError> {
+        let invalid = |reason: String| StoreError::InvalidDatabaseUrl {
+            url: redact_url(s),
+            reason,
+        };
+        if s.trim().is_empty() {
+            return Err(invalid("it is empty".to_owned()));
+        }
+        if let Some(rest) = s.strip_prefix("sqlite:") {
+            let path = rest.strip_prefix("//").unwrap_or(rest);
+            if path.is_empty() {
+                return Err(invalid("it names no file".to_owned()));
+            }
+            if path.contains('?') {
+                return Err(invalid(
+                    "SQLite URL parameters are not supported; give the file path alone".to_owned(),
+                ));
+            }
+            if path == ":memory:" {
+                return Err(invalid(
+                    "an in-memory SQLite database would lose the event log; give a file path"
+                        .to_owned(),
+                ));
+            }
+            return Ok(StoreConfig::Sqlite(PathBuf::from(path)));
+        }
+        match s.split_once("://") {
+            Some((scheme, _)) if scheme == "postgres" || scheme == "postgresql" => {
+                Ok(StoreConfig::Postgres(s.to_owned()))
+            }
+            Some((scheme, _)) => Err(invalid(format!(
+                "unsupported scheme {scheme:?}; use postgres://…, sqlite:PATH or a file path"
+            ))),
+            None => Ok(StoreConfig::Sqlite(PathBuf::from(s))),
+        }
+    }
+
     /// Opens the configured store, creating and migrating it as needed.
     pub async fn open(&self) -> Result<Arc<dyn Store>, StoreError> {
         match self {
             StoreConfig::Sqlite(path) => open_sqlite(path).await,
+            StoreConfig::Postgres(url) => open_postgres(url).await,
+        }
+    }
+}
+
+impl fmt::Display for StoreConfig {
+    /// `SQLite file PATH` or `PostgreSQL URL`, the password replaced.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreConfig::Sqlite(path) => write!(f, "SQLite file {}", path.display()),
+            StoreConfig::Postgres(url) => write!(f, "PostgreSQL {}", redact_url(url)),
+        }
+    }
+}
+
+impl fmt::Debug for StoreConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreConfig::Sqlite(path) => f.debug_tuple("Sqlite").field(path).finish(),
+            StoreConfig::Postgres(url) => {
+                f.debug_tuple("Postgres").field(&redact_url(url)).finish()
+            }
+        }
+    }
+}
+
+/// `url` with any password replaced by `[redacted]`: the one in the user
+/// info (everything between the first `:` after `://` and the last `@`
+/// before the query, so an unescaped `/` or `@` in a password cannot leak
+/// part of it) and any `password=` query parameter. Errs on the side of
+/// hiding too much.
+fn redact_url(url: &str) -> String {
+    const HIDDEN: &str = "[redacted]";
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (before_query, query) = match rest.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (rest, None),
+    };
+    let mut out = format!("{scheme}://");
+    match before_query.rsplit_once('@') {
+        Some((userinfo, host_and_path)) => {
+            match userinfo.split_once(':') {
+                Some((user, _password)) => out.push_str(&format!("{user}:{HIDDEN}")),
+                None => out.push_str(userinfo),
+            }
+            out.push('@');
+            out.push_str(host_and_path);
+        }
+        None => out.push_str(before_query),
+    }
+    if let Some(query) = query {
+        let params: Vec<String> = query
+            .split('&')
+            .map(|param| match param.split_once('=') {
+                Some((name, _)) if name.eq_ignore_ascii_case("password") => {
+                    format!("{name}={HIDDEN}")
+                }
+                _ => param.to_owned(),
+            })
+            .collect();
+        out.push('?');
+        out.push_str(&params.join("&"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_pick_their_backend() {
+        for (url, want) in [
+            (
+                "postgres://u@127.0.0.1:5432/db",
+                StoreConfig::Postgres("postgres://u@127.0.0.1:5432/db".into()),
+            ),
+            (
+                "postgresql://h/db?options=-c%20search_path%3Ds",
+                StoreConfig::Postgres("postgresql://h/db?options=-c%20search_path%3Ds".into()),
+            ),
+            (
+                "sqlite:/var/lib/p.db",
+                StoreConfig::Sqlite("/var/lib/p.db".into()),
+            ),
+            (
+                "sqlite:///var/lib/p.db",
+                StoreConfig::Sqlite("/var/lib/p.db".into()),
+            ),
+            ("sqlite://rel/p.db", StoreConfig::Sqlite("rel/p.db".into())),
+            ("sqlite:p.db", StoreConfig::Sqlite("p.db".into())),
+            (
+                "/srv/plangate/plangate.db",
+                StoreConfig::Sqlite("/srv/plangate/plangate.db".into()),
+            ),
+            ("./p.db", StoreConfig::Sqlite("./p.db".into())),
+        ] {
+            assert_eq!(StoreConfig::from_url(url).expect(url), want, "{url}");
+        }
+    }
+
+    #[test]
+    fn bad_urls_are_refused_clearly_without_the_password() {
+        for (url, needle) in [
+            (
+                "mysql://root:hunter2@db/plangate",
+                "unsupported scheme \"mysql\"",
+            ),
+            ("", "empty"),
+            ("sqlite:", "no file"),
+            ("sqlite::memory:", "in-memory"),
+            ("sqlite://p.db?mode=rwc", "parameters"),
+        ] {
+            let err = StoreConfig::from_url(url).expect_err(url);
+            assert_eq!(err.code(), "invalid_database_url");
+            let msg = err.to_string();
+            assert!(msg.contains(needle), "{msg}");
+            assert!(!msg.contains("hunter2"), "{msg}");
+        }
+    }
+
+    #[test]
+    fn a_postgres_url_is_shown_without_its_password() {
+        for (url, shown) in [
+            (
+                "postgres://plangate:hunter2@db:5432/p",
+                "postgres://plangate:[redacted]@db:5432/p",
+            ),
+            ("postgres://plangate@db/p", "postgres://plangate@db/p"),
+            (
+                "postgres://u:hun/ter@2@db/p?sslmode=prefer&password=hunter2",
+                "postgres://u:[redacted]@db/p?sslmode=prefer&password=[redacted]",
+            ),
+            (
+                "postgres://db/p?PASSWORD=hunter2",
+                "postgres://db/p?PASSWORD=[redacted]",
+            ),
+        ] {
+            let config = StoreConfig::Postgres(url.to_owned());
+            assert_eq!(config.to_string(), format!("PostgreSQL {shown}"));
+            let debug = format!("{config:?}");
+            assert!(
+                !debug.contains("hunter2") && !debug.contains("ter@2"),
+                "{debug}"
+            );
         }
     }
 }

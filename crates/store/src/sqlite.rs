@@ -14,18 +14,16 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use plangate_core::Scope;
-use sqlx::Row;
 use sqlx::error::ErrorKind;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
-};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 
-use crate::events::{body_text, parse_body};
+use crate::events::{body_text, event_columns, event_from_row, is_taken_key_seq};
 use crate::keys::{
-    is_well_formed_token, looks_like_key_id, new_key_id, new_token, shown_prefix, token_hash,
-    validate_key_name,
+    is_well_formed_token, key_columns, key_from_row, looks_like_key_id, new_key_id, new_token,
+    shown_prefix, token_hash, validate_key_name,
 };
 use crate::private_fs::create_new_private_file;
+use crate::schema::{Migration, pending};
 use crate::{ApiKey, CreatedKey, NewEvent, Store, StoreError, StoredEvent, now_ms};
 
 /// How long a statement waits for another process's lock before failing.
@@ -34,7 +32,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// The schema, as an ordered list of (version, SQL). A version is applied
 /// once, in the same transaction that records it in `schema_migrations`;
 /// entries are only ever appended, never edited.
-const MIGRATIONS: &[(i64, &str)] = &[
+const MIGRATIONS: &[Migration] = &[
     (
         1,
         "CREATE TABLE api_keys (
@@ -73,21 +71,6 @@ const MIGRATIONS: &[(i64, &str)] = &[
     BEGIN SELECT RAISE(ABORT, 'events key_seq must follow the key''s last one'); END;",
     ),
 ];
-
-/// The columns every key query returns, as a literal so queries stay
-/// static strings (`concat!`) with bound values only.
-macro_rules! key_columns {
-    () => {
-        "id, name, scope, prefix, created_at_ms, revoked_at_ms"
-    };
-}
-
-/// The columns every event query returns.
-macro_rules! event_columns {
-    () => {
-        "seq, key_id, key_seq, at_ms, type, body"
-    };
-}
 
 /// Opens (creating if needed) the SQLite database at `path` and brings its
 /// schema up to date. The parent directory must exist; a new file is
@@ -182,14 +165,7 @@ async fn migrate(pool: &SqlitePool) -> Result<(), StoreError> {
         sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")
             .fetch_one(&mut *tx)
             .await?;
-    let supported = MIGRATIONS.last().map_or(0, |(v, _)| *v);
-    if current > supported {
-        return Err(StoreError::SchemaTooNew {
-            found: current,
-            supported,
-        });
-    }
-    for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
+    for (version, sql) in pending(current, MIGRATIONS)? {
         sqlx::raw_sql(*sql).execute(&mut *tx).await?;
         sqlx::query("INSERT INTO schema_migrations (version, applied_at_ms) VALUES (?, ?)")
             .bind(version)
@@ -202,34 +178,6 @@ async fn migrate(pool: &SqlitePool) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn key_from_row(row: &SqliteRow) -> Result<ApiKey, StoreError> {
-    let scope: String = row.try_get("scope")?;
-    let scope = scope.parse::<Scope>().map_err(|e| StoreError::CorruptRow {
-        table: "api_keys",
-        reason: e.to_string(),
-    })?;
-    Ok(ApiKey {
-        id: row.try_get("id")?,
-        name: row.try_get("name")?,
-        scope,
-        prefix: row.try_get("prefix")?,
-        created_at_ms: row.try_get("created_at_ms")?,
-        revoked_at_ms: row.try_get("revoked_at_ms")?,
-    })
-}
-
-fn event_from_row(row: &SqliteRow) -> Result<StoredEvent, StoreError> {
-    let body: String = row.try_get("body")?;
-    Ok(StoredEvent {
-        seq: row.try_get("seq")?,
-        key_id: row.try_get("key_id")?,
-        key_seq: row.try_get("key_seq")?,
-        at_ms: row.try_get("at_ms")?,
-        kind: row.try_get("type")?,
-        body: parse_body("events", &body)?,
-    })
-}
-
 /// The last key_seq of `key_id`, 0 if none, read through any executor (the
 /// pool, or the connection of an open transaction).
 async fn last_key_seq_in<'e, E>(executor: E, key_id: &str) -> Result<i64, sqlx::Error>
@@ -240,14 +188,6 @@ where
         .bind(key_id)
         .fetch_one(executor)
         .await
-}
-
-/// Whether the statement broke a UNIQUE constraint (or the rule that
-/// key_seq follows the last one): another writer took that key_seq.
-fn is_taken_key_seq(e: &sqlx::Error) -> bool {
-    e.as_database_error().is_some_and(|db| {
-        db.kind() == ErrorKind::UniqueViolation || db.message().contains("key_seq must follow")
-    })
 }
 
 // === impl Store for SqliteStore ===

@@ -146,9 +146,146 @@ impl Proc {
 
 impl Drop for Proc {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        kill_tree(&mut self.child);
     }
+}
+
+/// The live descendants of `pid` (children, grandchildren, …), read from
+/// `/proc`.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut parent_of = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let Some(p) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            // After "(comm) ": state, ppid, …
+            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+                continue;
+            };
+            let mut fields = rest.split_whitespace();
+            let state = fields.next().unwrap_or("");
+            if let Some(ppid) = fields.next().and_then(|f| f.parse::<u32>().ok())
+                && state != "Z"
+            {
+                parent_of.push((p, ppid));
+            }
+        }
+    }
+    let mut found = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(parent) = frontier.pop() {
+        for &(p, pp) in &parent_of {
+            if pp == parent && !found.contains(&p) {
+                found.push(p);
+                frontier.push(p);
+            }
+        }
+    }
+    found
+}
+
+/// The command line of a live process (NULs as spaces).
+pub fn cmdline(pid: u32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+        .unwrap_or_default()
+}
+
+/// Sends SIGKILL to processes by pid (ignoring ones already gone).
+pub fn kill_pids(pids: &[u32]) {
+    if pids.is_empty() {
+        return;
+    }
+    let _ = Command::new("kill")
+        .arg("-KILL")
+        .args(pids.iter().map(u32::to_string))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// Kills `child` and every process it started (e.g. plangate's upstream
+/// servers, which would otherwise outlive a SIGKILLed plangate), then reaps
+/// it.
+pub fn kill_tree(child: &mut Child) {
+    // Collect first: once the parent dies its children are re-parented.
+    let below = descendants(child.id());
+    let _ = child.kill();
+    kill_pids(&below);
+    let _ = child.wait();
+}
+
+/// The repository's root directory.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// The third-party MCP peers of the interop suite, installed (pinned) by
+/// `scripts/install-peers` into `.tools/`.
+pub struct Peers {
+    /// The venv's Python, with the official MCP SDK.
+    pub python: PathBuf,
+    /// `.tools/node/node_modules`.
+    pub node_modules: PathBuf,
+    /// `tests/interop` (client.py, tap.mjs).
+    pub interop: PathBuf,
+}
+
+impl Peers {
+    /// The entry point of an npm package under `node_modules`.
+    pub fn js(&self, rel: &str) -> PathBuf {
+        self.node_modules.join(rel)
+    }
+}
+
+/// Installs the peers once per test process (the script itself is quick
+/// when they are already installed, and serialises concurrent runs with a
+/// file lock). Never skips: if the install fails, every test that needs
+/// the peers fails with the script's output.
+pub fn peers() -> &'static Peers {
+    static PEERS: std::sync::OnceLock<Peers> = std::sync::OnceLock::new();
+    PEERS.get_or_init(|| {
+        let root = repo_root();
+        let started = std::time::Instant::now();
+        let out = Command::new("bash")
+            .arg(root.join("scripts/install-peers"))
+            .current_dir(&root)
+            .stdin(Stdio::null())
+            .output()
+            .expect("cannot run bash scripts/install-peers");
+        assert!(
+            out.status.success(),
+            "scripts/install-peers failed ({}):\n{}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        eprintln!(
+            "interop peers ready in {:.1}s:\n{}",
+            started.elapsed().as_secs_f64(),
+            String::from_utf8_lossy(&out.stdout).trim_end()
+        );
+        let peers = Peers {
+            python: root.join(".tools/venv/bin/python"),
+            node_modules: root.join(".tools/node/node_modules"),
+            interop: root.join("tests/interop"),
+        };
+        for p in [&peers.python, &peers.node_modules, &peers.interop] {
+            assert!(p.exists(), "{} missing after install-peers", p.display());
+        }
+        peers
+    })
 }
 
 /// Starts a demo site over HTTP on a free loopback port.

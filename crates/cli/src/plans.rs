@@ -1,0 +1,745 @@
+//! `plangate plans list|show|discard|retry|apply`: a person looking at and
+//! acting on keys' plans from outside the agent (DESIGN §5, §7).
+//!
+//! Plans are folds over each key's event log, so these commands read and
+//! append through the same [`KeyLog`] the gateway uses, with the same
+//! compare-and-set rule: a person's discard or retry and an agent's call
+//! racing on one key never both win on a stale view. Every event a person
+//! causes here is recorded as `Actor::Operator` (named by `$USER`) over
+//! `Channel::Cli`.
+//!
+//! Like every plangate process sharing the store, reading a plan here first
+//! brings it up to date: a claim whose lease ran out (its owner died) is
+//! marked `in_doubt`, and a plan past its life expires. So `plans list`
+//! shows the truth even when no gateway is running.
+//!
+//! `retry` and `apply` run steps, so they build a gateway in this process
+//! from the same config `serve` would use and go through
+//! [`apply::apply_plan`] — the same claims, fresh checks, receipts and
+//! at-most-once rule as an agent's `apply_plan`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use anyhow::{Result, anyhow};
+use plangate_config::Config;
+use plangate_core::{
+    Actor, Channel, Event, EventKind, KeyState, Scope, Step, StepStatus, Verdict, Where,
+};
+use plangate_gateway::Gateway;
+use plangate_gateway::apply::{self, ApplyRequest};
+use plangate_gateway::log::KeyLog;
+use plangate_gateway::plan::{Acting, expires_in, expiry_due, step_json};
+use plangate_store::{ApiKey, KeyMaterial, Store, now_ms};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::commands::{UsageError, operator_name, print_table};
+
+// === keys and state ===
+
+/// The key named `key`: the active key with that name, the key with that
+/// id, or else the most recent revoked key with that name (its log is
+/// still there to read).
+pub async fn resolve_key(store: &dyn Store, key: &str) -> Result<ApiKey> {
+    if let Some(found) = store.find_key(key).await? {
+        return Ok(found);
+    }
+    store
+        .list_keys()
+        .await?
+        .into_iter()
+        .rev()
+        .find(|k| k.name == key)
+        .ok_or_else(|| {
+            UsageError(format!(
+                "no key named {key:?}; `plangate keys list` shows the keys"
+            ))
+            .into()
+        })
+}
+
+fn ttl_ms(config: &Config) -> i64 {
+    i64::try_from(config.gateway.plan_ttl.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn lease_ms(config: &Config) -> i64 {
+    i64::try_from(config.gateway.lease.as_millis()).unwrap_or(30_000)
+}
+
+/// The CLI acting on `key`'s log.
+fn cli_acting(key: &ApiKey) -> Acting {
+    Acting {
+        key: key.clone(),
+        channel: Channel::Cli,
+    }
+}
+
+/// An event by the person at this terminal.
+fn operator_event(key: &ApiKey, kind: EventKind) -> Event {
+    Event {
+        at_ms: now_ms(),
+        key_id: key.id.clone(),
+        actor: Actor::Operator {
+            name: operator_name(),
+        },
+        channel: Channel::Cli,
+        kind,
+    }
+}
+
+/// Brings a key's plan up to date before a person reads or changes it:
+/// expires a plan past its life and marks claims whose lease ran out
+/// `in_doubt` (the same events the gateway's sweeper appends, by
+/// `Actor::System`). Returns the state after.
+async fn refresh(log: &KeyLog, key: &ApiKey, config: &Config) -> Result<KeyState> {
+    let (ttl, lease) = (ttl_ms(config), lease_ms(config));
+    let acting = cli_acting(key);
+    let (state, ()) = log
+        .transact(&key.id, |state| {
+            let now = now_ms();
+            let mut view = state.clone();
+            let mut events = Vec::new();
+            if let Some(e) = expiry_due(&view, now, ttl, &acting) {
+                view.apply(view.last_seq + 1, &e);
+                events.push(e);
+            }
+            for e in apply::lease_cleanup(&view, now, lease, &acting) {
+                view.apply(view.last_seq + 1, &e);
+                events.push(e);
+            }
+            Ok::<_, std::convert::Infallible>((events, ()))
+        })
+        .await?
+        .unwrap_or_else(|never| match never {});
+    Ok(state)
+}
+
+/// Whether an apply recorded in `state` may still be running.
+fn apply_alive(state: &KeyState, now: i64, lease_ms: i64) -> bool {
+    state.applying.is_some()
+        && state
+            .applying_touched_ms
+            .is_some_and(|t| t + lease_ms > now)
+}
+
+// === formatting ===
+
+/// Seconds as a person reads them: `3h 59m`, `4m 10s`, `12s`.
+pub fn human_secs(secs: i64) -> String {
+    match secs {
+        s if s <= 0 => "now".to_owned(),
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m {}s", s / 60, s % 60),
+        s => format!("{}h {}m", s / 3600, s % 3600 / 60),
+    }
+}
+
+/// How many of the plan's steps have `status`.
+fn count(state: &KeyState, status: StepStatus) -> usize {
+    state.open_steps().filter(|s| s.status == status).count()
+}
+
+/// Where a step lands, in a few words.
+pub fn lands_on_text(step: &Step) -> String {
+    let l = &step.record.lands_on;
+    match (l.where_, &l.target) {
+        (Where::Copy, Some(t)) => format!("a copy of {t}"),
+        (Where::Copy, None) => "a copy".to_owned(),
+        (Where::Live, Some(t)) => format!("live ({t})"),
+        (Where::Live, None) => "live".to_owned(),
+    }
+}
+
+/// The lines of a receipt (DESIGN §5) for a person.
+pub fn receipt_lines(body: &Value) -> Vec<String> {
+    let n = |k: &str| body[k].as_u64().unwrap_or(0);
+    let mut lines = vec![
+        body["message"].as_str().unwrap_or_default().to_owned(),
+        format!(
+            "applied {}, failed {}, in doubt {}, not run {}",
+            n("applied"),
+            n("failed"),
+            n("in_doubt"),
+            n("not_run")
+        ),
+    ];
+    for s in body["steps"].as_array().into_iter().flatten() {
+        let mut line = format!(
+            "step {} ({}): {} — {}",
+            s["position"],
+            s["step_id"].as_str().unwrap_or_default(),
+            s["predicted_effect"].as_str().unwrap_or_default(),
+            s["outcome"].as_str().unwrap_or_default(),
+        );
+        if let Some(c) = s["copy_id"].as_str() {
+            line.push_str(&format!("; copy {c}"));
+        }
+        for l in s["links"].as_array().into_iter().flatten() {
+            line.push_str(&format!("; link {}", l.as_str().unwrap_or_default()));
+        }
+        for l in s["snapshots"].as_array().into_iter().flatten() {
+            line.push_str(&format!("; snapshot {}", l.as_str().unwrap_or_default()));
+        }
+        if s["approved_by_apply"] == true {
+            line.push_str("; approved by this apply (destructive)");
+        }
+        if let Some(e) = s.get("error").filter(|e| !e.is_null()) {
+            line.push_str(&format!(
+                "; error {}: {}",
+                e["code"].as_str().unwrap_or_default(),
+                e["message"].as_str().unwrap_or_default()
+            ));
+        }
+        lines.push(line);
+    }
+    if let Some(d) = body["plan_digest"].as_str() {
+        lines.push(format!("plan digest {d}"));
+    }
+    lines
+}
+
+fn print_json(v: &Value) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}
+
+// === list ===
+
+/// `plangate plans list`: every key with a plan (open steps or a session).
+pub async fn list(config: &Config, store: Arc<dyn Store>, as_json: bool) -> Result<()> {
+    let log = KeyLog::new(store.clone());
+    let keys: BTreeMap<String, ApiKey> = store
+        .list_keys()
+        .await?
+        .into_iter()
+        .map(|k| (k.id.clone(), k))
+        .collect();
+    let now = now_ms();
+    let mut rows = Vec::new();
+    for key_id in store.keys_with_events().await? {
+        let key = keys.get(&key_id).cloned().unwrap_or_else(|| ApiKey {
+            id: key_id.clone(),
+            name: key_id.clone(),
+            scope: Scope::Read,
+            prefix: String::new(),
+            created_at_ms: 0,
+            revoked_at_ms: None,
+        });
+        let state = refresh(&log, &key, config).await?;
+        if state.open_steps().next().is_none() && state.session_id.is_none() {
+            continue;
+        }
+        let mode = config.modes.resolve(state.mode.as_deref()).0;
+        let get = |s: StepStatus| count(&state, s);
+        rows.push(json!({
+            "key": key.name,
+            "key_id": key.id,
+            "scope": key.scope,
+            "revoked": !key.is_active(),
+            "mode": mode.name,
+            "plan_mode": mode.plan_mode(),
+            "waiting": get(StepStatus::Planned),
+            "running": get(StepStatus::Running),
+            "failed": get(StepStatus::Failed),
+            "in_doubt": get(StepStatus::InDoubt),
+            "expires_in": expires_in(&state, now, ttl_ms(config)),
+            "plan_digest": state.plan_digest(),
+        }));
+    }
+    if as_json {
+        return print_json(&Value::Array(rows));
+    }
+    if rows.is_empty() {
+        println!("no plans: no key has steps waiting, running, failed or in doubt");
+        return Ok(());
+    }
+    let table: Vec<[String; 8]> = rows
+        .iter()
+        .map(|r| {
+            let name = r["key"].as_str().unwrap_or_default();
+            [
+                if r["revoked"] == true {
+                    format!("{name} (revoked)")
+                } else {
+                    name.to_owned()
+                },
+                r["mode"].as_str().unwrap_or_default().to_owned(),
+                r["waiting"].to_string(),
+                r["running"].to_string(),
+                r["failed"].to_string(),
+                r["in_doubt"].to_string(),
+                r["expires_in"]
+                    .as_i64()
+                    .map(human_secs)
+                    .unwrap_or_else(|| "-".into()),
+                r["plan_digest"].as_str().unwrap_or_default().to_owned(),
+            ]
+        })
+        .collect();
+    print_table(
+        &[
+            "KEY",
+            "MODE",
+            "WAITING",
+            "RUNNING",
+            "FAILED",
+            "IN DOUBT",
+            "EXPIRES IN",
+            "DIGEST",
+        ],
+        &table,
+    );
+    Ok(())
+}
+
+// === show ===
+
+/// `plangate plans show --key NAME`: the plan as `get_plan` shows it.
+pub async fn show(config: &Config, store: Arc<dyn Store>, key: &str, as_json: bool) -> Result<()> {
+    let key = resolve_key(&*store, key).await?;
+    let log = KeyLog::new(store.clone());
+    let state = refresh(&log, &key, config).await?;
+    let (mode, notice) = config.modes.resolve(state.mode.as_deref());
+    let digest = state.plan_digest();
+    let approved = plangate_gateway::tools::is_approved(&state, &digest, &cli_acting(&key));
+    let pending = state.planned_steps().count();
+    let open: Vec<&Step> = state.open_steps().collect();
+    let expires = expires_in(&state, now_ms(), ttl_ms(config));
+    if as_json {
+        let steps: Vec<Value> = open
+            .iter()
+            .map(|s| {
+                let mut v = step_json(s);
+                v["attempts"] = json!(s.attempts);
+                v
+            })
+            .collect();
+        let mut body = json!({
+            "key": key.name,
+            "key_id": key.id,
+            "scope": key.scope,
+            "mode": mode.name,
+            "plan_mode": mode.plan_mode(),
+            "expires_in": expires,
+            "pending_steps": pending,
+            "plan_digest": digest,
+            "approved": approved,
+            "steps": steps,
+        });
+        if let Some(n) = notice {
+            body["notice"] = json!(n);
+        }
+        return print_json(&body);
+    }
+    println!(
+        "key {} ({}, scope {}): mode {}{}",
+        key.name,
+        key.id,
+        key.scope,
+        mode.name,
+        if mode.plan_mode() { " (plan mode)" } else { "" }
+    );
+    if let Some(n) = notice {
+        println!("note: {n}");
+    }
+    if open.is_empty() {
+        println!("no plan: nothing is waiting, running, failed or in doubt");
+        return Ok(());
+    }
+    println!(
+        "{} step(s) in the plan, {pending} waiting; expires in {}; approved: {}",
+        open.len(),
+        expires.map(human_secs).unwrap_or_else(|| "-".into()),
+        if approved { "yes" } else { "no" }
+    );
+    println!("plan digest {digest}");
+    println!();
+    let rows: Vec<[String; 7]> = open
+        .iter()
+        .map(|s| {
+            let r = &s.record;
+            [
+                r.position.to_string(),
+                s.status.to_string(),
+                r.step_id.clone(),
+                r.predicted_effect.clone(),
+                lands_on_text(s),
+                if r.approval_required {
+                    "required (destructive)".to_owned()
+                } else {
+                    "-".to_owned()
+                },
+                s.error
+                    .as_ref()
+                    .map(|e| format!("{}: {}", e.code, e.message))
+                    .unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    print_table(
+        &[
+            "POS",
+            "STATUS",
+            "STEP",
+            "PREDICTED EFFECT",
+            "LANDS ON",
+            "APPROVAL",
+            "ERROR",
+        ],
+        &rows,
+    );
+    Ok(())
+}
+
+// === discard ===
+
+/// `plangate plans discard --key NAME [STEP…]`: a person drops steps
+/// (the named waiting, failed or in-doubt ones; else every waiting step).
+pub async fn discard(
+    config: &Config,
+    store: Arc<dyn Store>,
+    key: &str,
+    named: &[String],
+    as_json: bool,
+) -> Result<()> {
+    let key = resolve_key(&*store, key).await?;
+    let log = KeyLog::new(store.clone());
+    refresh(&log, &key, config).await?;
+    let (state, discarded) = log
+        .transact(&key.id, |state| {
+            let ids: Vec<String> = if named.is_empty() {
+                state
+                    .planned_steps()
+                    .map(|s| s.record.step_id.clone())
+                    .collect()
+            } else {
+                for id in named {
+                    let Some(step) = state.step(id) else {
+                        return Err(UsageError(format!(
+                            "there is no step {id:?} in key {:?}'s plan; `plangate plans show --key {}` lists the steps",
+                            key.name, key.name
+                        )));
+                    };
+                    if !matches!(
+                        step.status,
+                        StepStatus::Planned | StepStatus::Failed | StepStatus::InDoubt
+                    ) {
+                        return Err(UsageError(format!(
+                            "step {id} is {}; only waiting, failed or in-doubt steps can be discarded",
+                            step.status
+                        )));
+                    }
+                }
+                let mut ids = named.to_vec();
+                ids.dedup();
+                ids
+            };
+            if ids.is_empty() {
+                return Ok((vec![], ids));
+            }
+            Ok((
+                vec![operator_event(
+                    &key,
+                    EventKind::StepsDiscarded {
+                        step_ids: ids.clone(),
+                    },
+                )],
+                ids,
+            ))
+        })
+        .await??;
+    let pending = state.planned_steps().count();
+    if as_json {
+        return print_json(&json!({
+            "success": true,
+            "key": key.name,
+            "discarded": discarded,
+            "pending_steps": pending,
+            "plan_digest": state.plan_digest(),
+            "discarded_by": operator_name(),
+        }));
+    }
+    if discarded.is_empty() {
+        println!("nothing to discard: key {} has no waiting steps", key.name);
+    } else {
+        println!(
+            "discarded {} step(s) of key {}: {}; {pending} waiting",
+            discarded.len(),
+            key.name,
+            discarded.join(", ")
+        );
+    }
+    Ok(())
+}
+
+// === retry and apply ===
+
+/// Fails unless every upstream the steps call is connected, so nothing is
+/// claimed (or recorded as failed) when the world cannot be reached.
+fn require_upstreams<'a>(gw: &Gateway, steps: impl IntoIterator<Item = &'a Step>) -> Result<()> {
+    let down = gw.down_upstreams();
+    for step in steps {
+        let server = &step.record.server;
+        if gw.upstream(server).is_none() {
+            let why = down
+                .get(server)
+                .cloned()
+                .unwrap_or_else(|| "not configured".to_owned());
+            return Err(anyhow!(
+                "upstream {server:?} is not connected ({why}); nothing was run"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Prints a receipt; an apply with failed or in-doubt steps exits 1.
+fn finish_receipt(result: rmcp::model::CallToolResult, as_json: bool) -> Result<()> {
+    let body = result.structured_content.unwrap_or(Value::Null);
+    if as_json {
+        print_json(&body)?;
+    } else {
+        for line in receipt_lines(&body) {
+            println!("{line}");
+        }
+    }
+    if body["success"] == true {
+        Ok(())
+    } else {
+        Err(anyhow!(
+            "not every step was applied; `plangate plans show` shows what is left"
+        ))
+    }
+}
+
+fn refused(r: plangate_gateway::refusal::Refusal) -> anyhow::Error {
+    anyhow!("apply refused ({}): {}", r.code.as_str(), r.message)
+}
+
+/// `plangate plans retry --key NAME STEP`: a person's explicit retry of an
+/// in-doubt step (DESIGN §5): `step_retried` by the operator, then exactly
+/// that step runs now, through a gateway built in this process.
+pub async fn retry(
+    config: Config,
+    store: Arc<dyn Store>,
+    material: KeyMaterial,
+    key: &str,
+    step_id: &str,
+    as_json: bool,
+) -> Result<()> {
+    let key = resolve_key(&*store, key).await?;
+    let (lease, ttl) = (lease_ms(&config), ttl_ms(&config));
+    let state = refresh(&KeyLog::new(store.clone()), &key, &config).await?;
+    let not_in_doubt = |state: &KeyState| -> Option<UsageError> {
+        match state.step(step_id) {
+            None => Some(UsageError(format!(
+                "there is no step {step_id:?} in key {:?}'s plan; `plangate plans show --key {}` lists the steps",
+                key.name, key.name
+            ))),
+            Some(s) if s.status != StepStatus::InDoubt => {
+                let hint = match s.status {
+                    StepStatus::Planned | StepStatus::Failed => format!(
+                        " (a waiting or failed step runs with `plangate plans apply --key {} {step_id}`)",
+                        key.name
+                    ),
+                    _ => String::new(),
+                };
+                Some(UsageError(format!(
+                    "step {step_id} is {}, not in doubt: only an in-doubt step is retried{hint}; nothing was run",
+                    s.status
+                )))
+            }
+            Some(_) => None,
+        }
+    };
+    if let Some(e) = not_in_doubt(&state) {
+        return Err(e.into());
+    }
+    let gw = Gateway::build(config, store, material).await;
+    let outcome = async {
+        if let Some(step) = state.step(step_id) {
+            require_upstreams(&gw, [step])
+                .map_err(|e| anyhow!("{e:#}; step {step_id} stays in doubt"))?;
+        }
+        gw.log()
+            .transact(&key.id, |state| {
+                if let Some(e) = not_in_doubt(state) {
+                    return Err(anyhow::Error::from(e));
+                }
+                let now = now_ms();
+                if apply_alive(state, now, lease) {
+                    return Err(anyhow!(
+                        "an apply of key {:?}'s plan is still running (or stopped less than a lease ago); step {step_id} stays in doubt. Try again shortly",
+                        key.name
+                    ));
+                }
+                // Retried into a plan whose life is over, the step would
+                // only expire unrun.
+                if state.expires_at_ms(ttl).is_some_and(|t| t <= now) {
+                    return Err(anyhow!(
+                        "key {:?}'s plan outlived its life, so a retried step would expire unrun; step {step_id} stays in doubt. Discard it, or have the agent begin a new session and plan it again",
+                        key.name
+                    ));
+                }
+                Ok((
+                    vec![operator_event(
+                        &key,
+                        EventKind::StepRetried {
+                            step_id: step_id.to_owned(),
+                        },
+                    )],
+                    (),
+                ))
+            })
+            .await??;
+        // The operator's explicit retry is the authority to run this one
+        // step, whatever the key's scope: a recorded approval would cover
+        // the whole plan digest, not just this step.
+        let acting = Acting {
+            key: ApiKey {
+                scope: Scope::Write,
+                ..key.clone()
+            },
+            channel: Channel::Cli,
+        };
+        let request = ApplyRequest {
+            step_ids: Some(vec![step_id.to_owned()]),
+            plan_digest: None,
+            continue_on_error: false,
+        };
+        apply::apply_plan(&gw, &acting, request, None, CancellationToken::new())
+            .await
+            .map_err(refused)
+    }
+    .await;
+    gw.shutdown().await;
+    finish_receipt(outcome?, as_json)
+}
+
+/// `plangate plans apply --key NAME [--digest D] [STEP…]`: a person says
+/// yes to a key's plan and applies it — every waiting step, or only the
+/// named waiting or failed ones. The yes is recorded first
+/// (`review_answered`, approve, by the operator, for that digest), then the
+/// steps run bound to the digest, through a gateway built in this process.
+pub async fn apply_cmd(
+    config: Config,
+    store: Arc<dyn Store>,
+    material: KeyMaterial,
+    key: &str,
+    digest: Option<&str>,
+    named: &[String],
+    as_json: bool,
+) -> Result<()> {
+    if let Some(d) = digest {
+        let hex = d.strip_prefix("sha256:").unwrap_or_default();
+        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(UsageError(format!(
+                "{d:?} is not a plan digest: it looks like sha256: and 64 hex digits (`plangate plans show` prints it)"
+            ))
+            .into());
+        }
+    }
+    let key = resolve_key(&*store, key).await?;
+    let state = refresh(&KeyLog::new(store.clone()), &key, &config).await?;
+    let mut selected: Vec<&Step> = Vec::new();
+    for id in named {
+        match state.step(id) {
+            None => {
+                return Err(UsageError(format!(
+                    "there is no step {id:?} in key {:?}'s plan; `plangate plans show --key {}` lists the steps",
+                    key.name, key.name
+                ))
+                .into());
+            }
+            Some(s) if matches!(s.status, StepStatus::Planned | StepStatus::Failed) => {
+                selected.push(s);
+            }
+            Some(s) => {
+                let hint = if s.status == StepStatus::InDoubt {
+                    format!(
+                        " (an in-doubt step runs again only with `plangate plans retry --key {} {id}`)",
+                        key.name
+                    )
+                } else {
+                    String::new()
+                };
+                return Err(UsageError(format!(
+                    "step {id} is {}; only waiting or failed steps are applied{hint}; nothing was run",
+                    s.status
+                ))
+                .into());
+            }
+        }
+    }
+    if named.is_empty() {
+        selected = state.planned_steps().collect();
+    }
+    if selected.is_empty() {
+        let msg = format!("nothing to apply: key {} has no waiting steps", key.name);
+        if as_json {
+            return print_json(&json!({"success": true, "applied": 0, "message": msg}));
+        }
+        println!("{msg}");
+        return Ok(());
+    }
+    let current = state.plan_digest();
+    let digest = digest.map(str::to_owned).unwrap_or(current.clone());
+    if digest != current {
+        return Err(anyhow!(
+            "apply refused (plan_changed): the plan of key {} is now {current}, not {digest}; nothing was run. Look at it again with `plangate plans show --key {}`",
+            key.name,
+            key.name
+        ));
+    }
+    let gw = Gateway::build(config, store, material).await;
+    let outcome = async {
+        require_upstreams(&gw, selected.iter().copied())?;
+        gw.log()
+            .transact(&key.id, |state| {
+                let now = state.plan_digest();
+                if now != digest {
+                    return Err(anyhow!(
+                        "apply refused (plan_changed): the plan changed just now (it is {now}); nothing was run"
+                    ));
+                }
+                Ok((
+                    vec![operator_event(
+                        &key,
+                        EventKind::ReviewAnswered {
+                            review_id: None,
+                            verdict: Verdict::Approve,
+                            plan_digest: digest.clone(),
+                            feedback: None,
+                        },
+                    )],
+                    (),
+                ))
+            })
+            .await??;
+        let request = ApplyRequest {
+            step_ids: (!named.is_empty()).then(|| named.to_vec()),
+            plan_digest: Some(digest.clone()),
+            continue_on_error: false,
+        };
+        apply::apply_plan(&gw, &cli_acting(&key), request, None, CancellationToken::new())
+            .await
+            .map_err(refused)
+    }
+    .await;
+    gw.shutdown().await;
+    finish_receipt(outcome?, as_json)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_like_a_person_says_them() {
+        assert_eq!(human_secs(0), "now");
+        assert_eq!(human_secs(12), "12s");
+        assert_eq!(human_secs(250), "4m 10s");
+        assert_eq!(human_secs(14_399), "3h 59m");
+    }
+}

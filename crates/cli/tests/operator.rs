@@ -1,0 +1,824 @@
+//! The operator's commands end to end: `plangate demo`, `audit export` and
+//! `plans list|show|discard|retry|apply`, each as a real `plangate` process
+//! against a data dir that a real agent (an rmcp client of `plangate serve
+//! --stdio`) planned into, with the demo site as the upstream. The site's
+//! own state file is the witness of what ran, and how often.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{Value, json};
+
+type Client = rmcp::service::RunningService<rmcp::RoleClient, rmcp::model::ClientConfig>;
+
+/// The operator's name for every command run here (`$USER`).
+const OPERATOR: &str = "ops-alice";
+
+/// `plangate.toml` in the scratch dir (so every command run there finds it)
+/// with the demo site as `site` and its shipped planning settings.
+fn demo_config(scratch: &Scratch) -> String {
+    let text = include_str!("../../config/src/demo.toml");
+    let tools = &text[text.find("\n[upstreams.site.tools").unwrap()..];
+    let state = scratch.path().join("site.json");
+    let path = scratch.write(
+        "plangate.toml",
+        &format!(
+            "[upstreams.site]\ncommand = \"{}\"\nargs = [\"demo-site\", \"--state\", \"{}\"]\n{tools}",
+            plangate().display(),
+            state.display()
+        ),
+    );
+    path.to_str().unwrap().to_owned()
+}
+
+fn site(scratch: &Scratch) -> Value {
+    site_state(&scratch.path().join("site.json"))
+}
+
+/// Runs `plangate --data-dir DATA ARGS…` as the operator.
+fn op(scratch: &Scratch, args: &[&str]) -> Output {
+    Command::new(plangate())
+        .arg("--data-dir")
+        .arg(scratch.data_dir())
+        .args(args)
+        .current_dir(scratch.path())
+        .env_remove("PLANGATE_CONFIG")
+        .env_remove("PLANGATE_KEY")
+        .env("USER", OPERATOR)
+        .output()
+        .unwrap()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Runs an operator command that must succeed and returns its stdout.
+fn op_ok(scratch: &Scratch, args: &[&str]) -> String {
+    let out = op(scratch, args);
+    assert!(
+        out.status.success(),
+        "plangate {args:?} failed ({}):\n{}\n{}",
+        out.status,
+        stdout(&out),
+        stderr(&out)
+    );
+    stdout(&out)
+}
+
+/// Runs an operator command that must succeed and print JSON.
+fn op_json(scratch: &Scratch, args: &[&str]) -> Value {
+    let text = op_ok(scratch, args);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{args:?}: {e}:\n{text}"))
+}
+
+/// Runs an operator command that must fail with `code`; returns stderr.
+fn op_fails(scratch: &Scratch, args: &[&str], code: i32) -> String {
+    let out = op(scratch, args);
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "plangate {args:?}:\n{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    stderr(&out)
+}
+
+/// Parses JSON Lines, each line an object.
+fn lines(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+            assert!(v.is_object(), "{l}");
+            v
+        })
+        .collect()
+}
+
+fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == kind).collect()
+}
+
+async fn ok(client: &Client, tool: &str, args: Value) -> Value {
+    let r = call(client, tool, args).await.unwrap();
+    assert_eq!(r.is_error, Some(false), "{tool}: {r:?}");
+    r.structured_content.unwrap()
+}
+
+/// Begins plan mode and plans the worked example's three steps.
+async fn plan_three(client: &Client) -> Vec<Value> {
+    ok(client, "plangate_begin_session", json!({"mode": "plan"})).await;
+    vec![
+        ok(
+            client,
+            "update_page",
+            json!({"id": 2, "title": "Our story"}),
+        )
+        .await,
+        ok(
+            client,
+            "create_menu_item",
+            json!({"menu": "main", "label": "Services", "url": "/services"}),
+        )
+        .await,
+        ok(client, "delete_page", json!({"id": 3})).await,
+    ]
+}
+
+fn id(step: &Value) -> String {
+    step["step_id"].as_str().unwrap().to_owned()
+}
+
+fn now_ms() -> i64 {
+    plangate_store::now_ms()
+}
+
+fn page(site: &Value, id: u64) -> Value {
+    site["pages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == id)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+// === plangate demo ===
+
+#[test]
+fn plangate_demo_tells_the_worked_example_offline_and_exits_zero() {
+    let scratch = Scratch::new();
+    let started = Instant::now();
+    let out = op(&scratch, &["demo"]);
+    let took = started.elapsed();
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}\n{}", stderr(&out));
+    assert!(took < Duration::from_secs(5), "the demo took {took:?}");
+    assert!(
+        !scratch.data_dir().exists(),
+        "the demo never touches the user's data dir"
+    );
+
+    let section = |from: &str, to: &str| -> String {
+        let start = text
+            .find(from)
+            .unwrap_or_else(|| panic!("no {from:?}:\n{text}"));
+        let rest = &text[start..];
+        rest[..rest.find(to).unwrap_or(rest.len())].to_owned()
+    };
+    let has_line =
+        |block: &str, parts: &[&str]| block.lines().any(|l| parts.iter().all(|p| l.contains(p)));
+    // The site before: the Team draft, a three-item menu.
+    let before = section("The site before", "begin");
+    assert!(has_line(&before, &["page 3", "Team", "draft"]), "{before}");
+    assert!(has_line(
+        &before,
+        &["Main menu", "Home", "About", "Contact"]
+    ));
+    assert!(!before.contains("Services"));
+    // The three planned steps, each with its answer.
+    let planned = section("three writes", "The site is unchanged");
+    for (n, what) in [
+        (1, "Update page 2 (About)"),
+        (2, "Add item \"Services\""),
+        (3, "Move page 3 (Team, draft) to the trash"),
+    ] {
+        assert!(
+            has_line(&planned, &[&format!("planned as step {n} (step_")]),
+            "{planned}"
+        );
+        assert!(has_line(&planned, &["predicted effect", what]), "{planned}");
+    }
+    assert!(has_line(&planned, &["lands on", "a copy"]));
+    assert!(has_line(&planned, &["approval: REQUIRED", "Destructive"]));
+    assert!(text.contains("none written"), "the site is shown unchanged");
+    assert!(has_line(&text, &["Plan digest", "sha256:"]));
+    // The person's yes is labelled simulated.
+    assert!(has_line(&text, &["says yes", "SIMULATED"]), "{text}");
+    assert!(text.contains("SIMULATED: in real use"));
+    // The receipt: copy and preview link, menu item, snapshot, approval.
+    let receipt = section("Receipt:", "The site after");
+    assert!(has_line(
+        &receipt,
+        &["applied 3, failed 0, in doubt 0, not run 0"]
+    ));
+    assert!(
+        has_line(
+            &receipt,
+            &["step 1: applied", "landed on copy 5", "?preview=5"]
+        ),
+        "{receipt}"
+    );
+    assert!(has_line(&receipt, &["step 2: applied", "menu item id 4"]));
+    assert!(has_line(
+        &receipt,
+        &["step 3: applied", "snapshot id snap_", "approved_by_apply"]
+    ));
+    // The site after: the title on the copy, Services live, page 3 in trash.
+    let after = section("The site after", "ends the session");
+    assert!(
+        has_line(&after, &["page 2", "About", "published"]),
+        "{after}"
+    );
+    assert!(has_line(
+        &after,
+        &["page 5", "Our story", "draft", "copy of page 2"]
+    ));
+    assert!(has_line(&after, &["page 3", "Team", "trash"]));
+    assert!(has_line(&after, &["Main menu", "Services (/services)"]));
+    assert!(has_line(&text, &["Mode is back to default"]));
+}
+
+#[test]
+fn plangate_demo_json_prints_every_answer_as_a_json_line() {
+    let scratch = Scratch::new();
+    let out = op(&scratch, &["demo", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let answers = lines(&stdout(&out));
+    let phase = |p: &str| -> Vec<&Value> { answers.iter().filter(|a| a["phase"] == p).collect() };
+    let planned = phase("plan");
+    assert_eq!(planned.len(), 3);
+    for (i, step) in planned.iter().enumerate() {
+        assert_eq!(step["answer"]["code"], "plan_step");
+        assert_eq!(step["answer"]["position"], i + 1);
+        assert_eq!(step["answer"]["mutation_performed"], false);
+    }
+    assert_eq!(planned[0]["answer"]["lands_on"]["where"], "copy");
+    assert_eq!(planned[2]["answer"]["approval_required"], true);
+    let yes = phase("person_says_yes");
+    assert_eq!(yes.len(), 1);
+    assert_eq!(yes[0]["simulated"], true);
+    let receipt = &phase("apply")[0]["answer"];
+    assert_eq!(receipt["applied"], 3, "{receipt}");
+    assert_eq!(receipt["plan_digest"], yes[0]["plan_digest"]);
+    assert_eq!(receipt["steps"][0]["copy_id"], "5");
+    assert!(receipt["steps"][1]["result"]["menu_item_id"].is_u64());
+    assert!(receipt["steps"][2]["snapshots"][0].is_string());
+    assert_eq!(receipt["approved_by_apply"].as_array().unwrap().len(), 1);
+    let after = phase("site_after");
+    let pages = after[0]["answer"]["pages"].as_array().unwrap();
+    assert!(
+        pages
+            .iter()
+            .any(|p| p["title"] == "Our story" && p["copy_of"] == 2)
+    );
+    assert!(pages.iter().any(|p| p["id"] == 3 && p["status"] == "trash"));
+    assert!(
+        after[1]["answer"]["menus"][0]["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["label"] == "Services")
+    );
+    assert_eq!(phase("end_session").len(), 1);
+    let calls: Vec<&Value> = answers.iter().filter(|a| a["tool"].is_string()).collect();
+    assert_eq!(
+        calls.len(),
+        answers.len() - 1,
+        "every line but the yes is a call"
+    );
+    assert!(calls.iter().all(|a| a["is_error"] == false));
+}
+
+// === audit export ===
+
+#[tokio::test]
+async fn audit_export_writes_json_lines_filters_by_key_and_time_and_never_leaks_a_secret() {
+    let scratch = Scratch::new();
+    let agent_token = scratch.create_key("agent", "write");
+    let other_token = scratch.create_key("other", "write");
+    let config = demo_config(&scratch);
+    let canary = format!("canary-{}", now_ms());
+
+    let agent = stdio_client(&scratch, &["--config", &config], Some(&agent_token)).await;
+    ok(&agent, "plangate_begin_session", json!({"mode": "plan"})).await;
+    let secret_step = ok(
+        &agent,
+        "update_option",
+        json!({"name": "tagline", "value": {"user": "ops", "password": canary}}),
+    )
+    .await;
+    assert_eq!(secret_step["arguments"]["value"]["password"], "[redacted]");
+    ok(
+        &agent,
+        "update_page",
+        json!({"id": 2, "title": "Our story"}),
+    )
+    .await;
+    let digest = ok(&agent, "plangate_get_plan", json!({})).await["plan_digest"].clone();
+    let receipt = ok(
+        &agent,
+        "plangate_apply_plan",
+        json!({"plan_digest": digest}),
+    )
+    .await;
+    assert_eq!(receipt["applied"], 2, "{receipt}");
+    // The site got the real value: the secret was sealed, not lost.
+    assert_eq!(
+        site(&scratch)["options"]["tagline"]["value"]["password"],
+        canary
+    );
+    agent.cancel().await.unwrap();
+
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let mid = now_ms();
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let other = stdio_client(&scratch, &["--config", &config], Some(&other_token)).await;
+    ok(&other, "plangate_begin_session", json!({"mode": "plan"})).await;
+    ok(
+        &other,
+        "create_menu_item",
+        json!({"menu": "main", "label": "Later", "url": "/later"}),
+    )
+    .await;
+    other.cancel().await.unwrap();
+
+    let keys = op_json(&scratch, &["keys", "list", "--json"]);
+    let key_id = |name: &str| {
+        keys.as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["name"] == name)
+            .unwrap()["id"]
+            .clone()
+    };
+
+    // Everything, to a file.
+    let file = scratch.path().join("audit.jsonl");
+    let said = op_ok(
+        &scratch,
+        &["audit", "export", "--out", file.to_str().unwrap()],
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(!text.contains(&canary), "the export leaks the secret");
+    let all = lines(&text);
+    assert!(
+        said.contains(&format!("wrote {} event(s)", all.len())),
+        "{said}"
+    );
+    for kind in [
+        "mode_set",
+        "session_begun",
+        "step_planned",
+        "apply_started",
+        "step_started",
+        "step_applied",
+        "apply_finished",
+    ] {
+        assert!(!of_type(&all, kind).is_empty(), "no {kind} in\n{text}");
+    }
+    for e in &all {
+        for field in [
+            "seq", "key_seq", "at_ms", "key_id", "actor", "channel", "type",
+        ] {
+            assert!(!e[field].is_null(), "{field} missing in {e}");
+        }
+    }
+    let seqs: Vec<i64> = all.iter().map(|e| e["seq"].as_i64().unwrap()).collect();
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "global order: {seqs:?}"
+    );
+    let agent_seqs: Vec<i64> = all
+        .iter()
+        .filter(|e| e["key_id"] == key_id("agent"))
+        .map(|e| e["key_seq"].as_i64().unwrap())
+        .collect();
+    assert_eq!(
+        agent_seqs,
+        (1..=agent_seqs.len() as i64).collect::<Vec<_>>()
+    );
+    let planned = of_type(&all, "step_planned");
+    let sealed = planned
+        .iter()
+        .find(|e| e["step"]["tool"] == "update_option")
+        .unwrap();
+    assert_eq!(
+        sealed["step"]["arguments"]["value"]["password"],
+        "[redacted]"
+    );
+    assert!(sealed["step"]["sealed_secrets"].is_string());
+
+    // One key, to stdout.
+    let mine = lines(&op_ok(&scratch, &["audit", "export", "--key", "agent"]));
+    assert!(!mine.is_empty());
+    assert!(mine.iter().all(|e| e["key_id"] == key_id("agent")));
+    assert_eq!(of_type(&mine, "apply_finished").len(), 1);
+    assert_eq!(
+        mine.len(),
+        all.iter()
+            .filter(|e| e["key_id"] == key_id("agent"))
+            .count()
+    );
+
+    // Since a time, in each accepted form.
+    let later = lines(&op_ok(
+        &scratch,
+        &["audit", "export", "--since", &mid.to_string()],
+    ));
+    assert!(later.iter().all(|e| e["at_ms"].as_i64().unwrap() >= mid));
+    assert!(
+        later.iter().all(|e| e["key_id"] == key_id("other")),
+        "{later:?}"
+    );
+    assert_eq!(of_type(&later, "step_planned").len(), 1);
+    let rfc3339 = plangate_store::format_time_ms(mid);
+    let since_second = lines(&op_ok(&scratch, &["audit", "export", "--since", &rfc3339]));
+    assert!(since_second.len() >= later.len() && since_second.len() <= all.len());
+    assert!(
+        since_second
+            .iter()
+            .all(|e| e["at_ms"].as_i64().unwrap() >= mid - 1000)
+    );
+    assert_eq!(
+        lines(&op_ok(
+            &scratch,
+            &["audit", "export", "--since", "2000-01-01"]
+        ))
+        .len(),
+        all.len()
+    );
+    assert!(op_ok(&scratch, &["audit", "export", "--since", "2999-12-31"]).is_empty());
+
+    // Bad usage names the value at fault and exits 2.
+    let err = op_fails(&scratch, &["audit", "export", "--since", "yesterday"], 2);
+    assert!(err.contains("yesterday"), "{err}");
+    let err = op_fails(&scratch, &["audit", "export", "--key", "nobody"], 2);
+    assert!(err.contains("\"nobody\""), "{err}");
+}
+
+// === plans list / show / discard ===
+
+#[tokio::test]
+async fn plans_list_show_and_discard_act_as_the_operator_and_the_agent_sees_it() {
+    let scratch = Scratch::new();
+    let token = scratch.create_key("agent", "write");
+    let config = demo_config(&scratch);
+    let client = stdio_client(&scratch, &["--config", &config], Some(&token)).await;
+    assert!(op_ok(&scratch, &["plans", "list"]).contains("no plans"));
+    let steps = plan_three(&client).await;
+    let site_before = site(&scratch);
+    let digest = ok(&client, "plangate_get_plan", json!({})).await["plan_digest"].clone();
+
+    let table = op_ok(&scratch, &["plans", "list"]);
+    assert!(
+        table.contains("IN DOUBT") && table.contains("DIGEST"),
+        "{table}"
+    );
+    let row = table.lines().find(|l| l.starts_with("agent")).unwrap();
+    assert!(
+        row.contains("plan") && row.contains(digest.as_str().unwrap()),
+        "{row}"
+    );
+    let listed = op_json(&scratch, &["plans", "list", "--json"]);
+    let entry = &listed[0];
+    assert_eq!(
+        (
+            entry["key"].as_str(),
+            entry["mode"].as_str(),
+            entry["waiting"].as_i64(),
+            entry["failed"].as_i64(),
+            entry["in_doubt"].as_i64()
+        ),
+        (Some("agent"), Some("plan"), Some(3), Some(0), Some(0))
+    );
+    assert_eq!(entry["plan_digest"], digest);
+    assert!(entry["expires_in"].as_i64().unwrap() > 3600);
+
+    let shown = op_json(&scratch, &["plans", "show", "--key", "agent", "--json"]);
+    assert_eq!(shown["plan_digest"], digest);
+    assert_eq!(shown["pending_steps"], 3);
+    let listed_steps = shown["steps"].as_array().unwrap();
+    assert_eq!(
+        listed_steps
+            .iter()
+            .map(|s| (
+                s["position"].as_i64().unwrap(),
+                s["status"].as_str().unwrap()
+            ))
+            .collect::<Vec<_>>(),
+        [(1, "planned"), (2, "planned"), (3, "planned")]
+    );
+    assert_eq!(listed_steps[0]["lands_on"]["where"], "copy");
+    assert_eq!(
+        listed_steps[0]["predicted_effect"],
+        steps[0]["predicted_effect"]
+    );
+    assert_eq!(listed_steps[2]["approval_required"], true);
+    let text = op_ok(&scratch, &["plans", "show", "--key", "agent"]);
+    assert!(text.contains(&id(&steps[1])), "{text}");
+    assert!(text.contains("required (destructive)"), "{text}");
+    assert!(text.contains("a copy of 2"), "{text}");
+
+    // The operator discards step 2; the agent's own view agrees.
+    let said = op_ok(
+        &scratch,
+        &["plans", "discard", "--key", "agent", &id(&steps[1])],
+    );
+    assert!(
+        said.contains(&id(&steps[1])) && said.contains("2 waiting"),
+        "{said}"
+    );
+    let plan = ok(&client, "plangate_get_plan", json!({})).await;
+    let positions: Vec<i64> = plan["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["position"].as_i64().unwrap())
+        .collect();
+    assert_eq!(positions, [1, 3]);
+    assert_ne!(plan["plan_digest"], digest);
+    let discards = of_type(
+        &lines(&op_ok(&scratch, &["audit", "export", "--key", "agent"])),
+        "steps_discarded",
+    )
+    .into_iter()
+    .cloned()
+    .collect::<Vec<_>>();
+    assert_eq!(discards.len(), 1);
+    assert_eq!(
+        discards[0]["actor"],
+        json!({"kind": "operator", "name": OPERATOR})
+    );
+    assert_eq!(discards[0]["channel"], "cli");
+    assert_eq!(discards[0]["step_ids"], json!([id(&steps[1])]));
+
+    // Mistakes name the value and exit 2; nothing changes.
+    let err = op_fails(
+        &scratch,
+        &["plans", "discard", "--key", "agent", "step_nope"],
+        2,
+    );
+    assert!(err.contains("step_nope"), "{err}");
+    let err = op_fails(
+        &scratch,
+        &["plans", "discard", "--key", "agent", &id(&steps[1])],
+        2,
+    );
+    assert!(err.contains("discarded"), "{err}");
+    let err = op_fails(&scratch, &["plans", "show", "--key", "nobody"], 2);
+    assert!(err.contains("\"nobody\""), "{err}");
+
+    // No step named: every waiting step goes.
+    let all = op_json(&scratch, &["plans", "discard", "--key", "agent", "--json"]);
+    assert_eq!(all["discarded"], json!([id(&steps[0]), id(&steps[2])]));
+    assert_eq!(all["pending_steps"], 0);
+    assert_eq!(
+        ok(&client, "plangate_get_plan", json!({})).await["steps"],
+        json!([])
+    );
+    assert_eq!(
+        site(&scratch),
+        site_before,
+        "discarding writes nothing upstream"
+    );
+    client.cancel().await.unwrap();
+}
+
+// === plans apply ===
+
+#[tokio::test]
+async fn plans_apply_is_the_operators_yes_for_a_plan_scope_keys_plan() {
+    let scratch = Scratch::new();
+    let token = scratch.create_key("planner", "plan");
+    let config = demo_config(&scratch);
+    let client = stdio_client(&scratch, &["--config", &config], Some(&token)).await;
+    let step = ok(
+        &client,
+        "update_page",
+        json!({"id": 2, "title": "Our story"}),
+    )
+    .await;
+    assert_eq!(step["code"], "plan_step");
+    // The key cannot approve its own plan.
+    let r = call(&client, "plangate_apply_plan", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(true));
+    assert_eq!(r.structured_content.unwrap()["code"], "forbidden");
+
+    // A malformed digest is bad usage; a stale one runs nothing.
+    let err = op_fails(
+        &scratch,
+        &["plans", "apply", "--key", "planner", "--digest", "abc"],
+        2,
+    );
+    assert!(err.contains("\"abc\""), "{err}");
+    let stale = format!("sha256:{}", "0".repeat(64));
+    let err = op_fails(
+        &scratch,
+        &["plans", "apply", "--key", "planner", "--digest", &stale],
+        1,
+    );
+    assert!(err.contains("plan_changed"), "{err}");
+    assert_eq!(site(&scratch)["calls"]["update_page"], Value::Null);
+
+    let digest = op_json(&scratch, &["plans", "show", "--key", "planner", "--json"])["plan_digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let receipt = op_json(
+        &scratch,
+        &[
+            "plans", "apply", "--key", "planner", "--digest", &digest, "--config", &config,
+            "--json",
+        ],
+    );
+    assert_eq!(receipt["applied"], 1, "{receipt}");
+    assert_eq!(receipt["steps"][0]["step_id"], step["step_id"]);
+    let copy = receipt["steps"][0]["copy_id"].as_str().unwrap();
+    let after = site(&scratch);
+    assert_eq!(after["calls"]["update_page"], 1);
+    assert_eq!(page(&after, copy.parse().unwrap())["title"], "Our story");
+    let events = lines(&op_ok(&scratch, &["audit", "export", "--key", "planner"]));
+    let yes = of_type(&events, "review_answered");
+    assert_eq!(yes.len(), 1);
+    assert_eq!(yes[0]["verdict"], "approve");
+    assert_eq!(yes[0]["plan_digest"], digest);
+    assert_eq!(
+        yes[0]["actor"],
+        json!({"kind": "operator", "name": OPERATOR})
+    );
+    // Nothing is left to apply.
+    assert!(op_ok(&scratch, &["plans", "apply", "--key", "planner"]).contains("nothing to apply"));
+    client.cancel().await.unwrap();
+}
+
+// === plans retry ===
+
+/// Records that a process `owner` claimed `step_id` with a lease until
+/// `lease_until_ms`, then (as far as the log knows) died: exactly what a
+/// gateway killed mid-call leaves behind. Appended directly through the
+/// gateway's own `KeyLog` on the same data dir.
+async fn fake_dead_claim(scratch: &Scratch, key: &str, step_id: &str, lease_until_ms: i64) {
+    let dir = plangate_store::DataDir::open(scratch.data_dir()).unwrap();
+    let store = plangate_store::open_sqlite(&dir.sqlite_path())
+        .await
+        .unwrap();
+    let api_key = store.find_key(key).await.unwrap().unwrap();
+    let log = plangate_gateway::log::KeyLog::new(store);
+    let event = plangate_core::Event {
+        at_ms: now_ms(),
+        key_id: api_key.id.clone(),
+        actor: plangate_core::Actor::Agent {
+            key_id: api_key.id.clone(),
+            key_name: api_key.name.clone(),
+        },
+        channel: plangate_core::Channel::Stdio,
+        kind: plangate_core::EventKind::StepStarted {
+            step_id: step_id.to_owned(),
+            apply_id: "apply_fake".to_owned(),
+            owner: "fake-owner@crashed".to_owned(),
+            lease_until_ms,
+        },
+    };
+    let (state, ()) = log
+        .transact(&api_key.id, |_| {
+            Ok::<_, std::convert::Infallible>((vec![event.clone()], ()))
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        state.step(step_id).unwrap().status,
+        plangate_core::StepStatus::Running
+    );
+}
+
+/// The in-doubt step is made by a fake claim whose lease passes; `plans
+/// list` (like every process sharing the store) then finds the dead claim
+/// and marks it in doubt, and only `plans retry` runs it again.
+#[tokio::test]
+async fn plans_retry_refuses_a_step_not_in_doubt_and_runs_an_in_doubt_one_exactly_once() {
+    let scratch = Scratch::new();
+    let token = scratch.create_key("agent", "write");
+    let config = demo_config(&scratch);
+    let client = stdio_client(&scratch, &["--config", &config], Some(&token)).await;
+    ok(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
+    let step = id(&ok(
+        &client,
+        "update_page",
+        json!({"id": 2, "title": "Our story"}),
+    )
+    .await);
+    // The agent goes away: no gateway of its own sweeps the claim below.
+    client.cancel().await.unwrap();
+
+    // A waiting step is not in doubt: refused, nothing runs.
+    let err = op_fails(
+        &scratch,
+        &[
+            "plans", "retry", "--key", "agent", &step, "--config", &config,
+        ],
+        2,
+    );
+    assert!(
+        err.contains("not in doubt") && err.contains("planned"),
+        "{err}"
+    );
+    assert_eq!(site(&scratch)["calls"]["update_page"], Value::Null);
+    let err = op_fails(
+        &scratch,
+        &["plans", "retry", "--key", "agent", "step_nope"],
+        2,
+    );
+    assert!(err.contains("step_nope"), "{err}");
+
+    // A claim from a process that then died; its lease runs out.
+    let lease_until = now_ms() + 1_000;
+    fake_dead_claim(&scratch, "agent", &step, lease_until).await;
+    let shown = op_json(&scratch, &["plans", "show", "--key", "agent", "--json"]);
+    if now_ms() < lease_until {
+        assert_eq!(shown["steps"][0]["status"], "running", "{shown}");
+    }
+    while now_ms() <= lease_until + 50 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let listed = op_json(&scratch, &["plans", "list", "--json"]);
+    assert_eq!(
+        (
+            listed[0]["in_doubt"].as_i64(),
+            listed[0]["waiting"].as_i64()
+        ),
+        (Some(1), Some(0)),
+        "{listed}"
+    );
+    let shown = op_json(&scratch, &["plans", "show", "--key", "agent", "--json"]);
+    assert_eq!(shown["steps"][0]["status"], "in_doubt");
+    assert_eq!(shown["steps"][0]["error"]["code"], "in_doubt");
+    assert_eq!(site(&scratch)["calls"]["update_page"], Value::Null);
+    // Neither the agent's apply nor an operator's ordinary apply runs it.
+    let err = op_fails(&scratch, &["plans", "apply", "--key", "agent", &step], 2);
+    assert!(
+        err.contains("in_doubt") && err.contains("plans retry"),
+        "{err}"
+    );
+    assert!(op_ok(&scratch, &["plans", "apply", "--key", "agent"]).contains("nothing to apply"));
+    assert_eq!(site(&scratch)["calls"]["update_page"], Value::Null);
+
+    // The person's explicit retry runs exactly that step, now.
+    let receipt = op_json(
+        &scratch,
+        &[
+            "plans", "retry", "--key", "agent", &step, "--config", &config, "--json",
+        ],
+    );
+    assert_eq!(receipt["applied"], 1, "{receipt}");
+    assert_eq!(receipt["steps"][0]["step_id"], step.as_str());
+    assert_eq!(receipt["steps"][0]["outcome"], "applied");
+    let after = site(&scratch);
+    assert_eq!(after["calls"]["update_page"], 1);
+    let copy = receipt["steps"][0]["copy_id"].as_str().unwrap();
+    assert_eq!(page(&after, copy.parse().unwrap())["title"], "Our story");
+
+    // Retrying again is refused: it is applied, not in doubt.
+    let err = op_fails(
+        &scratch,
+        &[
+            "plans", "retry", "--key", "agent", &step, "--config", &config,
+        ],
+        2,
+    );
+    assert!(err.contains("applied, not in doubt"), "{err}");
+    assert_eq!(site(&scratch)["calls"]["update_page"], 1);
+
+    // The log tells the story: dead claim, in doubt, the operator's retry,
+    // one real claim, one result.
+    let events = lines(&op_ok(&scratch, &["audit", "export", "--key", "agent"]));
+    let about = |kind: &str| -> Vec<Value> {
+        of_type(&events, kind)
+            .into_iter()
+            .filter(|e| e["step_id"] == step.as_str())
+            .cloned()
+            .collect()
+    };
+    let doubt = about("step_in_doubt");
+    assert_eq!(doubt.len(), 1);
+    assert_eq!(doubt[0]["actor"], json!({"kind": "system"}));
+    let retried = about("step_retried");
+    assert_eq!(retried.len(), 1);
+    assert_eq!(
+        retried[0]["actor"],
+        json!({"kind": "operator", "name": OPERATOR})
+    );
+    let mut applies: Vec<String> = about("step_started")
+        .iter()
+        .map(|e| e["apply_id"].as_str().unwrap().to_owned())
+        .collect();
+    applies.dedup();
+    assert_eq!(
+        applies.len(),
+        2,
+        "the dead claim and the retry: {applies:?}"
+    );
+    assert_eq!(about("step_applied").len(), 1);
+}

@@ -1,0 +1,593 @@
+//! The PostgreSQL backend, for several replicas sharing one store.
+//!
+//! It keeps the SQLite backend's promises with PostgreSQL's tools:
+//!
+//! * **Migrations** run in one transaction that first takes a
+//!   transaction-level advisory lock ([`MIGRATION_LOCK`]), so of several
+//!   replicas starting at once one migrates and the others then see the
+//!   result.
+//! * **Appends are serialized.** `events_since` promises that a follower
+//!   paging by `seq` never skips an event: no event may become visible
+//!   after one with a larger `seq`. A PostgreSQL sequence does not give
+//!   that (two transactions take 5 and 6, and 6 commits first), so `seq`
+//!   comes instead from a single-row counter table, `event_seq`, bumped by
+//!   the insert trigger: the row lock it takes is held until commit, so
+//!   the next writer gets its numbers only after the previous one is
+//!   committed and visible. An append takes that lock first (`SELECT … FOR
+//!   UPDATE`), then checks the key's last key_seq and inserts, so the
+//!   compare-and-set needs no retry loop. The trigger assigns `seq` for any
+//!   writer, even one bypassing this code, so the order holds for it too.
+//!   The cost: appends to one store — across all keys and replicas — run
+//!   one at a time, each holding the lock through its commit (one WAL
+//!   flush). That bounds appends to roughly one per commit latency
+//!   (hundreds to a few thousand a second), far above what people
+//!   reviewing plans produce; reads never wait for it. A session idle
+//!   inside a transaction for 30 s is ended by the server, so a frozen
+//!   replica cannot hold the lock for ever.
+//! * **Durable before returning**: every connection runs with
+//!   `synchronous_commit = on`, whatever the server's default.
+//! * **Append-only**: triggers refuse UPDATE, DELETE and TRUNCATE on
+//!   `events`, and keep each key's `key_seq` gap-free; event bodies are
+//!   stored as `json`, which keeps the text exactly as written.
+//!
+//! The URL may carry a password; it is never logged and never put in an
+//! error message (see [`crate::StoreConfig`]'s `Display`). Connections are
+//! unencrypted (`sslmode=prefer` falls back to plain; `require` fails):
+//! plangate is built without TLS, so reach PostgreSQL over loopback, a
+//! Unix socket or a private network. Opening makes its first connection
+//! directly, so an unreachable server is reported at once with its reason
+//! rather than retried until a pool timeout.
+
+use std::str::FromStr;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use plangate_core::Scope;
+use sqlx::Connection;
+use sqlx::error::ErrorKind;
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
+
+use crate::events::{body_text, event_from_row, is_taken_key_seq};
+use crate::keys::{
+    is_well_formed_token, key_columns, key_from_row, looks_like_key_id, new_key_id, new_token,
+    shown_prefix, token_hash, validate_key_name,
+};
+use crate::schema::{Migration, pending};
+use crate::{ApiKey, CreatedKey, NewEvent, Store, StoreError, StoredEvent, now_ms};
+
+/// The advisory lock key migrations hold: "plangate" in ASCII. It is
+/// database-wide, so two plangate schemas in one database migrate one after
+/// the other, which costs nothing worth avoiding.
+pub(crate) const MIGRATION_LOCK: i64 = 0x706c_616e_6761_7465;
+
+/// Connections per store handle.
+const MAX_CONNECTIONS: u32 = 10;
+
+/// The schema, as an ordered list of (version, SQL), with the same version
+/// numbers as SQLite's for the same tables. Entries are only ever appended.
+const MIGRATIONS: &[Migration] = &[
+    (
+        1,
+        "CREATE TABLE api_keys (
+        seq            BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        id             TEXT   NOT NULL UNIQUE,
+        name           TEXT   NOT NULL,
+        scope          TEXT   NOT NULL CHECK (scope IN ('read', 'plan', 'write')),
+        token_sha256   TEXT   NOT NULL UNIQUE CHECK (token_sha256 ~ '^[0-9a-f]{64}$'),
+        prefix         TEXT   NOT NULL,
+        created_at_ms  BIGINT NOT NULL,
+        revoked_at_ms  BIGINT
+    );
+    CREATE UNIQUE INDEX api_keys_active_name ON api_keys (name) WHERE revoked_at_ms IS NULL;",
+    ),
+    // The event log. `event_seq` is the one-row counter that hands out
+    // `seq` in commit order (see the module docs); the triggers make the
+    // log append-only and gap-free per key, and pin their search_path so a
+    // connection with another one cannot point them at other tables.
+    // `key_id` sorts bytewise (COLLATE "C"), as in SQLite.
+    (
+        2,
+        "CREATE TABLE event_seq (
+        only_row  BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (only_row),
+        last_seq  BIGINT  NOT NULL CHECK (last_seq >= 0)
+    );
+    INSERT INTO event_seq (last_seq) VALUES (0);
+    CREATE TABLE events (
+        seq      BIGINT PRIMARY KEY,
+        key_id   TEXT COLLATE \"C\" NOT NULL,
+        key_seq  BIGINT NOT NULL CHECK (key_seq >= 1),
+        at_ms    BIGINT NOT NULL,
+        type     TEXT   NOT NULL CHECK (type <> ''),
+        body     JSON   NOT NULL,
+        UNIQUE (key_id, key_seq)
+    );
+    CREATE INDEX events_at_ms ON events (at_ms);
+
+    CREATE FUNCTION events_number() RETURNS trigger LANGUAGE plpgsql
+    SET search_path FROM CURRENT AS $$
+    BEGIN
+        UPDATE event_seq SET last_seq = last_seq + 1 RETURNING last_seq INTO NEW.seq;
+        IF NEW.key_seq <> COALESCE(
+            (SELECT MAX(key_seq) FROM events WHERE key_id = NEW.key_id), 0) + 1 THEN
+            RAISE EXCEPTION 'events key_seq must follow the key''s last one';
+        END IF;
+        RETURN NEW;
+    END $$;
+    CREATE TRIGGER events_number BEFORE INSERT ON events
+    FOR EACH ROW EXECUTE FUNCTION events_number();
+
+    CREATE FUNCTION events_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        RAISE EXCEPTION 'events are append-only: rows cannot be %', lower(TG_OP) || 'd';
+    END $$;
+    CREATE TRIGGER events_no_update_or_delete BEFORE UPDATE OR DELETE ON events
+    FOR EACH ROW EXECUTE FUNCTION events_refuse_change();
+    CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON events
+    FOR EACH STATEMENT EXECUTE FUNCTION events_refuse_change();
+
+    CREATE FUNCTION event_seq_only_forward() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP <> 'UPDATE' OR NEW.last_seq < OLD.last_seq THEN
+            RAISE EXCEPTION 'event_seq only moves forward';
+        END IF;
+        RETURN NEW;
+    END $$;
+    CREATE TRIGGER event_seq_only_forward BEFORE UPDATE OR DELETE ON event_seq
+    FOR EACH ROW EXECUTE FUNCTION event_seq_only_forward();
+    CREATE TRIGGER event_seq_no_truncate BEFORE TRUNCATE ON event_seq
+    FOR EACH STATEMENT EXECUTE FUNCTION event_seq_only_forward();",
+    ),
+];
+
+/// The event columns, as [`event_from_row`] reads them: the `json` body
+/// read back as its exact text.
+macro_rules! pg_event_columns {
+    () => {
+        "seq, key_id, key_seq, at_ms, type, body::text AS body"
+    };
+}
+
+/// Opens the PostgreSQL database at `url` (`postgres://` or
+/// `postgresql://`, with libpq-style query parameters such as
+/// `options=-c search_path=NAME`) and brings its schema up to date. The
+/// tables go in the first schema of the connection's search_path.
+pub async fn open_postgres(url: &str) -> Result<Arc<dyn Store>, StoreError> {
+    Ok(Arc::new(PostgresStore::open(url).await?))
+}
+
+/// The PostgreSQL implementation of [`Store`].
+#[derive(Debug, Clone)]
+pub(crate) struct PostgresStore {
+    pool: PgPool,
+}
+
+impl PostgresStore {
+    pub(crate) async fn open(url: &str) -> Result<PostgresStore, StoreError> {
+        let mut options = PgConnectOptions::from_str(url)?
+            // After any `options` from the URL, so it wins over them.
+            .options([
+                ("synchronous_commit", "on"),
+                // A replica frozen mid-append must not hold every other
+                // replica's appends for ever: its transaction is ended.
+                ("idle_in_transaction_session_timeout", "30s"),
+            ]);
+        if options.get_application_name().is_none() {
+            options = options.application_name("plangate");
+        }
+        // The first connection is made directly, not through the pool: the
+        // pool retries a refused connection until its timeout and then
+        // reports only that it timed out, where an operator needs the
+        // reason (refused, unknown database, bad password) at once.
+        let mut first = PgConnection::connect_with(&options).await?;
+        migrate(&mut first).await?;
+        first.close().await?;
+        let pool = PgPoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .connect_lazy_with(options);
+        Ok(PostgresStore { pool })
+    }
+}
+
+/// Applies every migration newer than the recorded version, in one
+/// transaction that first takes [`MIGRATION_LOCK`]: replicas starting at
+/// once queue on it, and each then sees what the first one did.
+async fn migrate(conn: &mut PgConnection) -> Result<(), StoreError> {
+    let mut tx = conn.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(MIGRATION_LOCK)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (
+            version        BIGINT PRIMARY KEY,
+            applied_at_ms  BIGINT NOT NULL
+        )",
+    )
+    .execute(&mut *tx)
+    .await?;
+    let current: i64 =
+        sqlx::query_scalar("SELECT COALESCE(MAX(version), 0)::BIGINT FROM schema_migrations")
+            .fetch_one(&mut *tx)
+            .await?;
+    for (version, sql) in pending(current, MIGRATIONS)? {
+        sqlx::raw_sql(*sql).execute(&mut *tx).await?;
+        sqlx::query("INSERT INTO schema_migrations (version, applied_at_ms) VALUES ($1, $2)")
+            .bind(version)
+            .bind(now_ms())
+            .execute(&mut *tx)
+            .await?;
+        tracing::info!(version, "applied database migration");
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// The last key_seq of `key_id`, 0 if none, read through any executor (the
+/// pool, or the connection of an open transaction).
+async fn last_key_seq_in<'e, E>(executor: E, key_id: &str) -> Result<i64, sqlx::Error>
+where
+    E: sqlx::PgExecutor<'e>,
+{
+    sqlx::query_scalar("SELECT COALESCE(MAX(key_seq), 0)::BIGINT FROM events WHERE key_id = $1")
+        .bind(key_id)
+        .fetch_one(executor)
+        .await
+}
+
+// === impl Store for PostgresStore ===
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn create_key(&self, name: &str, scope: Scope) -> Result<CreatedKey, StoreError> {
+        validate_key_name(name)?;
+        let token = new_token()?;
+        let key = ApiKey {
+            id: new_key_id()?,
+            name: name.to_owned(),
+            scope,
+            prefix: shown_prefix(&token),
+            created_at_ms: now_ms(),
+            revoked_at_ms: None,
+        };
+        let inserted = sqlx::query(
+            "INSERT INTO api_keys (id, name, scope, token_sha256, prefix, created_at_ms)
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(&key.id)
+        .bind(&key.name)
+        .bind(key.scope.as_str())
+        .bind(token_hash(&token))
+        .bind(&key.prefix)
+        .bind(key.created_at_ms)
+        .execute(&self.pool)
+        .await;
+        match inserted {
+            Ok(_) => {
+                tracing::info!(key_id = %key.id, name = %key.name, scope = %key.scope, "created api key");
+                Ok(CreatedKey { key, token })
+            }
+            Err(sqlx::Error::Database(db)) if db.kind() == ErrorKind::UniqueViolation => {
+                Err(StoreError::KeyNameTaken(name.to_owned()))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn list_keys(&self) -> Result<Vec<ApiKey>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            key_columns!(),
+            " FROM api_keys ORDER BY seq"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(key_from_row).collect()
+    }
+
+    async fn revoke_key(&self, name_or_id: &str) -> Result<ApiKey, StoreError> {
+        // As in SQLite: the shape says name or id, and revoking a revoked
+        // key by id keeps its first revocation time.
+        let sql = if looks_like_key_id(name_or_id) {
+            concat!(
+                "UPDATE api_keys SET revoked_at_ms = COALESCE(revoked_at_ms, $1)
+                 WHERE id = $2 RETURNING ",
+                key_columns!()
+            )
+        } else {
+            concat!(
+                "UPDATE api_keys SET revoked_at_ms = $1
+                 WHERE name = $2 AND revoked_at_ms IS NULL RETURNING ",
+                key_columns!()
+            )
+        };
+        let row = sqlx::query(sql)
+            .bind(now_ms())
+            .bind(name_or_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        let key =
+            key_from_row(&row.ok_or_else(|| StoreError::KeyNotFound(name_or_id.to_owned()))?)?;
+        tracing::info!(key_id = %key.id, name = %key.name, "revoked api key");
+        Ok(key)
+    }
+
+    async fn authenticate(&self, token: &str) -> Result<Option<ApiKey>, StoreError> {
+        if !is_well_formed_token(token) {
+            return Ok(None);
+        }
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            key_columns!(),
+            " FROM api_keys WHERE token_sha256 = $1 AND revoked_at_ms IS NULL"
+        ))
+        .bind(token_hash(token))
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(key_from_row).transpose()
+    }
+
+    async fn find_key(&self, name_or_id: &str) -> Result<Option<ApiKey>, StoreError> {
+        let sql = if looks_like_key_id(name_or_id) {
+            concat!("SELECT ", key_columns!(), " FROM api_keys WHERE id = $1")
+        } else {
+            concat!(
+                "SELECT ",
+                key_columns!(),
+                " FROM api_keys WHERE name = $1 AND revoked_at_ms IS NULL"
+            )
+        };
+        let row = sqlx::query(sql)
+            .bind(name_or_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(key_from_row).transpose()
+    }
+
+    async fn append_events(
+        &self,
+        key_id: &str,
+        expected_key_seq: i64,
+        events: &[NewEvent],
+    ) -> Result<i64, StoreError> {
+        let bodies = events
+            .iter()
+            .map(body_text)
+            .collect::<Result<Vec<_>, _>>()?;
+        let count = i64::try_from(events.len())
+            .map_err(|_| StoreError::InvalidEvent("the batch is too large".to_owned()))?;
+        let conflict = |found| StoreError::Conflict {
+            key_id: key_id.to_owned(),
+            expected: expected_key_seq,
+            found,
+        };
+        if events.is_empty() {
+            // Nothing to order: a plain read is the whole check.
+            let found = last_key_seq_in(&self.pool, key_id).await?;
+            return if found == expected_key_seq {
+                Ok(found)
+            } else {
+                Err(conflict(found))
+            };
+        }
+
+        // READ COMMITTED whatever the server's default: each statement
+        // below must see what the writer before us committed while we
+        // waited for the counter's lock.
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN ISOLATION LEVEL READ COMMITTED")
+            .await?;
+        // The serialization point (module docs): held until commit.
+        sqlx::query("SELECT last_seq FROM event_seq FOR UPDATE")
+            .execute(&mut *tx)
+            .await?;
+        let found = last_key_seq_in(&mut *tx, key_id).await?;
+        if found != expected_key_seq {
+            tx.rollback().await?;
+            return Err(conflict(found));
+        }
+        let key_seqs: Vec<i64> = (expected_key_seq + 1..=expected_key_seq + count).collect();
+        let at_ms: Vec<i64> = events.iter().map(|e| e.at_ms).collect();
+        let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
+        // One statement for the batch; the trigger numbers rows in order.
+        let inserted = sqlx::query(
+            "INSERT INTO events (key_id, key_seq, at_ms, type, body)
+             SELECT $1, e.key_seq, e.at_ms, e.type, e.body::json
+             FROM UNNEST($2::int8[], $3::int8[], $4::text[], $5::text[])
+                  WITH ORDINALITY AS e(key_seq, at_ms, type, body, n)
+             ORDER BY e.n",
+        )
+        .bind(key_id)
+        .bind(&key_seqs)
+        .bind(&at_ms)
+        .bind(&kinds)
+        .bind(&bodies)
+        .execute(&mut *tx)
+        .await;
+        match inserted {
+            Ok(_) => {}
+            // Only a writer bypassing this code can get here.
+            Err(e) if is_taken_key_seq(&e) => {
+                tx.rollback().await?;
+                return Err(conflict(last_key_seq_in(&self.pool, key_id).await?));
+            }
+            Err(e) => return Err(e.into()),
+        }
+        tx.commit().await?;
+        let last = expected_key_seq + count;
+        tracing::debug!(
+            key_id,
+            last_key_seq = last,
+            appended = count,
+            "appended events"
+        );
+        Ok(last)
+    }
+
+    async fn load_events(
+        &self,
+        key_id: &str,
+        after_key_seq: i64,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            pg_event_columns!(),
+            " FROM events WHERE key_id = $1 AND key_seq > $2 ORDER BY key_seq"
+        ))
+        .bind(key_id)
+        .bind(after_key_seq)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(event_from_row).collect()
+    }
+
+    async fn last_key_seq(&self, key_id: &str) -> Result<i64, StoreError> {
+        Ok(last_key_seq_in(&self.pool, key_id).await?)
+    }
+
+    async fn keys_with_events(&self) -> Result<Vec<String>, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT DISTINCT key_id FROM events ORDER BY key_id")
+                .fetch_all(&self.pool)
+                .await?,
+        )
+    }
+
+    async fn export_events(
+        &self,
+        key_id: Option<&str>,
+        since_ms: Option<i64>,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let query = match (key_id, since_ms) {
+            (None, None) => sqlx::query(concat!(
+                "SELECT ",
+                pg_event_columns!(),
+                " FROM events ORDER BY seq"
+            )),
+            (Some(key_id), None) => sqlx::query(concat!(
+                "SELECT ",
+                pg_event_columns!(),
+                " FROM events WHERE key_id = $1 ORDER BY seq"
+            ))
+            .bind(key_id),
+            (None, Some(since_ms)) => sqlx::query(concat!(
+                "SELECT ",
+                pg_event_columns!(),
+                " FROM events WHERE at_ms >= $1 ORDER BY seq"
+            ))
+            .bind(since_ms),
+            (Some(key_id), Some(since_ms)) => sqlx::query(concat!(
+                "SELECT ",
+                pg_event_columns!(),
+                " FROM events WHERE key_id = $1 AND at_ms >= $2 ORDER BY seq"
+            ))
+            .bind(key_id)
+            .bind(since_ms),
+        };
+        let rows = query.fetch_all(&self.pool).await?;
+        rows.iter().map(event_from_row).collect()
+    }
+
+    async fn events_since(
+        &self,
+        after_seq: i64,
+        limit: i64,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        if limit <= 0 {
+            // PostgreSQL refuses a negative LIMIT; the contract says nothing.
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            pg_event_columns!(),
+            " FROM events WHERE seq > $1 ORDER BY seq LIMIT $2"
+        ))
+        .bind(after_seq)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(event_from_row).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::AssertSqlSafe;
+
+    use super::*;
+
+    /// Runs `test` on a store in a fresh schema of the test server
+    /// (`PLANGATE_TEST_POSTGRES_URL`; unset, the test returns early, but in
+    /// CI it fails), with `extra` appended to the URL's parameters.
+    async fn with_store<F, Fut>(extra: &str, test: F)
+    where
+        F: FnOnce(PostgresStore) -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        let server = match std::env::var("PLANGATE_TEST_POSTGRES_URL") {
+            Ok(url) if !url.is_empty() => url,
+            _ if std::env::var_os("CI").is_some() => {
+                panic!("PLANGATE_TEST_POSTGRES_URL must be set in CI")
+            }
+            _ => return,
+        };
+        let schema = crate::new_id("plangate_test_").expect("name");
+        let mut admin = PgConnection::connect(&server).await.expect("connect");
+        sqlx::raw_sql(AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+            .execute(&mut admin)
+            .await
+            .expect("create schema");
+        let sep = if server.contains('?') { '&' } else { '?' };
+        let url = format!("{server}{sep}options=-c%20search_path%3D{schema}{extra}");
+        let store = PostgresStore::open(&url).await.expect("open");
+        test(store).await;
+        sqlx::raw_sql(AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+            .execute(&mut admin)
+            .await
+            .expect("drop schema");
+    }
+
+    #[tokio::test]
+    async fn every_connection_commits_synchronously_and_ends_idle_transactions() {
+        // The URL asks for asynchronous commit; the store overrides it, as
+        // an answer may go out only once its events are durable.
+        with_store("%20-c%20synchronous_commit%3Doff", |store| async move {
+            let mut conns = Vec::new();
+            for _ in 0..3 {
+                conns.push(store.pool.acquire().await.expect("acquire"));
+            }
+            for conn in &mut conns {
+                let setting: String = sqlx::query_scalar("SHOW synchronous_commit")
+                    .fetch_one(&mut **conn)
+                    .await
+                    .expect("show");
+                assert_eq!(setting, "on");
+                let name: String = sqlx::query_scalar("SHOW application_name")
+                    .fetch_one(&mut **conn)
+                    .await
+                    .expect("show");
+                assert_eq!(name, "plangate");
+                let idle: String = sqlx::query_scalar("SHOW idle_in_transaction_session_timeout")
+                    .fetch_one(&mut **conn)
+                    .await
+                    .expect("show");
+                assert_eq!(idle, "30s");
+            }
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn reopening_applies_no_migration_twice() {
+        with_store("", |store| async move {
+            let mut conn = store.pool.acquire().await.expect("acquire");
+            migrate(&mut conn).await.expect("migrate again");
+            let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM schema_migrations")
+                .fetch_one(&store.pool)
+                .await
+                .expect("count");
+            assert_eq!(count, i64::try_from(MIGRATIONS.len()).expect("len"));
+        })
+        .await;
+    }
+}

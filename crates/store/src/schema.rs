@@ -1,0 +1,66 @@
+//! Schema versions, the part of migrating that every backend shares.
+//!
+//! Each backend keeps its own ordered list of (version, SQL) — the
+//! dialects differ — and applies the pending ones inside one transaction
+//! that also records them in `schema_migrations`, under a lock that makes
+//! concurrent first starts safe. Entries are only ever appended, never
+//! edited, and both backends use the same version numbers for the same
+//! tables, so "schema version N" means the same thing on either.
+
+use crate::StoreError;
+
+/// One schema step: its version and the SQL that makes it.
+pub(crate) type Migration = (i64, &'static str);
+
+/// The migrations of `all` newer than `current`, the highest version the
+/// database records, in order. A database recording a version this build
+/// does not know was migrated by a newer plangate:
+/// [`StoreError::SchemaTooNew`].
+pub(crate) fn pending(
+    current: i64,
+    all: &'static [Migration],
+) -> Result<impl Iterator<Item = &'static Migration>, StoreError> {
+    let supported = all.last().map_or(0, |(v, _)| *v);
+    if current > supported {
+        return Err(StoreError::SchemaTooNew {
+            found: current,
+            supported,
+        });
+    }
+    Ok(all.iter().filter(move |(v, _)| *v > current))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: &[Migration] = &[(1, "a"), (2, "b"), (3, "c")];
+
+    #[test]
+    fn only_newer_migrations_are_pending_in_order() {
+        let versions = |current| {
+            pending(current, ALL)
+                .expect("pending")
+                .map(|(v, _)| *v)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(versions(0), [1, 2, 3]);
+        assert_eq!(versions(2), [3]);
+        assert!(versions(3).is_empty());
+    }
+
+    #[test]
+    fn a_newer_database_is_refused() {
+        let err = pending(4, ALL).err().expect("too new");
+        assert!(
+            matches!(
+                err,
+                StoreError::SchemaTooNew {
+                    found: 4,
+                    supported: 3
+                }
+            ),
+            "{err}"
+        );
+    }
+}

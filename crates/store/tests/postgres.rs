@@ -1,0 +1,296 @@
+//! What only the PostgreSQL backend promises: tokens stored as hashes, an
+//! append-only log even against raw SQL, safe concurrent first starts of
+//! several replicas, appends serialized so `seq` is readable in commit
+//! order, and a URL whose password never reaches an error.
+//!
+//! Each test runs in a fresh schema of the database named by
+//! `PLANGATE_TEST_POSTGRES_URL` (see `support`).
+
+mod support;
+
+use std::time::Duration;
+
+use plangate_core::Scope;
+use plangate_store::{NewEvent, StoreConfig, open_postgres};
+use serde_json::json;
+use sqlx::{Connection, PgConnection};
+use support::{postgres_url, with_schema};
+
+async fn raw(url: &str) -> PgConnection {
+    PgConnection::connect(url).await.expect("raw connection")
+}
+
+fn events(n: i64) -> Vec<NewEvent> {
+    (0..n)
+        .map(|i| NewEvent {
+            at_ms: i,
+            kind: "mode_set".to_owned(),
+            body: json!({"mode": "plan", "i": i}),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_database_holds_the_token_hash_and_never_the_token() {
+    let Some(server) = postgres_url() else { return };
+    with_schema(&server, |url| async move {
+        let store = open_postgres(&url).await.expect("open");
+        let created = store.create_key("ci", Scope::Write).await.expect("create");
+        let mut conn = raw(&url).await;
+        let (hash, prefix, whole_row): (String, String, String) = sqlx::query_as(
+            "SELECT token_sha256, prefix, row_to_json(k)::text FROM api_keys k WHERE id = $1",
+        )
+        .bind(&created.key.id)
+        .fetch_one(&mut conn)
+        .await
+        .expect("row");
+        use sha2::Digest as _;
+        assert_eq!(
+            hash,
+            hex::encode(sha2::Sha256::digest(created.token.as_bytes()))
+        );
+        assert_eq!(prefix, created.token[..12]);
+        assert!(!whole_row.contains(&created.token[12..]), "{whole_row}");
+        // The schema itself refuses anything but a SHA-256 in hex.
+        let err = sqlx::query(
+            "INSERT INTO api_keys (id, name, scope, token_sha256, prefix, created_at_ms)
+             VALUES ('key_0000000000000001', 'raw', 'read', $1, 'pgk_', 0)",
+        )
+        .bind(&created.token)
+        .execute(&mut conn)
+        .await
+        .expect_err("a token is not a hash");
+        assert!(err.as_database_error().is_some(), "{err}");
+        conn.close().await.expect("close");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_event_log_refuses_updates_deletes_truncation_and_gaps_even_from_raw_sql() {
+    let Some(server) = postgres_url() else { return };
+    with_schema(&server, |url| async move {
+        let store = open_postgres(&url).await.expect("open");
+        store
+            .append_events("key_a", 0, &events(2))
+            .await
+            .expect("append");
+        let before = store.export_events(None, None).await.expect("export");
+
+        let mut conn = raw(&url).await;
+        for sql in [
+            "UPDATE events SET body = '{}' WHERE key_seq = 1",
+            "UPDATE events SET key_seq = key_seq + 10",
+            "DELETE FROM events WHERE key_seq = 2",
+            "DELETE FROM events",
+            "TRUNCATE events",
+            // A gap, a duplicate, a key_seq of 0, a body that is not JSON.
+            "INSERT INTO events (key_id, key_seq, at_ms, type, body) VALUES ('key_a', 4, 0, 'x', '{}')",
+            "INSERT INTO events (key_id, key_seq, at_ms, type, body) VALUES ('key_a', 2, 0, 'x', '{}')",
+            "INSERT INTO events (key_id, key_seq, at_ms, type, body) VALUES ('key_b', 0, 0, 'x', '{}')",
+            "INSERT INTO events (key_id, key_seq, at_ms, type, body) VALUES ('key_b', 1, 0, 'x', 'not json')",
+            // The counter that numbers events only moves forward.
+            "UPDATE event_seq SET last_seq = 0",
+            "DELETE FROM event_seq",
+            "TRUNCATE event_seq",
+            "INSERT INTO event_seq (only_row, last_seq) VALUES (FALSE, 0)",
+        ] {
+            let err = sqlx::query(sql).execute(&mut conn).await.expect_err(sql);
+            assert!(err.as_database_error().is_some(), "{sql}: {err}");
+        }
+        for (sql, word) in [
+            ("DELETE FROM events", "deleted"),
+            ("UPDATE events SET at_ms = 0", "updated"),
+            ("TRUNCATE events", "truncated"),
+        ] {
+            let err = sqlx::query(sql).execute(&mut conn).await.expect_err(sql);
+            let msg = err.to_string();
+            assert!(msg.contains("append-only") && msg.contains(word), "{msg}");
+        }
+        assert_eq!(
+            store.export_events(None, None).await.expect("export"),
+            before
+        );
+
+        // A raw writer cannot choose its seq: the counter numbers its row
+        // after the last one, as for any append.
+        sqlx::query(
+            "INSERT INTO events (seq, key_id, key_seq, at_ms, type, body)
+             VALUES (1, 'key_b', 1, 0, 'x', '{}')",
+        )
+        .execute(&mut conn)
+        .await
+        .expect("an in-order raw insert");
+        conn.close().await.expect("close");
+        let after = store.export_events(None, None).await.expect("export");
+        assert_eq!(after.len(), 3);
+        assert_eq!(after[2].key_id, "key_b");
+        assert_eq!(after[2].seq, before[1].seq + 1);
+        // The next append in order still works.
+        assert_eq!(
+            store
+                .append_events("key_a", 2, &events(1))
+                .await
+                .expect("append"),
+            3
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn bodies_come_back_as_the_exact_json_written() {
+    let Some(server) = postgres_url() else { return };
+    with_schema(&server, |url| async move {
+        let store = open_postgres(&url).await.expect("open");
+        // Key order, big integers, floats, escapes and NUL survive as
+        // written (jsonb would reorder keys and refuse \u0000).
+        let body =
+            json!({"z": 1, "a": [1.5, 9007199254740993_u64, -0.0], "nul": "a\u{0}b", "ü": "\"q\""});
+        store
+            .append_events(
+                "key_a",
+                0,
+                &[NewEvent {
+                    at_ms: 1,
+                    kind: "step_planned".to_owned(),
+                    body: body.clone(),
+                }],
+            )
+            .await
+            .expect("append");
+        let loaded = store.load_events("key_a", 0).await.expect("load");
+        assert_eq!(loaded[0].body, body);
+        let mut conn = raw(&url).await;
+        let text: String = sqlx::query_scalar("SELECT body::text FROM events")
+            .fetch_one(&mut conn)
+            .await
+            .expect("body");
+        assert_eq!(text, serde_json::to_string(&body).expect("json"));
+        conn.close().await.expect("close");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replicas_starting_at_once_on_a_new_schema_all_open_it() {
+    let Some(server) = postgres_url() else { return };
+    for _ in 0..3 {
+        with_schema(&server, |url| async move {
+            let opens: Vec<_> = (0..6)
+                .map(|i| {
+                    let url = url.clone();
+                    tokio::spawn(async move {
+                        let store = open_postgres(&url).await.expect("concurrent open");
+                        store
+                            .create_key(&format!("k{i}"), Scope::Read)
+                            .await
+                            .expect("create");
+                        store
+                    })
+                })
+                .collect();
+            let mut stores = Vec::new();
+            for open in opens {
+                stores.push(open.await.expect("task"));
+            }
+            for store in &stores {
+                assert_eq!(store.list_keys().await.expect("list").len(), 6);
+            }
+            let mut conn = raw(&url).await;
+            let versions: Vec<i64> =
+                sqlx::query_scalar("SELECT version FROM schema_migrations ORDER BY version")
+                    .fetch_all(&mut conn)
+                    .await
+                    .expect("migrations");
+            assert_eq!(versions, [1, 2]);
+            conn.close().await.expect("close");
+        })
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn a_schema_from_a_newer_plangate_is_refused() {
+    let Some(server) = postgres_url() else { return };
+    with_schema(&server, |url| async move {
+        drop(open_postgres(&url).await.expect("open"));
+        let mut conn = raw(&url).await;
+        sqlx::query("INSERT INTO schema_migrations (version, applied_at_ms) VALUES (999, 0)")
+            .execute(&mut conn)
+            .await
+            .expect("insert");
+        conn.close().await.expect("close");
+        let err = open_postgres(&url).await.err().expect("too new");
+        assert_eq!(err.code(), "schema_too_new");
+        assert!(err.to_string().contains("999"), "{err}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_uncommitted_append_holds_back_later_ones_so_a_follower_skips_nothing() {
+    let Some(server) = postgres_url() else { return };
+    with_schema(&server, |url| async move {
+        let writer = open_postgres(&url).await.expect("open");
+        let follower = open_postgres(&url).await.expect("open");
+
+        // A writer (here raw SQL, as slow as it likes) inserts and has not
+        // committed yet: its row has taken the next seq.
+        let mut slow = raw(&url).await;
+        sqlx::raw_sql(
+            "BEGIN; INSERT INTO events (key_id, key_seq, at_ms, type, body)
+             VALUES ('key_slow', 1, 0, 'mode_set', '{}')",
+        )
+        .execute(&mut slow)
+        .await
+        .expect("uncommitted insert");
+
+        // Another append must wait: were it to commit first with a larger
+        // seq, a follower reading now would pass the slow one's seq and
+        // never see it.
+        let fast = tokio::spawn(async move {
+            writer
+                .append_events("key_fast", 0, &events(1))
+                .await
+                .expect("append")
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!fast.is_finished(), "the later append waited");
+        assert!(follower.events_since(0, 10).await.expect("tail").is_empty());
+
+        sqlx::raw_sql("COMMIT")
+            .execute(&mut slow)
+            .await
+            .expect("commit");
+        assert_eq!(fast.await.expect("task"), 1);
+        let tail = follower.events_since(0, 10).await.expect("tail");
+        let order: Vec<_> = tail.iter().map(|e| (e.key_id.as_str(), e.seq)).collect();
+        assert_eq!(order, [("key_slow", 1), ("key_fast", 2)]);
+        slow.close().await.expect("close");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_password_in_the_url_never_reaches_an_error_message() {
+    // No server needed: nothing listens on port 1, and the other URLs do
+    // not parse.
+    for url in [
+        "postgres://plangate:hunter2@127.0.0.1:1/plangate",
+        "postgres://plangate:hunter2@127.0.0.1:notaport/plangate",
+        "postgresql://plangate@127.0.0.1:1/plangate?password=hunter2",
+        "postgres://plangate:hunter2@127.0.0.1:1/plangate?sslmode=bogus",
+    ] {
+        let config = StoreConfig::from_url(url).expect("a postgres url");
+        let err = config.open().await.err().expect("unreachable");
+        for shown in [
+            err.to_string(),
+            format!("{err:?}"),
+            config.to_string(),
+            format!("{config:?}"),
+        ] {
+            assert!(!shown.contains("hunter2"), "{url}: {shown}");
+        }
+    }
+}
