@@ -72,6 +72,7 @@ fn cli_acting(key: &ApiKey) -> Acting {
     Acting {
         key: key.clone(),
         channel: Channel::Cli,
+        operator: Some(operator_name()),
     }
 }
 
@@ -115,13 +116,6 @@ async fn refresh(log: &KeyLog, key: &ApiKey, config: &Config) -> Result<KeyState
     Ok(state)
 }
 
-/// Whether an apply recorded in `state` may still be running.
-fn apply_alive(state: &KeyState, now: i64, lease_ms: i64) -> bool {
-    state.applying.is_some()
-        && state
-            .applying_touched_ms
-            .is_some_and(|t| t + lease_ms > now)
-}
 
 // === formatting ===
 
@@ -568,7 +562,7 @@ pub async fn retry(
                     return Err(anyhow::Error::from(e));
                 }
                 let now = now_ms();
-                if apply_alive(state, now, lease) {
+                if apply::apply_alive(state, now, lease) {
                     return Err(anyhow!(
                         "an apply of key {:?}'s plan is still running (or stopped less than a lease ago); step {step_id} stays in doubt. Try again shortly",
                         key.name
@@ -596,13 +590,7 @@ pub async fn retry(
         // The operator's explicit retry is the authority to run this one
         // step, whatever the key's scope: a recorded approval would cover
         // the whole plan digest, not just this step.
-        let acting = Acting {
-            key: ApiKey {
-                scope: Scope::Write,
-                ..key.clone()
-            },
-            channel: Channel::Cli,
-        };
+        let acting = cli_acting(&key);
         let request = ApplyRequest {
             step_ids: Some(vec![step_id.to_owned()]),
             plan_digest: None,

@@ -86,7 +86,7 @@ fn log_failed(e: crate::log::LogError) -> Refusal {
 }
 
 /// Whether an apply recorded in `state` is still alive at `now`.
-fn apply_alive(state: &KeyState, now: i64, lease_ms: i64) -> bool {
+pub fn apply_alive(state: &KeyState, now: i64, lease_ms: i64) -> bool {
     state.applying.is_some()
         && state
             .applying_touched_ms
@@ -180,6 +180,7 @@ pub async fn apply_plan(
                 ));
             }
             match acting.key.scope {
+                _ if acting.operator.is_some() => {}
                 Scope::Write => {}
                 Scope::Read => {
                     return Err(Refusal::new(

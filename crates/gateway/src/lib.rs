@@ -525,6 +525,7 @@ impl Gateway {
         let acting = plan::Acting {
             key: acting_key,
             channel: plangate_core::Channel::Sweeper,
+            operator: None,
         };
         let (_, n) = self
             .log

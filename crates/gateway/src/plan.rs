@@ -36,14 +36,21 @@ pub struct Acting {
     pub key: ApiKey,
     /// How the call arrived.
     pub channel: Channel,
+    /// The person acting on the key's plan from outside the agent (CLI,
+    /// console), if it is one: then the events name the operator, and an
+    /// apply needs no separate approval — the person's act is the approval.
+    pub operator: Option<String>,
 }
 
 impl Acting {
     /// The event actor for the agent holding this key.
     pub fn actor(&self) -> Actor {
-        Actor::Agent {
-            key_id: self.key.id.clone(),
-            key_name: self.key.name.clone(),
+        match &self.operator {
+            Some(name) => Actor::Operator { name: name.clone() },
+            None => Actor::Agent {
+                key_id: self.key.id.clone(),
+                key_name: self.key.name.clone(),
+            },
         }
     }
 

@@ -226,6 +226,7 @@ impl GatewayHandler {
         let acting = Acting {
             key: key.clone(),
             channel: self.channel(),
+            operator: None,
         };
         let arguments = request.arguments.unwrap_or_default();
         let notice = match self.gw.log().state(&key.id).await {
@@ -733,6 +734,7 @@ impl ServerHandler for GatewayHandler {
         let acting = Acting {
             key: key.clone(),
             channel: self.channel(),
+            operator: None,
         };
         let decision = decide(tool.effect, CallerScope::Key(key.scope), &mode, explicit);
         let result = match decision {
