@@ -160,6 +160,20 @@ enum PlansCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Record a person's yes to a key's plan at a digest, without applying
+    /// it: what a `plan`-scope key needs before its plan can run. As the
+    /// operator, or — with PLANGATE_KEY set to a `write` key — as that key.
+    Approve {
+        /// The key whose plan is approved (name or id).
+        #[arg(long)]
+        key: String,
+        /// The digest you reviewed (`plans show`).
+        #[arg(long, value_name = "DIGEST")]
+        digest: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Say yes to a key's plan and apply it now (every waiting step, or
     /// the named waiting or failed ones); prints the receipt.
     Apply {
@@ -476,6 +490,11 @@ async fn plans_command(cmd: PlansCommand, data_dir: &Path) -> Result<()> {
             let store = open_store(data_dir).await?;
             let material = key_material(data_dir)?;
             plans::retry(config, store, material, &key, &step, json).await
+        }
+        PlansCommand::Approve { key, digest, json } => {
+            let store = open_store(data_dir).await?;
+            let approver = std::env::var("PLANGATE_KEY").ok().filter(|t| !t.is_empty());
+            plans::approve(store, &key, &digest, approver.as_deref(), json).await
         }
         PlansCommand::Apply {
             source,

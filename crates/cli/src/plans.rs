@@ -116,7 +116,6 @@ async fn refresh(log: &KeyLog, key: &ApiKey, config: &Config) -> Result<KeyState
     Ok(state)
 }
 
-
 // === formatting ===
 
 /// Seconds as a person reads them: `3h 59m`, `4m 10s`, `12s`.
@@ -730,4 +729,94 @@ mod tests {
         assert_eq!(human_secs(250), "4m 10s");
         assert_eq!(human_secs(14_399), "3h 59m");
     }
+}
+
+/// `plans approve --key NAME --digest D`: records a person's yes to the
+/// plan at digest `D` (`review_answered`, approve) — as the operator, or as
+/// the `write` key whose token is given. An approval of a digest that is
+/// not the plan's current one is recorded but never counts.
+pub async fn approve(
+    store: Arc<dyn Store>,
+    key: &str,
+    digest: &str,
+    approver_token: Option<&str>,
+    as_json: bool,
+) -> Result<()> {
+    if !digest.starts_with("sha256:") || digest.len() != 7 + 64 {
+        return Err(UsageError(format!(
+            "digest {digest:?} is not a plan digest; `plangate plans show --key {key}` shows it (sha256:…)"
+        ))
+        .into());
+    }
+    let target = resolve_key(&*store, key).await?;
+    let actor = match approver_token {
+        None => Actor::Operator {
+            name: operator_name(),
+        },
+        Some(token) => {
+            let Some(approver) = store.authenticate(token).await? else {
+                return Err(UsageError(
+                    "PLANGATE_KEY is unknown or revoked; unset it to approve as the operator"
+                        .to_owned(),
+                )
+                .into());
+            };
+            if approver.scope != plangate_core::Scope::Write || approver.id == target.id {
+                return Err(UsageError(format!(
+                    "key {:?} cannot approve {:?}'s plan: only the operator or another key of scope write can",
+                    approver.name, target.name
+                ))
+                .into());
+            }
+            Actor::Agent {
+                key_id: approver.id,
+                key_name: approver.name,
+                scope: Some(approver.scope),
+            }
+        }
+    };
+    let log = KeyLog::new(store);
+    let event = Event {
+        at_ms: now_ms(),
+        key_id: target.id.clone(),
+        actor: actor.clone(),
+        channel: Channel::Cli,
+        kind: EventKind::ReviewAnswered {
+            review_id: None,
+            verdict: plangate_core::Verdict::Approve,
+            plan_digest: digest.to_owned(),
+            feedback: None,
+        },
+    };
+    let (state, ()) = log
+        .transact(&target.id, |_| {
+            Ok::<_, std::convert::Infallible>((vec![event.clone()], ()))
+        })
+        .await?
+        .unwrap_or_else(|never| match never {});
+    let current = state.plan_digest();
+    let counts = current == digest;
+    if as_json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "key": target.name,
+                "digest": digest,
+                "current_digest": current,
+                "counts": counts,
+                "approved_by": actor,
+            }))?
+        );
+    } else if counts {
+        println!(
+            "approved {:?}'s plan at {digest}; it can be applied now",
+            target.name
+        );
+    } else {
+        println!(
+            "recorded, but {:?}'s plan is now at {current}, not {digest}: this approval will not count. Review the plan again (`plangate plans show --key {}`)",
+            target.name, target.name
+        );
+    }
+    Ok(())
 }

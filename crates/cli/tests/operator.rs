@@ -672,6 +672,7 @@ async fn fake_dead_claim(scratch: &Scratch, key: &str, step_id: &str, lease_unti
         actor: plangate_core::Actor::Agent {
             key_id: api_key.id.clone(),
             key_name: api_key.name.clone(),
+            scope: None,
         },
         channel: plangate_core::Channel::Stdio,
         kind: plangate_core::EventKind::StepStarted {
@@ -821,4 +822,82 @@ async fn plans_retry_refuses_a_step_not_in_doubt_and_runs_an_in_doubt_one_exactl
         "the dead claim and the retry: {applies:?}"
     );
     assert_eq!(about("step_applied").len(), 1);
+}
+
+#[tokio::test]
+async fn plans_approve_counts_for_the_current_digest_only_and_only_from_outside_the_key() {
+    let scratch = Scratch::new();
+    let planner = scratch.create_key("planner", "plan");
+    let writer = scratch.create_key("writer", "write");
+    let other_planner = scratch.create_key("other", "plan");
+    let config = demo_config(&scratch);
+    let client = stdio_client(&scratch, &["--config", &config], Some(&planner)).await;
+    ok(
+        &client,
+        "update_option",
+        json!({"name": "tagline", "value": "approved"}),
+    )
+    .await;
+    let digest = ok(&client, "plangate_get_plan", json!({})).await["plan_digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // An operator's approval of an older digest is recorded but does not count.
+    let stale = format!("sha256:{}", "1".repeat(64));
+    let v = op_json(
+        &scratch,
+        &[
+            "plans", "approve", "--key", "planner", "--digest", &stale, "--json",
+        ],
+    );
+    assert_eq!(v["counts"], false);
+    assert_eq!(
+        ok(&client, "plangate_get_plan", json!({})).await["approved"],
+        false
+    );
+    let r = call(&client, "plangate_apply_plan", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(r.structured_content.unwrap()["code"], "forbidden");
+
+    // Another plan-scope key cannot approve.
+    let out = Command::new(plangate())
+        .arg("--data-dir")
+        .arg(scratch.data_dir())
+        .args(["plans", "approve", "--key", "planner", "--digest", &digest])
+        .env("PLANGATE_KEY", &other_planner)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+
+    // A write key's approval of the current digest counts.
+    let out = Command::new(plangate())
+        .arg("--data-dir")
+        .arg(scratch.data_dir())
+        .args([
+            "plans", "approve", "--key", "planner", "--digest", &digest, "--json",
+        ])
+        .env("PLANGATE_KEY", &writer)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (v["counts"].as_bool(), v["approved_by"]["key_name"].as_str()),
+        (Some(true), Some("writer"))
+    );
+    assert_eq!(
+        ok(&client, "plangate_get_plan", json!({})).await["approved"],
+        true
+    );
+    let receipt = ok(
+        &client,
+        "plangate_apply_plan",
+        json!({"plan_digest": digest}),
+    )
+    .await;
+    assert_eq!(receipt["applied"], 1, "{receipt}");
+    assert_eq!(site(&scratch)["options"]["tagline"]["value"], "approved");
+    client.cancel().await.unwrap();
 }

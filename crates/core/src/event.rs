@@ -31,6 +31,10 @@ pub enum Actor {
         key_id: String,
         /// The key's readable name.
         key_name: String,
+        /// The key's scope when it acted: a `write` key's approval counts
+        /// for another key's plan, a `plan` key's does not (DESIGN §7).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        scope: Option<crate::Scope>,
     },
     /// A person at the CLI or the console.
     Operator {
@@ -388,6 +392,7 @@ pub(crate) mod tests {
             actor: Actor::Agent {
                 key_id: "key_1".into(),
                 key_name: "laptop".into(),
+                scope: None,
             },
             channel: Channel::Stdio,
             kind,

@@ -526,6 +526,7 @@ mod tests {
             actor: Actor::Agent {
                 key_id: "key_1".into(),
                 key_name: "laptop".into(),
+                scope: None,
             },
             channel: Channel::Http,
             kind,
@@ -879,6 +880,7 @@ mod tests {
         let agent = Actor::Agent {
             key_id: "key_1".into(),
             key_name: "laptop".into(),
+            scope: None,
         };
         let only_operators = |a: &Approval| matches!(a.actor, Actor::Operator { .. });
         let mut s = KeyState::default();

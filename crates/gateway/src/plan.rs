@@ -50,6 +50,7 @@ impl Acting {
             None => Actor::Agent {
                 key_id: self.key.id.clone(),
                 key_name: self.key.name.clone(),
+                scope: Some(self.key.scope),
             },
         }
     }

@@ -466,12 +466,21 @@ pub async fn call(
 }
 
 /// Whether the current digest is approved for this key (DESIGN §7): for a
-/// `plan`-scope key only an operator's approval counts; for others any
-/// recorded approval.
+/// `plan`-scope key only an approval by an operator or by another key of
+/// scope `write` counts — never its own client's; for others any recorded
+/// approval.
 pub fn is_approved(state: &KeyState, digest: &str, acting: &Acting) -> bool {
     let plan_scope = acting.key.scope == plangate_core::Scope::Plan;
+    let own_key = acting.key.id.clone();
     state.is_approved(digest, |a| {
-        !plan_scope || matches!(a.actor, Actor::Operator { .. })
+        !plan_scope
+            || match &a.actor {
+                Actor::Operator { .. } => true,
+                Actor::Agent { key_id, scope, .. } => {
+                    *scope == Some(plangate_core::Scope::Write) && *key_id != own_key
+                }
+                Actor::System => false,
+            }
     })
 }
 
