@@ -718,19 +718,6 @@ pub async fn apply_cmd(
     finish_receipt(outcome?, as_json)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_read_like_a_person_says_them() {
-        assert_eq!(human_secs(0), "now");
-        assert_eq!(human_secs(12), "12s");
-        assert_eq!(human_secs(250), "4m 10s");
-        assert_eq!(human_secs(14_399), "3h 59m");
-    }
-}
-
 /// `plans approve --key NAME --digest D`: records a person's yes to the
 /// plan at digest `D` (`review_answered`, approve) — as the operator, or as
 /// the `write` key whose token is given. An approval of a digest that is
@@ -819,4 +806,17 @@ pub async fn approve(
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_like_a_person_says_them() {
+        assert_eq!(human_secs(0), "now");
+        assert_eq!(human_secs(12), "12s");
+        assert_eq!(human_secs(250), "4m 10s");
+        assert_eq!(human_secs(14_399), "3h 59m");
+    }
 }
