@@ -389,7 +389,7 @@ async fn an_http_session_stays_bound_to_the_key_that_opened_it() {
 }
 
 #[tokio::test]
-async fn a_2026_client_falls_back_to_initialize() {
+async fn a_2026_client_is_served_2026_07_28_over_http() {
     use rmcp::ClientLifecycleMode;
     use rmcp::service::ClientServiceExt as _;
     let scratch = Scratch::new();
@@ -413,8 +413,18 @@ async fn a_2026_client_falls_back_to_initialize() {
         .await
         .unwrap();
     let info = client.peer().peer_info().unwrap();
-    assert_eq!(info.protocol_version.as_str(), "2025-11-25");
-    assert!(!client.peer().list_all_tools().await.unwrap().is_empty());
+    assert_eq!(info.protocol_version.as_str(), "2026-07-28");
+    let names: Vec<String> = client
+        .peer()
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(names.contains(&"get_page".to_owned()), "{names:?}");
+    let r = call(&client, "get_page", json!({"id": 2})).await.unwrap();
+    assert_eq!(r.structured_content.unwrap()["title"], "About");
     client.cancel().await.unwrap();
 }
 

@@ -183,6 +183,10 @@ pub struct Approval {
     pub channel: Channel,
     /// When.
     pub at_ms: i64,
+    /// The question it answers, when it answered one: each question is
+    /// answered at most once (a replayed answer is refused).
+    #[serde(default)]
+    pub review_id: Option<String>,
 }
 
 /// Everything one key's log says: the mode in force and the plan.
@@ -283,6 +287,7 @@ impl KeyState {
             EventKind::ReviewAnswered {
                 verdict,
                 plan_digest,
+                review_id,
                 ..
             } => self.reviews.push(Approval {
                 plan_digest: plan_digest.clone(),
@@ -290,6 +295,7 @@ impl KeyState {
                 actor: event.actor.clone(),
                 channel: event.channel,
                 at_ms: at,
+                review_id: review_id.clone(),
             }),
             EventKind::ApplyStarted { apply_id, .. } => self.applying = Some(apply_id.clone()),
             EventKind::ApplyFinished { apply_id, .. } => {
@@ -494,6 +500,13 @@ impl KeyState {
     /// life is running.
     pub fn expires_at_ms(&self, ttl_ms: i64) -> Option<i64> {
         self.life_started_at_ms.map(|t| t.saturating_add(ttl_ms))
+    }
+
+    /// Whether the question `review_id` was already answered.
+    pub fn is_answered(&self, review_id: &str) -> bool {
+        self.reviews
+            .iter()
+            .any(|a| a.review_id.as_deref() == Some(review_id))
     }
 
     /// Whether the plan with `digest` is approved: among the answers about

@@ -76,6 +76,7 @@ pub struct Hub {
     inflight: Mutex<Vec<InFlight>>,
     orphans: Mutex<Vec<Orphan>>,
     clients: Mutex<Vec<Client>>,
+    subscriptions: Mutex<Vec<(u64, rmcp::service::SubscriptionSink, Option<String>)>>,
 }
 
 /// A connected client session and the key it runs as.
@@ -231,12 +232,40 @@ impl Hub {
             .collect()
     }
 
+    /// Remembers a 2026-07-28 listen stream (of `key_id`'s client) so list
+    /// changes reach it; returns its handle for [`Hub::remove_subscription`].
+    pub fn add_subscription(
+        &self,
+        sink: rmcp::service::SubscriptionSink,
+        key_id: Option<String>,
+    ) -> u64 {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        lock(&self.subscriptions).push((id, sink, key_id));
+        id
+    }
+
+    /// Forgets a listen stream that ended.
+    pub fn remove_subscription(&self, id: u64) {
+        lock(&self.subscriptions).retain(|(i, _, _)| *i != id);
+    }
+
+    fn sinks(&self, key_id: Option<&str>) -> Vec<rmcp::service::SubscriptionSink> {
+        lock(&self.subscriptions)
+            .iter()
+            .filter(|(_, _, k)| key_id.is_none() || k.as_deref() == key_id)
+            .map(|(_, s, _)| s.clone())
+            .collect()
+    }
+
     /// Tells every connected client that the tool list changed.
     pub async fn notify_tools_changed(&self) {
         for peer in self.peers(|_| true) {
             if let Err(e) = peer.notify_tool_list_changed().await {
                 tracing::debug!("tools/list_changed not delivered: {e}");
             }
+        }
+        for sink in self.sinks(None) {
+            let _ = sink.notify_tool_list_changed().await;
         }
     }
 

@@ -13,7 +13,11 @@ use std::time::Duration;
 
 use plangate_core::{Code, EventKind, KeyState, ModeSpec, Verdict, Where};
 use plangate_store::now_ms;
-use rmcp::model::{CallToolResult, ContentBlock, ElicitRequestParams, ElicitationAction};
+use rmcp::model::{
+    CallToolResponse, CallToolResult, ContentBlock, ElicitRequest, ElicitRequestParams,
+    ElicitResult, ElicitationAction, InputRequest, InputRequiredResult, InputResponses,
+    RequestStateCodec, SealOptions,
+};
 use rmcp::service::{RequestContext, ServiceError};
 use rmcp::{Peer, RoleServer};
 use serde_json::{Value, json};
@@ -36,10 +40,11 @@ enum Answer {
     Lapsed(String),
 }
 
-/// Whether the client declared form elicitation.
-pub fn can_elicit(peer: &Peer<RoleServer>) -> bool {
-    peer.peer_info()
-        .and_then(|info| serde_json::to_value(&info.capabilities).ok())
+/// Whether the client declared form elicitation — per request in
+/// 2026-07-28, from the handshake before.
+pub fn can_elicit(cx: &RequestContext<RoleServer>) -> bool {
+    cx.client_capabilities()
+        .and_then(|caps| serde_json::to_value(&caps).ok())
         .and_then(|caps| caps.get("elicitation").cloned())
         .is_some_and(|e| match e {
             Value::Object(m) => m.is_empty() || m.contains_key("form"),
@@ -57,8 +62,8 @@ fn unsupported(prefix: &str, mode: &ModeSpec, what: &str) -> Refusal {
     )
 }
 
-async fn ask(peer: &Peer<RoleServer>, message: String, timeout: Duration) -> Answer {
-    let params: ElicitRequestParams = match serde_json::from_value(json!({
+fn question_params(message: String) -> Result<ElicitRequestParams, serde_json::Error> {
+    serde_json::from_value(json!({
         "mode": "form",
         "message": message,
         "requestedSchema": {
@@ -76,7 +81,33 @@ async fn ask(peer: &Peer<RoleServer>, message: String, timeout: Duration) -> Ans
             },
             "required": ["decision"]
         }
-    })) {
+    }))
+}
+
+/// What an elicitation result says.
+fn read_answer(result: ElicitResult) -> Answer {
+    match result.action {
+        ElicitationAction::Accept => {
+            let content = result.content.unwrap_or(Value::Null);
+            let feedback = content
+                .get("feedback")
+                .and_then(Value::as_str)
+                .filter(|f| !f.trim().is_empty())
+                .map(str::to_owned);
+            match content.get("decision").and_then(Value::as_str) {
+                Some("approve") => Answer::Approve,
+                _ => Answer::KeepPlanning(feedback),
+            }
+        }
+        ElicitationAction::Decline => Answer::Decline,
+        _ => Answer::Cancel,
+    }
+}
+
+/// Asks over `elicitation/create` (MCP 2025-11-25) and waits, at most
+/// `timeout`.
+async fn ask(peer: &Peer<RoleServer>, message: String, timeout: Duration) -> Answer {
+    let params = match question_params(message) {
         Ok(p) => p,
         Err(e) => return Answer::Lapsed(format!("the question could not be built: {e}")),
     };
@@ -84,22 +115,7 @@ async fn ask(peer: &Peer<RoleServer>, message: String, timeout: Duration) -> Ans
         .create_elicitation_with_timeout(params, Some(timeout))
         .await
     {
-        Ok(result) => match result.action {
-            ElicitationAction::Accept => {
-                let content = result.content.unwrap_or(Value::Null);
-                let feedback = content
-                    .get("feedback")
-                    .and_then(Value::as_str)
-                    .filter(|f| !f.trim().is_empty())
-                    .map(str::to_owned);
-                match content.get("decision").and_then(Value::as_str) {
-                    Some("approve") => Answer::Approve,
-                    _ => Answer::KeepPlanning(feedback),
-                }
-            }
-            ElicitationAction::Decline => Answer::Decline,
-            _ => Answer::Cancel,
-        },
+        Ok(result) => read_answer(result),
         Err(ServiceError::Timeout { .. }) => {
             Answer::Lapsed(format!("no answer within {} s", timeout.as_secs()))
         }
@@ -192,15 +208,198 @@ fn review_declined(message: String, feedback: Option<&str>) -> CallToolResult {
     r
 }
 
+/// Where a reviewed call is in its rounds: the MCP 2026-07-28 retry of a
+/// call carries the request state plangate signed and the client's answers.
+#[derive(Clone, Copy)]
+pub struct Round<'a> {
+    /// The exposed name of the tool being called.
+    pub tool: &'a str,
+    /// The call's arguments (as sent; never stored in the state).
+    pub arguments: &'a Value,
+    /// `requestState` echoed back by the client, on a retry.
+    pub state: Option<&'a str>,
+    /// `inputResponses` from the client, on a retry.
+    pub responses: Option<&'a InputResponses>,
+}
+
+/// Whether the request speaks MCP 2026-07-28 or later: no server-to-client
+/// requests, so the person is asked through `input_required`.
+pub fn modern(cx: &RequestContext<RoleServer>) -> bool {
+    cx.protocol_version().is_some_and(|v| !v.has_initialize())
+}
+
+/// The key under which the question travels in `inputRequests`.
+const INPUT_KEY: &str = "review";
+
+/// What the signed request state binds (DESIGN §7): key id, tool, a digest
+/// of the canonical arguments (never the arguments: the state is readable),
+/// the plan digest (or the call's own) and the question; expiry is the
+/// codec's.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ReviewState {
+    kid: String,
+    tool: String,
+    args: String,
+    digest: String,
+    review: String,
+}
+
+fn codec(gw: &Gateway) -> Result<RequestStateCodec, Refusal> {
+    RequestStateCodec::try_new(gw.material().signing_key().to_vec()).map_err(|e| {
+        Refusal::new(
+            Code::UpstreamUnavailable,
+            format!("cannot sign request state: {e}"),
+        )
+    })
+}
+
+/// A digest of the call's arguments with secrets keyed (DESIGN §5 Digest).
+fn args_digest(gw: &Gateway, arguments: &Value) -> Result<String, Refusal> {
+    let keyed = plangate_core::keyed_arguments(arguments, gw.material().signing_key())
+        .map_err(|e| Refusal::new(Code::InvalidArguments, e.to_string()))?;
+    let canonical = plangate_core::canonical_json(&keyed)
+        .map_err(|e| Refusal::new(Code::InvalidArguments, e.to_string()))?;
+    Ok(plangate_core::hmac_hex(
+        gw.material().signing_key(),
+        canonical.as_bytes(),
+    ))
+}
+
+/// The first round over 2026-07-28: record the question and answer
+/// `input_required` with it and a signed, expiring, single-use state.
+async fn open_question(
+    gw: &Gateway,
+    acting: &Acting,
+    round: Round<'_>,
+    question: String,
+    digest: &str,
+) -> Result<CallToolResponse, Refusal> {
+    let review = plangate_store::new_id("rev_")
+        .map_err(|e| Refusal::new(Code::UpstreamUnavailable, e.to_string()))?;
+    let payload = ReviewState {
+        kid: acting.key.id.clone(),
+        tool: round.tool.to_owned(),
+        args: args_digest(gw, round.arguments)?,
+        digest: digest.to_owned(),
+        review: review.clone(),
+    };
+    let options = SealOptions::new()
+        .associated_data(acting.key.id.as_bytes())
+        .ttl(gw.review_timeout());
+    let sealed = codec(gw)?.seal_json_with(&payload, &options).map_err(|e| {
+        Refusal::new(
+            Code::UpstreamUnavailable,
+            format!("cannot sign request state: {e}"),
+        )
+    })?;
+    record(
+        gw,
+        acting,
+        EventKind::ReviewRequested {
+            review_id: review,
+            plan_digest: digest.to_owned(),
+        },
+    )
+    .await?;
+    let params = question_params(question).map_err(|e| {
+        Refusal::new(
+            Code::UpstreamUnavailable,
+            format!("the question could not be built: {e}"),
+        )
+    })?;
+    let requests = std::collections::BTreeMap::from([(
+        INPUT_KEY.to_owned(),
+        InputRequest::Elicitation(ElicitRequest::new(params)),
+    )]);
+    Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
+        Some(requests),
+        Some(sealed),
+    )))
+}
+
+/// The retry over 2026-07-28: verify the state (signature, expiry, key,
+/// tool, arguments), take the answer and record it — once: a replayed state
+/// is refused atomically.
+async fn take_answer(
+    gw: &Gateway,
+    acting: &Acting,
+    round: Round<'_>,
+) -> Result<(String, Answer), Refusal> {
+    let invalid = |why: &str| {
+        Refusal::new(
+            Code::ReviewDeclined,
+            format!(
+                "{why}; nothing was written. Call {} again to ask the person anew",
+                round.tool
+            ),
+        )
+    };
+    let sealed = round.state.unwrap_or_default();
+    let payload: ReviewState = codec(gw)?
+        .open_json_with(sealed, acting.key.id.as_bytes())
+        .map_err(|e| match e {
+            rmcp::model::RequestStateError::Expired => invalid("the question expired before the answer came back"),
+            _ => invalid("the request state is not one plangate issued to this key (tampered, forged or from another key)"),
+        })?;
+    if payload.kid != acting.key.id || payload.tool != round.tool {
+        return Err(invalid("the request state belongs to another key or tool"));
+    }
+    if payload.args != args_digest(gw, round.arguments)? {
+        return Err(invalid(
+            "the retried request's arguments differ from the ones the person was asked about",
+        ));
+    }
+    let answer = round
+        .responses
+        .and_then(|r| r.get(INPUT_KEY))
+        .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok())
+        .map(read_answer)
+        .unwrap_or(Answer::Cancel);
+    let (verdict, feedback) = verdict_of(&answer);
+    let review = payload.review.clone();
+    let digest = payload.digest.clone();
+    gw.log()
+        .transact(&acting.key.id, |state| {
+            if state.is_answered(&review) {
+                return Err(invalid(
+                    "this question was already answered (a replayed request state)",
+                ));
+            }
+            Ok((
+                vec![acting.event(EventKind::ReviewAnswered {
+                    review_id: Some(review.clone()),
+                    verdict,
+                    plan_digest: digest.clone(),
+                    feedback: feedback.clone(),
+                })],
+                (),
+            ))
+        })
+        .await
+        .map_err(crate::tools::log_failed)??;
+    Ok((payload.digest, answer))
+}
+
+fn verdict_of(answer: &Answer) -> (Verdict, Option<String>) {
+    match answer {
+        Answer::Approve => (Verdict::Approve, None),
+        Answer::KeepPlanning(f) => (Verdict::KeepPlanning, f.clone()),
+        Answer::Decline => (Verdict::Decline, None),
+        Answer::Cancel | Answer::Lapsed(_) => (Verdict::Cancel, None),
+    }
+}
+
 /// `exit_plan_mode {plan}`: asks the person about the agent's plan plus the
 /// recorded steps; on a yes applies exactly that digest and returns the
-/// receipt, with the mode back to `default`.
+/// receipt, with the mode back to `default`. Over 2026-07-28 the question
+/// is an `input_required` round; before, an `elicitation/create`.
 pub async fn exit_plan_mode(
     gw: &Gateway,
     acting: &Acting,
     agent_plan: &str,
+    round: Round<'_>,
     cx: &RequestContext<RoleServer>,
-) -> Result<CallToolResult, Refusal> {
+) -> Result<CallToolResponse, Refusal> {
     let prefix = gw.config().gateway.tool_prefix.clone();
     let state = gw
         .log()
@@ -217,46 +416,65 @@ pub async fn exit_plan_mode(
             ),
         ));
     }
-    if !can_elicit(&cx.peer) {
-        return Err(unsupported(&prefix, &mode, "about the plan"));
-    }
-    let digest = state.plan_digest();
-    let review_id = plangate_store::new_id("rev_")
-        .map_err(|e| Refusal::new(Code::UpstreamUnavailable, e.to_string()))?;
-    record(
-        gw,
-        acting,
-        EventKind::ReviewRequested {
-            review_id: review_id.clone(),
-            plan_digest: digest.clone(),
-        },
-    )
-    .await?;
-    let question = plan_question(gw, acting, &state, agent_plan, &digest);
-    let answer = ask(&cx.peer, question, gw.review_timeout()).await;
-    let (verdict, feedback) = match &answer {
-        Answer::Approve => (Verdict::Approve, None),
-        Answer::KeepPlanning(f) => (Verdict::KeepPlanning, f.clone()),
-        Answer::Decline => (Verdict::Decline, None),
-        Answer::Cancel | Answer::Lapsed(_) => (Verdict::Cancel, None),
+    let (digest, answer) = if round.state.is_some() {
+        take_answer(gw, acting, round).await?
+    } else {
+        if !can_elicit(cx) {
+            return Err(unsupported(&prefix, &mode, "about the plan"));
+        }
+        let digest = state.plan_digest();
+        let question = plan_question(gw, acting, &state, agent_plan, &digest);
+        if modern(cx) {
+            return open_question(gw, acting, round, question, &digest).await;
+        }
+        let review_id = plangate_store::new_id("rev_")
+            .map_err(|e| Refusal::new(Code::UpstreamUnavailable, e.to_string()))?;
+        record(
+            gw,
+            acting,
+            EventKind::ReviewRequested {
+                review_id: review_id.clone(),
+                plan_digest: digest.clone(),
+            },
+        )
+        .await?;
+        let answer = ask(&cx.peer, question, gw.review_timeout()).await;
+        let (verdict, feedback) = verdict_of(&answer);
+        record(
+            gw,
+            acting,
+            EventKind::ReviewAnswered {
+                review_id: Some(review_id),
+                verdict,
+                plan_digest: digest.clone(),
+                feedback,
+            },
+        )
+        .await?;
+        (digest, answer)
     };
-    record(
-        gw,
-        acting,
-        EventKind::ReviewAnswered {
-            review_id: Some(review_id),
-            verdict,
-            plan_digest: digest.clone(),
-            feedback: feedback.clone(),
-        },
-    )
-    .await?;
+    conclude_plan(gw, acting, &mode, digest, answer, cx)
+        .await
+        .map(CallToolResponse::from)
+}
+
+/// What follows the person's answer about a plan.
+async fn conclude_plan(
+    gw: &Gateway,
+    acting: &Acting,
+    mode: &ModeSpec,
+    digest: String,
+    answer: Answer,
+    cx: &RequestContext<RoleServer>,
+) -> Result<CallToolResult, Refusal> {
     match answer {
         Answer::Approve => {
             let progress = cx.meta.get_progress_token().map(|token| Progress {
                 peer: cx.peer.clone(),
                 token,
             });
+            // Bound to the digest the person saw: the plan is rebuilt fresh
+            // and only a matching digest proceeds (else plan_changed).
             let request = ApplyRequest {
                 step_ids: None,
                 plan_digest: Some(digest),
@@ -309,8 +527,17 @@ pub async fn exit_plan_mode(
     }
 }
 
-/// An `ask` mode: asks the person about one call above the mode's access.
-/// `Ok(())` means yes — run it; a refusal means no call.
+/// What an `ask` mode's question came to.
+pub enum Asked {
+    /// The person said yes: run the call.
+    Yes,
+    /// Over 2026-07-28: answer this `input_required` and wait for the retry.
+    Pending(CallToolResponse),
+}
+
+/// An `ask` mode: asks the person about one call above the mode's access,
+/// bound to that call's own digest. A refusal means no call.
+#[allow(clippy::too_many_arguments)]
 pub async fn ask_for_call(
     gw: &Gateway,
     acting: &Acting,
@@ -318,64 +545,77 @@ pub async fn ask_for_call(
     tool: &crate::CatalogTool,
     redacted_arguments: &Value,
     call_digest: &str,
+    round: Round<'_>,
     cx: &RequestContext<RoleServer>,
-) -> Result<(), Refusal> {
+) -> Result<Asked, Refusal> {
     let prefix = gw.config().gateway.tool_prefix.clone();
-    if !can_elicit(&cx.peer) {
-        return Err(Refusal::new(
-            Code::ElicitationUnsupported,
-            format!(
-                "mode {} asks the person before {} calls, and this client cannot show them a question (no form elicitation). Nothing was run. Tell the person what you want to do; they can change the mode ({prefix}begin_session) or you can plan it with \"_plangate_plan\": true",
-                mode.name, tool.effect
-            ),
-        ));
-    }
-    let review_id = plangate_store::new_id("rev_")
-        .map_err(|e| Refusal::new(Code::UpstreamUnavailable, e.to_string()))?;
-    record(
-        gw,
-        acting,
-        EventKind::ReviewRequested {
-            review_id: review_id.clone(),
-            plan_digest: call_digest.to_owned(),
-        },
-    )
-    .await?;
-    let question = format!(
-        "An agent (API key {:?}, scope {}) wants to call {} on {} — a {} tool, above what mode {} runs without asking.\nArguments: {}\n{}Call digest {call_digest}.\nApprove to run this one call now.",
-        acting.key.name,
-        acting.key.scope,
-        tool.original,
-        tool.upstream,
-        tool.effect,
-        mode.name,
-        redacted_arguments,
-        if tool.effect == plangate_core::Effect::Destructive {
-            "DESTRUCTIVE: it may destroy or overwrite data.\n"
-        } else {
-            ""
-        },
-    );
-    let answer = ask(&cx.peer, question, gw.review_timeout()).await;
-    let (verdict, feedback) = match &answer {
-        Answer::Approve => (Verdict::Approve, None),
-        Answer::KeepPlanning(f) => (Verdict::KeepPlanning, f.clone()),
-        Answer::Decline => (Verdict::Decline, None),
-        Answer::Cancel | Answer::Lapsed(_) => (Verdict::Cancel, None),
+    let answer = if round.state.is_some() {
+        let (digest, answer) = take_answer(gw, acting, round).await?;
+        if digest != call_digest {
+            return Err(Refusal::new(
+                Code::ReviewDeclined,
+                "the answer was about another call; nothing was run".to_owned(),
+            ));
+        }
+        answer
+    } else {
+        if !can_elicit(cx) {
+            return Err(Refusal::new(
+                Code::ElicitationUnsupported,
+                format!(
+                    "mode {} asks the person before {} calls, and this client cannot show them a question (no form elicitation). Nothing was run. Tell the person what you want to do; they can change the mode ({prefix}begin_session) or you can plan it with \"_plangate_plan\": true",
+                    mode.name, tool.effect
+                ),
+            ));
+        }
+        let question = format!(
+            "An agent (API key {:?}, scope {}) wants to call {} on {} — a {} tool, above what mode {} runs without asking.\nArguments: {}\n{}Call digest {call_digest}.\nApprove to run this one call now.",
+            acting.key.name,
+            acting.key.scope,
+            tool.original,
+            tool.upstream,
+            tool.effect,
+            mode.name,
+            redacted_arguments,
+            if tool.effect == plangate_core::Effect::Destructive {
+                "DESTRUCTIVE: it may destroy or overwrite data.\n"
+            } else {
+                ""
+            },
+        );
+        if modern(cx) {
+            return open_question(gw, acting, round, question, call_digest)
+                .await
+                .map(Asked::Pending);
+        }
+        let review_id = plangate_store::new_id("rev_")
+            .map_err(|e| Refusal::new(Code::UpstreamUnavailable, e.to_string()))?;
+        record(
+            gw,
+            acting,
+            EventKind::ReviewRequested {
+                review_id: review_id.clone(),
+                plan_digest: call_digest.to_owned(),
+            },
+        )
+        .await?;
+        let answer = ask(&cx.peer, question, gw.review_timeout()).await;
+        let (verdict, feedback) = verdict_of(&answer);
+        record(
+            gw,
+            acting,
+            EventKind::ReviewAnswered {
+                review_id: Some(review_id),
+                verdict,
+                plan_digest: call_digest.to_owned(),
+                feedback,
+            },
+        )
+        .await?;
+        answer
     };
-    record(
-        gw,
-        acting,
-        EventKind::ReviewAnswered {
-            review_id: Some(review_id),
-            verdict,
-            plan_digest: call_digest.to_owned(),
-            feedback: feedback.clone(),
-        },
-    )
-    .await?;
     match answer {
-        Answer::Approve => Ok(()),
+        Answer::Approve => Ok(Asked::Yes),
         Answer::KeepPlanning(f) => Err(Refusal::new(
             Code::ReviewDeclined,
             format!(

@@ -17,12 +17,11 @@ use std::time::Instant;
 use plangate_core::Effect;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult,
-    CancelledNotificationParam, ClientRequest, DiscoverRequestMethod, DiscoverResult, ElicitResult,
-    ElicitationAction, ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation,
-    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResponse, ResourceContents, ServerCapabilities,
-    ServerConfig, ServerResult,
+    CancelledNotificationParam, ClientRequest, ElicitResult, ElicitationAction, ErrorCode,
+    GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
+    InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ResourceContents, ServerCapabilities, ServerConfig, ServerResult,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, ServiceError};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -195,19 +194,6 @@ impl GatewayHandler {
         })
     }
 
-    /// plangate serves MCP up to 2025-11-25 (with `initialize`) until full
-    /// 2026-07-28 serving lands; a request that declares a later revision
-    /// inline is refused so the client falls back to `initialize`.
-    fn require_initialize_era(&self, cx: &RequestContext<RoleServer>) -> Result<(), ErrorData> {
-        match cx.protocol_version() {
-            Some(v) if !v.has_initialize() => Err(ErrorData::unsupported_protocol_version(
-                v,
-                ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25),
-            )),
-            _ => Ok(()),
-        }
-    }
-
     async fn call_gateway_tool(
         &self,
         caller: &Caller,
@@ -228,6 +214,9 @@ impl GatewayHandler {
             channel: self.channel(),
             operator: None,
         };
+        let request_name = request.name.to_string();
+        let request_state = request.request_state.clone();
+        let input_responses = request.input_responses.clone();
         let arguments = request.arguments.unwrap_or_default();
         let notice = match self.gw.log().state(&key.id).await {
             Ok(state) => {
@@ -246,7 +235,15 @@ impl GatewayHandler {
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .to_owned();
-            let result = crate::review::exit_plan_mode(&self.gw, &acting, &plan_text, cx).await;
+            let args_value = Value::Object(arguments.clone());
+            let round = crate::review::Round {
+                tool: &request_name,
+                arguments: &args_value,
+                state: request_state.as_deref(),
+                responses: input_responses.as_ref(),
+            };
+            let result =
+                crate::review::exit_plan_mode(&self.gw, &acting, &plan_text, round, cx).await;
             if let Ok(state) = self.gw.log().state(&key.id).await {
                 let mode = self.gw.config().modes.resolve(state.mode.as_deref()).0;
                 let was_plan = self.seen().spec.as_ref().is_some_and(ModeSpec::plan_mode);
@@ -261,7 +258,7 @@ impl GatewayHandler {
             }
             return Ok(with_notice(
                 match result {
-                    Ok(r) => r.into(),
+                    Ok(r) => r,
                     Err(refusal) => refusal.into_result().into(),
                 },
                 notice,
@@ -588,10 +585,29 @@ impl ServerHandler for GatewayHandler {
         self.gw.hub().add_client(cx.peer, self.session, key_id);
     }
 
-    async fn discover(&self, _cx: RequestContext<RoleServer>) -> Result<DiscoverResult, ErrorData> {
-        // Not serving 2026-07-28 yet: -32601 makes clients fall back to
-        // `initialize`.
-        Err(ErrorData::method_not_found::<DiscoverRequestMethod>())
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        // 2026-07-28 clients hear of list changes on a listen stream.
+        Some(
+            rmcp::model::SubscriptionFilter::builder()
+                .tools_list_changed()
+                .prompts_list_changed()
+                .resources_list_changed()
+                .build(),
+        )
+    }
+
+    async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), ErrorData> {
+        let caller = self.caller(context.request_context()).await?;
+        let id = self
+            .gw
+            .hub()
+            .add_subscription(context.sink().clone(), caller.key_id().map(str::to_owned));
+        context.cancelled().await;
+        self.gw.hub().remove_subscription(id);
+        Ok(())
     }
 
     async fn list_tools(
@@ -599,7 +615,6 @@ impl ServerHandler for GatewayHandler {
         _request: Option<PaginatedRequestParams>,
         cx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        self.require_initialize_era(&cx)?;
         let caller = self.caller(&cx).await?;
         let plan_mode = match &caller {
             Caller::Key(key) => match self.gw.log().state(&key.id).await {
@@ -634,7 +649,6 @@ impl ServerHandler for GatewayHandler {
         request: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        self.require_initialize_era(&cx)?;
         let caller = self.caller(&cx).await?;
         let prefix = self.gw.config().gateway.tool_prefix.clone();
         if let Some(tool) = GatewayTool::parse(&prefix, &request.name) {
@@ -784,13 +798,23 @@ impl ServerHandler for GatewayHandler {
                     Ok(d) => format!("sha256:{d}"),
                     Err(e) => return refuse(Refusal::new(Code::InvalidArguments, e.to_string())),
                 };
-                if let Err(refusal) = crate::review::ask_for_call(
-                    &self.gw, &acting, &mode, tool, &redacted, &digest, &cx,
+                let round = crate::review::Round {
+                    tool: &tool.exposed,
+                    arguments: &args_value,
+                    state: forward.request_state.as_deref(),
+                    responses: forward.input_responses.as_ref(),
+                };
+                match crate::review::ask_for_call(
+                    &self.gw, &acting, &mode, tool, &redacted, &digest, round, &cx,
                 )
                 .await
                 {
-                    return refuse(refusal);
+                    Ok(crate::review::Asked::Yes) => {}
+                    Ok(crate::review::Asked::Pending(response)) => return Ok(response),
+                    Err(refusal) => return refuse(refusal),
                 }
+                forward.request_state = None;
+                forward.input_responses = None;
                 let (upstream, original) = (tool.upstream.clone(), tool.original.clone());
                 let response = self
                     .forward_call(&caller, &upstream, &original, forward, &cx)
@@ -806,7 +830,6 @@ impl ServerHandler for GatewayHandler {
         _request: Option<PaginatedRequestParams>,
         cx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        self.require_initialize_era(&cx)?;
         self.caller(&cx).await?;
         let prompts = self
             .gw
@@ -823,7 +846,6 @@ impl ServerHandler for GatewayHandler {
         request: GetPromptRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        self.require_initialize_era(&cx)?;
         self.caller(&cx).await?;
         let catalog = self.gw.catalog();
         let Some(prompt) = catalog.prompt(&request.name) else {
@@ -854,7 +876,6 @@ impl ServerHandler for GatewayHandler {
         _request: Option<PaginatedRequestParams>,
         cx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        self.require_initialize_era(&cx)?;
         self.caller(&cx).await?;
         let mut resources = self.gw.catalog().resources.clone();
         resources.push(crate::apps::view_resource());
@@ -866,7 +887,6 @@ impl ServerHandler for GatewayHandler {
         _request: Option<PaginatedRequestParams>,
         cx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        self.require_initialize_era(&cx)?;
         self.caller(&cx).await?;
         Ok(ListResourceTemplatesResult::with_all_items(
             self.gw.catalog().resource_templates.clone(),
@@ -878,7 +898,6 @@ impl ServerHandler for GatewayHandler {
         request: ReadResourceRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        self.require_initialize_era(&cx)?;
         self.caller(&cx).await?;
         if request.uri == crate::apps::VIEW_URI {
             return Ok(crate::apps::read_view().into());

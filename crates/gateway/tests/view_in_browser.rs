@@ -99,9 +99,11 @@ fn run_chromium(profile: &Path, extra: &[String], url: &str) -> String {
     });
     let started = Instant::now();
     let output = rx.recv_timeout(Duration::from_secs(90));
-    // Stop whatever is left of the group (renderers, zygote).
+    // Stop whatever is left of the group (renderers, zygote). The `--` is
+    // essential: procps `kill -KILL -1234` reads `-1234` as `-2`.
+    assert!(pgid > 1, "refusing to signal process group {pgid}");
     let _ = Command::new("kill")
-        .args(["-KILL", &format!("-{pgid}")])
+        .args(["-s", "KILL", "--", &format!("-{pgid}")])
         .stderr(Stdio::null())
         .status();
     let output = match output {
