@@ -1,0 +1,254 @@
+//! Crash safety: SIGKILL a gateway at a random moment during a 20-step
+//! apply, restart, apply again — over and over, on SQLite (several
+//! processes on one data dir) and on PostgreSQL. No step may reach the
+//! upstream twice, no recorded step may be lost, and every step's state
+//! must agree with the upstream's own count.
+//!
+//! CI runs `PLANGATE_CHAOS_TRIALS` trials per store (default 10); the full
+//! run is `PLANGATE_CHAOS_TRIALS=100 cargo test -p plangate --test chaos
+//! -- --nocapture`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use plangate_core::StepStatus;
+use serde_json::{Value, json};
+
+const STEPS: u64 = 20;
+
+fn trials() -> u64 {
+    std::env::var("PLANGATE_CHAOS_TRIALS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10)
+}
+
+fn deliveries(log: &std::path::Path) -> BTreeMap<u64, u64> {
+    let mut out = BTreeMap::new();
+    for line in std::fs::read_to_string(log).unwrap_or_default().lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        *out.entry(v["n"].as_u64().unwrap()).or_insert(0) += 1;
+    }
+    out
+}
+
+#[derive(Default, Debug)]
+struct Tally {
+    trials: u64,
+    kills_mid_call: u64,
+    in_doubt: u64,
+    applied: u64,
+    duplicates: u64,
+    lost: u64,
+}
+
+/// A small deterministic generator, so a failing trial can be re-run.
+fn jitter(trial: u64) -> u64 {
+    let mut x = trial
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    x ^= x >> 33;
+    x % 450
+}
+
+async fn run(store_label: &str, database: Option<String>) -> Tally {
+    let scratch = Scratch::new();
+    let log = scratch.path().join("deliveries.jsonl");
+    let config = scratch.write(
+        "plangate.toml",
+        &format!(
+            "[gateway]\nlease = \"1s\"\n\n[upstreams.count]\ncommand = \"{}\"\nargs = [\"counting-upstream\", \"--log\", \"{}\"]\n",
+            plangate().display(),
+            log.display()
+        ),
+    );
+    let config = config.to_str().unwrap().to_owned();
+    let mut extra = vec!["--config".to_owned(), config.clone()];
+    if let Some(db) = &database {
+        extra.push("--database".into());
+        extra.push(db.clone());
+    }
+    let extra_refs: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let mut keys_cmd = vec!["keys", "create", "--scope", "write", "--name"];
+    if let Some(db) = &database {
+        keys_cmd = vec![
+            "--database",
+            db.as_str(),
+            "keys",
+            "create",
+            "--scope",
+            "write",
+            "--name",
+        ];
+    }
+    let store = match &database {
+        Some(db) => plangate_store::open_postgres(db).await.unwrap(),
+        None => {
+            std::fs::create_dir_all(scratch.data_dir()).unwrap();
+            plangate_store::open_sqlite(&scratch.data_dir().join("plangate.db"))
+                .await
+                .unwrap()
+        }
+    };
+    let keylog = plangate_gateway::log::KeyLog::new(Arc::clone(&store));
+    let mut tally = Tally::default();
+
+    for trial in 0..trials() {
+        let name = format!("trial{trial}");
+        let mut args = keys_cmd.clone();
+        args.push(&name);
+        let out = scratch.run(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        let key = store.find_key(&name).await.unwrap().unwrap();
+
+        // Plan 20 steps through gateway A, then apply and kill it mid-way.
+        let a = serve_http(&scratch, &extra_refs);
+        let client = http_client(&a.url(), Some(&token)).await.unwrap();
+        call(&client, "plangate_begin_session", json!({"mode": "plan"}))
+            .await
+            .unwrap();
+        for i in 0..STEPS {
+            let r = call(&client, "bump", json!({"n": trial * 100 + i, "ms": 15}))
+                .await
+                .unwrap();
+            assert_eq!(r.structured_content.unwrap()["planned"], true);
+        }
+        let applying = {
+            let url = a.url();
+            let token = token.clone();
+            // The kill may come before this client even connects: fine.
+            tokio::spawn(async move {
+                let c = http_client(&url, Some(&token)).await.ok()?;
+                call(&c, "plangate_apply_plan", json!({})).await.ok()
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(jitter(trial))).await;
+        let running_at_kill = keylog
+            .state(&key.id)
+            .await
+            .unwrap()
+            .steps
+            .iter()
+            .any(|s| s.status == StepStatus::Running);
+        drop(a); // SIGKILL the gateway (and its upstream child).
+        // The client of a killed gateway may wait for ever on its stream.
+        applying.abort();
+        drop(client);
+        if running_at_kill {
+            tally.kills_mid_call += 1;
+        }
+
+        // Restart (gateway B on the same store) after the dead claim's lease,
+        // and apply what is left.
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        let b = serve_http(&scratch, &extra_refs);
+        let client = http_client(&b.url(), Some(&token)).await.unwrap();
+        let receipt = call(&client, "plangate_apply_plan", json!({}))
+            .await
+            .unwrap();
+        let receipt = receipt.structured_content.unwrap();
+        assert_ne!(
+            receipt["code"], "apply_in_progress",
+            "the dead apply was found: {receipt}"
+        );
+        drop(client);
+        drop(b);
+
+        // Compare plangate's record with the upstream's own count.
+        let state = keylog.state(&key.id).await.unwrap();
+        let counted = deliveries(&log);
+        assert_eq!(
+            state.steps.len() as u64,
+            STEPS,
+            "trial {trial}: a recorded step was lost"
+        );
+        for step in &state.steps {
+            let n = step.record.arguments["n"].as_u64().unwrap();
+            let count = counted.get(&n).copied().unwrap_or(0);
+            if count > 1 {
+                tally.duplicates += 1;
+            }
+            match step.status {
+                StepStatus::Applied => {
+                    tally.applied += 1;
+                    if count != 1 {
+                        tally.lost += 1;
+                    }
+                }
+                StepStatus::InDoubt => tally.in_doubt += 1,
+                // Delivered yet recorded as never run would be run again.
+                StepStatus::Planned | StepStatus::Failed => {
+                    if count != 0 {
+                        tally.lost += 1;
+                    }
+                }
+                other => panic!("trial {trial}: step {n} ended {other}"),
+            }
+        }
+        tally.trials += 1;
+    }
+    eprintln!(
+        "chaos [{store_label}]: trials {} | kills mid-call {} | in_doubt found {} | applied {} | duplicates {} | lost {}",
+        tally.trials,
+        tally.kills_mid_call,
+        tally.in_doubt,
+        tally.applied,
+        tally.duplicates,
+        tally.lost
+    );
+    tally
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigkill_during_apply_on_sqlite_never_duplicates_or_loses_a_step() {
+    let t = run("sqlite", None).await;
+    assert_eq!((t.duplicates, t.lost), (0, 0), "{t:?}");
+    assert_eq!(t.applied + t.in_doubt, t.trials * STEPS);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigkill_during_apply_on_postgres_never_duplicates_or_loses_a_step() {
+    let Ok(base) = std::env::var("PLANGATE_TEST_POSTGRES_URL") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must set PLANGATE_TEST_POSTGRES_URL"
+        );
+        eprintln!("chaos [postgres]: PLANGATE_TEST_POSTGRES_URL not set; not run");
+        return;
+    };
+    // A fresh schema, so trials never see another run's keys.
+    let schema = format!("chaos_{}", std::process::id());
+    let status = std::process::Command::new("psql")
+        .args([
+            base.as_str(),
+            "-q",
+            "-c",
+            &format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"),
+        ])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+    let t = run("postgres", Some(url)).await;
+    let _ = std::process::Command::new("psql")
+        .args([
+            base.as_str(),
+            "-q",
+            "-c",
+            &format!("DROP SCHEMA IF EXISTS {schema} CASCADE"),
+        ])
+        .status();
+    assert_eq!((t.duplicates, t.lost), (0, 0), "{t:?}");
+    assert_eq!(t.applied + t.in_doubt, t.trials * STEPS);
+}
