@@ -229,6 +229,7 @@ async fn sigkill_during_apply_on_postgres_never_duplicates_or_loses_a_step() {
     // A fresh schema, so trials never see another run's keys.
     let schema = format!("chaos_{}", std::process::id());
     let status = std::process::Command::new("psql")
+        .env("PGOPTIONS", "--client-min-messages=warning")
         .args([
             base.as_str(),
             "-q",
@@ -242,6 +243,7 @@ async fn sigkill_during_apply_on_postgres_never_duplicates_or_loses_a_step() {
     let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
     let t = run("postgres", Some(url)).await;
     let _ = std::process::Command::new("psql")
+        .env("PGOPTIONS", "--client-min-messages=warning")
         .args([
             base.as_str(),
             "-q",

@@ -391,3 +391,109 @@ async fn an_ask_mode_asks_over_input_required_too() {
     assert_eq!(calls_of(&r.calls, "record").len(), 1);
     client.cancel().await.unwrap();
 }
+
+/// Two replicas on one store, one request state retried on both at once:
+/// exactly one yes is taken, and the plan runs once.
+async fn one_state_two_replicas(store: Arc<dyn plangate_store::Store>) {
+    let key = store.create_key("agent", Scope::Write).await.unwrap();
+    let recorder = Recorder::default();
+    let calls = recorder.calls.clone();
+    let mut replicas = Vec::new();
+    for _ in 0..2 {
+        let r = recorder.clone();
+        let (connector, _) = in_process("rec", move || r.clone());
+        replicas.push(
+            Gateway::start(
+                config(&["rec"], Namespace::Auto),
+                store.clone(),
+                material(),
+                BTreeMap::from([("rec".into(), connector)]),
+            )
+            .await,
+        );
+    }
+    let seen = || Seen {
+        elicit: true,
+        ..Seen::default()
+    };
+    let a = modern_client(replicas[0].clone(), &key.token, seen()).await;
+    let b = modern_client(replicas[1].clone(), &key.token, seen()).await;
+    plan_two(&a).await;
+    let (_, state) = first_round(&a, "plangate_exit_plan_mode", json!({"plan": "x"})).await;
+    let args = json!({"plan": "x"});
+    let (ra, rb) = tokio::join!(
+        retry(
+            &a,
+            "plangate_exit_plan_mode",
+            args.clone(),
+            &state,
+            approve()
+        ),
+        retry(
+            &b,
+            "plangate_exit_plan_mode",
+            args.clone(),
+            &state,
+            approve()
+        )
+    );
+    let applied: Vec<i64> = [&ra, &rb]
+        .iter()
+        .filter_map(|r| body(r)["applied"].as_i64())
+        .collect();
+    let declined = [&ra, &rb]
+        .iter()
+        .filter(|r| body(r)["code"] == "review_declined")
+        .count();
+    assert_eq!((applied, declined), (vec![2], 1), "{ra:?} {rb:?}");
+    assert_eq!(calls_of(&calls, "record").len(), 2, "the plan ran once");
+    a.cancel().await.unwrap();
+    b.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_request_state_is_single_use_across_replicas_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = plangate_store::open_sqlite(&dir.path().join("plangate.db"))
+        .await
+        .unwrap();
+    one_state_two_replicas(store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_request_state_is_single_use_across_replicas_on_postgres() {
+    let Ok(base) = std::env::var("PLANGATE_TEST_POSTGRES_URL") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must set PLANGATE_TEST_POSTGRES_URL"
+        );
+        return;
+    };
+    let schema = format!("single_use_{}", std::process::id());
+    let status = std::process::Command::new("psql")
+        .env("PGOPTIONS", "--client-min-messages=warning")
+        .args([
+            base.as_str(),
+            "-q",
+            "-c",
+            &format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"),
+        ])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let store =
+        plangate_store::open_postgres(&format!("{base}{sep}options=-c%20search_path%3D{schema}"))
+            .await
+            .unwrap();
+    one_state_two_replicas(store).await;
+    let _ = std::process::Command::new("psql")
+        .env("PGOPTIONS", "--client-min-messages=warning")
+        .args([
+            base.as_str(),
+            "-q",
+            "-c",
+            &format!("DROP SCHEMA IF EXISTS {schema} CASCADE"),
+        ])
+        .status();
+}
