@@ -459,3 +459,42 @@ async fn an_upstream_elicitation_during_a_call_reaches_the_calling_client() {
     asker.cancel().await.unwrap();
     mute.cancel().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_mode_set_through_one_replica_reaches_the_clients_of_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, token) = store_with_key(dir.path(), Scope::Write).await;
+    let mut replicas = Vec::new();
+    for _ in 0..2 {
+        let (site, _) = in_process("site", demo(dir.path().join("site.json")));
+        replicas.push(
+            Gateway::start(
+                config(&["site"], Namespace::Auto),
+                store.clone(),
+                material(),
+                BTreeMap::from([("site".into(), site)]),
+            )
+            .await,
+        );
+    }
+    let seen = Seen::default();
+    let on_b = client_of(replicas[1].clone(), Some(token.clone()), seen.clone()).await;
+    assert!(
+        !all_names(&on_b)
+            .await
+            .contains(&"plangate_exit_plan_mode".to_owned())
+    );
+    let on_a = client_of(replicas[0].clone(), Some(token), Seen::default()).await;
+    call(&on_a, "plangate_begin_session", json!({"mode": "plan"})).await;
+    eventually("list_changed on the other replica", || {
+        seen.list_changed.load(Ordering::SeqCst) >= 1
+    })
+    .await;
+    assert!(
+        all_names(&on_b)
+            .await
+            .contains(&"plangate_exit_plan_mode".to_owned())
+    );
+    on_a.cancel().await.unwrap();
+    on_b.cancel().await.unwrap();
+}

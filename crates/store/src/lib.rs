@@ -138,6 +138,10 @@ pub trait Store: Send + Sync + 'static {
         after_seq: i64,
         limit: i64,
     ) -> Result<Vec<StoredEvent>, StoreError>;
+
+    /// The global seq of the newest committed event (0 for none): where a
+    /// process that starts following the log begins.
+    async fn last_seq(&self) -> Result<i64, StoreError>;
 }
 
 /// Which backend holds the state. Parsing config yields this value without

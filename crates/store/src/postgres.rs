@@ -508,6 +508,13 @@ impl Store for PostgresStore {
         .await?;
         rows.iter().map(event_from_row).collect()
     }
+
+    async fn last_seq(&self) -> Result<i64, StoreError> {
+        let seq: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0)::BIGINT FROM events")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(seq)
+    }
 }
 
 #[cfg(test)]

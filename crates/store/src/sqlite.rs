@@ -446,6 +446,13 @@ impl Store for SqliteStore {
         .await?;
         rows.iter().map(event_from_row).collect()
     }
+
+    async fn last_seq(&self) -> Result<i64, StoreError> {
+        let seq: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM events")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(seq)
+    }
 }
 
 #[cfg(test)]
