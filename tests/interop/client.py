@@ -466,6 +466,111 @@ def leaf_errors(e: BaseException) -> list[str]:
     return found
 
 
+# --- plan mode, secrets, review ----------------------------------------------
+
+
+def structured(result: types.CallToolResult) -> dict[str, Any]:
+    return result.structured_content or {}
+
+
+async def plan_apply(args: argparse.Namespace) -> dict[str, Any]:
+    """Plan mode in front of server-filesystem: a write becomes a plan step
+    and touches nothing; get_plan shows it; apply_plan with its digest runs
+    it."""
+    path = os.path.join(args.root, f"planned-{args.canary}.txt")
+    content = f"planned through plangate: {args.canary}\n"
+    out: dict[str, Any] = {"path": path, "content": content}
+    async with session(args, args.token) as s:
+        out["begin"] = dump(await s.call_tool("plangate_begin_session", {"mode": "plan"}))
+        planned = await s.call_tool("fs__write_file", {"path": path, "content": content})
+        out["planned"] = dump(planned)
+        out["exists_after_plan"] = os.path.exists(path)
+        out["get_plan"] = dump(await s.call_tool("plangate_get_plan", {}))
+        out["exists_after_get_plan"] = os.path.exists(path)
+        digest = structured(planned).get("plan", {}).get("plan_digest")
+        out["apply"] = dump(await s.call_tool("plangate_apply_plan", {"plan_digest": digest}))
+        out["exists_after_apply"] = os.path.exists(path)
+        out["content_after_apply"] = open(path, encoding="utf-8").read() if os.path.exists(path) else None
+    return out
+
+
+async def secret(args: argparse.Namespace) -> dict[str, Any]:
+    """A secret argument of a planned call: redacted in every answer, still
+    replayed on apply."""
+    tool = "everything__toggle-simulated-logging"
+    out: dict[str, Any] = {}
+    async with session(args, args.token) as s:
+        out["listed"] = tool in await wait_for_tool(s, tool)
+        out["begin"] = dump(await s.call_tool("plangate_begin_session", {"mode": "plan"}))
+        planned = await s.call_tool(tool, {"api_key": args.secret})
+        out["planned"] = dump(planned)
+        out["get_plan"] = dump(await s.call_tool("plangate_get_plan", {}))
+        digest = structured(planned).get("plan", {}).get("plan_digest")
+        out["apply"] = dump(await s.call_tool("plangate_apply_plan", {"plan_digest": digest}))
+        out["get_plan_after"] = dump(await s.call_tool("plangate_get_plan", {}))
+        out["end"] = dump(await s.call_tool("plangate_end_session", {}))
+    return out
+
+
+def answer_callback(args: argparse.Namespace, asked: list[Any]) -> Any:
+    """An elicitation callback answering as --answer says."""
+
+    async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(dump(params))
+        if args.answer == "approve":
+            return types.ElicitResult(action="accept", content={"decision": "approve"})
+        if args.answer == "keep_planning":
+            return types.ElicitResult(
+                action="accept", content={"decision": "keep_planning", "feedback": args.feedback}
+            )
+        return types.ElicitResult(action=args.answer)
+
+    return on_elicit
+
+
+async def review(args: argparse.Namespace) -> dict[str, Any]:
+    """Plans one write, then exit_plan_mode: the person is asked through
+    the SDK's elicitation callback (or, with --answer none, the client
+    declares no elicitation)."""
+    path = os.path.join(args.root, f"reviewed-{args.answer}-{args.canary}.txt")
+    content = f"reviewed through plangate: {args.canary}\n"
+    asked: list[Any] = []
+    kw: dict[str, Any] = {}
+    if args.answer != "none":
+        kw["elicitation_callback"] = answer_callback(args, asked)
+    out: dict[str, Any] = {"path": path, "content": content}
+    async with session(args, args.token, **kw) as s:
+        out["begin"] = dump(await s.call_tool("plangate_begin_session", {"mode": "plan"}))
+        out["planned"] = dump(await s.call_tool("fs__write_file", {"path": path, "content": content}))
+        out["exists_after_plan"] = os.path.exists(path)
+        with anyio.fail_after(WAIT):
+            out["exit"] = dump(
+                await s.call_tool("plangate_exit_plan_mode", {"plan": f"Write the file {path} ({args.canary})."})
+            )
+        out["exists_after_exit"] = os.path.exists(path)
+        out["content_after_exit"] = open(path, encoding="utf-8").read() if os.path.exists(path) else None
+        out["get_plan_after"] = dump(await s.call_tool("plangate_get_plan", {}))
+    out["asked"] = asked
+    return out
+
+
+async def ask(args: argparse.Namespace) -> dict[str, Any]:
+    """An `ask` mode (config's [modes.careful]): a write above its access
+    asks the person first, through the SDK's elicitation callback."""
+    path = os.path.join(args.root, f"asked-{args.answer}-{args.canary}.txt")
+    content = f"asked through plangate: {args.canary}\n"
+    asked: list[Any] = []
+    out: dict[str, Any] = {"path": path, "content": content}
+    async with session(args, args.token, elicitation_callback=answer_callback(args, asked)) as s:
+        out["begin"] = dump(await s.call_tool("plangate_begin_session", {"mode": "careful"}))
+        with anyio.fail_after(WAIT):
+            out["write"] = dump(await s.call_tool("fs__write_file", {"path": path, "content": content}))
+        out["exists_after_write"] = os.path.exists(path)
+        out["content_after_write"] = open(path, encoding="utf-8").read() if os.path.exists(path) else None
+    out["asked"] = asked
+    return out
+
+
 SCENARIOS = {
     "basics": basics,
     "progress": progress,
@@ -475,6 +580,10 @@ SCENARIOS = {
     "restart": restart,
     "filesystem": filesystem,
     "no_bearer": no_bearer,
+    "plan_apply": plan_apply,
+    "secret": secret,
+    "review": review,
+    "ask": ask,
 }
 
 
@@ -495,6 +604,14 @@ def main() -> None:
     p.add_argument("--kill", choices=["memory", "everything"], default="memory")
     p.add_argument("--burst-lanes", type=int, default=4)
     p.add_argument("--burst-calls", type=int, default=8)
+    p.add_argument("--secret", help="a secret argument value (secret)")
+    p.add_argument(
+        "--answer",
+        choices=["approve", "keep_planning", "decline", "cancel", "none"],
+        default="approve",
+        help="the elicitation callback's answer (review, ask); none: declare no elicitation",
+    )
+    p.add_argument("--feedback", default="", help="feedback sent with keep_planning")
     p.add_argument("--direct", help="JSON {name: {command, args, env}} of upstreams to list directly")
     args = p.parse_args()
     result = anyio.run(SCENARIOS[args.scenario], args)

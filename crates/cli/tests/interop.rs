@@ -1052,3 +1052,316 @@ fn inspector_cli_lists_and_calls_tools_through_plangate() {
     );
     assert_eq!(text(&called), format!("Echo: {message}"));
 }
+
+// --- plan mode, apply, secrets, review ----------------------------------------
+
+impl World {
+    /// Appends TOML (e.g. a `[modes.…]` table) to the test's config.
+    fn append_config(&self, extra: &str) {
+        let mut toml = std::fs::read_to_string(&self.config).unwrap();
+        toml.push_str(extra);
+        std::fs::write(&self.config, toml).unwrap();
+    }
+
+    /// The bytes of plangate's SQLite database files in the data dir
+    /// (`plangate.db`, `-wal`, `-shm`), by name; the main file must exist.
+    fn database_files(&self) -> Vec<(String, Vec<u8>)> {
+        let dir = self.scratch.data_dir();
+        let files: Vec<(String, Vec<u8>)> = ["plangate.db", "plangate.db-wal", "plangate.db-shm"]
+            .iter()
+            .filter_map(|name| {
+                std::fs::read(dir.join(name))
+                    .ok()
+                    .map(|b| ((*name).to_owned(), b))
+            })
+            .collect();
+        assert!(
+            files
+                .iter()
+                .any(|(n, b)| n == "plangate.db" && !b.is_empty()),
+            "no plangate.db in {}: {:?}",
+            dir.display(),
+            std::fs::read_dir(&dir).map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>())
+        );
+        files
+    }
+}
+
+/// The structured content of a tool result.
+fn sc(result: &Value) -> &Value {
+    &result["structuredContent"]
+}
+
+fn assert_plan_step(result: &Value, what: &str) {
+    assert_ok(result, what);
+    assert_eq!(sc(result)["code"], "plan_step", "{what}: {result}");
+    assert_eq!(sc(result)["planned"], true, "{what}: {result}");
+    assert_eq!(sc(result)["mutation_performed"], false, "{what}: {result}");
+}
+
+fn plan_then_apply_in_front_of_server_filesystem(world: &World, transport: Transport<'_>) {
+    let out = world.client("plan_apply", transport, &[]);
+    let path = Path::new(out["path"].as_str().unwrap());
+    let content = out["content"].as_str().unwrap();
+    assert_ok(&out["begin"], "begin_session plan");
+    assert_eq!(sc(&out["begin"])["plan_mode"], true, "{}", out["begin"]);
+
+    // The write is a plan step, and nothing reached the disk.
+    let planned = &out["planned"];
+    assert_plan_step(planned, "write_file in plan mode");
+    assert_eq!(sc(planned)["exposed_as"], "fs__write_file", "{planned}");
+    assert_eq!(sc(planned)["server"], "fs", "{planned}");
+    assert_eq!(sc(planned)["tool"], "write_file", "{planned}");
+    assert_eq!(sc(planned)["arguments"]["content"], content, "{planned}");
+    assert_eq!(out["exists_after_plan"], false, "planning wrote the file");
+    assert_eq!(
+        out["exists_after_get_plan"], false,
+        "get_plan wrote the file"
+    );
+    let step_id = sc(planned)["step_id"].as_str().unwrap();
+    let digest = sc(planned)["plan"]["plan_digest"].as_str().unwrap();
+    assert!(digest.starts_with("sha256:"), "{planned}");
+
+    // get_plan lists exactly that step under the same digest.
+    let plan = &out["get_plan"];
+    assert_ok(plan, "get_plan");
+    assert_eq!(sc(plan)["pending_steps"], 1, "{plan}");
+    assert_eq!(sc(plan)["plan_digest"], digest, "{plan}");
+    let steps = sc(plan)["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 1, "{plan}");
+    assert_eq!(steps[0]["step_id"], step_id, "{plan}");
+    assert_eq!(steps[0]["status"], "planned", "{plan}");
+
+    // Applying with that digest writes it, once.
+    let receipt = &out["apply"];
+    assert_ok(receipt, "apply_plan");
+    assert_eq!(sc(receipt)["code"], "plan_applied", "{receipt}");
+    assert_eq!(sc(receipt)["applied"], 1, "{receipt}");
+    assert_eq!(sc(receipt)["failed"], 0, "{receipt}");
+    assert_eq!(sc(receipt)["steps"][0]["step_id"], step_id, "{receipt}");
+    assert_eq!(sc(receipt)["steps"][0]["outcome"], "applied", "{receipt}");
+    assert_eq!(out["exists_after_apply"], true, "{out}");
+    assert_eq!(out["content_after_apply"], content);
+    assert_eq!(std::fs::read_to_string(path).unwrap(), content, "on disk");
+}
+
+#[test]
+fn stdio_plan_mode_write_to_server_filesystem_is_a_plan_step_until_applied() {
+    let world = World::new(Options::default());
+    plan_then_apply_in_front_of_server_filesystem(&world, Transport::Stdio);
+    world.assert_logs_clean(Transport::Stdio);
+}
+
+#[test]
+fn http_plan_mode_write_to_server_filesystem_is_a_plan_step_until_applied() {
+    let world = World::new(Options::default());
+    let gw = world.serve_http();
+    plan_then_apply_in_front_of_server_filesystem(&world, Transport::Http(&gw));
+    world.assert_logs_clean(Transport::Http(&gw));
+}
+
+fn planned_secret_never_leaks(world: &World, transport: Transport<'_>) {
+    // Contains the canary, so the log scan looks for it too.
+    let secret = format!("sk-secret-{}", world.canary);
+    let out = world.client("secret", transport, &["--secret", &secret]);
+    assert_eq!(out["listed"], true, "{out}");
+    assert_ok(&out["begin"], "begin_session plan");
+
+    let planned = &out["planned"];
+    assert_plan_step(planned, "toggle-simulated-logging in plan mode");
+    assert_eq!(
+        sc(planned)["arguments"],
+        json!({"api_key": "[redacted]"}),
+        "{planned}"
+    );
+    let plan = &out["get_plan"];
+    assert_eq!(
+        sc(plan)["steps"][0]["arguments"],
+        json!({"api_key": "[redacted]"}),
+        "{plan}"
+    );
+    // The secret was still replayed: the upstream ran the call.
+    let receipt = &out["apply"];
+    assert_ok(receipt, "apply_plan");
+    assert_eq!(sc(receipt)["applied"], 1, "{receipt}");
+    assert!(
+        receipt
+            .to_string()
+            .contains("simulated, random-leveled logging"),
+        "the upstream's result is in the receipt: {receipt}"
+    );
+
+    // Nowhere the client could see…
+    let seen = out.to_string();
+    assert!(
+        !seen.contains(&secret),
+        "the secret reached the client: {seen}"
+    );
+    // …nor in plangate's log lines…
+    world.assert_logs_clean(transport);
+    // …nor in plaintext in its database files.
+    for (name, bytes) in world.database_files() {
+        for needle in [secret.as_bytes(), world.canary.as_bytes()] {
+            assert!(
+                !bytes.windows(needle.len()).any(|w| w == needle),
+                "{} appears in plaintext in {name}",
+                String::from_utf8_lossy(needle)
+            );
+        }
+    }
+}
+
+#[test]
+fn stdio_planned_secret_is_redacted_applied_and_never_in_answers_logs_or_database() {
+    let world = World::new(Options::default());
+    planned_secret_never_leaks(&world, Transport::Stdio);
+}
+
+#[test]
+fn http_planned_secret_is_redacted_applied_and_never_in_answers_logs_or_database() {
+    let world = World::new(Options::default());
+    let gw = world.serve_http();
+    planned_secret_never_leaks(&world, Transport::Http(&gw));
+}
+
+/// Runs the `review` scenario answering `answer`, checks the question that
+/// was asked, and returns what the client saw.
+fn review(world: &World, answer: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["--answer", answer];
+    args.extend_from_slice(extra);
+    let out = world.client("review", Transport::Stdio, &args);
+    assert_ok(&out["begin"], "begin_session plan");
+    assert_plan_step(&out["planned"], "write_file in plan mode");
+    assert_eq!(out["exists_after_plan"], false, "planning wrote the file");
+    let asked = out["asked"].as_array().unwrap();
+    if answer == "none" {
+        assert!(asked.is_empty(), "{out}");
+    } else {
+        assert_eq!(asked.len(), 1, "the person was asked once: {out}");
+        let q = &asked[0];
+        assert_eq!(q["mode"], "form", "{q}");
+        let schema = &q["requestedSchema"];
+        assert_eq!(schema["required"], json!(["decision"]), "{q}");
+        let decisions: BTreeSet<&str> = schema["properties"]["decision"]["oneOf"]
+            .as_array()
+            .unwrap_or_else(|| panic!("decision has no oneOf: {q}"))
+            .iter()
+            .map(|o| o["const"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            decisions,
+            BTreeSet::from(["approve", "keep_planning"]),
+            "{q}"
+        );
+        assert_eq!(schema["properties"]["feedback"]["type"], "string", "{q}");
+        // The question names the recorded step and the digest.
+        let message = q["message"].as_str().unwrap();
+        let digest = sc(&out["planned"])["plan"]["plan_digest"].as_str().unwrap();
+        assert!(message.contains(digest), "{message}");
+        assert!(message.contains("write_file"), "{message}");
+    }
+    out
+}
+
+/// The exit was refused with `code`, nothing was written, the step is still
+/// waiting and the mode is still plan.
+fn assert_review_refused(world: &World, out: &Value, code: &str) {
+    let exit = &out["exit"];
+    assert_eq!(exit["isError"], true, "{exit}");
+    assert_eq!(sc(exit)["code"], code, "{exit}");
+    assert_eq!(out["exists_after_exit"], false, "{out}");
+    assert!(!Path::new(out["path"].as_str().unwrap()).exists());
+    let plan = &out["get_plan_after"];
+    assert_eq!(sc(plan)["mode"], "plan", "{plan}");
+    assert_eq!(sc(plan)["pending_steps"], 1, "{plan}");
+    world.assert_logs_clean(Transport::Stdio);
+}
+
+#[test]
+fn stdio_exit_plan_mode_approved_through_sdk_elicitation_applies_the_plan() {
+    let world = World::new(Options::default());
+    let out = review(&world, "approve", &[]);
+    let exit = &out["exit"];
+    assert_ok(exit, "exit_plan_mode approved");
+    assert_eq!(sc(exit)["applied"], 1, "{exit}");
+    assert_eq!(sc(exit)["mode"], "default", "{exit}");
+    assert_eq!(out["exists_after_exit"], true, "{out}");
+    assert_eq!(out["content_after_exit"], out["content"]);
+    let path = Path::new(out["path"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(path).unwrap(),
+        out["content"].as_str().unwrap()
+    );
+    let plan = &out["get_plan_after"];
+    assert_eq!(sc(plan)["mode"], "default", "{plan}");
+    assert_eq!(sc(plan)["pending_steps"], 0, "{plan}");
+    world.assert_logs_clean(Transport::Stdio);
+}
+
+#[test]
+fn stdio_exit_plan_mode_keep_planning_returns_the_feedback_verbatim_and_writes_nothing() {
+    let world = World::new(Options::default());
+    let feedback = format!("Not yet: name it notes.md instead ({})", world.canary);
+    let out = review(&world, "keep_planning", &["--feedback", &feedback]);
+    assert_review_refused(&world, &out, "review_declined");
+    let exit = &out["exit"];
+    assert_eq!(sc(exit)["feedback"], feedback.as_str(), "{exit}");
+    assert!(text(exit).contains(&feedback), "{exit}");
+}
+
+#[test]
+fn stdio_exit_plan_mode_declined_writes_nothing() {
+    let world = World::new(Options::default());
+    let out = review(&world, "decline", &[]);
+    assert_review_refused(&world, &out, "review_declined");
+}
+
+#[test]
+fn stdio_exit_plan_mode_cancelled_writes_nothing() {
+    let world = World::new(Options::default());
+    let out = review(&world, "cancel", &[]);
+    assert_review_refused(&world, &out, "review_declined");
+}
+
+#[test]
+fn stdio_exit_plan_mode_without_client_elicitation_is_a_corrective_error() {
+    let world = World::new(Options::default());
+    let out = review(&world, "none", &[]);
+    assert_review_refused(&world, &out, "elicitation_unsupported");
+    assert!(
+        text(&out["exit"]).contains("plangate_apply_plan"),
+        "{}",
+        out["exit"]
+    );
+}
+
+const CAREFUL_MODE: &str = "\n[modes.careful]\naccess = \"read\"\nover_access = \"ask\"\n";
+
+#[test]
+fn stdio_ask_mode_write_runs_only_after_the_person_approves() {
+    let world = World::new(Options::default());
+    world.append_config(CAREFUL_MODE);
+
+    let out = world.client("ask", Transport::Stdio, &["--answer", "approve"]);
+    assert_ok(&out["begin"], "begin_session careful");
+    assert_eq!(sc(&out["begin"])["mode"], "careful", "{}", out["begin"]);
+    let asked = out["asked"].as_array().unwrap();
+    assert_eq!(asked.len(), 1, "the person was asked once: {out}");
+    assert!(
+        asked[0]["message"].as_str().unwrap().contains("write_file"),
+        "{out}"
+    );
+    assert_ok(&out["write"], "write_file approved");
+    assert_ne!(sc(&out["write"])["code"], "plan_step", "{out}");
+    assert_eq!(out["exists_after_write"], true, "{out}");
+    assert_eq!(out["content_after_write"], out["content"]);
+
+    let out = world.client("ask", Transport::Stdio, &["--answer", "decline"]);
+    assert_eq!(out["asked"].as_array().unwrap().len(), 1, "{out}");
+    let write = &out["write"];
+    assert_eq!(write["isError"], true, "{write}");
+    assert_eq!(sc(write)["code"], "review_declined", "{write}");
+    assert_eq!(out["exists_after_write"], false, "{out}");
+    assert!(!Path::new(out["path"].as_str().unwrap()).exists());
+    world.assert_logs_clean(Transport::Stdio);
+}
