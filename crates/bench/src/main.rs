@@ -1,0 +1,496 @@
+//! `plangate-bench`: plangate's benchmark, in one run.
+//!
+//! It measures (see docs/benchmarks.md): passthrough latency and throughput
+//! of a read, direct vs through plangate vs through peer bridges, over
+//! stdio and Streamable HTTP, one client and many (plus the same from the
+//! official Python SDK, and a cross-check with `server-everything`);
+//! durable planned writes on SQLite and PostgreSQL; plangate's overhead per
+//! applied step; and `get_plan`, memory and start-up with many keys holding
+//! open plans. It writes JSON, a Markdown section and an SVG chart.
+//!
+//! Why it is built this way: the timing client is hand-written JSON-RPC
+//! (with a hand-written HTTP/1.1 connection), because an SDK's own per-call
+//! cost would hide the differences measured; the timing upstream is a
+//! hand-written server in this binary (`plangate-bench upstream`) for the
+//! same reason. Everything compared is interleaved round by round on the
+//! same machine at the same time, and reported as medians with spread.
+//! It never runs under `cargo test`: only its small pure parts have tests.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+
+mod ctx;
+mod http1;
+mod mcp;
+mod passthrough;
+mod planning;
+mod procs;
+mod report;
+mod scale;
+mod stats;
+mod upstream;
+
+use ctx::{Ctx, Sizes};
+use report::Report;
+
+const RESULTS_BEGIN: &str = "<!-- bench:results:begin (written by plangate-bench) -->";
+const RESULTS_END: &str = "<!-- bench:results:end -->";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "plangate-bench",
+    about = "plangate's benchmark: passthrough vs direct and peer bridges, planning, apply, scale."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Cmd>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// A short smoke run (small sizes; written to target/bench unless --out).
+    #[arg(long)]
+    quick: bool,
+    /// Where benchmarks.json, benchmarks.svg and the results section of
+    /// benchmarks.md go (default: docs/ of the repo; target/bench for --quick).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// The plangate binary (default: `cargo build --release -p plangate`,
+    /// then target/release/plangate).
+    #[arg(long, value_name = "PATH")]
+    plangate: Option<PathBuf>,
+    /// A second plangate binary to measure beside main's (e.g. a fix), as
+    /// LABEL=PATH; scale then measures this build.
+    #[arg(long, value_name = "LABEL=PATH")]
+    candidate: Option<String>,
+    /// PostgreSQL server to create the `plangate_bench` database on
+    /// (dropped and created anew each run).
+    #[arg(
+        long,
+        env = "PLANGATE_BENCH_POSTGRES_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/postgres",
+        value_name = "URL"
+    )]
+    postgres: String,
+    /// Do not use PostgreSQL.
+    #[arg(long)]
+    no_postgres: bool,
+    /// Phases to skip: passthrough, sdk, everything, planning, scale.
+    #[arg(long, value_delimiter = ',', value_name = "PHASE")]
+    skip: Vec<String>,
+    /// The repository root (default: where this crate was built from).
+    #[arg(long, value_name = "DIR")]
+    repo: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Serve the timing upstream (tools `echo` and `put`).
+    Upstream {
+        /// Over stdin/stdout.
+        #[arg(long, conflicts_with = "http")]
+        stdio: bool,
+        /// Over Streamable HTTP at http://ADDR/mcp (loopback only).
+        #[arg(long, value_name = "ADDR")]
+        http: Option<String>,
+    },
+    /// Rewrite the Markdown section and the SVG from a JSON report.
+    Report {
+        /// The JSON report (default: docs/benchmarks.json).
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+        /// Where benchmarks.md and benchmarks.svg go (default: docs/).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("plangate-bench: cannot start the runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = rt.block_on(async {
+        match cli.command {
+            Some(Cmd::Upstream { stdio, http }) => match (stdio, http) {
+                (_, Some(addr)) => upstream::serve_http(&addr).await,
+                (true, None) => upstream::serve_stdio().await,
+                (false, None) => bail!("give --stdio or --http ADDR"),
+            },
+            Some(Cmd::Report { json, out }) => rewrite(json, out),
+            None => run(cli.run).await,
+        }
+    });
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("plangate-bench: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn default_repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap_or_else(|_| PathBuf::from("."))
+}
+
+fn rewrite(json: Option<PathBuf>, out: Option<PathBuf>) -> Result<()> {
+    let repo = default_repo();
+    let json = json.unwrap_or_else(|| repo.join("docs/benchmarks.json"));
+    let out = out.unwrap_or_else(|| repo.join("docs"));
+    let mut report: Report = serde_json::from_slice(
+        &std::fs::read(&json).with_context(|| format!("cannot read {}", json.display()))?,
+    )?;
+    report.targets = report::targets(&report);
+    write_outputs(&report, &out, false)
+}
+
+async fn run(args: RunArgs) -> Result<()> {
+    let started = Instant::now();
+    let repo = args.repo.clone().unwrap_or_else(default_repo);
+    let out = args.out.clone().unwrap_or_else(|| {
+        if args.quick {
+            repo.join("target/bench")
+        } else {
+            repo.join("docs")
+        }
+    });
+    let stamp = plangate_store::now_ms();
+    let run_dir = repo.join(format!("target/bench-runs/{stamp}"));
+    std::fs::create_dir_all(&run_dir)?;
+    procs::set_log_dir(&run_dir);
+    eprintln!(
+        "bench: run dir {} (process logs, data dirs)",
+        run_dir.display()
+    );
+
+    let plangate = match &args.plangate {
+        Some(p) => p.clone(),
+        None => build_plangate(&repo)?,
+    };
+    let sizes = if args.quick {
+        Sizes::quick()
+    } else {
+        Sizes::full()
+    };
+    let mut ctx = Ctx {
+        exe: std::env::current_exe()?,
+        plangate: plangate.clone(),
+        repo: repo.clone(),
+        run_dir: run_dir.clone(),
+        sizes: sizes.clone(),
+        candidate: match &args.candidate {
+            Some(spec) => {
+                let Some((label, path)) = spec.split_once('=') else {
+                    bail!("--candidate takes LABEL=PATH");
+                };
+                Some(ctx::Build {
+                    label: label.to_owned(),
+                    path: PathBuf::from(path),
+                })
+            }
+            None => None,
+        },
+        postgres: None,
+        report: Report::default(),
+    };
+    let meta = &mut ctx.report.meta;
+    meta.started = plangate_store::format_time_ms(stamp);
+    meta.quick = args.quick;
+    meta.git_commit = git_commit(&repo);
+    meta.plangate_binary = plangate.display().to_string();
+    meta.machine = machine();
+    meta.settings = report::Settings {
+        rounds: sizes.rounds,
+        seq_calls: sizes.seq_calls,
+        concurrent_clients: sizes.clients,
+        calls_per_client: sizes.calls_per_client,
+        warmup_calls: sizes.warmup,
+        planned_writes_per_key: sizes.plan_writes,
+        apply_steps: sizes.apply_steps,
+        scale_keys: sizes.scale_keys.clone(),
+        scale_steps_per_plan: sizes.steps_per_plan,
+        get_plan_calls: sizes.get_plan_calls,
+    };
+    meta.notes.push(
+        "timing client: hand-written JSON-RPC over stdio pipes and a hand-written HTTP/1.1 keep-alive connection, one tokio current-thread runtime for all clients; timing upstream: `plangate-bench upstream`, hand-written JSON-RPC (stdio) and axum (HTTP, JSON answers), not rmcp, so that it costs microseconds per call"
+            .to_owned(),
+    );
+    meta.notes.push(
+        "plangate runs with its default logging (an info line per tool call to stderr, here a file) and default settings; bridges run with their logging lowered where they have the option"
+            .to_owned(),
+    );
+    let skip = |p: &str| args.skip.iter().any(|s| s == p);
+
+    // Durability as configured for this run.
+    let mut durability = vec![format!(
+        "SQLite: plangate's store opens every connection with `synchronous = FULL` in WAL mode (journal mode read back from the file: {})",
+        "see below"
+    )];
+    if !args.no_postgres && !skip("planning") {
+        match setup_postgres(&args.postgres).await {
+            Ok((url, settings)) => {
+                durability.push(settings);
+                ctx.postgres = Some(url);
+            }
+            Err(e) => ctx.not_measured("PostgreSQL (planning and apply)", format!("{e:#}")),
+        }
+    }
+    durability.push(format!(
+        "disk: fsync of a 4 KiB write takes {:.3} ms (p50 of 200) in the run dir",
+        fsync_probe(&run_dir)?
+    ));
+
+    if !skip("passthrough") {
+        if skip("sdk") {
+            ctx.sizes.sdk_calls = 0;
+        }
+        passthrough::run(&mut ctx).await?;
+    }
+    if !skip("everything") {
+        passthrough::everything(&mut ctx).await?;
+    }
+    if !skip("planning") {
+        planning::run(&mut ctx).await?;
+    }
+    if !skip("scale") {
+        scale::run(&mut ctx).await?;
+    }
+    if let Some(mode) = sqlite_journal_mode(&run_dir).await {
+        durability[0] = durability[0].replace("see below", &mode);
+    }
+    ctx.report.meta.durability = durability;
+    ctx.report.meta.machine.load_avg_end = load_avg();
+    ctx.report.meta.duration_s = started.elapsed().as_secs_f64();
+    ctx.report.targets = report::targets(&ctx.report);
+    write_outputs(&ctx.report, &out, true)?;
+    eprintln!(
+        "bench: done in {:.0} s; wrote {}",
+        started.elapsed().as_secs_f64(),
+        out.display()
+    );
+    for t in &ctx.report.targets {
+        let met = match t.met {
+            Some(true) => "met",
+            Some(false) => "MISSED",
+            None => "not measured",
+        };
+        eprintln!("  [{met}] {}: {}", t.target, t.measured);
+    }
+    Ok(())
+}
+
+fn write_outputs(report: &Report, out: &Path, json: bool) -> Result<()> {
+    std::fs::create_dir_all(out)?;
+    if json {
+        let mut text = serde_json::to_string_pretty(report)?;
+        text.push('\n');
+        std::fs::write(out.join("benchmarks.json"), text)?;
+    }
+    std::fs::write(out.join("benchmarks.svg"), report::svg(report))?;
+    let md_path = out.join("benchmarks.md");
+    let section = format!("{RESULTS_BEGIN}\n{}{RESULTS_END}", report::markdown(report));
+    let md = match std::fs::read_to_string(&md_path) {
+        Ok(existing) => match (existing.find(RESULTS_BEGIN), existing.find(RESULTS_END)) {
+            (Some(a), Some(b)) if a < b => format!(
+                "{}{section}{}",
+                &existing[..a],
+                &existing[b + RESULTS_END.len()..]
+            ),
+            _ => format!("{existing}\n## Latest results\n\n{section}\n"),
+        },
+        Err(_) => format!("# plangate benchmarks\n\n## Latest results\n\n{section}\n"),
+    };
+    std::fs::write(&md_path, md)?;
+    Ok(())
+}
+
+fn build_plangate(repo: &Path) -> Result<PathBuf> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    eprintln!("bench: cargo build --release -p plangate");
+    let status = std::process::Command::new(cargo)
+        .args(["build", "--release", "-p", "plangate"])
+        .current_dir(repo)
+        .status()
+        .context("cannot run cargo")?;
+    if !status.success() {
+        bail!("cargo build --release -p plangate failed");
+    }
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| repo.join("target"));
+    let bin = target.join("release/plangate");
+    if !bin.exists() {
+        bail!("{} not found after the build", bin.display());
+    }
+    Ok(bin)
+}
+
+/// The commit checked out, read from `.git` without running git.
+fn git_commit(repo: &Path) -> Option<String> {
+    let git = repo.join(".git");
+    let head = std::fs::read_to_string(git.join("HEAD")).ok()?;
+    let head = head.trim();
+    let Some(reference) = head.strip_prefix("ref: ") else {
+        return Some(head.to_owned());
+    };
+    if let Ok(c) = std::fs::read_to_string(git.join(reference)) {
+        return Some(c.trim().to_owned());
+    }
+    let packed = std::fs::read_to_string(git.join("packed-refs")).ok()?;
+    packed
+        .lines()
+        .find(|l| l.ends_with(reference))
+        .and_then(|l| l.split_whitespace().next())
+        .map(str::to_owned)
+}
+
+fn load_avg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+fn machine() -> report::Machine {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_kib: f64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|v| v.trim_start_matches([' ', '\t', ':']).trim().to_owned())
+        .unwrap_or_default();
+    report::Machine {
+        cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
+        memory_gib: mem_kib / 1024.0 / 1024.0,
+        cpu,
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .unwrap_or_default()
+            .trim()
+            .to_owned(),
+        load_avg_start: load_avg(),
+        load_avg_end: String::new(),
+    }
+}
+
+/// p50 of 200 synced 4 KiB writes, ms: what one durable commit costs here
+/// at least.
+fn fsync_probe(dir: &Path) -> Result<f64> {
+    use std::io::Write;
+    let path = dir.join("fsync-probe");
+    let mut f = std::fs::File::create(&path)?;
+    let block = [7u8; 4096];
+    let mut v = Vec::with_capacity(200);
+    for _ in 0..200 {
+        let t = Instant::now();
+        f.write_all(&block)?;
+        f.sync_data()?;
+        v.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    drop(f);
+    let _ = std::fs::remove_file(path);
+    Ok(stats::median(&v))
+}
+
+/// Creates the `plangate_bench` database anew; returns its URL and a line
+/// on the server's durability settings.
+async fn setup_postgres(admin: &str) -> Result<(String, String)> {
+    use sqlx::Connection;
+    let mut conn = tokio::time::timeout(Duration::from_secs(5), sqlx::PgConnection::connect(admin))
+        .await
+        .context("PostgreSQL did not answer within 5 s")?
+        .with_context(|| format!("cannot connect to PostgreSQL at {}", strip_password(admin)))?;
+    sqlx::query("DROP DATABASE IF EXISTS plangate_bench WITH (FORCE)")
+        .execute(&mut conn)
+        .await?;
+    sqlx::query("CREATE DATABASE plangate_bench")
+        .execute(&mut conn)
+        .await?;
+    let mut values = Vec::new();
+    for name in [
+        "server_version",
+        "fsync",
+        "synchronous_commit",
+        "wal_sync_method",
+        "full_page_writes",
+    ] {
+        let v: String = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SHOW {name}")))
+            .fetch_one(&mut conn)
+            .await?;
+        values.push((name, v));
+    }
+    conn.close().await?;
+    let get = |n: &str| {
+        values
+            .iter()
+            .find(|(k, _)| *k == n)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    if get("fsync") != "on" {
+        bail!(
+            "the PostgreSQL server runs with fsync = {}: its numbers would not count",
+            get("fsync")
+        );
+    }
+    let base = admin.rsplit_once('/').map_or(admin, |(b, _)| b);
+    let url = format!("{base}/plangate_bench");
+    let line = format!(
+        "PostgreSQL {}: fsync = {}, full_page_writes = {}, wal_sync_method = {}; plangate sets synchronous_commit = on for each of its connections (server default: {})",
+        get("server_version"),
+        get("fsync"),
+        get("full_page_writes"),
+        get("wal_sync_method"),
+        get("synchronous_commit")
+    );
+    Ok((url, line))
+}
+
+fn strip_password(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if s < at => match url[s + 3..at].split_once(':') {
+            Some((user, _)) => format!("{}{}:[redacted]{}", &url[..s + 3], user, &url[at..]),
+            None => url.to_owned(),
+        },
+        _ => url.to_owned(),
+    }
+}
+
+/// The journal mode recorded in one of the run's SQLite files.
+async fn sqlite_journal_mode(run_dir: &Path) -> Option<String> {
+    use sqlx::Connection;
+    let file = run_dir.join("planning-sqlite/plangate.db");
+    if !file.exists() {
+        return None;
+    }
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&file)
+        .read_only(true);
+    let mut conn = sqlx::SqliteConnection::connect_with(&options).await.ok()?;
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(&mut conn)
+        .await
+        .ok()?;
+    let _ = conn.close().await;
+    Some(mode)
+}
