@@ -195,7 +195,9 @@ async fn a_dead_processes_claim_is_marked_in_doubt_by_another_process() {
     let mut other_config = config(&["rec"], Namespace::Auto);
     other_config.gateway.lease = Duration::from_secs(1);
     let other = Gateway::start(other_config, r.store.clone(), material(), BTreeMap::new()).await;
-    assert!(other.sweep_leases(&r.key_id).await.unwrap() >= 1);
+    // Its background sweep may find the claim first; either way the claim
+    // is found by a process that did not make it.
+    other.sweep_leases(&r.key_id).await.unwrap();
     let plan = body(&call(&client, "plangate_get_plan", json!({})).await);
     assert_eq!(plan["steps"][0]["status"], "in_doubt", "{plan}");
     // The next apply does not re-run it…
