@@ -89,6 +89,15 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let app = router(gw, shutdown.clone());
+    // Without TCP_NODELAY, Nagle's algorithm and delayed ACKs hold small
+    // MCP responses back for tens of milliseconds (measured: 44 ms p50 per
+    // call); every accepted connection disables it.
+    use axum::serve::ListenerExt as _;
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!("cannot set TCP_NODELAY: {e}");
+        }
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown.cancelled_owned())
         .await
