@@ -43,7 +43,7 @@ impl Sizes {
             clients: 16,
             calls_per_client: 100,
             warmup: 40,
-            plan_writes: 40,
+            plan_writes: 30,
             plan_keys: 32,
             apply_steps: 50,
             scale_keys: vec![10, 1_000, 10_000],
@@ -275,8 +275,14 @@ pub fn echo_args() -> Value {
     json!({"message": "hello"})
 }
 
+/// A batch stops early once it has run this long, so a configuration
+/// that is very slow still gets a fair number of samples without
+/// stretching the run (the samples taken are reported).
+pub const BATCH_BUDGET: Duration = Duration::from_millis(2500);
+
 /// One round of `clients` clients each making `calls` calls of `tool`
-/// after `warmup` untimed ones; connecting and closing are not timed.
+/// after `warmup` untimed ones (at most [`BATCH_BUDGET`] long, at least 10
+/// calls each); connecting and closing are not timed.
 pub async fn batch(
     target: &Target,
     label: &str,
@@ -289,8 +295,12 @@ pub async fn batch(
     let connected =
         futures::future::try_join_all((0..clients).map(|_| Client::connect(target, label))).await;
     let mut cs = connected?;
+    let warm_start = Instant::now();
     futures::future::try_join_all(cs.iter_mut().map(|c| async move {
-        for _ in 0..warmup {
+        for i in 0..warmup {
+            if i >= 3 && warm_start.elapsed() > BATCH_BUDGET / 2 {
+                break;
+            }
             c.call_ok(tool, args).await?;
         }
         anyhow::Ok(())
@@ -300,7 +310,10 @@ pub async fn batch(
     let start = Instant::now();
     let per_client = futures::future::try_join_all(cs.iter_mut().map(|c| async move {
         let mut v = Vec::with_capacity(calls);
-        for _ in 0..calls {
+        for i in 0..calls {
+            if i >= 10 && start.elapsed() > BATCH_BUDGET {
+                break;
+            }
             let t = Instant::now();
             c.call_ok(tool, args).await?;
             v.push(t.elapsed().as_secs_f64() * 1e6);
@@ -310,9 +323,7 @@ pub async fn batch(
     .await
     .with_context(|| format!("{label}: timed calls"))?;
     let wall_s = start.elapsed().as_secs_f64();
-    for c in cs {
-        c.close().await;
-    }
+    futures::future::join_all(cs.into_iter().map(Client::close)).await;
     Ok(Batch {
         latencies_us: per_client.into_iter().flatten().collect(),
         wall_s,

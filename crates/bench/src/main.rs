@@ -130,7 +130,16 @@ fn main() -> std::process::ExitCode {
                 (false, None) => bail!("give --stdio or --http ADDR"),
             },
             Some(Cmd::Report { json, out }) => rewrite(json, out),
-            None => run(cli.run).await,
+            None => {
+                // Dropping the run stops every process it started.
+                let mut term =
+                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+                tokio::select! {
+                    r = run(cli.run) => r,
+                    _ = tokio::signal::ctrl_c() => bail!("interrupted; stopped every process started"),
+                    _ = term.recv() => bail!("terminated; stopped every process started"),
+                }
+            }
         }
     });
     match result {
@@ -479,7 +488,7 @@ fn strip_password(url: &str) -> String {
 /// The journal mode recorded in one of the run's SQLite files.
 async fn sqlite_journal_mode(run_dir: &Path) -> Option<String> {
     use sqlx::Connection;
-    let file = run_dir.join("planning-sqlite/plangate.db");
+    let file = run_dir.join("planning-sqlite-0/plangate.db");
     if !file.exists() {
         return None;
     }

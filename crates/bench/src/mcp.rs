@@ -300,7 +300,13 @@ impl Client {
                 .await;
             }
             Wire::Http { .. } => {}
-            Wire::Stdio { proc, .. } => proc.stop().await,
+            Wire::Stdio { proc, stdin, .. } => {
+                // As a client ends a stdio server: close its stdin, give it
+                // a moment to exit, then stop it.
+                let _ = stdin.shutdown().await;
+                let _ = tokio::time::timeout(Duration::from_millis(500), proc.child.wait()).await;
+                proc.stop().await;
+            }
         }
     }
 }

@@ -32,6 +32,10 @@ struct Cfg {
     via: String,
     target: Target,
     tool: String,
+    /// Also measured with many clients (each stdio client starts its own
+    /// process; for the Python and Node stdio bridges that alone would
+    /// take most of the run, so they are measured with one client).
+    conc: bool,
 }
 
 /// What runs while the phase measures, stopped when it ends.
@@ -137,6 +141,7 @@ async fn setup(ctx: &mut Ctx, running: &mut Running) -> Result<Vec<Cfg>> {
 
     let mut push =
         |id: &str, label: &str, client, upstream, via: &str, target: Target, tool: &str| {
+            let conc = client != "stdio" || matches!(via, "direct" | "plangate" | "candidate");
             cfgs.push(Cfg {
                 id: id.into(),
                 label: label.into(),
@@ -145,6 +150,7 @@ async fn setup(ctx: &mut Ctx, running: &mut Running) -> Result<Vec<Cfg>> {
                 via: via.into(),
                 target,
                 tool: tool.into(),
+                conc,
             });
         };
     push(
@@ -634,7 +640,7 @@ async fn measure(ctx: &mut Ctx, running: &mut Running) -> Result<()> {
         }
         let todo: Vec<&Cfg> = order
             .iter()
-            .filter(|c| !broken.contains_key(&c.id))
+            .filter(|c| c.conc && !broken.contains_key(&c.id))
             .collect();
         for c in todo {
             let warm = (s.warmup / 4).max(2);

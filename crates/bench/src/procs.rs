@@ -85,6 +85,11 @@ impl Proc {
             return;
         }
         self.stopped = true;
+        if let Ok(Some(_)) = self.child.try_wait() {
+            // Already exited; its group may still hold children.
+            signal_group(self.pid, "KILL");
+            return;
+        }
         signal_group(self.pid, "TERM");
         let exited = tokio::time::timeout(Duration::from_secs(3), self.child.wait()).await;
         // The group may hold children that outlive the leader.

@@ -121,9 +121,7 @@ async fn get_plans(s: &Sized, calls: usize, seed: u64, steps: usize) -> Result<B
         v.push(t.elapsed().as_secs_f64() * 1e6);
     }
     let wall_s = start.elapsed().as_secs_f64();
-    for c in clients {
-        c.close().await;
-    }
+    futures::future::join_all(clients.into_iter().map(Client::close)).await;
     Ok(Batch {
         latencies_us: v,
         wall_s,
