@@ -329,7 +329,26 @@ fn targets_for(r: &Report, via: &str, build: &str) -> Vec<TargetRow> {
     }
 
     // 5–7. Scale.
-    match r.scale.as_ref().filter(|s| s.build == build) {
+    // Scale runs once, on the candidate build when there is one: main's
+    // rows then show it, marked, since the code measured is the same but
+    // for the listener's socket option.
+    let scale = r
+        .scale
+        .as_ref()
+        .filter(|s| s.build == build || via == "plangate");
+    let mark = match scale {
+        Some(s) if s.build != build => format!(" [measured on the {} build]", s.build),
+        _ => String::new(),
+    };
+    let mut row = |target: &str, measured: String, met: Option<bool>| {
+        let measured = if met.is_some() {
+            format!("{measured}{mark}")
+        } else {
+            measured
+        };
+        row(target, measured, met);
+    };
+    match scale {
         Some(s) => {
             let first = s.points.first();
             let last = s.points.last();
@@ -400,7 +419,11 @@ fn ms(v: f64) -> String {
 }
 
 fn ratio(v: Option<f64>) -> String {
-    v.map_or("–".into(), |v| format!("{v:.2}×"))
+    match v {
+        None => "–".into(),
+        Some(v) if v.abs() < 0.1 => format!("{v:.3}×"),
+        Some(v) => format!("{v:.2}×"),
+    }
 }
 
 fn rps(v: f64) -> String {
@@ -469,6 +492,17 @@ pub fn markdown(r: &Report) -> String {
     let _ = writeln!(out, "Durability: {}.\n", m.durability.join("; "));
 
     let _ = writeln!(out, "### Targets\n");
+    let stalled = r
+        .passthrough
+        .iter()
+        .find(|p| p.via == "plangate" && p.client == "http" && p.clients == 1)
+        .is_some_and(|p| p.m.p50_ms > 20.0);
+    if stalled {
+        let _ = writeln!(
+            out,
+            "**Main's HTTP answers stall ~40 ms per call on a kept-alive connection** (no `TCP_NODELAY` on plangate's listener: see the discussion above). Every HTTP figure of `main` below measures that stall, and ratios of two stalled calls (planned write ÷ read) say nothing; the candidate build's rows show what plangate costs without it.\n"
+        );
+    }
     let _ = writeln!(out, "| build | target | measured | met |");
     let _ = writeln!(out, "|---|---|---|---|");
     for t in &r.targets {
@@ -598,8 +632,8 @@ pub fn markdown(r: &Report) -> String {
             s.bytes_per_plan_marginal,
             s.seed_keys_per_s
         );
-        let _ = writeln!(out, "| start-up to ready | p50 ms (spread) | max ms |");
-        let _ = writeln!(out, "|---|---|---|");
+        let _ = writeln!(out, "| start-up to ready | p50 ms (spread) |");
+        let _ = writeln!(out, "|---|---|");
         for (what, m) in [
             (
                 "HTTP, fresh data dir (spawn → `/readyz` 200)",
@@ -616,11 +650,10 @@ pub fn markdown(r: &Report) -> String {
         ] {
             let _ = writeln!(
                 out,
-                "| {what} | {} ({}–{}) | {} |",
+                "| {what} | {} ({}–{}) |",
                 ms(m.p50_ms),
                 ms(m.p50_spread_ms[0]),
                 ms(m.p50_spread_ms[1]),
-                ms(m.p50_spread_ms[1])
             );
         }
         out.push('\n');
@@ -680,30 +713,69 @@ struct Bar {
     text: String,
 }
 
-fn panel(out: &mut String, x0: f64, y0: f64, width: f64, title: &str, bars: &[Bar]) -> f64 {
-    let label_w = 250.0;
+/// One panel of horizontal bars on a log scale (values span several
+/// orders of magnitude: a stalled call next to a direct one), gridlines
+/// at powers of ten; returns the height used.
+fn panel(
+    out: &mut String,
+    x0: f64,
+    y0: f64,
+    width: f64,
+    title: &str,
+    unit: &str,
+    bars: &[Bar],
+) -> f64 {
+    let label_w = 300.0;
     let row_h = 20.0;
-    let plot_w = width - label_w - 70.0;
-    let max = bars
+    let plot_w = width - label_w - 150.0;
+    let values = bars
         .iter()
-        .map(|b| b.value)
-        .filter(|v| v.is_finite())
-        .fold(0.0_f64, f64::max)
-        .max(1e-9)
-        * 1.15;
+        .flat_map(|b| [Some(b.value), b.whisker])
+        .flatten()
+        .filter(|v| v.is_finite() && *v > 0.0);
+    let (mut lo, mut hi) = (f64::INFINITY, 0.0_f64);
+    for v in values {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if !lo.is_finite() {
+        (lo, hi) = (1.0, 10.0);
+    }
+    let lo = 10f64.powf(lo.log10().floor());
+    let hi = 10f64.powf(hi.log10().ceil()).max(lo * 10.0);
+    let x_of = |v: f64| {
+        if v.is_finite() && v > 0.0 {
+            (v.max(lo).log10() - lo.log10()) / (hi.log10() - lo.log10()) * plot_w
+        } else {
+            0.0
+        }
+    };
     let _ = writeln!(
         out,
         r#"<text x="{x0}" y="{}" font-weight="bold" font-size="13">{}</text>"#,
         y0 + 14.0,
         esc(title)
     );
-    let mut y = y0 + 26.0;
-    for b in bars {
-        let w = if b.value.is_finite() {
-            b.value / max * plot_w
+    let top = y0 + 24.0;
+    let bottom = top + row_h * bars.len() as f64;
+    let mut tick = lo;
+    while tick <= hi * 1.0001 {
+        let x = x0 + label_w + x_of(tick);
+        let text = if tick >= 1.0 {
+            format!("{tick:.0}")
         } else {
-            0.0
+            format!("{tick}")
         };
+        let _ = writeln!(
+            out,
+            r##"<line x1="{x:.1}" y1="{top}" x2="{x:.1}" y2="{bottom}" stroke="#ddd" stroke-width="1"/><text x="{x:.1}" y="{}" font-size="9" fill="#666" text-anchor="middle">{text}{unit}</text>"##,
+            bottom + 10.0
+        );
+        tick *= 10.0;
+    }
+    let mut y = top;
+    for b in bars {
+        let w = x_of(b.value);
         let _ = writeln!(
             out,
             r#"<text x="{}" y="{}" font-size="11" text-anchor="end">{}</text>"#,
@@ -719,9 +791,9 @@ fn panel(out: &mut String, x0: f64, y0: f64, width: f64, title: &str, bars: &[Ba
             row_h - 6.0,
             b.color
         );
-        if let Some(wv) = b.whisker.filter(|v| v.is_finite()) {
-            let clipped = wv.min(max);
-            let wx = x0 + label_w + clipped / max * plot_w;
+        let mut text_x = x0 + label_w + w + 4.0;
+        if let Some(wv) = b.whisker.filter(|v| v.is_finite() && *v > 0.0) {
+            let wx = x0 + label_w + x_of(wv);
             let cy = y + row_h / 2.0;
             let _ = writeln!(
                 out,
@@ -730,34 +802,41 @@ fn panel(out: &mut String, x0: f64, y0: f64, width: f64, title: &str, bars: &[Ba
                 cy - 4.0,
                 cy + 4.0
             );
+            text_x = text_x.max(wx + 4.0);
         }
         let _ = writeln!(
             out,
-            r##"<text x="{:.1}" y="{}" font-size="10" fill="#222">{}</text>"##,
-            x0 + label_w + w + 4.0,
-            y + 8.5,
+            r##"<text x="{text_x:.1}" y="{}" font-size="10" fill="#222">{}</text>"##,
+            y + 13.0,
             esc(&b.text)
         );
         y += row_h;
     }
-    y - y0
+    bottom + 14.0 - y0
+}
+
+/// `main`, or "candidate" for the other build (labels stay short).
+fn short(build: &str) -> &str {
+    if build == "main" { "main" } else { "candidate" }
 }
 
 /// A bar chart: passthrough p50 (whisker to p99) per configuration, one
 /// client and concurrent; throughput with concurrent clients.
 pub fn svg(r: &Report) -> String {
-    let width = 960.0;
+    let width = 1000.0;
     let mut body = String::new();
     let mut y = 40.0;
     let conc = r.passthrough.iter().map(|p| p.clients).max().unwrap_or(16);
     for (clients, title) in [
         (
             1,
-            "Passthrough latency, 1 client: p50 bar, whisker to p99 (ms)".to_owned(),
+            "Passthrough latency, 1 client: p50 bar, whisker to p99 (log scale)".to_owned(),
         ),
         (
             conc,
-            format!("Passthrough latency, {conc} concurrent clients: p50 bar, whisker to p99 (ms)"),
+            format!(
+                "Passthrough latency, {conc} concurrent clients: p50 bar, whisker to p99 (log scale)"
+            ),
         ),
     ] {
         let bars: Vec<Bar> = r
@@ -777,7 +856,7 @@ pub fn svg(r: &Report) -> String {
             })
             .collect();
         if !bars.is_empty() {
-            y += panel(&mut body, 10.0, y, width - 20.0, &title, &bars) + 16.0;
+            y += panel(&mut body, 10.0, y, width - 20.0, &title, " ms", &bars) + 16.0;
         }
     }
     let bars: Vec<Bar> = r
@@ -798,7 +877,8 @@ pub fn svg(r: &Report) -> String {
             10.0,
             y,
             width - 20.0,
-            &format!("Throughput, {conc} concurrent clients (calls/s)"),
+            &format!("Throughput, {conc} concurrent clients (calls/s, log scale)"),
+            "/s",
             &bars,
         ) + 16.0;
     }
@@ -806,19 +886,30 @@ pub fn svg(r: &Report) -> String {
     for p in &r.planning {
         bars.push(Bar {
             label: format!(
-                "planned write, {} ({}), {} key(s)",
-                p.store, p.build, p.keys
+                "write · {} · {} key{} · {}",
+                p.store,
+                p.keys,
+                if p.keys > 1 { "s" } else { "" },
+                short(&p.build)
             ),
             value: p.write.p50_ms,
             whisker: Some(p.write.p99_ms),
-            color: "#2b6cb0",
+            color: if p.build == "main" {
+                "#2b6cb0"
+            } else {
+                "#7fb2e5"
+            },
             text: format!("{} ms ({:.2}× a read)", ms(p.write.p50_ms), p.ratio_p50),
         });
     }
     if let Some(s) = &r.scale {
         for p in &s.points {
             bars.push(Bar {
-                label: format!("get_plan, {} keys with plans", p.keys),
+                label: format!(
+                    "get_plan · {} keys with plans · {}",
+                    p.keys,
+                    short(&s.build)
+                ),
                 value: p.get_plan.p50_ms,
                 whisker: Some(p.get_plan.p99_ms),
                 color: "#4a9a5a",
@@ -832,7 +923,8 @@ pub fn svg(r: &Report) -> String {
             10.0,
             y,
             width - 20.0,
-            "Planning and get_plan (ms, p50 bar, whisker to p99)",
+            "Planned writes and get_plan over HTTP (p50 bar, whisker to p99; log scale)",
+            " ms",
             &bars,
         ) + 16.0;
     }
