@@ -27,6 +27,7 @@ pub mod http;
 pub mod hub;
 pub mod log;
 pub mod metrics;
+pub mod parked;
 pub mod plan;
 pub mod refusal;
 pub mod review;
@@ -95,6 +96,7 @@ pub struct Gateway {
     slots: BTreeMap<String, Slot>,
     catalog: RwLock<Arc<Catalog>>,
     hub: hub::Hub,
+    parked: parked::Parked,
     metrics: metrics::Metrics,
     shutdown: CancellationToken,
 }
@@ -170,6 +172,7 @@ impl Gateway {
             slots,
             catalog: RwLock::new(Arc::new(Catalog::default())),
             hub: hub::Hub::default(),
+            parked: parked::Parked::default(),
             metrics: metrics::Metrics::default(),
             shutdown: CancellationToken::new(),
         });
@@ -239,6 +242,12 @@ impl Gateway {
     /// Routing state for calls in flight.
     pub fn hub(&self) -> &hub::Hub {
         &self.hub
+    }
+
+    /// Calls waiting for a 2026-07-28 client to answer their upstream's
+    /// question.
+    pub fn parked(&self) -> &parked::Parked {
+        &self.parked
     }
 
     /// Call counters and latencies for `/metrics`.

@@ -12,18 +12,16 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
 
 use plangate_core::Effect;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult,
-    CancelledNotificationParam, ClientRequest, ElicitResult, ElicitationAction, ErrorCode,
-    GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ElicitResult, ElicitationAction,
+    ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
     InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
     ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
     ResourceContents, ServerCapabilities, ServerConfig, ServerResult,
 };
-use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, ServiceError};
+use rmcp::service::{NotificationContext, RequestContext, ServiceError};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::json;
 
@@ -38,6 +36,7 @@ use crate::Gateway;
 use crate::auth::{self, Caller, Denied};
 use crate::hub::Ask;
 use crate::metrics::Outcome;
+use crate::parked::CallEvent;
 use crate::plan::{self, Acting, PlanReason};
 use crate::refusal::Refusal;
 use crate::tools::GatewayTool;
@@ -323,59 +322,100 @@ impl GatewayHandler {
         cx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let metrics = self.gw.metrics();
-        let Some(upstream) = self.gw.upstream(upstream_name) else {
-            metrics.record(upstream_name, original, Outcome::Failed, None);
-            return Ok(unavailable(upstream_name, &self.gw).into_result().into());
+        let modern = crate::review::modern(cx);
+        let kid = caller.key_id().unwrap_or_default().to_owned();
+        let tool = request.name.to_string();
+        // Over 2026-07-28 an upstream's question travels as input_required,
+        // bound to the call's arguments.
+        let args = if modern {
+            let value = Value::Object(request.arguments.clone().unwrap_or_default());
+            match crate::review::args_digest(&self.gw, &value) {
+                Ok(d) => d,
+                Err(refusal) => return Ok(refusal.into_result().into()),
+            }
+        } else {
+            String::new()
         };
-        let mut params = CallToolRequestParams::new(original.to_owned());
-        params.arguments = request.arguments;
-        params.meta = forwarded_meta(cx);
-        let hub = self.gw.hub();
-        let mut call = hub.begin_call(upstream_name, self.session, cx.meta.get_progress_token());
-        let started = Instant::now();
-        let sent = upstream
-            .peer()
-            .send_request_with_option(
-                ClientRequest::CallToolRequest(CallToolRequest::new(params)),
-                PeerRequestOptions::no_options(),
-            )
-            .await;
-        let handle = match sent {
-            Ok(handle) => handle,
-            Err(e) => return Ok(self.call_failed(&upstream, original, e, None).into()),
+        let who = || crate::parked::Retry {
+            kid: &kid,
+            tool: &tool,
+            args: &args,
         };
-        hub.set_upstream_token(&call, handle.progress_token.clone())
-            .await;
-        let request_id = handle.id.clone();
-        let response = handle.await_response();
-        tokio::pin!(response);
+        let mut running = match request.request_state.as_deref() {
+            // The retry that answers what the upstream asked: the same call
+            // goes on.
+            Some(state) if modern => {
+                match crate::parked::Parked::resume(
+                    &self.gw,
+                    who(),
+                    state,
+                    request.input_responses.as_ref(),
+                ) {
+                    Ok(running) => running,
+                    Err(refusal) => return Ok(refusal.into_result().into()),
+                }
+            }
+            _ => {
+                let Some(upstream) = self.gw.upstream(upstream_name) else {
+                    metrics.record(upstream_name, original, Outcome::Failed, None);
+                    return Ok(unavailable(upstream_name, &self.gw).into_result().into());
+                };
+                let mut params = CallToolRequestParams::new(original.to_owned());
+                params.arguments = request.arguments;
+                params.meta = forwarded_meta(cx);
+                crate::parked::start(
+                    self.gw.clone(),
+                    upstream,
+                    params,
+                    self.session,
+                    cx.meta.get_progress_token(),
+                )
+            }
+        };
+        let my_token = cx.meta.get_progress_token();
         let outcome = loop {
             tokio::select! {
-                r = &mut response => break r,
-                Some(ask) = call.asks.recv() => answer_ask(ask, cx).await,
-                Some(p) = call.progress.recv() => { let _ = cx.peer.notify_progress(p).await; }
+                event = running.events.recv() => match event {
+                    Some(CallEvent::Done(r)) => break r,
+                    Some(CallEvent::Progress(mut p)) => {
+                        // A retry may carry a token of its own.
+                        if let Some(token) = &my_token {
+                            p.progress_token = token.clone();
+                            let _ = cx.peer.notify_progress(p).await;
+                        }
+                    }
+                    Some(CallEvent::Ask(ask)) => {
+                        if !declared(cx, &ask) {
+                            decline(ask);
+                        } else if modern {
+                            match crate::parked::Parked::park(&self.gw, who(), running, ask) {
+                                Ok(response) => {
+                                    tracing::info!(upstream = upstream_name, tool = original, caller = caller.label(), "call waits for the client to answer its upstream's question");
+                                    return Ok(response);
+                                }
+                                Err(back) => {
+                                    let (back, ask) = *back;
+                                    running = back;
+                                    decline(ask);
+                                }
+                            }
+                        } else {
+                            answer_ask(ask, cx).await;
+                        }
+                    }
+                    None => break Err(ServiceError::TransportClosed),
+                },
                 () = cx.ct.cancelled() => {
-                    // This request path does not cancel upstream on drop:
-                    // tell the upstream by hand.
-                    let _ = upstream
-                        .peer()
-                        .notify_cancelled(CancelledNotificationParam::new(
-                            Some(request_id),
-                            Some("cancelled by the client".to_owned()),
-                        ))
-                        .await;
-                    metrics.record(upstream_name, original, Outcome::Failed, Some(started.elapsed()));
+                    running.cancel();
+                    metrics.record(upstream_name, original, Outcome::Failed, Some(running.started.elapsed()));
                     tracing::info!(upstream = upstream_name, tool = original, caller = caller.label(), "call cancelled by the client");
                     return Err(ErrorData::new(ErrorCode::INTERNAL_ERROR, "request cancelled", None));
                 }
             }
         };
-        // Progress the upstream sent before its result goes out first.
-        while let Ok(p) = call.progress.try_recv() {
-            let _ = cx.peer.notify_progress(p).await;
-        }
-        drop(call);
-        let elapsed = started.elapsed();
+        let elapsed = running.started.elapsed();
+        let upstream = running.upstream.clone();
+        drop(running);
         let ms = elapsed.as_secs_f64() * 1000.0;
         match outcome {
             Ok(ServerResult::CallToolResult(result)) => {
@@ -451,15 +491,23 @@ impl GatewayHandler {
     }
 }
 
-/// Asks the calling client what an upstream asked during its call, inside
-/// the client's own request so the transport relates the two.
-async fn answer_ask(ask: Ask, cx: &RequestContext<RoleServer>) {
-    let caps = cx
-        .peer
-        .peer_info()
-        .and_then(|info| serde_json::to_value(&info.capabilities).ok())
-        .unwrap_or_default();
-    let declared = |what: &str| caps.get(what).is_some_and(|v| !v.is_null());
+/// Whether the client (per request over 2026-07-28, from its handshake
+/// before) declared it can answer what the upstream asked.
+fn declared(cx: &RequestContext<RoleServer>, ask: &Ask) -> bool {
+    let what = match ask {
+        Ask::Elicit(..) => "elicitation",
+        Ask::Sample(..) => "sampling",
+        Ask::Roots(_) => "roots",
+    };
+    cx.client_capabilities()
+        .and_then(|caps| serde_json::to_value(&caps).ok())
+        .and_then(|caps| caps.get(what).cloned())
+        .is_some_and(|v| !v.is_null())
+}
+
+/// Answers an upstream's request the client cannot take: an elicitation is
+/// declined, sampling and roots get an error saying why.
+fn decline(ask: Ask) {
     let declined = |what: &str| {
         ErrorData::new(
             ErrorCode::INVALID_REQUEST,
@@ -467,38 +515,35 @@ async fn answer_ask(ask: Ask, cx: &RequestContext<RoleServer>) {
             None,
         )
     };
+    match ask {
+        Ask::Elicit(_, tx) => {
+            let _ = tx.send(Ok(ElicitResult::new(ElicitationAction::Decline)));
+        }
+        Ask::Sample(_, tx) => {
+            let _ = tx.send(Err(declined("sampling")));
+        }
+        Ask::Roots(tx) => {
+            let _ = tx.send(Err(declined("roots")));
+        }
+    }
+}
+
+/// Asks the calling client what an upstream asked during its call, inside
+/// the client's own request so the transport relates the two.
+async fn answer_ask(ask: Ask, cx: &RequestContext<RoleServer>) {
     let relay_err = |e: ServiceError| match e {
         ServiceError::McpError(e) => e,
         other => ErrorData::new(ErrorCode::INTERNAL_ERROR, other.to_string(), None),
     };
     match ask {
         Ask::Elicit(params, tx) => {
-            let answer = if declared("elicitation") {
-                cx.peer.create_elicitation(params).await.map_err(relay_err)
-            } else {
-                Ok(ElicitResult::new(ElicitationAction::Decline))
-            };
-            let _ = tx.send(answer);
+            let _ = tx.send(cx.peer.create_elicitation(params).await.map_err(relay_err));
         }
         Ask::Sample(params, tx) => {
-            let answer = if declared("sampling") {
-                #[allow(deprecated)]
-                let r = cx.peer.create_message(params).await.map_err(relay_err);
-                r
-            } else {
-                Err(declined("sampling"))
-            };
-            let _ = tx.send(answer);
+            let _ = tx.send(cx.peer.create_message(params).await.map_err(relay_err));
         }
         Ask::Roots(tx) => {
-            let answer = if declared("roots") {
-                #[allow(deprecated)]
-                let r = cx.peer.list_roots().await.map_err(relay_err);
-                r
-            } else {
-                Err(declined("roots"))
-            };
-            let _ = tx.send(answer);
+            let _ = tx.send(cx.peer.list_roots().await.map_err(relay_err));
         }
     }
 }
@@ -798,23 +843,30 @@ impl ServerHandler for GatewayHandler {
                     Ok(d) => format!("sha256:{d}"),
                     Err(e) => return refuse(Refusal::new(Code::InvalidArguments, e.to_string())),
                 };
-                let round = crate::review::Round {
-                    tool: &tool.exposed,
-                    arguments: &args_value,
-                    state: forward.request_state.as_deref(),
-                    responses: forward.input_responses.as_ref(),
-                };
-                match crate::review::ask_for_call(
-                    &self.gw, &acting, &mode, tool, &redacted, &digest, round, &cx,
-                )
-                .await
-                {
-                    Ok(crate::review::Asked::Yes) => {}
-                    Ok(crate::review::Asked::Pending(response)) => return Ok(response),
-                    Err(refusal) => return refuse(refusal),
+                // A retry answering the upstream's own question (parked
+                // call): the person already said yes to this call.
+                let resuming = forward.request_state.as_deref().is_some_and(|state| {
+                    crate::parked::Parked::is_park_state(&self.gw, &key.id, state)
+                });
+                if !resuming {
+                    let round = crate::review::Round {
+                        tool: &tool.exposed,
+                        arguments: &args_value,
+                        state: forward.request_state.as_deref(),
+                        responses: forward.input_responses.as_ref(),
+                    };
+                    match crate::review::ask_for_call(
+                        &self.gw, &acting, &mode, tool, &redacted, &digest, round, &cx,
+                    )
+                    .await
+                    {
+                        Ok(crate::review::Asked::Yes) => {}
+                        Ok(crate::review::Asked::Pending(response)) => return Ok(response),
+                        Err(refusal) => return refuse(refusal),
+                    }
+                    forward.request_state = None;
+                    forward.input_responses = None;
                 }
-                forward.request_state = None;
-                forward.input_responses = None;
                 let (upstream, original) = (tool.upstream.clone(), tool.original.clone());
                 let response = self
                     .forward_call(&caller, &upstream, &original, forward, &cx)

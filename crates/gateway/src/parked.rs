@@ -1,0 +1,432 @@
+//! Forwarded calls, and upstream questions held across a 2026-07-28
+//! client's `input_required` round.
+//!
+//! Every forwarded call runs in its own task ([`start`]), which reports the
+//! upstream's progress, its requests (elicitation, sampling, roots) and its
+//! result, in wire order, to whichever client request is waiting for it.
+//!
+//! A client that speaks MCP 2025-11-25 is asked inside its own request. A
+//! client that speaks 2026-07-28 cannot be sent a request at all: it is
+//! answered `input_required` with the upstream's question and a signed
+//! request state naming the **parked** call, and the upstream call stays
+//! open, waiting. The client's retry of the same tool with the same
+//! arguments ([`Parked::resume`]) hands the answer to the upstream and
+//! waits on the same call again — there is exactly one upstream call, never
+//! a second. The state binds the key, the tool and a digest of the
+//! arguments (never the arguments: the state is readable); it is single-use
+//! (the parked call is taken out when resumed) and lapses after
+//! `gateway.review_timeout`, when the upstream's question is answered
+//! `cancel` (or with an error, for sampling and roots) and its call is
+//! cancelled. Parked calls live in the process that parked them: a retry
+//! that reaches another replica is told to call again.
+
+// Sampling and roots are deprecated by SEP-2577 but remain part of MCP
+// 2025-11-25, which plangate speaks upstream.
+#![allow(deprecated)]
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use plangate_core::Code;
+use rmcp::ErrorData;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CancelledNotificationParam,
+    ClientRequest, CreateMessageRequest, CreateMessageResult, ElicitRequest, ElicitResult,
+    ElicitationAction, ErrorCode, InputRequest, InputRequiredResult, InputResponses,
+    ListRootsResult, ProgressNotificationParam, ProgressToken, RequestNoParam, RequestStateCodec,
+    SealOptions, ServerResult,
+};
+use rmcp::service::{PeerRequestOptions, ServiceError};
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::hub::Ask;
+use crate::refusal::Refusal;
+use crate::{Gateway, Upstream};
+
+/// The key under which the upstream's request travels in `inputRequests`.
+pub const INPUT_KEY: &str = "upstream";
+
+/// At most this many calls wait for an answer at once; past it, an
+/// upstream's question is declined rather than held (each parked call keeps
+/// an upstream request open).
+const MAX_PARKED: usize = 256;
+
+/// What a forwarded call reports to the request waiting for it.
+pub enum CallEvent {
+    /// Progress, already under the token of the client request that
+    /// started the call.
+    Progress(ProgressNotificationParam),
+    /// A request the upstream sent during the call.
+    Ask(Ask),
+    /// The upstream's answer (or why there is none).
+    Done(Result<ServerResult, ServiceError>),
+}
+
+/// A forwarded call in flight. Dropping it cancels the upstream call
+/// (a notification is sent), unless the call has already finished.
+pub struct Running {
+    /// The call's progress, requests and result, in the order they came.
+    pub events: mpsc::UnboundedReceiver<CallEvent>,
+    /// The upstream the call went to.
+    pub upstream: Arc<Upstream>,
+    /// When the call was sent.
+    pub started: Instant,
+    cancel: CancellationToken,
+}
+
+impl Running {
+    /// Cancels the upstream call (tells the upstream so), e.g. when the
+    /// client cancelled its request.
+    pub fn cancel(&self) {
+        self.cancel.cancel();
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+/// Sends `params` to `upstream` as the call of client session `session`
+/// (whose progress token, if any, is `client_token`) in a task of its own.
+pub fn start(
+    gw: Arc<Gateway>,
+    upstream: Arc<Upstream>,
+    params: CallToolRequestParams,
+    session: u64,
+    client_token: Option<ProgressToken>,
+) -> Running {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let cancel = CancellationToken::new();
+    let ct = cancel.clone();
+    let up = upstream.clone();
+    tokio::spawn(async move {
+        let hub = gw.hub();
+        let mut call = hub.begin_call(up.name(), session, client_token);
+        let sent = up
+            .peer()
+            .send_request_with_option(
+                ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+                PeerRequestOptions::no_options(),
+            )
+            .await;
+        let handle = match sent {
+            Ok(handle) => handle,
+            Err(e) => {
+                let _ = tx.send(CallEvent::Done(Err(e)));
+                return;
+            }
+        };
+        hub.set_upstream_token(&call, handle.progress_token.clone())
+            .await;
+        let request_id = handle.id.clone();
+        let response = handle.await_response();
+        tokio::pin!(response);
+        let outcome = loop {
+            tokio::select! {
+                r = &mut response => break r,
+                Some(ask) = call.asks.recv() => { let _ = tx.send(CallEvent::Ask(ask)); }
+                Some(p) = call.progress.recv() => { let _ = tx.send(CallEvent::Progress(p)); }
+                () = ct.cancelled() => {
+                    // This request path does not cancel upstream on drop:
+                    // tell the upstream by hand.
+                    let _ = up
+                        .peer()
+                        .notify_cancelled(CancelledNotificationParam::new(
+                            Some(request_id),
+                            Some("cancelled by the client".to_owned()),
+                        ))
+                        .await;
+                    return;
+                }
+            }
+        };
+        // Progress the upstream sent before its result goes out first.
+        while let Ok(p) = call.progress.try_recv() {
+            let _ = tx.send(CallEvent::Progress(p));
+        }
+        drop(call);
+        let _ = tx.send(CallEvent::Done(outcome));
+    });
+    Running {
+        events: rx,
+        upstream,
+        started: Instant::now(),
+        cancel,
+    }
+}
+
+/// The upstream's question a parked call waits on.
+enum Pending {
+    Elicit(oneshot::Sender<Result<ElicitResult, ErrorData>>),
+    Sample(oneshot::Sender<Result<CreateMessageResult, ErrorData>>),
+    Roots(oneshot::Sender<Result<ListRootsResult, ErrorData>>),
+}
+
+impl Pending {
+    /// Answers the upstream when no answer came: a lapsed question is a
+    /// cancel (elicitation) or an error (sampling, roots).
+    fn lapse(self, why: &str) {
+        let error = || ErrorData::new(ErrorCode::INVALID_REQUEST, why.to_owned(), None);
+        match self {
+            Pending::Elicit(tx) => {
+                let _ = tx.send(Ok(ElicitResult::new(ElicitationAction::Cancel)));
+            }
+            Pending::Sample(tx) => {
+                let _ = tx.send(Err(error()));
+            }
+            Pending::Roots(tx) => {
+                let _ = tx.send(Err(error()));
+            }
+        }
+    }
+
+    /// Hands the client's answer (from `inputResponses`) to the upstream.
+    fn answer(self, response: Option<&Value>) {
+        let missing = |what: &str| {
+            ErrorData::new(
+                ErrorCode::INVALID_REQUEST,
+                format!("the client's retry carried no valid {what} result"),
+                None,
+            )
+        };
+        match self {
+            Pending::Elicit(tx) => {
+                let result = response
+                    .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok())
+                    .unwrap_or_else(|| ElicitResult::new(ElicitationAction::Cancel));
+                let _ = tx.send(Ok(result));
+            }
+            Pending::Sample(tx) => {
+                let result = response
+                    .and_then(|v| serde_json::from_value::<CreateMessageResult>(v.clone()).ok())
+                    .ok_or_else(|| missing("sampling"));
+                let _ = tx.send(result);
+            }
+            Pending::Roots(tx) => {
+                let result = response
+                    .and_then(|v| serde_json::from_value::<ListRootsResult>(v.clone()).ok())
+                    .ok_or_else(|| missing("roots"));
+                let _ = tx.send(result);
+            }
+        }
+    }
+}
+
+/// A call waiting for its client's retry.
+struct ParkedCall {
+    kid: String,
+    tool: String,
+    args: String,
+    running: Running,
+    pending: Pending,
+}
+
+/// What the request state of a parked call binds; the expiry is the
+/// codec's.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ParkState {
+    kid: String,
+    tool: String,
+    args: String,
+    park: String,
+}
+
+/// Who retries, with what: the caller's key id (empty for a caller without
+/// a key), the tool as the client named it and a digest of its arguments.
+pub struct Retry<'a> {
+    /// The caller's key id, or `""` for a caller without a key.
+    pub kid: &'a str,
+    /// The tool's exposed name.
+    pub tool: &'a str,
+    /// Digest of the call's arguments (secrets keyed).
+    pub args: &'a str,
+}
+
+/// The calls of this process that wait for a 2026-07-28 client's retry.
+#[derive(Default)]
+pub struct Parked {
+    calls: Mutex<HashMap<String, ParkedCall>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+fn codec(gw: &Gateway) -> Result<RequestStateCodec, Refusal> {
+    RequestStateCodec::try_new(gw.material().signing_key().to_vec()).map_err(|e| {
+        Refusal::new(
+            Code::UpstreamUnavailable,
+            format!("cannot sign request state: {e}"),
+        )
+    })
+}
+
+impl Parked {
+    /// How many calls are parked now.
+    pub fn len(&self) -> usize {
+        lock(&self.calls).len()
+    }
+
+    /// Whether no call is parked.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Parks `running`, whose upstream asked `ask`, and answers the client
+    /// `input_required` with the question and a signed state. When the call
+    /// cannot be parked (too many parked, signing failed), the question is
+    /// given back so the caller can decline it.
+    pub fn park(
+        gw: &Arc<Gateway>,
+        who: Retry<'_>,
+        running: Running,
+        ask: Ask,
+    ) -> Result<CallToolResponse, Box<(Running, Ask)>> {
+        let parked = gw.parked();
+        if parked.len() >= MAX_PARKED {
+            tracing::warn!(
+                limit = MAX_PARKED,
+                "too many calls wait for an answer; declining an upstream's question"
+            );
+            return Err(Box::new((running, ask)));
+        }
+        let Ok(id) = plangate_store::new_id("park_") else {
+            return Err(Box::new((running, ask)));
+        };
+        let payload = ParkState {
+            kid: who.kid.to_owned(),
+            tool: who.tool.to_owned(),
+            args: who.args.to_owned(),
+            park: id.clone(),
+        };
+        let options = SealOptions::new()
+            .associated_data(who.kid.as_bytes())
+            .ttl(gw.review_timeout());
+        let Ok(sealed) = codec(gw).and_then(|c| {
+            c.seal_json_with(&payload, &options)
+                .map_err(|e| Refusal::new(Code::UpstreamUnavailable, e.to_string()))
+        }) else {
+            return Err(Box::new((running, ask)));
+        };
+        let (request, pending) = match ask {
+            Ask::Elicit(params, tx) => (
+                InputRequest::Elicitation(ElicitRequest::new(params)),
+                Pending::Elicit(tx),
+            ),
+            Ask::Sample(params, tx) => (
+                InputRequest::CreateMessage(CreateMessageRequest::new(params)),
+                Pending::Sample(tx),
+            ),
+            Ask::Roots(tx) => (
+                InputRequest::ListRoots(RequestNoParam::default()),
+                Pending::Roots(tx),
+            ),
+        };
+        lock(&parked.calls).insert(
+            id.clone(),
+            ParkedCall {
+                kid: payload.kid,
+                tool: payload.tool,
+                args: payload.args,
+                running,
+                pending,
+            },
+        );
+        // The question lapses with the state.
+        let timeout = gw.review_timeout();
+        let weak = Arc::downgrade(gw);
+        tokio::spawn(async move {
+            tokio::time::sleep(timeout).await;
+            let Some(gw) = weak.upgrade() else { return };
+            let lapsed = lock(&gw.parked().calls).remove(&id);
+            if let Some(call) = lapsed {
+                tracing::info!(
+                    tool = call.tool,
+                    "an upstream's question got no answer in time; its call is cancelled"
+                );
+                call.pending
+                    .lapse("the client did not answer within gateway.review_timeout");
+                drop(call.running);
+            }
+        });
+        let requests = std::collections::BTreeMap::from([(INPUT_KEY.to_owned(), request)]);
+        Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
+            Some(requests),
+            Some(sealed),
+        )))
+    }
+
+    /// Whether `state` is the request state of a parked call issued to
+    /// `kid` (signature and expiry checked; nothing is consumed). Used to
+    /// let a retry that answers an upstream's question through checks that
+    /// already passed when the call was first made.
+    pub fn is_park_state(gw: &Gateway, kid: &str, state: &str) -> bool {
+        codec(gw)
+            .ok()
+            .and_then(|c| c.open_json_with::<ParkState>(state, kid.as_bytes()).ok())
+            .is_some()
+    }
+
+    /// The retry of a parked call: verifies the state (signature, expiry,
+    /// key, tool, arguments), takes the call out — once — hands the
+    /// client's answer to the upstream and gives back the call to wait on.
+    pub fn resume(
+        gw: &Gateway,
+        who: Retry<'_>,
+        state: &str,
+        responses: Option<&InputResponses>,
+    ) -> Result<Running, Refusal> {
+        let invalid = |why: &str| {
+            Refusal::new(
+                Code::InvalidArguments,
+                format!(
+                    "{why}. The upstream's question was not answered; call {} again without a request state to start over",
+                    who.tool
+                ),
+            )
+        };
+        let payload: ParkState = codec(gw)?
+            .open_json_with(state, who.kid.as_bytes())
+            .map_err(|e| match e {
+                rmcp::model::RequestStateError::Expired => {
+                    invalid("the upstream's question expired before the answer came back")
+                }
+                _ => invalid(
+                    "the request state is not one plangate issued to this caller (tampered, forged or from another key)",
+                ),
+            })?;
+        if payload.kid != who.kid || payload.tool != who.tool {
+            return Err(invalid("the request state belongs to another key or tool"));
+        }
+        if payload.args != who.args {
+            return Err(invalid(
+                "the retried request's arguments differ from the call the upstream asked about",
+            ));
+        }
+        let mut calls = lock(&gw.parked().calls);
+        let Some(call) = calls.remove(&payload.park) else {
+            return Err(invalid(
+                "no call waits for this answer: it was already answered (a replayed request state), it lapsed, or it waits in another plangate replica",
+            ));
+        };
+        drop(calls);
+        // The state checks above already bound these; the parked record
+        // agrees unless the codec's key changed under us.
+        if call.kid != who.kid || call.tool != who.tool || call.args != who.args {
+            call.pending
+                .lapse("the retry did not match the parked call");
+            return Err(invalid("the request state does not match the parked call"));
+        }
+        call.pending
+            .answer(responses.and_then(|r| r.get(INPUT_KEY)));
+        Ok(call.running)
+    }
+}
