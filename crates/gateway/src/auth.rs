@@ -106,6 +106,9 @@ pub async fn resolve(gw: &Gateway, token: Option<&str>) -> Result<Caller, Denied
     }
 }
 
+/// How much of a refused request's body is read before the answer.
+const REFUSED_BODY_LIMIT: usize = 1 << 20;
+
 /// axum middleware for `/mcp`: puts the [`Caller`] into the request's
 /// extensions (rmcp hands the request parts to the MCP handler) or answers
 /// 401 with a JSON body saying how to get a key.
@@ -130,6 +133,10 @@ pub async fn require_caller(
             next.run(request).await
         }
         Err(denied) => {
+            // Read what the client sent (bounded) before refusing: closing
+            // a socket with unread request bytes makes the kernel reset the
+            // connection, and the client may then lose the 401 itself.
+            let _ = axum::body::to_bytes(request.into_body(), REFUSED_BODY_LIMIT).await;
             let status = match denied {
                 Denied::StoreDown => StatusCode::SERVICE_UNAVAILABLE,
                 _ => StatusCode::UNAUTHORIZED,
