@@ -1,5 +1,5 @@
-//! The operator commands behind the flags: keys, config check and the
-//! zero-config demo. Each prints a table (or text) by default and JSON with
+//! The operator commands behind the flags: keys, operator tokens, config
+//! check and the zero-config demo. Each prints a table (or text) by default and JSON with
 //! `--json`.
 
 use std::collections::BTreeMap;
@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::Result;
 use plangate_config::{Config, ConfigSource, GatewaySettings, Transport, UpstreamConfig};
 use plangate_core::Scope;
-use plangate_store::{ApiKey, Store, format_time_ms};
+use plangate_store::{ApiKey, OperatorToken, Store, format_time_ms};
 use serde_json::json;
 
 /// A mistake in how plangate was invoked (exit code 2).
@@ -129,6 +129,85 @@ pub async fn keys_revoke(store: &dyn Store, key: &str, as_json: bool) -> Result<
         println!("{}", serde_json::to_string_pretty(&key_json(&revoked))?);
     } else {
         println!("revoked key {:?} ({})", revoked.name, revoked.id);
+    }
+    Ok(())
+}
+
+fn operator_json(o: &OperatorToken) -> serde_json::Value {
+    json!({
+        "id": o.id,
+        "name": o.name,
+        "prefix": o.prefix,
+        "created_at": format_time_ms(o.created_at_ms),
+        "revoked_at": o.revoked_at_ms.map(format_time_ms),
+    })
+}
+
+/// `plangate operator token`: prints a new operator token once.
+pub async fn operator_token(store: &dyn Store, name: &str, as_json: bool) -> Result<()> {
+    let created = store
+        .create_operator_token(name)
+        .await
+        .map_err(|e| UsageError(e.to_string()))?;
+    if as_json {
+        let mut v = operator_json(&created.operator);
+        v["token"] = json!(created.token);
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!("{}", created.token);
+        eprintln!(
+            "created operator token {:?} ({}). This is the only time it is shown: store it now.\n\
+             Log in with it at http://HOST:PORT/console of `plangate serve --http`. It opens the console only: it is not an API key.",
+            created.operator.name, created.operator.id
+        );
+    }
+    Ok(())
+}
+
+/// `plangate operator list`: never shows tokens, only their prefixes.
+pub async fn operator_list(store: &dyn Store, as_json: bool) -> Result<()> {
+    let operators = store.list_operator_tokens().await?;
+    if as_json {
+        let v: Vec<_> = operators.iter().map(operator_json).collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    if operators.is_empty() {
+        println!("no operator tokens; create one with `plangate operator token --name NAME`");
+        return Ok(());
+    }
+    let rows: Vec<[String; 5]> = operators
+        .iter()
+        .map(|o| {
+            [
+                o.name.clone(),
+                o.prefix.clone(),
+                o.id.clone(),
+                format_time_ms(o.created_at_ms),
+                o.revoked_at_ms
+                    .map(|t| format!("revoked {}", format_time_ms(t)))
+                    .unwrap_or_else(|| "active".into()),
+            ]
+        })
+        .collect();
+    print_table(&["NAME", "PREFIX", "ID", "CREATED", "STATUS"], &rows);
+    Ok(())
+}
+
+/// `plangate operator revoke`: takes effect at the token's sessions' next
+/// request, in every process.
+pub async fn operator_revoke(store: &dyn Store, operator: &str, as_json: bool) -> Result<()> {
+    let revoked = store
+        .revoke_operator_token(operator)
+        .await
+        .map_err(|e| UsageError(e.to_string()))?;
+    if as_json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&operator_json(&revoked))?
+        );
+    } else {
+        println!("revoked operator token {:?} ({})", revoked.name, revoked.id);
     }
     Ok(())
 }

@@ -66,6 +66,9 @@ enum Command {
     /// Create, list and revoke API keys.
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Create, list and revoke operator tokens (the web console's login).
+    #[command(subcommand)]
+    Operator(OperatorCommand),
     /// Check configuration and show every tool's effect class.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -295,6 +298,34 @@ enum KeysCommand {
     },
 }
 
+#[derive(Subcommand, Debug)]
+enum OperatorCommand {
+    /// Create an operator token for the web console and print it once.
+    Token {
+        /// Who holds it; the console records it as the actor of every act.
+        #[arg(long)]
+        name: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List operator tokens (never the tokens themselves).
+    List {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke an operator token by name or id; its console sessions end at
+    /// their next request.
+    Revoke {
+        /// The token's name or id.
+        operator: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
 #[derive(Copy, Clone, Debug, ValueEnum)]
 enum ScopeArg {
     Read,
@@ -419,6 +450,18 @@ async fn run(cli: Cli) -> Result<()> {
                 KeysCommand::List { json } => commands::keys_list(&*store, json).await,
                 KeysCommand::Revoke { key, json } => {
                     commands::keys_revoke(&*store, &key, json).await
+                }
+            }
+        }
+        Command::Operator(cmd) => {
+            let store = open_store(&data_dir).await?;
+            match cmd {
+                OperatorCommand::Token { name, json } => {
+                    commands::operator_token(&*store, &name, json).await
+                }
+                OperatorCommand::List { json } => commands::operator_list(&*store, json).await,
+                OperatorCommand::Revoke { operator, json } => {
+                    commands::operator_revoke(&*store, &operator, json).await
                 }
             }
         }
@@ -595,6 +638,9 @@ async fn serve(args: ServeArgs, data_dir: &Path) -> Result<()> {
                 .map_err(|e| commands::UsageError(format!("cannot listen on {addr}: {e}")))?;
             let local = listener.local_addr()?;
             eprintln!("plangate serving http://{local}/mcp");
+            eprintln!(
+                "web console at http://{local}/console (log in with a token from `plangate operator token --name NAME`)"
+            );
             if store.list_keys().await?.iter().all(|k| !k.is_active()) {
                 eprintln!(
                     "no API keys yet: create one with `plangate --data-dir {} keys create --name NAME --scope write`",

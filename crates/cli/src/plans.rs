@@ -17,19 +17,22 @@
 //! from the same config `serve` would use and go through
 //! [`apply::apply_plan`] — the same claims, fresh checks, receipts and
 //! at-most-once rule as an agent's `apply_plan`.
+//!
+//! The rules themselves (refresh, discard, approve, retry) live in
+//! [`plangate_gateway::operator`], shared with the web console; this module
+//! resolves names, prints, and turns refusals into exit codes.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use anyhow::{Result, anyhow};
 use plangate_config::Config;
-use plangate_core::{
-    Actor, Channel, Event, EventKind, KeyState, Scope, Step, StepStatus, Verdict, Where,
-};
+use plangate_core::{Actor, Channel, KeyState, Scope, Step, StepStatus, Where};
 use plangate_gateway::Gateway;
 use plangate_gateway::apply::{self, ApplyRequest};
 use plangate_gateway::log::KeyLog;
-use plangate_gateway::plan::{Acting, expires_in, expiry_due, step_json};
+use plangate_gateway::operator::{self, OperatorError, lease_ms, ttl_ms};
+use plangate_gateway::plan::{Acting, expires_in};
 use plangate_store::{ApiKey, KeyMaterial, Store, now_ms};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -59,61 +62,25 @@ pub async fn resolve_key(store: &dyn Store, key: &str) -> Result<ApiKey> {
         })
 }
 
-fn ttl_ms(config: &Config) -> i64 {
-    i64::try_from(config.gateway.plan_ttl.as_millis()).unwrap_or(i64::MAX)
-}
-
-fn lease_ms(config: &Config) -> i64 {
-    i64::try_from(config.gateway.lease.as_millis()).unwrap_or(30_000)
-}
-
-/// The CLI acting on `key`'s log.
+/// The CLI acting on `key`'s log, as the person at this terminal.
 fn cli_acting(key: &ApiKey) -> Acting {
-    Acting {
-        key: key.clone(),
-        channel: Channel::Cli,
-        operator: Some(operator_name()),
-    }
+    operator::acting(key, &operator_name(), Channel::Cli)
 }
 
-/// An event by the person at this terminal.
-fn operator_event(key: &ApiKey, kind: EventKind) -> Event {
-    Event {
-        at_ms: now_ms(),
-        key_id: key.id.clone(),
-        actor: Actor::Operator {
-            name: operator_name(),
-        },
-        channel: Channel::Cli,
-        kind,
-    }
-}
-
-/// Brings a key's plan up to date before a person reads or changes it:
-/// expires a plan past its life and marks claims whose lease ran out
-/// `in_doubt` (the same events the gateway's sweeper appends, by
-/// `Actor::System`). Returns the state after.
+/// Brings a key's plan up to date before a person reads or changes it
+/// (see [`operator::refresh`]).
 async fn refresh(log: &KeyLog, key: &ApiKey, config: &Config) -> Result<KeyState> {
-    let (ttl, lease) = (ttl_ms(config), lease_ms(config));
-    let acting = cli_acting(key);
-    let (state, ()) = log
-        .transact(&key.id, |state| {
-            let now = now_ms();
-            let mut view = state.clone();
-            let mut events = Vec::new();
-            if let Some(e) = expiry_due(&view, now, ttl, &acting) {
-                view.apply(view.last_seq + 1, &e);
-                events.push(e);
-            }
-            for e in apply::lease_cleanup(&view, now, lease, &acting) {
-                view.apply(view.last_seq + 1, &e);
-                events.push(e);
-            }
-            Ok::<_, std::convert::Infallible>((events, ()))
-        })
-        .await?
-        .unwrap_or_else(|never| match never {});
-    Ok(state)
+    Ok(operator::refresh(log, &cli_acting(key), ttl_ms(config), lease_ms(config)).await?)
+}
+
+/// A refusal of [`operator`] as the CLI reports it: bad input (an unknown
+/// step, a step in the wrong state) exits 2 with `hint` added.
+fn cli_error(e: OperatorError, hint: &str) -> anyhow::Error {
+    if e.is_bad_input() {
+        UsageError(format!("{e}{hint}")).into()
+    } else {
+        anyhow!("{e}")
+    }
 }
 
 // === formatting ===
@@ -293,38 +260,16 @@ pub async fn show(config: &Config, store: Arc<dyn Store>, key: &str, as_json: bo
     let key = resolve_key(&*store, key).await?;
     let log = KeyLog::new(store.clone());
     let state = refresh(&log, &key, config).await?;
+    let body = operator::plan_json(config, &key, &state, now_ms());
+    if as_json {
+        return print_json(&body);
+    }
     let (mode, notice) = config.modes.resolve(state.mode.as_deref());
     let digest = state.plan_digest();
-    let approved = plangate_gateway::tools::is_approved(&state, &digest, &cli_acting(&key));
+    let approved = body["approved"] == true;
     let pending = state.planned_steps().count();
     let open: Vec<&Step> = state.open_steps().collect();
     let expires = expires_in(&state, now_ms(), ttl_ms(config));
-    if as_json {
-        let steps: Vec<Value> = open
-            .iter()
-            .map(|s| {
-                let mut v = step_json(s);
-                v["attempts"] = json!(s.attempts);
-                v
-            })
-            .collect();
-        let mut body = json!({
-            "key": key.name,
-            "key_id": key.id,
-            "scope": key.scope,
-            "mode": mode.name,
-            "plan_mode": mode.plan_mode(),
-            "expires_in": expires,
-            "pending_steps": pending,
-            "plan_digest": digest,
-            "approved": approved,
-            "steps": steps,
-        });
-        if let Some(n) = notice {
-            body["notice"] = json!(n);
-        }
-        return print_json(&body);
-    }
     println!(
         "key {} ({}, scope {}): mode {}{}",
         key.name,
@@ -399,49 +344,10 @@ pub async fn discard(
     let key = resolve_key(&*store, key).await?;
     let log = KeyLog::new(store.clone());
     refresh(&log, &key, config).await?;
-    let (state, discarded) = log
-        .transact(&key.id, |state| {
-            let ids: Vec<String> = if named.is_empty() {
-                state
-                    .planned_steps()
-                    .map(|s| s.record.step_id.clone())
-                    .collect()
-            } else {
-                for id in named {
-                    let Some(step) = state.step(id) else {
-                        return Err(UsageError(format!(
-                            "there is no step {id:?} in key {:?}'s plan; `plangate plans show --key {}` lists the steps",
-                            key.name, key.name
-                        )));
-                    };
-                    if !matches!(
-                        step.status,
-                        StepStatus::Planned | StepStatus::Failed | StepStatus::InDoubt
-                    ) {
-                        return Err(UsageError(format!(
-                            "step {id} is {}; only waiting, failed or in-doubt steps can be discarded",
-                            step.status
-                        )));
-                    }
-                }
-                let mut ids = named.to_vec();
-                ids.dedup();
-                ids
-            };
-            if ids.is_empty() {
-                return Ok((vec![], ids));
-            }
-            Ok((
-                vec![operator_event(
-                    &key,
-                    EventKind::StepsDiscarded {
-                        step_ids: ids.clone(),
-                    },
-                )],
-                ids,
-            ))
-        })
-        .await??;
+    let hint = format!("; `plangate plans show --key {}` lists the steps", key.name);
+    let (state, discarded) = operator::discard(&log, &cli_acting(&key), named)
+        .await
+        .map_err(|e| cli_error(e, &hint))?;
     let pending = state.planned_steps().count();
     if as_json {
         return print_json(&json!({
@@ -468,25 +374,6 @@ pub async fn discard(
 
 // === retry and apply ===
 
-/// Fails unless every upstream the steps call is connected, so nothing is
-/// claimed (or recorded as failed) when the world cannot be reached.
-fn require_upstreams<'a>(gw: &Gateway, steps: impl IntoIterator<Item = &'a Step>) -> Result<()> {
-    let down = gw.down_upstreams();
-    for step in steps {
-        let server = &step.record.server;
-        if gw.upstream(server).is_none() {
-            let why = down
-                .get(server)
-                .cloned()
-                .unwrap_or_else(|| "not configured".to_owned());
-            return Err(anyhow!(
-                "upstream {server:?} is not connected ({why}); nothing was run"
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// Prints a receipt; an apply with failed or in-doubt steps exits 1.
 fn finish_receipt(result: rmcp::model::CallToolResult, as_json: bool) -> Result<()> {
     let body = result.structured_content.unwrap_or(Value::Null);
@@ -506,8 +393,16 @@ fn finish_receipt(result: rmcp::model::CallToolResult, as_json: bool) -> Result<
     }
 }
 
-fn refused(r: plangate_gateway::refusal::Refusal) -> anyhow::Error {
-    anyhow!("apply refused ({}): {}", r.code.as_str(), r.message)
+/// What to try instead when `step_id` cannot be retried.
+fn retry_hint(state: &KeyState, key: &ApiKey, step_id: &str) -> String {
+    match state.step(step_id).map(|s| s.status) {
+        None => format!("; `plangate plans show --key {}` lists the steps", key.name),
+        Some(StepStatus::Planned | StepStatus::Failed) => format!(
+            " (a waiting or failed step runs with `plangate plans apply --key {} {step_id}`)",
+            key.name
+        ),
+        Some(_) => String::new(),
+    }
 }
 
 /// `plangate plans retry --key NAME STEP`: a person's explicit retry of an
@@ -522,86 +417,19 @@ pub async fn retry(
     as_json: bool,
 ) -> Result<()> {
     let key = resolve_key(&*store, key).await?;
-    let (lease, ttl) = (lease_ms(&config), ttl_ms(&config));
     let state = refresh(&KeyLog::new(store.clone()), &key, &config).await?;
-    let not_in_doubt = |state: &KeyState| -> Option<UsageError> {
-        match state.step(step_id) {
-            None => Some(UsageError(format!(
-                "there is no step {step_id:?} in key {:?}'s plan; `plangate plans show --key {}` lists the steps",
-                key.name, key.name
-            ))),
-            Some(s) if s.status != StepStatus::InDoubt => {
-                let hint = match s.status {
-                    StepStatus::Planned | StepStatus::Failed => format!(
-                        " (a waiting or failed step runs with `plangate plans apply --key {} {step_id}`)",
-                        key.name
-                    ),
-                    _ => String::new(),
-                };
-                Some(UsageError(format!(
-                    "step {step_id} is {}, not in doubt: only an in-doubt step is retried{hint}; nothing was run",
-                    s.status
-                )))
-            }
-            Some(_) => None,
-        }
-    };
-    if let Some(e) = not_in_doubt(&state) {
-        return Err(e.into());
-    }
+    // Checked before any upstream is started: a step not in doubt is a
+    // mistake whatever the world looks like.
+    operator::check_in_doubt(&state, &key, step_id)
+        .map_err(|e| cli_error(e, &retry_hint(&state, &key, step_id)))?;
     let gw = Gateway::build(config, store, material).await;
-    let outcome = async {
-        if let Some(step) = state.step(step_id) {
-            require_upstreams(&gw, [step])
-                .map_err(|e| anyhow!("{e:#}; step {step_id} stays in doubt"))?;
-        }
-        gw.log()
-            .transact(&key.id, |state| {
-                if let Some(e) = not_in_doubt(state) {
-                    return Err(anyhow::Error::from(e));
-                }
-                let now = now_ms();
-                if apply::apply_alive(state, now, lease) {
-                    return Err(anyhow!(
-                        "an apply of key {:?}'s plan is still running (or stopped less than a lease ago); step {step_id} stays in doubt. Try again shortly",
-                        key.name
-                    ));
-                }
-                // Retried into a plan whose life is over, the step would
-                // only expire unrun.
-                if state.expires_at_ms(ttl).is_some_and(|t| t <= now) {
-                    return Err(anyhow!(
-                        "key {:?}'s plan outlived its life, so a retried step would expire unrun; step {step_id} stays in doubt. Discard it, or have the agent begin a new session and plan it again",
-                        key.name
-                    ));
-                }
-                Ok((
-                    vec![operator_event(
-                        &key,
-                        EventKind::StepRetried {
-                            step_id: step_id.to_owned(),
-                        },
-                    )],
-                    (),
-                ))
-            })
-            .await??;
-        // The operator's explicit retry is the authority to run this one
-        // step, whatever the key's scope: a recorded approval would cover
-        // the whole plan digest, not just this step.
-        let acting = cli_acting(&key);
-        let request = ApplyRequest {
-            step_ids: Some(vec![step_id.to_owned()]),
-            plan_digest: None,
-            continue_on_error: false,
-        };
-        apply::apply_plan(&gw, &acting, request, None, CancellationToken::new())
-            .await
-            .map_err(refused)
-    }
-    .await;
+    let outcome = operator::retry(&gw, &cli_acting(&key), step_id).await;
     gw.shutdown().await;
-    finish_receipt(outcome?, as_json)
+    let receipt = outcome.map_err(|e| match e {
+        OperatorError::UpstreamDown { .. } => anyhow!("{e}; step {step_id} stays in doubt"),
+        e => cli_error(e, ""),
+    })?;
+    finish_receipt(receipt, as_json)
 }
 
 /// `plangate plans apply --key NAME [--digest D] [STEP…]`: a person says
@@ -619,13 +447,8 @@ pub async fn apply_cmd(
     as_json: bool,
 ) -> Result<()> {
     if let Some(d) = digest {
-        let hex = d.strip_prefix("sha256:").unwrap_or_default();
-        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(UsageError(format!(
-                "{d:?} is not a plan digest: it looks like sha256: and 64 hex digits (`plangate plans show` prints it)"
-            ))
-            .into());
-        }
+        operator::check_digest(d)
+            .map_err(|e| UsageError(format!("{e} (`plangate plans show` prints it)")))?;
     }
     let key = resolve_key(&*store, key).await?;
     let state = refresh(&KeyLog::new(store.clone()), &key, &config).await?;
@@ -680,42 +503,26 @@ pub async fn apply_cmd(
         ));
     }
     let gw = Gateway::build(config, store, material).await;
+    let acting = cli_acting(&key);
     let outcome = async {
-        require_upstreams(&gw, selected.iter().copied())?;
-        gw.log()
-            .transact(&key.id, |state| {
-                let now = state.plan_digest();
-                if now != digest {
-                    return Err(anyhow!(
-                        "apply refused (plan_changed): the plan changed just now (it is {now}); nothing was run"
-                    ));
-                }
-                Ok((
-                    vec![operator_event(
-                        &key,
-                        EventKind::ReviewAnswered {
-                            review_id: None,
-                            verdict: Verdict::Approve,
-                            plan_digest: digest.clone(),
-                            feedback: None,
-                        },
-                    )],
-                    (),
-                ))
-            })
-            .await??;
+        operator::require_upstreams(&gw, selected.iter().copied())?;
+        operator::approve(gw.log(), &key, acting.actor(), Channel::Cli, &digest, true).await?;
         let request = ApplyRequest {
             step_ids: (!named.is_empty()).then(|| named.to_vec()),
             plan_digest: Some(digest.clone()),
             continue_on_error: false,
         };
-        apply::apply_plan(&gw, &cli_acting(&key), request, None, CancellationToken::new())
+        apply::apply_plan(&gw, &acting, request, None, CancellationToken::new())
             .await
-            .map_err(refused)
+            .map_err(OperatorError::Refused)
     }
     .await;
     gw.shutdown().await;
-    finish_receipt(outcome?, as_json)
+    let receipt = outcome.map_err(|e| match e {
+        OperatorError::PlanChanged { .. } => anyhow!("apply refused (plan_changed): {e}"),
+        e => anyhow!("{e}"),
+    })?;
+    finish_receipt(receipt, as_json)
 }
 
 /// `plans approve --key NAME --digest D`: records a person's yes to the
@@ -729,7 +536,7 @@ pub async fn approve(
     approver_token: Option<&str>,
     as_json: bool,
 ) -> Result<()> {
-    if !digest.starts_with("sha256:") || digest.len() != 7 + 64 {
+    if operator::check_digest(digest).is_err() {
         return Err(UsageError(format!(
             "digest {digest:?} is not a plan digest; `plangate plans show --key {key}` shows it (sha256:…)"
         ))
@@ -763,26 +570,11 @@ pub async fn approve(
         }
     };
     let log = KeyLog::new(store);
-    let event = Event {
-        at_ms: now_ms(),
-        key_id: target.id.clone(),
-        actor: actor.clone(),
-        channel: Channel::Cli,
-        kind: EventKind::ReviewAnswered {
-            review_id: None,
-            verdict: plangate_core::Verdict::Approve,
-            plan_digest: digest.to_owned(),
-            feedback: None,
-        },
-    };
-    let (state, ()) = log
-        .transact(&target.id, |_| {
-            Ok::<_, std::convert::Infallible>((vec![event.clone()], ()))
-        })
-        .await?
-        .unwrap_or_else(|never| match never {});
+    let (state, counts) =
+        operator::approve(&log, &target, actor.clone(), Channel::Cli, digest, false)
+            .await
+            .map_err(|e| cli_error(e, ""))?;
     let current = state.plan_digest();
-    let counts = current == digest;
     if as_json {
         println!(
             "{}",

@@ -1,5 +1,6 @@
 //! `plangate serve --http`: Streamable HTTP at `/mcp` (stateful sessions,
-//! bearer keys, allowed hosts) and `/healthz`.
+//! bearer keys, allowed hosts), `/healthz`, and the operator's web console
+//! at `/console` ([`crate::console`], behind an operator token).
 //!
 //! The router is built separately from binding a socket so tests can drive
 //! it in process; [`serve`] binds nothing itself — the caller passes the
@@ -20,7 +21,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{Gateway, GatewayHandler, auth};
 
-/// The axum app: `/mcp` behind the key middleware, `/healthz` open.
+/// The axum app: `/mcp` behind the key middleware, `/console` behind an
+/// operator session (never an API key), `/healthz` open.
 pub fn router(gw: Arc<Gateway>, shutdown: CancellationToken) -> Router {
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(gw.config().gateway.allowed_hosts.clone())
@@ -37,6 +39,7 @@ pub fn router(gw: Arc<Gateway>, shutdown: CancellationToken) -> Router {
             gw.clone(),
             auth::require_caller,
         ))
+        .merge(crate::console::routes())
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))

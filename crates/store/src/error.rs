@@ -37,6 +37,19 @@ pub enum StoreError {
         "invalid key name {0:?}: use 1 to 64 letters, digits, '.', '_' or '-', not shaped like a key id (key_ + 16 hex)"
     )]
     InvalidKeyName(String),
+    /// Another operator token that is not revoked already has this name.
+    #[error(
+        "an active operator token named {0:?} already exists; revoke it or choose another name"
+    )]
+    OperatorNameTaken(String),
+    /// No active operator token has this name and none has this id.
+    #[error("no active operator token named {0:?} and none with that id")]
+    OperatorNotFound(String),
+    /// An operator name outside the allowed alphabet or length.
+    #[error(
+        "invalid operator name {0:?}: use 1 to 64 letters, digits, '.', '_' or '-', not shaped like an operator id (opr_ + 16 hex)"
+    )]
+    InvalidOperatorName(String),
     /// Key material given through the environment (or config) is unusable.
     /// The reason describes the value without repeating it.
     #[error("{var} is not usable key material: {reason}")]
@@ -136,6 +149,9 @@ impl StoreError {
             StoreError::KeyNameTaken(_) => "key_name_taken",
             StoreError::KeyNotFound(_) => "key_not_found",
             StoreError::InvalidKeyName(_) => "invalid_key_name",
+            StoreError::OperatorNameTaken(_) => "operator_name_taken",
+            StoreError::OperatorNotFound(_) => "operator_not_found",
+            StoreError::InvalidOperatorName(_) => "invalid_operator_name",
             StoreError::BadKeyMaterial { .. } => "bad_key_material",
             StoreError::KeyFileInvalid { .. } => "key_file_invalid",
             StoreError::Random(_) => "random_unavailable",

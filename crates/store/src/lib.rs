@@ -2,7 +2,8 @@
 //!
 //! This crate owns everything plangate keeps across restarts: the data dir,
 //! the key material generated into it (the seal and signing keys, DESIGN
-//! §2), API keys, and the append-only event log (DESIGN §6, module
+//! §2), API keys, operator tokens (the web console's credential), and the
+//! append-only event log (DESIGN §6, module
 //! [`events`]) that mode and plan are folded from. Callers see one trait,
 //! [`Store`], chosen by a config enum, [`StoreConfig`], that returns
 //! `Arc<dyn Store>`; they never know which database is behind it. SQLite is
@@ -41,6 +42,7 @@ mod data_dir;
 mod error;
 pub mod events;
 mod keys;
+mod operators;
 mod postgres;
 mod private_fs;
 mod schema;
@@ -53,6 +55,9 @@ pub use error::StoreError;
 pub use events::{NewEvent, StoredEvent};
 pub use keys::{
     ApiKey, CreatedKey, MAX_KEY_NAME_LEN, SHOWN_PREFIX_LEN, TOKEN_PREFIX, validate_key_name,
+};
+pub use operators::{
+    CreatedOperatorToken, OPERATOR_TOKEN_PREFIX, OperatorToken, validate_operator_name,
 };
 pub use postgres::open_postgres;
 pub use private_fs::new_id;
@@ -86,6 +91,30 @@ pub trait Store: Send + Sync + 'static {
     /// id — the same rule as [`Store::revoke_key`] — without changing it.
     /// `None` if neither exists.
     async fn find_key(&self, name_or_id: &str) -> Result<Option<ApiKey>, StoreError>;
+
+    /// Creates an operator token for the web console and returns it with
+    /// its token, which exists only in the returned value. `name` follows
+    /// the key name rule ([`StoreError::InvalidOperatorName`]) and is
+    /// unique among tokens not revoked ([`StoreError::OperatorNameTaken`]).
+    async fn create_operator_token(&self, name: &str) -> Result<CreatedOperatorToken, StoreError>;
+
+    /// Every operator token, revoked ones included, in order of creation.
+    async fn list_operator_tokens(&self) -> Result<Vec<OperatorToken>, StoreError>;
+
+    /// Revokes the active operator token with that name, or the token with
+    /// that id, and returns it as now stored; every console session opened
+    /// with it stops at its next request. [`StoreError::OperatorNotFound`]
+    /// if neither exists.
+    async fn revoke_operator_token(&self, name_or_id: &str) -> Result<OperatorToken, StoreError>;
+
+    /// The active operator token `token` is. Unknown, malformed and revoked
+    /// tokens — and API keys, which are never operator tokens — are `None`.
+    async fn authenticate_operator(&self, token: &str)
+    -> Result<Option<OperatorToken>, StoreError>;
+
+    /// The operator token with that id, revoked or not (`None` if there is
+    /// none): how a console session is checked on every request.
+    async fn operator_token(&self, id: &str) -> Result<Option<OperatorToken>, StoreError>;
 
     /// Appends `events` to the log of `key_id`, all or nothing, as key_seq
     /// `expected_key_seq + 1`, `+ 2`, …, but only if the key's last key_seq

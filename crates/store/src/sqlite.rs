@@ -22,9 +22,16 @@ use crate::keys::{
     is_well_formed_token, key_columns, key_from_row, looks_like_key_id, new_key_id, new_token,
     shown_prefix, token_hash, validate_key_name,
 };
+use crate::operators::{
+    is_well_formed_operator_token, looks_like_operator_id, new_operator_id, new_operator_token,
+    operator_columns, operator_from_row, shown_operator_prefix,
+};
 use crate::private_fs::create_new_private_file;
 use crate::schema::{Migration, pending};
-use crate::{ApiKey, CreatedKey, NewEvent, Store, StoreError, StoredEvent, now_ms};
+use crate::{
+    ApiKey, CreatedKey, CreatedOperatorToken, NewEvent, OperatorToken, Store, StoreError,
+    StoredEvent, now_ms, validate_operator_name,
+};
 
 /// How long a statement waits for another process's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -69,6 +76,21 @@ const MIGRATIONS: &[Migration] = &[
     CREATE TRIGGER events_key_seq_follows BEFORE INSERT ON events
     WHEN NEW.key_seq <> COALESCE((SELECT MAX(key_seq) FROM events WHERE key_id = NEW.key_id), 0) + 1
     BEGIN SELECT RAISE(ABORT, 'events key_seq must follow the key''s last one'); END;",
+    ),
+    // Operator tokens: the web console's credential, kept apart from API
+    // keys so neither can ever stand in for the other.
+    (
+        3,
+        "CREATE TABLE operator_tokens (
+        seq            INTEGER PRIMARY KEY,
+        id             TEXT    NOT NULL UNIQUE,
+        name           TEXT    NOT NULL,
+        token_sha256   TEXT    NOT NULL UNIQUE,
+        prefix         TEXT    NOT NULL,
+        created_at_ms  INTEGER NOT NULL,
+        revoked_at_ms  INTEGER
+    );
+    CREATE UNIQUE INDEX operator_tokens_active_name ON operator_tokens (name) WHERE revoked_at_ms IS NULL;",
     ),
 ];
 
@@ -299,6 +321,108 @@ impl Store for SqliteStore {
             .fetch_optional(&self.pool)
             .await?;
         row.as_ref().map(key_from_row).transpose()
+    }
+
+    async fn create_operator_token(&self, name: &str) -> Result<CreatedOperatorToken, StoreError> {
+        validate_operator_name(name)?;
+        let token = new_operator_token()?;
+        let operator = OperatorToken {
+            id: new_operator_id()?,
+            name: name.to_owned(),
+            prefix: shown_operator_prefix(&token),
+            created_at_ms: now_ms(),
+            revoked_at_ms: None,
+        };
+        let inserted = sqlx::query(
+            "INSERT INTO operator_tokens (id, name, token_sha256, prefix, created_at_ms)
+             VALUES (?, ?, ?, ?, ?)",
+        )
+        .bind(&operator.id)
+        .bind(&operator.name)
+        .bind(token_hash(&token))
+        .bind(&operator.prefix)
+        .bind(operator.created_at_ms)
+        .execute(&self.pool)
+        .await;
+        match inserted {
+            Ok(_) => {
+                tracing::info!(operator_id = %operator.id, name = %operator.name, "created operator token");
+                Ok(CreatedOperatorToken { operator, token })
+            }
+            Err(sqlx::Error::Database(db)) if db.kind() == ErrorKind::UniqueViolation => {
+                Err(StoreError::OperatorNameTaken(name.to_owned()))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn list_operator_tokens(&self) -> Result<Vec<OperatorToken>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            operator_columns!(),
+            " FROM operator_tokens ORDER BY seq"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(operator_from_row).collect()
+    }
+
+    async fn revoke_operator_token(&self, name_or_id: &str) -> Result<OperatorToken, StoreError> {
+        // As for API keys: the shape says name or id, and revoking a
+        // revoked token by id keeps its first revocation time.
+        let sql = if looks_like_operator_id(name_or_id) {
+            concat!(
+                "UPDATE operator_tokens SET revoked_at_ms = COALESCE(revoked_at_ms, ?)
+                 WHERE id = ? RETURNING ",
+                operator_columns!()
+            )
+        } else {
+            concat!(
+                "UPDATE operator_tokens SET revoked_at_ms = ?
+                 WHERE name = ? AND revoked_at_ms IS NULL RETURNING ",
+                operator_columns!()
+            )
+        };
+        let row = sqlx::query(sql)
+            .bind(now_ms())
+            .bind(name_or_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        let operator = operator_from_row(
+            &row.ok_or_else(|| StoreError::OperatorNotFound(name_or_id.to_owned()))?,
+        )?;
+        tracing::info!(operator_id = %operator.id, name = %operator.name, "revoked operator token");
+        Ok(operator)
+    }
+
+    async fn authenticate_operator(
+        &self,
+        token: &str,
+    ) -> Result<Option<OperatorToken>, StoreError> {
+        if !is_well_formed_operator_token(token) {
+            return Ok(None);
+        }
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            operator_columns!(),
+            " FROM operator_tokens WHERE token_sha256 = ? AND revoked_at_ms IS NULL"
+        ))
+        .bind(token_hash(token))
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(operator_from_row).transpose()
+    }
+
+    async fn operator_token(&self, id: &str) -> Result<Option<OperatorToken>, StoreError> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            operator_columns!(),
+            " FROM operator_tokens WHERE id = ?"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(operator_from_row).transpose()
     }
 
     async fn append_events(

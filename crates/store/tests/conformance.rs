@@ -94,6 +94,10 @@ conformance!(
     events_since_pages_through_the_global_tail,
     a_follower_polling_during_concurrent_appends_misses_nothing,
     events_survive_reopening,
+    operator_tokens_create_list_authenticate_and_revoke,
+    operator_tokens_and_api_keys_never_stand_in_for_each_other,
+    operator_names_are_unique_among_active_tokens_and_invalid_ones_store_nothing,
+    an_operator_token_revoked_through_one_handle_fails_through_another,
 );
 
 async fn create_list_revoke_authenticate_round_trip(f: Fixture) {
@@ -878,4 +882,134 @@ async fn events_survive_reopening(f: Fixture) {
     let store = f.open().await;
     assert_eq!(store.load_events("key_a", 0).await.expect("load"), appended);
     assert_eq!(store.last_key_seq("key_a").await.expect("last"), 1);
+}
+
+async fn operator_tokens_create_list_authenticate_and_revoke(f: Fixture) {
+    let store = f.open().await;
+    let created = store.create_operator_token("ana").await.expect("create");
+    let op = created.operator.clone();
+    assert!(created.token.starts_with("pgo_") && created.token.len() == 47);
+    assert!(op.id.starts_with("opr_") && op.id.len() == 20);
+    assert_eq!(op.name, "ana");
+    assert_eq!(op.prefix, created.token[..12]);
+    assert!(op.is_active());
+    assert_eq!(
+        store
+            .authenticate_operator(&created.token)
+            .await
+            .expect("auth"),
+        Some(op.clone())
+    );
+    assert_eq!(
+        store.operator_token(&op.id).await.expect("by id"),
+        Some(op.clone())
+    );
+    assert_eq!(
+        store.list_operator_tokens().await.expect("list"),
+        vec![op.clone()]
+    );
+    // A near miss is no token at all.
+    let mut wrong = created.token.clone();
+    wrong.pop();
+    wrong.push(if created.token.ends_with('A') {
+        'B'
+    } else {
+        'A'
+    });
+    assert_eq!(
+        store.authenticate_operator(&wrong).await.expect("auth"),
+        None
+    );
+    assert_eq!(
+        store
+            .operator_token("opr_0000000000000000")
+            .await
+            .expect("id"),
+        None
+    );
+
+    let revoked = store.revoke_operator_token("ana").await.expect("revoke");
+    assert_eq!(revoked.id, op.id);
+    let at = revoked.revoked_at_ms.expect("revoked");
+    assert_eq!(
+        store
+            .authenticate_operator(&created.token)
+            .await
+            .expect("auth"),
+        None
+    );
+    assert_eq!(
+        store.operator_token(&op.id).await.expect("by id"),
+        Some(revoked.clone())
+    );
+    // By id, again: the first revocation time stays.
+    let again = store.revoke_operator_token(&op.id).await.expect("by id");
+    assert_eq!(again.revoked_at_ms, Some(at));
+    let err = store.revoke_operator_token("ana").await.expect_err("gone");
+    assert_eq!(err.code(), "operator_not_found");
+    assert!(err.to_string().contains("\"ana\""), "{err}");
+}
+
+async fn operator_tokens_and_api_keys_never_stand_in_for_each_other(f: Fixture) {
+    let store = f.open().await;
+    let key = store.create_key("ana", Scope::Write).await.expect("key");
+    let op = store.create_operator_token("ana").await.expect("operator");
+    assert_eq!(
+        store.authenticate_operator(&key.token).await.expect("auth"),
+        None
+    );
+    assert_eq!(store.authenticate(&op.token).await.expect("auth"), None);
+    // Same name, separate tables: revoking one leaves the other.
+    store.revoke_operator_token("ana").await.expect("revoke");
+    assert_eq!(
+        store.authenticate(&key.token).await.expect("auth"),
+        Some(key.key.clone())
+    );
+    assert!(store.list_keys().await.expect("keys").len() == 1);
+}
+
+async fn operator_names_are_unique_among_active_tokens_and_invalid_ones_store_nothing(f: Fixture) {
+    let store = f.open().await;
+    let first = store.create_operator_token("ops").await.expect("first");
+    let err = store.create_operator_token("ops").await.expect_err("taken");
+    assert_eq!(err.code(), "operator_name_taken");
+    for bad in ["", "with space", "opr_0123456789abcdef"] {
+        let err = store.create_operator_token(bad).await.expect_err(bad);
+        assert_eq!(err.code(), "invalid_operator_name", "{bad:?}");
+    }
+    store.revoke_operator_token("ops").await.expect("revoke");
+    let second = store.create_operator_token("ops").await.expect("reuse");
+    assert_ne!(first.operator.id, second.operator.id);
+    let listed = store.list_operator_tokens().await.expect("list");
+    assert_eq!(
+        listed.iter().map(|o| o.id.as_str()).collect::<Vec<_>>(),
+        [first.operator.id.as_str(), second.operator.id.as_str()]
+    );
+    assert!(!listed[0].is_active() && listed[1].is_active());
+}
+
+async fn an_operator_token_revoked_through_one_handle_fails_through_another(f: Fixture) {
+    let a = f.open().await;
+    let b = f.open().await;
+    let created = a.create_operator_token("ana").await.expect("create");
+    assert!(
+        b.authenticate_operator(&created.token)
+            .await
+            .expect("auth")
+            .is_some()
+    );
+    b.revoke_operator_token(&created.operator.id)
+        .await
+        .expect("revoke");
+    assert_eq!(
+        a.authenticate_operator(&created.token).await.expect("auth"),
+        None
+    );
+    assert!(
+        !a.operator_token(&created.operator.id)
+            .await
+            .expect("by id")
+            .expect("kept")
+            .is_active()
+    );
 }

@@ -1,0 +1,803 @@
+//! The web console (DESIGN §7): a person approves, discards and retries
+//! every key's plan from a browser, while the agent waits.
+//!
+//! Served by `plangate serve --http` at `/console`, behind an **operator
+//! token** (`plangate operator token`), never an API key: the two kinds
+//! live in separate tables with separate prefixes, so neither can stand in
+//! for the other, and `/mcp` never accepts an operator token.
+//!
+//! Why it is built this way:
+//!
+//! * **Sessions any replica can verify.** Logging in sets an HttpOnly,
+//!   `SameSite=Strict`, `Path=/console` cookie holding the token's id, an
+//!   expiry and a nonce, signed (HMAC-SHA256) with the signing key every
+//!   replica shares (`PLANGATE_SIGNING_KEY`). Nothing is kept in memory, and
+//!   every request looks the token up again, so a revoked token stops
+//!   working at its next request, on every replica.
+//! * **CSRF-safe.** Every state-changing request is a `POST` whose JSON body
+//!   comes with a per-session CSRF token in the `X-Plangate-CSRF` header — a
+//!   header no cross-site form can send — and passes an origin check first:
+//!   a browser's `Sec-Fetch-Site` must say `same-origin` (or, where a browser
+//!   sends none, `Origin` must be this very origin: another port on the same
+//!   host is another origin, though the same site).
+//!   A refused request records nothing.
+//! * **The same rendering discipline as the MCP Apps view**: one
+//!   self-contained page, compiled in, with no external asset; every value
+//!   is set through DOM text APIs, never parsed as markup; a strict CSP pins
+//!   the one inline script and style by hash (computed here from the bytes
+//!   served, so it cannot drift), forbids framing and allows forms and
+//!   fetches only to this origin.
+//! * **One set of rules.** Approve, discard and retry go through
+//!   [`crate::operator`], the code behind `plangate plans`, recorded as
+//!   `Actor::Operator { name }` (the token's name) over `Channel::Console`.
+//!   Approve binds the digest the person saw: if the plan changed since,
+//!   the answer is `plan_changed` and nothing is recorded.
+//!
+//! Tokens, cookies and sealed arguments never appear in a log line or an
+//! answer; JSON answers carry a stable `error` code (DESIGN §8 where one
+//! fits) and a message.
+
+use std::sync::{Arc, LazyLock};
+
+use axum::Router;
+use axum::extract::rejection::{FormRejection, JsonRejection};
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Form, Json};
+use plangate_core::{Channel, Code, Scope, hmac_hex};
+use plangate_store::{ApiKey, OperatorToken, now_ms};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::Gateway;
+use crate::operator::{self, OperatorError};
+
+/// The session cookie's name.
+pub const COOKIE: &str = "plangate_console";
+/// The header that must carry the session's CSRF token on every `POST`.
+pub const CSRF_HEADER: &str = "x-plangate-csrf";
+/// How long a console session lasts after logging in.
+pub const SESSION_MS: i64 = 12 * 3600 * 1000;
+
+/// The console page, byte for byte.
+pub const CONSOLE_HTML: &str = include_str!("console/console.html");
+/// The login page; `<!--MESSAGE-->` becomes the (escaped) outcome.
+pub const LOGIN_HTML: &str = include_str!("console/login.html");
+
+/// The routes under `/console`, to merge into the gateway's router.
+pub fn routes() -> Router<Arc<Gateway>> {
+    Router::new()
+        .route("/console", get(page))
+        .route("/console/", get(page))
+        .route("/console/login", post(login))
+        .route("/console/logout", post(logout))
+        .route("/console/api/state", get(state))
+        .route("/console/api/approve", post(approve))
+        .route("/console/api/discard", post(discard))
+        .route("/console/api/retry", post(retry))
+}
+
+// === headers ===
+
+/// `'sha256-…'` of the text between `open` and `close` in `doc`.
+fn pin(doc: &str, open: &str, close: &str) -> String {
+    use base64::Engine as _;
+    let body = doc
+        .split_once(open)
+        .and_then(|(_, rest)| rest.split_once(close))
+        .map(|(body, _)| body)
+        .unwrap_or_default();
+    let hash = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(body.as_bytes()));
+    format!("'sha256-{hash}'")
+}
+
+/// The CSP of a page whose inline script and style are those of `doc`.
+fn csp_for(doc: &str) -> String {
+    let script = if doc.contains("<script>") {
+        pin(doc, "<script>", "</script>")
+    } else {
+        "'none'".to_owned()
+    };
+    format!(
+        "default-src 'none'; script-src {script}; style-src {}; connect-src 'self'; img-src 'none'; font-src 'none'; media-src 'none'; object-src 'none'; frame-src 'none'; child-src 'none'; worker-src 'none'; manifest-src 'none'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        pin(doc, "<style>", "</style>")
+    )
+}
+
+static CONSOLE_CSP: LazyLock<String> = LazyLock::new(|| csp_for(CONSOLE_HTML));
+static LOGIN_CSP: LazyLock<String> = LazyLock::new(|| csp_for(LOGIN_HTML));
+
+/// Headers every console answer carries: nothing cached, sniffed, framed
+/// or referred.
+fn harden(mut response: Response, csp: &str) -> Response {
+    let h = response.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(csp) {
+        h.insert(header::CONTENT_SECURITY_POLICY, v);
+    }
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        "cross-origin-opener-policy",
+        HeaderValue::from_static("same-origin"),
+    );
+    h.insert(
+        "cross-origin-resource-policy",
+        HeaderValue::from_static("same-origin"),
+    );
+    response
+}
+
+fn html(status: StatusCode, body: String, csp: &str) -> Response {
+    let response = (
+        status,
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        body,
+    )
+        .into_response();
+    harden(response, csp)
+}
+
+/// A JSON error answer: `{"error": code, "message": …}`.
+fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+    let body = json!({"error": code, "message": message.into()});
+    harden((status, Json(body)).into_response(), "default-src 'none'")
+}
+
+fn ok_json(body: Value) -> Response {
+    harden(
+        (StatusCode::OK, Json(body)).into_response(),
+        "default-src 'none'",
+    )
+}
+
+fn login_page(status: StatusCode, message: &str) -> Response {
+    let body = LOGIN_HTML.replace("<!--MESSAGE-->", &crate::apps::escape_html(message));
+    html(status, body, &LOGIN_CSP)
+}
+
+// === request checks ===
+
+/// The `Host` header's host, without the port, if it is one config allows
+/// (the same DNS-rebinding rule as `/mcp`).
+fn allowed_host(gw: &Gateway, headers: &HeaderMap) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split_once(']').map(|(h, _)| h).unwrap_or(rest)
+    } else {
+        host.rsplit_once(':').map(|(h, _)| h).unwrap_or(host)
+    };
+    gw.config()
+        .gateway
+        .allowed_hosts
+        .iter()
+        .any(|a| a.eq_ignore_ascii_case(name))
+}
+
+/// Whether a state-changing request comes from this origin. A browser's
+/// `Sec-Fetch-Site` (which pages cannot forge) must be `same-origin`.
+/// Without it (an older browser), an `Origin` must be `http(s)://` + this
+/// request's `Host` — `null` is refused. With neither, the request is no
+/// browser's (curl, a script), and the CSRF header still has to match.
+/// (`Origin` is not required when `Sec-Fetch-Site` is there: under the
+/// console's `Referrer-Policy: no-referrer` a browser sends `Origin: null`
+/// even for its own same-origin `POST`s.)
+fn same_origin(headers: &HeaderMap) -> bool {
+    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(site) = get("sec-fetch-site") {
+        return site == "same-origin";
+    }
+    match get("origin") {
+        None => true,
+        Some(origin) => {
+            let host = get("host").unwrap_or_default();
+            !host.is_empty()
+                && (origin == format!("http://{host}") || origin == format!("https://{host}"))
+        }
+    }
+}
+
+/// Constant-time equality of two strings' bytes.
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+fn cookie_value(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, value)| value.to_owned())
+}
+
+// === sessions ===
+
+/// A verified console session: who is logged in, and the session's CSRF
+/// token.
+struct Session {
+    operator: OperatorToken,
+    csrf: String,
+}
+
+fn session_mac(gw: &Gateway, body: &str) -> String {
+    hmac_hex(
+        gw.material().signing_key(),
+        format!("plangate-console-session\0{body}").as_bytes(),
+    )
+}
+
+fn csrf_of(gw: &Gateway, cookie: &str) -> String {
+    hmac_hex(
+        gw.material().signing_key(),
+        format!("plangate-console-csrf\0{cookie}").as_bytes(),
+    )
+}
+
+/// A new session cookie value for `operator`: `id.expiry.nonce.mac`.
+fn new_session(gw: &Gateway, operator: &OperatorToken) -> Option<String> {
+    let nonce = plangate_store::new_id("").ok()?;
+    let body = format!("{}.{}.{nonce}", operator.id, now_ms() + SESSION_MS);
+    let mac = session_mac(gw, &body);
+    Some(format!("{body}.{mac}"))
+}
+
+/// Why a request has no session.
+enum NoSession {
+    /// No cookie, a forged or expired one, or a revoked token.
+    Invalid,
+    /// The store could not be asked.
+    StoreDown,
+}
+
+/// Verifies the request's session cookie (signature, expiry) and that its
+/// token is still active — on every request.
+async fn session(gw: &Gateway, headers: &HeaderMap) -> Result<Session, NoSession> {
+    let cookie = cookie_value(headers).ok_or(NoSession::Invalid)?;
+    let (body, mac) = cookie.rsplit_once('.').ok_or(NoSession::Invalid)?;
+    if !same(&session_mac(gw, body), mac) {
+        return Err(NoSession::Invalid);
+    }
+    let mut parts = body.split('.');
+    let (Some(id), Some(expiry), Some(_nonce), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(NoSession::Invalid);
+    };
+    if expiry.parse::<i64>().map_or(true, |t| t <= now_ms()) {
+        return Err(NoSession::Invalid);
+    }
+    let operator = match gw.store().operator_token(id).await {
+        Ok(Some(op)) if op.is_active() => op,
+        Ok(_) => return Err(NoSession::Invalid),
+        Err(e) => {
+            tracing::error!("console: operator store: {e}");
+            return Err(NoSession::StoreDown);
+        }
+    };
+    Ok(Session {
+        operator,
+        csrf: csrf_of(gw, &cookie),
+    })
+}
+
+fn no_session(why: NoSession) -> Response {
+    match why {
+        NoSession::Invalid => error(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "no console session, or it ended (expired, logged out, or its operator token was revoked); log in again at /console",
+        ),
+        NoSession::StoreDown => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+            "plangate cannot read its store; see the gateway's log",
+        ),
+    }
+}
+
+/// The checks every state-changing API request passes, in order: allowed
+/// host, same origin, a live session, and its CSRF token in the header.
+async fn guard(gw: &Gateway, headers: &HeaderMap) -> Result<Session, Response> {
+    if !allowed_host(gw, headers) {
+        return Err(error(
+            StatusCode::FORBIDDEN,
+            "forbidden_host",
+            "this Host is not in allowed_hosts",
+        ));
+    }
+    if !same_origin(headers) {
+        return Err(error(
+            StatusCode::FORBIDDEN,
+            "cross_site_request",
+            "refused: this request did not come from the console's own page; nothing was recorded",
+        ));
+    }
+    let session = session(gw, headers).await.map_err(no_session)?;
+    let sent = headers
+        .get(CSRF_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if !same(sent, &session.csrf) {
+        return Err(error(
+            StatusCode::FORBIDDEN,
+            "csrf_token_invalid",
+            "refused: the request lacks this session's CSRF token; reload the console. Nothing was recorded",
+        ));
+    }
+    Ok(session)
+}
+
+// === pages ===
+
+/// `GET /console`: the console for a live session, else the login form.
+async fn page(State(gw): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
+    if !allowed_host(&gw, &headers) {
+        return login_page(StatusCode::FORBIDDEN, "This Host is not in allowed_hosts.");
+    }
+    match session(&gw, &headers).await {
+        Ok(_) => html(StatusCode::OK, CONSOLE_HTML.to_owned(), &CONSOLE_CSP),
+        Err(NoSession::StoreDown) => login_page(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "plangate cannot read its store; see the gateway's log.",
+        ),
+        Err(NoSession::Invalid) => login_page(StatusCode::OK, ""),
+    }
+}
+
+/// The login form's fields.
+#[derive(Deserialize)]
+struct LoginForm {
+    token: String,
+}
+
+/// `POST /console/login`: an operator token in, a session cookie out.
+async fn login(
+    State(gw): State<Arc<Gateway>>,
+    headers: HeaderMap,
+    form: Result<Form<LoginForm>, FormRejection>,
+) -> Response {
+    if !allowed_host(&gw, &headers) {
+        return login_page(StatusCode::FORBIDDEN, "This Host is not in allowed_hosts.");
+    }
+    if !same_origin(&headers) {
+        return login_page(
+            StatusCode::FORBIDDEN,
+            "Refused: this login did not come from the console's own page.",
+        );
+    }
+    let Ok(Form(form)) = form else {
+        return login_page(StatusCode::BAD_REQUEST, "Paste an operator token.");
+    };
+    let operator = match gw.store().authenticate_operator(form.token.trim()).await {
+        Ok(Some(op)) => op,
+        Ok(None) => {
+            tracing::info!("console: login refused");
+            return login_page(
+                StatusCode::UNAUTHORIZED,
+                "That is not a valid operator token. Create one with `plangate operator token --name NAME`.",
+            );
+        }
+        Err(e) => {
+            tracing::error!("console: operator store: {e}");
+            return login_page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "plangate cannot read its store; see the gateway's log.",
+            );
+        }
+    };
+    let Some(cookie) = new_session(&gw, &operator) else {
+        return login_page(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "plangate could not start a session (no randomness); see the gateway's log.",
+        );
+    };
+    tracing::info!(operator = %operator.name, "console: logged in");
+    let secure = headers
+        .get("x-forwarded-proto")
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https"));
+    let set = format!(
+        "{COOKIE}={cookie}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={}{}",
+        SESSION_MS / 1000,
+        if secure { "; Secure" } else { "" }
+    );
+    let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, "/console")]).into_response();
+    if let Ok(v) = HeaderValue::from_str(&set) {
+        response.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    harden(response, "default-src 'none'")
+}
+
+/// `POST /console/logout`: forgets the cookie (the token stays valid;
+/// revoke it to end every session).
+async fn logout(State(gw): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
+    if let Err(refused) = guard(&gw, &headers).await {
+        return refused;
+    }
+    let mut response = ok_json(json!({"success": true}));
+    response.headers_mut().insert(
+        header::SET_COOKIE,
+        HeaderValue::from_static(
+            "plangate_console=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0",
+        ),
+    );
+    response
+}
+
+// === the API ===
+
+/// `?after=SEQ`: the log position the page last saw.
+#[derive(Deserialize)]
+struct After {
+    after: Option<i64>,
+}
+
+/// A key with no record left (deleted outside plangate): shown by id.
+fn unknown_key(key_id: &str) -> ApiKey {
+    ApiKey {
+        id: key_id.to_owned(),
+        name: key_id.to_owned(),
+        scope: Scope::Read,
+        prefix: String::new(),
+        created_at_ms: 0,
+        revoked_at_ms: None,
+    }
+}
+
+/// `GET /console/api/state`: every key's plan, or — when the global log
+/// has not moved past `after` — just `{"seq", "changed": false}`, so
+/// polling every second costs one indexed query.
+async fn state(
+    State(gw): State<Arc<Gateway>>,
+    headers: HeaderMap,
+    Query(q): Query<After>,
+) -> Response {
+    if !allowed_host(&gw, &headers) {
+        return error(
+            StatusCode::FORBIDDEN,
+            "forbidden_host",
+            "this Host is not in allowed_hosts",
+        );
+    }
+    let session = match session(&gw, &headers).await {
+        Ok(s) => s,
+        Err(why) => return no_session(why),
+    };
+    match plans(&gw, q.after).await {
+        Ok(mut body) => {
+            body["operator"] = json!(session.operator.name);
+            body["csrf"] = json!(session.csrf);
+            ok_json(body)
+        }
+        Err(e) => {
+            tracing::error!("console: event log: {e}");
+            error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                Code::UpstreamUnavailable.as_str(),
+                "plangate could not read its event log; see the gateway's log",
+            )
+        }
+    }
+}
+
+/// The console's view of every key with a plan (open steps or a session),
+/// brought up to date first, as `plangate plans list` does.
+async fn plans(gw: &Gateway, after: Option<i64>) -> Result<Value, crate::log::LogError> {
+    let store = gw.store();
+    let seq = store.last_seq().await?;
+    if after == Some(seq) {
+        return Ok(json!({"seq": seq, "changed": false}));
+    }
+    let keys = store.list_keys().await?;
+    let config = gw.config();
+    let (ttl, lease) = (gw.ttl_ms(), gw.lease_ms());
+    let mut out = Vec::new();
+    for key_id in store.keys_with_events().await? {
+        let key = keys
+            .iter()
+            .find(|k| k.id == key_id)
+            .cloned()
+            .unwrap_or_else(|| unknown_key(&key_id));
+        let acting = operator::acting(&key, "console", Channel::Console);
+        let state = operator::refresh(gw.log(), &acting, ttl, lease).await?;
+        if state.open_steps().next().is_none() && state.session_id.is_none() {
+            continue;
+        }
+        out.push(operator::plan_json(config, &key, &state, now_ms()));
+    }
+    // Refreshing may have appended (expiry, leases): report the seq after.
+    let seq = store.last_seq().await?;
+    Ok(json!({"seq": seq, "changed": true, "keys": out}))
+}
+
+/// The key an API request names, by id.
+async fn key_by_id(gw: &Gateway, key_id: &str) -> Result<ApiKey, Response> {
+    match gw.store().find_key(key_id).await {
+        Ok(Some(k)) if k.id == key_id => Ok(k),
+        Ok(_) => Err(error(
+            StatusCode::NOT_FOUND,
+            Code::InvalidArguments.as_str(),
+            format!("there is no key with id {key_id:?}"),
+        )),
+        Err(e) => {
+            tracing::error!("console: key store: {e}");
+            Err(error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                "plangate cannot read its store; see the gateway's log",
+            ))
+        }
+    }
+}
+
+fn bad_body(e: JsonRejection) -> Response {
+    error(
+        StatusCode::BAD_REQUEST,
+        Code::InvalidArguments.as_str(),
+        format!(
+            "the request body is not what this endpoint takes: {}",
+            e.body_text()
+        ),
+    )
+}
+
+fn refused(e: OperatorError) -> Response {
+    let status = match &e {
+        e if e.is_bad_input() => StatusCode::BAD_REQUEST,
+        OperatorError::PlanChanged { .. } | OperatorError::ApplyAlive { .. } => {
+            StatusCode::CONFLICT
+        }
+        OperatorError::PlanOutlived { .. } => StatusCode::GONE,
+        OperatorError::Refused(_) => StatusCode::CONFLICT,
+        OperatorError::UpstreamDown { .. } | OperatorError::Log(_) => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+        _ => StatusCode::BAD_REQUEST,
+    };
+    if let OperatorError::Log(inner) = &e {
+        tracing::error!("console: event log: {inner}");
+    }
+    error(status, e.code(), e.to_string())
+}
+
+/// `POST /console/api/approve` body.
+#[derive(Deserialize)]
+struct ApproveBody {
+    key_id: String,
+    plan_digest: String,
+}
+
+/// Records the operator's yes to the digest the person saw; refused with
+/// `plan_changed` (nothing recorded) when it is no longer current.
+async fn approve(
+    State(gw): State<Arc<Gateway>>,
+    headers: HeaderMap,
+    body: Result<Json<ApproveBody>, JsonRejection>,
+) -> Response {
+    let session = match guard(&gw, &headers).await {
+        Ok(s) => s,
+        Err(refused) => return refused,
+    };
+    let Json(body) = match body {
+        Ok(b) => b,
+        Err(e) => return bad_body(e),
+    };
+    let key = match key_by_id(&gw, &body.key_id).await {
+        Ok(k) => k,
+        Err(r) => return r,
+    };
+    let acting = operator::acting(&key, &session.operator.name, Channel::Console);
+    match operator::approve(
+        gw.log(),
+        &key,
+        acting.actor(),
+        Channel::Console,
+        &body.plan_digest,
+        true,
+    )
+    .await
+    {
+        Ok((state, _)) => {
+            tracing::info!(operator = %session.operator.name, key = %key.name, "console: approved plan");
+            ok_json(json!({
+                "success": true,
+                "key": key.name,
+                "plan_digest": body.plan_digest,
+                "current_digest": state.plan_digest(),
+                "approved_by": session.operator.name,
+            }))
+        }
+        Err(e) => refused(e),
+    }
+}
+
+/// `POST /console/api/discard` body: no `step_ids` discards every waiting
+/// step.
+#[derive(Deserialize)]
+struct DiscardBody {
+    key_id: String,
+    #[serde(default)]
+    step_ids: Vec<String>,
+}
+
+async fn discard(
+    State(gw): State<Arc<Gateway>>,
+    headers: HeaderMap,
+    body: Result<Json<DiscardBody>, JsonRejection>,
+) -> Response {
+    let session = match guard(&gw, &headers).await {
+        Ok(s) => s,
+        Err(refused) => return refused,
+    };
+    let Json(body) = match body {
+        Ok(b) => b,
+        Err(e) => return bad_body(e),
+    };
+    let key = match key_by_id(&gw, &body.key_id).await {
+        Ok(k) => k,
+        Err(r) => return r,
+    };
+    let acting = operator::acting(&key, &session.operator.name, Channel::Console);
+    match operator::discard(gw.log(), &acting, &body.step_ids).await {
+        Ok((state, ids)) => {
+            tracing::info!(operator = %session.operator.name, key = %key.name, discarded = ids.len(), "console: discarded steps");
+            ok_json(json!({
+                "success": true,
+                "key": key.name,
+                "discarded": ids,
+                "pending_steps": state.planned_steps().count(),
+                "plan_digest": state.plan_digest(),
+            }))
+        }
+        Err(e) => refused(e),
+    }
+}
+
+/// `POST /console/api/retry` body.
+#[derive(Deserialize)]
+struct RetryBody {
+    key_id: String,
+    step_id: String,
+}
+
+/// Retries one in-doubt step now and answers its receipt.
+async fn retry(
+    State(gw): State<Arc<Gateway>>,
+    headers: HeaderMap,
+    body: Result<Json<RetryBody>, JsonRejection>,
+) -> Response {
+    let session = match guard(&gw, &headers).await {
+        Ok(s) => s,
+        Err(refused) => return refused,
+    };
+    let Json(body) = match body {
+        Ok(b) => b,
+        Err(e) => return bad_body(e),
+    };
+    let key = match key_by_id(&gw, &body.key_id).await {
+        Ok(k) => k,
+        Err(r) => return r,
+    };
+    let acting = operator::acting(&key, &session.operator.name, Channel::Console);
+    match operator::retry(&gw, &acting, &body.step_id).await {
+        Ok(receipt) => {
+            tracing::info!(operator = %session.operator.name, key = %key.name, "console: retried a step");
+            ok_json(receipt.structured_content.unwrap_or(Value::Null))
+        }
+        Err(e) => refused(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn the_pages_are_self_contained_and_render_text_only() {
+        for (name, doc) in [("console", CONSOLE_HTML), ("login", LOGIN_HTML)] {
+            let lower = doc.to_lowercase();
+            assert!(lower.starts_with("<!doctype html>"), "{name}");
+            assert!(lower.matches("<script").count() <= 1, "{name}");
+            assert_eq!(lower.matches("<style").count(), 1, "{name}");
+            for forbidden in [
+                "http://",
+                "https://",
+                "src=",
+                "style=\"",
+                " onclick",
+                " onload",
+                " onerror",
+                "innerhtml",
+                "outerhtml",
+                "insertadjacenthtml",
+                "document.write",
+                "eval(",
+                "new function",
+                "@import",
+                "url(",
+            ] {
+                assert!(!lower.contains(forbidden), "{name} contains {forbidden:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_csp_pins_the_served_script_and_style_and_forbids_framing() {
+        let csp = csp_for(CONSOLE_HTML);
+        assert!(csp.contains("script-src 'sha256-"), "{csp}");
+        assert!(csp.contains("style-src 'sha256-"), "{csp}");
+        for d in [
+            "default-src 'none'",
+            "frame-ancestors 'none'",
+            "form-action 'self'",
+            "connect-src 'self'",
+            "base-uri 'none'",
+        ] {
+            assert!(csp.contains(d), "{d} missing from {csp}");
+        }
+        assert!(!csp.contains("unsafe"), "{csp}");
+        assert!(csp_for(LOGIN_HTML).contains("script-src 'none'"));
+    }
+
+    #[test]
+    fn only_this_origin_may_change_state() {
+        let h = |pairs: &[(&'static str, &'static str)]| {
+            let mut m = HeaderMap::new();
+            for (k, v) in pairs {
+                m.insert(*k, HeaderValue::from_static(v));
+            }
+            m
+        };
+        assert!(same_origin(&h(&[("host", "127.0.0.1:7070")])));
+        assert!(same_origin(&h(&[
+            ("host", "127.0.0.1:7070"),
+            ("origin", "http://127.0.0.1:7070"),
+        ])));
+        assert!(same_origin(&h(&[
+            ("host", "127.0.0.1:7070"),
+            ("origin", "null"),
+            ("sec-fetch-site", "same-origin"),
+        ])));
+        for bad in [
+            h(&[("host", "127.0.0.1:7070"), ("sec-fetch-site", "same-site")]),
+            h(&[("host", "127.0.0.1:7070"), ("sec-fetch-site", "cross-site")]),
+            h(&[
+                ("host", "127.0.0.1:7070"),
+                ("origin", "http://127.0.0.1:7071"),
+            ]),
+            h(&[("host", "127.0.0.1:7070"), ("origin", "null")]),
+        ] {
+            assert!(!same_origin(&bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn cookies_are_found_among_others() {
+        let mut m = HeaderMap::new();
+        m.insert(
+            header::COOKIE,
+            HeaderValue::from_static("a=1; plangate_console=x.y.z.m; b=2"),
+        );
+        assert_eq!(cookie_value(&m).as_deref(), Some("x.y.z.m"));
+        assert!(same("abc", "abc") && !same("abc", "abd") && !same("abc", "ab"));
+    }
+}

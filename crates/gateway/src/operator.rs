@@ -1,0 +1,425 @@
+//! What a person does to a key's plan from outside the agent — through the
+//! CLI (`plangate plans …`) or the web console — in one place, so both
+//! channels follow exactly the same rules (DESIGN §5, §7).
+//!
+//! Plans are folds over each key's event log, so every act here is a
+//! [`KeyLog::transact`] with the log's compare-and-set rule: a person's
+//! discard or retry and an agent's call racing on one key never both win
+//! on a stale view. Every event a person causes names them
+//! (`Actor::Operator`) and the channel they used. Reading a plan first
+//! brings it up to date, as every plangate process sharing the store does
+//! ([`refresh`]): a claim whose lease ran out is marked `in_doubt`, and a
+//! plan past its life expires.
+//!
+//! Errors carry a stable code ([`OperatorError::code`], DESIGN §8) and a
+//! lowercase message naming the value at fault; callers add their own
+//! hints (the CLI names commands, the console names buttons).
+
+use plangate_config::Config;
+use plangate_core::{Actor, Channel, Code, EventKind, KeyState, Step, StepStatus, Verdict};
+use plangate_store::{ApiKey, now_ms};
+use rmcp::model::CallToolResult;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::Gateway;
+use crate::apply::{self, ApplyRequest};
+use crate::log::{KeyLog, LogError};
+use crate::plan::{Acting, expires_in, expiry_due, step_json};
+use crate::refusal::Refusal;
+
+/// Why a person's act on a plan was refused. Nothing was recorded or run.
+#[derive(Debug, thiserror::Error)]
+pub enum OperatorError {
+    /// The plan has no step with that id.
+    #[error("there is no step {step:?} in key {key:?}'s plan")]
+    NoStep {
+        /// The key's name.
+        key: String,
+        /// The step id given.
+        step: String,
+    },
+    /// Only waiting, failed or in-doubt steps can be discarded.
+    #[error("step {step} is {status}; only waiting, failed or in-doubt steps can be discarded")]
+    NotDiscardable {
+        /// The step.
+        step: String,
+        /// Its status now.
+        status: StepStatus,
+    },
+    /// Only an in-doubt step is retried.
+    #[error(
+        "step {step} is {status}, not in doubt: only an in-doubt step is retried; nothing was run"
+    )]
+    NotInDoubt {
+        /// The step.
+        step: String,
+        /// Its status now.
+        status: StepStatus,
+    },
+    /// The plan is no longer the one the person looked at.
+    #[error(
+        "the plan of key {key} is now {current}, not {seen}; nothing was recorded or run. Look at it again"
+    )]
+    PlanChanged {
+        /// The key's name.
+        key: String,
+        /// The digest the person saw.
+        seen: String,
+        /// The digest now.
+        current: String,
+    },
+    /// Not a plan digest at all.
+    #[error("{0:?} is not a plan digest: it looks like sha256: and 64 hex digits")]
+    BadDigest(String),
+    /// An apply of the key's plan is (or may still be) running.
+    #[error(
+        "an apply of key {key:?}'s plan is still running (or stopped less than a lease ago); step {step} stays in doubt. Try again shortly"
+    )]
+    ApplyAlive {
+        /// The key's name.
+        key: String,
+        /// The step the person wanted to retry.
+        step: String,
+    },
+    /// The plan's life is over, so a retried step would only expire.
+    #[error(
+        "key {key:?}'s plan outlived its life, so a retried step would expire unrun; step {step} stays in doubt. Discard it, or have the agent begin a new session and plan it again"
+    )]
+    PlanOutlived {
+        /// The key's name.
+        key: String,
+        /// The step.
+        step: String,
+    },
+    /// An upstream a step calls is not connected.
+    #[error("upstream {server:?} is not connected ({why}); nothing was run")]
+    UpstreamDown {
+        /// The upstream.
+        server: String,
+        /// Why, as the gateway knows it.
+        why: String,
+    },
+    /// The apply itself refused.
+    #[error("apply refused ({}): {}", .0.code.as_str(), .0.message)]
+    Refused(Refusal),
+    /// The event log could not be read or written.
+    #[error("{0}")]
+    Log(#[from] LogError),
+}
+
+impl OperatorError {
+    /// The stable code (DESIGN §8) for answers a program reads.
+    pub fn code(&self) -> &'static str {
+        match self {
+            OperatorError::NoStep { .. }
+            | OperatorError::NotDiscardable { .. }
+            | OperatorError::NotInDoubt { .. }
+            | OperatorError::BadDigest(_) => Code::InvalidArguments.as_str(),
+            OperatorError::PlanChanged { .. } => Code::PlanChanged.as_str(),
+            OperatorError::ApplyAlive { .. } => Code::ApplyInProgress.as_str(),
+            OperatorError::PlanOutlived { .. } => Code::PlanExpired.as_str(),
+            OperatorError::UpstreamDown { .. } | OperatorError::Log(_) => {
+                Code::UpstreamUnavailable.as_str()
+            }
+            OperatorError::Refused(r) => r.code.as_str(),
+        }
+    }
+
+    /// Whether the person asked for something that cannot be (a bad step,
+    /// digest or status) rather than the world failing: the CLI exits 2.
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            OperatorError::NoStep { .. }
+                | OperatorError::NotDiscardable { .. }
+                | OperatorError::NotInDoubt { .. }
+                | OperatorError::BadDigest(_)
+        )
+    }
+}
+
+/// The person acting on `key`'s plan, named `operator`, over `channel`.
+pub fn acting(key: &ApiKey, operator: &str, channel: Channel) -> Acting {
+    Acting {
+        key: key.clone(),
+        channel,
+        operator: Some(operator.to_owned()),
+    }
+}
+
+/// A plan's life in ms, from config.
+pub fn ttl_ms(config: &Config) -> i64 {
+    i64::try_from(config.gateway.plan_ttl.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// A claim's lease in ms, from config.
+pub fn lease_ms(config: &Config) -> i64 {
+    i64::try_from(config.gateway.lease.as_millis()).unwrap_or(30_000)
+}
+
+/// Checks that `d` is shaped like a plan digest (`sha256:` + 64 hex).
+pub fn check_digest(d: &str) -> Result<(), OperatorError> {
+    let hex = d.strip_prefix("sha256:").unwrap_or_default();
+    if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(())
+    } else {
+        Err(OperatorError::BadDigest(d.to_owned()))
+    }
+}
+
+/// Brings a key's plan up to date before a person reads or changes it:
+/// expires a plan past its life and marks claims whose lease ran out
+/// `in_doubt` (the same events the gateway's sweeper appends, by
+/// `Actor::System`). Returns the state after.
+pub async fn refresh(
+    log: &KeyLog,
+    acting: &Acting,
+    ttl_ms: i64,
+    lease_ms: i64,
+) -> Result<KeyState, LogError> {
+    let (state, ()) = log
+        .transact(&acting.key.id, |state| {
+            let now = now_ms();
+            let mut view = state.clone();
+            let mut events = Vec::new();
+            if let Some(e) = expiry_due(&view, now, ttl_ms, acting) {
+                view.apply(view.last_seq + 1, &e);
+                events.push(e);
+            }
+            for e in apply::lease_cleanup(&view, now, lease_ms, acting) {
+                view.apply(view.last_seq + 1, &e);
+                events.push(e);
+            }
+            Ok::<_, std::convert::Infallible>((events, ()))
+        })
+        .await?
+        .unwrap_or_else(|never| match never {});
+    Ok(state)
+}
+
+/// A key's plan as a person sees it (`plans show --json`, the console):
+/// the key, its mode, every open step as `get_plan` shows it (redacted,
+/// never sealed) with its attempts, the digest and whether that digest is
+/// approved by someone whose approval counts for this key (DESIGN §7).
+pub fn plan_json(config: &Config, key: &ApiKey, state: &KeyState, now: i64) -> Value {
+    let (mode, notice) = config.modes.resolve(state.mode.as_deref());
+    let digest = state.plan_digest();
+    let approved = crate::tools::is_approved(
+        state,
+        &digest,
+        &Acting {
+            key: key.clone(),
+            channel: Channel::Cli,
+            operator: None,
+        },
+    );
+    let steps: Vec<Value> = state
+        .open_steps()
+        .map(|s| {
+            let mut v = step_json(s);
+            v["attempts"] = json!(s.attempts);
+            v
+        })
+        .collect();
+    let mut body = json!({
+        "key": key.name,
+        "key_id": key.id,
+        "scope": key.scope,
+        "revoked": !key.is_active(),
+        "mode": mode.name,
+        "plan_mode": mode.plan_mode(),
+        "expires_in": expires_in(state, now, ttl_ms(config)),
+        "pending_steps": state.planned_steps().count(),
+        "plan_digest": digest,
+        "approved": approved,
+        "steps": steps,
+    });
+    if let Some(n) = notice {
+        body["notice"] = json!(n);
+    }
+    body
+}
+
+/// A person drops steps of `acting`'s key: the `named` waiting, failed or
+/// in-doubt ones, or every waiting step when none is named. Returns the
+/// state after and the ids discarded (none: nothing was recorded).
+pub async fn discard(
+    log: &KeyLog,
+    acting: &Acting,
+    named: &[String],
+) -> Result<(KeyState, Vec<String>), OperatorError> {
+    let key = &acting.key;
+    let (state, ids) = log
+        .transact(&key.id, |state| {
+            let ids: Vec<String> = if named.is_empty() {
+                state
+                    .planned_steps()
+                    .map(|s| s.record.step_id.clone())
+                    .collect()
+            } else {
+                for id in named {
+                    let Some(step) = state.step(id) else {
+                        return Err(OperatorError::NoStep {
+                            key: key.name.clone(),
+                            step: id.clone(),
+                        });
+                    };
+                    if !matches!(
+                        step.status,
+                        StepStatus::Planned | StepStatus::Failed | StepStatus::InDoubt
+                    ) {
+                        return Err(OperatorError::NotDiscardable {
+                            step: id.clone(),
+                            status: step.status,
+                        });
+                    }
+                }
+                let mut ids = named.to_vec();
+                ids.dedup();
+                ids
+            };
+            if ids.is_empty() {
+                return Ok((vec![], ids));
+            }
+            let event = acting.event(EventKind::StepsDiscarded {
+                step_ids: ids.clone(),
+            });
+            Ok((vec![event], ids))
+        })
+        .await??;
+    Ok((state, ids))
+}
+
+/// Records `actor`'s yes to `key`'s plan at `digest` over `channel`
+/// (`review_answered`, approve). With `require_current`, a digest that is
+/// not the plan's current one is refused ([`OperatorError::PlanChanged`])
+/// and nothing is recorded — the console binds the digest the person saw;
+/// without it the yes is recorded but never counts. Returns the state
+/// after and whether the approval is for the current digest.
+pub async fn approve(
+    log: &KeyLog,
+    key: &ApiKey,
+    actor: Actor,
+    channel: Channel,
+    digest: &str,
+    require_current: bool,
+) -> Result<(KeyState, bool), OperatorError> {
+    check_digest(digest)?;
+    let (state, counts) = log
+        .transact(&key.id, |state| {
+            let current = state.plan_digest();
+            if require_current && current != digest {
+                return Err(OperatorError::PlanChanged {
+                    key: key.name.clone(),
+                    seen: digest.to_owned(),
+                    current,
+                });
+            }
+            let event = plangate_core::Event {
+                at_ms: now_ms(),
+                key_id: key.id.clone(),
+                actor: actor.clone(),
+                channel,
+                kind: EventKind::ReviewAnswered {
+                    review_id: None,
+                    verdict: Verdict::Approve,
+                    plan_digest: digest.to_owned(),
+                    feedback: None,
+                },
+            };
+            Ok((vec![event], current == digest))
+        })
+        .await??;
+    Ok((state, counts))
+}
+
+/// Fails unless every upstream the steps call is connected, so nothing is
+/// claimed (or recorded as failed) when the world cannot be reached.
+pub fn require_upstreams<'a>(
+    gw: &Gateway,
+    steps: impl IntoIterator<Item = &'a Step>,
+) -> Result<(), OperatorError> {
+    let down = gw.down_upstreams();
+    for step in steps {
+        let server = &step.record.server;
+        if gw.upstream(server).is_none() {
+            return Err(OperatorError::UpstreamDown {
+                server: server.clone(),
+                why: down
+                    .get(server)
+                    .cloned()
+                    .unwrap_or_else(|| "not configured".to_owned()),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Refuses unless `step_id` is in doubt in `state`.
+pub fn check_in_doubt(state: &KeyState, key: &ApiKey, step_id: &str) -> Result<(), OperatorError> {
+    match state.step(step_id) {
+        None => Err(OperatorError::NoStep {
+            key: key.name.clone(),
+            step: step_id.to_owned(),
+        }),
+        Some(s) if s.status != StepStatus::InDoubt => Err(OperatorError::NotInDoubt {
+            step: step_id.to_owned(),
+            status: s.status,
+        }),
+        Some(_) => Ok(()),
+    }
+}
+
+/// A person's explicit retry of an in-doubt step (DESIGN §5): records
+/// `step_retried` by the operator, then runs exactly that step now through
+/// `gw`, with the same claims, fresh checks and at-most-once rule as an
+/// agent's `apply_plan`. Returns the receipt.
+pub async fn retry(
+    gw: &Gateway,
+    acting: &Acting,
+    step_id: &str,
+) -> Result<CallToolResult, OperatorError> {
+    let key = &acting.key;
+    let (lease, ttl) = (gw.lease_ms(), gw.ttl_ms());
+    let state = refresh(gw.log(), acting, ttl, lease).await?;
+    check_in_doubt(&state, key, step_id)?;
+    if let Some(step) = state.step(step_id) {
+        require_upstreams(gw, [step])?;
+    }
+    gw.log()
+        .transact(&key.id, |state| {
+            check_in_doubt(state, key, step_id)?;
+            let now = now_ms();
+            if apply::apply_alive(state, now, lease) {
+                return Err(OperatorError::ApplyAlive {
+                    key: key.name.clone(),
+                    step: step_id.to_owned(),
+                });
+            }
+            // Retried into a plan whose life is over, the step would only
+            // expire unrun.
+            if state.expires_at_ms(ttl).is_some_and(|t| t <= now) {
+                return Err(OperatorError::PlanOutlived {
+                    key: key.name.clone(),
+                    step: step_id.to_owned(),
+                });
+            }
+            let event = acting.event(EventKind::StepRetried {
+                step_id: step_id.to_owned(),
+            });
+            Ok((vec![event], ()))
+        })
+        .await??;
+    // The person's explicit retry is the authority to run this one step,
+    // whatever the key's scope: a recorded approval would cover the whole
+    // plan digest, not just this step.
+    let request = ApplyRequest {
+        step_ids: Some(vec![step_id.to_owned()]),
+        plan_digest: None,
+        continue_on_error: false,
+    };
+    apply::apply_plan(gw, acting, request, None, CancellationToken::new())
+        .await
+        .map_err(OperatorError::Refused)
+}

@@ -1,0 +1,847 @@
+//! The web console in a real browser (headless Chromium, Debian's
+//! `chromium`; `scripts/install-browser` installs it when missing), driven
+//! over the DevTools protocol like a person at the keyboard.
+//!
+//! The gateway runs in process on the demo site and serves HTTP on a
+//! loopback port; a real rmcp client plays the agent with a `plan`-scope
+//! key. The browser logs in with an operator token (after a wrong one is
+//! refused), sees the agent's plan — hostile strings in its arguments
+//! rendered as text — and a new step appear without a reload, while a page
+//! on another origin auto-submits a form to the approve endpoint and is
+//! refused without a trace in the log. A click on "Approve" then lets the
+//! agent's apply through, and the log names the operator. A screenshot
+//! goes to `target/artifacts/console.png`.
+//!
+//! A second test checks the same boundaries without a browser, over plain
+//! HTTP: API keys and operator tokens never stand in for each other,
+//! approve binds the digest the person saw (`plan_changed`), a missing
+//! CSRF header is refused, and a revoked token ends its session at once.
+//!
+//! Chromium runs in its own process group with a fresh profile, and the
+//! whole group is killed when the test ends, however it ends.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use plangate_config::Namespace;
+use plangate_core::Scope;
+use plangate_gateway::Gateway;
+use plangate_store::Store;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+// Hostile strings: none may become markup, run, or leave the page.
+const IMG: &str = "<img src=x onerror=\"window.__pwned='img'\">";
+const SCRIPT: &str = "</script><script>window.__pwned='script'</script>";
+const JS_LINK: &str = "javascript:window.__pwned='link'";
+const ANCHOR: &str = "<a href=\"javascript:window.__pwned='anchor'\">click me</a>";
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn artifacts_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"));
+    target.join("artifacts")
+}
+
+/// `/usr/bin/chromium`, installed by `scripts/install-browser` if missing.
+fn chromium() -> &'static str {
+    if !Path::new(CHROMIUM).exists() {
+        let script = workspace_root().join("scripts/install-browser");
+        let status = Command::new(&script)
+            .status()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+        assert!(status.success(), "scripts/install-browser failed");
+    }
+    assert!(Path::new(CHROMIUM).exists(), "{CHROMIUM} is missing");
+    CHROMIUM
+}
+
+// === the gateway under test ===
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    gw: Arc<Gateway>,
+    store: Arc<dyn Store>,
+    base: String,
+    shutdown: CancellationToken,
+    key_id: String,
+    agent_token: String,
+    operator_token: String,
+}
+
+/// A gateway on the demo site, serving HTTP on a loopback port, with a
+/// `plan`-scope key `planner` and an operator token `ana`.
+async fn setup() -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let store = plangate_store::open_sqlite(&dir.path().join("plangate.db"))
+        .await
+        .unwrap();
+    let key = store.create_key("planner", Scope::Plan).await.unwrap();
+    let operator = store.create_operator_token("ana").await.unwrap();
+    let (site, _) = in_process("site", demo(dir.path().join("site.json")));
+    let mut config = config(&["site"], Namespace::Auto);
+    config.upstreams.get_mut("site").unwrap().tools = plangate_config::demo_tool_overrides();
+    let gw = Gateway::start(
+        config,
+        store.clone(),
+        material(),
+        BTreeMap::from([("site".into(), site)]),
+    )
+    .await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let shutdown = CancellationToken::new();
+    tokio::spawn(plangate_gateway::http::serve(
+        gw.clone(),
+        listener,
+        shutdown.clone(),
+    ));
+    Setup {
+        _dir: dir,
+        gw,
+        store,
+        base: format!("http://127.0.0.1:{port}"),
+        shutdown,
+        key_id: key.key.id,
+        agent_token: key.token,
+        operator_token: operator.token,
+    }
+}
+
+impl Setup {
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.gw.shutdown().await;
+    }
+
+    /// The key's events as stored: `(type, body)`.
+    async fn events(&self) -> Vec<(String, Value)> {
+        self.store
+            .export_events(Some(&self.key_id), None)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.kind, e.body))
+            .collect()
+    }
+
+    async fn approvals(&self) -> Vec<Value> {
+        self.events()
+            .await
+            .into_iter()
+            .filter(|(kind, _)| kind == "review_answered")
+            .map(|(_, body)| body)
+            .collect()
+    }
+}
+
+// === Chromium over the DevTools protocol ===
+
+/// A headless Chromium in its own process group; dropping it kills the
+/// whole group.
+struct Browser {
+    child: Child,
+    _profile: tempfile::TempDir,
+    ws: tungstenite::WebSocket<TcpStream>,
+    next_id: u64,
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let pgid = self.child.id();
+        // The `--` matters: procps `kill -KILL -1234` reads `-1234` as `-2`.
+        if pgid > 1 {
+            let _ = Command::new("kill")
+                .args(["-s", "KILL", "--", &format!("-{pgid}")])
+                .stderr(Stdio::null())
+                .status();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+impl Browser {
+    fn start() -> Browser {
+        use std::os::unix::process::CommandExt;
+        let profile = tempfile::tempdir().unwrap();
+        let child = Command::new(chromium())
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--disable-dev-shm-usage",
+                "--hide-scrollbars",
+                "--window-size=1200,1000",
+                "--remote-debugging-address=127.0.0.1",
+                "--remote-debugging-port=0",
+            ])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg("about:blank")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("chromium starts");
+        let mut browser_guard = Some(child);
+        let active = profile.path().join("DevToolsActivePort");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let (port, path) = loop {
+            if let Ok(text) = std::fs::read_to_string(&active) {
+                let mut lines = text.lines();
+                if let (Some(port), Some(path)) = (lines.next(), lines.next()) {
+                    break (port.trim().to_owned(), path.trim().to_owned());
+                }
+            }
+            if Instant::now() > deadline {
+                let mut child = browser_guard.take().unwrap();
+                let _ = Command::new("kill")
+                    .args(["-s", "KILL", "--", &format!("-{}", child.id())])
+                    .status();
+                let _ = child.wait();
+                panic!("chromium wrote no DevToolsActivePort within a minute");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let child = browser_guard.take().unwrap();
+        let stream = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        let (ws, _) = tungstenite::client(format!("ws://127.0.0.1:{port}{path}"), stream)
+            .expect("devtools websocket");
+        Browser {
+            child,
+            _profile: profile,
+            ws,
+            next_id: 0,
+        }
+    }
+
+    /// Sends one command (to a page's session if given) and returns its
+    /// result, skipping the events that arrive meanwhile.
+    fn call(&mut self, session: Option<&str>, method: &str, params: Value) -> Value {
+        self.try_call(session, method, params)
+            .unwrap_or_else(|e| panic!("{method} failed: {e}"))
+    }
+
+    /// Like [`Browser::call`], with the protocol's error as `Err` (a page
+    /// between two documents has no context to evaluate in).
+    fn try_call(
+        &mut self,
+        session: Option<&str>,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, Value> {
+        self.next_id += 1;
+        let id = self.next_id;
+        let mut msg = json!({"id": id, "method": method, "params": params});
+        if let Some(s) = session {
+            msg["sessionId"] = json!(s);
+        }
+        self.ws
+            .send(tungstenite::Message::text(msg.to_string()))
+            .unwrap();
+        loop {
+            let raw = self.ws.read().expect("devtools answers");
+            let Ok(text) = raw.to_text() else { continue };
+            let v: Value = serde_json::from_str(text).unwrap();
+            if v["id"] == json!(id) {
+                if let Some(e) = v.get("error") {
+                    return Err(e.clone());
+                }
+                return Ok(v["result"].clone());
+            }
+        }
+    }
+
+    /// A new tab at `url`, attached: its session id.
+    fn open(&mut self, url: &str) -> String {
+        let target = self.call(None, "Target.createTarget", json!({"url": "about:blank"}));
+        let attached = self.call(
+            None,
+            "Target.attachToTarget",
+            json!({"targetId": target["targetId"], "flatten": true}),
+        );
+        let session = attached["sessionId"].as_str().unwrap().to_owned();
+        self.call(Some(&session), "Page.enable", json!({}));
+        self.call(Some(&session), "Runtime.enable", json!({}));
+        self.call(Some(&session), "Page.navigate", json!({"url": url}));
+        session
+    }
+
+    /// Evaluates `expr` in the page and returns its value.
+    fn eval(&mut self, session: &str, expr: &str) -> Value {
+        let r = self.call(
+            Some(session),
+            "Runtime.evaluate",
+            json!({"expression": expr, "returnByValue": true, "awaitPromise": true}),
+        );
+        if let Some(e) = r.get("exceptionDetails") {
+            panic!("{expr} threw: {e}");
+        }
+        r["result"]["value"].clone()
+    }
+
+    /// Waits until `expr` is truthy in the page; panics with `what`.
+    fn wait_for(&mut self, session: &str, what: &str, expr: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let r = self.try_call(
+                Some(session),
+                "Runtime.evaluate",
+                json!({"expression": format!("!!({expr})"), "returnByValue": true}),
+            );
+            if r.is_ok_and(|r| r["result"]["value"] == json!(true)) {
+                return;
+            }
+            if Instant::now() > deadline {
+                let body = self.eval(session, "document.body ? document.body.innerText : ''");
+                panic!("timed out waiting for {what}; the page says:\n{body}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Clicks the centre of the first element matching `selector` with
+    /// real mouse events.
+    fn click(&mut self, session: &str, selector: &str) {
+        let sel = serde_json::to_string(selector).unwrap();
+        let at = self.eval(
+            session,
+            &format!(
+                "(() => {{ const e = document.querySelector({sel}); if (!e) return null; e.scrollIntoView({{block: 'center'}}); const r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; }})()"
+            ),
+        );
+        let (x, y) = (
+            at[0].as_f64().unwrap_or_else(|| panic!("no {selector}")),
+            at[1].as_f64().unwrap(),
+        );
+        for kind in ["mousePressed", "mouseReleased"] {
+            self.call(
+                Some(session),
+                "Input.dispatchMouseEvent",
+                json!({"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1}),
+            );
+        }
+    }
+
+    /// Types `text` into the element matching `selector`, as a keyboard
+    /// would.
+    fn type_into(&mut self, session: &str, selector: &str, text: &str) {
+        let sel = serde_json::to_string(selector).unwrap();
+        self.eval(
+            session,
+            &format!(
+                "(() => {{ const e = document.querySelector({sel}); e.value = ''; e.focus(); }})()"
+            ),
+        );
+        self.call(Some(session), "Input.insertText", json!({"text": text}));
+    }
+
+    /// Submits the login form with `token` and waits for the next page.
+    fn log_in(&mut self, session: &str, token: &str) {
+        self.eval(session, "window.__previousPage = true");
+        self.type_into(session, "#token", token);
+        self.click(session, "#login");
+        self.wait_for(
+            session,
+            "the page after logging in",
+            "!window.__previousPage && document.readyState === 'complete'",
+        );
+    }
+
+    fn screenshot(&mut self, session: &str, to: &Path) {
+        use base64::Engine as _;
+        let shot = self.call(
+            Some(session),
+            "Page.captureScreenshot",
+            json!({"format": "png", "captureBeyondViewport": true}),
+        );
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(shot["data"].as_str().unwrap())
+            .unwrap();
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::write(to, png).unwrap();
+    }
+}
+
+/// Runs blocking browser work without stalling the gateway's runtime.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    tokio::task::block_in_place(f)
+}
+
+/// A second origin (another loopback port) whose page auto-submits a form
+/// to the console's approve endpoint: the classic cross-site request.
+async fn attacker(target: &str, key_id: &str, digest: &str) -> (String, CancellationToken) {
+    let page = format!(
+        "<!DOCTYPE html><html><body><form id=f method=post action=\"{target}/console/api/approve\" enctype=\"text/plain\"><input name='{{\"key_id\":\"{key_id}\",\"plan_digest\":\"{digest}\",\"x\":\"' value='\"}}'></form><script>document.getElementById('f').submit()</script></body></html>"
+    );
+    let app = axum::Router::new().route(
+        "/",
+        axum::routing::get(move || {
+            let page = page.clone();
+            async move { axum::response::Html(page) }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = CancellationToken::new();
+    let done = stop.clone();
+    tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(done.cancelled_owned())
+            .await
+    });
+    (format!("http://{addr}/"), stop)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_operator_approves_a_plan_in_the_console_and_only_then_the_agent_applies_it() {
+    let s = setup().await;
+    let client = client_of(s.gw.clone(), Some(s.agent_token.clone()), Seen::default()).await;
+
+    // The agent (scope plan) plans a write full of hostile strings; its
+    // apply is refused: nobody outside the key has approved.
+    let planned = call(
+        &client,
+        "update_page",
+        json!({"id": 2, "title": IMG, "body": SCRIPT}),
+    )
+    .await;
+    assert_eq!(planned.is_error, Some(false), "{planned:?}");
+    assert_eq!(
+        planned.structured_content.as_ref().unwrap()["code"],
+        "plan_step"
+    );
+    let plan = call(&client, "plangate_get_plan", json!({})).await;
+    let digest = plan.structured_content.unwrap()["plan_digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let refused = call(
+        &client,
+        "plangate_apply_plan",
+        json!({"plan_digest": digest}),
+    )
+    .await;
+    assert_eq!(refused.is_error, Some(true), "{refused:?}");
+    assert_eq!(refused.structured_content.unwrap()["code"], "forbidden");
+
+    let mut b = blocking(Browser::start);
+    let console = format!("{}/console", s.base);
+
+    // A wrong token is refused with a clear message, and no session.
+    let page = blocking(|| {
+        let page = b.open(&console);
+        b.wait_for(&page, "the login form", "document.getElementById('token')");
+        b.log_in(&page, "pgo_not-a-real-operator-token");
+        b.wait_for(
+            &page,
+            "the refusal",
+            "document.body.innerText.includes('not a valid operator token')",
+        );
+        assert_eq!(
+            b.eval(&page, "document.getElementById('keys') === null"),
+            json!(true)
+        );
+        // An API key is not an operator token either.
+        b.log_in(&page, &s.agent_token);
+        b.wait_for(
+            &page,
+            "the refusal of an API key",
+            "document.getElementById('token') && document.body.innerText.includes('not a valid operator token')",
+        );
+        // The operator token opens the console, which shows the plan.
+        b.log_in(&page, &s.operator_token);
+        b.wait_for(
+            &page,
+            "the planner's plan",
+            "document.querySelector('section.key[data-key=\"planner\"] li.step')",
+        );
+        page
+    });
+    let seen = blocking(|| {
+        b.eval(
+            &page,
+            "(() => { const k = document.querySelector('section.key[data-key=\"planner\"]'); return { text: k.innerText, args: k.querySelector('pre.arguments').textContent, digest: k.querySelector('.digest').textContent, approved: k.querySelector('.approved').textContent, who: document.getElementById('who').textContent, steps: k.querySelectorAll('li.step').length }; })()",
+        )
+    });
+    assert_eq!(seen["digest"], json!(digest), "{seen}");
+    assert_eq!(seen["approved"], "not approved");
+    assert_eq!(seen["who"], "operator ana");
+    assert_eq!(seen["steps"], 1);
+    let text = seen["text"].as_str().unwrap();
+    assert!(text.contains("update_page"), "{text}");
+    assert!(text.contains("a copy of 2"), "lands_on is shown: {text}");
+    // Hostile arguments are shown as the exact text they are.
+    let args: Value = serde_json::from_str(seen["args"].as_str().unwrap()).unwrap();
+    assert_eq!(args["title"], IMG);
+    assert_eq!(args["body"], SCRIPT);
+
+    // While the page stays open, the agent plans another step; the page
+    // shows it without a reload (the marker set on this document survives).
+    blocking(|| b.eval(&page, "window.__sameDocument = 'yes'"));
+    let menu = call(
+        &client,
+        "create_menu_item",
+        json!({"menu": "main", "label": ANCHOR, "url": JS_LINK}),
+    )
+    .await;
+    assert_eq!(menu.is_error, Some(false), "{menu:?}");
+    let plan = call(&client, "plangate_get_plan", json!({})).await;
+    let digest = plan.structured_content.unwrap()["plan_digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    blocking(|| {
+        b.wait_for(
+            &page,
+            "the new step, live",
+            "document.querySelectorAll('section.key[data-key=\"planner\"] li.step').length === 2",
+        );
+        b.wait_for(
+            &page,
+            "the new digest",
+            &format!(
+                "document.querySelector('section.key[data-key=\"planner\"] .digest').textContent === {}",
+                serde_json::to_string(&digest).unwrap()
+            ),
+        );
+        assert_eq!(b.eval(&page, "window.__sameDocument"), json!("yes"));
+    });
+    let hostile = blocking(|| {
+        b.eval(
+            &page,
+            "(() => { const k = document.getElementById('keys'); return { pwned: window.__pwned === undefined ? null : String(window.__pwned), markup: k.querySelectorAll('img, script, a, iframe, object, svg, form').length, text: k.textContent }; })()",
+        )
+    });
+    assert_eq!(hostile["pwned"], Value::Null, "hostile code ran: {hostile}");
+    assert_eq!(
+        hostile["markup"], 0,
+        "hostile text became markup: {hostile}"
+    );
+    let text = hostile["text"].as_str().unwrap();
+    for s in [IMG, SCRIPT, ANCHOR, JS_LINK] {
+        let shown = serde_json::to_string(s).unwrap();
+        assert!(
+            text.contains(&shown[1..shown.len() - 1]),
+            "{s} is not shown as text"
+        );
+    }
+
+    // A page on another origin auto-submits a form to the approve
+    // endpoint (the session cookie rides along: same site, other port).
+    // It is refused, and nothing is recorded.
+    let before = s.store.last_seq().await.unwrap();
+    let (evil, stop_evil) = attacker(&s.base, &s.key_id, &digest).await;
+    let answer = blocking(|| {
+        let evil_page = b.open(&evil);
+        b.wait_for(
+            &evil_page,
+            "the console's answer to the forged form",
+            "location.href.includes('/console/api/approve') && document.body && document.body.innerText.length > 0",
+        );
+        b.eval(&evil_page, "document.body.innerText")
+    });
+    stop_evil.cancel();
+    assert!(
+        answer.as_str().unwrap().contains("cross_site_request"),
+        "{answer}"
+    );
+    assert_eq!(
+        s.store.last_seq().await.unwrap(),
+        before,
+        "something was recorded"
+    );
+    assert!(s.approvals().await.is_empty());
+
+    // The person clicks Approve: the digest on screen is approved.
+    blocking(|| {
+        b.click(&page, "section.key[data-key=\"planner\"] button.approve");
+        b.wait_for(
+            &page,
+            "the approval",
+            "document.querySelector('section.key[data-key=\"planner\"] .approved').textContent === 'approved'",
+        );
+        // Show the first step's (redacted) arguments, as a person would.
+        b.click(
+            &page,
+            "section.key[data-key=\"planner\"] details.args > summary",
+        );
+        b.wait_for(
+            &page,
+            "the arguments",
+            "document.querySelector('details.args').open",
+        );
+        b.screenshot(&page, &artifacts_dir().join("console.png"));
+    });
+    let approvals = s.approvals().await;
+    assert_eq!(approvals.len(), 1, "{approvals:?}");
+    assert_eq!(
+        approvals[0]["actor"],
+        json!({"kind": "operator", "name": "ana"})
+    );
+    assert_eq!(approvals[0]["channel"], "console");
+    assert_eq!(approvals[0]["verdict"], "approve");
+    assert_eq!(approvals[0]["plan_digest"], json!(digest));
+
+    // Now the agent's apply of that digest goes through.
+    let receipt = call(
+        &client,
+        "plangate_apply_plan",
+        json!({"plan_digest": digest}),
+    )
+    .await;
+    assert_eq!(receipt.is_error, Some(false), "{receipt:?}");
+    let receipt = receipt.structured_content.unwrap();
+    assert_eq!(receipt["applied"], 2, "{receipt}");
+
+    // Nothing hostile ran at any point.
+    let pwned = blocking(|| b.eval(&page, "window.__pwned === undefined"));
+    assert_eq!(pwned, json!(true));
+    drop(b);
+    client.cancel().await.unwrap();
+    s.stop().await;
+}
+
+/// Logs in over plain HTTP (no browser, so no `Origin`): the session
+/// cookie and the CSRF token.
+async fn login(http: &reqwest::Client, base: &str, token: &str) -> Option<(String, String)> {
+    let r = http
+        .post(format!("{base}/console/login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={token}"))
+        .send()
+        .await
+        .unwrap();
+    let cookie = r
+        .headers()
+        .get("set-cookie")?
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let state: Value = http
+        .get(format!("{base}/console/api/state"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    Some((cookie, state["csrf"].as_str()?.to_owned()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_never_cross_over_approve_binds_the_digest_and_revocation_is_immediate() {
+    let s = setup().await;
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let client = client_of(s.gw.clone(), Some(s.agent_token.clone()), Seen::default()).await;
+    let planned = call(
+        &client,
+        "update_page",
+        json!({"id": 2, "title": "About us"}),
+    )
+    .await;
+    assert_eq!(planned.is_error, Some(false), "{planned:?}");
+
+    // A wrong token: 401, a clear message, no cookie, nothing else.
+    let r = http
+        .post(format!("{}/console/login", s.base))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("token=pgo_wrong")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    assert!(r.headers().get("set-cookie").is_none());
+    let body = r.text().await.unwrap();
+    assert!(body.contains("not a valid operator token"), "{body}");
+    // An API key never opens the console; an operator token never opens /mcp.
+    assert!(login(&http, &s.base, &s.agent_token).await.is_none());
+    let r = http
+        .post(format!("{}/mcp", s.base))
+        .bearer_auth(&s.operator_token)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+
+    let (cookie, csrf) = login(&http, &s.base, &s.operator_token).await.unwrap();
+    let page = http
+        .get(format!("{}/console", s.base))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    let h = page.headers();
+    let csp = h["content-security-policy"].to_str().unwrap().to_owned();
+    assert!(csp.contains("frame-ancestors 'none'") && csp.contains("form-action 'self'"));
+    assert!(csp.contains("script-src 'sha256-"), "{csp}");
+    assert_eq!(h["x-content-type-options"], "nosniff");
+    assert_eq!(h["referrer-policy"], "no-referrer");
+    assert_eq!(h["cache-control"], "no-store");
+    let state: Value = http
+        .get(format!("{}/console/api/state", s.base))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let digest = state["keys"][0]["plan_digest"].as_str().unwrap().to_owned();
+    // Nothing changed since: the poll is answered without the plans.
+    let again: Value = http
+        .get(format!(
+            "{}/console/api/state?after={}",
+            s.base, state["seq"]
+        ))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(again["changed"], false, "{again}");
+    assert!(again.get("keys").is_none());
+
+    let approve = |csrf: Option<&str>, digest: &str| {
+        let mut r = http
+            .post(format!("{}/console/api/approve", s.base))
+            .header("cookie", &cookie)
+            .json(&json!({"key_id": s.key_id, "plan_digest": digest}));
+        if let Some(c) = csrf {
+            r = r.header("x-plangate-csrf", c);
+        }
+        r.send()
+    };
+    // Without the CSRF header, or with another session's: refused.
+    let r = approve(None, &digest).await.unwrap();
+    assert_eq!(r.status(), 403);
+    let err: Value = r.json().await.unwrap();
+    assert_eq!(err["error"], "csrf_token_invalid");
+    let r = approve(Some(&"0".repeat(64)), &digest).await.unwrap();
+    assert_eq!(r.status(), 403);
+
+    // The plan changes after the person looked: plan_changed, nothing
+    // recorded.
+    let more = call(
+        &client,
+        "update_option",
+        json!({"name": "tagline", "value": "hi"}),
+    )
+    .await;
+    assert_eq!(more.is_error, Some(false), "{more:?}");
+    let r = approve(Some(&csrf), &digest).await.unwrap();
+    assert_eq!(r.status(), 409);
+    let err: Value = r.json().await.unwrap();
+    assert_eq!(err["error"], "plan_changed", "{err}");
+    assert!(s.approvals().await.is_empty());
+
+    // Retry is for in-doubt steps only; discard records the operator.
+    let step_id = planned.structured_content.as_ref().unwrap()["step_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let post = |path: &str, body: Value| {
+        http.post(format!("{}/console/api/{path}", s.base))
+            .header("cookie", &cookie)
+            .header("x-plangate-csrf", &csrf)
+            .json(&body)
+            .send()
+    };
+    let r = post("retry", json!({"key_id": s.key_id, "step_id": step_id}))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let err: Value = r.json().await.unwrap();
+    assert_eq!(err["error"], "invalid_arguments");
+    assert!(
+        err["message"].as_str().unwrap().contains("not in doubt"),
+        "{err}"
+    );
+    let r = post(
+        "discard",
+        json!({"key_id": s.key_id, "step_ids": [step_id]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 200);
+    let done: Value = r.json().await.unwrap();
+    assert_eq!(done["discarded"], json!([step_id]));
+    let discards: Vec<Value> = s
+        .events()
+        .await
+        .into_iter()
+        .filter(|(kind, _)| kind == "steps_discarded")
+        .map(|(_, body)| body)
+        .collect();
+    assert_eq!(discards.len(), 1);
+    assert_eq!(
+        discards[0]["actor"],
+        json!({"kind": "operator", "name": "ana"})
+    );
+    assert_eq!(discards[0]["channel"], "console");
+    let r = post("discard", json!({"key_id": "key_0000000000000000"}))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+
+    // Revoked: the very next request is refused.
+    s.store.revoke_operator_token("ana").await.unwrap();
+    let r = http
+        .get(format!("{}/console/api/state", s.base))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let err: Value = r.json().await.unwrap();
+    assert_eq!(err["error"], "unauthorized");
+    let r = approve(Some(&csrf), &digest).await.unwrap();
+    assert_eq!(r.status(), 401);
+    // A forged cookie for the same id is refused too.
+    let forged = cookie.replace(&cookie[cookie.len() - 8..], "00000000");
+    let r = http
+        .get(format!("{}/console/api/state", s.base))
+        .header("cookie", &forged)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    assert!(s.approvals().await.is_empty());
+
+    client.cancel().await.unwrap();
+    s.stop().await;
+}
