@@ -50,6 +50,7 @@
 //!   `step_deduplicated` are kept in the log and change nothing here.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -200,8 +201,11 @@ pub struct KeyState {
     pub session_id: Option<String>,
     /// When the plan's current life started; `None` while no life runs.
     pub life_started_at_ms: Option<i64>,
-    /// Every step ever planned for the key, in planning order.
-    pub steps: Vec<Step>,
+    /// Every step ever planned for the key, in planning order. Each step is
+    /// shared, so copying a state (every read of the log hands one out) is
+    /// a few pointer copies, and an event changes only the step it names.
+    #[serde(with = "shared_steps")]
+    pub steps: Vec<Arc<Step>>,
     /// The position the next planned step takes (see the module docs).
     pub next_position: u32,
     /// The apply started and not finished.
@@ -228,6 +232,27 @@ impl Default for KeyState {
             applying_touched_ms: None,
             reviews: Vec::new(),
         }
+    }
+}
+
+/// Serialises `Vec<Arc<Step>>` as a plain list of steps.
+mod shared_steps {
+    use std::sync::Arc;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::Step;
+
+    pub fn serialize<S: Serializer>(steps: &[Arc<Step>], s: S) -> Result<S::Ok, S::Error> {
+        let plain: Vec<&Step> = steps.iter().map(|step| &**step).collect();
+        plain.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Arc<Step>>, D::Error> {
+        Ok(Vec::<Step>::deserialize(d)?
+            .into_iter()
+            .map(Arc::new)
+            .collect())
     }
 }
 
@@ -431,7 +456,7 @@ impl KeyState {
             self.start_life(at);
         }
         self.next_position = self.next_position.max(record.position.saturating_add(1));
-        self.steps.push(Step::new(record.clone(), at));
+        self.steps.push(Arc::new(Step::new(record.clone(), at)));
     }
 
     fn discard(&mut self, step_ids: &[String], at: i64) {
@@ -449,7 +474,10 @@ impl KeyState {
     }
 
     fn step_mut(&mut self, step_id: &str) -> Option<&mut Step> {
-        self.steps.iter_mut().find(|s| s.record.step_id == step_id)
+        self.steps
+            .iter_mut()
+            .find(|s| s.record.step_id == step_id)
+            .map(Arc::make_mut)
     }
 
     fn running_step_mut(&mut self, step_id: &str) -> Option<&mut Step> {
@@ -474,14 +502,22 @@ impl KeyState {
     }
 
     fn steps_where(&self, keep: impl Fn(&Step) -> bool) -> std::vec::IntoIter<&Step> {
-        let mut steps: Vec<&Step> = self.steps.iter().filter(|s| keep(s)).collect();
+        let mut steps: Vec<&Step> = self
+            .steps
+            .iter()
+            .map(|s| &**s)
+            .filter(|s| keep(s))
+            .collect();
         steps.sort_by_key(|s| s.record.position);
         steps.into_iter()
     }
 
     /// Any step ever planned for the key, by id.
     pub fn step(&self, step_id: &str) -> Option<&Step> {
-        self.steps.iter().find(|s| s.record.step_id == step_id)
+        self.steps
+            .iter()
+            .map(|s| &**s)
+            .find(|s| s.record.step_id == step_id)
     }
 
     /// The digest of the planned steps ([`crate::plan_digest`]).

@@ -14,8 +14,8 @@
 use std::time::Duration;
 
 use plangate_core::{
-    Code, Effect, EventKind, KeyState, Scope, StepError, StepStatus, restore_secrets, schema_hash,
-    scrub_text, scrub_value,
+    Code, Effect, EventKind, KeyState, Scope, StepError, StepStatus, restore_secrets, scrub_text,
+    scrub_value,
 };
 use plangate_store::now_ms;
 use rmcp::model::{
@@ -254,6 +254,9 @@ pub async fn apply_plan(
     let total = selected.len();
     let mut outcomes: Vec<(String, Outcome)> = Vec::new();
     let mut stop = false;
+    // A step's outcome is committed together with the next step's claim
+    // (or with the apply's end): one durable append per step, not two.
+    let mut carry: Vec<plangate_core::Event> = Vec::new();
     for (i, step_id) in selected.iter().enumerate() {
         if stop || cancel.is_cancelled() {
             outcomes.push((step_id.clone(), Outcome::NotRun));
@@ -269,7 +272,16 @@ pub async fn apply_plan(
                 .with_message(format!("step {} of {total}: {predicted}", i + 1));
             let _ = p.peer.notify_progress(note).await;
         }
-        let outcome = run_step(gw, acting, &apply_id, step_id, &cancel).await?;
+        let (outcome, recorded) = run_step(
+            gw,
+            acting,
+            &apply_id,
+            step_id,
+            &cancel,
+            std::mem::take(&mut carry),
+        )
+        .await?;
+        carry = recorded;
         if matches!(outcome, Outcome::Failed | Outcome::InDoubt) && !request.continue_on_error {
             stop = true;
         }
@@ -296,16 +308,15 @@ pub async fn apply_plan(
     let state = if total > 0 {
         gw.log()
             .transact(&acting.key.id, |_| {
-                Ok::<_, Refusal>((
-                    vec![acting.event(EventKind::ApplyFinished {
-                        apply_id: apply_id.clone(),
-                        applied,
-                        failed,
-                        in_doubt,
-                        not_run,
-                    })],
-                    (),
-                ))
+                let mut events = carry.clone();
+                events.push(acting.event(EventKind::ApplyFinished {
+                    apply_id: apply_id.clone(),
+                    applied,
+                    failed,
+                    in_doubt,
+                    not_run,
+                }));
+                Ok::<_, Refusal>((events, ()))
             })
             .await
             .map_err(log_failed)??
@@ -322,43 +333,61 @@ pub async fn apply_plan(
     ))
 }
 
-/// Claims, re-checks, calls and records one step.
+/// Claims, re-checks and calls one step. `carry` (the previous step's
+/// outcome) is committed with the claim; the events recording this step's
+/// outcome are returned for the next commit.
 async fn run_step(
     gw: &Gateway,
     acting: &Acting,
     apply_id: &str,
     step_id: &str,
     cancel: &CancellationToken,
-) -> Result<Outcome, Refusal> {
+    carry: Vec<plangate_core::Event>,
+) -> Result<(Outcome, Vec<plangate_core::Event>), Refusal> {
     let lease_ms = gw.lease_ms();
     let owner = gw.owner().to_owned();
     // Claim: planned|failed → running, or not ours to run.
-    let (state, claimed) = gw
+    let claim = gw
         .log()
         .transact(&acting.key.id, |state| {
-            let Some(step) = state.step(step_id) else {
-                return Ok::<_, Refusal>((vec![], false));
-            };
-            if !matches!(step.status, StepStatus::Planned | StepStatus::Failed) {
-                return Ok((vec![], false));
-            }
-            Ok((
-                vec![acting.event(EventKind::StepStarted {
+            let mut events = carry.clone();
+            // The carried outcome is another step's (an apply lists a step
+            // once), so deciding on the state before it is deciding on the
+            // state after it.
+            let claimable = state.step(step_id).is_some_and(|step| {
+                matches!(step.status, StepStatus::Planned | StepStatus::Failed)
+            });
+            if claimable {
+                events.push(acting.event(EventKind::StepStarted {
                     step_id: step_id.to_owned(),
                     apply_id: apply_id.to_owned(),
                     owner: owner.clone(),
                     lease_until_ms: now_ms() + lease_ms,
-                })],
-                true,
-            ))
+                }));
+            }
+            Ok::<_, Refusal>((events, claimable))
         })
-        .await
-        .map_err(log_failed)??;
+        .await;
+    let (state, claimed) = match claim {
+        Ok(decided) => decided?,
+        Err(e) => {
+            // Keep the previous step's outcome if the store takes it alone.
+            if !carry.is_empty() {
+                let _ = gw
+                    .log()
+                    .transact(&acting.key.id, |_| {
+                        Ok::<_, std::convert::Infallible>((carry.clone(), ()))
+                    })
+                    .await;
+            }
+            return Err(log_failed(e));
+        }
+    };
     if !claimed {
-        return Ok(Outcome::NotRun);
+        return Ok((Outcome::NotRun, Vec::new()));
     }
     let Some(step) = state.step(step_id).cloned() else {
-        return Ok(Outcome::NotRun);
+        return Ok((Outcome::NotRun, Vec::new()));
     };
     let record = &step.record;
 
@@ -371,11 +400,11 @@ async fn run_step(
             {
                 Some(s) => s,
                 None => {
-                    return finish(gw, acting, step_id, Err(StepError {
+                    return Ok(finish(acting, step_id, StepError {
                         code: Code::Forbidden.as_str().to_owned(),
                         message: "the step's sealed arguments cannot be opened with this gateway's seal key (were the keys changed?); nothing was sent".to_owned(),
                         upstream: None,
-                    })).await;
+                    }));
                 }
             }
         }
@@ -383,23 +412,21 @@ async fn run_step(
 
     // Re-check fresh: the call must still be one that could run.
     if let Err(error) = recheck(gw, acting, &step, &secrets).await {
-        return finish(gw, acting, step_id, Err(error)).await;
+        return Ok(finish(acting, step_id, error));
     }
     let Some(upstream) = gw.upstream(&record.server) else {
-        return finish(
-            gw,
+        return Ok(finish(
             acting,
             step_id,
-            Err(StepError {
+            StepError {
                 code: Code::UpstreamUnavailable.as_str().to_owned(),
                 message: format!(
                     "upstream {} is not connected; nothing was sent",
                     record.server
                 ),
                 upstream: None,
-            }),
-        )
-        .await;
+            },
+        ));
     };
 
     // Call, with the real arguments and the step id as operation key,
@@ -493,20 +520,17 @@ async fn run_step(
             let copy_id = settings.copy_id.as_deref().and_then(pick);
             let links = settings.links.iter().filter_map(|p| pick(p)).collect();
             let snapshots = settings.snapshots.iter().filter_map(|p| pick(p)).collect();
-            record_event(
-                gw,
-                acting,
-                EventKind::StepApplied {
+            tracing::info!(key = %acting.key.name, step = step_id, upstream = %record.server, tool = %record.tool, "step applied");
+            Ok((
+                Outcome::Applied,
+                vec![acting.event(EventKind::StepApplied {
                     step_id: step_id.to_owned(),
                     result: recorded,
                     copy_id,
                     links,
                     snapshots,
-                },
-            )
-            .await?;
-            tracing::info!(key = %acting.key.name, step = step_id, upstream = %record.server, tool = %record.tool, "step applied");
-            Ok(Outcome::Applied)
+                })],
+            ))
         }
         Ok(result) => {
             let upstream_result = scrub_value(
@@ -518,27 +542,26 @@ async fn run_step(
                 .iter()
                 .find_map(|c| c.as_text().map(|t| scrub_text(&t.text, &secrets)))
                 .unwrap_or_else(|| "the upstream answered an error".to_owned());
-            finish(
-                gw,
+            Ok(finish(
                 acting,
                 step_id,
-                Err(StepError {
+                StepError {
                     code: "upstream_error".to_owned(),
                     message,
                     upstream: Some(upstream_result),
-                }),
-            )
-            .await
+                },
+            ))
         }
-        Err(Some(error)) => finish(gw, acting, step_id, Err(error)).await,
+        Err(Some(error)) => Ok(finish(acting, step_id, error)),
         Err(None) => {
-            record_event(gw, acting, EventKind::StepInDoubt {
-                step_id: step_id.to_owned(),
-                reason: "no definite answer came back (connection lost, timeout or cancellation); the request may have reached the server".to_owned(),
-            })
-            .await?;
             tracing::warn!(key = %acting.key.name, step = step_id, "step in doubt");
-            Ok(Outcome::InDoubt)
+            Ok((
+                Outcome::InDoubt,
+                vec![acting.event(EventKind::StepInDoubt {
+                    step_id: step_id.to_owned(),
+                    reason: "no definite answer came back (connection lost, timeout or cancellation); the request may have reached the server".to_owned(),
+                })],
+            ))
         }
     }
 }
@@ -559,38 +582,20 @@ fn in_doubt_or_unsent(e: ServiceError, sent: bool) -> Option<StepError> {
     None
 }
 
-async fn record_event(gw: &Gateway, acting: &Acting, kind: EventKind) -> Result<(), Refusal> {
-    gw.log()
-        .transact(&acting.key.id, |_| {
-            Ok::<_, Refusal>((vec![acting.event(kind.clone())], ()))
-        })
-        .await
-        .map_err(log_failed)??;
-    Ok(())
-}
-
-async fn finish(
-    gw: &Gateway,
+/// A step that failed: its outcome, and the event recording it.
+fn finish(
     acting: &Acting,
     step_id: &str,
-    outcome: Result<(), StepError>,
-) -> Result<Outcome, Refusal> {
-    match outcome {
-        Ok(()) => Ok(Outcome::Applied),
-        Err(error) => {
-            tracing::info!(key = %acting.key.name, step = step_id, code = %error.code, "step failed");
-            record_event(
-                gw,
-                acting,
-                EventKind::StepFailed {
-                    step_id: step_id.to_owned(),
-                    error,
-                },
-            )
-            .await?;
-            Ok(Outcome::Failed)
-        }
-    }
+    error: StepError,
+) -> (Outcome, Vec<plangate_core::Event>) {
+    tracing::info!(key = %acting.key.name, step = step_id, code = %error.code, "step failed");
+    (
+        Outcome::Failed,
+        vec![acting.event(EventKind::StepFailed {
+            step_id: step_id.to_owned(),
+            error,
+        })],
+    )
 }
 
 /// The fresh checks before a step's call (DESIGN §5 Apply, 2).
@@ -629,9 +634,7 @@ async fn recheck(
             ),
         ));
     }
-    let current =
-        schema_hash(&Value::Object((*tool.tool.input_schema).clone())).unwrap_or_default();
-    if current != record.schema_hash {
+    if tool.schema_hash.as_deref() != Some(record.schema_hash.as_str()) {
         return Err(fail(
             Code::StaleTarget,
             format!(

@@ -41,6 +41,10 @@ pub struct CatalogTool {
     /// not compile (then arguments are passed unchecked, and `config check`
     /// says so).
     pub validator: Option<Arc<jsonschema::Validator>>,
+    /// [`plangate_core::schema_hash`] of `inputSchema`, computed once: a
+    /// planned step records it and apply compares it (`None` if the schema
+    /// cannot be canonicalised).
+    pub schema_hash: Option<String>,
 }
 
 impl CatalogTool {
@@ -167,6 +171,7 @@ impl Catalog {
                         None
                     }
                 };
+                let schema_hash = plangate_core::schema_hash(&schema).ok();
                 if let Some(meta) = shown.meta.as_mut() {
                     rewrite_ui_resource_uri(&mut meta.0, ns);
                 }
@@ -180,6 +185,7 @@ impl Catalog {
                     enabled: over.is_none_or(|o| o.enabled),
                     tool: shown,
                     validator,
+                    schema_hash,
                 });
             }
 

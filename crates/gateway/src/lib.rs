@@ -99,6 +99,7 @@ pub struct Gateway {
     catalog: RwLock<Arc<Catalog>>,
     hub: hub::Hub,
     parked: parked::Parked,
+    watch: std::sync::Mutex<SweepWatch>,
     metrics: metrics::Metrics,
     shutdown: CancellationToken,
 }
@@ -175,6 +176,7 @@ impl Gateway {
             catalog: RwLock::new(Arc::new(Catalog::default())),
             hub: hub::Hub::default(),
             parked: parked::Parked::default(),
+            watch: std::sync::Mutex::new(SweepWatch::default()),
             metrics: metrics::Metrics::default(),
             shutdown: CancellationToken::new(),
         });
@@ -484,6 +486,9 @@ async fn follow(gw: Weak<Gateway>) {
             };
             let Some(last) = page.last() else { break };
             after = last.seq;
+            g.watch_lock()
+                .dirty
+                .extend(page.iter().map(|e| e.key_id.clone()));
             let mut keys: Vec<&str> = page
                 .iter()
                 .filter(|e| e.kind == "mode_set")
@@ -511,7 +516,7 @@ async fn sweep(gw: Weak<Gateway>) {
         let every = Duration::from_millis(u64::try_from(g.ttl_ms() / 4).unwrap_or(1000))
             .clamp(Duration::from_secs(1), Duration::from_secs(30));
         let shutdown = g.shutdown.clone();
-        if let Err(e) = g.sweep_once().await {
+        if let Err(e) = g.sweep_watched().await {
             tracing::warn!("plan expiry sweep: {e}");
         }
         drop(g);
@@ -522,22 +527,81 @@ async fn sweep(gw: Weak<Gateway>) {
     }
 }
 
+/// Which keys the background sweep must look at: those it found with a
+/// plan or a claim last time, and those with events since (the followed
+/// log says which). Every [`FULL_SWEEP_EVERY`]th pass looks at every key.
+#[derive(Default)]
+struct SweepWatch {
+    open: BTreeSet<String>,
+    dirty: BTreeSet<String>,
+    passes: u64,
+}
+
+/// Every this many background passes, the sweep looks at every key with
+/// events, not only the watched ones.
+const FULL_SWEEP_EVERY: u64 = 20;
+
 impl Gateway {
+    fn watch_lock(&self) -> std::sync::MutexGuard<'_, SweepWatch> {
+        match self.watch.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
     /// One pass of the expiry sweep over every key with events.
     pub async fn sweep_once(&self) -> Result<usize, log::LogError> {
+        let keys = self.store.keys_with_events().await?;
+        self.sweep_keys(keys).await
+    }
+
+    /// The background pass: the watched keys, or every key now and then
+    /// (and on the first pass).
+    async fn sweep_watched(&self) -> Result<usize, log::LogError> {
+        let keys = {
+            let mut watch = self.watch_lock();
+            watch.passes += 1;
+            if watch.passes % FULL_SWEEP_EVERY == 1 {
+                watch.dirty.clear();
+                None
+            } else {
+                let dirty = std::mem::take(&mut watch.dirty);
+                Some(watch.open.union(&dirty).cloned().collect::<Vec<_>>())
+            }
+        };
+        match keys {
+            Some(keys) => self.sweep_keys(keys).await,
+            None => self.sweep_once().await,
+        }
+    }
+
+    async fn sweep_keys(&self, keys: Vec<String>) -> Result<usize, log::LogError> {
         let ttl = self.ttl_ms();
         let mut expired = 0;
-        for key_id in self.store.keys_with_events().await? {
-            let state = self.log.state(&key_id).await?;
-            if state.applying.is_some()
+        for key_id in keys {
+            // Not `state`: a pass over every key must not pull idle keys
+            // into memory.
+            let state = self.log.peek(&key_id).await?;
+            let claims = state.applying.is_some()
                 || state
                     .steps
                     .iter()
-                    .any(|s| s.status == plangate_core::StepStatus::Running)
+                    .any(|s| s.status == plangate_core::StepStatus::Running);
             {
+                let mut watch = self.watch_lock();
+                if claims || state.life_started_at_ms.is_some() {
+                    watch.open.insert(key_id.clone());
+                } else {
+                    watch.open.remove(&key_id);
+                }
+            }
+            if claims {
                 self.sweep_leases(&key_id).await?;
             }
-            if state.life_started_at_ms.is_none() {
+            let due = state
+                .expires_at_ms(ttl)
+                .is_some_and(|at| at <= plangate_store::now_ms());
+            if !due || state.planned_steps().next().is_none() {
                 continue;
             }
             let (_, n) = self

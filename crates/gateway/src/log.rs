@@ -41,60 +41,126 @@ pub enum LogError {
     Busy(String),
 }
 
+/// How many keys' folded states are kept in memory. A key not among them
+/// (not used for the longest time) is folded again from the store when next
+/// used: memory stays bounded however many keys ever planned.
+pub const CACHED_KEYS: usize = 1024;
+
 /// The per-key event log with its folded states.
 pub struct KeyLog {
     store: Arc<dyn Store>,
-    cache: Mutex<HashMap<String, KeyState>>,
+    cache: Mutex<Cache>,
+}
+
+/// Folded states of the most recently used keys.
+struct Cache {
+    states: HashMap<String, (KeyState, u64)>,
+    tick: u64,
+    capacity: usize,
+}
+
+impl Cache {
+    fn get(&mut self, key_id: &str) -> Option<KeyState> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.states.get_mut(key_id).map(|(state, used)| {
+            *used = tick;
+            state.clone()
+        })
+    }
+
+    fn put(&mut self, key_id: &str, state: &KeyState) {
+        self.tick += 1;
+        let newer = self
+            .states
+            .get(key_id)
+            .is_none_or(|(known, _)| known.last_seq < state.last_seq);
+        if newer {
+            self.states
+                .insert(key_id.to_owned(), (state.clone(), self.tick));
+        }
+        if self.states.len() > self.capacity {
+            // Drop the least recently used eighth in one go, so eviction
+            // costs O(1) per insert on average.
+            let mut ticks: Vec<u64> = self.states.values().map(|(_, t)| *t).collect();
+            let cut = (self.capacity / 8).max(1).min(ticks.len() - 1);
+            let (_, threshold, _) = ticks.select_nth_unstable(cut);
+            let threshold = *threshold;
+            self.states.retain(|_, (_, t)| *t > threshold);
+        }
+    }
 }
 
 impl KeyLog {
-    /// A log over `store`.
+    /// A log over `store`, keeping at most [`CACHED_KEYS`] folded states.
     pub fn new(store: Arc<dyn Store>) -> KeyLog {
+        KeyLog::with_capacity(store, CACHED_KEYS)
+    }
+
+    /// A log over `store` keeping at most `capacity` keys' folded states.
+    pub fn with_capacity(store: Arc<dyn Store>, capacity: usize) -> KeyLog {
         KeyLog {
             store,
-            cache: Mutex::new(HashMap::new()),
+            cache: Mutex::new(Cache {
+                states: HashMap::new(),
+                tick: 0,
+                capacity: capacity.max(1),
+            }),
         }
     }
 
-    fn cached(&self, key_id: &str) -> KeyState {
-        let cache = match self.cache.lock() {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Cache> {
+        match self.cache.lock() {
             Ok(c) => c,
             Err(poisoned) => poisoned.into_inner(),
-        };
-        cache.get(key_id).cloned().unwrap_or_default()
+        }
     }
 
     fn remember(&self, key_id: &str, state: &KeyState) {
-        let mut cache = match self.cache.lock() {
-            Ok(c) => c,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        let newer = cache
-            .get(key_id)
-            .is_none_or(|known| known.last_seq < state.last_seq);
-        if newer {
-            cache.insert(key_id.to_owned(), state.clone());
-        }
+        self.lock().put(key_id, state);
+    }
+
+    /// How many keys' states are held in memory now.
+    pub fn cached_keys(&self) -> usize {
+        self.lock().states.len()
     }
 
     /// The key's current state: the cached fold plus every event appended
     /// since, by anyone.
     pub async fn state(&self, key_id: &str) -> Result<KeyState, LogError> {
-        let mut state = self.cached(key_id);
-        let fresh = self.store.load_events(key_id, state.last_seq).await?;
-        if fresh.is_empty() {
-            return Ok(state);
+        let cached = self.lock().get(key_id);
+        let state = self.fold_onto(key_id, cached.unwrap_or_default()).await?;
+        self.remember(key_id, &state);
+        Ok(state)
+    }
+
+    /// The key's current state without making it a recently used key: a
+    /// key not in memory is folded from the store and not kept. For passes
+    /// over every key (the background sweep) that must not fill memory
+    /// with idle keys.
+    pub async fn peek(&self, key_id: &str) -> Result<KeyState, LogError> {
+        let cached = self.lock().states.get(key_id).map(|(s, _)| s.clone());
+        let keep = cached.is_some();
+        let state = self.fold_onto(key_id, cached.unwrap_or_default()).await?;
+        if keep {
+            self.remember(key_id, &state);
         }
-        for stored in &fresh {
+        Ok(state)
+    }
+
+    /// `state` brought up to date with the events appended after it.
+    async fn fold_onto(&self, key_id: &str, mut state: KeyState) -> Result<KeyState, LogError> {
+        let fresh = self.store.load_events(key_id, state.last_seq).await?;
+        for stored in fresh {
+            let key_seq = stored.key_seq;
             let event: Event =
-                serde_json::from_value(stored.body.clone()).map_err(|e| LogError::Corrupt {
+                serde_json::from_value(stored.body).map_err(|e| LogError::Corrupt {
                     key_id: key_id.to_owned(),
-                    key_seq: stored.key_seq,
+                    key_seq,
                     reason: e.to_string(),
                 })?;
-            state.apply(stored.key_seq, &event);
+            state.apply(key_seq, &event);
         }
-        self.remember(key_id, &state);
         Ok(state)
     }
 
@@ -150,5 +216,73 @@ impl KeyLog {
             }
         }
         Err(LogError::Busy(key_id.to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use plangate_core::{Actor, Channel, EventKind};
+
+    use super::*;
+
+    fn mode(key_id: &str, mode: &str) -> Event {
+        Event {
+            at_ms: 1,
+            key_id: key_id.to_owned(),
+            actor: Actor::System,
+            channel: Channel::Cli,
+            kind: EventKind::ModeSet {
+                mode: mode.to_owned(),
+            },
+        }
+    }
+
+    #[tokio::test]
+    async fn memory_holds_at_most_its_capacity_and_evicted_keys_fold_again_correctly() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = plangate_store::open_sqlite(&dir.path().join("plangate.db"))
+            .await
+            .unwrap();
+        let log = KeyLog::with_capacity(store.clone(), 8);
+        for i in 0..40 {
+            let key = format!("key_{i}");
+            log.transact(&key, |_| {
+                Ok::<_, std::convert::Infallible>((vec![mode(&key, &format!("m{i}"))], ()))
+            })
+            .await
+            .unwrap()
+            .unwrap();
+            assert!(log.cached_keys() <= 8, "{} keys held", log.cached_keys());
+        }
+        // Every key, held or evicted, reads back its own last mode.
+        for i in 0..40 {
+            let state = log.state(&format!("key_{i}")).await.unwrap();
+            assert_eq!(state.mode.as_deref(), Some(format!("m{i}").as_str()));
+            assert_eq!(state.last_seq, 1);
+        }
+        // `peek` of a key not held does not make it held.
+        let before = log.cached_keys();
+        let peeked = log.peek("key_39").await.unwrap();
+        assert_eq!(peeked.mode.as_deref(), Some("m39"));
+        assert_eq!(log.cached_keys(), before);
+        // Another writer's event is seen whether or not the key is held.
+        store
+            .append_events(
+                "key_0",
+                1,
+                &[NewEvent {
+                    at_ms: 2,
+                    kind: "mode_set".into(),
+                    body: serde_json::to_value(mode("key_0", "late")).unwrap(),
+                }],
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            log.state("key_0").await.unwrap().mode.as_deref(),
+            Some("late")
+        );
     }
 }

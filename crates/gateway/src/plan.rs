@@ -8,8 +8,8 @@
 
 use plangate_core::{
     Actor, Channel, Code, Effect, Event, EventKind, KeyState, LandsOn, ModeSpec, StepRecord, Where,
-    arguments_fingerprint, generic_effect, keyed_arguments, render_template, schema_hash,
-    scrub_text, split_secrets,
+    arguments_fingerprint, generic_effect, keyed_arguments, render_template, scrub_text,
+    split_secrets,
 };
 use plangate_store::{ApiKey, now_ms};
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, JsonObject};
@@ -226,8 +226,10 @@ pub async fn plan_write(
     let keyed = keyed_arguments(&args, signing).map_err(|e| internal(&e.to_string()))?;
     let fingerprint = arguments_fingerprint(&tool.upstream, &tool.original, &keyed)
         .map_err(|e| internal(&e.to_string()))?;
-    let schema = Value::Object((*tool.tool.input_schema).clone());
-    let schema_hash = schema_hash(&schema).map_err(|e| internal(&e.to_string()))?;
+    let schema_hash = tool
+        .schema_hash
+        .clone()
+        .ok_or_else(|| internal("its input schema cannot be canonicalised"))?;
     let settings = gw
         .config()
         .upstreams
