@@ -99,6 +99,7 @@ pub struct Gateway {
     catalog: RwLock<Arc<Catalog>>,
     hub: hub::Hub,
     parked: parked::Parked,
+    keys: auth::KeyCache,
     watch: std::sync::Mutex<SweepWatch>,
     metrics: metrics::Metrics,
     shutdown: CancellationToken,
@@ -176,6 +177,7 @@ impl Gateway {
             catalog: RwLock::new(Arc::new(Catalog::default())),
             hub: hub::Hub::default(),
             parked: parked::Parked::default(),
+            keys: auth::KeyCache::default(),
             watch: std::sync::Mutex::new(SweepWatch::default()),
             metrics: metrics::Metrics::default(),
             shutdown: CancellationToken::new(),
@@ -246,6 +248,11 @@ impl Gateway {
     /// Routing state for calls in flight.
     pub fn hub(&self) -> &hub::Hub {
         &self.hub
+    }
+
+    /// Keys this process authenticated (see [`auth::KeyCache`]).
+    pub fn key_cache(&self) -> &auth::KeyCache {
+        &self.keys
     }
 
     /// Calls waiting for a 2026-07-28 client to answer their upstream's

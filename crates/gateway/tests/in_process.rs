@@ -498,3 +498,32 @@ async fn a_mode_set_through_one_replica_reaches_the_clients_of_another() {
     on_a.cancel().await.unwrap();
     on_b.cancel().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_key_revoked_by_another_process_stops_at_its_next_request_though_it_was_cached() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, token) = store_with_key(dir.path(), Scope::Write).await;
+    let (odd, _) = in_process("odd", Lively::default);
+    let gw = Gateway::start(
+        config(&["odd"], Namespace::Auto),
+        store,
+        material(),
+        BTreeMap::from([("odd".into(), odd)]),
+    )
+    .await;
+    let client = client_of(gw, Some(token), Seen::default()).await;
+    for _ in 0..3 {
+        let r = call(&client, "plain", json!({})).await;
+        assert_eq!(r.is_error, Some(false));
+    }
+    // Another process (a second handle on the same file) revokes the key.
+    let cli = plangate_store::open_sqlite(&dir.path().join("plangate.db"))
+        .await
+        .unwrap();
+    cli.revoke_key("agent").await.unwrap();
+    let mut p = CallToolRequestParams::new("plain");
+    p.arguments = Some(serde_json::Map::new());
+    let err = client.peer().call_tool(p).await.unwrap_err();
+    assert!(err.to_string().contains("unknown or revoked"), "{err}");
+    client.cancel().await.unwrap();
+}

@@ -64,6 +64,11 @@ pub use private_fs::new_id;
 pub use sqlite::open_sqlite;
 pub use time::{format_time_ms, now_ms};
 
+/// What [`Store::key_epoch`] returns: equal values mean no key was revoked
+/// in between.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyEpoch([u8; 16]);
+
 /// The one storage interface. Every backend implements it, and one
 /// conformance suite (`tests/conformance.rs`) runs against each, so callers
 /// can rely on the same behaviour whichever database is configured.
@@ -86,6 +91,16 @@ pub trait Store: Send + Sync + 'static {
     /// The active key this token belongs to. Unknown, malformed and revoked
     /// tokens are `None`, not errors: to a caller they are all "no key".
     async fn authenticate(&self, token: &str) -> Result<Option<ApiKey>, StoreError>;
+
+    /// A cheap, synchronous token that changes whenever a key is revoked
+    /// through this store, by any process sharing it. A gateway may keep
+    /// keys it has authenticated while this stays the same, so a revocation
+    /// still takes effect at the key's next request without a store query
+    /// on every request. `None` (the default) when the backend cannot offer
+    /// one: then every request asks the store.
+    fn key_epoch(&self) -> Option<KeyEpoch> {
+        None
+    }
 
     /// The active key with that name, or the key (revoked or not) with that
     /// id — the same rule as [`Store::revoke_key`] — without changing it.

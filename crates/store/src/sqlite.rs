@@ -29,7 +29,7 @@ use crate::operators::{
 use crate::private_fs::create_new_private_file;
 use crate::schema::{Migration, pending};
 use crate::{
-    ApiKey, CreatedKey, CreatedOperatorToken, NewEvent, OperatorToken, Store, StoreError,
+    ApiKey, CreatedKey, CreatedOperatorToken, KeyEpoch, NewEvent, OperatorToken, Store, StoreError,
     StoredEvent, now_ms, validate_operator_name,
 };
 
@@ -106,6 +106,27 @@ pub async fn open_sqlite(path: &Path) -> Result<Arc<dyn Store>, StoreError> {
 #[derive(Debug, Clone)]
 pub(crate) struct SqliteStore {
     pool: SqlitePool,
+    /// `<database>-keys`: replaced (a new inode) after every revocation,
+    /// so every process on the file sees it with one `stat`.
+    epoch_file: PathBuf,
+}
+
+impl SqliteStore {
+    /// Marks that a key was revoked: the epoch file is replaced by one with
+    /// fresh random contents (written aside, then renamed into place, so a
+    /// reader sees the old or the new contents, never a mix).
+    fn bump_key_epoch(&self) {
+        let mut tmp = self.epoch_file.clone().into_os_string();
+        tmp.push(".tmp");
+        let written = crate::private_fs::random_bytes::<16>().and_then(|bytes| {
+            std::fs::write(&tmp, bytes)
+                .and_then(|()| std::fs::rename(&tmp, &self.epoch_file))
+                .map_err(|e| StoreError::io(&self.epoch_file, e))
+        });
+        if let Err(e) = written {
+            tracing::warn!(path = %self.epoch_file.display(), "cannot mark a key revocation: {e}");
+        }
+    }
 }
 
 impl SqliteStore {
@@ -132,7 +153,12 @@ impl SqliteStore {
 
         enable_wal(&pool, path).await?;
         migrate(&pool).await?;
-        Ok(SqliteStore { pool })
+        let mut epoch_file = path.as_os_str().to_owned();
+        epoch_file.push("-keys");
+        Ok(SqliteStore {
+            pool,
+            epoch_file: PathBuf::from(epoch_file),
+        })
     }
 }
 
@@ -279,15 +305,28 @@ impl Store for SqliteStore {
                 key_columns!()
             )
         };
+        // The epoch moves before and after the change: a gateway that
+        // re-filled its cache in between sees the second move.
+        self.bump_key_epoch();
         let row = sqlx::query(sql)
             .bind(now_ms())
             .bind(name_or_id)
             .fetch_optional(&self.pool)
-            .await?;
+            .await;
+        self.bump_key_epoch();
         let key =
-            key_from_row(&row.ok_or_else(|| StoreError::KeyNotFound(name_or_id.to_owned()))?)?;
+            key_from_row(&row?.ok_or_else(|| StoreError::KeyNotFound(name_or_id.to_owned()))?)?;
         tracing::info!(key_id = %key.id, name = %key.name, "revoked api key");
         Ok(key)
+    }
+
+    fn key_epoch(&self) -> Option<KeyEpoch> {
+        match std::fs::read(&self.epoch_file) {
+            Ok(bytes) => <[u8; 16]>::try_from(bytes.as_slice()).ok().map(KeyEpoch),
+            // No revocation yet: the file appears with the first one.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Some(KeyEpoch([0; 16])),
+            Err(_) => None,
+        }
     }
 
     async fn authenticate(&self, token: &str) -> Result<Option<ApiKey>, StoreError> {

@@ -210,3 +210,29 @@ async fn the_file_is_still_in_wal_mode_after_events_are_appended() {
         .expect("rows");
     assert_eq!(bodies, [("session_begun".to_owned(), "{}".to_owned())]);
 }
+
+#[tokio::test]
+async fn the_key_epoch_moves_with_every_revocation_as_every_process_sees_it() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let path = tmp.path().join("plangate.db");
+    // Two handles on one file stand for two processes.
+    let gateway = open_sqlite(&path).await.expect("open");
+    let cli = open_sqlite(&path).await.expect("open again");
+    let first = gateway.key_epoch().expect("SQLite offers an epoch");
+    cli.create_key("a", Scope::Write).await.expect("create");
+    cli.create_key("b", Scope::Write).await.expect("create");
+    assert_eq!(gateway.key_epoch(), Some(first), "creating keys revokes none");
+
+    cli.revoke_key("a").await.expect("revoke");
+    let second = gateway.key_epoch().expect("epoch");
+    assert_ne!(second, first, "a revocation moves the epoch");
+    assert_eq!(gateway.key_epoch(), Some(second), "and it stays put after");
+
+    // Even a revocation that finds nothing moves it: the epoch says "look
+    // again", never "nothing changed" by mistake.
+    assert!(cli.revoke_key("nobody").await.is_err());
+    let third = gateway.key_epoch().expect("epoch");
+    assert_ne!(third, second);
+    cli.revoke_key("b").await.expect("revoke");
+    assert_ne!(gateway.key_epoch(), Some(third));
+}
