@@ -257,6 +257,9 @@ pub async fn apply_plan(
     // A step's outcome is committed together with the next step's claim
     // (or with the apply's end): one durable append per step, not two.
     let mut carry: Vec<plangate_core::Event> = Vec::new();
+    // The key's state as this apply last wrote it: the next claim decides
+    // on it (compare-and-set still guards it) instead of reading again.
+    let mut known = Some(state.clone());
     for (i, step_id) in selected.iter().enumerate() {
         if stop || cancel.is_cancelled() {
             outcomes.push((step_id.clone(), Outcome::NotRun));
@@ -272,16 +275,18 @@ pub async fn apply_plan(
                 .with_message(format!("step {} of {total}: {predicted}", i + 1));
             let _ = p.peer.notify_progress(note).await;
         }
-        let (outcome, recorded) = run_step(
+        let (outcome, recorded, after) = run_step(
             gw,
             acting,
             &apply_id,
             step_id,
             &cancel,
             std::mem::take(&mut carry),
+            known.take(),
         )
         .await?;
         carry = recorded;
+        known = after;
         if matches!(outcome, Outcome::Failed | Outcome::InDoubt) && !request.continue_on_error {
             stop = true;
         }
@@ -343,13 +348,14 @@ async fn run_step(
     step_id: &str,
     cancel: &CancellationToken,
     carry: Vec<plangate_core::Event>,
-) -> Result<(Outcome, Vec<plangate_core::Event>), Refusal> {
+    known: Option<KeyState>,
+) -> Result<(Outcome, Vec<plangate_core::Event>, Option<KeyState>), Refusal> {
     let lease_ms = gw.lease_ms();
     let owner = gw.owner().to_owned();
     // Claim: planned|failed → running, or not ours to run.
     let claim = gw
         .log()
-        .transact(&acting.key.id, |state| {
+        .transact_from(&acting.key.id, known, |state| {
             let mut events = carry.clone();
             // The carried outcome is another step's (an apply lists a step
             // once), so deciding on the state before it is deciding on the
@@ -384,11 +390,27 @@ async fn run_step(
         }
     };
     if !claimed {
-        return Ok((Outcome::NotRun, Vec::new()));
+        return Ok((Outcome::NotRun, Vec::new(), Some(state)));
     }
     let Some(step) = state.step(step_id).cloned() else {
-        return Ok((Outcome::NotRun, Vec::new()));
+        return Ok((Outcome::NotRun, Vec::new(), Some(state)));
     };
+    let (outcome, events) = call_step(gw, acting, apply_id, step_id, cancel, step).await?;
+    Ok((outcome, events, Some(state)))
+}
+
+/// Re-checks and calls a claimed step; returns its outcome and the events
+/// recording it.
+async fn call_step(
+    gw: &Gateway,
+    acting: &Acting,
+    apply_id: &str,
+    step_id: &str,
+    cancel: &CancellationToken,
+    step: plangate_core::Step,
+) -> Result<(Outcome, Vec<plangate_core::Event>), Refusal> {
+    let lease_ms = gw.lease_ms();
+    let owner = gw.owner().to_owned();
     let record = &step.record;
 
     let secrets: Vec<(String, Value)> = match &record.sealed_secrets {

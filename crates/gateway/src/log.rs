@@ -172,10 +172,26 @@ impl KeyLog {
     pub async fn transact<T, E>(
         &self,
         key_id: &str,
+        decide: impl FnMut(&KeyState) -> Result<(Vec<Event>, T), E>,
+    ) -> Result<Result<(KeyState, T), E>, LogError> {
+        self.transact_from(key_id, None, decide).await
+    }
+
+    /// [`KeyLog::transact`], deciding first on `known` — a state the caller
+    /// just read or wrote — instead of reading the log again. The append is
+    /// still compare-and-set on `known.last_seq`, so a state that is no
+    /// longer current only costs a retry on a fresh read.
+    pub async fn transact_from<T, E>(
+        &self,
+        key_id: &str,
+        mut known: Option<KeyState>,
         mut decide: impl FnMut(&KeyState) -> Result<(Vec<Event>, T), E>,
     ) -> Result<Result<(KeyState, T), E>, LogError> {
         for _ in 0..MAX_ATTEMPTS {
-            let mut state = self.state(key_id).await?;
+            let mut state = match known.take() {
+                Some(state) => state,
+                None => self.state(key_id).await?,
+            };
             let (events, answer) = match decide(&state) {
                 Ok(decided) => decided,
                 Err(refusal) => return Ok(Err(refusal)),

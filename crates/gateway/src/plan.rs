@@ -213,6 +213,7 @@ pub async fn plan_write(
     tool: &CatalogTool,
     arguments: JsonObject,
     reason: PlanReason,
+    known: Option<KeyState>,
 ) -> Result<CallToolResult, Refusal> {
     let args = Value::Object(arguments.clone());
     let (redacted, secrets) = split_secrets(&args);
@@ -309,7 +310,7 @@ pub async fn plan_write(
 
     let outcome = gw
         .log()
-        .transact(&acting.key.id, |state| {
+        .transact_from(&acting.key.id, known, |state| {
             let now = now_ms();
             let mut events = Vec::new();
             let mut view = state.clone();

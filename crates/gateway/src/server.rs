@@ -812,7 +812,17 @@ impl ServerHandler for GatewayHandler {
                 } else {
                     PlanReason::Mode
                 };
-                match plan::plan_write(&self.gw, &acting, &mode, tool, arguments, reason).await {
+                match plan::plan_write(
+                    &self.gw,
+                    &acting,
+                    &mode,
+                    tool,
+                    arguments,
+                    reason,
+                    Some(state.clone()),
+                )
+                .await
+                {
                     Ok(result) => result,
                     Err(refusal) => return refuse(refusal),
                 }
