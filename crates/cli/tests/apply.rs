@@ -10,21 +10,6 @@ use serde_json::{Value, json};
 
 type Client = rmcp::service::RunningService<rmcp::RoleClient, rmcp::model::ClientConfig>;
 
-fn demo_config(scratch: &Scratch, extra: &str) -> String {
-    let text = include_str!("../../config/src/demo.toml");
-    let tools = &text[text.find("\n[upstreams.site.tools").unwrap()..];
-    let state = scratch.path().join("site.json");
-    let path = scratch.write(
-        "plangate.toml",
-        &format!(
-            "{extra}\n[upstreams.site]\ncommand = \"{}\"\nargs = [\"demo-site\", \"--state\", \"{}\"]\n{tools}",
-            plangate().display(),
-            state.display()
-        ),
-    );
-    path.to_str().unwrap().to_owned()
-}
-
 fn site(scratch: &Scratch) -> Value {
     site_state(&scratch.path().join("site.json"))
 }

@@ -18,23 +18,6 @@ type Client = rmcp::service::RunningService<rmcp::RoleClient, rmcp::model::Clien
 /// The operator's name for every command run here (`$USER`).
 const OPERATOR: &str = "ops-alice";
 
-/// `plangate.toml` in the scratch dir (so every command run there finds it)
-/// with the demo site as `site` and its shipped planning settings.
-fn demo_config(scratch: &Scratch) -> String {
-    let text = include_str!("../../config/src/demo.toml");
-    let tools = &text[text.find("\n[upstreams.site.tools").unwrap()..];
-    let state = scratch.path().join("site.json");
-    let path = scratch.write(
-        "plangate.toml",
-        &format!(
-            "[upstreams.site]\ncommand = \"{}\"\nargs = [\"demo-site\", \"--state\", \"{}\"]\n{tools}",
-            plangate().display(),
-            state.display()
-        ),
-    );
-    path.to_str().unwrap().to_owned()
-}
-
 fn site(scratch: &Scratch) -> Value {
     site_state(&scratch.path().join("site.json"))
 }
@@ -296,7 +279,7 @@ async fn audit_export_writes_json_lines_filters_by_key_and_time_and_never_leaks_
     let scratch = Scratch::new();
     let agent_token = scratch.create_key("agent", "write");
     let other_token = scratch.create_key("other", "write");
-    let config = demo_config(&scratch);
+    let config = demo_config(&scratch, "");
     let canary = format!("canary-{}", now_ms());
 
     let agent = stdio_client(&scratch, &["--config", &config], Some(&agent_token)).await;
@@ -462,7 +445,7 @@ async fn audit_export_writes_json_lines_filters_by_key_and_time_and_never_leaks_
 async fn plans_list_show_and_discard_act_as_the_operator_and_the_agent_sees_it() {
     let scratch = Scratch::new();
     let token = scratch.create_key("agent", "write");
-    let config = demo_config(&scratch);
+    let config = demo_config(&scratch, "");
     let client = stdio_client(&scratch, &["--config", &config], Some(&token)).await;
     assert!(op_ok(&scratch, &["plans", "list"]).contains("no plans"));
     let steps = plan_three(&client).await;
@@ -590,7 +573,7 @@ async fn plans_list_show_and_discard_act_as_the_operator_and_the_agent_sees_it()
 async fn plans_apply_is_the_operators_yes_for_a_plan_scope_keys_plan() {
     let scratch = Scratch::new();
     let token = scratch.create_key("planner", "plan");
-    let config = demo_config(&scratch);
+    let config = demo_config(&scratch, "");
     let client = stdio_client(&scratch, &["--config", &config], Some(&token)).await;
     let step = ok(
         &client,
@@ -702,7 +685,7 @@ async fn fake_dead_claim(scratch: &Scratch, key: &str, step_id: &str, lease_unti
 async fn plans_retry_refuses_a_step_not_in_doubt_and_runs_an_in_doubt_one_exactly_once() {
     let scratch = Scratch::new();
     let token = scratch.create_key("agent", "write");
-    let config = demo_config(&scratch);
+    let config = demo_config(&scratch, "");
     let client = stdio_client(&scratch, &["--config", &config], Some(&token)).await;
     ok(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
     let step = id(&ok(
@@ -830,7 +813,7 @@ async fn plans_approve_counts_for_the_current_digest_only_and_only_from_outside_
     let planner = scratch.create_key("planner", "plan");
     let writer = scratch.create_key("writer", "write");
     let other_planner = scratch.create_key("other", "plan");
-    let config = demo_config(&scratch);
+    let config = demo_config(&scratch, "");
     let client = stdio_client(&scratch, &["--config", &config], Some(&planner)).await;
     ok(
         &client,

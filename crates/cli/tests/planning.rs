@@ -12,31 +12,6 @@ use serde_json::{Value, json};
 
 type Client = rmcp::service::RunningService<rmcp::RoleClient, rmcp::model::ClientConfig>;
 
-/// A config with the demo site (as plangate's own `demo-site`) and its
-/// planning settings, plus `extra` TOML.
-fn demo_config(scratch: &Scratch, extra: &str) -> String {
-    let state = scratch.path().join("site.json");
-    let demo = plangate_config_demo_tools();
-    let path = scratch.write(
-        "plangate.toml",
-        &format!(
-            "{extra}\n[upstreams.site]\ncommand = \"{exe}\"\nargs = [\"demo-site\", \"--state\", \"{state}\"]\n{demo}",
-            exe = plangate().display(),
-            state = state.display(),
-        ),
-    );
-    path.to_str().unwrap().to_owned()
-}
-
-/// The demo site's per-tool planning settings, as shipped.
-fn plangate_config_demo_tools() -> String {
-    let text = include_str!("../../config/src/demo.toml");
-    let start = text
-        .find("\n[upstreams.site.tools")
-        .expect("demo.toml has tool settings");
-    text[start..].to_owned()
-}
-
 fn site(scratch: &Scratch) -> Value {
     site_state(&scratch.path().join("site.json"))
 }

@@ -106,9 +106,14 @@ pub async fn open_sqlite(path: &Path) -> Result<Arc<dyn Store>, StoreError> {
 #[derive(Debug, Clone)]
 pub(crate) struct SqliteStore {
     pool: SqlitePool,
-    /// `<database>-keys`: replaced (a new inode) after every revocation,
-    /// so every process on the file sees it with one `stat`.
+    /// `<database>-keys`: replaced with fresh random contents on every
+    /// revocation, so every process on the file sees it with one read.
     epoch_file: PathBuf,
+    /// Appends of this process queue here rather than in SQLite's busy
+    /// handler, which polls with growing sleeps: with many keys writing at
+    /// once, waiting writers then start the moment the previous commit
+    /// ends. (Other processes on the file still meet the busy handler.)
+    writer: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl SqliteStore {
@@ -158,6 +163,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             pool,
             epoch_file: PathBuf::from(epoch_file),
+            writer: Arc::default(),
         })
     }
 }
@@ -485,6 +491,7 @@ impl Store for SqliteStore {
         // BEGIN IMMEDIATE takes the write lock before the check, so no
         // other process can append between the check and the inserts; the
         // UNIQUE constraint stays the final guard.
+        let _writer = self.writer.lock().await;
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let found = last_key_seq_in(&mut *tx, key_id).await?;
         if found != expected_key_seq {

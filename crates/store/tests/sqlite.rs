@@ -221,7 +221,11 @@ async fn the_key_epoch_moves_with_every_revocation_as_every_process_sees_it() {
     let first = gateway.key_epoch().expect("SQLite offers an epoch");
     cli.create_key("a", Scope::Write).await.expect("create");
     cli.create_key("b", Scope::Write).await.expect("create");
-    assert_eq!(gateway.key_epoch(), Some(first), "creating keys revokes none");
+    assert_eq!(
+        gateway.key_epoch(),
+        Some(first),
+        "creating keys revokes none"
+    );
 
     cli.revoke_key("a").await.expect("revoke");
     let second = gateway.key_epoch().expect("epoch");

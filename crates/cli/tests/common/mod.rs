@@ -381,3 +381,21 @@ pub async fn tool_names(client: &RunningService<RoleClient, ClientConfig>) -> Ve
 pub fn site_state(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
+
+/// A plangate.toml in `scratch` with the demo site as upstream `site`
+/// (state in `site.json`) and the demo's shipped per-tool settings,
+/// preceded by `extra` (e.g. `[gateway]` or `[modes.*]` tables).
+pub fn demo_config(scratch: &Scratch, extra: &str) -> String {
+    let text = include_str!("../../../config/src/demo.toml");
+    let tools = &text[text.find("\n[upstreams.site.tools").unwrap()..];
+    let state = scratch.path().join("site.json");
+    let path = scratch.write(
+        "plangate.toml",
+        &format!(
+            "{extra}\n[upstreams.site]\ncommand = \"{}\"\nargs = [\"demo-site\", \"--state\", \"{}\"]\n{tools}",
+            plangate().display(),
+            state.display()
+        ),
+    );
+    path.to_str().unwrap().to_owned()
+}
