@@ -109,11 +109,148 @@ pub(crate) struct SqliteStore {
     /// `<database>-keys`: replaced with fresh random contents on every
     /// revocation, so every process on the file sees it with one read.
     epoch_file: PathBuf,
-    /// Appends of this process queue here rather than in SQLite's busy
-    /// handler, which polls with growing sleeps: with many keys writing at
-    /// once, waiting writers then start the moment the previous commit
-    /// ends. (Other processes on the file still meet the busy handler.)
-    writer: Arc<tokio::sync::Mutex<()>>,
+    /// Appends go to one committer task ([`committer`]), which writes
+    /// every append waiting at that moment in one transaction — one fsync
+    /// for many keys' events (group commit) — instead of each waiting in
+    /// SQLite's busy handler, which polls with growing sleeps. (Other
+    /// processes on the file still meet the busy handler.)
+    appends: tokio::sync::mpsc::UnboundedSender<Append>,
+}
+
+/// One `append_events` call waiting for the committer.
+#[derive(Debug)]
+struct Append {
+    key_id: String,
+    expected: i64,
+    /// `(at_ms, type, body)` per event, in order.
+    rows: Vec<(i64, String, String)>,
+    reply: tokio::sync::oneshot::Sender<Result<i64, StoreError>>,
+}
+
+/// At most this many appends share one transaction.
+const GROUP_COMMIT_MAX: usize = 64;
+
+/// Commits appends as they come: takes the first waiting one plus every
+/// other already queued (up to [`GROUP_COMMIT_MAX`]), writes each inside
+/// its own savepoint — so a conflict or a bad event undoes that append
+/// alone, with the same per-key compare-and-set as ever — commits once,
+/// and only then answers each caller. Ends when the store is dropped.
+async fn committer(pool: SqlitePool, mut jobs: tokio::sync::mpsc::UnboundedReceiver<Append>) {
+    while let Some(first) = jobs.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < GROUP_COMMIT_MAX {
+            match jobs.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        commit_batch(&pool, batch).await;
+    }
+}
+
+/// The same failure for every append of a batch (an `sqlx::Error` cannot
+/// be cloned, so each gets its own copy of the message).
+fn batch_failed(e: &sqlx::Error) -> StoreError {
+    StoreError::Database(sqlx::Error::Protocol(format!(
+        "the transaction holding this append failed: {e}"
+    )))
+}
+
+async fn commit_batch(pool: &SqlitePool, batch: Vec<Append>) {
+    // BEGIN IMMEDIATE takes the write lock before the checks, so no other
+    // process can append between a check and its inserts; the UNIQUE
+    // constraint stays the final guard.
+    let mut tx = match pool.begin_with("BEGIN IMMEDIATE").await {
+        Ok(tx) => tx,
+        Err(e) => {
+            for job in batch {
+                let _ = job.reply.send(Err(batch_failed(&e)));
+            }
+            return;
+        }
+    };
+    let mut results = Vec::with_capacity(batch.len());
+    for job in &batch {
+        results.push(append_in(&mut tx, job).await);
+    }
+    match tx.commit().await {
+        Ok(()) => {
+            for (job, result) in batch.into_iter().zip(results) {
+                if let Ok(last) = &result {
+                    tracing::debug!(
+                        key_id = job.key_id,
+                        last_key_seq = last,
+                        appended = job.rows.len(),
+                        "appended events"
+                    );
+                }
+                let _ = job.reply.send(result);
+            }
+        }
+        Err(e) => {
+            for job in batch {
+                let _ = job.reply.send(Err(batch_failed(&e)));
+            }
+        }
+    }
+}
+
+/// One append inside the batch's transaction, in a savepoint of its own.
+async fn append_in(
+    tx: &mut sqlx::Transaction<'static, sqlx::Sqlite>,
+    job: &Append,
+) -> Result<i64, StoreError> {
+    let conflict = |found| StoreError::Conflict {
+        key_id: job.key_id.clone(),
+        expected: job.expected,
+        found,
+    };
+    sqlx::query("SAVEPOINT append").execute(&mut **tx).await?;
+    let outcome = try_append(tx, job).await;
+    let keep = matches!(outcome, Ok(Ok(_)));
+    if !keep {
+        sqlx::query("ROLLBACK TO append").execute(&mut **tx).await?;
+    }
+    sqlx::query("RELEASE append").execute(&mut **tx).await?;
+    match outcome {
+        Ok(Ok(last)) => Ok(last),
+        Ok(Err(found)) => Err(conflict(found)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The check and the inserts of one append: `Ok(Err(found))` when the
+/// key's log is not at the expected seq.
+async fn try_append(
+    tx: &mut sqlx::Transaction<'static, sqlx::Sqlite>,
+    job: &Append,
+) -> Result<Result<i64, i64>, sqlx::Error> {
+    let found = last_key_seq_in(&mut **tx, &job.key_id).await?;
+    if found != job.expected {
+        return Ok(Err(found));
+    }
+    let mut last = job.expected;
+    for (at_ms, kind, body) in &job.rows {
+        last += 1;
+        let inserted = sqlx::query(
+            "INSERT INTO events (key_id, key_seq, at_ms, type, body) VALUES (?, ?, ?, ?, ?)",
+        )
+        .bind(&job.key_id)
+        .bind(last)
+        .bind(at_ms)
+        .bind(kind)
+        .bind(body)
+        .execute(&mut **tx)
+        .await;
+        match inserted {
+            Ok(_) => {}
+            Err(e) if is_taken_key_seq(&e) => {
+                return Ok(Err(last_key_seq_in(&mut **tx, &job.key_id).await?));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Ok(last))
 }
 
 impl SqliteStore {
@@ -160,10 +297,12 @@ impl SqliteStore {
         migrate(&pool).await?;
         let mut epoch_file = path.as_os_str().to_owned();
         epoch_file.push("-keys");
+        let (appends, jobs) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(committer(pool.clone(), jobs));
         Ok(SqliteStore {
             pool,
             epoch_file: PathBuf::from(epoch_file),
-            writer: Arc::default(),
+            appends,
         })
     }
 }
@@ -476,57 +615,25 @@ impl Store for SqliteStore {
         expected_key_seq: i64,
         events: &[NewEvent],
     ) -> Result<i64, StoreError> {
-        let bodies = events
+        let rows = events
             .iter()
-            .map(body_text)
+            .map(|e| body_text(e).map(|body| (e.at_ms, e.kind.clone(), body)))
             .collect::<Result<Vec<_>, _>>()?;
-        let count = i64::try_from(events.len())
-            .map_err(|_| StoreError::InvalidEvent("the batch is too large".to_owned()))?;
-        let conflict = |found| StoreError::Conflict {
-            key_id: key_id.to_owned(),
-            expected: expected_key_seq,
-            found,
+        let closed = || {
+            StoreError::Database(sqlx::Error::Protocol(
+                "the store's committer has stopped (the store is shutting down)".to_owned(),
+            ))
         };
-
-        // BEGIN IMMEDIATE takes the write lock before the check, so no
-        // other process can append between the check and the inserts; the
-        // UNIQUE constraint stays the final guard.
-        let _writer = self.writer.lock().await;
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let found = last_key_seq_in(&mut *tx, key_id).await?;
-        if found != expected_key_seq {
-            tx.rollback().await?;
-            return Err(conflict(found));
-        }
-        for ((key_seq, event), body) in (expected_key_seq + 1..).zip(events).zip(&bodies) {
-            let inserted = sqlx::query(
-                "INSERT INTO events (key_id, key_seq, at_ms, type, body) VALUES (?, ?, ?, ?, ?)",
-            )
-            .bind(key_id)
-            .bind(key_seq)
-            .bind(event.at_ms)
-            .bind(&event.kind)
-            .bind(body)
-            .execute(&mut *tx)
-            .await;
-            match inserted {
-                Ok(_) => {}
-                Err(e) if is_taken_key_seq(&e) => {
-                    tx.rollback().await?; // nothing of this batch stays
-                    return Err(conflict(last_key_seq_in(&self.pool, key_id).await?));
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        tx.commit().await?;
-        let last = expected_key_seq + count;
-        tracing::debug!(
-            key_id,
-            last_key_seq = last,
-            appended = count,
-            "appended events"
-        );
-        Ok(last)
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.appends
+            .send(Append {
+                key_id: key_id.to_owned(),
+                expected: expected_key_seq,
+                rows,
+                reply,
+            })
+            .map_err(|_| closed())?;
+        answer.await.map_err(|_| closed())?
     }
 
     async fn load_events(

@@ -240,3 +240,70 @@ async fn the_key_epoch_moves_with_every_revocation_as_every_process_sees_it() {
     cli.revoke_key("b").await.expect("revoke");
     assert_ne!(gateway.key_epoch(), Some(third));
 }
+
+fn note(i: i64) -> NewEvent {
+    NewEvent {
+        at_ms: i,
+        kind: "mode_set".to_owned(),
+        body: json!({"mode": "plan", "i": i}),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_appends_share_commits_and_each_keeps_its_own_compare_and_set() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = open_sqlite(&tmp.path().join("plangate.db"))
+        .await
+        .expect("open");
+    // 8 keys × 25 writers, each retrying on conflict like the gateway does.
+    let mut tasks = Vec::new();
+    for w in 0..200_i64 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let key = format!("key_{}", w % 8);
+            let mut conflicts = 0;
+            loop {
+                let last = store.last_key_seq(&key).await.expect("read");
+                match store.append_events(&key, last, &[note(w), note(w)]).await {
+                    Ok(now) => {
+                        assert_eq!(now, last + 2);
+                        return conflicts;
+                    }
+                    Err(plangate_store::StoreError::Conflict { .. }) => conflicts += 1,
+                    Err(e) => panic!("append failed: {e}"),
+                }
+            }
+        }));
+    }
+    let mut conflicts = 0;
+    for t in tasks {
+        conflicts += t.await.expect("task");
+    }
+    for k in 0..8 {
+        let events = store
+            .load_events(&format!("key_{k}"), 0)
+            .await
+            .expect("load");
+        let seqs: Vec<i64> = events.iter().map(|e| e.key_seq).collect();
+        assert_eq!(seqs, (1..=50).collect::<Vec<_>>(), "key_{k}");
+        // Each writer's two events are adjacent: no append was split.
+        for pair in events.chunks(2) {
+            assert_eq!(pair[0].body["i"], pair[1].body["i"]);
+        }
+    }
+    eprintln!("200 appends, {conflicts} conflicts retried");
+
+    // In one batch, a stale append fails alone; the other commits.
+    let (one, two) = ([note(1)], [note(2)]);
+    let (stale, fresh) = tokio::join!(
+        store.append_events("key_0", 3, &one),
+        store.append_events("key_1", 50, &two),
+    );
+    match stale {
+        Err(plangate_store::StoreError::Conflict { found, .. }) => assert_eq!(found, 50),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert_eq!(fresh.expect("fresh append"), 51);
+    assert_eq!(store.last_key_seq("key_0").await.expect("read"), 50);
+    assert_eq!(store.last_key_seq("key_1").await.expect("read"), 51);
+}
