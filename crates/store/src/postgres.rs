@@ -181,6 +181,155 @@ pub async fn open_postgres(url: &str) -> Result<Arc<dyn Store>, StoreError> {
 #[derive(Debug, Clone)]
 pub(crate) struct PostgresStore {
     pool: PgPool,
+    /// Appends go to one committer task per process ([`committer`]), which
+    /// takes the counter row's lock once for every append waiting at that
+    /// moment and commits them together (group commit): the lock that
+    /// serialises all writers is held once per batch, not once per append.
+    appends: tokio::sync::mpsc::UnboundedSender<Append>,
+}
+
+/// One non-empty `append_events` call waiting for the committer.
+#[derive(Debug)]
+struct Append {
+    key_id: String,
+    expected: i64,
+    at_ms: Vec<i64>,
+    kinds: Vec<String>,
+    bodies: Vec<String>,
+    reply: tokio::sync::oneshot::Sender<Result<i64, StoreError>>,
+}
+
+/// At most this many appends share one transaction.
+const GROUP_COMMIT_MAX: usize = 64;
+
+/// Commits appends as they come: the first waiting one plus every other
+/// already queued (up to [`GROUP_COMMIT_MAX`]) in one transaction, each in
+/// its own savepoint with its own compare-and-set, answering each caller
+/// only after the commit. Ends when the store is dropped.
+async fn committer(pool: PgPool, mut jobs: tokio::sync::mpsc::UnboundedReceiver<Append>) {
+    while let Some(first) = jobs.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < GROUP_COMMIT_MAX {
+            match jobs.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        commit_batch(&pool, batch).await;
+    }
+}
+
+/// The same failure for every append of a batch.
+fn batch_failed(e: &sqlx::Error) -> StoreError {
+    StoreError::Database(sqlx::Error::Protocol(format!(
+        "the transaction holding this append failed: {e}"
+    )))
+}
+
+async fn commit_batch(pool: &PgPool, batch: Vec<Append>) {
+    let fail_all = |batch: Vec<Append>, e: &sqlx::Error| {
+        for job in batch {
+            let _ = job.reply.send(Err(batch_failed(e)));
+        }
+    };
+    // READ COMMITTED whatever the server's default: each statement below
+    // must see what the writer before us committed while we waited for the
+    // counter's lock.
+    let mut tx = match pool
+        .begin_with("BEGIN ISOLATION LEVEL READ COMMITTED")
+        .await
+    {
+        Ok(tx) => tx,
+        Err(e) => return fail_all(batch, &e),
+    };
+    // The serialization point (module docs): held until commit.
+    if let Err(e) = sqlx::query("SELECT last_seq FROM event_seq FOR UPDATE")
+        .execute(&mut *tx)
+        .await
+    {
+        return fail_all(batch, &e);
+    }
+    let mut results = Vec::with_capacity(batch.len());
+    for job in &batch {
+        results.push(append_in(&mut tx, job).await);
+    }
+    match tx.commit().await {
+        Ok(()) => {
+            for (job, result) in batch.into_iter().zip(results) {
+                if let Ok(last) = &result {
+                    tracing::debug!(
+                        key_id = job.key_id,
+                        last_key_seq = last,
+                        appended = job.kinds.len(),
+                        "appended events"
+                    );
+                }
+                let _ = job.reply.send(result);
+            }
+        }
+        Err(e) => fail_all(batch, &e),
+    }
+}
+
+/// One append inside the batch's transaction, in a savepoint of its own.
+async fn append_in(
+    tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+    job: &Append,
+) -> Result<i64, StoreError> {
+    let conflict = |found| StoreError::Conflict {
+        key_id: job.key_id.clone(),
+        expected: job.expected,
+        found,
+    };
+    sqlx::query("SAVEPOINT append").execute(&mut **tx).await?;
+    let outcome = try_append(tx, job).await;
+    if !matches!(outcome, Ok(Ok(_))) {
+        sqlx::query("ROLLBACK TO SAVEPOINT append")
+            .execute(&mut **tx)
+            .await?;
+    }
+    sqlx::query("RELEASE SAVEPOINT append")
+        .execute(&mut **tx)
+        .await?;
+    match outcome {
+        Ok(Ok(last)) => Ok(last),
+        Ok(Err(found)) => Err(conflict(found)),
+        Err(e) if is_taken_key_seq(&e) => {
+            // Only a writer bypassing this code can get here.
+            Err(conflict(last_key_seq_in(&mut **tx, &job.key_id).await?))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The check and the insert of one append: `Ok(Err(found))` when the
+/// key's log is not at the expected seq.
+async fn try_append(
+    tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+    job: &Append,
+) -> Result<Result<i64, i64>, sqlx::Error> {
+    let found = last_key_seq_in(&mut **tx, &job.key_id).await?;
+    if found != job.expected {
+        return Ok(Err(found));
+    }
+    let count = job.kinds.len() as i64;
+    let key_seqs: Vec<i64> = (job.expected + 1..=job.expected + count).collect();
+    // One statement for the append; the trigger numbers rows in order.
+    sqlx::query(
+        "INSERT INTO events (key_id, key_seq, at_ms, type, body)
+         SELECT $1, e.key_seq, e.at_ms, e.type, e.body::json
+         FROM UNNEST($2::int8[], $3::int8[], $4::text[], $5::text[])
+              WITH ORDINALITY AS e(key_seq, at_ms, type, body, n)
+         ORDER BY e.n",
+    )
+    .bind(&job.key_id)
+    .bind(&key_seqs)
+    .bind(&job.at_ms)
+    .bind(&job.kinds)
+    .bind(&job.bodies)
+    .execute(&mut **tx)
+    .await?;
+    Ok(Ok(job.expected + count))
 }
 
 impl PostgresStore {
@@ -206,7 +355,9 @@ impl PostgresStore {
         let pool = PgPoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
             .connect_lazy_with(options);
-        Ok(PostgresStore { pool })
+        let (appends, jobs) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(committer(pool.clone(), jobs));
+        Ok(PostgresStore { pool, appends })
     }
 }
 
@@ -477,7 +628,7 @@ impl Store for PostgresStore {
             .iter()
             .map(body_text)
             .collect::<Result<Vec<_>, _>>()?;
-        let count = i64::try_from(events.len())
+        i64::try_from(events.len())
             .map_err(|_| StoreError::InvalidEvent("the batch is too large".to_owned()))?;
         let conflict = |found| StoreError::Conflict {
             key_id: key_id.to_owned(),
@@ -494,58 +645,23 @@ impl Store for PostgresStore {
             };
         }
 
-        // READ COMMITTED whatever the server's default: each statement
-        // below must see what the writer before us committed while we
-        // waited for the counter's lock.
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN ISOLATION LEVEL READ COMMITTED")
-            .await?;
-        // The serialization point (module docs): held until commit.
-        sqlx::query("SELECT last_seq FROM event_seq FOR UPDATE")
-            .execute(&mut *tx)
-            .await?;
-        let found = last_key_seq_in(&mut *tx, key_id).await?;
-        if found != expected_key_seq {
-            tx.rollback().await?;
-            return Err(conflict(found));
-        }
-        let key_seqs: Vec<i64> = (expected_key_seq + 1..=expected_key_seq + count).collect();
-        let at_ms: Vec<i64> = events.iter().map(|e| e.at_ms).collect();
-        let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
-        // One statement for the batch; the trigger numbers rows in order.
-        let inserted = sqlx::query(
-            "INSERT INTO events (key_id, key_seq, at_ms, type, body)
-             SELECT $1, e.key_seq, e.at_ms, e.type, e.body::json
-             FROM UNNEST($2::int8[], $3::int8[], $4::text[], $5::text[])
-                  WITH ORDINALITY AS e(key_seq, at_ms, type, body, n)
-             ORDER BY e.n",
-        )
-        .bind(key_id)
-        .bind(&key_seqs)
-        .bind(&at_ms)
-        .bind(&kinds)
-        .bind(&bodies)
-        .execute(&mut *tx)
-        .await;
-        match inserted {
-            Ok(_) => {}
-            // Only a writer bypassing this code can get here.
-            Err(e) if is_taken_key_seq(&e) => {
-                tx.rollback().await?;
-                return Err(conflict(last_key_seq_in(&self.pool, key_id).await?));
-            }
-            Err(e) => return Err(e.into()),
-        }
-        tx.commit().await?;
-        let last = expected_key_seq + count;
-        tracing::debug!(
-            key_id,
-            last_key_seq = last,
-            appended = count,
-            "appended events"
-        );
-        Ok(last)
+        let closed = || {
+            StoreError::Database(sqlx::Error::Protocol(
+                "the store's committer has stopped (the store is shutting down)".to_owned(),
+            ))
+        };
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.appends
+            .send(Append {
+                key_id: key_id.to_owned(),
+                expected: expected_key_seq,
+                at_ms: events.iter().map(|e| e.at_ms).collect(),
+                kinds: events.iter().map(|e| e.kind.clone()).collect(),
+                bodies,
+                reply,
+            })
+            .map_err(|_| closed())?;
+        answer.await.map_err(|_| closed())?
     }
 
     async fn load_events(

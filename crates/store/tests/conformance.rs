@@ -98,6 +98,7 @@ conformance!(
     operator_tokens_and_api_keys_never_stand_in_for_each_other,
     operator_names_are_unique_among_active_tokens_and_invalid_ones_store_nothing,
     an_operator_token_revoked_through_one_handle_fails_through_another,
+    many_writers_on_many_keys_keep_each_compare_and_set_and_every_append_whole,
 );
 
 async fn create_list_revoke_authenticate_round_trip(f: Fixture) {
@@ -1012,4 +1013,66 @@ async fn an_operator_token_revoked_through_one_handle_fails_through_another(f: F
             .expect("kept")
             .is_active()
     );
+}
+
+fn numbered(i: i64) -> NewEvent {
+    NewEvent {
+        at_ms: i,
+        kind: "mode_set".to_owned(),
+        body: json!({"mode": "plan", "i": i}),
+    }
+}
+
+/// Appends of many tasks share transactions (group commit); each keeps its
+/// own compare-and-set, none is split, and in one batch a stale append
+/// fails alone while the others commit.
+async fn many_writers_on_many_keys_keep_each_compare_and_set_and_every_append_whole(f: Fixture) {
+    let store = f.open().await;
+    let mut tasks = Vec::new();
+    for w in 0..200_i64 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let key = format!("key_{}", w % 8);
+            loop {
+                let last = store.last_key_seq(&key).await.expect("read");
+                match store
+                    .append_events(&key, last, &[numbered(w), numbered(w)])
+                    .await
+                {
+                    Ok(now) => {
+                        assert_eq!(now, last + 2);
+                        return;
+                    }
+                    Err(StoreError::Conflict { .. }) => {}
+                    Err(e) => panic!("append failed: {e}"),
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.expect("task");
+    }
+    for k in 0..8 {
+        let events = store
+            .load_events(&format!("key_{k}"), 0)
+            .await
+            .expect("load");
+        let seqs: Vec<i64> = events.iter().map(|e| e.key_seq).collect();
+        assert_eq!(seqs, (1..=50).collect::<Vec<_>>(), "key_{k}");
+        for pair in events.chunks(2) {
+            assert_eq!(pair[0].body["i"], pair[1].body["i"], "an append was split");
+        }
+    }
+    let (one, two) = ([numbered(1)], [numbered(2)]);
+    let (stale, fresh) = tokio::join!(
+        store.append_events("key_0", 3, &one),
+        store.append_events("key_1", 50, &two),
+    );
+    match stale {
+        Err(StoreError::Conflict { found, .. }) => assert_eq!(found, 50),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert_eq!(fresh.expect("fresh append"), 51);
+    assert_eq!(store.last_key_seq("key_0").await.expect("read"), 50);
+    assert_eq!(store.last_key_seq("key_1").await.expect("read"), 51);
 }
