@@ -14,14 +14,16 @@
 //!   the insert trigger: the row lock it takes is held until commit, so
 //!   the next writer gets its numbers only after the previous one is
 //!   committed and visible. An append takes that lock first (`SELECT … FOR
-//!   UPDATE`), then checks the key's last key_seq and inserts, so the
-//!   compare-and-set needs no retry loop. The trigger assigns `seq` for any
+//!   UPDATE`), then inserts only if the key's last key_seq is the expected
+//!   one, so the compare-and-set needs no retry loop. The trigger assigns `seq` for any
 //!   writer, even one bypassing this code, so the order holds for it too.
-//!   The cost: appends to one store — across all keys and replicas — run
-//!   one at a time, each holding the lock through its commit (one WAL
-//!   flush). That bounds appends to roughly one per commit latency
-//!   (hundreds to a few thousand a second), far above what people
-//!   reviewing plans produce; reads never wait for it. A session idle
+//!   The cost: transactions appending to one store — across all keys and
+//!   replicas — run one at a time, each holding the lock through its
+//!   commit (one WAL flush). Within a process, appends waiting at the same
+//!   moment share one such transaction (group commit: one committer task,
+//!   each append a single guarded `INSERT … WHERE` the key's last key_seq
+//!   is the expected one), so the bound is per transaction, not per
+//!   append; reads never wait for it. A session idle
 //!   inside a transaction for 30 s is ended by the server, so a frozen
 //!   replica cannot hold the lock for ever.
 //! * **Durable before returning**: every connection runs with
@@ -47,7 +49,7 @@ use sqlx::Connection;
 use sqlx::error::ErrorKind;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
-use crate::events::{body_text, event_from_row, is_taken_key_seq};
+use crate::events::{body_text, event_from_row};
 use crate::keys::{
     is_well_formed_token, key_columns, key_from_row, looks_like_key_id, new_key_id, new_token,
     shown_prefix, token_hash, validate_key_name,
@@ -203,9 +205,9 @@ struct Append {
 const GROUP_COMMIT_MAX: usize = 64;
 
 /// Commits appends as they come: the first waiting one plus every other
-/// already queued (up to [`GROUP_COMMIT_MAX`]) in one transaction, each in
-/// its own savepoint with its own compare-and-set, answering each caller
-/// only after the commit. Ends when the store is dropped.
+/// already queued (up to [`GROUP_COMMIT_MAX`]) in one transaction, each as
+/// one statement with its own compare-and-set, answering each caller only
+/// after the commit. Ends when the store is dropped.
 async fn committer(pool: PgPool, mut jobs: tokio::sync::mpsc::UnboundedReceiver<Append>) {
     while let Some(first) = jobs.recv().await {
         let mut batch = vec![first];
@@ -249,9 +251,20 @@ async fn commit_batch(pool: &PgPool, batch: Vec<Append>) {
     {
         return fail_all(batch, &e);
     }
+    // One guarded statement per append: it inserts all of the append's
+    // events or, on a conflict, none. A statement error (never expected:
+    // the counter's lock orders every writer that goes through here)
+    // aborts the transaction, and every append of the batch is answered
+    // with it — none was committed, so callers may simply try again.
     let mut results = Vec::with_capacity(batch.len());
     for job in &batch {
-        results.push(append_in(&mut tx, job).await);
+        match guarded_append(&mut tx, job).await {
+            Ok(result) => results.push(result),
+            Err(e) => {
+                let _ = tx.rollback().await;
+                return fail_all(batch, &e);
+            }
+        }
     }
     match tx.commit().await {
         Ok(()) => {
@@ -271,55 +284,21 @@ async fn commit_batch(pool: &PgPool, batch: Vec<Append>) {
     }
 }
 
-/// One append inside the batch's transaction, in a savepoint of its own.
-async fn append_in(
+/// One append as a single statement that inserts every event only if the
+/// key's log is at the expected seq; a conflict reads the seq found.
+async fn guarded_append(
     tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
     job: &Append,
-) -> Result<i64, StoreError> {
-    let conflict = |found| StoreError::Conflict {
-        key_id: job.key_id.clone(),
-        expected: job.expected,
-        found,
-    };
-    sqlx::query("SAVEPOINT append").execute(&mut **tx).await?;
-    let outcome = try_append(tx, job).await;
-    if !matches!(outcome, Ok(Ok(_))) {
-        sqlx::query("ROLLBACK TO SAVEPOINT append")
-            .execute(&mut **tx)
-            .await?;
-    }
-    sqlx::query("RELEASE SAVEPOINT append")
-        .execute(&mut **tx)
-        .await?;
-    match outcome {
-        Ok(Ok(last)) => Ok(last),
-        Ok(Err(found)) => Err(conflict(found)),
-        Err(e) if is_taken_key_seq(&e) => {
-            // Only a writer bypassing this code can get here.
-            Err(conflict(last_key_seq_in(&mut **tx, &job.key_id).await?))
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// The check and the insert of one append: `Ok(Err(found))` when the
-/// key's log is not at the expected seq.
-async fn try_append(
-    tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
-    job: &Append,
-) -> Result<Result<i64, i64>, sqlx::Error> {
-    let found = last_key_seq_in(&mut **tx, &job.key_id).await?;
-    if found != job.expected {
-        return Ok(Err(found));
-    }
+) -> Result<Result<i64, StoreError>, sqlx::Error> {
     let count = job.kinds.len() as i64;
     let key_seqs: Vec<i64> = (job.expected + 1..=job.expected + count).collect();
-    // One statement for the append; the trigger numbers rows in order.
-    sqlx::query(
+    // The trigger numbers rows in order.
+    let inserted = sqlx::query(
         "INSERT INTO events (key_id, key_seq, at_ms, type, body)
          SELECT $1, e.key_seq, e.at_ms, e.type, e.body::json
          FROM UNNEST($2::int8[], $3::int8[], $4::text[], $5::text[])
               WITH ORDINALITY AS e(key_seq, at_ms, type, body, n)
+         WHERE (SELECT COALESCE(MAX(key_seq), 0) FROM events WHERE key_id = $1) = $6
          ORDER BY e.n",
     )
     .bind(&job.key_id)
@@ -327,9 +306,26 @@ async fn try_append(
     .bind(&job.at_ms)
     .bind(&job.kinds)
     .bind(&job.bodies)
+    .bind(job.expected)
     .execute(&mut **tx)
     .await?;
-    Ok(Ok(job.expected + count))
+    match inserted.rows_affected() {
+        n if n == count.unsigned_abs() => return Ok(Ok(job.expected + count)),
+        0 => {}
+        // One statement inserts all or nothing; anything else is a reason
+        // to take the careful path.
+        n => {
+            return Err(sqlx::Error::Protocol(format!(
+                "an append of {count} events inserted {n}"
+            )));
+        }
+    }
+    let found = last_key_seq_in(&mut **tx, &job.key_id).await?;
+    Ok(Err(StoreError::Conflict {
+        key_id: job.key_id.clone(),
+        expected: job.expected,
+        found,
+    }))
 }
 
 impl PostgresStore {
