@@ -12,10 +12,10 @@ use std::time::Duration;
 use common::*;
 use plangate_config::Namespace;
 use plangate_core::{Effect, ModeSpec, OverAccess, Scope};
-use plangate_gateway::{Gateway, GatewayHandler};
-use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ProtocolVersion};
+use plangate_gateway::Gateway;
+use rmcp::RoleClient;
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult};
 use rmcp::service::RunningService;
-use rmcp::{ClientLifecycleMode, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
 struct Rig {
@@ -63,31 +63,7 @@ async fn modern_client(
     token: &str,
     seen: Seen,
 ) -> RunningService<RoleClient, Seen> {
-    use rmcp::service::ClientServiceExt as _;
-    let (client_io, server_io) = tokio::io::duplex(64 * 1024);
-    let token = token.to_owned();
-    tokio::spawn(async move {
-        if let Ok(running) = GatewayHandler::stdio(gw, Some(token))
-            .serve(server_io)
-            .await
-        {
-            let _ = running.waiting().await;
-        }
-    });
-    let client = seen
-        .serve_with_lifecycle(
-            client_io,
-            ClientLifecycleMode::Discover {
-                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-            },
-        )
-        .await
-        .unwrap();
-    assert_eq!(
-        client.peer().peer_info().unwrap().protocol_version,
-        ProtocolVersion::V_2026_07_28
-    );
-    client
+    modern_client_of(gw, token, seen).await
 }
 
 fn params(tool: &str, args: Value) -> CallToolRequestParams {

@@ -19,7 +19,7 @@ use std::time::Duration;
 use common::*;
 use plangate_config::Namespace;
 use plangate_core::{Effect, ModeSpec, OverAccess, Scope};
-use plangate_gateway::{Gateway, GatewayHandler};
+use plangate_gateway::Gateway;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
     CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, Implementation,
@@ -27,10 +27,7 @@ use rmcp::model::{
     Tool, ToolAnnotations,
 };
 use rmcp::service::{RequestContext, RunningService};
-use rmcp::{
-    ClientHandler, ClientLifecycleMode, ErrorData, RoleClient, RoleServer, ServerHandler,
-    ServiceExt,
-};
+use rmcp::{ClientHandler, ErrorData, RoleClient, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
 /// An upstream whose tools ask their caller something mid-call: `ask`
@@ -173,39 +170,6 @@ async fn rig(review_timeout: Duration) -> Rig {
     }
 }
 
-/// A client that speaks 2026-07-28 (discovery, no initialize).
-async fn modern<C: ClientHandler + Clone>(
-    gw: Arc<Gateway>,
-    token: &str,
-    handler: C,
-) -> RunningService<RoleClient, C> {
-    use rmcp::service::ClientServiceExt as _;
-    let (client_io, server_io) = tokio::io::duplex(64 * 1024);
-    let token = token.to_owned();
-    tokio::spawn(async move {
-        if let Ok(running) = GatewayHandler::stdio(gw, Some(token))
-            .serve(server_io)
-            .await
-        {
-            let _ = running.waiting().await;
-        }
-    });
-    let client = handler
-        .serve_with_lifecycle(
-            client_io,
-            ClientLifecycleMode::Discover {
-                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-            },
-        )
-        .await
-        .unwrap();
-    assert_eq!(
-        client.peer().peer_info().unwrap().protocol_version,
-        ProtocolVersion::V_2026_07_28
-    );
-    client
-}
-
 fn params(tool: &str, args: Value) -> CallToolRequestParams {
     let mut p = CallToolRequestParams::new(tool.to_owned());
     p.arguments = args.as_object().cloned();
@@ -267,7 +231,7 @@ async fn an_upstream_elicitation_reaches_a_modern_client_through_input_required(
         elicit: true,
         ..Seen::default()
     };
-    let client = modern(r.gw.clone(), &r.token, seen.clone()).await;
+    let client = modern_client_of(r.gw.clone(), &r.token, seen.clone()).await;
     // rmcp's client drives the round through its handler, which answers
     // the upstream's colour question "teal".
     let result = client
@@ -285,7 +249,7 @@ async fn an_upstream_elicitation_reaches_a_modern_client_through_input_required(
 #[tokio::test]
 async fn an_upstream_sampling_request_reaches_a_modern_client_too() {
     let r = rig(Duration::from_secs(30)).await;
-    let client = modern(r.gw.clone(), &r.token, Sampler).await;
+    let client = modern_client_of(r.gw.clone(), &r.token, Sampler).await;
     let result = client.call_tool(params("sample", json!({}))).await.unwrap();
     let answer = &body(&result)["answer"];
     assert_eq!(answer["content"]["text"], "ultramarine", "{result:?}");
@@ -297,7 +261,7 @@ async fn an_upstream_sampling_request_reaches_a_modern_client_too() {
 #[tokio::test]
 async fn a_modern_client_that_declared_no_elicitation_has_the_question_declined() {
     let r = rig(Duration::from_secs(30)).await;
-    let client = modern(r.gw.clone(), &r.token, Seen::default()).await;
+    let client = modern_client_of(r.gw.clone(), &r.token, Seen::default()).await;
     let result = client
         .peer()
         .call_tool_once(params("ask", json!({})))
@@ -318,7 +282,7 @@ async fn tampered_forged_altered_other_key_and_replayed_retries_answer_nothing()
         elicit: true,
         ..Seen::default()
     };
-    let client = modern(r.gw.clone(), &r.token, seen.clone()).await;
+    let client = modern_client_of(r.gw.clone(), &r.token, seen.clone()).await;
     let args = json!({"n": 7});
     let (requests, state) = first_round(&client, "ask", args.clone()).await;
     assert_eq!(requests["upstream"]["method"], "elicitation/create");
@@ -358,7 +322,7 @@ async fn tampered_forged_altered_other_key_and_replayed_retries_answer_nothing()
     assert!(message(&a).contains("arguments differ"), "{a:?}");
 
     // Another key presenting this key's state.
-    let thief = modern(r.gw.clone(), &r.other, Seen::default()).await;
+    let thief = modern_client_of(r.gw.clone(), &r.other, Seen::default()).await;
     let o = retry(&thief, "ask", args.clone(), &state, red()).await;
     assert_eq!(body(&o)["code"], "invalid_arguments");
     assert!(message(&o).contains("not one plangate issued"), "{o:?}");
@@ -385,7 +349,7 @@ async fn tampered_forged_altered_other_key_and_replayed_retries_answer_nothing()
 #[tokio::test]
 async fn a_question_nobody_answers_lapses_and_the_upstream_call_is_cancelled() {
     let r = rig(Duration::from_millis(400)).await;
-    let client = modern(
+    let client = modern_client_of(
         r.gw.clone(),
         &r.token,
         Seen {
@@ -418,7 +382,7 @@ async fn a_question_nobody_answers_lapses_and_the_upstream_call_is_cancelled() {
 #[tokio::test]
 async fn an_ask_mode_asks_first_then_the_upstream_question_follows_on_the_same_call() {
     let r = rig(Duration::from_secs(30)).await;
-    let client = modern(
+    let client = modern_client_of(
         r.gw.clone(),
         &r.token,
         Seen {

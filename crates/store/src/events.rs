@@ -132,3 +132,40 @@ pub(crate) fn is_taken_key_seq(e: &sqlx::Error) -> bool {
         db.kind() == ErrorKind::UniqueViolation || db.message().contains("key_seq must follow")
     })
 }
+
+// === group commit, shared by both backends ===
+
+/// At most this many appends share one transaction.
+pub(crate) const GROUP_COMMIT_MAX: usize = 64;
+
+/// The next batch for a backend's committer task: waits for one append,
+/// then takes every other already queued (up to [`GROUP_COMMIT_MAX`]).
+/// `None` once the store is dropped.
+pub(crate) async fn next_batch<T>(
+    jobs: &mut tokio::sync::mpsc::UnboundedReceiver<T>,
+) -> Option<Vec<T>> {
+    let first = jobs.recv().await?;
+    let mut batch = vec![first];
+    while batch.len() < GROUP_COMMIT_MAX {
+        match jobs.try_recv() {
+            Ok(job) => batch.push(job),
+            Err(_) => break,
+        }
+    }
+    Some(batch)
+}
+
+/// The same failure for every append of a batch (an `sqlx::Error` cannot
+/// be cloned, so each gets its own copy of the message).
+pub(crate) fn batch_failed(e: &sqlx::Error) -> StoreError {
+    StoreError::Database(sqlx::Error::Protocol(format!(
+        "the transaction holding this append failed: {e}"
+    )))
+}
+
+/// What an append answers when the committer task is gone.
+pub(crate) fn committer_stopped() -> StoreError {
+    StoreError::Database(sqlx::Error::Protocol(
+        "the store's committer has stopped (the store is shutting down)".to_owned(),
+    ))
+}

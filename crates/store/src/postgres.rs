@@ -49,7 +49,7 @@ use sqlx::Connection;
 use sqlx::error::ErrorKind;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
-use crate::events::{body_text, event_from_row};
+use crate::events::{batch_failed, body_text, committer_stopped, event_from_row, next_batch};
 use crate::keys::{
     is_well_formed_token, key_columns, key_from_row, looks_like_key_id, new_key_id, new_token,
     shown_prefix, token_hash, validate_key_name,
@@ -201,31 +201,14 @@ struct Append {
     reply: tokio::sync::oneshot::Sender<Result<i64, StoreError>>,
 }
 
-/// At most this many appends share one transaction.
-const GROUP_COMMIT_MAX: usize = 64;
-
 /// Commits appends as they come: the first waiting one plus every other
-/// already queued (up to [`GROUP_COMMIT_MAX`]) in one transaction, each as
+/// already queued (up to [`crate::events::GROUP_COMMIT_MAX`]) in one transaction, each as
 /// one statement with its own compare-and-set, answering each caller only
 /// after the commit. Ends when the store is dropped.
 async fn committer(pool: PgPool, mut jobs: tokio::sync::mpsc::UnboundedReceiver<Append>) {
-    while let Some(first) = jobs.recv().await {
-        let mut batch = vec![first];
-        while batch.len() < GROUP_COMMIT_MAX {
-            match jobs.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
-        }
+    while let Some(batch) = next_batch(&mut jobs).await {
         commit_batch(&pool, batch).await;
     }
-}
-
-/// The same failure for every append of a batch.
-fn batch_failed(e: &sqlx::Error) -> StoreError {
-    StoreError::Database(sqlx::Error::Protocol(format!(
-        "the transaction holding this append failed: {e}"
-    )))
 }
 
 async fn commit_batch(pool: &PgPool, batch: Vec<Append>) {
@@ -641,11 +624,6 @@ impl Store for PostgresStore {
             };
         }
 
-        let closed = || {
-            StoreError::Database(sqlx::Error::Protocol(
-                "the store's committer has stopped (the store is shutting down)".to_owned(),
-            ))
-        };
         let (reply, answer) = tokio::sync::oneshot::channel();
         self.appends
             .send(Append {
@@ -656,8 +634,8 @@ impl Store for PostgresStore {
                 bodies,
                 reply,
             })
-            .map_err(|_| closed())?;
-        answer.await.map_err(|_| closed())?
+            .map_err(|_| committer_stopped())?;
+        answer.await.map_err(|_| committer_stopped())?
     }
 
     async fn load_events(

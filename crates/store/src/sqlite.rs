@@ -17,7 +17,10 @@ use plangate_core::Scope;
 use sqlx::error::ErrorKind;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 
-use crate::events::{body_text, event_columns, event_from_row, is_taken_key_seq};
+use crate::events::{
+    batch_failed, body_text, committer_stopped, event_columns, event_from_row, is_taken_key_seq,
+    next_batch,
+};
 use crate::keys::{
     is_well_formed_token, key_columns, key_from_row, looks_like_key_id, new_key_id, new_token,
     shown_prefix, token_hash, validate_key_name,
@@ -127,33 +130,15 @@ struct Append {
     reply: tokio::sync::oneshot::Sender<Result<i64, StoreError>>,
 }
 
-/// At most this many appends share one transaction.
-const GROUP_COMMIT_MAX: usize = 64;
-
 /// Commits appends as they come: takes the first waiting one plus every
-/// other already queued (up to [`GROUP_COMMIT_MAX`]), writes each inside
+/// other already queued (up to [`crate::events::GROUP_COMMIT_MAX`]), writes each inside
 /// its own savepoint — so a conflict or a bad event undoes that append
 /// alone, with the same per-key compare-and-set as ever — commits once,
 /// and only then answers each caller. Ends when the store is dropped.
 async fn committer(pool: SqlitePool, mut jobs: tokio::sync::mpsc::UnboundedReceiver<Append>) {
-    while let Some(first) = jobs.recv().await {
-        let mut batch = vec![first];
-        while batch.len() < GROUP_COMMIT_MAX {
-            match jobs.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
-        }
+    while let Some(batch) = next_batch(&mut jobs).await {
         commit_batch(&pool, batch).await;
     }
-}
-
-/// The same failure for every append of a batch (an `sqlx::Error` cannot
-/// be cloned, so each gets its own copy of the message).
-fn batch_failed(e: &sqlx::Error) -> StoreError {
-    StoreError::Database(sqlx::Error::Protocol(format!(
-        "the transaction holding this append failed: {e}"
-    )))
 }
 
 async fn commit_batch(pool: &SqlitePool, batch: Vec<Append>) {
@@ -619,11 +604,6 @@ impl Store for SqliteStore {
             .iter()
             .map(|e| body_text(e).map(|body| (e.at_ms, e.kind.clone(), body)))
             .collect::<Result<Vec<_>, _>>()?;
-        let closed = || {
-            StoreError::Database(sqlx::Error::Protocol(
-                "the store's committer has stopped (the store is shutting down)".to_owned(),
-            ))
-        };
         let (reply, answer) = tokio::sync::oneshot::channel();
         self.appends
             .send(Append {
@@ -632,8 +612,8 @@ impl Store for SqliteStore {
                 rows,
                 reply,
             })
-            .map_err(|_| closed())?;
-        answer.await.map_err(|_| closed())?
+            .map_err(|_| committer_stopped())?;
+        answer.await.map_err(|_| committer_stopped())?
     }
 
     async fn load_events(

@@ -336,3 +336,36 @@ pub fn calls_of(calls: &Calls, tool: &str) -> Vec<(Value, Value)> {
         .map(|(_, a, m)| (a.clone(), m.clone()))
         .collect()
 }
+
+/// A client that speaks 2026-07-28 (discovery, no initialize).
+pub async fn modern_client_of<C: ClientHandler + Clone>(
+    gw: Arc<Gateway>,
+    token: &str,
+    handler: C,
+) -> RunningService<RoleClient, C> {
+    use rmcp::service::ClientServiceExt as _;
+    let (client_io, server_io) = tokio::io::duplex(64 * 1024);
+    let token = token.to_owned();
+    tokio::spawn(async move {
+        if let Ok(running) = GatewayHandler::stdio(gw, Some(token))
+            .serve(server_io)
+            .await
+        {
+            let _ = running.waiting().await;
+        }
+    });
+    let client = handler
+        .serve_with_lifecycle(
+            client_io,
+            rmcp::ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        client.peer().peer_info().unwrap().protocol_version,
+        ProtocolVersion::V_2026_07_28
+    );
+    client
+}
