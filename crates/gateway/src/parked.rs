@@ -34,8 +34,8 @@ use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CancelledNotificationParam,
     ClientRequest, CreateMessageRequest, CreateMessageResult, ElicitRequest, ElicitResult,
     ElicitationAction, ErrorCode, InputRequest, InputRequiredResult, InputResponses,
-    ListRootsResult, ProgressNotificationParam, ProgressToken, RequestNoParam, RequestStateCodec,
-    SealOptions, ServerResult,
+    ListRootsResult, ProgressNotificationParam, ProgressToken, RequestNoParam, SealOptions,
+    ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use serde_json::Value;
@@ -260,15 +260,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     }
 }
 
-fn codec(gw: &Gateway) -> Result<RequestStateCodec, Refusal> {
-    RequestStateCodec::try_new(gw.material().signing_key().to_vec()).map_err(|e| {
-        Refusal::new(
-            Code::UpstreamUnavailable,
-            format!("cannot sign request state: {e}"),
-        )
-    })
-}
-
 impl Parked {
     /// How many calls are parked now.
     pub fn len(&self) -> usize {
@@ -310,7 +301,7 @@ impl Parked {
         let options = SealOptions::new()
             .associated_data(who.kid.as_bytes())
             .ttl(gw.review_timeout());
-        let Ok(sealed) = codec(gw).and_then(|c| {
+        let Ok(sealed) = crate::review::codec(gw).and_then(|c| {
             c.seal_json_with(&payload, &options)
                 .map_err(|e| Refusal::new(Code::UpstreamUnavailable, e.to_string()))
         }) else {
@@ -369,7 +360,7 @@ impl Parked {
     /// let a retry that answers an upstream's question through checks that
     /// already passed when the call was first made.
     pub fn is_park_state(gw: &Gateway, kid: &str, state: &str) -> bool {
-        codec(gw)
+        crate::review::codec(gw)
             .ok()
             .and_then(|c| c.open_json_with::<ParkState>(state, kid.as_bytes()).ok())
             .is_some()
@@ -393,7 +384,7 @@ impl Parked {
                 ),
             )
         };
-        let payload: ParkState = codec(gw)?
+        let payload: ParkState = crate::review::codec(gw)?
             .open_json_with(state, who.kid.as_bytes())
             .map_err(|e| match e {
                 rmcp::model::RequestStateError::Expired => {

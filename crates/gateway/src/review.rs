@@ -244,7 +244,8 @@ struct ReviewState {
     review: String,
 }
 
-fn codec(gw: &Gateway) -> Result<RequestStateCodec, Refusal> {
+/// The signing codec for request states (signing key per DESIGN §2).
+pub(crate) fn codec(gw: &Gateway) -> Result<RequestStateCodec, Refusal> {
     RequestStateCodec::try_new(gw.material().signing_key().to_vec()).map_err(|e| {
         Refusal::new(
             Code::UpstreamUnavailable,
