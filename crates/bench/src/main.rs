@@ -112,6 +112,20 @@ enum Cmd {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if let Some(Cmd::Upstream {
+        stdio: true,
+        http: None,
+    }) = &cli.command
+    {
+        // No runtime: see `upstream::serve_stdio`.
+        return match upstream::serve_stdio() {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("plangate-bench upstream: {e:#}");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -126,8 +140,7 @@ fn main() -> std::process::ExitCode {
         match cli.command {
             Some(Cmd::Upstream { stdio, http }) => match (stdio, http) {
                 (_, Some(addr)) => upstream::serve_http(&addr).await,
-                (true, None) => upstream::serve_stdio().await,
-                (false, None) => bail!("give --stdio or --http ADDR"),
+                (_, None) => bail!("give --stdio or --http ADDR"),
             },
             Some(Cmd::Report { json, out }) => rewrite(json, out),
             None => {

@@ -19,7 +19,6 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, BufWriter};
 
 const KNOWN_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 
@@ -108,19 +107,27 @@ fn call(state: &State, params: &Value) -> Result<Value, (i64, String)> {
 }
 
 /// Serves newline-delimited JSON-RPC on stdin/stdout until stdin closes.
-pub async fn serve_stdio() -> Result<()> {
+///
+/// Plain blocking reads and writes on the calling thread, no runtime: a
+/// tokio `Stdin`/`Stdout` hands every read and write to a blocking-pool
+/// thread, and those two thread wake-ups per call cost more than the rest
+/// of the call (0.26 ms p50 direct with them here) — the timing upstream
+/// must not be what is measured.
+pub fn serve_stdio() -> Result<()> {
+    use std::io::{BufRead, Write};
     let state = State::default();
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
-    let mut out = BufWriter::new(tokio::io::stdout());
-    while let Some(line) = lines.next_line().await? {
+    let stdin = std::io::stdin().lock();
+    let mut out = std::io::stdout().lock();
+    for line in stdin.lines() {
+        let line = line?;
         let Ok(msg) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
         if let Some(answer) = handle(&state, &msg) {
             let mut bytes = serde_json::to_vec(&answer)?;
             bytes.push(b'\n');
-            out.write_all(&bytes).await?;
-            out.flush().await?;
+            out.write_all(&bytes)?;
+            out.flush()?;
         }
     }
     Ok(())
