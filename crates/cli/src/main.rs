@@ -373,7 +373,24 @@ fn main() -> ExitCode {
         _ => "warn",
     };
     init_tracing(cli.log_format, default_filter);
-    let runtime = match tokio::runtime::Runtime::new() {
+    // A stdio server has one client: one worker thread serves it without
+    // handing each message between threads (every hand-off is a thread
+    // wake-up, and sixteen agents each running plangate on two cores pay
+    // for all of them). Everything else gets a worker per core.
+    let one_client = match &cli.command {
+        Command::Serve(args) => args.http.is_none(),
+        Command::DemoSite(args) => args.http.is_none(),
+        _ => false,
+    };
+    let runtime = if one_client {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Runtime::new()
+    };
+    let runtime = match runtime {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("plangate: cannot start the async runtime: {e}");

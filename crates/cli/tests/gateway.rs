@@ -179,6 +179,54 @@ async fn stdio_client_with_a_key_lists_unprefixed_demo_tools_and_calls_them() {
     client.cancel().await.unwrap();
 }
 
+/// Node starts a child's stdio as socket pairs rather than pipes (libuv),
+/// and plangate reads sockets through the event loop as it does pipes:
+/// a client on socket pairs is served the same, and plangate ends when the
+/// client hangs up.
+#[tokio::test]
+async fn a_client_on_socket_pairs_like_node_is_served_over_stdio() {
+    use rmcp::ServiceExt;
+    use std::os::unix::net::UnixStream;
+    let scratch = Scratch::new();
+    let token = scratch.create_key("agent", "write");
+    let (ours_in, theirs_in) = UnixStream::pair().unwrap();
+    let (ours_out, theirs_out) = UnixStream::pair().unwrap();
+    let mut child = tokio::process::Command::new(plangate())
+        .arg("--data-dir")
+        .arg(scratch.data_dir())
+        .args(["serve", "--stdio"])
+        .current_dir(scratch.path())
+        .env_remove("PLANGATE_CONFIG")
+        .env("PLANGATE_KEY", &token)
+        .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(
+            theirs_in,
+        )))
+        .stdout(std::process::Stdio::from(std::os::fd::OwnedFd::from(
+            theirs_out,
+        )))
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    for s in [&ours_in, &ours_out] {
+        s.set_nonblocking(true).unwrap();
+    }
+    let writer = tokio::net::UnixStream::from_std(ours_in).unwrap();
+    let reader = tokio::net::UnixStream::from_std(ours_out).unwrap();
+    let client = client_info().serve((reader, writer)).await.unwrap();
+    assert!(tool_names(&client).await.contains(&"get_page".to_owned()));
+    for i in 0..20 {
+        let r = call(&client, "get_page", json!({"id": 1})).await.unwrap();
+        assert_eq!(r.is_error, Some(false), "call {i}: {r:?}");
+    }
+    client.cancel().await.unwrap();
+    let status = tokio::time::timeout(std::time::Duration::from_secs(10), child.wait())
+        .await
+        .expect("plangate ends when its client hangs up")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+}
+
 #[tokio::test]
 async fn a_client_without_a_key_is_told_how_to_create_one() {
     let scratch = Scratch::new();

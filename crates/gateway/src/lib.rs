@@ -34,6 +34,7 @@ pub mod plan;
 pub mod refusal;
 pub mod review;
 mod server;
+pub mod stdio;
 pub mod tools;
 pub mod upstream;
 
@@ -690,7 +691,7 @@ pub async fn serve_stdio(gw: Arc<Gateway>, token: Option<String>) -> Result<(), 
     use rmcp::ServiceExt;
     let handler = GatewayHandler::stdio(gw, token);
     let running = handler
-        .serve(rmcp::transport::stdio())
+        .serve(stdio::transport())
         .await
         .map_err(std::io::Error::other)?;
     running.waiting().await.map_err(std::io::Error::other)?;
