@@ -205,13 +205,36 @@ struct Append {
 /// already queued (up to [`crate::events::GROUP_COMMIT_MAX`]) in one transaction, each as
 /// one statement with its own compare-and-set, answering each caller only
 /// after the commit. Ends when the store is dropped.
-async fn committer(pool: PgPool, mut jobs: tokio::sync::mpsc::UnboundedReceiver<Append>) {
+///
+/// It keeps a connection of its own rather than taking one from the pool
+/// per batch: the pool pings a connection before handing it out, one more
+/// network round trip on every durable write. A connection that failed in
+/// any way is dropped, and the next batch connects anew.
+async fn committer(
+    options: PgConnectOptions,
+    mut jobs: tokio::sync::mpsc::UnboundedReceiver<Append>,
+) {
+    let mut conn: Option<PgConnection> = None;
     while let Some(batch) = next_batch(&mut jobs).await {
-        commit_batch(&pool, batch).await;
+        let live = match conn.take() {
+            Some(live) => live,
+            None => match PgConnection::connect_with(&options).await {
+                Ok(live) => live,
+                Err(e) => {
+                    for job in batch {
+                        let _ = job.reply.send(Err(batch_failed(&e)));
+                    }
+                    continue;
+                }
+            },
+        };
+        conn = commit_batch(live, batch).await;
     }
 }
 
-async fn commit_batch(pool: &PgPool, batch: Vec<Append>) {
+/// Commits one batch on `conn`; gives the connection back unless it
+/// failed.
+async fn commit_batch(mut conn: PgConnection, batch: Vec<Append>) -> Option<PgConnection> {
     let fail_all = |batch: Vec<Append>, e: &sqlx::Error| {
         for job in batch {
             let _ = job.reply.send(Err(batch_failed(e)));
@@ -219,21 +242,21 @@ async fn commit_batch(pool: &PgPool, batch: Vec<Append>) {
     };
     // READ COMMITTED whatever the server's default: each statement below
     // must see what the writer before us committed while we waited for the
-    // counter's lock.
-    let mut tx = match pool
-        .begin_with("BEGIN ISOLATION LEVEL READ COMMITTED")
+    // counter's lock. The lock on the counter is the serialization point
+    // (module docs), held until commit; it goes in the same simple query
+    // as BEGIN — one round trip, not two.
+    let mut tx = match conn
+        .begin_with(
+            "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT last_seq FROM event_seq FOR UPDATE",
+        )
         .await
     {
         Ok(tx) => tx,
-        Err(e) => return fail_all(batch, &e),
+        Err(e) => {
+            fail_all(batch, &e);
+            return None;
+        }
     };
-    // The serialization point (module docs): held until commit.
-    if let Err(e) = sqlx::query("SELECT last_seq FROM event_seq FOR UPDATE")
-        .execute(&mut *tx)
-        .await
-    {
-        return fail_all(batch, &e);
-    }
     // One guarded statement per append: it inserts all of the append's
     // events or, on a conflict, none. A statement error (never expected:
     // the counter's lock orders every writer that goes through here)
@@ -244,8 +267,9 @@ async fn commit_batch(pool: &PgPool, batch: Vec<Append>) {
         match guarded_append(&mut tx, job).await {
             Ok(result) => results.push(result),
             Err(e) => {
-                let _ = tx.rollback().await;
-                return fail_all(batch, &e);
+                drop(tx);
+                fail_all(batch, &e);
+                return None;
             }
         }
     }
@@ -262,15 +286,17 @@ async fn commit_batch(pool: &PgPool, batch: Vec<Append>) {
                 }
                 let _ = job.reply.send(result);
             }
+            Some(conn)
         }
-        Err(e) => fail_all(batch, &e),
+        Err(e) => {
+            fail_all(batch, &e);
+            None
+        }
     }
 }
 
-/// One append as a single statement that inserts every event only if the
-/// key's log is at the expected seq; a conflict reads the seq found.
 async fn guarded_append(
-    tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
     job: &Append,
 ) -> Result<Result<i64, StoreError>, sqlx::Error> {
     let count = job.kinds.len() as i64;
@@ -333,9 +359,9 @@ impl PostgresStore {
         first.close().await?;
         let pool = PgPoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
-            .connect_lazy_with(options);
+            .connect_lazy_with(options.clone());
         let (appends, jobs) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(committer(pool.clone(), jobs));
+        tokio::spawn(committer(options, jobs));
         Ok(PostgresStore { pool, appends })
     }
 }

@@ -142,6 +142,22 @@ async fn committer(pool: SqlitePool, mut jobs: tokio::sync::mpsc::UnboundedRecei
 }
 
 async fn commit_batch(pool: &SqlitePool, batch: Vec<Append>) {
+    // A lone append of one statement is its own transaction: SQLite takes
+    // the write lock when the statement starts (a write statement begins a
+    // write transaction), checks and inserts, and commits durably — one
+    // round trip to the connection's thread instead of three.
+    if let [job] = batch.as_slice()
+        && job.rows.len() <= APPEND_CHUNK
+    {
+        let result = match pool.acquire().await {
+            Ok(mut conn) => try_append(&mut conn, job)
+                .await
+                .map_err(StoreError::from)
+                .and_then(|outcome| outcome.map_err(|found| conflict(job, found))),
+            Err(e) => Err(batch_failed(&e)),
+        };
+        return answer(batch, vec![result]);
+    }
     // BEGIN IMMEDIATE takes the write lock before the checks, so no other
     // process can append between a check and its inserts; the UNIQUE
     // constraint stays the final guard.
@@ -159,19 +175,7 @@ async fn commit_batch(pool: &SqlitePool, batch: Vec<Append>) {
         results.push(append_in(&mut tx, job).await);
     }
     match tx.commit().await {
-        Ok(()) => {
-            for (job, result) in batch.into_iter().zip(results) {
-                if let Ok(last) = &result {
-                    tracing::debug!(
-                        key_id = job.key_id,
-                        last_key_seq = last,
-                        appended = job.rows.len(),
-                        "appended events"
-                    );
-                }
-                let _ = job.reply.send(result);
-            }
-        }
+        Ok(()) => answer(batch, results),
         Err(e) => {
             for job in batch {
                 let _ = job.reply.send(Err(batch_failed(&e)));
@@ -180,57 +184,122 @@ async fn commit_batch(pool: &SqlitePool, batch: Vec<Append>) {
     }
 }
 
-/// One append inside the batch's transaction, in a savepoint of its own.
+/// Answers each caller of a committed batch.
+fn answer(batch: Vec<Append>, results: Vec<Result<i64, StoreError>>) {
+    for (job, result) in batch.into_iter().zip(results) {
+        if let Ok(last) = &result {
+            tracing::debug!(
+                key_id = job.key_id,
+                last_key_seq = last,
+                appended = job.rows.len(),
+                "appended events"
+            );
+        }
+        let _ = job.reply.send(result);
+    }
+}
+
+fn conflict(job: &Append, found: i64) -> StoreError {
+    StoreError::Conflict {
+        key_id: job.key_id.clone(),
+        expected: job.expected,
+        found,
+    }
+}
+
+/// Events written by one guarded statement: 3 bound values each, far
+/// below SQLite's limit of 32,766 bound values per statement. An append
+/// this long is rare (a plan holds at most 1,000 steps).
+const APPEND_CHUNK: usize = 1000;
+
+/// One append inside the batch's transaction. Each statement is atomic on
+/// its own (a failing statement is backed out, the transaction goes on),
+/// so an append of one statement needs nothing more; a longer one is
+/// written in a savepoint so that it lands whole or not at all.
 async fn append_in(
     tx: &mut sqlx::Transaction<'static, sqlx::Sqlite>,
     job: &Append,
 ) -> Result<i64, StoreError> {
-    let conflict = |found| StoreError::Conflict {
-        key_id: job.key_id.clone(),
-        expected: job.expected,
-        found,
-    };
-    sqlx::query("SAVEPOINT append").execute(&mut **tx).await?;
-    let outcome = try_append(tx, job).await;
-    let keep = matches!(outcome, Ok(Ok(_)));
-    if !keep {
-        sqlx::query("ROLLBACK TO append").execute(&mut **tx).await?;
+    let long = job.rows.len() > APPEND_CHUNK;
+    if long {
+        sqlx::query("SAVEPOINT append").execute(&mut **tx).await?;
     }
-    sqlx::query("RELEASE append").execute(&mut **tx).await?;
+    let outcome = try_append(tx, job).await;
+    if long {
+        if !matches!(outcome, Ok(Ok(_))) {
+            sqlx::query("ROLLBACK TO append").execute(&mut **tx).await?;
+        }
+        sqlx::query("RELEASE append").execute(&mut **tx).await?;
+    }
     match outcome {
         Ok(Ok(last)) => Ok(last),
-        Ok(Err(found)) => Err(conflict(found)),
+        Ok(Err(found)) => Err(conflict(job, found)),
         Err(e) => Err(e.into()),
     }
 }
 
-/// The check and the inserts of one append: `Ok(Err(found))` when the
-/// key's log is not at the expected seq.
+/// The compare-and-set and the inserts of one append: `Ok(Err(found))`
+/// when the key's log is not at the expected seq. Each chunk of events is
+/// one `INSERT … SELECT … WHERE` whose condition is the check itself — the
+/// key's last `key_seq` is the one expected — so the check and the insert
+/// cannot be separated, and a conflict inserts nothing. (SQLite evaluates
+/// the SELECT in full before inserting, as it reads the table written.)
 async fn try_append(
-    tx: &mut sqlx::Transaction<'static, sqlx::Sqlite>,
+    conn: &mut sqlx::SqliteConnection,
     job: &Append,
 ) -> Result<Result<i64, i64>, sqlx::Error> {
-    let found = last_key_seq_in(&mut **tx, &job.key_id).await?;
-    if found != job.expected {
-        return Ok(Err(found));
+    if job.rows.is_empty() {
+        // Nothing to write: the check alone.
+        let found = last_key_seq_in(&mut *conn, &job.key_id).await?;
+        return Ok(if found == job.expected {
+            Ok(found)
+        } else {
+            Err(found)
+        });
     }
     let mut last = job.expected;
-    for (at_ms, kind, body) in &job.rows {
-        last += 1;
-        let inserted = sqlx::query(
-            "INSERT INTO events (key_id, key_seq, at_ms, type, body) VALUES (?, ?, ?, ?, ?)",
-        )
-        .bind(&job.key_id)
-        .bind(last)
-        .bind(at_ms)
-        .bind(kind)
-        .bind(body)
-        .execute(&mut **tx)
-        .await;
-        match inserted {
-            Ok(_) => {}
+    for chunk in job.rows.chunks(APPEND_CHUNK) {
+        let mut sql = String::from(
+            "INSERT INTO events (key_id, key_seq, at_ms, type, body) \
+             SELECT column1, column2, column3, column4, column5 FROM (VALUES ",
+        );
+        for i in 0..chunk.len() {
+            if i > 0 {
+                sql.push_str(", ");
+            }
+            let p = 3 + 3 * i;
+            sql.push_str(&format!(
+                "(?1, ?2 + {}, ?{p}, ?{}, ?{})",
+                i + 1,
+                p + 1,
+                p + 2
+            ));
+        }
+        sql.push_str(
+            ") WHERE (SELECT COALESCE(MAX(key_seq), 0) FROM events WHERE key_id = ?1) = ?2",
+        );
+        // Built from fixed text and numbers only; every value is bound.
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(&job.key_id)
+            .bind(last);
+        for (at_ms, kind, body) in chunk {
+            query = query.bind(at_ms).bind(kind).bind(body);
+        }
+        match query.execute(&mut *conn).await {
+            Ok(done) if done.rows_affected() == chunk.len() as u64 => last += chunk.len() as i64,
+            Ok(done) if done.rows_affected() == 0 => {
+                return Ok(Err(last_key_seq_in(&mut *conn, &job.key_id).await?));
+            }
+            // One statement inserts all or nothing.
+            Ok(done) => {
+                return Err(sqlx::Error::Protocol(format!(
+                    "an append of {} events inserted {}",
+                    chunk.len(),
+                    done.rows_affected()
+                )));
+            }
             Err(e) if is_taken_key_seq(&e) => {
-                return Ok(Err(last_key_seq_in(&mut **tx, &job.key_id).await?));
+                return Ok(Err(last_key_seq_in(&mut *conn, &job.key_id).await?));
             }
             Err(e) => return Err(e),
         }
@@ -273,8 +342,12 @@ impl SqliteStore {
         // journal_mode is set once below, not per connection: switching
         // modes takes a lock the busy timeout does not wait for, and WAL is
         // a persistent property of the file anyway.
+        // No ping before handing out a pooled connection (sqlx's default):
+        // a SQLite connection cannot have been hung up on, and the ping is
+        // a round trip to the connection's thread on every use.
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
+            .test_before_acquire(false)
             .connect_with(options)
             .await?;
 

@@ -86,6 +86,7 @@ conformance!(
     an_append_with_a_stale_expected_seq_is_a_conflict,
     a_conflicting_batch_writes_nothing,
     an_empty_batch_checks_without_writing,
+    a_long_append_lands_whole_and_is_checked_as_one,
     an_event_without_a_type_is_refused_and_fails_its_batch,
     keys_have_independent_sequences,
     two_handles_racing_for_the_same_key_seq_have_exactly_one_winner,
@@ -543,6 +544,43 @@ async fn an_event_without_a_type_is_refused_and_fails_its_batch(f: Fixture) {
     assert_eq!(err.code(), "invalid_event");
     assert_eq!(store.last_key_seq("key_a").await.expect("last"), 0);
     assert!(store.keys_with_events().await.expect("keys").is_empty());
+}
+
+/// Past a thousand events an append is written in several statements
+/// (SQLite); it is refused whole when one event is bad, lands whole with
+/// gap-free sequence numbers, and a stale one is a conflict.
+async fn a_long_append_lands_whole_and_is_checked_as_one(f: Fixture) {
+    let store = f.open().await;
+    let long: Vec<NewEvent> = (0..2500)
+        .map(|i| event("mode_set", i, json!({"i": i})))
+        .collect();
+    let mut bad = long.clone();
+    bad.push(event("", 2500, json!({})));
+    let err = store
+        .append_events("key_a", 0, &bad)
+        .await
+        .expect_err("empty type at the end");
+    assert_eq!(err.code(), "invalid_event");
+    assert_eq!(store.last_key_seq("key_a").await.expect("last"), 0);
+    assert_eq!(
+        store
+            .append_events("key_a", 0, &long)
+            .await
+            .expect("append"),
+        2500
+    );
+    let loaded = store.load_events("key_a", 0).await.expect("load");
+    assert_eq!(loaded.len(), 2500);
+    assert_gap_free("key_a", &loaded);
+    assert_eq!(loaded[2499].body, json!({"i": 2499}));
+    let err = store
+        .append_events("key_a", 2499, &long)
+        .await
+        .expect_err("stale");
+    assert!(
+        matches!(err, StoreError::Conflict { found: 2500, .. }),
+        "{err}"
+    );
 }
 
 async fn keys_have_independent_sequences(f: Fixture) {
