@@ -279,7 +279,11 @@ async fn try_append(
             ") WHERE (SELECT COALESCE(MAX(key_seq), 0) FROM events WHERE key_id = ?1) = ?2",
         );
         // Built from fixed text and numbers only; every value is bound.
+        // Each length is its own statement: the usual ones (one to a few
+        // events) stay prepared, a long one is prepared for this use only
+        // rather than filling every connection's statement cache.
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .persistent(chunk.len() <= 4)
             .bind(&job.key_id)
             .bind(last);
         for (at_ms, kind, body) in chunk {
