@@ -72,6 +72,9 @@ pub(crate) const MIGRATION_LOCK: i64 = 0x706c_616e_6761_7465;
 /// Connections per store handle.
 const MAX_CONNECTIONS: u32 = 10;
 
+/// A pooled connection idle this long is pinged before it is handed out.
+const PING_WHEN_IDLE_FOR: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The schema, as an ordered list of (version, SQL), with the same version
 /// numbers as SQLite's for the same tables. Entries are only ever appended.
 const MIGRATIONS: &[Migration] = &[
@@ -357,8 +360,23 @@ impl PostgresStore {
         let mut first = PgConnection::connect_with(&options).await?;
         migrate(&mut first).await?;
         first.close().await?;
+        // A pooled connection is pinged before use only when it has been
+        // idle for a while (sqlx pings every time by default: one more
+        // network round trip on every read, such as each request's key
+        // check). One used within the last second is taken as alive; if
+        // the server went away meanwhile, that one use fails and the
+        // connection is dropped.
         let pool = PgPoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for >= PING_WHEN_IDLE_FOR {
+                        conn.ping().await?;
+                    }
+                    Ok(true)
+                })
+            })
             .connect_lazy_with(options.clone());
         let (appends, jobs) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(committer(options, jobs));

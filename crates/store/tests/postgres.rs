@@ -294,3 +294,53 @@ async fn a_password_in_the_url_never_reaches_an_error_message() {
         }
     }
 }
+
+/// When the server ends plangate's connections (a restart, an
+/// administrator), a pooled connection idle for a second or more is
+/// pinged and replaced before use, and the committer's own connection
+/// fails one batch at most, then is replaced: nothing is lost and nothing
+/// is written twice.
+#[tokio::test]
+async fn connections_the_server_ended_are_replaced() {
+    let Some(server) = postgres_url() else { return };
+    with_schema(&server, |url| async move {
+        let app = plangate_store::new_id("plangate_kill_").expect("name");
+        let url = support::with_param(&url, &format!("application_name={app}"));
+        let store = open_postgres(&url).await.expect("open");
+        let key = store.create_key("agent", Scope::Write).await.expect("key");
+        store
+            .append_events("key_a", 0, &events(1))
+            .await
+            .expect("first append");
+
+        let mut admin = raw(&url).await;
+        let ended: Vec<bool> = sqlx::query_scalar(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND pid <> pg_backend_pid()",
+        )
+        .bind(&app)
+        .fetch_all(&mut admin)
+        .await
+        .expect("terminate");
+        assert!(ended.len() >= 2, "pool and committer connections: {ended:?}");
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+
+        // Idle for more than a second: pinged, found dead, replaced.
+        let found = store.find_key(&key.key.id).await.expect("read after the kill");
+        assert_eq!(found.map(|k| k.name), Some("agent".to_owned()));
+        // The committer's connection: at most one batch fails, unwritten.
+        let mut last = 1;
+        let mut failures = 0;
+        while last < 3 {
+            match store.append_events("key_a", last, &events(1)).await {
+                Ok(n) => last = n,
+                Err(e) => {
+                    failures += 1;
+                    assert!(failures <= 1, "a second failure: {e}");
+                    assert_eq!(store.last_key_seq("key_a").await.expect("last"), last);
+                }
+            }
+        }
+        assert_eq!(store.load_events("key_a", 0).await.expect("load").len(), 3);
+    })
+    .await;
+}
