@@ -40,9 +40,10 @@ pub use env::{Env, ProcessEnv};
 pub use error::{ConfigError, ConfigErrors};
 pub use mcp_json::parse_mcp_json;
 pub use model::{
-    Anonymous, Config, ConfigSource, DEFAULT_ALLOWED_HOSTS, DEFAULT_LEASE, DEFAULT_MAX_STEPS,
-    DEFAULT_PLAN_TTL, DEFAULT_TOOL_PREFIX, GatewaySettings, LandsOnSetting, MAX_LEASE,
-    MAX_PLAN_TTL, MAX_STEPS_LIMIT, Namespace, ToolOverride, Transport, UpstreamConfig,
+    Anonymous, Config, ConfigSource, DEFAULT_ALLOWED_HOSTS, DEFAULT_CACHED_KEYS, DEFAULT_LEASE,
+    DEFAULT_MAX_STEPS, DEFAULT_PLAN_TTL, DEFAULT_TOOL_PREFIX, GatewaySettings, LandsOnSetting,
+    MAX_CACHED_KEYS, MAX_LEASE, MAX_PLAN_TTL, MAX_STEPS_LIMIT, Namespace, ToolOverride, Transport,
+    UpstreamConfig,
 };
 pub use toml_file::parse_toml;
 

@@ -107,6 +107,11 @@ pub struct GatewaySettings {
     /// 1 h.
     #[serde(serialize_with = "serialize_duration")]
     pub review_timeout: Duration,
+    /// How many keys' folded states (mode and plan) a process keeps in
+    /// memory, least recently used first out; any other key is folded
+    /// from the store when it is used. Bounds memory whatever the number
+    /// of keys; 1 to [`MAX_CACHED_KEYS`].
+    pub cached_keys: u32,
 }
 
 /// The default `Host` headers for `serve --http`: loopback only.
@@ -120,6 +125,14 @@ pub const DEFAULT_MAX_STEPS: u32 = 50;
 
 /// The largest `gateway.max_steps` allowed: a plan a person can still read.
 pub const MAX_STEPS_LIMIT: u32 = 1000;
+
+/// The default `gateway.cached_keys`: enough for every agent of a busy
+/// replica to be served from memory (a key with a 10-step plan holds about
+/// 30 KB there).
+pub const DEFAULT_CACHED_KEYS: u32 = 1024;
+
+/// The largest `gateway.cached_keys` allowed.
+pub const MAX_CACHED_KEYS: u32 = 1_000_000;
 
 /// The default plan life (`gateway.plan_ttl`): 4 hours.
 pub const DEFAULT_PLAN_TTL: Duration = Duration::from_secs(4 * 60 * 60);
@@ -152,6 +165,7 @@ impl Default for GatewaySettings {
             plan_ttl: DEFAULT_PLAN_TTL,
             lease: DEFAULT_LEASE,
             review_timeout: Duration::from_secs(600),
+            cached_keys: DEFAULT_CACHED_KEYS,
         }
     }
 }

@@ -14,13 +14,13 @@ use crate::duration::{format_duration, parse_duration};
 use crate::env::Env;
 use crate::error::ConfigErrors;
 use crate::model::{
-    Anonymous, Config, ConfigSource, GatewaySettings, LandsOnSetting, MAX_LEASE, MAX_PLAN_TTL,
-    MAX_STEPS_LIMIT, Namespace, ToolOverride, UpstreamConfig,
+    Anonymous, Config, ConfigSource, GatewaySettings, LandsOnSetting, MAX_CACHED_KEYS, MAX_LEASE,
+    MAX_PLAN_TTL, MAX_STEPS_LIMIT, Namespace, ToolOverride, UpstreamConfig,
 };
 use crate::planning::{pointer_problem, template_placeholders};
 
 const TOP_KEYS: [&str; 3] = ["gateway", "modes", "upstreams"];
-const GATEWAY_KEYS: [&str; 8] = [
+const GATEWAY_KEYS: [&str; 9] = [
     "anonymous",
     "allowed_hosts",
     "namespace",
@@ -29,6 +29,7 @@ const GATEWAY_KEYS: [&str; 8] = [
     "plan_ttl",
     "lease",
     "review_timeout",
+    "cached_keys",
 ];
 const MODE_KEYS: [&str; 3] = ["instructions", "access", "over_access"];
 const UPSTREAM_KEYS: [&str; 10] = [
@@ -196,6 +197,12 @@ fn gateway(c: &mut Checker<'_>, node: &toml::Value) -> Option<GatewaySettings> {
                     .integer_in(&key, v, "max_steps", 1..=i64::from(MAX_STEPS_LIMIT))
                     .and_then(|n| u32::try_from(n).ok());
                 value.map(|n| settings.as_mut().map(|s| s.max_steps = n))
+            }
+            "cached_keys" => {
+                let value = c
+                    .integer_in(&key, v, "cached_keys", 1..=i64::from(MAX_CACHED_KEYS))
+                    .and_then(|n| u32::try_from(n).ok());
+                value.map(|n| settings.as_mut().map(|s| s.cached_keys = n))
             }
             "plan_ttl" => {
                 let value = duration_in(c, &key, v, "plan_ttl", MAX_PLAN_TTL);

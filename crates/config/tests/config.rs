@@ -182,6 +182,7 @@ fn gateway_settings_are_read() {
             plan_ttl: Duration::from_secs(4 * 3600),
             lease: Duration::from_secs(30),
             review_timeout: Duration::from_secs(600),
+            cached_keys: 1024,
         }
     );
     assert!(config.namespaced());
@@ -236,7 +237,7 @@ fn an_unknown_key_lists_the_allowed_keys() {
     let errors = toml_err("[gateway]\nanon = \"read\"\n[upstreams.a]\ncommand = \"x\"\n");
     assert!(
         error_at(&errors, "gateway.anon")
-            .contains("anonymous, allowed_hosts, namespace, tool_prefix, max_steps, plan_ttl, lease and review_timeout")
+            .contains("anonymous, allowed_hosts, namespace, tool_prefix, max_steps, plan_ttl, lease, review_timeout and cached_keys")
     );
 }
 
@@ -758,6 +759,31 @@ fn max_steps_and_plan_ttl_are_read() {
     let json = serde_json::to_value(&config.gateway).unwrap();
     assert_eq!(json["plan_ttl"], "2h", "shown as written: {json}");
     assert_eq!(json["max_steps"], 1000);
+}
+
+#[test]
+fn the_state_cache_size_is_read_and_bounded() {
+    let config = toml_ok("[gateway]\ncached_keys = 64\n[upstreams.a]\ncommand = \"x\"\n");
+    assert_eq!(config.gateway.cached_keys, 64);
+    assert_eq!(
+        toml_ok("[upstreams.a]\ncommand = \"x\"\n")
+            .gateway
+            .cached_keys,
+        1024
+    );
+    for (bad, said) in [
+        ("0", "from 1 to 1000000"),
+        ("1000001", "from 1 to 1000000"),
+        ("\"many\"", "must be an integer"),
+    ] {
+        let errors = toml_err(&format!(
+            "[gateway]\ncached_keys = {bad}\n[upstreams.a]\ncommand = \"x\"\n"
+        ));
+        assert!(
+            error_at(&errors, "gateway.cached_keys").contains(said),
+            "{errors}"
+        );
+    }
 }
 
 #[test]

@@ -164,9 +164,10 @@ impl Gateway {
                 )
             })
             .collect();
+        let cached_keys = config.gateway.cached_keys as usize;
         let gw = Arc::new(Gateway {
             config,
-            log: Arc::new(log::KeyLog::new(store.clone())),
+            log: Arc::new(log::KeyLog::with_capacity(store.clone(), cached_keys)),
             owner: format!(
                 "{}@{}",
                 std::process::id(),

@@ -41,10 +41,11 @@ pub enum LogError {
     Busy(String),
 }
 
-/// How many keys' folded states are kept in memory. A key not among them
-/// (not used for the longest time) is folded again from the store when next
-/// used: memory stays bounded however many keys ever planned.
-pub const CACHED_KEYS: usize = 1024;
+/// How many keys' folded states are kept in memory by default (the
+/// gateway takes `gateway.cached_keys`). A key not among them (not used for
+/// the longest time) is folded again from the store when next used: memory
+/// stays bounded however many keys ever planned.
+pub const CACHED_KEYS: usize = plangate_config::DEFAULT_CACHED_KEYS as usize;
 
 /// The per-key event log with its folded states.
 pub struct KeyLog {
@@ -82,9 +83,10 @@ impl Cache {
         if self.states.len() > self.capacity {
             // Drop the least recently used eighth in one go, so eviction
             // costs O(1) per insert on average.
+            // `cut` states go: those used no later than the cut-th oldest.
             let mut ticks: Vec<u64> = self.states.values().map(|(_, t)| *t).collect();
             let cut = (self.capacity / 8).max(1).min(ticks.len() - 1);
-            let (_, threshold, _) = ticks.select_nth_unstable(cut);
+            let (_, threshold, _) = ticks.select_nth_unstable(cut - 1);
             let threshold = *threshold;
             self.states.retain(|_, (_, t)| *t > threshold);
         }

@@ -359,3 +359,38 @@ async fn two_applies_at_once_never_run_a_step_twice() {
     );
     client.cancel().await.unwrap();
 }
+
+/// `gateway.cached_keys` bounds the folded states a gateway keeps; a key
+/// pushed out is folded again from the store, whole.
+#[tokio::test]
+async fn the_gateway_keeps_at_most_cached_keys_states() {
+    let r = rig(Duration::from_secs(30)).await;
+    let mut ids = vec![r.key_id.clone()];
+    let mut tokens = vec![r.token.clone()];
+    for i in 0..4 {
+        let key = r
+            .store
+            .create_key(&format!("k{i}"), Scope::Write)
+            .await
+            .unwrap();
+        ids.push(key.key.id);
+        tokens.push(key.token);
+    }
+    // Every key has a mode in the log.
+    for token in tokens {
+        let client = client_of(r.gw.clone(), Some(token), Seen::default()).await;
+        call(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
+        client.cancel().await.unwrap();
+    }
+    let mut config = config(&["rec"], Namespace::Auto);
+    config.gateway.cached_keys = 2;
+    let small = Gateway::start(config, r.store.clone(), material(), BTreeMap::new()).await;
+    for id in &ids {
+        small.log().state(id).await.unwrap();
+        assert!(small.log().cached_keys() <= 2);
+    }
+    assert_eq!(small.log().cached_keys(), 2);
+    // The first key was pushed out; its mode comes back from the store.
+    let state = small.log().state(&r.key_id).await.unwrap();
+    assert_eq!(state.mode.as_deref(), Some("plan"));
+}
