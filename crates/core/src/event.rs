@@ -287,7 +287,12 @@ pub struct StepError {
 }
 
 /// A plan step as recorded when planned. Never holds a secret in the clear.
+///
+/// In the event log `keyed_arguments` is always written out; in memory it
+/// is `None` when it equals `arguments` (no secrets: the common case), so
+/// a folded plan does not hold every step's arguments twice.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(into = "StepRecordWire", from = "StepRecordWire")]
 pub struct StepRecord {
     /// The step's id; also the upstream operation key when applied.
     pub step_id: String,
@@ -301,8 +306,10 @@ pub struct StepRecord {
     pub exposed_as: String,
     /// Redacted arguments, for every answer, view and export.
     pub arguments: Value,
-    /// Arguments with secrets replaced by HMACs, for digest and dedup.
-    pub keyed_arguments: Value,
+    /// Arguments with secrets replaced by HMACs, for digest and dedup;
+    /// `None` when they equal `arguments` (see
+    /// [`StepRecord::keyed_arguments`]).
+    pub keyed_arguments: Option<Value>,
     /// AEAD ciphertext of the secrets, made by the edge; opaque here.
     pub sealed_secrets: Option<String>,
     /// [`crate::arguments_fingerprint`] of server, tool and keyed arguments.
@@ -325,6 +332,90 @@ pub struct StepRecord {
     /// when planned; apply re-checks it (`stale_target` if it moved).
     #[serde(default)]
     pub target_version: Option<Value>,
+}
+
+impl StepRecord {
+    /// The arguments with secrets replaced by HMACs, for digest and dedup.
+    pub fn keyed_arguments(&self) -> &Value {
+        self.keyed_arguments.as_ref().unwrap_or(&self.arguments)
+    }
+
+    /// `keyed` as the record holds it: `None` when it equals `arguments`.
+    pub fn keyed_unless_same(arguments: &Value, keyed: Value) -> Option<Value> {
+        (keyed != *arguments).then_some(keyed)
+    }
+}
+
+/// [`StepRecord`] as the event log holds it, keyed arguments written out.
+#[derive(Serialize, Deserialize)]
+struct StepRecordWire {
+    step_id: String,
+    position: u32,
+    server: String,
+    tool: String,
+    exposed_as: String,
+    arguments: Value,
+    keyed_arguments: Value,
+    sealed_secrets: Option<String>,
+    fingerprint: String,
+    effect: Effect,
+    schema_hash: String,
+    predicted_effect: String,
+    lands_on: LandsOn,
+    approval_required: bool,
+    approval_note: Option<String>,
+    planned_at_ms: i64,
+    #[serde(default)]
+    target_version: Option<Value>,
+}
+
+impl From<StepRecord> for StepRecordWire {
+    fn from(r: StepRecord) -> Self {
+        let keyed_arguments = r.keyed_arguments.unwrap_or_else(|| r.arguments.clone());
+        StepRecordWire {
+            step_id: r.step_id,
+            position: r.position,
+            server: r.server,
+            tool: r.tool,
+            exposed_as: r.exposed_as,
+            arguments: r.arguments,
+            keyed_arguments,
+            sealed_secrets: r.sealed_secrets,
+            fingerprint: r.fingerprint,
+            effect: r.effect,
+            schema_hash: r.schema_hash,
+            predicted_effect: r.predicted_effect,
+            lands_on: r.lands_on,
+            approval_required: r.approval_required,
+            approval_note: r.approval_note,
+            planned_at_ms: r.planned_at_ms,
+            target_version: r.target_version,
+        }
+    }
+}
+
+impl From<StepRecordWire> for StepRecord {
+    fn from(w: StepRecordWire) -> Self {
+        StepRecord {
+            keyed_arguments: StepRecord::keyed_unless_same(&w.arguments, w.keyed_arguments),
+            step_id: w.step_id,
+            position: w.position,
+            server: w.server,
+            tool: w.tool,
+            exposed_as: w.exposed_as,
+            arguments: w.arguments,
+            sealed_secrets: w.sealed_secrets,
+            fingerprint: w.fingerprint,
+            effect: w.effect,
+            schema_hash: w.schema_hash,
+            predicted_effect: w.predicted_effect,
+            lands_on: w.lands_on,
+            approval_required: w.approval_required,
+            approval_note: w.approval_note,
+            planned_at_ms: w.planned_at_ms,
+            target_version: w.target_version,
+        }
+    }
 }
 
 /// Where a step's write lands (`lands_on` in answers).
@@ -365,8 +456,11 @@ pub(crate) mod tests {
             server: "site".into(),
             tool: tool.into(),
             exposed_as: format!("site__{tool}"),
+            keyed_arguments: StepRecord::keyed_unless_same(
+                &crate::redact(&args),
+                crate::keyed_arguments(&args, &[7; 32]).unwrap(),
+            ),
             arguments: crate::redact(&args),
-            keyed_arguments: crate::keyed_arguments(&args, &[7; 32]).unwrap(),
             sealed_secrets: None,
             fingerprint: format!("fp-{tool}-{args}"),
             effect: Effect::Write,
@@ -475,6 +569,27 @@ pub(crate) mod tests {
                 step_ids: vec!["step_3".into()],
             },
         ]
+    }
+
+    /// The log always holds the keyed arguments written out; memory keeps
+    /// them only when they differ from the redacted ones (secrets).
+    #[test]
+    fn keyed_arguments_are_written_out_and_held_only_when_they_differ() {
+        let plain = record("step_1", 1, "update_page", json!({"id": 2, "title": "t"}));
+        assert_eq!(plain.keyed_arguments, None);
+        let json = serde_json::to_value(&plain).unwrap();
+        assert_eq!(json["keyed_arguments"], json!({"id": 2, "title": "t"}));
+        let back: StepRecord = serde_json::from_value(json).unwrap();
+        assert_eq!(back, plain);
+        assert_eq!(back.keyed_arguments(), &json!({"id": 2, "title": "t"}));
+
+        let secret = record("step_2", 2, "login", json!({"password": "hunter2"}));
+        let keyed = secret.keyed_arguments.clone().expect("a secret is keyed");
+        assert_ne!(&keyed, &secret.arguments);
+        let json = serde_json::to_value(&secret).unwrap();
+        assert_eq!(json["keyed_arguments"], keyed);
+        let back: StepRecord = serde_json::from_value(json).unwrap();
+        assert_eq!(back.keyed_arguments(), &keyed);
     }
 
     #[test]

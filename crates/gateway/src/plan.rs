@@ -340,7 +340,7 @@ pub async fn plan_write(
                 tool: tool.original.clone(),
                 exposed_as: tool.exposed.clone(),
                 arguments: redacted.clone(),
-                keyed_arguments: keyed.clone(),
+                keyed_arguments: StepRecord::keyed_unless_same(&redacted, keyed.clone()),
                 sealed_secrets: sealed_secrets.clone(),
                 fingerprint: fingerprint.clone(),
                 effect: tool.effect,
