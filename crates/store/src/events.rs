@@ -155,6 +155,38 @@ pub(crate) async fn next_batch<T>(
     Some(batch)
 }
 
+/// One append waiting for its backend's committer.
+pub(crate) trait Waiting {
+    /// The key appended to.
+    fn key_id(&self) -> &str;
+    /// How many events the append holds.
+    fn events(&self) -> usize;
+    /// Hands the caller its outcome.
+    fn answer(self, result: Result<i64, StoreError>);
+}
+
+/// Answers each caller of a committed batch with its own outcome.
+pub(crate) fn answer_batch<A: Waiting>(batch: Vec<A>, results: Vec<Result<i64, StoreError>>) {
+    for (job, result) in batch.into_iter().zip(results) {
+        if let Ok(last) = &result {
+            tracing::debug!(
+                key_id = job.key_id(),
+                last_key_seq = last,
+                appended = job.events(),
+                "appended events"
+            );
+        }
+        job.answer(result);
+    }
+}
+
+/// Answers every caller of a batch that was not committed with `e`.
+pub(crate) fn fail_batch<A: Waiting>(batch: Vec<A>, e: &sqlx::Error) {
+    for job in batch {
+        job.answer(Err(batch_failed(e)));
+    }
+}
+
 /// The same failure for every append of a batch (an `sqlx::Error` cannot
 /// be cloned, so each gets its own copy of the message).
 pub(crate) fn batch_failed(e: &sqlx::Error) -> StoreError {

@@ -49,7 +49,9 @@ use sqlx::Connection;
 use sqlx::error::ErrorKind;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
-use crate::events::{batch_failed, body_text, committer_stopped, event_from_row, next_batch};
+use crate::events::{
+    Waiting, answer_batch, body_text, committer_stopped, event_from_row, fail_batch, next_batch,
+};
 use crate::keys::{
     is_well_formed_token, key_columns, key_from_row, looks_like_key_id, new_key_id, new_token,
     shown_prefix, token_hash, validate_key_name,
@@ -224,9 +226,7 @@ async fn committer(
             None => match PgConnection::connect_with(&options).await {
                 Ok(live) => live,
                 Err(e) => {
-                    for job in batch {
-                        let _ = job.reply.send(Err(batch_failed(&e)));
-                    }
+                    fail_batch(batch, &e);
                     continue;
                 }
             },
@@ -238,11 +238,6 @@ async fn committer(
 /// Commits one batch on `conn`; gives the connection back unless it
 /// failed.
 async fn commit_batch(mut conn: PgConnection, batch: Vec<Append>) -> Option<PgConnection> {
-    let fail_all = |batch: Vec<Append>, e: &sqlx::Error| {
-        for job in batch {
-            let _ = job.reply.send(Err(batch_failed(e)));
-        }
-    };
     // READ COMMITTED whatever the server's default: each statement below
     // must see what the writer before us committed while we waited for the
     // counter's lock. The lock on the counter is the serialization point
@@ -256,7 +251,7 @@ async fn commit_batch(mut conn: PgConnection, batch: Vec<Append>) -> Option<PgCo
     {
         Ok(tx) => tx,
         Err(e) => {
-            fail_all(batch, &e);
+            fail_batch(batch, &e);
             return None;
         }
     };
@@ -271,30 +266,32 @@ async fn commit_batch(mut conn: PgConnection, batch: Vec<Append>) -> Option<PgCo
             Ok(result) => results.push(result),
             Err(e) => {
                 drop(tx);
-                fail_all(batch, &e);
+                fail_batch(batch, &e);
                 return None;
             }
         }
     }
     match tx.commit().await {
         Ok(()) => {
-            for (job, result) in batch.into_iter().zip(results) {
-                if let Ok(last) = &result {
-                    tracing::debug!(
-                        key_id = job.key_id,
-                        last_key_seq = last,
-                        appended = job.kinds.len(),
-                        "appended events"
-                    );
-                }
-                let _ = job.reply.send(result);
-            }
+            answer_batch(batch, results);
             Some(conn)
         }
         Err(e) => {
-            fail_all(batch, &e);
+            fail_batch(batch, &e);
             None
         }
+    }
+}
+
+impl Waiting for Append {
+    fn key_id(&self) -> &str {
+        &self.key_id
+    }
+    fn events(&self) -> usize {
+        self.kinds.len()
+    }
+    fn answer(self, result: Result<i64, StoreError>) {
+        let _ = self.reply.send(result);
     }
 }
 

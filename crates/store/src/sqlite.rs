@@ -18,8 +18,8 @@ use sqlx::error::ErrorKind;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 
 use crate::events::{
-    batch_failed, body_text, committer_stopped, event_columns, event_from_row, is_taken_key_seq,
-    next_batch,
+    Waiting, answer_batch, batch_failed, body_text, committer_stopped, event_columns,
+    event_from_row, fail_batch, is_taken_key_seq, next_batch,
 };
 use crate::keys::{
     is_well_formed_token, key_columns, key_from_row, looks_like_key_id, new_key_id, new_token,
@@ -156,46 +156,34 @@ async fn commit_batch(pool: &SqlitePool, batch: Vec<Append>) {
                 .and_then(|outcome| outcome.map_err(|found| conflict(job, found))),
             Err(e) => Err(batch_failed(&e)),
         };
-        return answer(batch, vec![result]);
+        return answer_batch(batch, vec![result]);
     }
     // BEGIN IMMEDIATE takes the write lock before the checks, so no other
     // process can append between a check and its inserts; the UNIQUE
     // constraint stays the final guard.
     let mut tx = match pool.begin_with("BEGIN IMMEDIATE").await {
         Ok(tx) => tx,
-        Err(e) => {
-            for job in batch {
-                let _ = job.reply.send(Err(batch_failed(&e)));
-            }
-            return;
-        }
+        Err(e) => return fail_batch(batch, &e),
     };
     let mut results = Vec::with_capacity(batch.len());
     for job in &batch {
         results.push(append_in(&mut tx, job).await);
     }
     match tx.commit().await {
-        Ok(()) => answer(batch, results),
-        Err(e) => {
-            for job in batch {
-                let _ = job.reply.send(Err(batch_failed(&e)));
-            }
-        }
+        Ok(()) => answer_batch(batch, results),
+        Err(e) => fail_batch(batch, &e),
     }
 }
 
-/// Answers each caller of a committed batch.
-fn answer(batch: Vec<Append>, results: Vec<Result<i64, StoreError>>) {
-    for (job, result) in batch.into_iter().zip(results) {
-        if let Ok(last) = &result {
-            tracing::debug!(
-                key_id = job.key_id,
-                last_key_seq = last,
-                appended = job.rows.len(),
-                "appended events"
-            );
-        }
-        let _ = job.reply.send(result);
+impl Waiting for Append {
+    fn key_id(&self) -> &str {
+        &self.key_id
+    }
+    fn events(&self) -> usize {
+        self.rows.len()
+    }
+    fn answer(self, result: Result<i64, StoreError>) {
+        let _ = self.reply.send(result);
     }
 }
 
