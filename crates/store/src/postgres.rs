@@ -13,10 +13,16 @@
 //!   comes instead from a single-row counter table, `event_seq`, bumped by
 //!   the insert trigger: the row lock it takes is held until commit, so
 //!   the next writer gets its numbers only after the previous one is
-//!   committed and visible. An append takes that lock first (`SELECT … FOR
-//!   UPDATE`), then inserts only if the key's last key_seq is the expected
-//!   one, so the compare-and-set needs no retry loop. The trigger assigns `seq` for any
-//!   writer, even one bypassing this code, so the order holds for it too.
+//!   committed and visible. A transaction of several appends takes that
+//!   lock first (`SELECT … FOR UPDATE`), then inserts each only if the
+//!   key's last key_seq is the expected one, so the compare-and-set needs
+//!   no retry loop. A lone append is one guarded `INSERT` in autocommit —
+//!   one round trip instead of three: its guard reads a snapshot taken
+//!   before the lock, but the trigger, whose queries see what committed
+//!   while it waited, refuses a key_seq that no longer follows the key's
+//!   last one, and that refusal is answered as the conflict it is. The
+//!   trigger assigns `seq` for any writer, even one bypassing this code,
+//!   so the order holds for it too.
 //!   The cost: transactions appending to one store — across all keys and
 //!   replicas — run one at a time, each holding the lock through its
 //!   commit (one WAL flush). Within a process, appends waiting at the same
@@ -238,6 +244,9 @@ async fn committer(
 /// Commits one batch on `conn`; gives the connection back unless it
 /// failed.
 async fn commit_batch(mut conn: PgConnection, batch: Vec<Append>) -> Option<PgConnection> {
+    if batch.len() == 1 {
+        return commit_lone(conn, batch).await;
+    }
     // READ COMMITTED whatever the server's default: each statement below
     // must see what the writer before us committed while we waited for the
     // counter's lock. The lock on the counter is the serialization point
@@ -283,6 +292,67 @@ async fn commit_batch(mut conn: PgConnection, batch: Vec<Append>) -> Option<PgCo
     }
 }
 
+/// Commits a batch of one append as a single guarded statement in
+/// autocommit: the statement is its own transaction, and the trigger's
+/// `UPDATE event_seq` holds the counter's lock until that commit, so the
+/// order promise holds as in [`commit_batch`]. One network round trip per
+/// durable write instead of three (`BEGIN` with the lock, the insert,
+/// `COMMIT`) — the write most callers make (a planned step, an applied
+/// step's claim) is a lone one.
+///
+/// The guard's snapshot is taken before the lock, so a writer on another
+/// replica appending to the same key while this one waits passes it; the
+/// trigger, which reads the key's last key_seq after the wait, refuses the
+/// row instead (or the `UNIQUE (key_id, key_seq)` constraint does). Either
+/// refusal rolls the statement back whole and is answered as a conflict
+/// with the key_seq now found, just as the guard's own would be.
+async fn commit_lone(mut conn: PgConnection, batch: Vec<Append>) -> Option<PgConnection> {
+    let Some(job) = batch.first() else {
+        return Some(conn);
+    };
+    let result = match guarded_append(&mut conn, job).await {
+        Ok(result) => result,
+        Err(e) if lost_race(&e) => match last_key_seq_in(&mut conn, &job.key_id).await {
+            Ok(found) if found != job.expected => Err(StoreError::Conflict {
+                key_id: job.key_id.clone(),
+                expected: job.expected,
+                found,
+            }),
+            // Refused although nothing moved: not a race after all.
+            Ok(_) => {
+                fail_batch(batch, &e);
+                return Some(conn);
+            }
+            Err(read) => {
+                fail_batch(batch, &read);
+                return None;
+            }
+        },
+        Err(e) => {
+            fail_batch(batch, &e);
+            return None;
+        }
+    };
+    answer_batch(batch, vec![result]);
+    Some(conn)
+}
+
+/// Whether an append was refused because another writer took the key_seq
+/// it meant to take: the `events_number` trigger's refusal or the unique
+/// constraint on `(key_id, key_seq)`.
+fn lost_race(e: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(db) = e else {
+        return false;
+    };
+    match db.code().as_deref() {
+        // raise_exception, from the trigger.
+        Some("P0001") => db.message().contains("key_seq must follow"),
+        // unique_violation.
+        Some("23505") => db.constraint().is_some_and(|c| c.contains("key_seq")),
+        _ => false,
+    }
+}
+
 impl Waiting for Append {
     fn key_id(&self) -> &str {
         &self.key_id
@@ -295,8 +365,10 @@ impl Waiting for Append {
     }
 }
 
+/// One append as one guarded `INSERT`, in the transaction `conn` is in
+/// (or in autocommit): all of its events or, on a conflict, none.
 async fn guarded_append(
-    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    conn: &mut PgConnection,
     job: &Append,
 ) -> Result<Result<i64, StoreError>, sqlx::Error> {
     let count = job.kinds.len() as i64;
@@ -316,7 +388,7 @@ async fn guarded_append(
     .bind(&job.kinds)
     .bind(&job.bodies)
     .bind(job.expected)
-    .execute(&mut **tx)
+    .execute(&mut *conn)
     .await?;
     match inserted.rows_affected() {
         n if n == count.unsigned_abs() => return Ok(Ok(job.expected + count)),
@@ -329,7 +401,7 @@ async fn guarded_append(
             )));
         }
     }
-    let found = last_key_seq_in(&mut **tx, &job.key_id).await?;
+    let found = last_key_seq_in(&mut *conn, &job.key_id).await?;
     Ok(Err(StoreError::Conflict {
         key_id: job.key_id.clone(),
         expected: job.expected,
@@ -343,6 +415,10 @@ impl PostgresStore {
             // After any `options` from the URL, so it wins over them.
             .options([
                 ("synchronous_commit", "on"),
+                // A lone append runs in autocommit and relies on READ
+                // COMMITTED's fresh snapshot per trigger query (see
+                // `commit_lone`), whatever the server's default.
+                ("default_transaction_isolation", "read committed"),
                 // A replica frozen mid-append must not hold every other
                 // replica's appends for ever: its transaction is ended.
                 ("idle_in_transaction_session_timeout", "30s"),

@@ -272,6 +272,67 @@ async fn an_uncommitted_append_holds_back_later_ones_so_a_follower_skips_nothing
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lone_append_that_loses_a_race_on_its_key_is_a_conflict_not_an_error() {
+    let Some(server) = postgres_url() else { return };
+    with_schema(&server, |url| async move {
+        let store = open_postgres(&url).await.expect("open");
+
+        // Another replica (raw SQL) has appended the key's first event and
+        // not committed: the store's guard, reading a snapshot from before
+        // that commit, finds the key empty, as expected.
+        let mut other = raw(&url).await;
+        sqlx::raw_sql(
+            "BEGIN; INSERT INTO events (key_id, key_seq, at_ms, type, body)
+             VALUES ('key_race', 1, 0, 'mode_set', '{}')",
+        )
+        .execute(&mut other)
+        .await
+        .expect("uncommitted insert");
+
+        let racing = tokio::spawn({
+            let store = store.clone();
+            async move { store.append_events("key_race", 0, &events(2)).await }
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!racing.is_finished(), "the append waited for the lock");
+        sqlx::raw_sql("COMMIT")
+            .execute(&mut other)
+            .await
+            .expect("commit");
+
+        let err = racing
+            .await
+            .expect("task")
+            .expect_err("the key moved on meanwhile");
+        assert!(
+            matches!(
+                err,
+                plangate_store::StoreError::Conflict {
+                    expected: 0,
+                    found: 1,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        // Nothing of the losing append was written, no seq was used up,
+        // and the store goes on appending.
+        assert_eq!(
+            store
+                .append_events("key_race", 1, &events(1))
+                .await
+                .expect("append"),
+            2
+        );
+        let tail = store.events_since(0, 10).await.expect("tail");
+        let rows: Vec<_> = tail.iter().map(|e| (e.seq, e.key_seq)).collect();
+        assert_eq!(rows, [(1, 1), (2, 2)]);
+        other.close().await.expect("close");
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_password_in_the_url_never_reaches_an_error_message() {
     // No server needed: nothing listens on port 1, and the other URLs do
