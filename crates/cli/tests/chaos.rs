@@ -173,7 +173,7 @@ async fn run(store_label: &str, database: Option<String>) -> Tally {
             "trial {trial}: a recorded step was lost"
         );
         for step in &state.steps {
-            let n = step.record.arguments["n"].as_u64().unwrap();
+            let n = step.record.arguments.value()["n"].as_u64().unwrap();
             let count = counted.get(&n).copied().unwrap_or(0);
             if count > 1 {
                 tally.duplicates += 1;

@@ -94,7 +94,7 @@ fn digest_entry(step: &StepRecord) -> Value {
     m.insert("position".into(), Value::from(step.position));
     m.insert("server".into(), Value::from(step.server.as_str()));
     m.insert("tool".into(), Value::from(step.tool.as_str()));
-    m.insert("arguments".into(), step.keyed_arguments().clone());
+    m.insert("arguments".into(), step.keyed_arguments().value());
     m.insert("effect".into(), Value::from(step.effect.as_str()));
     m.insert("schema_hash".into(), Value::from(step.schema_hash.as_str()));
     Value::Object(m)
@@ -215,7 +215,9 @@ mod tests {
         let d = plan_digest([&base]);
         let mut changes: Vec<StepRecord> = Vec::new();
         let mut r = base.clone();
-        r.keyed_arguments = Some(keyed_arguments(&json!({"id": 1, "title": "y"}), &KEY).unwrap());
+        r.keyed_arguments = Some(crate::JsonText::from_value(
+            &keyed_arguments(&json!({"id": 1, "title": "y"}), &KEY).unwrap(),
+        ));
         changes.push(r);
         let mut r = base.clone();
         r.position = 2;

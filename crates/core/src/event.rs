@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::Effect;
+use crate::JsonText;
 
 /// Who caused an event.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -304,12 +305,13 @@ pub struct StepRecord {
     pub tool: String,
     /// The tool's name as exposed to the client.
     pub exposed_as: String,
-    /// Redacted arguments, for every answer, view and export.
-    pub arguments: Value,
+    /// Redacted arguments, for every answer, view and export. Held as
+    /// text ([`JsonText`]): a gateway keeps many folded plans in memory.
+    pub arguments: JsonText,
     /// Arguments with secrets replaced by HMACs, for digest and dedup;
     /// `None` when they equal `arguments` (see
     /// [`StepRecord::keyed_arguments`]).
-    pub keyed_arguments: Option<Value>,
+    pub keyed_arguments: Option<JsonText>,
     /// AEAD ciphertext of the secrets, made by the edge; opaque here.
     pub sealed_secrets: Option<String>,
     /// [`crate::arguments_fingerprint`] of server, tool and keyed arguments.
@@ -336,12 +338,12 @@ pub struct StepRecord {
 
 impl StepRecord {
     /// The arguments with secrets replaced by HMACs, for digest and dedup.
-    pub fn keyed_arguments(&self) -> &Value {
+    pub fn keyed_arguments(&self) -> &JsonText {
         self.keyed_arguments.as_ref().unwrap_or(&self.arguments)
     }
 
     /// `keyed` as the record holds it: `None` when it equals `arguments`.
-    pub fn keyed_unless_same(arguments: &Value, keyed: Value) -> Option<Value> {
+    pub fn keyed_unless_same(arguments: &JsonText, keyed: JsonText) -> Option<JsonText> {
         (keyed != *arguments).then_some(keyed)
     }
 }
@@ -354,8 +356,8 @@ struct StepRecordWire {
     server: String,
     tool: String,
     exposed_as: String,
-    arguments: Value,
-    keyed_arguments: Value,
+    arguments: JsonText,
+    keyed_arguments: JsonText,
     sealed_secrets: Option<String>,
     fingerprint: String,
     effect: Effect,
@@ -457,10 +459,10 @@ pub(crate) mod tests {
             tool: tool.into(),
             exposed_as: format!("site__{tool}"),
             keyed_arguments: StepRecord::keyed_unless_same(
-                &crate::redact(&args),
-                crate::keyed_arguments(&args, &[7; 32]).unwrap(),
+                &JsonText::from_value(&crate::redact(&args)),
+                JsonText::from_value(&crate::keyed_arguments(&args, &[7; 32]).unwrap()),
             ),
-            arguments: crate::redact(&args),
+            arguments: JsonText::from_value(&crate::redact(&args)),
             sealed_secrets: None,
             fingerprint: format!("fp-{tool}-{args}"),
             effect: Effect::Write,
@@ -582,12 +584,17 @@ pub(crate) mod tests {
         let back: StepRecord = serde_json::from_value(json).unwrap();
         assert_eq!(back, plain);
         assert_eq!(back.keyed_arguments(), &json!({"id": 2, "title": "t"}));
+        // Read from the log's text as well as from a value.
+        let text = serde_json::to_string(&plain).unwrap();
+        let back: StepRecord = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, plain);
+        assert_eq!(back.keyed_arguments, None);
 
         let secret = record("step_2", 2, "login", json!({"password": "hunter2"}));
         let keyed = secret.keyed_arguments.clone().expect("a secret is keyed");
         assert_ne!(&keyed, &secret.arguments);
         let json = serde_json::to_value(&secret).unwrap();
-        assert_eq!(json["keyed_arguments"], keyed);
+        assert_eq!(json["keyed_arguments"], keyed.value());
         let back: StepRecord = serde_json::from_value(json).unwrap();
         assert_eq!(back.keyed_arguments(), &keyed);
     }

@@ -53,9 +53,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
-use crate::{Actor, Channel, Event, EventKind, StepError, StepRecord, Verdict};
+use crate::{Actor, Channel, Event, EventKind, JsonText, StepError, StepRecord, Verdict};
 
 /// The code of the `error` an in-doubt step carries, holding its reason.
 pub const IN_DOUBT_CODE: &str = "in_doubt";
@@ -136,8 +135,8 @@ pub struct Step {
     pub owner: Option<String>,
     /// Until when the current claim holds.
     pub lease_until_ms: Option<i64>,
-    /// The upstream result, once applied.
-    pub result: Option<Value>,
+    /// The upstream result, once applied (as text: see [`JsonText`]).
+    pub result: Option<JsonText>,
     /// The copy it landed on, once applied.
     pub copy_id: Option<String>,
     /// Links from the result, once applied.
@@ -366,7 +365,7 @@ impl KeyState {
             } => {
                 if let Some(step) = self.running_step_mut(step_id) {
                     step.status = StepStatus::Applied;
-                    step.result = Some(result.clone());
+                    step.result = Some(JsonText::from_value(result));
                     step.copy_id = copy_id.clone();
                     step.links = links.clone();
                     step.snapshots = snapshots.clone();
@@ -658,7 +657,10 @@ mod tests {
         assert_eq!(a.status, StepStatus::Applied);
         assert_eq!(a.attempts, 1);
         assert_eq!(a.copy_id.as_deref(), Some("187"));
-        assert_eq!(a.result, Some(json!({"ok": true})));
+        assert_eq!(
+            a.result.as_ref().map(JsonText::value),
+            Some(json!({"ok": true}))
+        );
         assert_eq!(s.open_steps().count(), 0);
         assert_eq!(s.applying, None);
         assert_eq!(s.life_started_at_ms, None, "an emptied plan has no life");

@@ -16,7 +16,8 @@
 //!   ([`digest`]);
 //! * `predicted_effect` sentences ([`template`]);
 //! * the event log's types ([`event`]) and the fold that turns a key's log
-//!   into its mode and plan ([`fold`]).
+//!   into its mode and plan ([`fold`]), which holds arguments and results
+//!   as compact text ([`json_text`]).
 //!
 //! It must never do I/O: no tokio, no sqlx, no rmcp, no files, no clock, no
 //! randomness. Ids, times, nonces and keys come in as parameters. Every
@@ -34,6 +35,7 @@ pub mod digest;
 pub mod effect;
 pub mod event;
 pub mod fold;
+pub mod json_text;
 pub mod mode;
 pub mod names;
 pub mod redact;
@@ -51,6 +53,7 @@ pub use digest::{
 pub use effect::{Effect, EffectSource, ParseEffectError, classify};
 pub use event::{Actor, Channel, Event, EventKind, LandsOn, StepError, StepRecord, Verdict, Where};
 pub use fold::{Approval, IN_DOUBT_CODE, KeyState, Step, StepStatus};
+pub use json_text::JsonText;
 pub use mode::{
     DEFAULT_MODE, ModeError, ModeSpec, Modes, OverAccess, PLAN_MODE, ParseOverAccessError,
     validate_mode_name,

@@ -14,8 +14,8 @@
 use std::time::Duration;
 
 use plangate_core::{
-    Code, Effect, EventKind, KeyState, Scope, StepError, StepStatus, restore_secrets, scrub_text,
-    scrub_value,
+    Code, Effect, EventKind, JsonText, KeyState, Scope, StepError, StepStatus, restore_secrets,
+    scrub_text, scrub_value,
 };
 use plangate_store::now_ms;
 use rmcp::model::{
@@ -453,7 +453,7 @@ async fn call_step(
 
     // Call, with the real arguments and the step id as operation key,
     // renewing the claim while the call is alive.
-    let arguments = restore_secrets(&record.arguments, &secrets);
+    let arguments = restore_secrets(&record.arguments.value(), &secrets);
     let mut params = CallToolRequestParams::new(record.tool.clone());
     params.arguments = arguments.as_object().cloned();
     let mut meta = RequestMetaObject::default();
@@ -710,7 +710,7 @@ async fn recheck(
             ));
         };
         let mut params = CallToolRequestParams::new(preview_tool);
-        params.arguments = restore_secrets(&record.arguments, secrets)
+        params.arguments = restore_secrets(&record.arguments.value(), secrets)
             .as_object()
             .cloned();
         let preview =
@@ -821,7 +821,7 @@ fn receipt(
             "outcome": outcome.as_str(),
         });
         if *outcome == Outcome::Applied {
-            s["result"] = step.result.clone().unwrap_or(Value::Null);
+            s["result"] = step.result.as_ref().map_or(Value::Null, JsonText::value);
             s["copy_id"] = json!(step.copy_id);
             s["links"] = json!(step.links);
             s["snapshots"] = json!(step.snapshots);

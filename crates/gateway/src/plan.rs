@@ -7,9 +7,9 @@
 //! of DESIGN §5.
 
 use plangate_core::{
-    Actor, Channel, Code, Effect, Event, EventKind, KeyState, LandsOn, ModeSpec, StepRecord, Where,
-    arguments_fingerprint, generic_effect, keyed_arguments, render_template, scrub_text,
-    split_secrets,
+    Actor, Channel, Code, Effect, Event, EventKind, JsonText, KeyState, LandsOn, ModeSpec,
+    StepRecord, Where, arguments_fingerprint, generic_effect, keyed_arguments, render_template,
+    scrub_text, split_secrets,
 };
 use plangate_store::{ApiKey, now_ms};
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, JsonObject};
@@ -307,6 +307,8 @@ pub async fn plan_write(
     let ttl_ms = gw.ttl_ms();
     let max_steps = gw.config().gateway.max_steps as usize;
     let planned_at = now_ms();
+    let arguments = JsonText::from_value(&redacted);
+    let keyed_arguments = StepRecord::keyed_unless_same(&arguments, JsonText::from_value(&keyed));
 
     let outcome = gw
         .log()
@@ -339,8 +341,8 @@ pub async fn plan_write(
                 server: tool.upstream.clone(),
                 tool: tool.original.clone(),
                 exposed_as: tool.exposed.clone(),
-                arguments: redacted.clone(),
-                keyed_arguments: StepRecord::keyed_unless_same(&redacted, keyed.clone()),
+                arguments: arguments.clone(),
+                keyed_arguments: keyed_arguments.clone(),
                 sealed_secrets: sealed_secrets.clone(),
                 fingerprint: fingerprint.clone(),
                 effect: tool.effect,
