@@ -27,6 +27,7 @@ pub mod console;
 pub mod http;
 pub mod hub;
 pub mod log;
+pub mod memory;
 pub mod metrics;
 pub mod operator;
 pub mod parked;
@@ -103,6 +104,7 @@ pub struct Gateway {
     keys: auth::KeyCache,
     watch: std::sync::Mutex<SweepWatch>,
     metrics: metrics::Metrics,
+    trimmer: Arc<memory::Trimmer>,
     shutdown: CancellationToken,
 }
 
@@ -182,6 +184,7 @@ impl Gateway {
             keys: auth::KeyCache::default(),
             watch: std::sync::Mutex::new(SweepWatch::default()),
             metrics: metrics::Metrics::default(),
+            trimmer: Arc::default(),
             shutdown: CancellationToken::new(),
         });
         let mut first = Vec::new();
@@ -199,7 +202,14 @@ impl Gateway {
         gw.rebuild_catalog();
         tokio::spawn(sweep(Arc::downgrade(&gw)));
         tokio::spawn(follow(Arc::downgrade(&gw)));
+        tokio::spawn(gw.trimmer.clone().run(gw.shutdown.clone()));
         gw
+    }
+
+    /// Notes a call for the memory trimmer ([`memory`]): freed memory is
+    /// handed back once calls stop for a moment.
+    pub fn note_call(&self) {
+        self.trimmer.touch();
     }
 
     /// The seal and signing keys (DESIGN §2).

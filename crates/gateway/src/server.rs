@@ -694,6 +694,7 @@ impl ServerHandler for GatewayHandler {
         request: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        self.gw.note_call();
         let caller = self.caller(&cx).await?;
         let prefix = self.gw.config().gateway.tool_prefix.clone();
         if let Some(tool) = GatewayTool::parse(&prefix, &request.name) {
