@@ -267,4 +267,42 @@ mod tests {
         assert!(!input.contains("hunter2"), "{input}");
         assert!(input.contains("hmac-sha256:"), "{input}");
     }
+
+    /// Approvals in the log are bound to plan digests, so how steps are
+    /// held in memory must never move one. The value was computed by
+    /// plangate before arguments were held as text (commit `b2369e3`),
+    /// from the same records, directly and read back from their JSON.
+    #[test]
+    fn the_digest_of_a_known_plan_is_pinned() {
+        let a = record(
+            "step_a",
+            1,
+            "update_page",
+            json!({
+                "id": 9007199254740991u64,
+                "title": "Grüße \"quoted\" \u{1F600} \u{7f}",
+                "ratio": 0.1,
+                "big": 1e300,
+                "neg": -0.0,
+                "small": -12,
+                "nested": {"z": [1, 2.5, null, true], "a": {}}
+            }),
+        );
+        let b = record(
+            "step_b",
+            2,
+            "login",
+            json!({"user": "u", "password": "hunter2", "auth": {"api_key": "k"}}),
+        );
+        let read_back: Vec<StepRecord> = [&a, &b]
+            .iter()
+            .map(|r| serde_json::from_str(&serde_json::to_string(r).unwrap()).unwrap())
+            .collect();
+        let digest = plan_digest([&a, &b]);
+        assert_eq!(plan_digest(read_back.iter()), digest);
+        assert_eq!(
+            digest,
+            "sha256:554a6e6262ab5f5c72a89366b5d25c686911ab5896dc911878b08f4732e69bfe"
+        );
+    }
 }
