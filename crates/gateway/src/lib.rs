@@ -547,11 +547,16 @@ async fn sweep(gw: Weak<Gateway>) {
 }
 
 /// Which keys the background sweep must look at: those it found with a
-/// plan or a claim last time, and those with events since (the followed
-/// log says which). Every [`FULL_SWEEP_EVERY`]th pass looks at every key.
+/// plan or a claim last time whose expiry has come (a claim: every pass),
+/// and those with events since (the followed log says which: only an
+/// event moves a plan's expiry). Every [`FULL_SWEEP_EVERY`]th pass looks at
+/// every key. So a pass over 10,000 open plans that are not due reads
+/// none of them.
 #[derive(Default)]
 struct SweepWatch {
-    open: BTreeSet<String>,
+    /// Keys with a plan's life or a claim, each with when it is next due
+    /// a look (ms since the epoch; `i64::MIN`: every pass).
+    open: BTreeMap<String, i64>,
     dirty: BTreeSet<String>,
     passes: u64,
 }
@@ -584,8 +589,16 @@ impl Gateway {
                 watch.dirty.clear();
                 None
             } else {
-                let dirty = std::mem::take(&mut watch.dirty);
-                Some(watch.open.union(&dirty).cloned().collect::<Vec<_>>())
+                let now = plangate_store::now_ms();
+                let mut keys = std::mem::take(&mut watch.dirty);
+                keys.extend(
+                    watch
+                        .open
+                        .iter()
+                        .filter(|(_, due)| **due <= now)
+                        .map(|(key, _)| key.clone()),
+                );
+                Some(keys.into_iter().collect::<Vec<_>>())
             }
         };
         match keys {
@@ -608,10 +621,22 @@ impl Gateway {
                     .any(|s| s.status == plangate_core::StepStatus::Running);
             {
                 let mut watch = self.watch_lock();
-                if claims || state.life_started_at_ms.is_some() {
-                    watch.open.insert(key_id.clone());
+                // A claim's lease may run out any time: every pass. A plan
+                // is due when its life ends (it is expired below if it
+                // already has); events that start a new life make the key
+                // dirty, and it is looked at again then.
+                let due = if claims {
+                    Some(i64::MIN)
                 } else {
-                    watch.open.remove(&key_id);
+                    state.expires_at_ms(ttl)
+                };
+                match due {
+                    Some(due) => {
+                        watch.open.insert(key_id.clone(), due);
+                    }
+                    None => {
+                        watch.open.remove(&key_id);
+                    }
                 }
             }
             if claims {

@@ -28,6 +28,10 @@ struct Rig {
 }
 
 async fn rig(lease: Duration) -> Rig {
+    rig_with(lease, None).await
+}
+
+async fn rig_with(lease: Duration, plan_ttl: Option<Duration>) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let store = plangate_store::open_sqlite(&dir.path().join("plangate.db"))
         .await
@@ -38,6 +42,9 @@ async fn rig(lease: Duration) -> Rig {
     let (connector, sessions) = in_process("rec", move || recorder.clone());
     let mut config = config(&["rec"], Namespace::Auto);
     config.gateway.lease = lease;
+    if let Some(ttl) = plan_ttl {
+        config.gateway.plan_ttl = ttl;
+    }
     let gw = Gateway::start(
         config,
         store.clone(),
@@ -393,4 +400,37 @@ async fn the_gateway_keeps_at_most_cached_keys_states() {
     // The first key was pushed out; its mode comes back from the store.
     let state = small.log().state(&r.key_id).await.unwrap();
     assert_eq!(state.mode.as_deref(), Some("plan"));
+}
+
+/// The background sweep expires a plan whose life is over with no call to
+/// prompt it: it looks at the key again when the plan is due (it skips
+/// open plans that are not), and records the expiry as the sweeper.
+#[tokio::test]
+async fn the_background_sweep_expires_a_plan_when_it_is_due_with_no_call() {
+    let r = rig_with(Duration::from_secs(30), Some(Duration::from_secs(2))).await;
+    let client = client_of(r.gw.clone(), Some(r.token.clone()), Seen::default()).await;
+    call(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
+    let planned = body(&call(&client, "record", json!({"note": "x"})).await);
+    assert_eq!(planned["planned"], true, "{planned}");
+    let planned_at = std::time::Instant::now();
+
+    let mut expired = None;
+    for _ in 0..100 {
+        let events = r.store.load_events(&r.key_id, 0).await.unwrap();
+        if let Some(e) = events.iter().find(|e| e.kind == "plan_expired") {
+            expired = Some(e.body.clone());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let expired = expired.expect("the sweep expired the plan within 10 s");
+    assert_eq!(expired["channel"], "sweeper", "{expired}");
+    assert!(
+        planned_at.elapsed() >= Duration::from_millis(1500),
+        "not before the plan's life was over"
+    );
+    assert!(
+        r.calls.lock().unwrap().is_empty(),
+        "nothing reached the upstream"
+    );
 }
