@@ -131,11 +131,11 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
 /// One exported line: the stored body with `seq` and `key_seq` beside its
 /// own fields.
 fn line(event: &plangate_store::StoredEvent) -> Value {
-    let mut body = match &event.body {
-        Value::Object(map) => map.clone(),
+    let mut body = match event.body.value() {
+        Value::Object(map) => map,
         other => {
             let mut m = serde_json::Map::new();
-            m.insert("body".to_owned(), other.clone());
+            m.insert("body".to_owned(), other);
             m
         }
     };

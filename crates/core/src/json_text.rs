@@ -21,9 +21,9 @@ use serde_json::value::RawValue;
 ///
 /// It serializes as the JSON value itself (not as a string), so a record
 /// holding one has the same wire form as one holding a [`Value`], and it
-/// reads one from text or from a [`Value`] alike, always keeping
-/// `serde_json`'s compact text (object keys sorted). Two are equal when
-/// their values are.
+/// reads one from text or from a [`Value`] alike, keeping `serde_json`'s
+/// compact text (object keys sorted); [`JsonText::from_text`] keeps text
+/// as given. Two are equal when their values are.
 #[derive(Clone)]
 pub struct JsonText(Box<RawValue>);
 
@@ -34,6 +34,14 @@ impl JsonText {
         // its numbers finite (it has no other way to hold them).
         let text = serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned());
         JsonText::from_compact(text)
+    }
+
+    /// Holds `text` as it is, after checking it is one JSON value (a scan,
+    /// not a parse into a tree): text read back from storage, kept as
+    /// written so that whoever needs a value parses it once, straight into
+    /// the type it wants.
+    pub fn from_text(text: String) -> Result<JsonText, serde_json::Error> {
+        RawValue::from_string(text).map(JsonText)
     }
 
     /// Wraps text known to be one valid, compact JSON value.
@@ -70,10 +78,12 @@ impl From<Value> for JsonText {
 }
 
 impl PartialEq for JsonText {
-    /// Equal texts: `serde_json` writes equal values alike, and every
-    /// `JsonText` holds its writing.
+    /// Equal values: at once when the texts are equal (`serde_json` writes
+    /// equal values alike), else by parsing both — text kept as another
+    /// writer wrote it ([`JsonText::from_text`]) may differ in layout or
+    /// key order and still be equal.
     fn eq(&self, other: &JsonText) -> bool {
-        self.as_str() == other.as_str()
+        self.as_str() == other.as_str() || self.value() == other.value()
     }
 }
 
@@ -148,6 +158,17 @@ mod tests {
         let s: JsonText = serde_json::from_str(r#"{"a":"x y\" {z"}"#).unwrap();
         assert_eq!(s.as_str(), r#"{"a":"x y\" {z"}"#);
         assert_eq!(s.value(), json!({"a": "x y\" {z"}));
+    }
+
+    #[test]
+    fn stored_text_is_kept_as_written_and_compares_by_value() {
+        let stored = JsonText::from_text("{ \"b\": 1, \"a\": [1, 2] }".to_owned()).unwrap();
+        assert_eq!(stored.as_str(), "{ \"b\": 1, \"a\": [1, 2] }");
+        assert_eq!(stored, JsonText::from_value(&json!({"a": [1, 2], "b": 1})));
+        assert_ne!(stored, JsonText::from_value(&json!({"a": [1, 2], "b": 2})));
+        assert_eq!(stored.value(), json!({"a": [1, 2], "b": 1}));
+        assert!(JsonText::from_text("{\"a\":".to_owned()).is_err());
+        assert!(JsonText::from_text("1 2".to_owned()).is_err());
     }
 
     #[test]

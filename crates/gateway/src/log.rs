@@ -156,7 +156,7 @@ impl KeyLog {
         for stored in fresh {
             let key_seq = stored.key_seq;
             let event: Event =
-                serde_json::from_value(stored.body).map_err(|e| LogError::Corrupt {
+                serde_json::from_str(stored.body.as_str()).map_err(|e| LogError::Corrupt {
                     key_id: key_id.to_owned(),
                     key_seq,
                     reason: e.to_string(),

@@ -418,7 +418,7 @@ async fn the_background_sweep_expires_a_plan_when_it_is_due_with_no_call() {
     for _ in 0..100 {
         let events = r.store.load_events(&r.key_id, 0).await.unwrap();
         if let Some(e) = events.iter().find(|e| e.kind == "plan_expired") {
-            expired = Some(e.body.clone());
+            expired = Some(e.body.value());
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

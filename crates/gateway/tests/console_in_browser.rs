@@ -135,7 +135,7 @@ impl Setup {
             .await
             .unwrap()
             .into_iter()
-            .map(|e| (e.kind, e.body))
+            .map(|e| (e.kind, e.body.value()))
             .collect()
     }
 

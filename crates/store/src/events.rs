@@ -26,6 +26,7 @@
 //! [`Store::events_since`]: crate::Store::events_since
 //! [`StoreError::Conflict`]: crate::StoreError::Conflict
 
+use plangate_core::JsonText;
 use serde::{Deserialize, Serialize};
 use sqlx::error::ErrorKind;
 use sqlx::{ColumnIndex, Decode, Row, Type};
@@ -71,8 +72,10 @@ pub struct StoredEvent {
     /// The event type. Serialized as `type`.
     #[serde(rename = "type")]
     pub kind: String,
-    /// The event itself, as appended.
-    pub body: serde_json::Value,
+    /// The event itself, as appended, held as the JSON text stored: a
+    /// reader that wants a type (the fold wants an event) parses it once,
+    /// straight into that type; [`JsonText::value`] gives a value.
+    pub body: JsonText,
 }
 
 /// Checks an event before any backend writes it, so every backend refuses
@@ -97,14 +100,6 @@ pub(crate) fn body_text(event: &NewEvent) -> Result<String, StoreError> {
     })
 }
 
-/// Parses a stored body back into JSON.
-pub(crate) fn parse_body(table: &'static str, text: &str) -> Result<serde_json::Value, StoreError> {
-    serde_json::from_str(text).map_err(|e| StoreError::CorruptRow {
-        table,
-        reason: format!("body is not JSON: {e}"),
-    })
-}
-
 /// Reads a row of [`event_columns!`] from any backend; `body` is JSON text.
 pub(crate) fn event_from_row<'r, R>(row: &'r R) -> Result<StoredEvent, StoreError>
 where
@@ -120,7 +115,10 @@ where
         key_seq: row.try_get("key_seq")?,
         at_ms: row.try_get("at_ms")?,
         kind: row.try_get("type")?,
-        body: parse_body("events", &body)?,
+        body: JsonText::from_text(body).map_err(|e| StoreError::CorruptRow {
+            table: "events",
+            reason: format!("body is not JSON: {e}"),
+        })?,
     })
 }
 

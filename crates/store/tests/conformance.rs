@@ -396,7 +396,7 @@ async fn appended_events_load_back_in_key_seq_order(f: Fixture) {
     assert_gap_free("key_a", &loaded);
     let as_new: Vec<NewEvent> = loaded
         .iter()
-        .map(|e| event(&e.kind, e.at_ms, e.body.clone()))
+        .map(|e| event(&e.kind, e.at_ms, e.body.value()))
         .collect();
     assert_eq!(as_new, [&first[..], &second[..]].concat());
     // Global seq increases with each append, whatever at_ms says.
@@ -705,7 +705,7 @@ async fn two_handles_appending_with_retries_lose_nothing(f: Fixture) {
         let start = usize::try_from(*after).expect("seq");
         let stored: Vec<NewEvent> = loaded[start..start + batch.len()]
             .iter()
-            .map(|e| event(&e.kind, e.at_ms, e.body.clone()))
+            .map(|e| event(&e.kind, e.at_ms, e.body.value()))
             .collect();
         assert_eq!(&stored, batch);
     }
@@ -737,7 +737,7 @@ async fn export_filters_by_key_and_time_in_global_order(f: Fixture) {
         assert!(events.windows(2).all(|w| w[0].seq < w[1].seq));
         events
             .iter()
-            .map(|e| e.body["i"].as_i64().expect("i"))
+            .map(|e| e.body.value()["i"].as_i64().expect("i"))
             .collect()
     };
     assert_eq!(
@@ -806,7 +806,10 @@ async fn events_since_pages_through_the_global_tail(f: Fixture) {
         let page = follower.events_since(after, 3).await.expect("page");
         pages += 1;
         assert!(page.len() <= 3);
-        seen.extend(page.iter().map(|e| e.body["i"].as_i64().expect("i")));
+        seen.extend(
+            page.iter()
+                .map(|e| e.body.value()["i"].as_i64().expect("i")),
+        );
         match page.last() {
             Some(last) if page.len() == 3 => after = last.seq,
             _ => break,
@@ -1098,7 +1101,11 @@ async fn many_writers_on_many_keys_keep_each_compare_and_set_and_every_append_wh
         let seqs: Vec<i64> = events.iter().map(|e| e.key_seq).collect();
         assert_eq!(seqs, (1..=50).collect::<Vec<_>>(), "key_{k}");
         for pair in events.chunks(2) {
-            assert_eq!(pair[0].body["i"], pair[1].body["i"], "an append was split");
+            assert_eq!(
+                pair[0].body.value()["i"],
+                pair[1].body.value()["i"],
+                "an append was split"
+            );
         }
     }
     let (one, two) = ([numbered(1)], [numbered(2)]);
