@@ -56,7 +56,8 @@ use sqlx::error::ErrorKind;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
 use crate::events::{
-    Waiting, answer_batch, body_text, committer_stopped, event_from_row, fail_batch, next_batch,
+    Waiting, answer_batch, body_text, committer_stopped, event_from_row, fail_batch,
+    is_taken_key_seq, next_batch,
 };
 use crate::keys::{
     is_well_formed_token, key_columns, key_from_row, looks_like_key_id, new_key_id, new_token,
@@ -312,7 +313,7 @@ async fn commit_lone(mut conn: PgConnection, batch: Vec<Append>) -> Option<PgCon
     };
     let result = match guarded_append(&mut conn, job).await {
         Ok(result) => result,
-        Err(e) if lost_race(&e) => match last_key_seq_in(&mut conn, &job.key_id).await {
+        Err(e) if is_taken_key_seq(&e) => match last_key_seq_in(&mut conn, &job.key_id).await {
             Ok(found) if found != job.expected => Err(StoreError::Conflict {
                 key_id: job.key_id.clone(),
                 expected: job.expected,
@@ -335,22 +336,6 @@ async fn commit_lone(mut conn: PgConnection, batch: Vec<Append>) -> Option<PgCon
     };
     answer_batch(batch, vec![result]);
     Some(conn)
-}
-
-/// Whether an append was refused because another writer took the key_seq
-/// it meant to take: the `events_number` trigger's refusal or the unique
-/// constraint on `(key_id, key_seq)`.
-fn lost_race(e: &sqlx::Error) -> bool {
-    let sqlx::Error::Database(db) = e else {
-        return false;
-    };
-    match db.code().as_deref() {
-        // raise_exception, from the trigger.
-        Some("P0001") => db.message().contains("key_seq must follow"),
-        // unique_violation.
-        Some("23505") => db.constraint().is_some_and(|c| c.contains("key_seq")),
-        _ => false,
-    }
 }
 
 impl Waiting for Append {

@@ -13,11 +13,26 @@ use std::time::Duration;
 use plangate_core::Scope;
 use plangate_store::{NewEvent, StoreConfig, open_postgres};
 use serde_json::json;
-use sqlx::{Connection, PgConnection};
+use sqlx::{AssertSqlSafe, Connection, PgConnection};
 use support::{postgres_url, with_schema};
 
 async fn raw(url: &str) -> PgConnection {
     PgConnection::connect(url).await.expect("raw connection")
+}
+
+/// A raw connection (another replica, as slow as it likes) that has
+/// inserted `key_id`'s first event and not committed: its row holds the
+/// counter's lock and the next seq until it commits.
+async fn uncommitted_first_event(url: &str, key_id: &str) -> PgConnection {
+    let mut conn = raw(url).await;
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "BEGIN; INSERT INTO events (key_id, key_seq, at_ms, type, body)
+         VALUES ('{key_id}', 1, 0, 'mode_set', '{{}}')"
+    )))
+    .execute(&mut conn)
+    .await
+    .expect("uncommitted insert");
+    conn
 }
 
 fn events(n: i64) -> Vec<NewEvent> {
@@ -237,14 +252,7 @@ async fn an_uncommitted_append_holds_back_later_ones_so_a_follower_skips_nothing
 
         // A writer (here raw SQL, as slow as it likes) inserts and has not
         // committed yet: its row has taken the next seq.
-        let mut slow = raw(&url).await;
-        sqlx::raw_sql(
-            "BEGIN; INSERT INTO events (key_id, key_seq, at_ms, type, body)
-             VALUES ('key_slow', 1, 0, 'mode_set', '{}')",
-        )
-        .execute(&mut slow)
-        .await
-        .expect("uncommitted insert");
+        let mut slow = uncommitted_first_event(&url, "key_slow").await;
 
         // Another append must wait: were it to commit first with a larger
         // seq, a follower reading now would pass the slow one's seq and
@@ -281,14 +289,7 @@ async fn a_lone_append_that_loses_a_race_on_its_key_is_a_conflict_not_an_error()
         // Another replica (raw SQL) has appended the key's first event and
         // not committed: the store's guard, reading a snapshot from before
         // that commit, finds the key empty, as expected.
-        let mut other = raw(&url).await;
-        sqlx::raw_sql(
-            "BEGIN; INSERT INTO events (key_id, key_seq, at_ms, type, body)
-             VALUES ('key_race', 1, 0, 'mode_set', '{}')",
-        )
-        .execute(&mut other)
-        .await
-        .expect("uncommitted insert");
+        let mut other = uncommitted_first_event(&url, "key_race").await;
 
         let racing = tokio::spawn({
             let store = store.clone();
