@@ -5,11 +5,10 @@
 //! [`serde_json::Value`] a small object costs far more than its text (a
 //! two-field object is a `BTreeMap` node of about 600 bytes plus a heap
 //! string per key and value), and a gateway keeps the folded plans of
-//! every recently used key in memory. Held as text it costs its length,
-//! and folding a step from the event log copies the text instead of
-//! building a map. It is parsed back only where a value is needed (a view,
-//! a digest, the call on apply); the text it holds is valid JSON by
-//! construction, so that parse cannot fail.
+//! every recently used key in memory. Held as text it costs its length.
+//! It is parsed back only where a value is needed (a view, a digest, the
+//! call on apply); the text it holds is valid JSON by construction, so
+//! that parse cannot fail.
 
 use std::fmt;
 
@@ -31,9 +30,11 @@ impl JsonText {
     /// The compact text of `value`.
     pub fn from_value(value: &Value) -> JsonText {
         // Writing a `Value` to text cannot fail: its keys are strings and
-        // its numbers finite (it has no other way to hold them).
-        let text = serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned());
-        JsonText::from_compact(text)
+        // its numbers finite (it has no other way to hold them); `null`
+        // rather than a panic if it ever did.
+        JsonText(
+            serde_json::value::to_raw_value(value).unwrap_or_else(|_| RawValue::NULL.to_owned()),
+        )
     }
 
     /// Holds `text` as it is, after checking it is one JSON value (a scan,
@@ -44,16 +45,6 @@ impl JsonText {
         RawValue::from_string(text).map(JsonText)
     }
 
-    /// Wraps text known to be one valid, compact JSON value.
-    fn from_compact(text: String) -> JsonText {
-        match RawValue::from_string(text) {
-            Ok(raw) => JsonText(raw),
-            // Unreachable for text `serde_json` wrote; `null` rather than a
-            // panic if it ever were.
-            Err(_) => JsonText(RawValue::NULL.to_owned()),
-        }
-    }
-
     /// The value, parsed from the text.
     pub fn value(&self) -> Value {
         serde_json::from_str(self.0.get()).unwrap_or(Value::Null)
@@ -62,18 +53,6 @@ impl JsonText {
     /// The JSON text.
     pub fn as_str(&self) -> &str {
         self.0.get()
-    }
-}
-
-impl From<&Value> for JsonText {
-    fn from(value: &Value) -> JsonText {
-        JsonText::from_value(value)
-    }
-}
-
-impl From<Value> for JsonText {
-    fn from(value: Value) -> JsonText {
-        JsonText::from_value(&value)
     }
 }
 
@@ -94,12 +73,6 @@ impl PartialEq<Value> for JsonText {
 }
 
 impl fmt::Debug for JsonText {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl fmt::Display for JsonText {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
