@@ -381,7 +381,7 @@ impl GatewayHandler {
                         // A retry may carry a token of its own.
                         if let Some(token) = &my_token {
                             p.progress_token = token.clone();
-                            let _ = cx.peer.notify_progress(p).await;
+                            let _ = Box::pin(cx.peer.notify_progress(p)).await;
                         }
                     }
                     Some(CallEvent::Ask(ask)) => {
@@ -400,7 +400,7 @@ impl GatewayHandler {
                                 }
                             }
                         } else {
-                            answer_ask(ask, cx).await;
+                            Box::pin(answer_ask(ask, cx)).await;
                         }
                     }
                     None => break Err(ServiceError::TransportClosed),
@@ -689,6 +689,12 @@ impl ServerHandler for GatewayHandler {
         Ok(ListToolsResult::with_all_items(tools))
     }
 
+    /// Every call, read or write, runs in a task rmcp spawns per request,
+    /// whose future holds this one inline and is moved (copied) when it is
+    /// spawned and when it completes; the large, rarely taken paths
+    /// (gateway tools, planning, asking a person, an upstream's progress
+    /// and questions) are boxed so a passthrough read does not copy their
+    /// kilobytes of state.
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
@@ -698,7 +704,9 @@ impl ServerHandler for GatewayHandler {
         let caller = self.caller(&cx).await?;
         let prefix = self.gw.config().gateway.tool_prefix.clone();
         if let Some(tool) = GatewayTool::parse(&prefix, &request.name) {
-            return self.call_gateway_tool(&caller, tool, request, &cx).await;
+            // Boxed, like every rarely taken large future below: see
+            // `call_tool`'s note on the size of the per-request task.
+            return Box::pin(self.call_gateway_tool(&caller, tool, request, &cx)).await;
         }
         let catalog = self.gw.catalog();
         let Some(tool) = catalog.tool(&request.name) else {
@@ -789,7 +797,7 @@ impl ServerHandler for GatewayHandler {
         let (mode, undefined) = self.gw.config().modes.resolve(state.mode.as_deref());
         let (notice, list_changed) = self.observe_mode(&mode, undefined);
         if list_changed {
-            let _ = cx.peer.notify_tool_list_changed().await;
+            let _ = Box::pin(cx.peer.notify_tool_list_changed()).await;
         }
         let acting = Acting {
             key: key.clone(),
@@ -813,7 +821,7 @@ impl ServerHandler for GatewayHandler {
                 } else {
                     PlanReason::Mode
                 };
-                match plan::plan_write(
+                match Box::pin(plan::plan_write(
                     &self.gw,
                     &acting,
                     &mode,
@@ -821,7 +829,7 @@ impl ServerHandler for GatewayHandler {
                     arguments,
                     reason,
                     Some(state.clone()),
-                )
+                ))
                 .await
                 {
                     Ok(result) => result,
@@ -866,9 +874,9 @@ impl ServerHandler for GatewayHandler {
                         state: forward.request_state.as_deref(),
                         responses: forward.input_responses.as_ref(),
                     };
-                    match crate::review::ask_for_call(
+                    match Box::pin(crate::review::ask_for_call(
                         &self.gw, &acting, &mode, tool, &redacted, &digest, round, &cx,
-                    )
+                    ))
                     .await
                     {
                         Ok(crate::review::Asked::Yes) => {}
@@ -926,9 +934,9 @@ impl ServerHandler for GatewayHandler {
         };
         let mut params = GetPromptRequestParams::new(prompt.original.clone());
         params.arguments = request.arguments;
-        let result = upstream
-            .peer()
-            .get_prompt(params)
+        // Boxed: rmcp's request futures are kilobytes, and this one would
+        // otherwise sit inline in every request's task (see `call_tool`).
+        let result = Box::pin(upstream.peer().get_prompt(params))
             .await
             .map_err(|e| service_error(&prompt.upstream, e))?;
         Ok(result.into())
@@ -980,11 +988,14 @@ impl ServerHandler for GatewayHandler {
             ));
         };
         let ns = catalog.namespaced.then_some(upstream_name.as_str());
-        let mut result = upstream
-            .peer()
-            .read_resource(ReadResourceRequestParams::new(original))
-            .await
-            .map_err(|e| service_error(&upstream_name, e))?;
+        // Boxed for the same reason as in `get_prompt`.
+        let mut result = Box::pin(
+            upstream
+                .peer()
+                .read_resource(ReadResourceRequestParams::new(original)),
+        )
+        .await
+        .map_err(|e| service_error(&upstream_name, e))?;
         for contents in &mut result.contents {
             let uri = match contents {
                 ResourceContents::TextResourceContents { uri, .. }
