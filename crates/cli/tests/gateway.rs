@@ -559,3 +559,82 @@ async fn claude_desktop_json_is_accepted_as_is() {
     );
     client.cancel().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_quick_answer_over_http_is_one_json_body() {
+    let scratch = Scratch::new();
+    let key = scratch.create_key("quick", "write");
+    let gw = serve_http(&scratch, &[]);
+    let http = reqwest::Client::new();
+    let post = |session: Option<&str>, body: &'static str| {
+        let mut request = http
+            .post(gw.url())
+            .bearer_auth(&key)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body);
+        if let Some(session) = session {
+            request = request
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-11-25");
+        }
+        request.send()
+    };
+    let init = post(None, r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#)
+        .await
+        .unwrap();
+    assert_eq!(init.status(), 200);
+    // The session id survives the change of framing.
+    let session = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(init.headers()["content-type"], "application/json");
+    let init: serde_json::Value = init.json().await.unwrap();
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
+    let initialized = post(
+        Some(&session),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    )
+    .await
+    .unwrap();
+    assert_eq!(initialized.status(), 202);
+
+    // A read through to the demo upstream: one JSON body with its length,
+    // exactly the JSON-RPC answer.
+    let call = post(
+        Some(&session),
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"list_pages","arguments":{}}}"#,
+    )
+    .await
+    .unwrap();
+    assert_eq!(call.status(), 200);
+    assert_eq!(call.headers()["content-type"], "application/json");
+    let length: usize = call.headers()["content-length"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let body = call.bytes().await.unwrap();
+    assert_eq!(body.len(), length);
+    let answer: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(answer["id"], 2);
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+
+    // An error answer is final too.
+    let unknown = post(
+        Some(&session),
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"no_such_tool","arguments":{}}}"#,
+    )
+    .await
+    .unwrap();
+    assert_eq!(unknown.headers()["content-type"], "application/json");
+    let answer: serde_json::Value = unknown.json().await.unwrap();
+    assert_eq!(answer["id"], 3);
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown tool")
+    );
+}

@@ -21,8 +21,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{Gateway, GatewayHandler, auth};
 
-/// The axum app: `/mcp` behind the key middleware, `/console` behind an
-/// operator session (never an API key), `/healthz` open.
+/// The axum app: `/mcp` behind the key middleware (quick answers as JSON:
+/// [`crate::quick_json`]), `/console` behind an operator session (never an
+/// API key), `/healthz` open.
 pub fn router(gw: Arc<Gateway>, shutdown: CancellationToken) -> Router {
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(gw.config().gateway.allowed_hosts.clone())
@@ -35,6 +36,7 @@ pub fn router(gw: Arc<Gateway>, shutdown: CancellationToken) -> Router {
     );
     Router::new()
         .route_service("/mcp", mcp)
+        .route_layer(axum::middleware::from_fn(crate::quick_json::answer_quickly))
         .route_layer(axum::middleware::from_fn_with_state(
             gw.clone(),
             auth::require_caller,

@@ -32,6 +32,7 @@ pub mod metrics;
 pub mod operator;
 pub mod parked;
 pub mod plan;
+pub mod quick_json;
 pub mod refusal;
 pub mod review;
 mod server;
