@@ -7,6 +7,29 @@ mod common;
 use common::*;
 use serde_json::json;
 
+/// A JSON-RPC POST to plangate's `/mcp` with `token`, in `session` once
+/// there is one (with the protocol version header it then needs).
+fn mcp_post(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    session: Option<&str>,
+    body: &'static str,
+) -> reqwest::RequestBuilder {
+    let request = http
+        .post(url)
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(body);
+    match session {
+        Some(session) => request
+            .header("mcp-session-id", session)
+            .header("mcp-protocol-version", "2025-11-25"),
+        None => request,
+    }
+}
+
 /// A config with two upstreams: `site` over stdio and `blog` over HTTP.
 fn two_upstream_config(scratch: &Scratch, blog: &Proc) -> std::path::PathBuf {
     let site_state = scratch.path().join("site.json");
@@ -389,12 +412,7 @@ async fn an_http_session_stays_bound_to_the_key_that_opened_it() {
     let b = scratch.create_key("b", "write");
     let gw = serve_http(&scratch, &[]);
     let http = reqwest::Client::new();
-    let init = http
-        .post(gw.url())
-        .bearer_auth(&a)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#)
+    let init = mcp_post(&http, &gw.url(), &a, None, r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#)
         .send()
         .await
         .unwrap();
@@ -405,14 +423,7 @@ async fn an_http_session_stays_bound_to_the_key_that_opened_it() {
         .to_owned();
     let _ = init.text().await;
     let post = |token: &str, body: &'static str| {
-        http.post(gw.url())
-            .bearer_auth(token)
-            .header("mcp-session-id", &session)
-            .header("mcp-protocol-version", "2025-11-25")
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .body(body)
-            .send()
+        mcp_post(&http, &gw.url(), token, Some(&session), body).send()
     };
     let _ = post(
         &a,
@@ -567,18 +578,7 @@ async fn a_quick_answer_over_http_is_one_json_body() {
     let gw = serve_http(&scratch, &[]);
     let http = reqwest::Client::new();
     let post = |session: Option<&str>, body: &'static str| {
-        let mut request = http
-            .post(gw.url())
-            .bearer_auth(&key)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .body(body);
-        if let Some(session) = session {
-            request = request
-                .header("mcp-session-id", session)
-                .header("mcp-protocol-version", "2025-11-25");
-        }
-        request.send()
+        mcp_post(&http, &gw.url(), &key, session, body).send()
     };
     let init = post(None, r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#)
         .await
