@@ -14,11 +14,24 @@ fn mcp_post(
     url: &str,
     token: &str,
     session: Option<&str>,
-    body: &'static str,
+    body: impl Into<reqwest::Body>,
 ) -> reqwest::RequestBuilder {
-    let request = http
-        .post(url)
-        .bearer_auth(token)
+    mcp_post_as(http, url, Some(token), session, body)
+}
+
+/// [`mcp_post`] with an optional key (`None`: an anonymous caller).
+fn mcp_post_as(
+    http: &reqwest::Client,
+    url: &str,
+    token: Option<&str>,
+    session: Option<&str>,
+    body: impl Into<reqwest::Body>,
+) -> reqwest::RequestBuilder {
+    let mut request = http.post(url);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let request = request
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
         .body(body);
@@ -637,4 +650,133 @@ async fn a_quick_answer_over_http_is_one_json_body() {
             .unwrap()
             .contains("unknown tool")
     );
+}
+
+/// Reads an event stream until a message satisfies `wanted`; returns it.
+async fn next_message<B: AsRef<[u8]>>(
+    stream: &mut (impl futures::Stream<Item = reqwest::Result<B>> + Unpin),
+    buffer: &mut String,
+    wanted: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    use futures::StreamExt as _;
+    loop {
+        while let Some(end) = buffer.find("\n\n") {
+            let event: String = buffer.drain(..end + 2).collect();
+            let data: String = event
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(str::trim_start)
+                .collect();
+            if let Ok(message) = serde_json::from_str::<serde_json::Value>(&data)
+                && wanted(&message)
+            {
+                return message;
+            }
+        }
+        let chunk = tokio::time::timeout(std::time::Duration::from_secs(20), stream.next())
+            .await
+            .expect("the stream went quiet")
+            .expect("the stream ended")
+            .expect("the stream failed");
+        buffer.push_str(&String::from_utf8_lossy(chunk.as_ref()));
+    }
+}
+
+#[tokio::test]
+async fn no_other_key_and_no_anonymous_caller_can_answer_cancel_read_or_close_a_session() {
+    let scratch = Scratch::new();
+    let config = demo_config(&scratch, "[gateway]\nanonymous = \"read\"\n");
+    let a = scratch.create_key("victim", "write");
+    let b = scratch.create_key("other", "write");
+    let gw = serve_http(&scratch, &["--config", &config]);
+    let http = reqwest::Client::new();
+    let url = gw.url();
+
+    // The victim opens a session that can answer questions, plans a write
+    // and asks the person through `exit_plan_mode`.
+    let init = mcp_post(&http, &url, &a, None, r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{"form":{}}},"clientInfo":{"name":"victim","version":"0"}}}"#)
+        .send()
+        .await
+        .unwrap();
+    let session = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let _ = init.text().await;
+    let as_a = |body: String| mcp_post(&http, &url, &a, Some(&session), body).send();
+    as_a(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.into())
+        .await
+        .unwrap();
+    let begun = as_a(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"plangate_begin_session","arguments":{"mode":"plan"}}}"#.into()).await.unwrap().text().await.unwrap();
+    assert!(begun.contains("\"plan_mode\":true"), "{begun}");
+    let planned = as_a(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"create_menu_item","arguments":{"menu":"main","label":"Team","url":"/team"}}}"#.into()).await.unwrap().text().await.unwrap();
+    assert!(planned.contains("plan_step"), "{planned}");
+    let asking = as_a(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"plangate_exit_plan_mode","arguments":{"plan":"Add a Team item to the main menu."}}}"#.into()).await.unwrap();
+    let mut stream = Box::pin(asking.bytes_stream());
+    let mut buffer = String::new();
+    let question = next_message(&mut stream, &mut buffer, |m| {
+        m["method"] == "elicitation/create"
+    })
+    .await;
+    let question_id = question["id"].clone();
+    let approve = |id: &serde_json::Value| {
+        json!({"jsonrpc": "2.0", "id": id, "result": {"action": "accept", "content": {"decision": "approve"}}}).to_string()
+    };
+
+    // Another key, and an anonymous caller, knowing the session id: every
+    // kind of message is refused before it reaches the session.
+    let foreign = [Some(b.as_str()), None];
+    for token in foreign {
+        let who = if token.is_some() {
+            "another key"
+        } else {
+            "anonymous"
+        };
+        for body in [
+            approve(&question_id),
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":4,"reason":"x"}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"plangate_get_plan","arguments":{}}}"#.to_owned(),
+        ] {
+            let r = mcp_post_as(&http, &url, token, Some(&session), body.clone())
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 403, "{who}: {body}");
+            let text = r.text().await.unwrap();
+            assert!(text.contains("session_key_mismatch"), "{who}: {text}");
+        }
+        let mut get = http
+            .get(&url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &session)
+            .header("mcp-protocol-version", "2025-11-25");
+        let mut delete = http
+            .delete(&url)
+            .header("mcp-session-id", &session)
+            .header("mcp-protocol-version", "2025-11-25");
+        if let Some(t) = token {
+            get = get.bearer_auth(t);
+            delete = delete.bearer_auth(t);
+        }
+        assert_eq!(get.send().await.unwrap().status(), 403, "{who}: GET");
+        assert_eq!(delete.send().await.unwrap().status(), 403, "{who}: DELETE");
+    }
+
+    // Nothing was applied: the question still waits for the victim, whose
+    // own "keep planning" ends it; the menu is as it was.
+    let keep = json!({"jsonrpc": "2.0", "id": question_id, "result": {"action": "accept", "content": {"decision": "keep_planning"}}}).to_string();
+    let answered = as_a(keep).await.unwrap();
+    assert_eq!(answered.status(), 202);
+    let answer = next_message(&mut stream, &mut buffer, |m| m["id"] == 4).await;
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let site = site_state(&scratch.path().join("site.json"));
+    let labels: Vec<&str> = site["menus"]["main"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["Home", "About", "Contact"]);
+    let plan = as_a(r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"plangate_get_plan","arguments":{}}}"#.into()).await.unwrap().text().await.unwrap();
+    assert!(plan.contains("\"pending_steps\":1"), "{plan}");
 }

@@ -19,24 +19,33 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use crate::session_guard::{self, SessionOwners};
 use crate::{Gateway, GatewayHandler, auth};
 
-/// The axum app: `/mcp` behind the key middleware (quick answers as JSON:
-/// [`crate::quick_json`]), `/console` behind an operator session (never an
+/// The axum app: `/mcp` behind the key middleware and the session binding
+/// ([`crate::session_guard`]; quick answers as JSON: [`crate::quick_json`]), `/console` behind an operator session (never an
 /// API key), `/healthz` open.
 pub fn router(gw: Arc<Gateway>, shutdown: CancellationToken) -> Router {
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(gw.config().gateway.allowed_hosts.clone())
         .with_cancellation_token(shutdown);
     let factory_gw = gw.clone();
+    let manager = Arc::new(LocalSessionManager::default());
+    let owners = SessionOwners::new(manager.clone());
     let mcp = StreamableHttpService::new(
         move || Ok(GatewayHandler::http(factory_gw.clone())),
-        LocalSessionManager::default().into(),
+        manager,
         config,
     );
+    // Layers run outermost last-added: the key is resolved, then the
+    // session bound to it, before rmcp sees a byte.
     Router::new()
         .route_service("/mcp", mcp)
         .route_layer(axum::middleware::from_fn(crate::quick_json::answer_quickly))
+        .route_layer(axum::middleware::from_fn_with_state(
+            owners,
+            session_guard::bind,
+        ))
         .route_layer(axum::middleware::from_fn_with_state(
             gw.clone(),
             auth::require_caller,

@@ -36,6 +36,7 @@ pub mod quick_json;
 pub mod refusal;
 pub mod review;
 mod server;
+pub mod session_guard;
 pub mod stdio;
 pub mod tools;
 pub mod upstream;

@@ -50,9 +50,10 @@ const UNAUTHORIZED: ErrorCode = ErrorCode(-32001);
 enum Origin {
     /// Over stdio the key comes from `PLANGATE_KEY`, once per process.
     Stdio { token: Option<String> },
-    /// Over HTTP the auth middleware resolves the caller per request; the
-    /// session is bound to the key that opened it.
-    Http { bound: OnceLock<Option<String>> },
+    /// Over HTTP the auth middleware resolves the caller per request and
+    /// the session guard ([`crate::session_guard`]) binds the session to
+    /// the key that opened it; `opener` keeps that key's id for the hub.
+    Http { opener: OnceLock<Option<String>> },
 }
 
 /// Numbers client sessions, so calls of one client can be told from
@@ -93,7 +94,7 @@ impl GatewayHandler {
         GatewayHandler {
             gw,
             origin: Arc::new(Origin::Http {
-                bound: OnceLock::new(),
+                opener: OnceLock::new(),
             }),
             session: SESSIONS.fetch_add(1, Ordering::Relaxed),
             seen: Arc::default(),
@@ -160,29 +161,15 @@ impl GatewayHandler {
     async fn caller(&self, cx: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
         let resolved = match &*self.origin {
             Origin::Stdio { token } => auth::resolve(&self.gw, token.as_deref()).await,
-            Origin::Http { bound } => {
-                let caller = cx
-                    .extensions
-                    .get::<http::request::Parts>()
-                    .and_then(|p| p.extensions.get::<Caller>())
-                    .cloned()
-                    .ok_or(Denied::NoKey);
-                match caller {
-                    Ok(caller) => {
-                        let key = caller.key_id().map(str::to_owned);
-                        let owner = bound.get_or_init(|| key.clone());
-                        if *owner != key {
-                            return Err(ErrorData::new(
-                                UNAUTHORIZED,
-                                "this MCP session was opened with another API key; start a new session with your own key",
-                                Some(json!({"code": "session_key_mismatch"})),
-                            ));
-                        }
-                        Ok(caller)
-                    }
-                    Err(denied) => Err(denied),
-                }
-            }
+            // The auth middleware resolved the caller, and the session
+            // guard ([`crate::session_guard`]) refused any other caller
+            // before rmcp saw the message.
+            Origin::Http { .. } => cx
+                .extensions
+                .get::<http::request::Parts>()
+                .and_then(|p| p.extensions.get::<Caller>())
+                .cloned()
+                .ok_or(Denied::NoKey),
         };
         resolved.map_err(|denied| {
             ErrorData::new(
@@ -611,9 +598,10 @@ impl ServerHandler for GatewayHandler {
         request: InitializeRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
-        // Over HTTP this binds the session to the key that opened it.
-        if let Origin::Http { .. } = &*self.origin {
-            self.caller(&cx).await?;
+        // Over HTTP the opener's key is this session's, for the hub.
+        if let Origin::Http { opener } = &*self.origin {
+            let caller = self.caller(&cx).await?;
+            let _ = opener.set(caller.key_id().map(str::to_owned));
         }
         cx.peer.set_peer_info(request.clone());
         self.negotiate_initialize(&request)
@@ -625,7 +613,7 @@ impl ServerHandler for GatewayHandler {
                 Ok(caller) => caller.key_id().map(str::to_owned),
                 Err(_) => None,
             },
-            Origin::Http { bound } => bound.get().cloned().flatten(),
+            Origin::Http { opener } => opener.get().cloned().flatten(),
         };
         self.gw.hub().add_client(cx.peer, self.session, key_id);
     }
