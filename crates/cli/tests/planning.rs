@@ -197,6 +197,16 @@ async fn the_same_write_twice_is_one_step_and_secrets_never_show() {
     assert!(!text.contains("hunter2-canary"), "{text}");
     // Nor at rest: the database holds the secret only sealed.
     client.cancel().await.unwrap();
+    let bytes = store_bytes(&scratch);
+    assert!(!bytes.is_empty());
+    assert!(
+        !bytes.windows(14).any(|w| w == b"hunter2-canary"),
+        "secret stored in plaintext"
+    );
+}
+
+/// Every file of the data dir's SQLite store (database, WAL), as bytes.
+fn store_bytes(scratch: &Scratch) -> Vec<u8> {
     let mut bytes = Vec::new();
     for entry in std::fs::read_dir(scratch.data_dir()).unwrap() {
         let path = entry.unwrap().path();
@@ -204,10 +214,85 @@ async fn the_same_write_twice_is_one_step_and_secrets_never_show() {
             bytes.extend(std::fs::read(&path).unwrap());
         }
     }
-    assert!(!bytes.is_empty());
+    bytes
+}
+
+#[tokio::test]
+async fn a_secret_applied_earlier_never_comes_back_through_a_later_preview() {
+    let scratch = Scratch::new();
+    let token = scratch.create_key("agent", "write");
+    let other_token = scratch.create_key("other", "write");
+    let config = demo_config(&scratch, "");
+    let canary = format!("canary-{}", std::process::id());
+    let client = stdio_client(&scratch, &["--config", &config], Some(&token)).await;
+    begin(&client, "plan").await;
+    let first = body(
+        &call(
+            &client,
+            "update_option",
+            json!({"name": "tagline", "value": {"host": "mail", "password": canary}}),
+        )
+        .await
+        .unwrap(),
+    );
+    assert_eq!(first["code"], "plan_step", "{first}");
+    let receipt = call(&client, "plangate_apply_plan", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(body(&receipt)["applied"], 1, "{receipt:?}");
+    assert_eq!(
+        site(&scratch)["options"]["tagline"]["value"]["password"],
+        canary
+    );
+
+    // The demo's preview quotes the option's current value — the sealed
+    // password — in its sentence: this key's next step must not carry it,
+    // nor another key's (which never sealed it).
+    let second = body(
+        &call(
+            &client,
+            "update_option",
+            json!({"name": "tagline", "value": "Plain again"}),
+        )
+        .await
+        .unwrap(),
+    );
+    let effect = second["predicted_effect"].as_str().unwrap();
+    assert!(effect.contains("[redacted]"), "{effect}");
+    assert!(!second.to_string().contains(&canary), "{second}");
+    assert!(!get_plan(&client).await.to_string().contains(&canary));
+    client.cancel().await.unwrap();
+    let other = stdio_client(&scratch, &["--config", &config], Some(&other_token)).await;
+    begin(&other, "plan").await;
+    let theirs = body(
+        &call(
+            &other,
+            "update_option",
+            json!({"name": "tagline", "value": "Theirs"}),
+        )
+        .await
+        .unwrap(),
+    );
+    assert_eq!(theirs["code"], "plan_step", "{theirs}");
+    assert!(!theirs.to_string().contains(&canary), "{theirs}");
+    other.cancel().await.unwrap();
+
+    // Nor in what an operator reads, nor at rest.
+    for args in [
+        vec!["plans", "show", "--key", "agent", "--json"],
+        vec!["plans", "show", "--key", "other", "--json"],
+        vec!["audit", "export"],
+    ] {
+        let out = scratch.run(&args);
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("tagline"), "{args:?}: {text}");
+        assert!(!text.contains(&canary), "{args:?}: {text}");
+    }
+    let bytes = store_bytes(&scratch);
     assert!(
-        !bytes.windows(14).any(|w| w == b"hunter2-canary"),
-        "secret stored in plaintext"
+        !bytes.windows(canary.len()).any(|w| w == canary.as_bytes()),
+        "the secret is in the store in plain text"
     );
 }
 

@@ -413,23 +413,12 @@ async fn call_step(
     let owner = gw.owner().to_owned();
     let record = &step.record;
 
-    let secrets: Vec<(String, Value)> = match &record.sealed_secrets {
-        None => Vec::new(),
-        Some(sealed) => {
-            match plangate_store::seal::unseal(gw.material(), sealed, record.step_id.as_bytes())
-                .ok()
-                .and_then(|plain| serde_json::from_slice(&plain).ok())
-            {
-                Some(s) => s,
-                None => {
-                    return Ok(finish(acting, step_id, StepError {
-                        code: Code::Forbidden.as_str().to_owned(),
-                        message: "the step's sealed arguments cannot be opened with this gateway's seal key (were the keys changed?); nothing was sent".to_owned(),
-                        upstream: None,
-                    }));
-                }
-            }
-        }
+    let Some(secrets) = crate::plan::open_secrets(gw, record) else {
+        return Ok(finish(acting, step_id, StepError {
+            code: Code::Forbidden.as_str().to_owned(),
+            message: "the step's sealed arguments cannot be opened with this gateway's seal key (were the keys changed?); nothing was sent".to_owned(),
+            upstream: None,
+        }));
     };
 
     // Re-check fresh: the call must still be one that could run.

@@ -138,6 +138,52 @@ fn pointer_text(args: &Value, pointer: &str) -> Option<String> {
     }
 }
 
+/// The secret values sealed with a step, opened with this gateway's seal
+/// key; `None` when they cannot be opened (the keys changed).
+pub fn open_secrets(gw: &Gateway, record: &StepRecord) -> Option<Vec<(String, Value)>> {
+    match &record.sealed_secrets {
+        None => Some(Vec::new()),
+        Some(sealed) => {
+            plangate_store::seal::unseal(gw.material(), sealed, record.step_id.as_bytes())
+                .ok()
+                .and_then(|plain| serde_json::from_slice(&plain).ok())
+        }
+    }
+}
+
+/// Fewest characters a secret from an earlier step must have to be
+/// scrubbed from later upstream text: shorter ones ("1", "on") would blank
+/// out ordinary words and numbers everywhere.
+const MIN_LOGGED_SECRET: usize = 4;
+
+/// Every secret value sealed in the key's log, with `current` (the call's
+/// own secrets, whatever their length): what upstream text is scrubbed of,
+/// so a value sealed by one step cannot come back through another step's
+/// preview (the upstream's current state quotes it).
+fn known_secrets(
+    gw: &Gateway,
+    state: &KeyState,
+    current: &[(String, Value)],
+) -> Vec<(String, Value)> {
+    let mut all = current.to_vec();
+    for step in &state.steps {
+        if step.record.sealed_secrets.is_none() {
+            continue;
+        }
+        for (pointer, value) in open_secrets(gw, &step.record).unwrap_or_default() {
+            let long_enough = match &value {
+                Value::String(s) => s.chars().count() >= MIN_LOGGED_SECRET,
+                Value::Array(_) | Value::Object(_) => true,
+                other => other.to_string().len() >= MIN_LOGGED_SECRET,
+            };
+            if long_enough {
+                all.push((pointer, value));
+            }
+        }
+    }
+    all
+}
+
 /// What a preview tool said about a write.
 struct Preview {
     effect: Option<String>,
@@ -245,9 +291,22 @@ pub async fn plan_write(
         .and_then(|p| pointer_text(&redacted, p));
     let mut target_version = None;
     let mut predicted = None;
+    let mut known = known;
     if let Some(preview_tool) = &settings.preview {
         // The preview sees the real arguments; whatever it says back is
-        // scrubbed of them before anyone else sees it.
+        // scrubbed of them, and of every secret the key's log holds,
+        // before anyone else sees it.
+        let state = match known.take() {
+            Some(state) => state,
+            None => gw.log().state(&acting.key.id).await.map_err(|e| {
+                Refusal::new(
+                    Code::UpstreamUnavailable,
+                    format!("plangate could not read the key's log: {e}"),
+                )
+            })?,
+        };
+        let secrets = known_secrets(gw, &state, &secrets);
+        known = Some(state);
         match preview(gw, tool, preview_tool, &arguments).await {
             Ok(Some(p)) => {
                 predicted = p.effect.map(|e| scrub_text(&e, &secrets));
