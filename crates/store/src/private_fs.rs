@@ -34,6 +34,28 @@ pub(crate) fn create_new_private_file(path: &Path) -> io::Result<File> {
     options.open(path)
 }
 
+/// Replaces `path` with a file holding `bytes`, owner-only: written under a
+/// fresh random name beside it (created exclusively, so a file or symlink
+/// planted there is an error, never written through), synced, then renamed
+/// over `path` (a rename replaces a link at `path` itself, never its
+/// target).
+pub(crate) fn replace_private_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write as _;
+    let suffix: [u8; 8] = random_bytes().map_err(io::Error::other)?;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".{}.tmp", hex::encode(suffix)));
+    let tmp = std::path::PathBuf::from(tmp);
+    let written = create_new_private_file(&tmp).and_then(|mut file| {
+        file.write_all(bytes)?;
+        file.sync_all()
+    });
+    let renamed = written.and_then(|()| fs::rename(&tmp, path));
+    if renamed.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    renamed
+}
+
 /// Creates `path` (and its parents) if missing; a directory this call
 /// creates is owner-only (0700 on unix) whatever the umask.
 pub(crate) fn create_private_dir(path: &Path) -> io::Result<()> {

@@ -301,14 +301,13 @@ async fn try_append(
 
 impl SqliteStore {
     /// Marks that a key was revoked: the epoch file is replaced by one with
-    /// fresh random contents (written aside, then renamed into place, so a
-    /// reader sees the old or the new contents, never a mix).
+    /// fresh random contents, written aside under a fresh random name that
+    /// must not exist yet (so a planted file or link there is never
+    /// written through), owner-only, then renamed into place — a reader
+    /// sees the old or the new contents, never a mix.
     fn bump_key_epoch(&self) {
-        let mut tmp = self.epoch_file.clone().into_os_string();
-        tmp.push(".tmp");
         let written = crate::private_fs::random_bytes::<16>().and_then(|bytes| {
-            std::fs::write(&tmp, bytes)
-                .and_then(|()| std::fs::rename(&tmp, &self.epoch_file))
+            crate::private_fs::replace_private_file(&self.epoch_file, &bytes)
                 .map_err(|e| StoreError::io(&self.epoch_file, e))
         });
         if let Err(e) = written {

@@ -240,3 +240,41 @@ async fn the_key_epoch_moves_with_every_revocation_as_every_process_sees_it() {
     cli.revoke_key("b").await.expect("revoke");
     assert_ne!(gateway.key_epoch(), Some(third));
 }
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_revocation_never_writes_through_a_planted_link() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let path = tmp.path().join("plangate.db");
+    let store = open_sqlite(&path).await.expect("open");
+    store.create_key("k", Scope::Read).await.expect("create");
+    let victim = tmp.path().join("victim");
+    std::fs::write(&victim, "precious").expect("victim");
+    // Links where the revocation writes: the temporary name it used to
+    // write through, and the epoch file itself.
+    std::os::unix::fs::symlink(&victim, tmp.path().join("plangate.db-keys.tmp")).expect("link");
+    let before = store.key_epoch();
+    store.revoke_key("k").await.expect("revoke");
+    assert_eq!(
+        std::fs::read_to_string(&victim).expect("victim"),
+        "precious"
+    );
+    assert_ne!(store.key_epoch(), before, "the revocation was marked");
+
+    store.create_key("k2", Scope::Read).await.expect("create");
+    let epoch = tmp.path().join("plangate.db-keys");
+    std::fs::remove_file(&epoch).expect("remove");
+    std::os::unix::fs::symlink(&victim, &epoch).expect("link");
+    store.revoke_key("k2").await.expect("revoke");
+    assert_eq!(
+        std::fs::read_to_string(&victim).expect("victim"),
+        "precious"
+    );
+    let meta = std::fs::symlink_metadata(&epoch).expect("epoch");
+    assert!(
+        meta.file_type().is_file(),
+        "the link was replaced, not followed"
+    );
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+}
