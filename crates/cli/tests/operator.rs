@@ -884,3 +884,48 @@ async fn plans_approve_counts_for_the_current_digest_only_and_only_from_outside_
     assert_eq!(site(&scratch)["options"]["tagline"]["value"], "approved");
     client.cancel().await.unwrap();
 }
+
+#[cfg(unix)]
+#[test]
+fn a_signing_key_other_users_can_read_is_refused_and_nothing_is_served() {
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = Scratch::new();
+    let data = scratch.data_dir();
+    std::fs::create_dir_all(&data).unwrap();
+    // Planted (or exposed): whoever can read it can sign console cookies.
+    let planted = data.join("signing.key");
+    std::fs::write(&planted, format!("{}\n", "ab".repeat(32))).unwrap();
+    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mut child = std::process::Command::new(plangate())
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .current_dir(scratch.path())
+        .env_remove("PLANGATE_CONFIG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            kill_tree(&mut child);
+            panic!("plangate served with a key file other users can read");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("signing.key cannot be trusted"), "{err}");
+    assert!(
+        err.contains("mode 644") && err.contains("chmod 600"),
+        "{err}"
+    );
+    assert!(!stdout(&out).contains("plangate serving"), "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(&planted).unwrap().trim(),
+        "ab".repeat(32),
+        "the file is left for the person to look at"
+    );
+}

@@ -289,7 +289,8 @@ impl SiteState {
 
     /// Writes the state file atomically: a temporary file in the same
     /// directory, flushed to disk, then renamed over the old one, so a crash
-    /// never leaves a half-written file behind.
+    /// never leaves a half-written file behind. The file is owner-only
+    /// (0600 on unix): options may hold secrets.
     pub fn save(&self, path: &Path) -> Result<(), DemoError> {
         let io = |source| DemoError::Io {
             path: path.to_path_buf(),
@@ -299,7 +300,22 @@ impl SiteState {
         bytes.push(b'\n');
         let tmp = temp_path(path);
         let result = (|| {
-            let mut file = fs::File::create(&tmp)?;
+            // Created exclusively: a file or link left at the temporary
+            // name (a crash, or planted) is removed, never written through.
+            let mut options = fs::OpenOptions::new();
+            options.write(true).create_new(true);
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::OpenOptionsExt;
+                options.mode(0o600);
+            }
+            let mut file = match options.open(&tmp) {
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    fs::remove_file(&tmp)?;
+                    options.open(&tmp)?
+                }
+                other => other?,
+            };
             file.write_all(&bytes)?;
             file.sync_all()?;
             fs::rename(&tmp, path)

@@ -27,6 +27,16 @@ const SEAL_KEY_FILE: &str = "seal.key";
 const SIGNING_KEY_FILE: &str = "signing.key";
 const SQLITE_FILE: &str = "plangate.db";
 
+/// Every other file plangate keeps in the data dir: the database's own
+/// files, the key-revocation epoch and the demo site's state.
+const STATE_FILES: [&str; 5] = [
+    SQLITE_FILE,
+    "plangate.db-wal",
+    "plangate.db-shm",
+    "plangate.db-keys",
+    "demo-site.json",
+];
+
 /// The directory holding plangate's durable state on one machine: the
 /// SQLite database and generated key material. Opening it creates it, so
 /// the first start needs no set-up step.
@@ -37,11 +47,18 @@ pub struct DataDir {
 
 impl DataDir {
     /// Opens the data dir at `path`, creating it (owner-only, 0700 on unix)
-    /// if it does not exist. An existing directory's mode is left alone:
-    /// the operator may have chosen it.
+    /// if it does not exist, and checks that nobody else could have
+    /// planted, replaced or read what plangate keeps there (unix): the
+    /// directory and every file of plangate's in it must belong to this
+    /// user and be no link; key files must be owner-only, or they are
+    /// refused ([`StoreError::Untrusted`], saying what to do). Anything
+    /// else open to other users — the directory, the database — is made
+    /// owner-only, with a warning that says so.
     pub fn open(path: impl Into<PathBuf>) -> Result<DataDir, StoreError> {
         let path = path.into();
         create_private_dir(&path).map_err(|e| StoreError::io(&path, e))?;
+        #[cfg(unix)]
+        trust::check_dir(&path)?;
         Ok(DataDir { path })
     }
 
@@ -223,11 +240,165 @@ fn load_or_create_key_file(path: &Path) -> Result<[u8; 32], StoreError> {
 }
 
 fn read_key_file(path: &Path) -> Result<[u8; 32], StoreError> {
-    let text = fs::read_to_string(path).map_err(|e| StoreError::io(path, e))?;
+    let mut options = fs::OpenOptions::new();
+    options.read(true);
+    // A link is never followed, and what was opened is checked, not the
+    // name: nothing can be swapped in between.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW);
+    }
+    let mut file = match options.open(path) {
+        Ok(file) => file,
+        #[cfg(unix)]
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(StoreError::Untrusted {
+                path: path.to_owned(),
+                reason: trust::LINK.to_owned(),
+            });
+        }
+        Err(e) => return Err(StoreError::io(path, e)),
+    };
+    #[cfg(unix)]
+    {
+        let meta = file.metadata().map_err(|e| StoreError::io(path, e))?;
+        trust::check_file(path, &meta, trust::Kind::Key)?;
+    }
+    let mut text = String::new();
+    io::Read::read_to_string(&mut file, &mut text).map_err(|e| StoreError::io(path, e))?;
     parse_key(&text).map_err(|reason| StoreError::KeyFileInvalid {
         path: path.to_owned(),
         reason,
     })
+}
+
+/// Who may have touched the data dir (unix): ownership and modes.
+#[cfg(unix)]
+mod trust {
+    use std::fs::{self, Metadata, Permissions};
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::path::Path;
+
+    use super::{SEAL_KEY_FILE, SIGNING_KEY_FILE, STATE_FILES};
+    use crate::StoreError;
+
+    /// Why a link in the data dir is refused.
+    pub(super) const LINK: &str = "it is a symbolic link, and plangate follows no link inside its data dir (one could point its reads and writes anywhere); replace it with the file itself";
+
+    /// What a file holds, which decides what a loose mode means.
+    #[derive(Clone, Copy)]
+    pub(super) enum Kind {
+        /// Key material: open to others means possibly known to them.
+        Key,
+        /// State (database, epoch, demo site): made owner-only.
+        State,
+    }
+
+    fn me() -> u32 {
+        rustix::process::geteuid().as_raw()
+    }
+
+    fn untrusted(path: &Path, reason: String) -> StoreError {
+        StoreError::Untrusted {
+            path: path.to_owned(),
+            reason,
+        }
+    }
+
+    /// Checks the directory, then every file of plangate's in it.
+    pub(super) fn check_dir(dir: &Path) -> Result<(), StoreError> {
+        let meta = fs::metadata(dir).map_err(|e| StoreError::io(dir, e))?;
+        if meta.uid() != me() {
+            return Err(untrusted(
+                dir,
+                format!(
+                    "the data dir is owned by uid {}, not by this user (uid {}), so its owner can read or replace plangate's keys and database; use a data dir of your own (--data-dir or PLANGATE_DATA_DIR) or chown this one",
+                    meta.uid(),
+                    me()
+                ),
+            ));
+        }
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            fs::set_permissions(dir, Permissions::from_mode(0o700))
+                .map_err(|e| StoreError::io(dir, e))?;
+            let open = if mode & 0o022 != 0 {
+                "writable by other users, who could have planted files in it"
+            } else {
+                "readable by other users"
+            };
+            tracing::warn!(
+                path = %dir.display(),
+                "the data dir was {open} (mode {mode:03o}); plangate made it owner-only (0700). Every file of plangate's in it must be this user's own, or it is refused"
+            );
+        }
+        let files = STATE_FILES
+            .iter()
+            .map(|f| (*f, Kind::State))
+            .chain([(SEAL_KEY_FILE, Kind::Key), (SIGNING_KEY_FILE, Kind::Key)]);
+        for (name, kind) in files {
+            let path = dir.join(name);
+            match fs::symlink_metadata(&path) {
+                Ok(meta) => check_file(&path, &meta, kind)?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(StoreError::io(&path, e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks one file by the metadata of what is (or will be) opened.
+    pub(super) fn check_file(path: &Path, meta: &Metadata, kind: Kind) -> Result<(), StoreError> {
+        if meta.file_type().is_symlink() {
+            return Err(untrusted(path, LINK.to_owned()));
+        }
+        let remove_it = match kind {
+            Kind::Key => {
+                "plangate then generates a new key; what the old one sealed or signed can no longer be opened"
+            }
+            Kind::State => "plangate then starts it afresh",
+        };
+        if !meta.is_file() {
+            return Err(untrusted(
+                path,
+                format!("it is not a regular file; remove it ({remove_it})"),
+            ));
+        }
+        if meta.uid() != me() {
+            return Err(untrusted(
+                path,
+                format!(
+                    "it is owned by uid {}, not by this user (uid {}), so another user may have planted it; remove it unless you know where it came from ({remove_it})",
+                    meta.uid(),
+                    me()
+                ),
+            ));
+        }
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            match kind {
+                Kind::Key => {
+                    return Err(untrusted(
+                        path,
+                        format!(
+                            "it is open to other users (mode {mode:03o}), so the key may be known to them; if you are sure it was not exposed, `chmod 600 {}`; otherwise remove it ({remove_it})",
+                            path.display()
+                        ),
+                    ));
+                }
+                Kind::State => {
+                    fs::set_permissions(path, Permissions::from_mode(0o600))
+                        .map_err(|e| StoreError::io(path, e))?;
+                    tracing::warn!(
+                        path = %path.display(),
+                        "this file was open to other users (mode {mode:03o}); plangate made it owner-only (0600)"
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Makes a new directory entry durable; best effort, as not every platform
@@ -370,6 +541,9 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = DataDir::open(tmp.path()).expect("open");
         fs::write(dir.path().join("seal.key"), "abcd\n").expect("write");
+        // Owner-only, as plangate writes it: only the contents are damaged.
+        #[cfg(unix)]
+        chmod(&dir.path().join("seal.key"), 0o600);
         let err = dir.key_material(None, None).expect_err("damaged");
         assert_eq!(err.code(), "key_file_invalid");
         assert_eq!(
@@ -391,6 +565,92 @@ mod tests {
         assert_eq!(
             default_data_dir_from(None, None),
             PathBuf::from(".plangate")
+        );
+    }
+
+    #[cfg(unix)]
+    fn chmod(path: &Path, mode: u32) {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(path, fs::Permissions::from_mode(mode)).expect("chmod");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_key_file_open_to_others_is_refused_not_used() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = DataDir::open(tmp.path()).expect("open");
+        // A planted key another user can read (and so forge with).
+        let planted = dir.path().join("signing.key");
+        fs::write(&planted, format!("{}\n", hex::encode([1u8; 32]))).expect("plant");
+        chmod(&planted, 0o644);
+        let err = DataDir::open(tmp.path()).expect_err("refused at open");
+        assert_eq!(err.code(), "untrusted_data_dir");
+        let text = err.to_string();
+        assert!(
+            text.contains("signing.key") && text.contains("mode 644"),
+            "{text}"
+        );
+        assert!(text.contains("chmod 600"), "{text}");
+        // Refused when read, too (planted after the directory was opened).
+        let err = dir.key_material(None, None).expect_err("refused at read");
+        assert_eq!(err.code(), "untrusted_data_dir");
+        chmod(&planted, 0o600);
+        let keys = dir.key_material(None, None).expect("owner-only is fine");
+        assert_eq!(keys.signing_key(), &[1u8; 32]);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_key_file_that_is_a_link_is_refused() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = DataDir::open(tmp.path().join("data")).expect("open");
+        let elsewhere = tmp.path().join("elsewhere.key");
+        fs::write(&elsewhere, hex::encode([2u8; 32])).expect("key");
+        chmod(&elsewhere, 0o600);
+        std::os::unix::fs::symlink(&elsewhere, dir.path().join("seal.key")).expect("link");
+        let err = dir.key_material(None, None).expect_err("link refused");
+        assert_eq!(err.code(), "untrusted_data_dir");
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        let err = DataDir::open(dir.path()).expect_err("link refused at open");
+        assert!(err.to_string().contains("seal.key"), "{err}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_data_dir_open_to_others_is_made_owner_only_and_so_are_its_state_files() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let path = tmp.path().join("data");
+        fs::create_dir(&path).expect("mkdir");
+        chmod(&path, 0o777);
+        let db = path.join("plangate.db");
+        fs::write(&db, b"").expect("db");
+        chmod(&db, 0o644);
+        let dir = DataDir::open(&path).expect("repaired, not refused");
+        assert_eq!(mode(dir.path()), 0o700);
+        assert_eq!(mode(&db), 0o600);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn files_of_another_user_are_refused() {
+        // Only root can give a file away; elsewhere this is shown by the
+        // uid check's own message in the tests above.
+        if rustix::process::geteuid().as_raw() != 0 {
+            return;
+        }
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let planted = tmp.path().join("plangate.db");
+        fs::write(&planted, b"").expect("db");
+        std::os::unix::fs::chown(&planted, Some(65534), Some(65534)).expect("chown");
+        let err = DataDir::open(tmp.path()).expect_err("refused");
+        assert!(err.to_string().contains("owned by uid 65534"), "{err}");
+        fs::remove_file(&planted).expect("rm");
+        std::os::unix::fs::chown(tmp.path(), Some(65534), Some(65534)).expect("chown");
+        let err = DataDir::open(tmp.path()).expect_err("refused");
+        assert!(
+            err.to_string()
+                .contains("the data dir is owned by uid 65534"),
+            "{err}"
         );
     }
 }

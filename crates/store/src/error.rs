@@ -67,6 +67,17 @@ pub enum StoreError {
         /// Why it was refused (never its contents).
         reason: String,
     },
+    /// A data dir, or a file plangate keeps in it, that another user could
+    /// have planted, replaced or read: owned by someone else, a symbolic
+    /// link, or (for a key file) open to the group or others. plangate
+    /// refuses to trust it rather than act on it.
+    #[error("{path} cannot be trusted: {reason}", path = path.display())]
+    Untrusted {
+        /// The directory or file at fault.
+        path: PathBuf,
+        /// What is wrong and what to do about it.
+        reason: String,
+    },
     /// The operating system's random number generator failed.
     #[error("the operating system's random number generator failed: {0}")]
     Random(String),
@@ -154,6 +165,7 @@ impl StoreError {
             StoreError::InvalidOperatorName(_) => "invalid_operator_name",
             StoreError::BadKeyMaterial { .. } => "bad_key_material",
             StoreError::KeyFileInvalid { .. } => "key_file_invalid",
+            StoreError::Untrusted { .. } => "untrusted_data_dir",
             StoreError::Random(_) => "random_unavailable",
             StoreError::WalUnavailable { .. } => "wal_unavailable",
             StoreError::SchemaTooNew { .. } => "schema_too_new",
