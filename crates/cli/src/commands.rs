@@ -33,6 +33,7 @@ pub fn demo_config(exe: &Path, state: &Path) -> Config {
         },
         trust_annotations: true,
         enabled: true,
+        call_timeout: plangate_config::DEFAULT_CALL_TIMEOUT,
         tools: plangate_config::demo_tool_overrides(),
     };
     Config {

@@ -12,7 +12,7 @@ const UNITS: [(char, u64); 4] = [('d', 86_400), ('h', 3_600), ('m', 60), ('s', 1
 
 /// Parses `"1h30m"`-style text. `None` when it is not such a duration (or
 /// does not fit in a `u64` of seconds).
-pub(crate) fn parse_duration(text: &str) -> Option<Duration> {
+pub fn parse_duration(text: &str) -> Option<Duration> {
     if text.is_empty() {
         return None;
     }
@@ -38,7 +38,7 @@ pub(crate) fn parse_duration(text: &str) -> Option<Duration> {
 
 /// Writes whole seconds back as the shortest `"1h30m"`-style string (`"0s"`
 /// for zero); sub-second parts are dropped.
-pub(crate) fn format_duration(d: Duration) -> String {
+pub fn format_duration(d: Duration) -> String {
     let mut secs = d.as_secs();
     if secs == 0 {
         return "0s".to_owned();

@@ -152,6 +152,7 @@ fn server(
         trust_annotations: transport.default_trust_annotations(),
         transport,
         enabled,
+        call_timeout: crate::model::DEFAULT_CALL_TIMEOUT,
         tools: BTreeMap::new(),
     })
 }

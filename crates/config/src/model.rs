@@ -209,9 +209,24 @@ pub struct UpstreamConfig {
     pub trust_annotations: bool,
     /// `false`: not started, not connected, not offered.
     pub enabled: bool,
+    /// How long plangate waits for the upstream's answer to one call
+    /// (a tool call, a preview, a step of an apply, a resource or prompt
+    /// read) before it gives up, cancels the call upstream and answers an
+    /// error — during an apply the step is `in_doubt`. Progress from the
+    /// upstream, and a question it asks the client, restart the wait.
+    /// 1 s to [`MAX_CALL_TIMEOUT`]; default [`DEFAULT_CALL_TIMEOUT`].
+    #[serde(serialize_with = "serialize_duration")]
+    pub call_timeout: Duration,
     /// Per-tool overrides, keyed by the upstream's own tool name.
     pub tools: BTreeMap<String, ToolOverride>,
 }
+
+/// The default `call_timeout` of an upstream: 60 seconds, the official
+/// MCP SDKs' default request timeout.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The longest `call_timeout` allowed: 1 day.
+pub const MAX_CALL_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// How to reach an upstream. Env and header values may hold secrets, so
 /// `Debug` and `Serialize` show them as `"[redacted]"` (see
@@ -576,6 +591,7 @@ mod tests {
             transport: stdio(&[]),
             trust_annotations: true,
             enabled,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
             tools: BTreeMap::new(),
         };
         let mut config = Config::new(

@@ -14,8 +14,9 @@ use crate::duration::{format_duration, parse_duration};
 use crate::env::Env;
 use crate::error::ConfigErrors;
 use crate::model::{
-    Anonymous, Config, ConfigSource, GatewaySettings, LandsOnSetting, MAX_CACHED_KEYS, MAX_LEASE,
-    MAX_PLAN_TTL, MAX_STEPS_LIMIT, Namespace, ToolOverride, UpstreamConfig,
+    Anonymous, Config, ConfigSource, DEFAULT_CALL_TIMEOUT, GatewaySettings, LandsOnSetting,
+    MAX_CACHED_KEYS, MAX_CALL_TIMEOUT, MAX_LEASE, MAX_PLAN_TTL, MAX_STEPS_LIMIT, Namespace,
+    ToolOverride, UpstreamConfig,
 };
 use crate::planning::{pointer_problem, template_placeholders};
 
@@ -32,7 +33,7 @@ const GATEWAY_KEYS: [&str; 9] = [
     "cached_keys",
 ];
 const MODE_KEYS: [&str; 3] = ["instructions", "access", "over_access"];
-const UPSTREAM_KEYS: [&str; 10] = [
+const UPSTREAM_KEYS: [&str; 11] = [
     "command",
     "args",
     "env",
@@ -42,6 +43,7 @@ const UPSTREAM_KEYS: [&str; 10] = [
     "ca_file",
     "trust_annotations",
     "enabled",
+    "call_timeout",
     "tools",
 ];
 const TOOL_KEYS: [&str; 10] = [
@@ -486,6 +488,17 @@ fn upstream(c: &mut Checker<'_>, name: &str, node: &toml::Value) -> Option<Upstr
     let enabled = get("enabled")
         .map(|n| c.bool(&child(&key, "enabled"), n))
         .unwrap_or(Some(true));
+    let call_timeout = get("call_timeout")
+        .map(|n| {
+            duration_in(
+                c,
+                &child(&key, "call_timeout"),
+                n,
+                "call_timeout",
+                MAX_CALL_TIMEOUT,
+            )
+        })
+        .unwrap_or(Some(DEFAULT_CALL_TIMEOUT));
     let tools = get("tools")
         .map(|n| tools(c, &child(&key, "tools"), n))
         .unwrap_or_else(|| Some(BTreeMap::new()));
@@ -496,6 +509,7 @@ fn upstream(c: &mut Checker<'_>, name: &str, node: &toml::Value) -> Option<Upstr
         transport,
         trust_annotations,
         enabled: enabled?,
+        call_timeout: call_timeout?,
         tools: tools?,
     })
 }

@@ -106,6 +106,7 @@ fn the_documented_example_parses() {
         },
         trust_annotations: true,
         enabled: true,
+        call_timeout: plangate_config::DEFAULT_CALL_TIMEOUT,
         tools: BTreeMap::from([(
             "update_page".to_owned(),
             ToolOverride {
@@ -232,7 +233,7 @@ fn an_unknown_key_lists_the_allowed_keys() {
     let errors = toml_err("[upstreams.site]\ncommand = \"node\"\ntrust = true\n");
     assert_eq!(
         error_at(&errors, "upstreams.site.trust"),
-        "unknown key \"trust\": allowed keys are command, args, env, cwd, url, headers, ca_file, trust_annotations, enabled and tools"
+        "unknown key \"trust\": allowed keys are command, args, env, cwd, url, headers, ca_file, trust_annotations, enabled, call_timeout and tools"
     );
     let errors = toml_err("[gateway]\nanon = \"read\"\n[upstreams.a]\ncommand = \"x\"\n");
     assert!(
@@ -1415,4 +1416,30 @@ fn load_mcp_json_reads_a_claude_code_file_with_defaults() {
         panic!("stdio expected");
     };
     assert_eq!(env["MEMORY_FILE_PATH"], "/tmp/memory.jsonl");
+}
+
+#[test]
+fn an_upstreams_call_timeout_is_read_and_checked() {
+    let config = toml_ok(
+        "[upstreams.a]\ncommand = \"x\"\ncall_timeout = \"5m\"\n[upstreams.b]\nurl = \"http://127.0.0.1:9/mcp\"\n",
+    );
+    assert_eq!(config.upstreams["a"].call_timeout, Duration::from_secs(300));
+    assert_eq!(
+        config.upstreams["b"].call_timeout,
+        plangate_config::DEFAULT_CALL_TIMEOUT
+    );
+    for (value, says) in [
+        ("\"soon\"", "is not a duration"),
+        ("0", "out of range: use 1s to 1d"),
+        ("\"2d\"", "out of range: use 1s to 1d"),
+    ] {
+        let text = toml_err(&format!(
+            "[upstreams.a]\ncommand = \"x\"\ncall_timeout = {value}\n"
+        ))
+        .to_string();
+        assert!(
+            text.contains("upstreams.a.call_timeout") && text.contains(says),
+            "{value}: {text}"
+        );
+    }
 }

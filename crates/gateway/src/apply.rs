@@ -467,6 +467,7 @@ async fn call_step(
             options,
         )
         .await;
+    let mut timed_out = false;
     let outcome = match sent {
         Err(e) => Err(in_doubt_or_unsent(e, false)),
         Ok(handle) => {
@@ -488,6 +489,11 @@ async fn call_step(
                 },
                 () = cancel.cancelled() => {
                     let _ = upstream.peer().notify_cancelled(CancelledNotificationParam::new(Some(id), Some("apply cancelled by the client".to_owned()))).await;
+                    Err(None)
+                }
+                () = tokio::time::sleep(upstream.call_timeout()) => {
+                    let _ = upstream.peer().notify_cancelled(CancelledNotificationParam::new(Some(id), Some("no answer within plangate's call_timeout".to_owned()))).await;
+                    timed_out = true;
                     Err(None)
                 }
             }
@@ -570,7 +576,15 @@ async fn call_step(
                 Outcome::InDoubt,
                 vec![acting.event(EventKind::StepInDoubt {
                     step_id: step_id.to_owned(),
-                    reason: "no definite answer came back (connection lost, timeout or cancellation); the request may have reached the server".to_owned(),
+                    reason: if timed_out {
+                        format!(
+                            "upstream {} did not answer within its call_timeout ({}); the call was cancelled, but the request may have reached the server and taken effect",
+                            record.server,
+                            plangate_config::format_duration(upstream.call_timeout())
+                        )
+                    } else {
+                        "no definite answer came back (connection lost, timeout or cancellation); the request may have reached the server".to_owned()
+                    },
                 })],
             ))
         }
@@ -702,13 +716,12 @@ async fn recheck(
         params.arguments = restore_secrets(&record.arguments.value(), secrets)
             .as_object()
             .cloned();
-        let preview =
-            tokio::time::timeout(Duration::from_secs(15), upstream.peer().call_tool(params)).await;
+        let preview = upstream.call_tool(params).await;
         let now_version = match preview {
-            Ok(Ok(r)) if r.is_error != Some(true) => r
+            Ok(r) if r.is_error != Some(true) => r
                 .structured_content
                 .and_then(|s| s.get("target_version").cloned()),
-            Ok(Ok(r)) => {
+            Ok(r) => {
                 let why = r
                     .content
                     .iter()

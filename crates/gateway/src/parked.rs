@@ -126,11 +126,35 @@ pub fn start(
         let request_id = handle.id.clone();
         let response = handle.await_response();
         tokio::pin!(response);
+        // The upstream's call_timeout, restarted by its progress; a
+        // question to the client holds it for as long as a person may take.
+        let timeout = up.call_timeout();
+        let asking = gw.review_timeout().max(crate::upstream::ASK_TIMEOUT) + timeout;
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
         let outcome = loop {
             tokio::select! {
                 r = &mut response => break r,
-                Some(ask) = call.asks.recv() => { let _ = tx.send(CallEvent::Ask(ask)); }
-                Some(p) = call.progress.recv() => { let _ = tx.send(CallEvent::Progress(p)); }
+                Some(ask) = call.asks.recv() => {
+                    deadline.as_mut().reset(tokio::time::Instant::now() + asking);
+                    let _ = tx.send(CallEvent::Ask(ask));
+                }
+                Some(p) = call.progress.recv() => {
+                    deadline.as_mut().reset(tokio::time::Instant::now() + timeout);
+                    let _ = tx.send(CallEvent::Progress(p));
+                }
+                () = &mut deadline => {
+                    tracing::warn!(upstream = %up.name(), "no answer within call_timeout ({}s); the call was cancelled", timeout.as_secs());
+                    let _ = up
+                        .peer()
+                        .notify_cancelled(CancelledNotificationParam::new(
+                            Some(request_id),
+                            Some("no answer within plangate's call_timeout".to_owned()),
+                        ))
+                        .await;
+                    let _ = tx.send(CallEvent::Done(Err(ServiceError::Timeout { timeout })));
+                    return;
+                }
                 () = ct.cancelled() => {
                     // This request path does not cancel upstream on drop:
                     // tell the upstream by hand.

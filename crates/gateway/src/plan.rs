@@ -204,15 +204,10 @@ async fn preview(
     };
     let mut params = CallToolRequestParams::new(preview_tool.to_owned());
     params.arguments = Some(arguments.clone());
-    let call = upstream.peer().call_tool(params);
-    let result = match tokio::time::timeout(std::time::Duration::from_secs(15), call).await {
-        Ok(Ok(result)) => result,
-        Ok(Err(e)) => {
+    let result = match upstream.call_tool(params).await {
+        Ok(result) => result,
+        Err(e) => {
             tracing::warn!(upstream = %tool.upstream, preview = preview_tool, "preview failed: {e}");
-            return Ok(None);
-        }
-        Err(_) => {
-            tracing::warn!(upstream = %tool.upstream, preview = preview_tool, "preview timed out");
             return Ok(None);
         }
     };

@@ -470,11 +470,17 @@ impl GatewayHandler {
         ) {
             upstream.fail();
         }
-        Refusal::new(
-            Code::UpstreamUnavailable,
-            format!("upstream {name} did not answer ({error}); it is being reconnected — try again shortly"),
-        )
-        .into_result()
+        let message = match &error {
+            ServiceError::Timeout { timeout } => format!(
+                "upstream {name} did not answer within {} (its call_timeout); plangate cancelled the call. It may still have taken effect: check before calling again, or raise [upstreams.{name}] call_timeout",
+                plangate_config::format_duration(*timeout)
+            ),
+            ServiceError::TransportClosed | ServiceError::TransportSend(_) => format!(
+                "upstream {name} did not answer ({error}); it is being reconnected — try again shortly"
+            ),
+            _ => format!("upstream {name} did not answer ({error}); try again shortly"),
+        };
+        Refusal::new(Code::UpstreamUnavailable, message).into_result()
     }
 }
 
@@ -924,7 +930,7 @@ impl ServerHandler for GatewayHandler {
         params.arguments = request.arguments;
         // Boxed: rmcp's request futures are kilobytes, and this one would
         // otherwise sit inline in every request's task (see `call_tool`).
-        let result = Box::pin(upstream.peer().get_prompt(params))
+        let result = Box::pin(upstream.timed(upstream.peer().get_prompt(params)))
             .await
             .map_err(|e| service_error(&prompt.upstream, e))?;
         Ok(result.into())
@@ -978,9 +984,11 @@ impl ServerHandler for GatewayHandler {
         let ns = catalog.namespaced.then_some(upstream_name.as_str());
         // Boxed for the same reason as in `get_prompt`.
         let mut result = Box::pin(
-            upstream
-                .peer()
-                .read_resource(ReadResourceRequestParams::new(original)),
+            upstream.timed(
+                upstream
+                    .peer()
+                    .read_resource(ReadResourceRequestParams::new(original)),
+            ),
         )
         .await
         .map_err(|e| service_error(&upstream_name, e))?;

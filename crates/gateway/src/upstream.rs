@@ -299,6 +299,39 @@ impl Upstream {
         &self.peer
     }
 
+    /// How long one call to this upstream may wait for its answer
+    /// (`[upstreams.NAME] call_timeout`).
+    pub fn call_timeout(&self) -> Duration {
+        self.config.call_timeout
+    }
+
+    /// Waits for `request` (a request future of this upstream's peer) at
+    /// most [`Upstream::call_timeout`]. Past it the future is dropped —
+    /// which tells the upstream the request is cancelled — and the answer
+    /// is [`rmcp::service::ServiceError::Timeout`].
+    pub async fn timed<T>(
+        &self,
+        request: impl Future<Output = Result<T, rmcp::service::ServiceError>>,
+    ) -> Result<T, rmcp::service::ServiceError> {
+        let timeout = self.call_timeout();
+        match tokio::time::timeout(timeout, request).await {
+            Ok(answer) => answer,
+            Err(_) => {
+                tracing::warn!(upstream = %self.name(), "no answer within call_timeout ({}s); the request was cancelled", timeout.as_secs());
+                Err(rmcp::service::ServiceError::Timeout { timeout })
+            }
+        }
+    }
+
+    /// Calls one of this upstream's tools directly (a preview, a check),
+    /// within [`Upstream::call_timeout`].
+    pub async fn call_tool(
+        &self,
+        params: rmcp::model::CallToolRequestParams,
+    ) -> Result<rmcp::model::CallToolResult, rmcp::service::ServiceError> {
+        self.timed(self.peer.call_tool(params)).await
+    }
+
     /// Ends the session because it no longer works (e.g. an HTTP upstream
     /// that stopped answering); the supervisor reconnects with backoff.
     pub fn fail(&self) {

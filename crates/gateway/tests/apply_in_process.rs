@@ -32,6 +32,14 @@ async fn rig(lease: Duration) -> Rig {
 }
 
 async fn rig_with(lease: Duration, plan_ttl: Option<Duration>) -> Rig {
+    rig_full(lease, plan_ttl, None).await
+}
+
+async fn rig_full(
+    lease: Duration,
+    plan_ttl: Option<Duration>,
+    call_timeout: Option<Duration>,
+) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let store = plangate_store::open_sqlite(&dir.path().join("plangate.db"))
         .await
@@ -44,6 +52,9 @@ async fn rig_with(lease: Duration, plan_ttl: Option<Duration>) -> Rig {
     config.gateway.lease = lease;
     if let Some(ttl) = plan_ttl {
         config.gateway.plan_ttl = ttl;
+    }
+    if let Some(timeout) = call_timeout {
+        config.upstreams.get_mut("rec").expect("rec").call_timeout = timeout;
     }
     let gw = Gateway::start(
         config,
@@ -433,4 +444,49 @@ async fn the_background_sweep_expires_a_plan_when_it_is_due_with_no_call() {
         r.calls.lock().unwrap().is_empty(),
         "nothing reached the upstream"
     );
+}
+
+#[tokio::test]
+async fn a_hung_upstream_call_ends_with_an_error_within_call_timeout() {
+    let r = rig_full(Duration::from_secs(30), None, Some(Duration::from_secs(1))).await;
+    let client = client_of(r.gw.clone(), Some(r.token.clone()), Seen::default()).await;
+    // Run directly (a write key in default mode): the call ends, with an
+    // error that says what happened and what to do.
+    let started = std::time::Instant::now();
+    let direct = call(&client, "hang", json!({})).await;
+    let waited = started.elapsed();
+    assert_eq!(direct.is_error, Some(true), "{direct:?}");
+    assert_eq!(body(&direct)["code"], "upstream_unavailable");
+    let text = format!("{direct:?}");
+    assert!(
+        text.contains("within 1s") && text.contains("call_timeout"),
+        "{text}"
+    );
+    assert!(waited < Duration::from_secs(30), "waited {waited:?}");
+
+    // As a step of an apply: in doubt (it may have reached the server),
+    // and the plan is free again at once.
+    call(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
+    call(&client, "hang", json!({"again": true})).await;
+    call(&client, "record", json!({"after": true})).await;
+    let receipt = body(&call(&client, "plangate_apply_plan", json!({})).await);
+    assert_eq!(receipt["in_doubt"], 1, "{receipt}");
+    assert_eq!(receipt["not_run"], 1, "{receipt}");
+    assert_eq!(receipt["steps"][0]["outcome"], "in_doubt", "{receipt}");
+    let plan = body(&call(&client, "plangate_get_plan", json!({})).await);
+    let doubt = plan["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["status"] == "in_doubt")
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert!(
+        doubt.to_string().contains("call_timeout"),
+        "the step says why: {plan}"
+    );
+    // The rest of the plan can run: no apply is left in progress.
+    let rest = body(&call(&client, "plangate_apply_plan", json!({})).await);
+    assert_eq!(rest["applied"], 1, "{rest}");
+    client.cancel().await.unwrap();
 }

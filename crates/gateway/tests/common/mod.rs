@@ -35,6 +35,7 @@ pub fn upstream_config(name: &str) -> UpstreamConfig {
         },
         trust_annotations: true,
         enabled: true,
+        call_timeout: plangate_config::DEFAULT_CALL_TIMEOUT,
         tools: BTreeMap::new(),
     }
 }
