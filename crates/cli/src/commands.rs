@@ -251,6 +251,8 @@ pub async fn config_check(config: Config, as_json: bool) -> Result<()> {
                     "effect": t.effect,
                     "effect_source": t.effect_source,
                     "enabled": t.enabled,
+                    "offered": t.offered(),
+                    "withheld": t.withheld.as_ref().map(|w| w.reason(t, &config.gateway.tool_prefix)),
                 })
             })
             .collect();
@@ -302,12 +304,23 @@ pub async fn config_check(config: Config, as_json: bool) -> Result<()> {
                     t.exposed.clone(),
                     t.effect.to_string(),
                     t.effect_source.to_string(),
-                    if t.enabled { "yes" } else { "no (disabled)" }.into(),
+                    match (&t.withheld, t.enabled) {
+                        (_, false) => "no (disabled)".into(),
+                        (Some(plangate_gateway::catalog::Withheld::Imitation), true) => {
+                            "no (name imitates plangate's own tools)".into()
+                        }
+                        (None, true) => "yes".into(),
+                    },
                 ]
             })
             .collect();
         println!();
         print_table(&["TOOL", "EFFECT", "FROM", "OFFERED"], &rows);
+        for t in &catalog.tools {
+            if let Some(why) = &t.withheld {
+                println!("{}", why.reason(t, &config.gateway.tool_prefix));
+            }
+        }
         for e in &errors {
             eprintln!("error: {e}");
         }

@@ -60,7 +60,7 @@ pub use mode::{
 };
 pub use names::{
     MAX_EXPOSED_NAME_LEN, NAMESPACE_SEPARATOR, NameError, assign_names, expose_name, expose_uri,
-    split_exposed_name, split_exposed_uri, validate_upstream_name,
+    imitates_gateway_tool, split_exposed_name, split_exposed_uri, validate_upstream_name,
 };
 pub use redact::{REDACTED, is_secret_key, redact, redact_text, scrub_text, scrub_value};
 pub use scope::{ParseScopeError, Scope};

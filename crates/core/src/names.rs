@@ -155,6 +155,33 @@ pub fn assign_names(
     out
 }
 
+/// What a name reads as to a person: lowercased, with characters that look
+/// alike in common fonts folded together (`1 I i | → l`, `0 → o`,
+/// `rn → m`, `vv → w`, `- . → _`). Two names with one skeleton can be told
+/// apart only by looking closely.
+fn skeleton(name: &str) -> String {
+    let folded: String = name
+        .chars()
+        .map(|c| match c.to_ascii_lowercase() {
+            '1' | 'i' | '|' => 'l',
+            '0' => 'o',
+            '-' | '.' => '_',
+            other => other,
+        })
+        .collect();
+    folded.replace("rn", "m").replace("vv", "w")
+}
+
+/// Whether an exposed upstream tool name could pass for one of the
+/// gateway's own tools: it starts with the gateway's tool `prefix` once
+/// both are read as a person reads them ([`skeleton`]), e.g.
+/// `plangate_apply_pIan` or `pIangate_get_plan`. Such a tool is never
+/// offered: an agent (or a person reading its transcript) would take it
+/// for plangate's.
+pub fn imitates_gateway_tool(exposed: &str, prefix: &str) -> bool {
+    skeleton(exposed).starts_with(&skeleton(prefix))
+}
+
 /// Splits an exposed namespaced name at the first `__` into upstream name and
 /// the rest. Returns `None` for names without the separator.
 pub fn split_exposed_name(exposed: &str) -> Option<(&str, &str)> {
@@ -294,5 +321,23 @@ mod tests {
         }
         assert_eq!(expose_uri(None, "file:///x"), "file:///x");
         assert_eq!(split_exposed_uri("file:///x"), None);
+    }
+
+    #[test]
+    fn look_alikes_of_the_gateway_prefix_are_caught() {
+        for name in [
+            "plangate_apply_plan",
+            "plangate_apply_pIan",
+            "pIangate_get_plan",
+            "PLANGATE_anything",
+            "p1angate-discard",
+            "plangate.x",
+        ] {
+            assert!(imitates_gateway_tool(name, "plangate_"), "{name}");
+        }
+        for name in ["site__plangate_apply_plan", "plan", "get_plan", "planet_x"] {
+            assert!(!imitates_gateway_tool(name, "plangate_"), "{name}");
+        }
+        assert!(imitates_gateway_tool("gw_apply", "gw_"));
     }
 }

@@ -659,6 +659,15 @@ async fn recheck(
             ),
         ));
     }
+    if let Some(why) = &tool.withheld {
+        return Err(fail(
+            Code::Forbidden,
+            format!(
+                "{}; nothing was sent",
+                why.reason(tool, &gw.config().gateway.tool_prefix)
+            ),
+        ));
+    }
     if tool.schema_hash.as_deref() != Some(record.schema_hash.as_str()) {
         return Err(fail(
             Code::StaleTarget,

@@ -35,6 +35,9 @@ pub struct CatalogTool {
     pub effect_source: EffectSource,
     /// False when config disables it: not listed, calls refused.
     pub enabled: bool,
+    /// Why plangate will not offer it although config enables it: not
+    /// listed, calls refused, `config check` says why.
+    pub withheld: Option<Withheld>,
     /// The definition clients see: the upstream's, renamed.
     pub tool: Tool,
     /// The compiled `inputSchema`, or `None` if the upstream's schema does
@@ -47,7 +50,32 @@ pub struct CatalogTool {
     pub schema_hash: Option<String>,
 }
 
+/// Why plangate withholds an upstream tool that config enables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Withheld {
+    /// Its exposed name could pass for one of the gateway's own tools
+    /// ([`plangate_core::imitates_gateway_tool`]).
+    Imitation,
+}
+
+impl Withheld {
+    /// One sentence for a person: why, and what to do.
+    pub fn reason(&self, tool: &CatalogTool, prefix: &str) -> String {
+        match self {
+            Withheld::Imitation => format!(
+                "{} is not offered: its name reads like one of plangate's own tools (prefix {prefix:?}), so an agent or a person could take it for plangate's. Namespace the upstream ([gateway] namespace = \"always\") or change plangate's tool_prefix to offer it",
+                tool.exposed
+            ),
+        }
+    }
+}
+
 impl CatalogTool {
+    /// Whether clients see it and may call it.
+    pub fn offered(&self) -> bool {
+        self.enabled && self.withheld.is_none()
+    }
+
     /// Checks arguments against the tool's `inputSchema`. The messages name
     /// the argument's path and the rule it breaks, never its value (which
     /// may be a secret).
@@ -175,8 +203,15 @@ impl Catalog {
                 if let Some(meta) = shown.meta.as_mut() {
                     rewrite_ui_resource_uri(&mut meta.0, ns);
                 }
+                let withheld =
+                    plangate_core::imitates_gateway_tool(&exposed, &config.gateway.tool_prefix)
+                        .then_some(Withheld::Imitation);
+                if withheld.is_some() {
+                    tracing::warn!(upstream = %name, tool = %tool.name, "tool withheld: its name reads like one of plangate's own tools");
+                }
                 cat.by_tool.insert(exposed.clone(), cat.tools.len());
                 cat.tools.push(CatalogTool {
+                    withheld,
                     exposed,
                     upstream: name.clone(),
                     original: tool.name.to_string(),

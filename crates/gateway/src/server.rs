@@ -677,7 +677,7 @@ impl ServerHandler for GatewayHandler {
             catalog
                 .tools
                 .iter()
-                .filter(|t| t.enabled)
+                .filter(|t| t.offered())
                 .map(|t| t.tool.clone()),
         );
         Ok(ListToolsResult::with_all_items(tools))
@@ -727,6 +727,9 @@ impl ServerHandler for GatewayHandler {
                     tool.exposed, tool.upstream, tool.original
                 ),
             ));
+        }
+        if let Some(why) = &tool.withheld {
+            return refuse(Refusal::new(Code::Forbidden, why.reason(tool, &prefix)));
         }
 
         // The call must be one that could run before it is run or planned.

@@ -136,14 +136,33 @@ async fn awkward_upstream_names_are_exposed_validly_and_route_back_to_the_origin
         BTreeMap::from([("odd".into(), odd)]),
     )
     .await;
-    let client = client_of(gw, Some(token), Seen::default()).await;
+    let client = client_of(gw.clone(), Some(token), Seen::default()).await;
     let names = names(&client).await;
-    assert_eq!(names.len(), 8);
-    // One upstream: unprefixed, except where a name is reserved or invalid.
+    // One upstream: unprefixed, except where a name is invalid; a name that
+    // reads like plangate's own tools is not offered at all.
+    assert_eq!(names.len(), 7, "{names:?}");
     assert!(names.contains(&"plain".to_owned()));
     assert!(
-        !names.contains(&"plangate_get_plan".to_owned()),
+        names.iter().all(|n| !n.starts_with("plangate_")),
         "{names:?}"
+    );
+    let imitation = gw
+        .catalog()
+        .tools
+        .iter()
+        .find(|t| t.original == "plangate_get_plan")
+        .map(|t| t.exposed.clone())
+        .unwrap();
+    let refused = call(&client, &imitation, json!({})).await;
+    assert_eq!(refused.is_error, Some(true));
+    let refusal = refused.structured_content.unwrap();
+    assert_eq!(refusal["code"], "forbidden");
+    assert!(
+        refusal["message"]
+            .as_str()
+            .unwrap()
+            .contains("reads like one of plangate's own tools"),
+        "{refusal}"
     );
     for n in &names {
         assert!(
@@ -153,10 +172,7 @@ async fn awkward_upstream_names_are_exposed_validly_and_route_back_to_the_origin
             "{n}"
         );
     }
-    for (exposed, original) in names
-        .iter()
-        .zip(["plangate_get_plan", "has space", LONG, "plain"])
-    {
+    for (exposed, original) in names.iter().zip(["has space", LONG, "plain"]) {
         let r = call(&client, exposed, json!({})).await;
         assert_eq!(
             r.structured_content.unwrap()["called"],
