@@ -780,3 +780,64 @@ async fn no_other_key_and_no_anonymous_caller_can_answer_cancel_read_or_close_a_
     let plan = as_a(r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"plangate_get_plan","arguments":{}}}"#.into()).await.unwrap().text().await.unwrap();
     assert!(plan.contains("\"pending_steps\":1"), "{plan}");
 }
+
+#[tokio::test]
+async fn a_foreign_origin_or_host_is_refused_and_non_browser_clients_pass() {
+    let scratch = Scratch::new();
+    let key = scratch.create_key("agent", "write");
+    let gw = serve_http(&scratch, &[]);
+    let http = reqwest::Client::new();
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
+    let port = gw
+        .url()
+        .split(':')
+        .nth(2)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    for (origin, status) in [
+        (Some("http://evil.example"), 403),
+        (Some("https://localhost.evil.example"), 403),
+        (Some("null"), 403),
+        (Some(format!("http://127.0.0.1:{port}").as_str()), 200),
+        (Some("http://localhost:6274"), 200),
+        (None, 200),
+    ] {
+        let mut request = mcp_post(&http, &gw.url(), &key, None, init);
+        if let Some(origin) = origin {
+            request = request.header("origin", origin);
+        }
+        let r = request.send().await.unwrap();
+        assert_eq!(r.status(), status, "Origin {origin:?}");
+    }
+    let base = gw.url().trim_end_matches("/mcp").to_owned();
+    for path in ["/readyz", "/metrics"] {
+        let foreign = http
+            .get(format!("{base}{path}"))
+            .header("host", "evil.example")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(foreign.status(), 403, "{path}");
+        let body = foreign.text().await.unwrap();
+        assert!(
+            body.contains("forbidden_host") && !body.contains("site"),
+            "{body}"
+        );
+        let own = http.get(format!("{base}{path}")).send().await.unwrap();
+        assert_ne!(own.status(), 403, "{path}");
+    }
+    let health = http
+        .get(format!("{base}/healthz"))
+        .header("host", "evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        health.status(),
+        200,
+        "liveness tells nothing and stays open"
+    );
+}

@@ -84,6 +84,13 @@ pub struct GatewaySettings {
     /// `Host` header values accepted by `serve --http`, lowercase, so that a
     /// web page cannot reach a local gateway by DNS rebinding.
     pub allowed_hosts: Vec<String>,
+    /// Browser origins (`scheme://host[:port]`, `:*` for any port, or
+    /// `null`) whose requests `/mcp` accepts; a request with any other
+    /// `Origin` is refused 403 (the MCP spec's rule), one without an
+    /// `Origin` (every non-browser client) is accepted. `None`: the origins
+    /// of [`GatewaySettings::allowed_hosts`], any port, http or https —
+    /// see [`GatewaySettings::origins`].
+    pub allowed_origins: Option<Vec<String>>,
     /// When upstream names prefix exposed tools.
     pub namespace: Namespace,
     /// Prefix of the gateway's own tools (`plangate_get_plan`, …).
@@ -159,6 +166,7 @@ impl Default for GatewaySettings {
         GatewaySettings {
             anonymous: Anonymous::None,
             allowed_hosts: DEFAULT_ALLOWED_HOSTS.map(str::to_owned).to_vec(),
+            allowed_origins: None,
             namespace: Namespace::Auto,
             tool_prefix: DEFAULT_TOOL_PREFIX.to_owned(),
             max_steps: DEFAULT_MAX_STEPS,
@@ -167,6 +175,29 @@ impl Default for GatewaySettings {
             review_timeout: Duration::from_secs(600),
             cached_keys: DEFAULT_CACHED_KEYS,
         }
+    }
+}
+
+impl GatewaySettings {
+    /// The browser origins `/mcp` accepts: `allowed_origins` when set, else
+    /// `http://HOST:*` and `https://HOST:*` for every allowed host (an IPv6
+    /// host in brackets) — a page served from a host the gateway answers
+    /// to may call it; a page from anywhere else may not.
+    pub fn origins(&self) -> Vec<String> {
+        if let Some(origins) = &self.allowed_origins {
+            return origins.clone();
+        }
+        self.allowed_hosts
+            .iter()
+            .flat_map(|h| {
+                let host = if h.contains(':') {
+                    format!("[{h}]")
+                } else {
+                    h.clone()
+                };
+                [format!("http://{host}:*"), format!("https://{host}:*")]
+            })
+            .collect()
     }
 }
 

@@ -21,9 +21,10 @@ use crate::model::{
 use crate::planning::{pointer_problem, template_placeholders};
 
 const TOP_KEYS: [&str; 3] = ["gateway", "modes", "upstreams"];
-const GATEWAY_KEYS: [&str; 9] = [
+const GATEWAY_KEYS: [&str; 10] = [
     "anonymous",
     "allowed_hosts",
+    "allowed_origins",
     "namespace",
     "tool_prefix",
     "max_steps",
@@ -194,6 +195,10 @@ fn gateway(c: &mut Checker<'_>, node: &toml::Value) -> Option<GatewaySettings> {
                 let value = allowed_hosts(c, &key, v);
                 value.map(|h| settings.as_mut().map(|s| s.allowed_hosts = h))
             }
+            "allowed_origins" => {
+                let value = allowed_origins(c, &key, v);
+                value.map(|o| settings.as_mut().map(|s| s.allowed_origins = Some(o)))
+            }
             "max_steps" => {
                 let value = c
                     .integer_in(&key, v, "max_steps", 1..=i64::from(MAX_STEPS_LIMIT))
@@ -308,6 +313,26 @@ fn allowed_hosts(c: &mut Checker<'_>, key: &str, node: &toml::Value) -> Option<V
         }
     }
     ok.then(|| hosts.into_iter().map(|h| h.to_ascii_lowercase()).collect())
+}
+
+fn allowed_origins(c: &mut Checker<'_>, key: &str, node: &toml::Value) -> Option<Vec<String>> {
+    let origins = c.string_list(key, node)?;
+    let mut ok = true;
+    for (i, o) in origins.iter().enumerate() {
+        let rest = o
+            .strip_prefix("http://")
+            .or_else(|| o.strip_prefix("https://"));
+        let valid = o == "null"
+            || rest.is_some_and(|r| !r.is_empty() && !r.contains(['/', ' ', '\t', '@', '?', '#']));
+        if !valid {
+            c.error(
+                &index(key, i),
+                format!("origin {o:?} is not valid: write scheme://host with an optional :port (\":*\" for any port), such as \"https://app.example.com\" or \"http://localhost:*\", or \"null\""),
+            );
+            ok = false;
+        }
+    }
+    ok.then_some(origins)
 }
 
 // === modes ===

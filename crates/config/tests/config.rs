@@ -177,6 +177,7 @@ fn gateway_settings_are_read() {
         GatewaySettings {
             anonymous: Anonymous::Read,
             allowed_hosts: vec!["gate.example.com".to_owned()],
+            allowed_origins: None,
             namespace: Namespace::Always,
             tool_prefix: "pg_".to_owned(),
             max_steps: 50,
@@ -238,7 +239,7 @@ fn an_unknown_key_lists_the_allowed_keys() {
     let errors = toml_err("[gateway]\nanon = \"read\"\n[upstreams.a]\ncommand = \"x\"\n");
     assert!(
         error_at(&errors, "gateway.anon")
-            .contains("anonymous, allowed_hosts, namespace, tool_prefix, max_steps, plan_ttl, lease, review_timeout and cached_keys")
+            .contains("anonymous, allowed_hosts, allowed_origins, namespace, tool_prefix, max_steps, plan_ttl, lease, review_timeout and cached_keys")
     );
 }
 
@@ -1442,4 +1443,33 @@ fn an_upstreams_call_timeout_is_read_and_checked() {
             "{value}: {text}"
         );
     }
+}
+
+#[test]
+fn allowed_origins_default_to_the_allowed_hosts_and_are_checked() {
+    let config = toml_ok(
+        "[gateway]\nallowed_hosts = [\"gate.example.com\", \"::1\"]\n[upstreams.a]\ncommand = \"x\"\n",
+    );
+    assert_eq!(
+        config.gateway.origins(),
+        [
+            "http://gate.example.com:*",
+            "https://gate.example.com:*",
+            "http://[::1]:*",
+            "https://[::1]:*"
+        ]
+    );
+    let config = toml_ok(
+        "[gateway]\nallowed_origins = [\"https://app.example.com\", \"null\"]\n[upstreams.a]\ncommand = \"x\"\n",
+    );
+    assert_eq!(
+        config.gateway.origins(),
+        ["https://app.example.com", "null"]
+    );
+    let text = toml_err("[gateway]\nallowed_origins = [\"app.example.com\", \"https://x/y\"]\n[upstreams.a]\ncommand = \"x\"\n").to_string();
+    assert!(
+        text.contains("gateway.allowed_origins[0]: origin \"app.example.com\" is not valid"),
+        "{text}"
+    );
+    assert!(text.contains("gateway.allowed_origins[1]"), "{text}");
 }

@@ -168,24 +168,6 @@ fn login_page(status: StatusCode, message: &str) -> Response {
 
 // === request checks ===
 
-/// The `Host` header's host, without the port, if it is one config allows
-/// (the same DNS-rebinding rule as `/mcp`).
-fn allowed_host(gw: &Gateway, headers: &HeaderMap) -> bool {
-    let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
-        return false;
-    };
-    let name = if let Some(rest) = host.strip_prefix('[') {
-        rest.split_once(']').map(|(h, _)| h).unwrap_or(rest)
-    } else {
-        host.rsplit_once(':').map(|(h, _)| h).unwrap_or(host)
-    };
-    gw.config()
-        .gateway
-        .allowed_hosts
-        .iter()
-        .any(|a| a.eq_ignore_ascii_case(name))
-}
-
 /// Whether a state-changing request comes from this origin. A browser's
 /// `Sec-Fetch-Site` (which pages cannot forge) must be `same-origin`.
 /// Without it (an older browser), an `Origin` must be `http(s)://` + this
@@ -317,7 +299,7 @@ fn no_session(why: NoSession) -> Response {
 /// The checks every state-changing API request passes, in order: allowed
 /// host, same origin, a live session, and its CSRF token in the header.
 async fn guard(gw: &Gateway, headers: &HeaderMap) -> Result<Session, Response> {
-    if !allowed_host(gw, headers) {
+    if !crate::http::host_allowed(gw, headers) {
         return Err(error(
             StatusCode::FORBIDDEN,
             "forbidden_host",
@@ -350,7 +332,7 @@ async fn guard(gw: &Gateway, headers: &HeaderMap) -> Result<Session, Response> {
 
 /// `GET /console`: the console for a live session, else the login form.
 async fn page(State(gw): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
-    if !allowed_host(&gw, &headers) {
+    if !crate::http::host_allowed(&gw, &headers) {
         return login_page(StatusCode::FORBIDDEN, "This Host is not in allowed_hosts.");
     }
     match session(&gw, &headers).await {
@@ -375,7 +357,7 @@ async fn login(
     headers: HeaderMap,
     form: Result<Form<LoginForm>, FormRejection>,
 ) -> Response {
-    if !allowed_host(&gw, &headers) {
+    if !crate::http::host_allowed(&gw, &headers) {
         return login_page(StatusCode::FORBIDDEN, "This Host is not in allowed_hosts.");
     }
     if !same_origin(&headers) {
@@ -470,7 +452,7 @@ async fn state(
     headers: HeaderMap,
     Query(q): Query<After>,
 ) -> Response {
-    if !allowed_host(&gw, &headers) {
+    if !crate::http::host_allowed(&gw, &headers) {
         return error(
             StatusCode::FORBIDDEN,
             "forbidden_host",

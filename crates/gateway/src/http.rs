@@ -28,6 +28,8 @@ use crate::{Gateway, GatewayHandler, auth};
 pub fn router(gw: Arc<Gateway>, shutdown: CancellationToken) -> Router {
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(gw.config().gateway.allowed_hosts.clone())
+        .with_allowed_origins(gw.config().gateway.origins())
+        .enforce_origin_validation()
         .with_cancellation_token(shutdown);
     let factory_gw = gw.clone();
     let manager = Arc::new(LocalSessionManager::default());
@@ -51,10 +53,61 @@ pub fn router(gw: Arc<Gateway>, shutdown: CancellationToken) -> Router {
             auth::require_caller,
         ))
         .merge(crate::console::routes())
+        .merge(
+            // They name upstreams and tools: only for hosts this gateway
+            // answers to, so a page elsewhere cannot read them through DNS
+            // rebinding.
+            Router::new()
+                .route("/readyz", get(readyz))
+                .route("/metrics", get(metrics))
+                .route_layer(axum::middleware::from_fn_with_state(
+                    gw.clone(),
+                    allowed_host_only,
+                )),
+        )
         .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
         .with_state(gw)
+}
+
+/// Whether the request's `Host` (without its port) is one config allows —
+/// the DNS-rebinding rule `/mcp`, `/console`, `/readyz` and `/metrics`
+/// share.
+pub(crate) fn host_allowed(gw: &Gateway, headers: &axum::http::HeaderMap) -> bool {
+    let Some(host) = headers
+        .get(axum::http::header::HOST)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split_once(']').map(|(h, _)| h).unwrap_or(rest)
+    } else {
+        host.rsplit_once(':').map(|(h, _)| h).unwrap_or(host)
+    };
+    gw.config()
+        .gateway
+        .allowed_hosts
+        .iter()
+        .any(|a| a.eq_ignore_ascii_case(name))
+}
+
+/// Refuses a request whose `Host` is not allowed (403, JSON).
+async fn allowed_host_only(
+    State(gw): State<Arc<Gateway>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if host_allowed(&gw, request.headers()) {
+        return next.run(request).await;
+    }
+    (
+        StatusCode::FORBIDDEN,
+        axum::Json(json!({
+            "error": "forbidden_host",
+            "message": "this Host is not in [gateway] allowed_hosts",
+        })),
+    )
+        .into_response()
 }
 
 /// Liveness: the process serves HTTP. Always 200.
