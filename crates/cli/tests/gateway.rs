@@ -841,3 +841,49 @@ async fn a_foreign_origin_or_host_is_refused_and_non_browser_clients_pass() {
         "liveness tells nothing and stays open"
     );
 }
+
+#[tokio::test]
+async fn malformed_params_of_a_served_method_are_invalid_params_not_an_unknown_method() {
+    let scratch = Scratch::new();
+    let key = scratch.create_key("agent", "write");
+    let gw = serve_http(&scratch, &[]);
+    let http = reqwest::Client::new();
+    let init = mcp_post(&http, &gw.url(), &key, None, r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#)
+        .send()
+        .await
+        .unwrap();
+    let session = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let _ = init.text().await;
+    let post = |body: &'static str| mcp_post(&http, &gw.url(), &key, Some(&session), body).send();
+    post(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await
+        .unwrap();
+    for (body, code) in [
+        (
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"arguments":{}}}"#,
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":7}}"#,
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{}}"#,
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":5,"method":"no/such_method"}"#,
+            -32601,
+        ),
+    ] {
+        let answer: serde_json::Value = post(body).await.unwrap().json().await.unwrap();
+        assert_eq!(answer["error"]["code"], code, "{body}: {answer}");
+        assert!(
+            answer["error"]["message"].as_str().unwrap().len() > 12,
+            "{answer}"
+        );
+    }
+}

@@ -53,6 +53,28 @@ pub enum Ask {
     Roots(oneshot::Sender<Result<ListRootsResult, ErrorData>>),
 }
 
+impl Ask {
+    /// Marks an elicitation as the named upstream's question, so the person
+    /// never takes it for plangate's own (an upstream could otherwise ask
+    /// "plangate: approve the plan?"). Other requests carry no text to
+    /// mark.
+    pub fn from_upstream(self, upstream: &str) -> Ask {
+        match self {
+            Ask::Elicit(params, tx) => {
+                let marked = serde_json::to_value(&params).ok().and_then(|mut v| {
+                    let message = v.get("message")?.as_str()?;
+                    v["message"] = serde_json::Value::String(format!(
+                        "[Asked by the upstream MCP server \"{upstream}\", not by plangate] {message}"
+                    ));
+                    serde_json::from_value(v).ok()
+                });
+                Ask::Elicit(marked.unwrap_or(params), tx)
+            }
+            other => other,
+        }
+    }
+}
+
 struct InFlight {
     id: u64,
     upstream: String,

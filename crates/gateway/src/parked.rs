@@ -137,7 +137,7 @@ pub fn start(
                 r = &mut response => break r,
                 Some(ask) = call.asks.recv() => {
                     deadline.as_mut().reset(tokio::time::Instant::now() + asking);
-                    let _ = tx.send(CallEvent::Ask(ask));
+                    let _ = tx.send(CallEvent::Ask(ask.from_upstream(up.name())));
                 }
                 Some(p) = call.progress.recv() => {
                     deadline.as_mut().reset(tokio::time::Instant::now() + timeout);

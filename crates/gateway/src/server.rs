@@ -613,6 +613,49 @@ impl ServerHandler for GatewayHandler {
         self.negotiate_initialize(&request)
     }
 
+    /// A request rmcp could not read as any MCP request. For a method
+    /// plangate serves that means its params do not fit the method's
+    /// schema: -32602 (invalid params) saying so, not -32601.
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, ErrorData> {
+        const SERVED: [&str; 11] = [
+            "initialize",
+            "ping",
+            "tools/list",
+            "tools/call",
+            "prompts/list",
+            "prompts/get",
+            "resources/list",
+            "resources/templates/list",
+            "resources/read",
+            "server/discover",
+            "subscriptions/listen",
+        ];
+        let method = request.method;
+        if SERVED.contains(&method.as_str()) {
+            let shape = match method.as_str() {
+                "tools/call" => {
+                    " (it needs params.name, a string, and optional params.arguments, an object)"
+                }
+                "prompts/get" => " (it needs params.name, a string)",
+                "resources/read" => " (it needs params.uri, a string)",
+                _ => "",
+            };
+            return Err(ErrorData::invalid_params(
+                format!("invalid params for {method}: they do not match the MCP schema{shape}"),
+                Some(json!({"method": method})),
+            ));
+        }
+        Err(ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("method not found: {method}"),
+            Some(json!({"method": method})),
+        ))
+    }
+
     async fn on_initialized(&self, cx: NotificationContext<RoleServer>) {
         let key_id = match &*self.origin {
             Origin::Stdio { token } => match auth::resolve(&self.gw, token.as_deref()).await {

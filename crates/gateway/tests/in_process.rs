@@ -454,19 +454,23 @@ async fn an_upstream_elicitation_during_a_call_reaches_the_calling_client() {
     )
     .await;
 
-    let asker = client_of(
-        gw.clone(),
-        Some(token.clone()),
-        Seen {
-            elicit: true,
-            ..Seen::default()
-        },
-    )
-    .await;
+    let seen = Seen {
+        elicit: true,
+        ..Seen::default()
+    };
+    let questions = seen.questions.clone();
+    let asker = client_of(gw.clone(), Some(token.clone()), seen).await;
     let r = call(&asker, "ask", json!({})).await;
     let answer = &r.structured_content.unwrap()["answer"];
     assert_eq!(answer["action"], "accept", "{answer}");
     assert_eq!(answer["content"]["colour"], "teal");
+    // The person sees whose question it is: the upstream's, not plangate's.
+    assert_eq!(
+        questions.lock().unwrap().as_slice(),
+        [
+            "[Asked by the upstream MCP server \"odd\", not by plangate] What is your favourite colour?"
+        ]
+    );
 
     // A client that cannot answer gets the question declined, not a hang.
     let mute = client_of(gw, Some(token), Seen::default()).await;
