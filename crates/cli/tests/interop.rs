@@ -749,9 +749,10 @@ fn upstream_elicitation_reaches_the_caller(world: &World, transport: Transport<'
     );
     let asked = out["asked"].as_array().unwrap();
     assert_eq!(asked.len(), 1, "the client was asked once: {out}");
+    // Marked as the upstream's question, so it never passes for plangate's.
     assert_eq!(
         asked[0]["message"],
-        "Please provide inputs for the following fields:"
+        "[Asked by the upstream MCP server \"everything\", not by plangate] Please provide inputs for the following fields:"
     );
     assert_eq!(asked[0]["requestedSchema"]["required"], json!(["name"]));
     assert_eq!(
@@ -1364,4 +1365,68 @@ fn stdio_ask_mode_write_runs_only_after_the_person_approves() {
     assert_eq!(out["exists_after_write"], false, "{out}");
     assert!(!Path::new(out["path"].as_str().unwrap()).exists());
     world.assert_logs_clean(Transport::Stdio);
+}
+
+// --- a credential inside an argument, in front of server-filesystem --------
+
+#[tokio::test]
+async fn a_token_inside_file_content_is_shown_redacted_sealed_and_written_byte_exact() {
+    let world = World::new(Options::default());
+    // A GitHub token in the middle of ordinary text, under an ordinary
+    // argument name: its shape makes it a secret.
+    let token = format!("ghp_{}", "Z9".repeat(18));
+    let content = format!("deploy notes {}\nuse {token} from CI\n", world.canary);
+    let path = world.root.join("deploy.md");
+    let config = world.config.display().to_string();
+    let client = stdio_client(&world.scratch, &["--config", &config], Some(&world.token)).await;
+    let begun = call(&client, "plangate_begin_session", json!({"mode": "plan"}))
+        .await
+        .unwrap();
+    assert_eq!(begun.is_error, Some(false), "{begun:?}");
+    let planned = call(
+        &client,
+        "fs__write_file",
+        json!({"path": path.display().to_string(), "content": content}),
+    )
+    .await
+    .unwrap();
+    let step = planned.structured_content.clone().unwrap();
+    assert_eq!(step["code"], "plan_step", "{step}");
+    assert_eq!(
+        step["arguments"]["content"],
+        content.replace(&token, "[redacted]"),
+        "{step}"
+    );
+    let plan = call(&client, "plangate_get_plan", json!({})).await.unwrap();
+    let shown = format!("{planned:?} {plan:?}");
+    assert!(!shown.contains(&token), "the token was shown: {shown}");
+
+    let receipt = call(&client, "plangate_apply_plan", json!({}))
+        .await
+        .unwrap();
+    let receipt = receipt.structured_content.unwrap();
+    assert_eq!(receipt["applied"], 1, "{receipt}");
+    assert!(!receipt.to_string().contains(&token), "{receipt}");
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        content,
+        "the file holds exactly what the agent sent"
+    );
+    client.cancel().await.unwrap();
+
+    // Sealed at rest: neither the log export nor the store's files hold it.
+    let export = world.scratch.run(&["audit", "export"]);
+    assert!(export.status.success());
+    let export = String::from_utf8_lossy(&export.stdout);
+    assert!(
+        export.contains("deploy.md") && !export.contains(&token),
+        "{export}"
+    );
+    for entry in std::fs::read_dir(world.scratch.data_dir()).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        assert!(
+            !bytes.windows(token.len()).any(|w| w == token.as_bytes()),
+            "the token is in the data dir in plain text"
+        );
+    }
 }
