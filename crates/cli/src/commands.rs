@@ -41,6 +41,7 @@ pub fn demo_config(exe: &Path, state: &Path) -> Config {
         gateway: GatewaySettings::default(),
         modes: plangate_core::Modes::default(),
         upstreams: BTreeMap::from([("site".to_owned(), site)]),
+        redaction: plangate_config::Redaction::default(),
     }
 }
 

@@ -28,6 +28,28 @@ pub struct Config {
     /// `default` is always there too. The JSON formats get
     /// [`Modes::default`].
     pub modes: Modes,
+    /// What counts as a secret beyond the built-in rules (`[redaction]`).
+    pub redaction: Redaction,
+}
+
+/// An operator's own secret names and credential shapes (`[redaction]`),
+/// added to the built-in ones ([`plangate_core::Redactor`]). Every entry was
+/// checked when the config was loaded, so [`Redaction::redactor`] cannot
+/// fail for a loaded config.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Redaction {
+    /// Key names that are secrets wherever they appear in a key (case and
+    /// `-`/`_` folded), like the built-in `password`.
+    pub names: Vec<String>,
+    /// Regular expressions matched inside every string value.
+    pub patterns: Vec<String>,
+}
+
+impl Redaction {
+    /// The rules: built in plus these.
+    pub fn redactor(&self) -> Result<plangate_core::Redactor, plangate_core::RedactionError> {
+        plangate_core::Redactor::new(&self.names, &self.patterns)
+    }
 }
 
 impl Config {
@@ -40,6 +62,7 @@ impl Config {
             gateway: GatewaySettings::default(),
             upstreams,
             modes: Modes::default(),
+            redaction: Redaction::default(),
         }
     }
 

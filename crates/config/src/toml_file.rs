@@ -16,11 +16,12 @@ use crate::error::ConfigErrors;
 use crate::model::{
     Anonymous, Config, ConfigSource, DEFAULT_CALL_TIMEOUT, GatewaySettings, LandsOnSetting,
     MAX_CACHED_KEYS, MAX_CALL_TIMEOUT, MAX_LEASE, MAX_PLAN_TTL, MAX_STEPS_LIMIT, Namespace,
-    ToolOverride, UpstreamConfig,
+    Redaction, ToolOverride, UpstreamConfig,
 };
 use crate::planning::{pointer_problem, template_placeholders};
 
-const TOP_KEYS: [&str; 3] = ["gateway", "modes", "upstreams"];
+const TOP_KEYS: [&str; 4] = ["gateway", "modes", "redaction", "upstreams"];
+const REDACTION_KEYS: [&str; 2] = ["names", "patterns"];
 const GATEWAY_KEYS: [&str; 10] = [
     "anonymous",
     "allowed_hosts",
@@ -99,15 +100,19 @@ pub fn parse_toml(text: &str, origin: &Path, env: &dyn Env) -> Result<Config, Co
             None
         }
     };
-    let config = gateway
-        .zip(upstreams)
-        .zip(modes)
-        .map(|((gateway, upstreams), modes)| Config {
+    let redaction = match table.get("redaction") {
+        Some(node) => redaction(&mut c, node),
+        None => Some(Redaction::default()),
+    };
+    let config = gateway.zip(upstreams).zip(modes).zip(redaction).map(
+        |(((gateway, upstreams), modes), redaction)| Config {
             source: ConfigSource::Toml(origin.to_path_buf()),
             gateway,
             upstreams,
             modes: Modes::new(modes),
-        });
+            redaction,
+        },
+    );
     c.finish(config)
 }
 
@@ -333,6 +338,37 @@ fn allowed_origins(c: &mut Checker<'_>, key: &str, node: &toml::Value) -> Option
         }
     }
     ok.then_some(origins)
+}
+
+// === redaction ===
+
+/// `[redaction]`: names and patterns, each one checked as the redactor
+/// will use it, so a loaded config always builds one.
+fn redaction(c: &mut Checker<'_>, node: &toml::Value) -> Option<Redaction> {
+    let entries = c.table("redaction", node, "a table with names and patterns")?;
+    c.unknown_keys("redaction", &entries, &REDACTION_KEYS);
+    let get = |k: &str| entries.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+    let names = get("names")
+        .map(|n| c.string_list("redaction.names", n))
+        .unwrap_or_else(|| Some(Vec::new()));
+    let patterns = get("patterns")
+        .map(|n| c.string_list("redaction.patterns", n))
+        .unwrap_or_else(|| Some(Vec::new()));
+    let mut ok = true;
+    for (i, name) in names.iter().flatten().enumerate() {
+        if let Err(e) = plangate_core::Redactor::new(std::slice::from_ref(name), &[]) {
+            c.error(&index("redaction.names", i), e.to_string());
+            ok = false;
+        }
+    }
+    for (i, pattern) in patterns.iter().flatten().enumerate() {
+        if let Err(e) = plangate_core::Redactor::new(&[], std::slice::from_ref(pattern)) {
+            c.error(&index("redaction.patterns", i), e.to_string());
+            ok = false;
+        }
+    }
+    let (names, patterns) = (names?, patterns?);
+    ok.then_some(Redaction { names, patterns })
 }
 
 // === modes ===

@@ -1473,3 +1473,25 @@ fn allowed_origins_default_to_the_allowed_hosts_and_are_checked() {
     );
     assert!(text.contains("gateway.allowed_origins[1]"), "{text}");
 }
+
+#[test]
+fn redaction_names_and_patterns_are_read_and_checked() {
+    let config = toml_ok(
+        "[redaction]\nnames = [\"ssn\"]\npatterns = ['\\bACME-[0-9]{6}\\b']\n[upstreams.a]\ncommand = \"x\"\n",
+    );
+    assert_eq!(config.redaction.names, ["ssn"]);
+    let r = config.redaction.redactor().unwrap();
+    assert!(r.is_secret_key("customer_ssn"));
+    let text = toml_err("[redaction]\nnames = [\"a b\"]\npatterns = [\"(open\"]\ncolour = 1\n[upstreams.a]\ncommand = \"x\"\n").to_string();
+    assert!(
+        text.contains("redaction.names[0]: redaction name \"a b\" is not usable"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "redaction.patterns[0]: redaction pattern \"(open\" is not a valid regular expression"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("redaction.colour"), "{text}");
+}

@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::canonical::canonical_lossless;
-use crate::{CanonicalError, StepRecord, canonical_json, check_safe_integers, is_secret_key};
+use crate::{CanonicalError, StepRecord, canonical_json};
 
 /// What a keyed secret's HMAC is prefixed with in `keyed_arguments`.
 pub const HMAC_PREFIX: &str = "hmac-sha256:";
@@ -34,33 +34,13 @@ fn sha256_hex(data: &[u8]) -> String {
     hex::encode(Sha256::digest(data))
 }
 
-/// A copy of `args` in which the value of every secret key (any depth, see
-/// [`is_secret_key`]) is replaced by `"hmac-sha256:" + hmac_hex(key,
-/// canonical_json(value))`. Fails, naming the path, if `args` holds an
-/// integer beyond ±(2^53−1).
+/// A copy of `args` in which every secret, by the built-in rules, is
+/// replaced by `"hmac-sha256:" + hmac_hex(key, canonical_json(value))` —
+/// see [`crate::Redactor::keyed`], which a gateway with configured rules
+/// calls instead. Fails, naming the path, if `args` holds an integer beyond
+/// ±(2^53−1).
 pub fn keyed_arguments(args: &Value, signing_key: &[u8; 32]) -> Result<Value, CanonicalError> {
-    check_safe_integers(args)?;
-    Ok(keyed(args, signing_key))
-}
-
-fn keyed(v: &Value, key: &[u8; 32]) -> Value {
-    match v {
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(k, item)| {
-                    let out = if is_secret_key(k) {
-                        let text = canonical_lossless(item);
-                        Value::String(format!("{HMAC_PREFIX}{}", hmac_hex(key, text.as_bytes())))
-                    } else {
-                        keyed(item, key)
-                    };
-                    (k.clone(), out)
-                })
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.iter().map(|i| keyed(i, key)).collect()),
-        other => other.clone(),
-    }
+    crate::Redactor::builtin().keyed(args, signing_key)
 }
 
 /// `"sha256:"` + hex SHA-256 of a tool's canonical `inputSchema`: recorded
@@ -142,9 +122,9 @@ mod tests {
 
     #[test]
     fn secrets_are_keyed_at_any_depth_and_nothing_else_changes() {
-        let args = json!({"id": 42, "auth": [{"Token": {"v": "s3cr3t"}}], "title": "t"});
+        let args = json!({"id": 42, "headers": [{"Token": {"v": "s3cr3t"}}], "title": "t"});
         let keyed = keyed_arguments(&args, &KEY).unwrap();
-        let mac = keyed["auth"][0]["Token"].as_str().unwrap();
+        let mac = keyed["headers"][0]["Token"].as_str().unwrap();
         assert_eq!(
             mac,
             format!("hmac-sha256:{}", hmac_hex(&KEY, br#"{"v":"s3cr3t"}"#))
@@ -271,7 +251,10 @@ mod tests {
     /// Approvals in the log are bound to plan digests, so how steps are
     /// held in memory must never move one. The value was computed by
     /// plangate before arguments were held as text (commit `b2369e3`),
-    /// from the same records, directly and read back from their JSON.
+    /// from the same records, directly and read back from their JSON. (When
+    /// `auth` became a secret name, the container key of the second record
+    /// was renamed `account`, and the value recomputed by the code before
+    /// that change: keying by the new rules moves no digest of this plan.)
     #[test]
     fn the_digest_of_a_known_plan_is_pinned() {
         let a = record(
@@ -292,7 +275,7 @@ mod tests {
             "step_b",
             2,
             "login",
-            json!({"user": "u", "password": "hunter2", "auth": {"api_key": "k"}}),
+            json!({"user": "u", "password": "hunter2", "account": {"api_key": "k"}}),
         );
         let read_back: Vec<StepRecord> = [&a, &b]
             .iter()
@@ -302,7 +285,7 @@ mod tests {
         assert_eq!(plan_digest(read_back.iter()), digest);
         assert_eq!(
             digest,
-            "sha256:554a6e6262ab5f5c72a89366b5d25c686911ab5896dc911878b08f4732e69bfe"
+            "sha256:0c4e69683a1ae359b3b1b7e6ba07e8c0e3ed5c3b499909cf12eeb92973a6ce8a"
         );
     }
 }

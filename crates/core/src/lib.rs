@@ -62,7 +62,9 @@ pub use names::{
     MAX_EXPOSED_NAME_LEN, NAMESPACE_SEPARATOR, NameError, assign_names, expose_name, expose_uri,
     imitates_gateway_tool, split_exposed_name, split_exposed_uri, validate_upstream_name,
 };
-pub use redact::{REDACTED, is_secret_key, redact, redact_text, scrub_text, scrub_value};
+pub use redact::{
+    REDACTED, RedactionError, Redactor, is_secret_key, redact, redact_text, scrub_text, scrub_value,
+};
 pub use scope::{ParseScopeError, Scope};
 pub use secrets::{restore_secrets, split_secrets};
 pub use template::{generic_effect, render_template, validate_template};

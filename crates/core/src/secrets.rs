@@ -9,55 +9,11 @@
 
 use serde_json::Value;
 
-use crate::canonical::push_pointer_token;
-use crate::{REDACTED, is_secret_key};
-
-/// The redacted copy of `args` (exactly [`crate::redact()`]'s) and every
-/// secret value with its JSON pointer, depth-first in the order of the
-/// value's maps and arrays — deterministic for a given value.
-///
-/// A secret key's whole value is taken, whatever its type, just as
-/// redaction replaces it whole.
+/// [`crate::Redactor::split`] by the built-in rules: the redacted copy of
+/// `args` (exactly [`crate::redact()`]'s) and every secret value with its
+/// JSON pointer.
 pub fn split_secrets(args: &Value) -> (Value, Vec<(String, Value)>) {
-    let mut secrets = Vec::new();
-    let mut path = String::new();
-    let redacted = split_at(args, &mut path, &mut secrets);
-    (redacted, secrets)
-}
-
-fn split_at(v: &Value, path: &mut String, secrets: &mut Vec<(String, Value)>) -> Value {
-    match v {
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(k, item)| {
-                    let len = path.len();
-                    push_pointer_token(path, k);
-                    let out = if is_secret_key(k) {
-                        secrets.push((path.clone(), item.clone()));
-                        Value::String(REDACTED.to_owned())
-                    } else {
-                        split_at(item, path, secrets)
-                    };
-                    path.truncate(len);
-                    (k.clone(), out)
-                })
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(
-            items
-                .iter()
-                .enumerate()
-                .map(|(i, item)| {
-                    let len = path.len();
-                    push_pointer_token(path, &i.to_string());
-                    let out = split_at(item, path, secrets);
-                    path.truncate(len);
-                    out
-                })
-                .collect(),
-        ),
-        other => other.clone(),
-    }
+    crate::Redactor::builtin().split(args)
 }
 
 /// Puts secrets taken by [`split_secrets`] back into a redacted copy.
@@ -80,13 +36,13 @@ pub(crate) mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::redact;
+    use crate::{is_secret_key, redact};
 
     #[test]
     fn secrets_come_out_with_their_pointers_and_go_back_in() {
         let args = json!({
             "id": 42,
-            "auth": {"API_KEY": "k1", "a/b~token": {"x": [1, 2]}},
+            "conn": {"API_KEY": "k1", "a/b~token": {"x": [1, 2]}},
             "items": [{"password": "p"}, {"title": "t"}]
         });
         let (redacted, secrets) = split_secrets(&args);
@@ -94,8 +50,8 @@ pub(crate) mod tests {
         assert_eq!(
             secrets,
             vec![
-                ("/auth/API_KEY".to_owned(), json!("k1")),
-                ("/auth/a~1b~0token".to_owned(), json!({"x": [1, 2]})),
+                ("/conn/API_KEY".to_owned(), json!("k1")),
+                ("/conn/a~1b~0token".to_owned(), json!({"x": [1, 2]})),
                 ("/items/0/password".to_owned(), json!("p")),
             ]
         );

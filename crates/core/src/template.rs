@@ -169,8 +169,8 @@ mod tests {
 
     #[test]
     fn a_template_never_shows_a_secret_even_if_given_one() {
-        let args = json!({"api_key": "k1", "auth": {"token": "t1"}});
-        let out = render_template("{api_key} {auth}", &args);
+        let args = json!({"api_key": "k1", "conn": {"token": "t1"}});
+        let out = render_template("{api_key} {conn}", &args);
         assert_eq!(out, "[redacted] {\"token\":\"[redacted]\"}");
         let redacted = redact(&args);
         assert_eq!(render_template("{api_key}", &redacted), "[redacted]");

@@ -15,7 +15,6 @@ use std::time::Duration;
 
 use plangate_core::{
     Code, Effect, EventKind, JsonText, KeyState, Scope, StepError, StepStatus, restore_secrets,
-    scrub_text, scrub_value,
 };
 use plangate_store::now_ms;
 use rmcp::model::{
@@ -482,8 +481,8 @@ async fn call_step(
                     })),
                     Err(ServiceError::McpError(e)) => Err(Some(StepError {
                         code: "upstream_error".to_owned(),
-                        message: scrub_text(&e.message, &secrets),
-                        upstream: Some(scrub_value(&json!({"code": e.code.0, "message": e.message, "data": e.data}), &secrets)),
+                        message: gw.redactor().scrub_text(&e.message, &secrets),
+                        upstream: Some(gw.redactor().scrub_value(&json!({"code": e.code.0, "message": e.message, "data": e.data}), &secrets)),
                     })),
                     Err(e) => Err(in_doubt_or_unsent(e, true)),
                 },
@@ -507,12 +506,12 @@ async fn call_step(
             let structured = result
                 .structured_content
                 .clone()
-                .map(|v| scrub_value(&v, &secrets));
+                .map(|v| gw.redactor().scrub_value(&v, &secrets));
             // The receipt carries the upstream's structured result (or, from
             // a server without one, its whole answer), scrubbed of secrets.
             let recorded = match &structured {
                 Some(s) => s.clone(),
-                None => scrub_value(
+                None => gw.redactor().scrub_value(
                     &serde_json::to_value(&result).unwrap_or(Value::Null),
                     &secrets,
                 ),
@@ -550,14 +549,17 @@ async fn call_step(
             ))
         }
         Ok(result) => {
-            let upstream_result = scrub_value(
+            let upstream_result = gw.redactor().scrub_value(
                 &serde_json::to_value(&result).unwrap_or(Value::Null),
                 &secrets,
             );
             let message = result
                 .content
                 .iter()
-                .find_map(|c| c.as_text().map(|t| scrub_text(&t.text, &secrets)))
+                .find_map(|c| {
+                    c.as_text()
+                        .map(|t| gw.redactor().scrub_text(&t.text, &secrets))
+                })
                 .unwrap_or_else(|| "the upstream answered an error".to_owned());
             Ok(finish(
                 acting,
@@ -734,7 +736,10 @@ async fn recheck(
                 let why = r
                     .content
                     .iter()
-                    .find_map(|c| c.as_text().map(|t| scrub_text(&t.text, secrets)))
+                    .find_map(|c| {
+                        c.as_text()
+                            .map(|t| gw.redactor().scrub_text(&t.text, secrets))
+                    })
                     .unwrap_or_default();
                 return Err(fail(
                     Code::StaleTarget,

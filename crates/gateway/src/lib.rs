@@ -95,6 +95,7 @@ struct Slot {
 /// built from them. Shared by every client session.
 pub struct Gateway {
     config: Config,
+    redactor: plangate_core::Redactor,
     store: Arc<dyn Store>,
     material: KeyMaterial,
     log: Arc<log::KeyLog>,
@@ -169,7 +170,14 @@ impl Gateway {
             })
             .collect();
         let cached_keys = config.gateway.cached_keys as usize;
+        // A loaded config's rules were checked when it was read; one built
+        // in code has none of its own.
+        let redactor = config.redaction.redactor().unwrap_or_else(|e| {
+            tracing::error!("[redaction]: {e}; only the built-in rules apply");
+            plangate_core::Redactor::builtin().clone()
+        });
         let gw = Arc::new(Gateway {
+            redactor,
             config,
             log: Arc::new(log::KeyLog::with_capacity(store.clone(), cached_keys)),
             owner: format!(
@@ -206,6 +214,13 @@ impl Gateway {
         tokio::spawn(follow(Arc::downgrade(&gw)));
         tokio::spawn(gw.trimmer.clone().run(gw.shutdown.clone()));
         gw
+    }
+
+    /// What counts as a secret here: the built-in rules plus config's
+    /// `[redaction]`. Every split, key, redaction and scrub of the gateway
+    /// goes through it, so what is hidden is what is sealed.
+    pub fn redactor(&self) -> &plangate_core::Redactor {
+        &self.redactor
     }
 
     /// Notes a call for the memory trimmer ([`memory`]): freed memory is

@@ -8,8 +8,7 @@
 
 use plangate_core::{
     Actor, Channel, Code, Effect, Event, EventKind, JsonText, KeyState, LandsOn, ModeSpec,
-    StepRecord, Where, arguments_fingerprint, generic_effect, keyed_arguments, render_template,
-    scrub_text, split_secrets,
+    StepRecord, Where, arguments_fingerprint, generic_effect, render_template,
 };
 use plangate_store::{ApiKey, now_ms};
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, JsonObject};
@@ -257,7 +256,8 @@ pub async fn plan_write(
     known: Option<KeyState>,
 ) -> Result<CallToolResult, Refusal> {
     let args = Value::Object(arguments.clone());
-    let (redacted, secrets) = split_secrets(&args);
+    let redactor = gw.redactor();
+    let (redacted, secrets) = redactor.split(&args);
     let signing = gw.material().signing_key();
     let internal = |what: &str| {
         Refusal::new(
@@ -265,7 +265,9 @@ pub async fn plan_write(
             format!("{} cannot be planned: {what}", tool.exposed),
         )
     };
-    let keyed = keyed_arguments(&args, signing).map_err(|e| internal(&e.to_string()))?;
+    let keyed = redactor
+        .keyed(&args, signing)
+        .map_err(|e| internal(&e.to_string()))?;
     let fingerprint = arguments_fingerprint(&tool.upstream, &tool.original, &keyed)
         .map_err(|e| internal(&e.to_string()))?;
     let schema_hash = tool
@@ -304,13 +306,13 @@ pub async fn plan_write(
         known = Some(state);
         match preview(gw, tool, preview_tool, &arguments).await {
             Ok(Some(p)) => {
-                predicted = p.effect.map(|e| scrub_text(&e, &secrets));
-                target = target.or(p.target.map(|t| scrub_text(&t, &secrets)));
+                predicted = p.effect.map(|e| redactor.scrub_text(&e, &secrets));
+                target = target.or(p.target.map(|t| redactor.scrub_text(&t, &secrets)));
                 target_version = p.target_version;
             }
             Ok(None) => {}
             Err(mut refusal) => {
-                refusal.message = scrub_text(&refusal.message, &secrets);
+                refusal.message = redactor.scrub_text(&refusal.message, &secrets);
                 return Err(refusal);
             }
         }

@@ -256,7 +256,9 @@ pub(crate) fn codec(gw: &Gateway) -> Result<RequestStateCodec, Refusal> {
 
 /// A digest of the call's arguments with secrets keyed (DESIGN §5 Digest).
 pub(crate) fn args_digest(gw: &Gateway, arguments: &Value) -> Result<String, Refusal> {
-    let keyed = plangate_core::keyed_arguments(arguments, gw.material().signing_key())
+    let keyed = gw
+        .redactor()
+        .keyed(arguments, gw.material().signing_key())
         .map_err(|e| Refusal::new(Code::InvalidArguments, e.to_string()))?;
     let canonical = plangate_core::canonical_json(&keyed)
         .map_err(|e| Refusal::new(Code::InvalidArguments, e.to_string()))?;

@@ -891,14 +891,14 @@ impl ServerHandler for GatewayHandler {
                 return refuse(Refusal::new(code, message));
             }
             Decision::Ask => {
-                let (redacted, _) = plangate_core::split_secrets(&args_value);
-                let digest = match plangate_core::keyed_arguments(
-                    &args_value,
-                    self.gw.material().signing_key(),
-                )
-                .and_then(|keyed| {
-                    plangate_core::arguments_fingerprint(&tool.upstream, &tool.original, &keyed)
-                }) {
+                let (redacted, _) = self.gw.redactor().split(&args_value);
+                let digest = match self
+                    .gw
+                    .redactor()
+                    .keyed(&args_value, self.gw.material().signing_key())
+                    .and_then(|keyed| {
+                        plangate_core::arguments_fingerprint(&tool.upstream, &tool.original, &keyed)
+                    }) {
                     Ok(d) => format!("sha256:{d}"),
                     Err(e) => return refuse(Refusal::new(Code::InvalidArguments, e.to_string())),
                 };

@@ -52,6 +52,7 @@ pub fn config(names: &[&str], namespace: Namespace) -> Config {
             .iter()
             .map(|n| ((*n).to_owned(), upstream_config(n)))
             .collect(),
+        redaction: plangate_config::Redaction::default(),
     }
 }
 
