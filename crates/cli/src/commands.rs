@@ -216,7 +216,11 @@ pub async fn operator_revoke(store: &dyn Store, operator: &str, as_json: bool) -
 
 /// `plangate config check`: connects every upstream and prints every
 /// tool's exposed name, effect class and where the class came from.
-pub async fn config_check(config: Config, as_json: bool) -> Result<()> {
+pub async fn config_check(
+    config: Config,
+    pins: Option<plangate_core::ToolPins>,
+    as_json: bool,
+) -> Result<()> {
     let source = describe_source(&config.source);
     use plangate_gateway::upstream::{UpstreamClient, connect_once, connector_for};
     let attempts = config.enabled_upstreams().map(|u| async move {
@@ -239,7 +243,33 @@ pub async fn config_check(config: Config, as_json: bool) -> Result<()> {
         &ups,
         &[],
         &plangate_gateway::reserved_names(&config),
+        None,
     );
+    // What the pins say of each listed definition: changes since pinned
+    // (annotations included) are flagged before a gateway quarantines them.
+    let pin_note = |t: &plangate_gateway::CatalogTool| -> String {
+        match &pins {
+            None => "unknown (store not readable)".to_owned(),
+            Some(pins) => {
+                let listed = ups
+                    .iter()
+                    .find(|u| u.name() == t.upstream)
+                    .and_then(|u| u.tools.iter().find(|d| d.name == t.original))
+                    .map(|d| {
+                        plangate_core::PinnedDefinition::of(
+                            &t.original,
+                            &serde_json::to_value(d).unwrap_or_default(),
+                        )
+                    });
+                match listed {
+                    Some(listed) => {
+                        plangate_gateway::tool_pins::pin_note(pins, &t.upstream, &listed)
+                    }
+                    None => String::new(),
+                }
+            }
+        }
+    };
     if as_json {
         let tools: Vec<_> = catalog
             .tools
@@ -254,6 +284,7 @@ pub async fn config_check(config: Config, as_json: bool) -> Result<()> {
                     "enabled": t.enabled,
                     "offered": t.offered(),
                     "withheld": t.withheld.as_ref().map(|w| w.reason(t, &config.gateway.tool_prefix)),
+                    "pin": pin_note(t),
                 })
             })
             .collect();
@@ -297,7 +328,7 @@ pub async fn config_check(config: Config, as_json: bool) -> Result<()> {
                 u.trust_annotations
             );
         }
-        let rows: Vec<[String; 4]> = catalog
+        let rows: Vec<[String; 5]> = catalog
             .tools
             .iter()
             .map(|t| {
@@ -307,16 +338,15 @@ pub async fn config_check(config: Config, as_json: bool) -> Result<()> {
                     t.effect_source.to_string(),
                     match (&t.withheld, t.enabled) {
                         (_, false) => "no (disabled)".into(),
-                        (Some(plangate_gateway::catalog::Withheld::Imitation), true) => {
-                            "no (name imitates plangate's own tools)".into()
-                        }
+                        (Some(w), true) => w.label().into(),
                         (None, true) => "yes".into(),
                     },
+                    pin_note(t),
                 ]
             })
             .collect();
         println!();
-        print_table(&["TOOL", "EFFECT", "FROM", "OFFERED"], &rows);
+        print_table(&["TOOL", "EFFECT", "FROM", "OFFERED", "PIN"], &rows);
         for t in &catalog.tools {
             if let Some(why) = &t.withheld {
                 println!("{}", why.reason(t, &config.gateway.tool_prefix));

@@ -20,6 +20,7 @@ mod catalog;
 mod commands;
 mod demo;
 mod plans;
+mod tools;
 
 /// Exit code for bad configuration or usage.
 const EXIT_CONFIG: u8 = 2;
@@ -88,6 +89,9 @@ enum Command {
     /// Look at and act on keys' plans as a person (operator).
     #[command(subcommand)]
     Plans(PlansCommand),
+    /// Review pinned tool definitions: list, accept or reject quarantined ones.
+    #[command(subcommand)]
+    Tools(ToolsCommand),
     /// Export the event log.
     #[command(subcommand)]
     Audit(AuditCommand),
@@ -192,6 +196,54 @@ enum PlansCommand {
         /// Only these steps (waiting or failed), in plan order.
         steps: Vec<String>,
         /// Print the receipt as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum ToolsCommand {
+    /// Every pinned tool, and every quarantined or rejected definition with
+    /// what changed (read from the store; no upstream is contacted).
+    List {
+        #[command(flatten)]
+        source: ConfigSourceArgs,
+        /// Print JSON (with each held definition in full) instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Trust a quarantined definition: the tool is offered again.
+    Accept {
+        #[command(flatten)]
+        source: ConfigSourceArgs,
+        /// The upstream's name.
+        upstream: String,
+        /// The upstream's own tool name.
+        tool: String,
+        /// The definition you reviewed (`sha256:…` from `tools list --json`);
+        /// refused if the held one is another.
+        #[arg(long, value_name = "HASH")]
+        hash: Option<String>,
+        /// Accept even though the new definition lowers the tool's effect
+        /// class (its calls would no longer be planned).
+        #[arg(long)]
+        allow_downgrade: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Refuse a quarantined definition: the tool stays out.
+    Reject {
+        #[command(flatten)]
+        source: ConfigSourceArgs,
+        /// The upstream's name.
+        upstream: String,
+        /// The upstream's own tool name.
+        tool: String,
+        /// The definition you reviewed (`sha256:…`).
+        #[arg(long, value_name = "HASH")]
+        hash: Option<String>,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -484,8 +536,22 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Command::Config(ConfigCommand::Check { source, json }) => {
             let config = load_config(&source, &data_dir)?;
-            commands::config_check(config, json).await
+            // The pins, when the store can be read, so changed definitions
+            // are flagged; config check works without a store too.
+            let pins = match open_store(&data_dir).await {
+                Ok(store) => {
+                    plangate_gateway::log::KeyLog::<plangate_core::ToolPins>::with_capacity(
+                        store, 1,
+                    )
+                    .state(plangate_core::TOOLS_LOG)
+                    .await
+                    .ok()
+                }
+                Err(_) => None,
+            };
+            commands::config_check(config, pins, json).await
         }
+        Command::Tools(cmd) => tools_command(cmd, &data_dir).await,
         Command::DemoSite(args) => demo_site(args).await,
         Command::CountingUpstream { log } => plangate_demo_site::counting::serve_stdio(log).await,
         Command::Mode(ModeCommand::Set {
@@ -517,6 +583,58 @@ async fn run(cli: Cli) -> Result<()> {
                 _ => catalog::Format::Table,
             };
             catalog::run(&config, format)
+        }
+    }
+}
+
+async fn tools_command(cmd: ToolsCommand, data_dir: &Path) -> Result<()> {
+    use plangate_gateway::tool_pins::Decision;
+    match cmd {
+        ToolsCommand::List { source, json } => {
+            let config = load_config(&source, data_dir)?;
+            tools::list(&config, open_store(data_dir).await?, json).await
+        }
+        ToolsCommand::Accept {
+            source,
+            upstream,
+            tool,
+            hash,
+            allow_downgrade,
+            json,
+        } => {
+            let config = load_config(&source, data_dir)?;
+            let decision = Decision::Accept { allow_downgrade };
+            let store = open_store(data_dir).await?;
+            tools::decide(
+                &config,
+                store,
+                &upstream,
+                &tool,
+                hash.as_deref(),
+                decision,
+                json,
+            )
+            .await
+        }
+        ToolsCommand::Reject {
+            source,
+            upstream,
+            tool,
+            hash,
+            json,
+        } => {
+            let config = load_config(&source, data_dir)?;
+            let store = open_store(data_dir).await?;
+            tools::decide(
+                &config,
+                store,
+                &upstream,
+                &tool,
+                hash.as_deref(),
+                Decision::Reject,
+                json,
+            )
+            .await
         }
     }
 }

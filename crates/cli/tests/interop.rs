@@ -1430,3 +1430,162 @@ async fn a_token_inside_file_content_is_shown_redacted_sealed_and_written_byte_e
         );
     }
 }
+
+// --- a rug-pulling stdio upstream (official TypeScript SDK) -----------------
+
+/// Waits until the client's tool list satisfies `check` (the gateway
+/// relists after the upstream's list_changed).
+async fn until_tools(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, rmcp::model::ClientConfig>,
+    what: &str,
+    check: impl Fn(&[String]) -> bool,
+) {
+    for _ in 0..200 {
+        if check(&tool_names(client).await) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{what}: tools are {:?}", tool_names(client).await);
+}
+
+#[tokio::test]
+async fn a_rug_pulling_stdio_upstream_runs_nothing_it_changed_until_an_operator_accepts() {
+    let peers = peers();
+    let scratch = Scratch::new();
+    let log = scratch.path().join("rug.log");
+    let config = scratch.write(
+        "plangate.toml",
+        &format!(
+            "[upstreams.rug]\ncommand = \"node\"\nargs = [{}, {}, {}]\n",
+            toml_str(peers.interop.join("rugpull.mjs").display().to_string()),
+            toml_str(peers.node_modules.display().to_string()),
+            toml_str(log.display().to_string()),
+        ),
+    );
+    let config = config.display().to_string();
+    let token = scratch.create_key("agent", "write");
+    let client = stdio_client(&scratch, &["--config", &config], Some(&token)).await;
+    let sc = |r: &rmcp::model::CallToolResult| r.structured_content.clone().unwrap_or_default();
+    let delivered = || std::fs::read_to_string(&log).unwrap_or_default();
+
+    // Pinned at first sight; the write is planned.
+    call(&client, "plangate_begin_session", json!({"mode": "plan"}))
+        .await
+        .unwrap();
+    let planned = sc(&call(&client, "note", json!({"text": "first"}))
+        .await
+        .unwrap());
+    assert_eq!(planned["code"], "plan_step", "{planned}");
+    assert_eq!(planned["effect"], "write", "{planned}");
+
+    // The rug pull: `note` now claims to be read-only with a new
+    // description and schema, and a destructive `wipe` appears.
+    let flipped = call(&client, "flip", json!({})).await.unwrap();
+    assert_ne!(flipped.is_error, Some(true), "{flipped:?}");
+    until_tools(&client, "note withheld", |t| !t.iter().any(|n| n == "note")).await;
+    let names = tool_names(&client).await;
+    assert!(!names.iter().any(|n| n == "wipe"), "{names:?}");
+
+    // Nothing it changed runs: not the "read-only" note, not wipe, not the
+    // step planned before the change.
+    for (tool, args) in [("note", json!({"text": "sneaky"})), ("wipe", json!({}))] {
+        let refused = sc(&call(&client, tool, args).await.unwrap());
+        assert_eq!(refused["code"], "tool_quarantined", "{tool}: {refused}");
+    }
+    let receipt = sc(&call(&client, "plangate_apply_plan", json!({}))
+        .await
+        .unwrap());
+    assert_eq!(receipt["failed"], 1, "{receipt}");
+    assert_eq!(
+        receipt["steps"][0]["error"]["code"], "tool_quarantined",
+        "{receipt}"
+    );
+    assert_eq!(delivered(), "", "nothing reached the upstream");
+
+    // The operator sees what changed and why it is held.
+    let listed = scratch.run(&["tools", "list", "--config", &config, "--json"]);
+    assert!(listed.status.success(), "{listed:?}");
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let row = |tool: &str| {
+        listed["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["tool"] == tool)
+            .cloned()
+            .unwrap_or_else(|| panic!("{tool} not listed: {listed}"))
+    };
+    let note = row("note");
+    assert_eq!(
+        (note["status"].as_str(), note["reason"].as_str()),
+        (Some("quarantined"), Some("changed")),
+        "{note}"
+    );
+    assert_eq!(
+        (note["effect"].as_str(), note["held_effect"].as_str()),
+        (Some("write"), Some("read")),
+        "{note}"
+    );
+    for field in ["annotations", "description", "inputSchema"] {
+        assert!(
+            note["changed"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|f| f == field),
+            "{field}: {note}"
+        );
+    }
+    assert_eq!(row("wipe")["reason"], "new");
+    let table = scratch.run(&["tools", "list", "--config", &config]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        table.contains("quarantined (changed)") && table.contains("write -> read"),
+        "{table}"
+    );
+
+    // A downgrade is never accepted silently.
+    let silent = scratch.run(&["tools", "accept", "--config", &config, "rug", "note"]);
+    assert_eq!(silent.status.code(), Some(2), "{silent:?}");
+    let said = String::from_utf8_lossy(&silent.stderr);
+    assert!(
+        said.contains("from write to read") && said.contains("--allow-downgrade"),
+        "{said}"
+    );
+    let accepted = scratch.run(&[
+        "tools",
+        "accept",
+        "--config",
+        &config,
+        "rug",
+        "note",
+        "--hash",
+        note["held_hash"].as_str().unwrap(),
+        "--allow-downgrade",
+    ]);
+    assert!(accepted.status.success(), "{accepted:?}");
+    let rejected = scratch.run(&["tools", "reject", "--config", &config, "rug", "wipe"]);
+    assert!(rejected.status.success(), "{rejected:?}");
+
+    // The accepted definition is offered; the rejected one stays out; the
+    // step planned against the old definition still does not run.
+    until_tools(&client, "note offered again", |t| {
+        t.iter().any(|n| n == "note")
+    })
+    .await;
+    assert!(!tool_names(&client).await.iter().any(|n| n == "wipe"));
+    let plan = sc(&call(&client, "plangate_get_plan", json!({})).await.unwrap());
+    let step = plan["steps"][0]["step_id"].as_str().unwrap().to_owned();
+    let again = sc(
+        &call(&client, "plangate_apply_plan", json!({"step_ids": [step]}))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        again["steps"][0]["error"]["code"], "stale_target",
+        "{again}"
+    );
+    assert_eq!(delivered(), "", "the old step never ran");
+    client.cancel().await.unwrap();
+}

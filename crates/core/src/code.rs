@@ -41,11 +41,14 @@ pub enum Code {
     ReviewDeclined,
     /// The client cannot be asked (no elicitation, stateless transport).
     ElicitationUnsupported,
+    /// The tool's definition is new or changed since it was pinned; an
+    /// operator must accept it first.
+    ToolQuarantined,
 }
 
 impl Code {
     /// Every code, in DESIGN §8 order; for docs, catalogs and tests.
-    pub const ALL: [Code; 13] = [
+    pub const ALL: [Code; 14] = [
         Code::PlanNeedsKey,
         Code::PlanFull,
         Code::PlanChanged,
@@ -59,6 +62,7 @@ impl Code {
         Code::NotInPlanMode,
         Code::ReviewDeclined,
         Code::ElicitationUnsupported,
+        Code::ToolQuarantined,
     ];
 
     /// The stable string carried in a refusal's `code`.
@@ -77,6 +81,7 @@ impl Code {
             Code::NotInPlanMode => "not_in_plan_mode",
             Code::ReviewDeclined => "review_declined",
             Code::ElicitationUnsupported => "elicitation_unsupported",
+            Code::ToolQuarantined => "tool_quarantined",
         }
     }
 }
@@ -117,6 +122,8 @@ mod tests {
         assert!("plan-full".parse::<Code>().is_err());
     }
 
+    /// The first round's codes, then the second round's as they land
+    /// (DESIGN §8, "New codes from the second round").
     #[test]
     fn the_codes_are_exactly_those_of_design_section_8() {
         let names: Vec<&str> = Code::ALL.iter().map(|c| c.as_str()).collect();
@@ -136,6 +143,7 @@ mod tests {
                 "not_in_plan_mode",
                 "review_declined",
                 "elicitation_unsupported",
+                "tool_quarantined",
             ]
         );
     }

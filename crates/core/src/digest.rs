@@ -77,12 +77,18 @@ fn digest_entry(step: &StepRecord) -> Value {
     m.insert("arguments".into(), step.keyed_arguments().value());
     m.insert("effect".into(), Value::from(step.effect.as_str()));
     m.insert("schema_hash".into(), Value::from(step.schema_hash.as_str()));
+    // DESIGN §9: the definition it was planned against is covered too;
+    // a step planned before pinning has none, and its digest is unchanged.
+    if let Some(hash) = &step.definition_hash {
+        m.insert("definition_hash".into(), Value::from(hash.as_str()));
+    }
     Value::Object(m)
 }
 
 /// `"sha256:"` + hex SHA-256 of the canonical JSON array of the given
 /// steps, in position order, each as `{step_id, position, server, tool,
-/// arguments, effect, schema_hash}` with the keyed arguments. Pass only the
+/// arguments, effect, schema_hash}` (plus `definition_hash` when the step
+/// has one) with the keyed arguments. Pass only the
 /// `planned` steps; they are sorted by position (then id) here, so the
 /// caller's order does not matter. An empty plan has a digest too.
 ///

@@ -60,6 +60,9 @@ pub enum Channel {
     Console,
     /// The background sweeper (leases, expiry).
     Sweeper,
+    /// The gateway itself, not a caller's request (pinning and
+    /// quarantining an upstream's tools as it lists them).
+    Gateway,
 }
 
 impl Channel {
@@ -71,6 +74,7 @@ impl Channel {
             Channel::Cli => "cli",
             Channel::Console => "console",
             Channel::Sweeper => "sweeper",
+            Channel::Gateway => "gateway",
         }
     }
 }
@@ -223,6 +227,42 @@ pub enum EventKind {
         /// The waiting steps that expired.
         step_ids: Vec<String>,
     },
+    /// An upstream's first listing, trusted as it was (log
+    /// [`crate::TOOLS_LOG`]).
+    ToolsPinned {
+        /// The upstream.
+        server: String,
+        /// Every tool it listed.
+        tools: Vec<crate::PinnedDefinition>,
+    },
+    /// A tool definition not trusted yet: new since the first listing, or
+    /// changed (log [`crate::TOOLS_LOG`]).
+    ToolQuarantined {
+        /// The upstream.
+        server: String,
+        /// The definition held back.
+        definition: crate::PinnedDefinition,
+        /// New or changed.
+        reason: crate::QuarantineReason,
+    },
+    /// An operator trusted a held definition (log [`crate::TOOLS_LOG`]).
+    ToolAccepted {
+        /// The upstream.
+        server: String,
+        /// The upstream's own tool name.
+        tool: String,
+        /// The definition accepted, exactly.
+        definition_hash: String,
+    },
+    /// An operator refused a held definition (log [`crate::TOOLS_LOG`]).
+    ToolRejected {
+        /// The upstream.
+        server: String,
+        /// The upstream's own tool name.
+        tool: String,
+        /// The definition rejected.
+        definition_hash: String,
+    },
 }
 
 impl EventKind {
@@ -246,6 +286,10 @@ impl EventKind {
             EventKind::ApplyFinished { .. } => "apply_finished",
             EventKind::SessionEnded { .. } => "session_ended",
             EventKind::PlanExpired { .. } => "plan_expired",
+            EventKind::ToolsPinned { .. } => "tools_pinned",
+            EventKind::ToolQuarantined { .. } => "tool_quarantined",
+            EventKind::ToolAccepted { .. } => "tool_accepted",
+            EventKind::ToolRejected { .. } => "tool_rejected",
         }
     }
 }
@@ -334,6 +378,11 @@ pub struct StepRecord {
     /// when planned; apply re-checks it (`stale_target` if it moved).
     #[serde(default)]
     pub target_version: Option<Value>,
+    /// [`crate::definition_hash`] of the tool's whole definition when
+    /// planned: the step runs only against that definition. `None` for
+    /// steps planned before definitions were pinned.
+    #[serde(default)]
+    pub definition_hash: Option<String>,
 }
 
 impl StepRecord {
@@ -369,6 +418,8 @@ struct StepRecordWire {
     planned_at_ms: i64,
     #[serde(default)]
     target_version: Option<Value>,
+    #[serde(default)]
+    definition_hash: Option<String>,
 }
 
 impl From<StepRecord> for StepRecordWire {
@@ -392,6 +443,7 @@ impl From<StepRecord> for StepRecordWire {
             approval_note: r.approval_note,
             planned_at_ms: r.planned_at_ms,
             target_version: r.target_version,
+            definition_hash: r.definition_hash,
         }
     }
 }
@@ -416,6 +468,7 @@ impl From<StepRecordWire> for StepRecord {
             approval_note: w.approval_note,
             planned_at_ms: w.planned_at_ms,
             target_version: w.target_version,
+            definition_hash: w.definition_hash,
         }
     }
 }
@@ -478,6 +531,7 @@ pub(crate) mod tests {
             approval_note: None,
             planned_at_ms: 1_000,
             target_version: None,
+            definition_hash: None,
         }
     }
 

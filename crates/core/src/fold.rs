@@ -307,6 +307,11 @@ impl KeyState {
             }
             EventKind::StepPlanned { step } => self.plan_step(step, at),
             EventKind::StepDeduplicated { .. } | EventKind::ReviewRequested { .. } => {}
+            // Tool pins live in their own log ([`crate::TOOLS_LOG`]).
+            EventKind::ToolsPinned { .. }
+            | EventKind::ToolQuarantined { .. }
+            | EventKind::ToolAccepted { .. }
+            | EventKind::ToolRejected { .. } => {}
             EventKind::StepsDiscarded { step_ids } => self.discard(step_ids, at),
             EventKind::ReviewAnswered {
                 verdict,

@@ -38,6 +38,7 @@ pub mod fold;
 pub mod json_text;
 pub mod mode;
 pub mod names;
+pub mod pins;
 pub mod redact;
 pub mod scope;
 pub mod secrets;
@@ -61,6 +62,10 @@ pub use mode::{
 pub use names::{
     MAX_EXPOSED_NAME_LEN, NAMESPACE_SEPARATOR, NameError, assign_names, expose_name, expose_uri,
     imitates_gateway_tool, split_exposed_name, split_exposed_uri, validate_upstream_name,
+};
+pub use pins::{
+    Held, PinnedDefinition, QuarantineReason, Standing, TOOLS_LOG, ToolPin, ToolPins,
+    changed_fields, definition_hash,
 };
 pub use redact::{
     REDACTED, RedactionError, Redactor, is_secret_key, redact, redact_text, scrub_text, scrub_value,

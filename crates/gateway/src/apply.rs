@@ -663,10 +663,23 @@ async fn recheck(
     }
     if let Some(why) = &tool.withheld {
         return Err(fail(
-            Code::Forbidden,
+            why.code(),
             format!(
-                "{}; nothing was sent",
+                "{}. Nothing was sent",
                 why.reason(tool, &gw.config().gateway.tool_prefix)
+            ),
+        ));
+    }
+    if record
+        .definition_hash
+        .as_ref()
+        .is_some_and(|planned| *planned != tool.definition_hash)
+    {
+        return Err(fail(
+            Code::StaleTarget,
+            format!(
+                "{}'s definition changed since the step was planned (an operator accepted a new one); the person reviewed the old one, so plan it again. Nothing was sent",
+                tool.exposed
             ),
         ));
     }

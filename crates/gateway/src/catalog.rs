@@ -14,7 +14,10 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use plangate_config::Config;
-use plangate_core::{Effect, EffectSource, assign_names, classify, expose_uri};
+use plangate_core::{
+    Code, Effect, EffectSource, QuarantineReason, Standing, ToolPins, assign_names, classify,
+    expose_uri,
+};
 use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
 use serde_json::Value;
 
@@ -48,6 +51,9 @@ pub struct CatalogTool {
     /// planned step records it and apply compares it (`None` if the schema
     /// cannot be canonicalised).
     pub schema_hash: Option<String>,
+    /// [`plangate_core::definition_hash`] of the whole definition as the
+    /// upstream listed it: what pins and planned steps bind.
+    pub definition_hash: String,
 }
 
 /// Why plangate withholds an upstream tool that config enables.
@@ -56,16 +62,75 @@ pub enum Withheld {
     /// Its exposed name could pass for one of the gateway's own tools
     /// ([`plangate_core::imitates_gateway_tool`]).
     Imitation,
+    /// Its definition is new or changed since the upstream's tools were
+    /// pinned (DESIGN §9); `rejected` once an operator refused it.
+    Quarantined {
+        /// New since the first listing, or changed.
+        reason: QuarantineReason,
+        /// An operator rejected this definition.
+        rejected: bool,
+    },
+    /// Its definition has not been checked against the pins yet (the
+    /// store could not be read or written): held back, fail closed.
+    Unverified,
 }
 
 impl Withheld {
+    /// The refusal code a call to the tool gets.
+    pub fn code(&self) -> Code {
+        match self {
+            Withheld::Imitation => Code::Forbidden,
+            Withheld::Quarantined { .. } | Withheld::Unverified => Code::ToolQuarantined,
+        }
+    }
+
     /// One sentence for a person: why, and what to do.
     pub fn reason(&self, tool: &CatalogTool, prefix: &str) -> String {
+        let (up, name) = (&tool.upstream, &tool.original);
         match self {
             Withheld::Imitation => format!(
                 "{} is not offered: its name reads like one of plangate's own tools (prefix {prefix:?}), so an agent or a person could take it for plangate's. Namespace the upstream ([gateway] namespace = \"always\") or change plangate's tool_prefix to offer it",
                 tool.exposed
             ),
+            Withheld::Quarantined { rejected: true, .. } => format!(
+                "{} is quarantined: an operator rejected its current definition from upstream {up}; it is not offered until the upstream changes it and an operator accepts the new one (`plangate tools list`)",
+                tool.exposed
+            ),
+            Withheld::Quarantined {
+                reason: QuarantineReason::New,
+                ..
+            } => format!(
+                "{} is quarantined: upstream {up} added it after its tools were pinned, so nobody has reviewed it yet. An operator can review and accept it: `plangate tools accept {up} {name}`",
+                tool.exposed
+            ),
+            Withheld::Quarantined {
+                reason: QuarantineReason::Changed,
+                ..
+            } => format!(
+                "{} is quarantined: upstream {up} changed its definition (description, schema or annotations) since it was pinned. An operator can review the change and accept it: `plangate tools list`, then `plangate tools accept {up} {name}`",
+                tool.exposed
+            ),
+            Withheld::Unverified => format!(
+                "{} is held back: plangate could not check it against the pinned tool definitions (its store could not be read); it is offered once that works — try again shortly",
+                tool.exposed
+            ),
+        }
+    }
+
+    /// A few words for a table.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Withheld::Imitation => "no (name imitates plangate's own tools)",
+            Withheld::Quarantined { rejected: true, .. } => "no (quarantined: rejected)",
+            Withheld::Quarantined {
+                reason: QuarantineReason::New,
+                ..
+            } => "no (quarantined: new since pinned)",
+            Withheld::Quarantined {
+                reason: QuarantineReason::Changed,
+                ..
+            } => "no (quarantined: changed since pinned)",
+            Withheld::Unverified => "no (not yet checked against the pins)",
         }
     }
 }
@@ -142,12 +207,15 @@ impl Catalog {
     /// that upstream tools must not take (the gateway's own tools). `down`
     /// holds the last known lists of upstreams that are not connected now:
     /// their names are kept out of the way so exposed names do not shift
-    /// while an upstream restarts.
+    /// while an upstream restarts. With `pins`, a tool whose definition is
+    /// not the accepted one is withheld (DESIGN §9); without (`config
+    /// check` with no store), definitions are not checked.
     pub fn build(
         config: &Config,
         upstreams: &[Arc<Upstream>],
         down: &[Arc<Upstream>],
         reserved: &BTreeSet<String>,
+        pins: Option<&ToolPins>,
     ) -> Catalog {
         let namespaced = config.namespaced();
         let mut sorted: Vec<(&Arc<Upstream>, bool)> = upstreams
@@ -203,10 +271,25 @@ impl Catalog {
                 if let Some(meta) = shown.meta.as_mut() {
                     rewrite_ui_resource_uri(&mut meta.0, ns);
                 }
-                let withheld =
-                    plangate_core::imitates_gateway_tool(&exposed, &config.gateway.tool_prefix)
-                        .then_some(Withheld::Imitation);
-                if withheld.is_some() {
+                let definition_hash = plangate_core::definition_hash(
+                    &serde_json::to_value(tool).unwrap_or(Value::Null),
+                );
+                let pinned = pins.map(|p| p.standing(&name, &tool.name, &definition_hash));
+                let withheld = if plangate_core::imitates_gateway_tool(
+                    &exposed,
+                    &config.gateway.tool_prefix,
+                ) {
+                    Some(Withheld::Imitation)
+                } else {
+                    match pinned {
+                        None | Some(Standing::Accepted) => None,
+                        Some(Standing::Held { reason, rejected }) => {
+                            Some(Withheld::Quarantined { reason, rejected })
+                        }
+                        Some(Standing::Unjudged) => Some(Withheld::Unverified),
+                    }
+                };
+                if withheld == Some(Withheld::Imitation) {
                     tracing::warn!(upstream = %name, tool = %tool.name, "tool withheld: its name reads like one of plangate's own tools");
                 }
                 cat.by_tool.insert(exposed.clone(), cat.tools.len());
@@ -221,6 +304,7 @@ impl Catalog {
                     tool: shown,
                     validator,
                     schema_hash,
+                    definition_hash,
                 });
             }
 

@@ -38,6 +38,7 @@ pub mod review;
 mod server;
 pub mod session_guard;
 pub mod stdio;
+pub mod tool_pins;
 pub mod tools;
 pub mod upstream;
 
@@ -46,6 +47,7 @@ use std::sync::{Arc, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use plangate_config::{Config, UpstreamConfig};
+use plangate_core::{Actor, Channel, Event, PinnedDefinition, TOOLS_LOG, ToolPins};
 use plangate_store::{KeyMaterial, Store};
 use tokio_util::sync::CancellationToken;
 
@@ -99,6 +101,10 @@ pub struct Gateway {
     store: Arc<dyn Store>,
     material: KeyMaterial,
     log: Arc<log::KeyLog>,
+    /// The log of tool pins ([`plangate_core::TOOLS_LOG`]).
+    pins: Arc<log::KeyLog<ToolPins>>,
+    /// The pins as last read: what the catalog is built against.
+    pinned: RwLock<Arc<ToolPins>>,
     owner: String,
     slots: BTreeMap<String, Slot>,
     catalog: RwLock<Arc<Catalog>>,
@@ -179,7 +185,12 @@ impl Gateway {
         let gw = Arc::new(Gateway {
             redactor,
             config,
-            log: Arc::new(log::KeyLog::with_capacity(store.clone(), cached_keys)),
+            log: Arc::new(log::KeyLog::<plangate_core::KeyState>::with_capacity(
+                store.clone(),
+                cached_keys,
+            )),
+            pins: Arc::new(log::KeyLog::with_capacity(store.clone(), 1)),
+            pinned: RwLock::new(Arc::new(ToolPins::default())),
             owner: format!(
                 "{}@{}",
                 std::process::id(),
@@ -197,6 +208,12 @@ impl Gateway {
             trimmer: Arc::default(),
             shutdown: CancellationToken::new(),
         });
+        // The pins as they stand, before any upstream is judged against them.
+        if let Err(e) = gw.reload_pins().await {
+            tracing::error!(
+                "cannot read the tool pins: {e}; every upstream tool is held back until they can be read"
+            );
+        }
         let mut first = Vec::new();
         for (name, connector) in connectors {
             if !gw.slots.contains_key(&name) {
@@ -330,6 +347,87 @@ impl Gateway {
             .collect()
     }
 
+    /// The tool pins as last read.
+    pub fn pins(&self) -> Arc<ToolPins> {
+        read(&self.pinned)
+    }
+
+    async fn reload_pins(&self) -> Result<(), log::LogError> {
+        let pins = self.pins.state(TOOLS_LOG).await?;
+        write(&self.pinned, Arc::new(pins));
+        Ok(())
+    }
+
+    /// Reads the pins again (another process accepted, rejected or
+    /// quarantined a tool), rebuilds the catalog and tells every client.
+    pub async fn refresh_pins(&self) {
+        match self.reload_pins().await {
+            Ok(()) => {
+                self.rebuild_catalog();
+                self.hub.notify_tools_changed().await;
+            }
+            Err(e) => tracing::warn!("cannot read the tool pins: {e}"),
+        }
+    }
+
+    /// Judges an upstream's listing against the pins and records what it
+    /// calls for (DESIGN §9): its first listing is pinned; a tool new or
+    /// changed since is quarantined. When the store cannot be written, the
+    /// tools not yet judged stay held back (the catalog offers only
+    /// accepted definitions).
+    async fn judge_tools(&self, upstream: &Upstream) {
+        let server = upstream.name().to_owned();
+        let listing: Vec<PinnedDefinition> = upstream
+            .tools
+            .iter()
+            .map(|t| {
+                PinnedDefinition::of(
+                    &t.name,
+                    &serde_json::to_value(t).unwrap_or(serde_json::Value::Null),
+                )
+            })
+            .collect();
+        let judged = self
+            .pins
+            .transact(TOOLS_LOG, |pins| {
+                let now = plangate_store::now_ms();
+                let events: Vec<Event> = pins
+                    .judge_listing(&server, &listing)
+                    .into_iter()
+                    .map(|kind| Event {
+                        at_ms: now,
+                        key_id: TOOLS_LOG.to_owned(),
+                        actor: Actor::System,
+                        channel: Channel::Gateway,
+                        kind,
+                    })
+                    .collect();
+                let held: Vec<String> = events
+                    .iter()
+                    .filter_map(|e| match &e.kind {
+                        plangate_core::EventKind::ToolQuarantined {
+                            definition, reason, ..
+                        } => Some(format!("{} ({})", definition.tool, reason.as_str())),
+                        _ => None,
+                    })
+                    .collect();
+                Ok::<_, std::convert::Infallible>((events, held))
+            })
+            .await;
+        match judged {
+            Ok(Ok((pins, held))) => {
+                if !held.is_empty() {
+                    tracing::warn!(upstream = %server, tools = %held.join(", "), "tool definitions quarantined: new or changed since this upstream's tools were pinned; an operator must accept them (plangate tools list)");
+                }
+                write(&self.pinned, Arc::new(pins));
+            }
+            Ok(Err(never)) => match never {},
+            Err(e) => {
+                tracing::error!(upstream = %server, "cannot record its tool pins: {e}; its tools not yet accepted stay held back")
+            }
+        }
+    }
+
     fn rebuild_catalog(&self) {
         let mut up = Vec::new();
         let mut gone = Vec::new();
@@ -340,7 +438,14 @@ impl Gateway {
                 _ => {}
             }
         }
-        let catalog = Catalog::build(&self.config, &up, &gone, &reserved_names(&self.config));
+        let pins = self.pins();
+        let catalog = Catalog::build(
+            &self.config,
+            &up,
+            &gone,
+            &reserved_names(&self.config),
+            Some(&pins),
+        );
         write(&self.catalog, Arc::new(catalog));
     }
 
@@ -359,6 +464,7 @@ impl Gateway {
         };
         match current.relisted().await {
             Ok(fresh) => {
+                self.judge_tools(&fresh).await;
                 self.set_state(name, SlotState::Up(Arc::new(fresh)));
                 self.hub.notify_tools_changed().await;
                 self.hub.notify_lists_changed().await;
@@ -420,6 +526,7 @@ async fn supervise(
                 );
                 let since = Instant::now();
                 if let Some(g) = gw.upgrade() {
+                    g.judge_tools(&upstream).await;
                     g.set_state(&name, SlotState::Up(Arc::new(upstream)));
                     if was_up_before {
                         g.hub.notify_tools_changed().await;
@@ -534,6 +641,9 @@ async fn follow(gw: Weak<Gateway>) {
             keys.dedup();
             for key in keys {
                 g.hub.notify_key_tools_changed(key, u64::MAX).await;
+            }
+            if page.iter().any(|e| e.key_id == TOOLS_LOG) {
+                g.refresh_pins().await;
             }
             if page.len() < 500 {
                 break;

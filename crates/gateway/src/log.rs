@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use plangate_core::{Event, KeyState};
+use plangate_core::{Event, KeyState, ToolPins};
 use plangate_store::{NewEvent, Store, StoreError};
 
 /// How often a transaction is retried after losing a race before giving up.
@@ -47,21 +47,49 @@ pub enum LogError {
 /// stays bounded however many keys ever planned.
 pub const CACHED_KEYS: usize = plangate_config::DEFAULT_CACHED_KEYS as usize;
 
-/// The per-key event log with its folded states.
-pub struct KeyLog {
+/// A state folded from one log of the store: a key's mode and plan
+/// ([`KeyState`]), or the tool pins ([`ToolPins`]).
+pub trait Fold: Default + Clone + Send + Sync + 'static {
+    /// The seq of the last event folded in.
+    fn last_seq(&self) -> i64;
+    /// Folds in one event with its seq.
+    fn apply(&mut self, seq: i64, event: &Event);
+}
+
+impl Fold for KeyState {
+    fn last_seq(&self) -> i64 {
+        self.last_seq
+    }
+    fn apply(&mut self, seq: i64, event: &Event) {
+        KeyState::apply(self, seq, event);
+    }
+}
+
+impl Fold for ToolPins {
+    fn last_seq(&self) -> i64 {
+        self.last_seq
+    }
+    fn apply(&mut self, seq: i64, event: &Event) {
+        ToolPins::apply(self, seq, event);
+    }
+}
+
+/// The per-key event log with its folded states (by default keys' plans;
+/// `KeyLog<ToolPins>` for the tool pins' log).
+pub struct KeyLog<S: Fold = KeyState> {
     store: Arc<dyn Store>,
-    cache: Mutex<Cache>,
+    cache: Mutex<Cache<S>>,
 }
 
 /// Folded states of the most recently used keys.
-struct Cache {
-    states: HashMap<String, (KeyState, u64)>,
+struct Cache<S> {
+    states: HashMap<String, (S, u64)>,
     tick: u64,
     capacity: usize,
 }
 
-impl Cache {
-    fn get(&mut self, key_id: &str) -> Option<KeyState> {
+impl<S: Fold> Cache<S> {
+    fn get(&mut self, key_id: &str) -> Option<S> {
         self.tick += 1;
         let tick = self.tick;
         self.states.get_mut(key_id).map(|(state, used)| {
@@ -70,12 +98,12 @@ impl Cache {
         })
     }
 
-    fn put(&mut self, key_id: &str, state: &KeyState) {
+    fn put(&mut self, key_id: &str, state: &S) {
         self.tick += 1;
         let newer = self
             .states
             .get(key_id)
-            .is_none_or(|(known, _)| known.last_seq < state.last_seq);
+            .is_none_or(|(known, _)| known.last_seq() < state.last_seq());
         if newer {
             self.states
                 .insert(key_id.to_owned(), (state.clone(), self.tick));
@@ -93,14 +121,17 @@ impl Cache {
     }
 }
 
-impl KeyLog {
-    /// A log over `store`, keeping at most [`CACHED_KEYS`] folded states.
+impl KeyLog<KeyState> {
+    /// The keys' logs over `store`, keeping at most [`CACHED_KEYS`] folded
+    /// states.
     pub fn new(store: Arc<dyn Store>) -> KeyLog {
-        KeyLog::with_capacity(store, CACHED_KEYS)
+        Self::with_capacity(store, CACHED_KEYS)
     }
+}
 
+impl<S: Fold> KeyLog<S> {
     /// A log over `store` keeping at most `capacity` keys' folded states.
-    pub fn with_capacity(store: Arc<dyn Store>, capacity: usize) -> KeyLog {
+    pub fn with_capacity(store: Arc<dyn Store>, capacity: usize) -> KeyLog<S> {
         KeyLog {
             store,
             cache: Mutex::new(Cache {
@@ -111,14 +142,14 @@ impl KeyLog {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Cache> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Cache<S>> {
         match self.cache.lock() {
             Ok(c) => c,
             Err(poisoned) => poisoned.into_inner(),
         }
     }
 
-    fn remember(&self, key_id: &str, state: &KeyState) {
+    fn remember(&self, key_id: &str, state: &S) {
         self.lock().put(key_id, state);
     }
 
@@ -129,7 +160,7 @@ impl KeyLog {
 
     /// The key's current state: the cached fold plus every event appended
     /// since, by anyone.
-    pub async fn state(&self, key_id: &str) -> Result<KeyState, LogError> {
+    pub async fn state(&self, key_id: &str) -> Result<S, LogError> {
         let cached = self.lock().get(key_id);
         let state = self.fold_onto(key_id, cached.unwrap_or_default()).await?;
         self.remember(key_id, &state);
@@ -140,7 +171,7 @@ impl KeyLog {
     /// key not in memory is folded from the store and not kept. For passes
     /// over every key (the background sweep) that must not fill memory
     /// with idle keys.
-    pub async fn peek(&self, key_id: &str) -> Result<KeyState, LogError> {
+    pub async fn peek(&self, key_id: &str) -> Result<S, LogError> {
         let cached = self.lock().states.get(key_id).map(|(s, _)| s.clone());
         let keep = cached.is_some();
         let state = self.fold_onto(key_id, cached.unwrap_or_default()).await?;
@@ -151,8 +182,8 @@ impl KeyLog {
     }
 
     /// `state` brought up to date with the events appended after it.
-    async fn fold_onto(&self, key_id: &str, mut state: KeyState) -> Result<KeyState, LogError> {
-        let fresh = self.store.load_events(key_id, state.last_seq).await?;
+    async fn fold_onto(&self, key_id: &str, mut state: S) -> Result<S, LogError> {
+        let fresh = self.store.load_events(key_id, state.last_seq()).await?;
         for stored in fresh {
             let key_seq = stored.key_seq;
             let event: Event =
@@ -174,8 +205,8 @@ impl KeyLog {
     pub async fn transact<T, E>(
         &self,
         key_id: &str,
-        decide: impl FnMut(&KeyState) -> Result<(Vec<Event>, T), E>,
-    ) -> Result<Result<(KeyState, T), E>, LogError> {
+        decide: impl FnMut(&S) -> Result<(Vec<Event>, T), E>,
+    ) -> Result<Result<(S, T), E>, LogError> {
         self.transact_from(key_id, None, decide).await
     }
 
@@ -186,9 +217,9 @@ impl KeyLog {
     pub async fn transact_from<T, E>(
         &self,
         key_id: &str,
-        mut known: Option<KeyState>,
-        mut decide: impl FnMut(&KeyState) -> Result<(Vec<Event>, T), E>,
-    ) -> Result<Result<(KeyState, T), E>, LogError> {
+        mut known: Option<S>,
+        mut decide: impl FnMut(&S) -> Result<(Vec<Event>, T), E>,
+    ) -> Result<Result<(S, T), E>, LogError> {
         for _ in 0..MAX_ATTEMPTS {
             let mut state = match known.take() {
                 Some(state) => state,
@@ -205,7 +236,7 @@ impl KeyLog {
             for e in &events {
                 let body = serde_json::to_value(e).map_err(|err| LogError::Corrupt {
                     key_id: key_id.to_owned(),
-                    key_seq: state.last_seq + 1,
+                    key_seq: state.last_seq() + 1,
                     reason: err.to_string(),
                 })?;
                 batch.push(NewEvent {
@@ -216,11 +247,11 @@ impl KeyLog {
             }
             match self
                 .store
-                .append_events(key_id, state.last_seq, &batch)
+                .append_events(key_id, state.last_seq(), &batch)
                 .await
             {
                 Ok(last) => {
-                    let mut seq = state.last_seq;
+                    let mut seq = state.last_seq();
                     for e in &events {
                         seq += 1;
                         state.apply(seq, e);
@@ -263,7 +294,7 @@ mod tests {
         let store = plangate_store::open_sqlite(&dir.path().join("plangate.db"))
             .await
             .unwrap();
-        let log = KeyLog::with_capacity(store.clone(), 8);
+        let log = KeyLog::<KeyState>::with_capacity(store.clone(), 8);
         for i in 0..40 {
             let key = format!("key_{i}");
             log.transact(&key, |_| {

@@ -409,6 +409,7 @@ pub async fn plan_write(
                 approval_note: approval_note.clone(),
                 planned_at_ms: planned_at,
                 target_version: target_version.clone(),
+                definition_hash: Some(tool.definition_hash.clone()),
             };
             events.push(acting.event(EventKind::StepPlanned { step: record }));
             Ok((events, (step_id.clone(), false)))

@@ -772,7 +772,10 @@ impl ServerHandler for GatewayHandler {
             ));
         }
         if let Some(why) = &tool.withheld {
-            return refuse(Refusal::new(Code::Forbidden, why.reason(tool, &prefix)));
+            return refuse(Refusal::new(
+                why.code(),
+                format!("{}. Nothing was run or planned", why.reason(tool, &prefix)),
+            ));
         }
 
         // The call must be one that could run before it is run or planned.

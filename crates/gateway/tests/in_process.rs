@@ -346,7 +346,7 @@ async fn a_crashed_upstream_comes_back_and_its_tools_reappear() {
 }
 
 #[tokio::test]
-async fn an_upstream_list_change_refreshes_the_catalog_and_reaches_the_client() {
+async fn an_upstream_list_change_refreshes_the_catalog_and_a_new_tool_waits_for_an_operator() {
     let dir = tempfile::tempdir().unwrap();
     let (store, token) = store_with_key(dir.path(), Scope::Write).await;
     let lively = Lively::default();
@@ -354,7 +354,7 @@ async fn an_upstream_list_change_refreshes_the_catalog_and_reaches_the_client() 
     let (odd, _) = in_process("odd", move || shared.clone());
     let gw = Gateway::start(
         config(&["odd"], Namespace::Auto),
-        store,
+        store.clone(),
         material(),
         BTreeMap::from([("odd".into(), odd)]),
     )
@@ -367,7 +367,52 @@ async fn an_upstream_list_change_refreshes_the_catalog_and_reaches_the_client() 
         seen.list_changed.load(Ordering::SeqCst) >= 1
     })
     .await;
+    // The catalog was refreshed, but a tool that appeared after the first
+    // listing is quarantined: not listed, refused for every key.
+    eventually("grown in the catalog", || {
+        gw.catalog().tool("grown").is_some()
+    })
+    .await;
+    assert!(!names(&client).await.contains(&"grown".to_owned()));
+    let refused = call(&client, "grown", json!({})).await;
+    assert_eq!(refused.is_error, Some(true));
+    let refusal = refused.structured_content.unwrap();
+    assert_eq!(refusal["code"], "tool_quarantined", "{refusal}");
+    assert!(
+        refusal["message"]
+            .as_str()
+            .unwrap()
+            .contains("plangate tools accept odd grown"),
+        "{refusal}"
+    );
+
+    // An operator accepts it from another process sharing the store: the
+    // gateway follows the log, offers it and tells the client.
+    let before = seen.list_changed.load(Ordering::SeqCst);
+    let operator_log =
+        plangate_gateway::log::KeyLog::<plangate_core::ToolPins>::with_capacity(store, 1);
+    plangate_gateway::tool_pins::decide(
+        &operator_log,
+        gw.config(),
+        "odd",
+        "grown",
+        None,
+        plangate_gateway::tool_pins::Decision::Accept {
+            allow_downgrade: false,
+        },
+        plangate_core::Actor::Operator { name: "ops".into() },
+        plangate_core::Channel::Cli,
+        1,
+    )
+    .await
+    .unwrap();
+    eventually("list_changed after the accept", || {
+        seen.list_changed.load(Ordering::SeqCst) > before
+    })
+    .await;
     assert!(names(&client).await.contains(&"grown".to_owned()));
+    let ran = call(&client, "grown", json!({})).await;
+    assert_eq!(ran.is_error, Some(false), "{ran:?}");
     client.cancel().await.unwrap();
 }
 

@@ -1,0 +1,159 @@
+//! `plangate tools list|accept|reject`: a person reviewing the pinned tool
+//! definitions of the upstreams (DESIGN §9). The pins live in the store
+//! every gateway shares, so these commands need no upstream connection;
+//! a running gateway picks the decision up within a second and tells its
+//! clients the tool list changed. The rules are
+//! [`plangate_gateway::tool_pins`]', shared with the web console.
+
+use std::sync::Arc;
+
+use anyhow::Result;
+use plangate_config::Config;
+use plangate_core::{Actor, Channel, TOOLS_LOG, ToolPins};
+use plangate_gateway::log::KeyLog;
+use plangate_gateway::tool_pins::{self, Decision, PinError};
+use plangate_store::{Store, format_time_ms, now_ms};
+use serde_json::json;
+
+use crate::commands::{UsageError, operator_name, print_table};
+
+fn short(hash: &str) -> String {
+    hash.trim_start_matches("sha256:")
+        .chars()
+        .take(12)
+        .collect()
+}
+
+async fn pins(store: Arc<dyn Store>) -> Result<ToolPins> {
+    Ok(KeyLog::<ToolPins>::with_capacity(store, 1)
+        .state(TOOLS_LOG)
+        .await?)
+}
+
+/// `plangate tools list`: every pinned, quarantined or rejected tool.
+pub async fn list(config: &Config, store: Arc<dyn Store>, as_json: bool) -> Result<()> {
+    let pins = pins(store).await?;
+    let rows = tool_pins::rows(&pins, config);
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&json!({"tools": rows}))?);
+        return Ok(());
+    }
+    if rows.is_empty() {
+        println!(
+            "no tool is pinned yet: a gateway pins each upstream's tools when it first lists them"
+        );
+        return Ok(());
+    }
+    let table: Vec<[String; 6]> = rows
+        .iter()
+        .map(|r| {
+            let effect = match (r.effect, r.held_effect) {
+                (Some(a), Some(h)) if a != h => format!("{a} -> {h}"),
+                (Some(a), _) => a.to_string(),
+                (None, Some(h)) => h.to_string(),
+                (None, None) => String::new(),
+            };
+            let status = match r.reason {
+                Some(reason) => format!("{} ({})", r.status, reason.as_str()),
+                None => r.status.to_owned(),
+            };
+            let definition = match (&r.accepted_hash, &r.held_hash) {
+                (Some(a), Some(h)) => format!("{} -> {}", short(a), short(h)),
+                (Some(a), None) => short(a),
+                (None, Some(h)) => short(h),
+                (None, None) => String::new(),
+            };
+            [
+                r.server.clone(),
+                r.tool.clone(),
+                status,
+                effect,
+                definition,
+                if r.changed.is_empty() {
+                    r.held_since_ms
+                        .map(|t| format!("since {}", format_time_ms(t)))
+                        .unwrap_or_default()
+                } else {
+                    format!("changed: {}", r.changed.join(", "))
+                },
+            ]
+        })
+        .collect();
+    print_table(
+        &["UPSTREAM", "TOOL", "STATUS", "EFFECT", "DEFINITION", "NOTE"],
+        &table,
+    );
+    let held = rows.iter().filter(|r| r.held_hash.is_some()).count();
+    if held > 0 {
+        println!(
+            "\n{held} held back: not offered, calls refused tool_quarantined. Review with `plangate tools list --json`, then `plangate tools accept UPSTREAM TOOL` or `plangate tools reject UPSTREAM TOOL`."
+        );
+    }
+    Ok(())
+}
+
+/// `plangate tools accept|reject UPSTREAM TOOL [--hash H]`.
+#[allow(clippy::too_many_arguments)]
+pub async fn decide(
+    config: &Config,
+    store: Arc<dyn Store>,
+    server: &str,
+    tool: &str,
+    hash: Option<&str>,
+    decision: Decision,
+    as_json: bool,
+) -> Result<()> {
+    let log = KeyLog::<ToolPins>::with_capacity(store, 1);
+    let who = Actor::Operator {
+        name: operator_name(),
+    };
+    let pins = tool_pins::decide(
+        &log,
+        config,
+        server,
+        tool,
+        hash,
+        decision,
+        who,
+        Channel::Cli,
+        now_ms(),
+    )
+    .await
+    .map_err(|e| match e {
+        PinError::Log(e) => anyhow::Error::from(e),
+        other => UsageError(other.to_string()).into(),
+    })?;
+    let what = match decision {
+        Decision::Accept { .. } => "accepted",
+        Decision::Reject => "rejected",
+    };
+    let hash = pins
+        .pin(server, tool)
+        .and_then(|p| match decision {
+            Decision::Accept { .. } => p.accepted.as_ref().map(|a| a.definition_hash.clone()),
+            Decision::Reject => p
+                .held
+                .as_ref()
+                .map(|h| h.definition.definition_hash.clone()),
+        })
+        .unwrap_or_default();
+    if as_json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &json!({"server": server, "tool": tool, "decision": what, "definition_hash": hash})
+            )?
+        );
+    } else {
+        let next = match decision {
+            Decision::Accept { .. } => {
+                "it is offered again from the next call, by every gateway sharing this store"
+            }
+            Decision::Reject => {
+                "it stays out until the upstream changes it and someone accepts the new definition"
+            }
+        };
+        println!("{what} {server} {tool} ({}): {next}", short(&hash));
+    }
+    Ok(())
+}
