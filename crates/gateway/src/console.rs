@@ -78,6 +78,7 @@ pub fn routes() -> Router<Arc<Gateway>> {
         .route("/console/api/approve", post(approve))
         .route("/console/api/discard", post(discard))
         .route("/console/api/retry", post(retry))
+        .route("/console/api/tool", post(tool_decision))
 }
 
 // === headers ===
@@ -467,6 +468,12 @@ async fn state(
         Ok(mut body) => {
             body["operator"] = json!(session.operator.name);
             body["csrf"] = json!(session.csrf);
+            if body["changed"] == json!(true) {
+                match held_tools(&gw).await {
+                    Ok(tools) => body["tools"] = tools,
+                    Err(e) => tracing::error!("console: tool pins: {e}"),
+                }
+            }
             ok_json(body)
         }
         Err(e) => {
@@ -508,6 +515,100 @@ async fn plans(gw: &Gateway, after: Option<i64>) -> Result<Value, crate::log::Lo
     // Refreshing may have appended (expiry, leases): report the seq after.
     let seq = store.last_seq().await?;
     Ok(json!({"seq": seq, "changed": true, "keys": out}))
+}
+
+/// Every quarantined or rejected tool definition, for review (the same
+/// rows as `plangate tools list`).
+async fn held_tools(gw: &Gateway) -> Result<Value, crate::log::LogError> {
+    let pins = gw.pins_log().state(plangate_core::TOOLS_LOG).await?;
+    let rows: Vec<_> = crate::tool_pins::rows(&pins, gw.config())
+        .into_iter()
+        .filter(|r| r.held_hash.is_some())
+        .collect();
+    Ok(json!(rows))
+}
+
+/// `POST /console/api/tool` body: accept or reject exactly the held
+/// definition the person looked at.
+#[derive(Deserialize)]
+struct ToolBody {
+    server: String,
+    tool: String,
+    definition_hash: String,
+    decision: ToolVerdict,
+    #[serde(default)]
+    allow_downgrade: bool,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum ToolVerdict {
+    Accept,
+    Reject,
+}
+
+/// Records a person's accept or reject of a quarantined tool definition,
+/// through the same rule as `plangate tools accept|reject`.
+async fn tool_decision(
+    State(gw): State<Arc<Gateway>>,
+    headers: HeaderMap,
+    body: Result<Json<ToolBody>, JsonRejection>,
+) -> Response {
+    use crate::tool_pins::{Decision, PinError};
+    let session = match guard(&gw, &headers).await {
+        Ok(s) => s,
+        Err(refused) => return refused,
+    };
+    let Json(body) = match body {
+        Ok(b) => b,
+        Err(e) => return bad_body(e),
+    };
+    let decision = match body.decision {
+        ToolVerdict::Accept => Decision::Accept {
+            allow_downgrade: body.allow_downgrade,
+        },
+        ToolVerdict::Reject => Decision::Reject,
+    };
+    let who = plangate_core::Actor::Operator {
+        name: session.operator.name.clone(),
+    };
+    match crate::tool_pins::decide(
+        gw.pins_log(),
+        gw.config(),
+        &body.server,
+        &body.tool,
+        Some(&body.definition_hash),
+        decision,
+        who,
+        Channel::Console,
+        now_ms(),
+    )
+    .await
+    {
+        Ok(_) => {
+            gw.refresh_pins().await;
+            tracing::info!(operator = %session.operator.name, server = %body.server, tool = %body.tool, "console: tool definition decided");
+            ok_json(json!({"success": true, "server": body.server, "tool": body.tool}))
+        }
+        Err(PinError::Log(e)) => {
+            tracing::error!("console: tool pins: {e}");
+            error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                "plangate could not write its store; see the gateway's log",
+            )
+        }
+        Err(e @ (PinError::Changed { .. } | PinError::Downgrade { .. })) => error(
+            StatusCode::CONFLICT,
+            Code::ToolQuarantined.as_str(),
+            e.to_string(),
+        ),
+        Err(e) => error(
+            StatusCode::NOT_FOUND,
+            Code::InvalidArguments.as_str(),
+            e.to_string(),
+        ),
+    }
 }
 
 /// The key an API request names, by id.

@@ -347,6 +347,12 @@ impl Gateway {
             .collect()
     }
 
+    /// The log of tool pins, for a person's accept or reject
+    /// ([`tool_pins::decide`]).
+    pub fn pins_log(&self) -> &log::KeyLog<ToolPins> {
+        &self.pins
+    }
+
     /// The tool pins as last read.
     pub fn pins(&self) -> Arc<ToolPins> {
         read(&self.pinned)

@@ -845,3 +845,162 @@ async fn tokens_never_cross_over_approve_binds_the_digest_and_revocation_is_imme
     client.cancel().await.unwrap();
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quarantined_tool_is_shown_and_accepted_in_the_console_bound_to_its_definition() {
+    // The demo site's tools were pinned before, when update_option read
+    // differently: at start it is quarantined as changed.
+    let dir = tempfile::tempdir().unwrap();
+    let store = plangate_store::open_sqlite(&dir.path().join("plangate.db"))
+        .await
+        .unwrap();
+    let key = store.create_key("agent", Scope::Write).await.unwrap();
+    let operator = store.create_operator_token("ana").await.unwrap();
+    // The real listing, learnt through a first gateway on a scratch store,
+    // with update_option's description as it used to be.
+    let scratch = plangate_store::open_sqlite(&dir.path().join("scratch.db"))
+        .await
+        .unwrap();
+    let (first, _) = in_process("site", demo(dir.path().join("site.json")));
+    let learn = Gateway::start(
+        config(&["site"], Namespace::Auto),
+        scratch,
+        material(),
+        BTreeMap::from([("site".into(), first)]),
+    )
+    .await;
+    let mut listing: Vec<plangate_core::PinnedDefinition> = learn.pins().tools["site"]
+        .values()
+        .map(|p| p.accepted.clone().unwrap())
+        .collect();
+    learn.shutdown().await;
+    for d in &mut listing {
+        if d.tool == "update_option" {
+            let mut old = d.definition.value();
+            old["description"] = json!("an older definition");
+            *d = plangate_core::PinnedDefinition::of("update_option", &old);
+        }
+    }
+    let pinned = plangate_core::Event {
+        at_ms: 1,
+        key_id: plangate_core::TOOLS_LOG.into(),
+        actor: plangate_core::Actor::System,
+        channel: plangate_core::Channel::Gateway,
+        kind: plangate_core::EventKind::ToolsPinned {
+            server: "site".into(),
+            tools: listing,
+        },
+    };
+    store
+        .append_events(
+            plangate_core::TOOLS_LOG,
+            0,
+            &[plangate_store::NewEvent {
+                at_ms: 1,
+                kind: "tools_pinned".into(),
+                body: serde_json::to_value(&pinned).unwrap(),
+            }],
+        )
+        .await
+        .unwrap();
+    let (site, _) = in_process("site", demo(dir.path().join("site.json")));
+    let gw = Gateway::start(
+        config(&["site"], Namespace::Auto),
+        store.clone(),
+        material(),
+        BTreeMap::from([("site".into(), site)]),
+    )
+    .await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+    let shutdown = CancellationToken::new();
+    tokio::spawn(plangate_gateway::http::serve(
+        gw.clone(),
+        listener,
+        shutdown.clone(),
+    ));
+    let client = client_of(gw.clone(), Some(key.token.clone()), Seen::default()).await;
+    let refused = call(
+        &client,
+        "update_option",
+        json!({"name": "tagline", "value": "x"}),
+    )
+    .await;
+    assert_eq!(
+        refused.structured_content.unwrap()["code"],
+        "tool_quarantined"
+    );
+
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let (cookie, csrf) = login(&http, &base, &operator.token).await.unwrap();
+    let state: Value = http
+        .get(format!("{base}/console/api/state"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let tools = state["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), 1, "{state}");
+    let held = &tools[0];
+    assert_eq!(
+        (held["tool"].as_str(), held["reason"].as_str()),
+        (Some("update_option"), Some("changed")),
+        "{held}"
+    );
+    assert!(
+        held["changed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f == "description"),
+        "{held}"
+    );
+    let post = |body: Value| {
+        http.post(format!("{base}/console/api/tool"))
+            .header("cookie", &cookie)
+            .header("x-plangate-csrf", &csrf)
+            .json(&body)
+            .send()
+    };
+    // Bound to the definition the person saw: another hash records nothing.
+    let stale = post(json!({"server": "site", "tool": "update_option", "definition_hash": "sha256:00", "decision": "accept"}))
+        .await
+        .unwrap();
+    assert_eq!(stale.status(), 409);
+    assert!(
+        stale
+            .text()
+            .await
+            .unwrap()
+            .contains("changed again since you looked")
+    );
+    let ok = post(json!({"server": "site", "tool": "update_option", "definition_hash": held["held_hash"], "decision": "accept"}))
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200, "{}", ok.text().await.unwrap());
+    let ran = call(
+        &client,
+        "update_option",
+        json!({"name": "tagline", "value": "x"}),
+    )
+    .await;
+    assert_eq!(ran.is_error, Some(false), "{ran:?}");
+    let accepted = store
+        .export_events(Some(plangate_core::TOOLS_LOG), None)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|e| e.kind == "tool_accepted")
+        .expect("the accept is on the record");
+    assert_eq!(accepted.body.value()["actor"]["name"], "ana");
+    assert_eq!(accepted.body.value()["channel"], "console");
+    client.cancel().await.unwrap();
+    shutdown.cancel();
+    gw.shutdown().await;
+}
