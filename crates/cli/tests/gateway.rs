@@ -887,3 +887,80 @@ async fn malformed_params_of_a_served_method_are_invalid_params_not_an_unknown_m
         );
     }
 }
+
+#[tokio::test]
+async fn a_message_over_the_cap_is_refused_too_large_with_its_id_on_both_transports() {
+    use std::io::{BufRead as _, Write as _};
+    let scratch = Scratch::new();
+    let key = scratch.create_key("agent", "write");
+    let config = demo_config(&scratch, "[gateway]\nmax_request_bytes = 1048576\n");
+    let big = "x".repeat(5 * 1024 * 1024);
+    // The Python SDK writes the id last: it is found all the same.
+    let call = format!(
+        r#"{{"jsonrpc":"2.0","method":"tools/call","params":{{"name":"update_option","arguments":{{"name":"tagline","value":"{big}"}}}},"id":77}}"#
+    );
+
+    // stdio: the call is answered, and the session goes on.
+    let mut child = std::process::Command::new(plangate())
+        .arg("--data-dir")
+        .arg(scratch.data_dir())
+        .args(["serve", "--stdio", "--config", &config])
+        .env("PLANGATE_KEY", &key)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut answer = |line: &str| -> serde_json::Value {
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+        loop {
+            let mut text = String::new();
+            assert!(stdout.read_line(&mut text).unwrap() > 0, "stdout closed");
+            let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+            if v.get("id").is_some() {
+                return v;
+            }
+        }
+    };
+    let init = answer(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
+    );
+    assert_eq!(init["id"], 1);
+    stdin_note(&mut answer);
+    let refused = answer(&call);
+    assert_eq!(refused["id"], 77, "{refused}");
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert_eq!(refused["error"]["data"]["code"], "too_large", "{refused}");
+    assert_eq!(refused["error"]["data"]["limit"], 1048576);
+    let again = answer(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#);
+    assert!(
+        again["result"]["tools"].is_array(),
+        "the session goes on: {again}"
+    );
+    drop(stdin);
+    let _ = child.wait();
+
+    // HTTP: 413 with the same error for the same id.
+    let gw = serve_http(&scratch, &["--config", &config]);
+    let http = reqwest::Client::new();
+    let r = mcp_post(&http, &gw.url(), &key, None, call)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 413);
+    let refused: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(refused["id"], 77, "{refused}");
+    assert_eq!(refused["error"]["data"]["code"], "too_large", "{refused}");
+}
+
+/// Sends `notifications/initialized` (no answer) by riding on a ping.
+fn stdin_note(answer: &mut impl FnMut(&str) -> serde_json::Value) {
+    let pong = answer(
+        "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":\"ping\"}",
+    );
+    assert_eq!(pong["id"], "p");
+}

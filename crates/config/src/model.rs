@@ -114,6 +114,11 @@ pub struct GatewaySettings {
     /// of [`GatewaySettings::allowed_hosts`], any port, http or https —
     /// see [`GatewaySettings::origins`].
     pub allowed_origins: Option<Vec<String>>,
+    /// The largest message a client may send, in bytes, over stdio and
+    /// HTTP alike; a larger one is answered with a JSON-RPC error (`-32600`,
+    /// `data.code = "too_large"`) for its id. 1 KiB to
+    /// [`MAX_REQUEST_BYTES_LIMIT`]; default [`DEFAULT_MAX_REQUEST_BYTES`].
+    pub max_request_bytes: usize,
     /// When upstream names prefix exposed tools.
     pub namespace: Namespace,
     /// Prefix of the gateway's own tools (`plangate_get_plan`, …).
@@ -146,6 +151,12 @@ pub struct GatewaySettings {
 
 /// The default `Host` headers for `serve --http`: loopback only.
 pub const DEFAULT_ALLOWED_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+
+/// The default `gateway.max_request_bytes`: 4 MiB, rmcp's HTTP default.
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
+
+/// The largest `gateway.max_request_bytes` allowed: 64 MiB.
+pub const MAX_REQUEST_BYTES_LIMIT: usize = 64 * 1024 * 1024;
 
 /// The default prefix of the gateway's own tools.
 pub const DEFAULT_TOOL_PREFIX: &str = "plangate_";
@@ -190,6 +201,7 @@ impl Default for GatewaySettings {
             anonymous: Anonymous::None,
             allowed_hosts: DEFAULT_ALLOWED_HOSTS.map(str::to_owned).to_vec(),
             allowed_origins: None,
+            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             namespace: Namespace::Auto,
             tool_prefix: DEFAULT_TOOL_PREFIX.to_owned(),
             max_steps: DEFAULT_MAX_STEPS,

@@ -15,17 +15,18 @@ use crate::env::Env;
 use crate::error::ConfigErrors;
 use crate::model::{
     Anonymous, Config, ConfigSource, DEFAULT_CALL_TIMEOUT, GatewaySettings, LandsOnSetting,
-    MAX_CACHED_KEYS, MAX_CALL_TIMEOUT, MAX_LEASE, MAX_PLAN_TTL, MAX_STEPS_LIMIT, Namespace,
-    Redaction, ToolOverride, UpstreamConfig,
+    MAX_CACHED_KEYS, MAX_CALL_TIMEOUT, MAX_LEASE, MAX_PLAN_TTL, MAX_REQUEST_BYTES_LIMIT,
+    MAX_STEPS_LIMIT, Namespace, Redaction, ToolOverride, UpstreamConfig,
 };
 use crate::planning::{pointer_problem, template_placeholders};
 
 const TOP_KEYS: [&str; 4] = ["gateway", "modes", "redaction", "upstreams"];
 const REDACTION_KEYS: [&str; 2] = ["names", "patterns"];
-const GATEWAY_KEYS: [&str; 10] = [
+const GATEWAY_KEYS: [&str; 11] = [
     "anonymous",
     "allowed_hosts",
     "allowed_origins",
+    "max_request_bytes",
     "namespace",
     "tool_prefix",
     "max_steps",
@@ -209,6 +210,17 @@ fn gateway(c: &mut Checker<'_>, node: &toml::Value) -> Option<GatewaySettings> {
                     .integer_in(&key, v, "max_steps", 1..=i64::from(MAX_STEPS_LIMIT))
                     .and_then(|n| u32::try_from(n).ok());
                 value.map(|n| settings.as_mut().map(|s| s.max_steps = n))
+            }
+            "max_request_bytes" => {
+                let value = c
+                    .integer_in(
+                        &key,
+                        v,
+                        "max_request_bytes",
+                        1024..=MAX_REQUEST_BYTES_LIMIT as i64,
+                    )
+                    .and_then(|n| usize::try_from(n).ok());
+                value.map(|n| settings.as_mut().map(|s| s.max_request_bytes = n))
             }
             "cached_keys" => {
                 let value = c

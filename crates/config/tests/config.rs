@@ -178,6 +178,7 @@ fn gateway_settings_are_read() {
             anonymous: Anonymous::Read,
             allowed_hosts: vec!["gate.example.com".to_owned()],
             allowed_origins: None,
+            max_request_bytes: plangate_config::DEFAULT_MAX_REQUEST_BYTES,
             namespace: Namespace::Always,
             tool_prefix: "pg_".to_owned(),
             max_steps: 50,
@@ -239,7 +240,7 @@ fn an_unknown_key_lists_the_allowed_keys() {
     let errors = toml_err("[gateway]\nanon = \"read\"\n[upstreams.a]\ncommand = \"x\"\n");
     assert!(
         error_at(&errors, "gateway.anon")
-            .contains("anonymous, allowed_hosts, allowed_origins, namespace, tool_prefix, max_steps, plan_ttl, lease, review_timeout and cached_keys")
+            .contains("anonymous, allowed_hosts, allowed_origins, max_request_bytes, namespace, tool_prefix, max_steps, plan_ttl, lease, review_timeout and cached_keys")
     );
 }
 

@@ -30,6 +30,7 @@ pub fn router(gw: Arc<Gateway>, shutdown: CancellationToken) -> Router {
         .with_allowed_hosts(gw.config().gateway.allowed_hosts.clone())
         .with_allowed_origins(gw.config().gateway.origins())
         .enforce_origin_validation()
+        .with_max_request_body_bytes(gw.config().gateway.max_request_bytes)
         .with_cancellation_token(shutdown);
     let factory_gw = gw.clone();
     let manager = Arc::new(LocalSessionManager::default());
@@ -47,6 +48,10 @@ pub fn router(gw: Arc<Gateway>, shutdown: CancellationToken) -> Router {
         .route_layer(axum::middleware::from_fn_with_state(
             owners,
             session_guard::bind,
+        ))
+        .route_layer(axum::middleware::from_fn_with_state(
+            gw.config().gateway.max_request_bytes,
+            crate::limits::cap_body,
         ))
         .route_layer(axum::middleware::from_fn_with_state(
             gw.clone(),

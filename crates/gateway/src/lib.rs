@@ -26,6 +26,7 @@ pub mod catalog;
 pub mod console;
 pub mod http;
 pub mod hub;
+pub mod limits;
 pub mod log;
 pub mod memory;
 pub mod metrics;
@@ -858,9 +859,11 @@ pub fn reserved_names(config: &Config) -> BTreeSet<String> {
 /// checked on every request so a revocation takes effect at once.
 pub async fn serve_stdio(gw: Arc<Gateway>, token: Option<String>) -> Result<(), std::io::Error> {
     use rmcp::ServiceExt;
+    let limit = gw.config().gateway.max_request_bytes;
     let handler = GatewayHandler::stdio(gw, token);
+    let (reader, writer) = stdio::transport();
     let running = handler
-        .serve(stdio::transport())
+        .serve((limits::LineCap::new(reader, limit), writer))
         .await
         .map_err(std::io::Error::other)?;
     running.waiting().await.map_err(std::io::Error::other)?;

@@ -635,6 +635,17 @@ impl ServerHandler for GatewayHandler {
             "subscriptions/listen",
         ];
         let method = request.method;
+        if method == crate::limits::TOO_LARGE_METHOD {
+            let bytes = request
+                .params
+                .as_ref()
+                .and_then(|p| p.get("bytes"))
+                .and_then(Value::as_u64);
+            return Err(crate::limits::too_large_error(
+                bytes,
+                self.gw.config().gateway.max_request_bytes,
+            ));
+        }
         if SERVED.contains(&method.as_str()) {
             let shape = match method.as_str() {
                 "tools/call" => {

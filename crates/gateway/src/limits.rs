@@ -1,0 +1,450 @@
+//! The request size cap, the same on both transports
+//! (`[gateway] max_request_bytes`, default 4 MiB).
+//!
+//! Over HTTP, rmcp refuses a body over the cap with a plain-text `413`;
+//! over stdio, rmcp's line codec has no cap at all (a 20 MB line was
+//! buffered whole, then dropped without an answer). Here both refuse alike,
+//! with a JSON-RPC error for the request's own id — code `-32600`,
+//! `data.code = "too_large"`, the size and the limit — so the client's
+//! call ends at once with a reason instead of hanging:
+//!
+//! * stdio: [`LineCap`] sits between stdin and rmcp's codec. It passes
+//!   lines up to the cap through unchanged (holding at most one line, as
+//!   the codec would) and, for a longer line, discards it while
+//!   [`IdScanner`] finds its `id`, then hands rmcp a tiny stand-in request
+//!   `plangate/too_large` with that id, which the server answers with the
+//!   error ([`too_large_error`]). A line without an id (a notification) is
+//!   dropped: it gets no answer anyway.
+//! * HTTP: [`cap_body`] answers a body whose `Content-Length` is over the
+//!   cap with `413` and the same JSON-RPC error, reading (not keeping) the
+//!   body to find the id.
+//!
+//! The scan never holds more than a few hundred bytes beyond the cap.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use rmcp::ErrorData;
+use rmcp::model::ErrorCode;
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, ReadBuf};
+
+/// The stand-in method [`LineCap`] hands rmcp for an oversized request.
+pub const TOO_LARGE_METHOD: &str = "plangate/too_large";
+
+/// The JSON-RPC error an oversized request gets.
+pub fn too_large_error(bytes: Option<u64>, limit: usize) -> ErrorData {
+    let size = match bytes {
+        Some(b) => format!("{b} bytes"),
+        None => "over the limit".to_owned(),
+    };
+    ErrorData::new(
+        ErrorCode::INVALID_REQUEST,
+        format!(
+            "request too large ({size}): plangate accepts at most {limit} bytes per message ([gateway] max_request_bytes); send less, e.g. split the write"
+        ),
+        Some(json!({"code": "too_large", "bytes": bytes, "limit": limit})),
+    )
+}
+
+// === the id of a message too large to keep ===
+
+/// Finds the top-level `"id"` of a JSON-RPC message fed to it in pieces,
+/// without keeping the message: a streaming scan of strings, nesting and
+/// keys at depth 1.
+#[derive(Default)]
+pub struct IdScanner {
+    depth: u32,
+    in_string: bool,
+    escaped: bool,
+    /// The text of the current string while it may be a key at depth 1.
+    key: Option<Vec<u8>>,
+    /// The last complete string at depth 1, until its `:` or not.
+    last_key: Option<Vec<u8>>,
+    /// After `"id":` at depth 1: the value's text so far.
+    value: Option<Vec<u8>>,
+    /// The id found.
+    found: Option<Value>,
+}
+
+/// Longest id text kept (an id is a number or a short string).
+const MAX_ID_TEXT: usize = 256;
+
+impl IdScanner {
+    /// Feeds the next bytes of the message.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            if self.found.is_some() {
+                return;
+            }
+            self.step(b);
+        }
+    }
+
+    fn step(&mut self, b: u8) {
+        if let Some(value) = &mut self.value {
+            match value.first() {
+                // A string id: to its closing quote.
+                Some(b'"') => {
+                    if value.len() < MAX_ID_TEXT {
+                        value.push(b);
+                    }
+                    if self.escaped {
+                        self.escaped = false;
+                    } else if b == b'\\' {
+                        self.escaped = true;
+                    } else if b == b'"' {
+                        self.finish();
+                    }
+                    return;
+                }
+                None if b.is_ascii_whitespace() => return,
+                None if b == b'"' => {
+                    value.push(b);
+                    self.escaped = false;
+                    return;
+                }
+                // A number (or null, true…): to the next delimiter, which
+                // still counts for the structure below.
+                _ if matches!(b, b',' | b'}' | b']') || b.is_ascii_whitespace() => self.finish(),
+                _ => {
+                    if value.len() < MAX_ID_TEXT {
+                        value.push(b);
+                    }
+                    return;
+                }
+            }
+        }
+        if self.in_string {
+            if self.escaped {
+                self.escaped = false;
+            } else if b == b'\\' {
+                self.escaped = true;
+            } else if b == b'"' {
+                self.in_string = false;
+                self.last_key = self.key.take();
+                return;
+            }
+            if let Some(key) = &mut self.key {
+                if key.len() < 8 {
+                    key.push(b);
+                } else {
+                    self.key = None;
+                }
+            }
+            return;
+        }
+        match b {
+            b'"' => {
+                self.in_string = true;
+                self.escaped = false;
+                self.key = (self.depth == 1).then(Vec::new);
+            }
+            b'{' | b'[' => {
+                self.depth += 1;
+                self.last_key = None;
+            }
+            b'}' | b']' => {
+                self.depth = self.depth.saturating_sub(1);
+                self.last_key = None;
+            }
+            b':' => {
+                if self.depth == 1 && self.last_key.as_deref() == Some(b"id".as_slice()) {
+                    self.value = Some(Vec::new());
+                }
+                self.last_key = None;
+            }
+            b if b.is_ascii_whitespace() => {}
+            _ => self.last_key = None,
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(text) = self.value.take() {
+            self.found = serde_json::from_slice::<Value>(&text)
+                .ok()
+                .filter(|v| v.is_string() || v.is_number());
+        }
+    }
+
+    /// The id, once seen (a number or a string).
+    pub fn id(&mut self) -> Option<Value> {
+        if self.found.is_none() && self.value.is_some() {
+            self.finish();
+        }
+        self.found.clone()
+    }
+}
+
+// === stdio ===
+
+/// stdin as rmcp reads it, with every line over `limit` bytes replaced by
+/// the stand-in request (see the module docs).
+pub struct LineCap<R> {
+    inner: R,
+    limit: usize,
+    /// The current line while it fits.
+    line: Vec<u8>,
+    /// Finding the id of a line over the limit, and its size so far.
+    over: Option<(IdScanner, u64)>,
+    /// Bytes ready for rmcp.
+    out: Vec<u8>,
+    out_at: usize,
+    eof: bool,
+}
+
+impl<R> LineCap<R> {
+    /// Caps lines of `inner` at `limit` bytes.
+    pub fn new(inner: R, limit: usize) -> LineCap<R> {
+        LineCap {
+            inner,
+            limit,
+            line: Vec::new(),
+            over: None,
+            out: Vec::new(),
+            out_at: 0,
+            eof: false,
+        }
+    }
+
+    /// Takes `bytes` read from the inner reader.
+    fn take(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let newline = bytes.iter().position(|&b| b == b'\n');
+            let (part, rest) = match newline {
+                Some(i) => (&bytes[..i], Some(&bytes[i + 1..])),
+                None => (bytes, None),
+            };
+            match &mut self.over {
+                Some((scanner, size)) => {
+                    scanner.feed(part);
+                    *size += part.len() as u64;
+                }
+                None if self.line.len() + part.len() > self.limit => {
+                    let mut scanner = IdScanner::default();
+                    scanner.feed(&self.line);
+                    scanner.feed(part);
+                    let size = (self.line.len() + part.len()) as u64;
+                    self.line = Vec::new();
+                    self.over = Some((scanner, size));
+                }
+                None => self.line.extend_from_slice(part),
+            }
+            match rest {
+                Some(rest) => {
+                    self.end_line();
+                    bytes = rest;
+                }
+                None => break,
+            }
+        }
+    }
+
+    /// A newline (or the end of input) closes the current line.
+    fn end_line(&mut self) {
+        match self.over.take() {
+            Some((mut scanner, size)) => {
+                tracing::warn!(
+                    bytes = size,
+                    limit = self.limit,
+                    "stdio message over max_request_bytes refused"
+                );
+                if let Some(id) = scanner.id() {
+                    let stand_in = json!({
+                        "jsonrpc": "2.0",
+                        "id": id,
+                        "method": TOO_LARGE_METHOD,
+                        "params": {"bytes": size},
+                    });
+                    self.out.extend_from_slice(stand_in.to_string().as_bytes());
+                    self.out.push(b'\n');
+                }
+            }
+            None => {
+                self.out.append(&mut self.line);
+                self.out.push(b'\n');
+            }
+        }
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for LineCap<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        loop {
+            if this.out_at < this.out.len() {
+                let n = (this.out.len() - this.out_at).min(buf.remaining());
+                buf.put_slice(&this.out[this.out_at..this.out_at + n]);
+                this.out_at += n;
+                if this.out_at == this.out.len() {
+                    this.out.clear();
+                    this.out_at = 0;
+                }
+                return Poll::Ready(Ok(()));
+            }
+            if this.eof {
+                return Poll::Ready(Ok(()));
+            }
+            let mut chunk = [0u8; 16 * 1024];
+            let mut read = ReadBuf::new(&mut chunk);
+            match Pin::new(&mut this.inner).poll_read(cx, &mut read) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Ready(Ok(())) => {
+                    let filled = read.filled();
+                    if filled.is_empty() {
+                        this.eof = true;
+                        // A last line without a newline is still a line.
+                        if !this.line.is_empty() || this.over.is_some() {
+                            this.end_line();
+                            // The codec takes the line at its newline; at
+                            // the very end it takes what is left.
+                        }
+                    } else {
+                        let bytes = filled.to_vec();
+                        this.take(&bytes);
+                    }
+                }
+            }
+        }
+    }
+}
+
+// === HTTP ===
+
+/// axum middleware for `/mcp`: a body declared larger than the cap is
+/// answered `413` with the JSON-RPC error for its id (see the module docs);
+/// anything else goes on (rmcp enforces the same cap on bodies without a
+/// length).
+pub async fn cap_body(State(limit): State<usize>, request: Request, next: Next) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let Some(bytes) = declared.filter(|&b| b > limit as u64) else {
+        return next.run(request).await;
+    };
+    // Read what the client sends (it is waiting to send it) to find the id,
+    // keeping none of it; a body that never ends is cut at twice the
+    // declared size.
+    let mut scanner = IdScanner::default();
+    let mut stream = request.into_body().into_data_stream();
+    let mut seen: u64 = 0;
+    while let Some(Ok(chunk)) = stream.next().await {
+        scanner.feed(&chunk);
+        seen += chunk.len() as u64;
+        if seen > bytes.saturating_mul(2) || scanner.id().is_some() {
+            break;
+        }
+    }
+    tracing::warn!(bytes, limit, "HTTP message over max_request_bytes refused");
+    let error = too_large_error(Some(bytes), limit);
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": scanner.id(),
+        "error": error,
+    });
+    let mut response = (StatusCode::PAYLOAD_TOO_LARGE, axum::Json(body)).into_response();
+    response.headers_mut().insert(
+        header::CONNECTION,
+        header::HeaderValue::from_static("close"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use tokio::io::AsyncReadExt;
+
+    use super::*;
+
+    fn id_of(text: &str, pieces: usize) -> Option<Value> {
+        let mut s = IdScanner::default();
+        let bytes = text.as_bytes();
+        let step = (bytes.len() / pieces).max(1);
+        for chunk in bytes.chunks(step) {
+            s.feed(chunk);
+        }
+        s.id()
+    }
+
+    #[test]
+    fn the_top_level_id_is_found_wherever_it_stands_in_any_pieces() {
+        let big = "x".repeat(10_000);
+        for pieces in [1, 3, 97] {
+            assert_eq!(
+                id_of(
+                    &format!(
+                        r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"arguments":{{"text":"{big}"}}}}}}"#
+                    ),
+                    pieces
+                ),
+                Some(json!(7))
+            );
+            // The Python SDK writes the id last; a nested "id" is not it.
+            assert_eq!(
+                id_of(
+                    &format!(
+                        r#"{{"method":"tools/call","params":{{"id":1,"arguments":{{"id":"no","t":"{big}"}}}},"jsonrpc":"2.0","id":"req-9"}}"#
+                    ),
+                    pieces
+                ),
+                Some(json!("req-9"))
+            );
+            assert_eq!(
+                id_of(
+                    &format!(r#"{{"params":{{"text":"\"id\": 5, {big}"}},"id" : 12 }}"#),
+                    pieces
+                ),
+                Some(json!(12))
+            );
+        }
+        assert_eq!(
+            id_of(r#"{"jsonrpc":"2.0","method":"notifications/x"}"#, 1),
+            None
+        );
+        assert_eq!(id_of("not json at all", 1), None);
+    }
+
+    async fn through(input: Vec<u8>, limit: usize) -> String {
+        let mut capped = LineCap::new(std::io::Cursor::new(input), limit);
+        let mut out = String::new();
+        capped.read_to_string(&mut out).await.unwrap();
+        out
+    }
+
+    #[tokio::test]
+    async fn lines_under_the_cap_pass_unchanged_and_a_longer_one_becomes_the_stand_in() {
+        let small = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+        let big = format!(
+            r#"{{"jsonrpc":"2.0","method":"tools/call","params":{{"name":"w","arguments":{{"t":"{}"}}}},"id":42}}"#,
+            "y".repeat(5000)
+        );
+        let note = format!(
+            r#"{{"jsonrpc":"2.0","method":"n","params":{{"t":"{}"}}}}"#,
+            "z".repeat(5000)
+        );
+        let input = format!("{small}\n{big}\n{note}\n{small}").into_bytes();
+        let out = through(input, 1024).await;
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 3, "{out}");
+        assert_eq!(lines[0], small);
+        let stand_in: Value = serde_json::from_str(lines[1]).unwrap();
+        assert_eq!(stand_in["id"], 42);
+        assert_eq!(stand_in["method"], TOO_LARGE_METHOD);
+        assert_eq!(stand_in["params"]["bytes"], big.len());
+        assert_eq!(lines[2], small, "the notification over the cap is dropped");
+    }
+}
