@@ -964,3 +964,71 @@ fn stdin_note(answer: &mut impl FnMut(&str) -> serde_json::Value) {
     );
     assert_eq!(pong["id"], "p");
 }
+
+#[tokio::test]
+async fn a_new_session_past_the_caps_closes_the_least_recently_used_one() {
+    let scratch = Scratch::new();
+    let a = scratch.create_key("a", "write");
+    let b = scratch.create_key("b", "write");
+    let config = demo_config(
+        &scratch,
+        "[gateway]\nmax_sessions = 3\nmax_sessions_per_key = 2\n",
+    );
+    let gw = serve_http(&scratch, &["--config", &config]);
+    let http = reqwest::Client::new();
+    let open = |token: String| {
+        let http = http.clone();
+        let url = gw.url();
+        async move {
+            let r = mcp_post(&http, &url, &token, None, r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#)
+                .send()
+                .await
+                .unwrap();
+            let id = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+            let _ = r.text().await;
+            id
+        }
+    };
+    let ping = |token: String, session: String| {
+        let http = http.clone();
+        let url = gw.url();
+        async move {
+            mcp_post(
+                &http,
+                &url,
+                &token,
+                Some(&session),
+                r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#,
+            )
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+        }
+    };
+    let a1 = open(a.clone()).await;
+    let a2 = open(a.clone()).await;
+    assert_eq!(
+        ping(a.clone(), a1.clone()).await,
+        200,
+        "a1 is now the more recent"
+    );
+    let a3 = open(a.clone()).await;
+    // Per key: a's least recently used (a2) was closed, not refused.
+    assert_eq!(ping(a.clone(), a2.clone()).await, 404);
+    assert_eq!(ping(a.clone(), a1.clone()).await, 200);
+    assert_eq!(ping(a.clone(), a3.clone()).await, 200);
+    // In all: b's session is the third; a fourth closes the oldest of all.
+    let b1 = open(b.clone()).await;
+    assert_eq!(ping(b.clone(), b1.clone()).await, 200);
+    let b2 = open(b.clone()).await;
+    assert_eq!(
+        ping(a.clone(), a1.clone()).await,
+        404,
+        "a1 was the least recently used"
+    );
+    assert_eq!(ping(a.clone(), a3.clone()).await, 200);
+    assert_eq!(ping(b.clone(), b1).await, 200);
+    assert_eq!(ping(b.clone(), b2).await, 200);
+}

@@ -119,6 +119,13 @@ pub struct GatewaySettings {
     /// `data.code = "too_large"`) for its id. 1 KiB to
     /// [`MAX_REQUEST_BYTES_LIMIT`]; default [`DEFAULT_MAX_REQUEST_BYTES`].
     pub max_request_bytes: usize,
+    /// The most MCP sessions (HTTP, `Mcp-Session-Id`) alive at once; past
+    /// it, a new session closes the least recently used one.
+    pub max_sessions: u32,
+    /// The most sessions one key (or all anonymous callers together) keeps
+    /// alive at once; past it, a new session of that key closes its least
+    /// recently used one.
+    pub max_sessions_per_key: u32,
     /// When upstream names prefix exposed tools.
     pub namespace: Namespace,
     /// Prefix of the gateway's own tools (`plangate_get_plan`, …).
@@ -157,6 +164,15 @@ pub const DEFAULT_MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
 
 /// The largest `gateway.max_request_bytes` allowed: 64 MiB.
 pub const MAX_REQUEST_BYTES_LIMIT: usize = 64 * 1024 * 1024;
+
+/// The default `gateway.max_sessions`.
+pub const DEFAULT_MAX_SESSIONS: u32 = 1024;
+
+/// The default `gateway.max_sessions_per_key`.
+pub const DEFAULT_MAX_SESSIONS_PER_KEY: u32 = 128;
+
+/// The largest `gateway.max_sessions` (and `max_sessions_per_key`) allowed.
+pub const MAX_SESSIONS_LIMIT: u32 = 100_000;
 
 /// The default prefix of the gateway's own tools.
 pub const DEFAULT_TOOL_PREFIX: &str = "plangate_";
@@ -202,6 +218,8 @@ impl Default for GatewaySettings {
             allowed_hosts: DEFAULT_ALLOWED_HOSTS.map(str::to_owned).to_vec(),
             allowed_origins: None,
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            max_sessions_per_key: DEFAULT_MAX_SESSIONS_PER_KEY,
             namespace: Namespace::Auto,
             tool_prefix: DEFAULT_TOOL_PREFIX.to_owned(),
             max_steps: DEFAULT_MAX_STEPS,

@@ -16,17 +16,19 @@ use crate::error::ConfigErrors;
 use crate::model::{
     Anonymous, Config, ConfigSource, DEFAULT_CALL_TIMEOUT, GatewaySettings, LandsOnSetting,
     MAX_CACHED_KEYS, MAX_CALL_TIMEOUT, MAX_LEASE, MAX_PLAN_TTL, MAX_REQUEST_BYTES_LIMIT,
-    MAX_STEPS_LIMIT, Namespace, Redaction, ToolOverride, UpstreamConfig,
+    MAX_SESSIONS_LIMIT, MAX_STEPS_LIMIT, Namespace, Redaction, ToolOverride, UpstreamConfig,
 };
 use crate::planning::{pointer_problem, template_placeholders};
 
 const TOP_KEYS: [&str; 4] = ["gateway", "modes", "redaction", "upstreams"];
 const REDACTION_KEYS: [&str; 2] = ["names", "patterns"];
-const GATEWAY_KEYS: [&str; 11] = [
+const GATEWAY_KEYS: [&str; 13] = [
     "anonymous",
     "allowed_hosts",
     "allowed_origins",
     "max_request_bytes",
+    "max_sessions",
+    "max_sessions_per_key",
     "namespace",
     "tool_prefix",
     "max_steps",
@@ -221,6 +223,21 @@ fn gateway(c: &mut Checker<'_>, node: &toml::Value) -> Option<GatewaySettings> {
                     )
                     .and_then(|n| usize::try_from(n).ok());
                 value.map(|n| settings.as_mut().map(|s| s.max_request_bytes = n))
+            }
+            "max_sessions" | "max_sessions_per_key" => {
+                let name = key.rsplit('.').next().unwrap_or_default().to_owned();
+                let value = c
+                    .integer_in(&key, v, &name, 1..=i64::from(MAX_SESSIONS_LIMIT))
+                    .and_then(|n| u32::try_from(n).ok());
+                value.map(|n| {
+                    settings.as_mut().map(|s| {
+                        if name == "max_sessions" {
+                            s.max_sessions = n;
+                        } else {
+                            s.max_sessions_per_key = n;
+                        }
+                    })
+                })
             }
             "cached_keys" => {
                 let value = c

@@ -179,6 +179,8 @@ fn gateway_settings_are_read() {
             allowed_hosts: vec!["gate.example.com".to_owned()],
             allowed_origins: None,
             max_request_bytes: plangate_config::DEFAULT_MAX_REQUEST_BYTES,
+            max_sessions: 1024,
+            max_sessions_per_key: 128,
             namespace: Namespace::Always,
             tool_prefix: "pg_".to_owned(),
             max_steps: 50,
@@ -240,7 +242,7 @@ fn an_unknown_key_lists_the_allowed_keys() {
     let errors = toml_err("[gateway]\nanon = \"read\"\n[upstreams.a]\ncommand = \"x\"\n");
     assert!(
         error_at(&errors, "gateway.anon")
-            .contains("anonymous, allowed_hosts, allowed_origins, max_request_bytes, namespace, tool_prefix, max_steps, plan_ttl, lease, review_timeout and cached_keys")
+            .contains("anonymous, allowed_hosts, allowed_origins, max_request_bytes, max_sessions, max_sessions_per_key, namespace, tool_prefix, max_steps, plan_ttl, lease, review_timeout and cached_keys")
     );
 }
 

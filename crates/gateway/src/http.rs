@@ -34,7 +34,13 @@ pub fn router(gw: Arc<Gateway>, shutdown: CancellationToken) -> Router {
         .with_cancellation_token(shutdown);
     let factory_gw = gw.clone();
     let manager = Arc::new(LocalSessionManager::default());
-    let owners = SessionOwners::new(manager.clone());
+    let owners = SessionOwners::new(
+        manager.clone(),
+        session_guard::Caps {
+            total: gw.config().gateway.max_sessions as usize,
+            per_key: gw.config().gateway.max_sessions_per_key as usize,
+        },
+    );
     let mcp = StreamableHttpService::new(
         move || Ok(GatewayHandler::http(factory_gw.clone())),
         manager,

@@ -18,6 +18,13 @@
 //! session, nor a key an anonymous one. A session the guard does not know
 //! but rmcp does is refused too (fail closed); one neither knows is left to
 //! rmcp, which answers `404` as the spec asks.
+//!
+//! It also bounds how many sessions live at once (`[gateway]
+//! max_sessions`, `max_sessions_per_key`): a new session past a cap closes
+//! the least recently used one (of that key, or of all) rather than being
+//! refused, so a client that forgets its sessions cannot lock itself or
+//! anyone out, and memory stays bounded. The evicted session's next
+//! request gets `404` and its client starts a new one.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -46,27 +53,75 @@ type Owner = Option<String>;
 pub struct SessionOwners {
     manager: Arc<LocalSessionManager>,
     owners: Mutex<Owners>,
+    caps: Caps,
+}
+
+/// The most sessions that live at once: in all, and per key (anonymous
+/// callers count as one key).
+#[derive(Debug, Clone, Copy)]
+pub struct Caps {
+    /// In all.
+    pub total: usize,
+    /// Per key.
+    pub per_key: usize,
+}
+
+struct Entry {
+    owner: Owner,
+    last_seen: std::time::Instant,
 }
 
 struct Owners {
-    by_id: HashMap<String, Owner>,
+    by_id: HashMap<String, Entry>,
     /// Size at which entries of sessions rmcp has since closed (idle
     /// expiry happens inside rmcp, unseen here) are dropped.
     prune_at: usize,
+}
+
+impl Owners {
+    /// The sessions to close so the caps hold after `new` (of `owner`)
+    /// joined: the key's least recently used past `per_key`, then the
+    /// least recently used of all past `total`. `new` itself stays.
+    fn evict(&mut self, new: &str, owner: &Owner, caps: Caps) -> Vec<String> {
+        let mut out = Vec::new();
+        let oldest = |owners: &HashMap<String, Entry>, of: Option<&Owner>| {
+            owners
+                .iter()
+                .filter(|(id, e)| id.as_str() != new && of.is_none_or(|o| e.owner == *o))
+                .min_by_key(|(_, e)| e.last_seen)
+                .map(|(id, _)| id.clone())
+        };
+        while self.by_id.values().filter(|e| e.owner == *owner).count() > caps.per_key.max(1) {
+            let Some(id) = oldest(&self.by_id, Some(owner)) else {
+                break;
+            };
+            self.by_id.remove(&id);
+            out.push(id);
+        }
+        while self.by_id.len() > caps.total.max(1) {
+            let Some(id) = oldest(&self.by_id, None) else {
+                break;
+            };
+            self.by_id.remove(&id);
+            out.push(id);
+        }
+        out
+    }
 }
 
 /// Fewest entries before the first prune.
 const FIRST_PRUNE: usize = 256;
 
 impl SessionOwners {
-    /// Owners of the sessions `manager` holds.
-    pub fn new(manager: Arc<LocalSessionManager>) -> Arc<SessionOwners> {
+    /// Owners of the sessions `manager` holds, at most `caps` of them.
+    pub fn new(manager: Arc<LocalSessionManager>, caps: Caps) -> Arc<SessionOwners> {
         Arc::new(SessionOwners {
             manager,
             owners: Mutex::new(Owners {
                 by_id: HashMap::new(),
                 prune_at: FIRST_PRUNE,
             }),
+            caps,
         })
     }
 
@@ -77,16 +132,37 @@ impl SessionOwners {
         }
     }
 
+    /// The session's owner, noting that it is in use now.
     fn owner(&self, session: &str) -> Option<Owner> {
-        self.lock().by_id.get(session).cloned()
+        let mut owners = self.lock();
+        let entry = owners.by_id.get_mut(session)?;
+        entry.last_seen = std::time::Instant::now();
+        Some(entry.owner.clone())
     }
 
     async fn record(&self, session: String, owner: Owner) {
-        let due = {
+        let (due, evicted) = {
             let mut owners = self.lock();
-            owners.by_id.insert(session, owner);
-            owners.by_id.len() >= owners.prune_at
+            owners.by_id.insert(
+                session.clone(),
+                Entry {
+                    owner: owner.clone(),
+                    last_seen: std::time::Instant::now(),
+                },
+            );
+            let evicted = owners.evict(&session, &owner, self.caps);
+            (owners.by_id.len() >= owners.prune_at, evicted)
         };
+        for id in evicted {
+            tracing::info!(session = %id, "session closed: over max_sessions or max_sessions_per_key, least recently used");
+            let id: Arc<str> = Arc::from(id.as_str());
+            let _ =
+                rmcp::transport::streamable_http_server::session::SessionManager::close_session(
+                    &*self.manager,
+                    &id,
+                )
+                .await;
+        }
         if due {
             let live: std::collections::HashSet<String> = self
                 .manager
