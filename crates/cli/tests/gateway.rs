@@ -1032,3 +1032,42 @@ async fn a_new_session_past_the_caps_closes_the_least_recently_used_one() {
     assert_eq!(ping(b.clone(), b1).await, 200);
     assert_eq!(ping(b.clone(), b2).await, 200);
 }
+
+#[tokio::test]
+async fn a_connection_without_a_request_head_in_time_is_closed() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let scratch = Scratch::new();
+    let config = demo_config(&scratch, "[gateway]\nheader_read_timeout = \"1s\"\n");
+    let gw = serve_http(&scratch, &["--config", &config]);
+    let addr = gw
+        .url()
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    let closed_within = |mut s: tokio::net::TcpStream| async move {
+        let started = std::time::Instant::now();
+        let mut buf = vec![0u8; 4096];
+        loop {
+            match tokio::time::timeout(std::time::Duration::from_secs(10), s.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => return started.elapsed(),
+                Ok(Ok(_)) => continue,
+                Err(_) => panic!("the connection stayed open"),
+            }
+        }
+    };
+    // Slow headers: half a request head, then nothing.
+    let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .await
+        .unwrap();
+    assert!(closed_within(slow).await < std::time::Duration::from_secs(5));
+    // Idle keep-alive: one request answered, then silence.
+    let mut idle = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .unwrap();
+    let mut head = [0u8; 12];
+    idle.read_exact(&mut head).await.unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200");
+    assert!(closed_within(idle).await < std::time::Duration::from_secs(5));
+}

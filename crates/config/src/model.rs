@@ -126,6 +126,11 @@ pub struct GatewaySettings {
     /// alive at once; past it, a new session of that key closes its least
     /// recently used one.
     pub max_sessions_per_key: u32,
+    /// How long `serve --http` waits for a request's head on a connection
+    /// (new, or kept alive between requests) before closing it: cuts off
+    /// slow-header attacks and idle connections. 1 s to 1 h.
+    #[serde(serialize_with = "serialize_duration")]
+    pub header_read_timeout: Duration,
     /// When upstream names prefix exposed tools.
     pub namespace: Namespace,
     /// Prefix of the gateway's own tools (`plangate_get_plan`, …).
@@ -174,6 +179,10 @@ pub const DEFAULT_MAX_SESSIONS_PER_KEY: u32 = 128;
 /// The largest `gateway.max_sessions` (and `max_sessions_per_key`) allowed.
 pub const MAX_SESSIONS_LIMIT: u32 = 100_000;
 
+/// The default `gateway.header_read_timeout`: 30 s, hyper's own default
+/// when a timer is set.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The default prefix of the gateway's own tools.
 pub const DEFAULT_TOOL_PREFIX: &str = "plangate_";
 
@@ -220,6 +229,7 @@ impl Default for GatewaySettings {
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             max_sessions: DEFAULT_MAX_SESSIONS,
             max_sessions_per_key: DEFAULT_MAX_SESSIONS_PER_KEY,
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
             namespace: Namespace::Auto,
             tool_prefix: DEFAULT_TOOL_PREFIX.to_owned(),
             max_steps: DEFAULT_MAX_STEPS,

@@ -22,7 +22,7 @@ use crate::planning::{pointer_problem, template_placeholders};
 
 const TOP_KEYS: [&str; 4] = ["gateway", "modes", "redaction", "upstreams"];
 const REDACTION_KEYS: [&str; 2] = ["names", "patterns"];
-const GATEWAY_KEYS: [&str; 13] = [
+const GATEWAY_KEYS: [&str; 14] = [
     "anonymous",
     "allowed_hosts",
     "allowed_origins",
@@ -35,6 +35,7 @@ const GATEWAY_KEYS: [&str; 13] = [
     "plan_ttl",
     "lease",
     "review_timeout",
+    "header_read_timeout",
     "cached_keys",
 ];
 const MODE_KEYS: [&str; 3] = ["instructions", "access", "over_access"];
@@ -252,6 +253,10 @@ fn gateway(c: &mut Checker<'_>, node: &toml::Value) -> Option<GatewaySettings> {
             "lease" => {
                 let value = duration_in(c, &key, v, "lease", MAX_LEASE);
                 value.map(|d| settings.as_mut().map(|s| s.lease = d))
+            }
+            "header_read_timeout" => {
+                let value = duration_in(c, &key, v, "header_read_timeout", MAX_LEASE);
+                value.map(|d| settings.as_mut().map(|s| s.header_read_timeout = d))
             }
             "review_timeout" => {
                 let value = duration_in(c, &key, v, "review_timeout", MAX_LEASE);

@@ -181,6 +181,7 @@ fn gateway_settings_are_read() {
             max_request_bytes: plangate_config::DEFAULT_MAX_REQUEST_BYTES,
             max_sessions: 1024,
             max_sessions_per_key: 128,
+            header_read_timeout: Duration::from_secs(30),
             namespace: Namespace::Always,
             tool_prefix: "pg_".to_owned(),
             max_steps: 50,
@@ -242,7 +243,7 @@ fn an_unknown_key_lists_the_allowed_keys() {
     let errors = toml_err("[gateway]\nanon = \"read\"\n[upstreams.a]\ncommand = \"x\"\n");
     assert!(
         error_at(&errors, "gateway.anon")
-            .contains("anonymous, allowed_hosts, allowed_origins, max_request_bytes, max_sessions, max_sessions_per_key, namespace, tool_prefix, max_steps, plan_ttl, lease, review_timeout and cached_keys")
+            .contains("anonymous, allowed_hosts, allowed_origins, max_request_bytes, max_sessions, max_sessions_per_key, namespace, tool_prefix, max_steps, plan_ttl, lease, review_timeout, header_read_timeout and cached_keys")
     );
 }
 

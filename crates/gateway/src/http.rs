@@ -160,23 +160,68 @@ async fn metrics(State(gw): State<Arc<Gateway>>) -> Response {
         .into_response()
 }
 
-/// Serves the router on `listener` until `shutdown` is cancelled.
+/// Serves the router on `listener` until `shutdown` is cancelled, then
+/// lets open requests finish for a moment.
+///
+/// Each connection is HTTP/1 with a header-read timeout
+/// (`[gateway] header_read_timeout`): a client must send a request's head
+/// within it — on a new connection, and on a kept-alive one between
+/// requests — or the connection is closed. So neither a slow-headers
+/// attack nor idle connections hold sockets and memory; a response being
+/// streamed (a long call's event stream) is not cut.
 pub async fn serve(
     gw: Arc<Gateway>,
     listener: tokio::net::TcpListener,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    use hyper_util::server::conn::auto::Builder;
+    use hyper_util::service::TowerToHyperService;
+    use tower::ServiceExt as _;
+
+    let header_read_timeout = gw.config().gateway.header_read_timeout;
     let app = router(gw, shutdown.clone());
-    // Without TCP_NODELAY, Nagle's algorithm and delayed ACKs hold small
-    // MCP responses back for tens of milliseconds (measured: 44 ms p50 per
-    // call); every accepted connection disables it.
-    use axum::serve::ListenerExt as _;
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    loop {
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of descriptors, say: wait, then accept again.
+                    tracing::warn!("cannot accept a connection: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = shutdown.cancelled() => break,
+        };
+        // Without TCP_NODELAY, Nagle's algorithm and delayed ACKs hold
+        // small MCP responses back for tens of milliseconds (measured: 44
+        // ms p50 per call).
+        if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!("cannot set TCP_NODELAY: {e}");
         }
-    });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
+        let service =
+            TowerToHyperService::new(app.clone().map_request(
+                |r: http::Request<hyper::body::Incoming>| r.map(axum::body::Body::new),
+            ));
+        let mut builder = Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(header_read_timeout);
+        let connection = builder
+            .serve_connection_with_upgrades(TokioIo::new(stream), service)
+            .into_owned();
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::trace!("connection ended: {e}");
+            }
+        });
+    }
+    drop(listener);
+    // Requests under way finish, within reason.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), graceful.shutdown()).await;
+    Ok(())
 }
