@@ -1071,3 +1071,65 @@ async fn a_connection_without_a_request_head_in_time_is_closed() {
     assert_eq!(&head, b"HTTP/1.1 200");
     assert!(closed_within(idle).await < std::time::Duration::from_secs(5));
 }
+
+#[tokio::test]
+async fn calls_past_a_rate_limit_are_refused_with_when_to_retry() {
+    let scratch = Scratch::new();
+    let a = scratch.create_key("a", "write");
+    let b = scratch.create_key("b", "write");
+    let path = demo_config(&scratch, "[gateway]\nrate_limit = \"3/min\"\n");
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "[upstreams.site.tools.update_option]",
+        "[upstreams.site.tools.update_option]\nrate_limit = \"1/h\"",
+    );
+    let config = scratch.write("limited.toml", &text).display().to_string();
+    let client_a = stdio_client(&scratch, &["--config", &config], Some(&a)).await;
+    let code = |r: &rmcp::model::CallToolResult| {
+        r.structured_content.clone().unwrap_or_default()["code"]
+            .as_str()
+            .unwrap_or("ok")
+            .to_owned()
+    };
+    for _ in 0..3 {
+        let r = call(&client_a, "list_pages", json!({})).await.unwrap();
+        assert_eq!(r.is_error, Some(false), "{r:?}");
+    }
+    let limited = call(&client_a, "list_pages", json!({})).await.unwrap();
+    assert_eq!(code(&limited), "rate_limited");
+    let body = limited.structured_content.unwrap();
+    assert!(body["retry_after_ms"].as_u64().unwrap() > 1000, "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("rate_limit"),
+        "{body}"
+    );
+    client_a.cancel().await.unwrap();
+    // Another key has its own allowance; the tool's limit is everyone's.
+    let client_b = stdio_client(&scratch, &["--config", &config], Some(&b)).await;
+    let first = call(
+        &client_b,
+        "update_option",
+        json!({"name": "tagline", "value": "a"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(first.is_error, Some(false), "{first:?}");
+    let second = call(
+        &client_b,
+        "update_option",
+        json!({"name": "tagline", "value": "b"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(code(&second), "rate_limited");
+    assert!(
+        second.structured_content.unwrap()["message"]
+            .as_str()
+            .unwrap()
+            .contains("update_option")
+    );
+    assert_eq!(
+        site_state(&scratch.path().join("site.json"))["options"]["tagline"]["value"],
+        "a"
+    );
+    client_b.cancel().await.unwrap();
+}

@@ -131,6 +131,10 @@ pub struct GatewaySettings {
     /// slow-header attacks and idle connections. 1 s to 1 h.
     #[serde(serialize_with = "serialize_duration")]
     pub header_read_timeout: Duration,
+    /// The most `tools/call`s one key (all anonymous callers together
+    /// count as one) may send in a window; more are refused
+    /// `rate_limited` with when to retry. `None` (the default): no limit.
+    pub rate_limit: Option<RateLimit>,
     /// When upstream names prefix exposed tools.
     pub namespace: Namespace,
     /// Prefix of the gateway's own tools (`plangate_get_plan`, …).
@@ -230,6 +234,7 @@ impl Default for GatewaySettings {
             max_sessions: DEFAULT_MAX_SESSIONS,
             max_sessions_per_key: DEFAULT_MAX_SESSIONS_PER_KEY,
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            rate_limit: None,
             namespace: Namespace::Auto,
             tool_prefix: DEFAULT_TOOL_PREFIX.to_owned(),
             max_steps: DEFAULT_MAX_STEPS,
@@ -588,6 +593,54 @@ pub struct ToolOverride {
     /// JSON pointers into the upstream's `structuredContent` giving snapshot
     /// ids for the receipt (what undoes the write).
     pub snapshots: Vec<String>,
+    /// The most calls to this tool, from all callers together, in a
+    /// window; more are refused `rate_limited`. `None`: no limit.
+    pub rate_limit: Option<RateLimit>,
+}
+
+/// A rate: at most `calls` in every `per` (written `"120/min"`, `"10/s"`,
+/// `"1000/h"`, `"5000/d"`), enforced as a smooth rate that allows a burst
+/// of `calls` at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RateLimit {
+    /// How many calls.
+    pub calls: u32,
+    /// In how long.
+    pub per: Duration,
+}
+
+impl RateLimit {
+    /// Parses `"N/s"`, `"N/min"`, `"N/h"` or `"N/d"` with N ≥ 1.
+    pub fn parse(text: &str) -> Option<RateLimit> {
+        let (calls, unit) = text.split_once('/')?;
+        let calls: u32 = calls.trim().parse().ok().filter(|&n| n >= 1)?;
+        let per = match unit.trim() {
+            "s" => Duration::from_secs(1),
+            "min" => Duration::from_secs(60),
+            "h" => Duration::from_secs(3600),
+            "d" => Duration::from_secs(86_400),
+            _ => return None,
+        };
+        Some(RateLimit { calls, per })
+    }
+}
+
+impl std::fmt::Display for RateLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let unit = match self.per.as_secs() {
+            1 => "s",
+            60 => "min",
+            3600 => "h",
+            _ => "d",
+        };
+        write!(f, "{}/{unit}", self.calls)
+    }
+}
+
+impl Serialize for RateLimit {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
 }
 
 impl Default for ToolOverride {
@@ -604,6 +657,7 @@ impl Default for ToolOverride {
             copy_id: None,
             links: Vec::new(),
             snapshots: Vec::new(),
+            rate_limit: None,
         }
     }
 }

@@ -16,13 +16,14 @@ use crate::error::ConfigErrors;
 use crate::model::{
     Anonymous, Config, ConfigSource, DEFAULT_CALL_TIMEOUT, GatewaySettings, LandsOnSetting,
     MAX_CACHED_KEYS, MAX_CALL_TIMEOUT, MAX_LEASE, MAX_PLAN_TTL, MAX_REQUEST_BYTES_LIMIT,
-    MAX_SESSIONS_LIMIT, MAX_STEPS_LIMIT, Namespace, Redaction, ToolOverride, UpstreamConfig,
+    MAX_SESSIONS_LIMIT, MAX_STEPS_LIMIT, Namespace, RateLimit, Redaction, ToolOverride,
+    UpstreamConfig,
 };
 use crate::planning::{pointer_problem, template_placeholders};
 
 const TOP_KEYS: [&str; 4] = ["gateway", "modes", "redaction", "upstreams"];
 const REDACTION_KEYS: [&str; 2] = ["names", "patterns"];
-const GATEWAY_KEYS: [&str; 14] = [
+const GATEWAY_KEYS: [&str; 15] = [
     "anonymous",
     "allowed_hosts",
     "allowed_origins",
@@ -36,6 +37,7 @@ const GATEWAY_KEYS: [&str; 14] = [
     "lease",
     "review_timeout",
     "header_read_timeout",
+    "rate_limit",
     "cached_keys",
 ];
 const MODE_KEYS: [&str; 3] = ["instructions", "access", "over_access"];
@@ -52,7 +54,7 @@ const UPSTREAM_KEYS: [&str; 11] = [
     "call_timeout",
     "tools",
 ];
-const TOOL_KEYS: [&str; 10] = [
+const TOOL_KEYS: [&str; 11] = [
     "effect",
     "enabled",
     "predicted_effect",
@@ -63,6 +65,7 @@ const TOOL_KEYS: [&str; 10] = [
     "copy_id",
     "links",
     "snapshots",
+    "rate_limit",
 ];
 
 /// Parses and validates the text of a `plangate.toml`. `origin` names the
@@ -254,6 +257,10 @@ fn gateway(c: &mut Checker<'_>, node: &toml::Value) -> Option<GatewaySettings> {
                 let value = duration_in(c, &key, v, "lease", MAX_LEASE);
                 value.map(|d| settings.as_mut().map(|s| s.lease = d))
             }
+            "rate_limit" => {
+                let value = rate_limit(c, &key, v);
+                value.map(|r| settings.as_mut().map(|s| s.rate_limit = Some(r)))
+            }
             "header_read_timeout" => {
                 let value = duration_in(c, &key, v, "header_read_timeout", MAX_LEASE);
                 value.map(|d| settings.as_mut().map(|s| s.header_read_timeout = d))
@@ -269,6 +276,19 @@ fn gateway(c: &mut Checker<'_>, node: &toml::Value) -> Option<GatewaySettings> {
         }
     }
     settings
+}
+
+/// A rate like `"120/min"` ([`RateLimit::parse`]).
+fn rate_limit(c: &mut Checker<'_>, key: &str, node: &toml::Value) -> Option<RateLimit> {
+    let text = c.string(key, node)?;
+    let parsed = RateLimit::parse(&text);
+    if parsed.is_none() {
+        c.error(
+            key,
+            format!("rate {text:?} is not a rate: write calls per unit, like \"120/min\", \"10/s\", \"1000/h\" or \"5000/d\", with at least 1 call"),
+        );
+    }
+    parsed
 }
 
 /// A duration string (`"4h"`, `"1h30m"`) or an integer number of seconds,
@@ -670,6 +690,9 @@ fn tool_override(
                     pointer(c, k, n, Pointer::IntoResult)
                 })
                 .map(|l| out.as_mut().map(|o| o.snapshots = l)),
+            "rate_limit" => {
+                rate_limit(c, &item_key, v).map(|r| out.as_mut().map(|o| o.rate_limit = Some(r)))
+            }
             _ => Some(None), // reported by unknown_keys
         };
         if ok.is_none() {

@@ -182,6 +182,7 @@ fn gateway_settings_are_read() {
             max_sessions: 1024,
             max_sessions_per_key: 128,
             header_read_timeout: Duration::from_secs(30),
+            rate_limit: None,
             namespace: Namespace::Always,
             tool_prefix: "pg_".to_owned(),
             max_steps: 50,
@@ -243,7 +244,7 @@ fn an_unknown_key_lists_the_allowed_keys() {
     let errors = toml_err("[gateway]\nanon = \"read\"\n[upstreams.a]\ncommand = \"x\"\n");
     assert!(
         error_at(&errors, "gateway.anon")
-            .contains("anonymous, allowed_hosts, allowed_origins, max_request_bytes, max_sessions, max_sessions_per_key, namespace, tool_prefix, max_steps, plan_ttl, lease, review_timeout, header_read_timeout and cached_keys")
+            .contains("anonymous, allowed_hosts, allowed_origins, max_request_bytes, max_sessions, max_sessions_per_key, namespace, tool_prefix, max_steps, plan_ttl, lease, review_timeout, header_read_timeout, rate_limit and cached_keys")
     );
 }
 
@@ -571,7 +572,7 @@ fn wrong_types_and_bad_gateway_values_are_named() {
     assert!(error_at(&errors, "upstreams.a.tools.t.enabled").contains("true or false"));
     assert!(
         error_at(&errors, "upstreams.a.tools.t.colour")
-            .contains("effect, enabled, predicted_effect, preview, lands_on, lands_on_note, target, copy_id, links and snapshots")
+            .contains("effect, enabled, predicted_effect, preview, lands_on, lands_on_note, target, copy_id, links, snapshots and rate_limit")
     );
     // allowed_hosts[0] is reported only once the list's types are right.
     let errors = toml_err(
@@ -877,6 +878,7 @@ fn every_planning_key_of_a_tool_is_read() {
             copy_id: Some("/copy_id".to_owned()),
             links: vec!["/preview_url".to_owned(), "/urls/0".to_owned()],
             snapshots: vec!["/snapshot_id".to_owned()],
+            rate_limit: None,
         }
     );
     assert_eq!(
@@ -1498,4 +1500,28 @@ fn redaction_names_and_patterns_are_read_and_checked() {
         "{text}"
     );
     assert!(text.contains("redaction.colour"), "{text}");
+}
+
+#[test]
+fn rate_limits_are_read_and_checked() {
+    let config = toml_ok(
+        "[gateway]\nrate_limit = \"120/min\"\n[upstreams.a]\ncommand = \"x\"\n[upstreams.a.tools.t]\nrate_limit = \"2/s\"\n",
+    );
+    let per_key = config.gateway.rate_limit.unwrap();
+    assert_eq!((per_key.calls, per_key.per), (120, Duration::from_secs(60)));
+    assert_eq!(per_key.to_string(), "120/min");
+    assert_eq!(
+        config.upstreams["a"].tools["t"]
+            .rate_limit
+            .unwrap()
+            .to_string(),
+        "2/s"
+    );
+    for bad in ["\"0/min\"", "\"10/week\"", "\"ten/s\"", "5"] {
+        let text = toml_err(&format!(
+            "[gateway]\nrate_limit = {bad}\n[upstreams.a]\ncommand = \"x\"\n"
+        ))
+        .to_string();
+        assert!(text.contains("gateway.rate_limit"), "{bad}: {text}");
+    }
 }

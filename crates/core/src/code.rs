@@ -44,11 +44,14 @@ pub enum Code {
     /// The tool's definition is new or changed since it was pinned; an
     /// operator must accept it first.
     ToolQuarantined,
+    /// A per-key or per-tool rate limit was reached; the refusal says when
+    /// to try again.
+    RateLimited,
 }
 
 impl Code {
     /// Every code, in DESIGN §8 order; for docs, catalogs and tests.
-    pub const ALL: [Code; 14] = [
+    pub const ALL: [Code; 15] = [
         Code::PlanNeedsKey,
         Code::PlanFull,
         Code::PlanChanged,
@@ -63,6 +66,7 @@ impl Code {
         Code::ReviewDeclined,
         Code::ElicitationUnsupported,
         Code::ToolQuarantined,
+        Code::RateLimited,
     ];
 
     /// The stable string carried in a refusal's `code`.
@@ -82,6 +86,7 @@ impl Code {
             Code::ReviewDeclined => "review_declined",
             Code::ElicitationUnsupported => "elicitation_unsupported",
             Code::ToolQuarantined => "tool_quarantined",
+            Code::RateLimited => "rate_limited",
         }
     }
 }
@@ -144,6 +149,7 @@ mod tests {
                 "review_declined",
                 "elicitation_unsupported",
                 "tool_quarantined",
+                "rate_limited",
             ]
         );
     }

@@ -34,6 +34,7 @@ pub mod operator;
 pub mod parked;
 pub mod plan;
 pub mod quick_json;
+pub mod rate;
 pub mod refusal;
 pub mod review;
 mod server;
@@ -99,6 +100,7 @@ struct Slot {
 pub struct Gateway {
     config: Config,
     redactor: plangate_core::Redactor,
+    rates: rate::RateLimits,
     store: Arc<dyn Store>,
     material: KeyMaterial,
     log: Arc<log::KeyLog>,
@@ -183,8 +185,10 @@ impl Gateway {
             tracing::error!("[redaction]: {e}; only the built-in rules apply");
             plangate_core::Redactor::builtin().clone()
         });
+        let rates = rate::RateLimits::new(&config);
         let gw = Arc::new(Gateway {
             redactor,
+            rates,
             config,
             log: Arc::new(log::KeyLog::<plangate_core::KeyState>::with_capacity(
                 store.clone(),
@@ -239,6 +243,11 @@ impl Gateway {
     /// goes through it, so what is hidden is what is sealed.
     pub fn redactor(&self) -> &plangate_core::Redactor {
         &self.redactor
+    }
+
+    /// The configured rate limits.
+    pub fn rates(&self) -> &rate::RateLimits {
+        &self.rates
     }
 
     /// Notes a call for the memory trimmer ([`memory`]): freed memory is

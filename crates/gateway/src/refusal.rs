@@ -18,6 +18,8 @@ pub struct Refusal {
     pub code: Code,
     /// A sentence or two: what happened and what to do next.
     pub message: String,
+    /// For `rate_limited`: how long until a call is allowed again.
+    pub retry_after_ms: Option<u64>,
 }
 
 impl Refusal {
@@ -26,17 +28,22 @@ impl Refusal {
         Refusal {
             code,
             message: message.into(),
+            retry_after_ms: None,
         }
     }
 
     /// The MCP tool result: `structuredContent` carries `{success: false,
     /// code, message}`, `content` the same as text, `isError: true`.
     pub fn into_result(self) -> CallToolResult {
-        let mut result = CallToolResult::structured_error(json!({
+        let mut body = json!({
             "success": false,
             "code": self.code.as_str(),
             "message": self.message,
-        }));
+        });
+        if let Some(ms) = self.retry_after_ms {
+            body["retry_after_ms"] = json!(ms);
+        }
+        let mut result = CallToolResult::structured_error(body);
         result.content = vec![rmcp::model::ContentBlock::text(format!(
             "{} ({})",
             self.message,

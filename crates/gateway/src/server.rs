@@ -751,6 +751,20 @@ impl ServerHandler for GatewayHandler {
         self.gw.note_call();
         let caller = self.caller(&cx).await?;
         let prefix = self.gw.config().gateway.tool_prefix.clone();
+        if self.gw.rates().active() {
+            let catalog = self.gw.catalog();
+            let upstream_tool = catalog
+                .tool(&request.name)
+                .map(|t| (t.upstream.as_str(), t.original.as_str()));
+            if let Err(refusal) =
+                self.gw
+                    .rates()
+                    .check(caller.key_id(), caller.label(), upstream_tool)
+            {
+                tracing::info!(tool = %request.name, caller = caller.label(), "call refused: rate limited");
+                return Ok(refusal.into_result().into());
+            }
+        }
         if let Some(tool) = GatewayTool::parse(&prefix, &request.name) {
             // Boxed, like every rarely taken large future below: see
             // `call_tool`'s note on the size of the per-request task.
