@@ -35,6 +35,8 @@ pub mod digest;
 pub mod effect;
 pub mod event;
 pub mod fold;
+#[cfg(test)]
+mod fuzz;
 pub mod json_text;
 pub mod mode;
 pub mod names;

@@ -159,10 +159,16 @@ impl ToolPins {
                 }
                 let pins = self.tools.entry(server.clone()).or_default();
                 for d in tools {
-                    pins.entry(d.tool.clone())
-                        .or_default()
-                        .accepted
-                        .get_or_insert_with(|| d.clone());
+                    let pin = pins.entry(d.tool.clone()).or_default();
+                    let accepted = pin.accepted.get_or_insert_with(|| d.clone());
+                    // What is trusted is never also held.
+                    if pin
+                        .held
+                        .as_ref()
+                        .is_some_and(|h| h.definition.definition_hash == accepted.definition_hash)
+                    {
+                        pin.held = None;
+                    }
                 }
             }
             EventKind::ToolQuarantined {

@@ -316,7 +316,61 @@ impl Redactor {
     /// sentence like "token: 5 left" loses its 5.
     pub fn redact_text(&self, text: &str) -> String {
         let by_name = self.redact_text_at(text, 0);
-        self.redact_shapes(&by_name).unwrap_or(by_name)
+        let by_pair = self.redact_key_pairs(&by_name);
+        self.redact_shapes(&by_pair).unwrap_or(by_pair)
+    }
+
+    /// Whether a JSON key found in text names a secret: it reads as a name
+    /// (no spaces, `=` or `:`; a longer text in quotes is scanned as text)
+    /// and is a secret key.
+    fn names_secret(&self, key: &str) -> bool {
+        key.len() <= 128
+            && !key.contains(|c: char| c.is_whitespace() || c == '=' || c == ':')
+            && self.is_secret_key(key)
+    }
+
+    /// A second look for `"name": value` that does not depend on how the
+    /// text's quotes pair up (a stray quote before a JSON object makes the
+    /// first scan read the object's key as a string's end): every `":`
+    /// ends a key that starts at the quote before it.
+    fn redact_key_pairs(&self, text: &str) -> String {
+        let b = text.as_bytes();
+        let mut out = String::with_capacity(text.len());
+        let mut done = 0;
+        let mut i = 0;
+        // The quote that opened the region scanned so far.
+        let mut last_quote: Option<usize> = None;
+        while i < b.len() {
+            if b[i] != b'"' || (i > 0 && b[i - 1] == b'\\') {
+                i += 1;
+                continue;
+            }
+            let after = skip_ws(b, i + 1);
+            let closes_key = after < b.len() && b[after] == b':';
+            if closes_key
+                && let Some(open) = last_quote
+                && open >= done
+                && self.names_secret(&text[open + 1..i])
+            {
+                let start = skip_ws(b, after + 1);
+                let stop = value_end(b, start);
+                let already = text[start..stop] == *format!("\"{REDACTED}\"");
+                if stop > start && !already {
+                    out.push_str(&text[done..start]);
+                    out.push('"');
+                    out.push_str(REDACTED);
+                    out.push('"');
+                    done = stop;
+                    i = stop;
+                    last_quote = None;
+                    continue;
+                }
+            }
+            last_quote = Some(i);
+            i += 1;
+        }
+        out.push_str(&text[done..]);
+        out
     }
 
     /// Text an upstream produced, redacted ([`Redactor::redact_text`]) and
@@ -406,30 +460,48 @@ impl Redactor {
             match b[i] {
                 b'"' => {
                     let end = string_end(b, i);
+                    if end == b.len() && (end - i < 2 || b[end - 1] != b'"') {
+                        // An unclosed quote is punctuation, not a string
+                        // that would hide the rest of the text from the scan.
+                        i += 1;
+                        continue;
+                    }
                     let after = skip_ws(b, end);
                     let is_key = after < b.len() && b[after] == b':';
                     let raw = &text[i..end];
-                    if is_key {
-                        if self.is_secret_key(&unquote(raw)) {
-                            let start = skip_ws(b, after + 1);
-                            let stop = value_end(b, start);
-                            out.push_str(&text[done..start]);
-                            out.push('"');
-                            out.push_str(REDACTED);
-                            out.push('"');
-                            done = stop;
-                            i = stop;
-                            continue;
-                        }
-                    } else if depth < MAX_ENCODING_DEPTH && raw.len() > 2 && raw.ends_with('"') {
-                        // JSON quoted inside JSON: redact the inner text, then
-                        // quote it again.
-                        if let Ok(inner) = serde_json::from_str::<String>(raw) {
-                            let redacted = self.redact_text_at(&inner, depth + 1);
-                            if redacted != inner {
-                                out.push_str(&text[done..i]);
-                                out.push_str(&Value::String(redacted).to_string());
-                                done = end;
+                    if is_key && self.names_secret(&unquote(raw)) {
+                        let start = skip_ws(b, after + 1);
+                        let stop = value_end(b, start);
+                        out.push_str(&text[done..start]);
+                        out.push('"');
+                        out.push_str(REDACTED);
+                        out.push('"');
+                        done = stop;
+                        i = stop;
+                        continue;
+                    }
+                    if depth < MAX_ENCODING_DEPTH && raw.len() > 2 && raw.ends_with('"') {
+                        // Text inside quotes is scanned too: JSON quoted
+                        // inside JSON is unescaped, redacted and quoted
+                        // again; anything else is redacted as it stands.
+                        match serde_json::from_str::<String>(raw) {
+                            Ok(inner) => {
+                                let redacted = self.redact_text_at(&inner, depth + 1);
+                                if redacted != inner {
+                                    out.push_str(&text[done..i]);
+                                    out.push_str(&Value::String(redacted).to_string());
+                                    done = end;
+                                }
+                            }
+                            Err(_) => {
+                                let inner = &raw[1..raw.len() - 1];
+                                let redacted = self.redact_text_at(inner, depth + 1);
+                                if redacted != inner {
+                                    out.push_str(&text[done..i + 1]);
+                                    out.push_str(&redacted);
+                                    out.push('"');
+                                    done = end;
+                                }
                             }
                         }
                     }

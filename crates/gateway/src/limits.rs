@@ -448,3 +448,47 @@ mod tests {
         assert_eq!(lines[2], small, "the notification over the cap is dropped");
     }
 }
+
+#[cfg(test)]
+mod fuzz {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use proptest::prelude::*;
+    use tokio::io::AsyncReadExt;
+
+    use super::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(
+            std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(512)
+        ))]
+
+        #[test]
+        fn the_id_scanner_takes_any_bytes_in_any_pieces(bytes in prop::collection::vec(any::<u8>(), 0..600), step in 1usize..50) {
+            let mut s = IdScanner::default();
+            for chunk in bytes.chunks(step) {
+                s.feed(chunk);
+            }
+            let _ = s.id();
+        }
+
+        #[test]
+        fn no_line_longer_than_the_cap_ever_reaches_rmcp(
+            lines in prop::collection::vec("\\PC{0,300}", 0..8),
+            limit in 16usize..200,
+        ) {
+            let input = lines.join("\n").into_bytes();
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let out = rt.block_on(async {
+                let mut capped = LineCap::new(std::io::Cursor::new(input), limit);
+                let mut out = Vec::new();
+                capped.read_to_end(&mut out).await.unwrap();
+                out
+            });
+            for line in out.split(|&b| b == b'\n') {
+                let stand_in = std::str::from_utf8(line).is_ok_and(|l| l.contains(TOO_LARGE_METHOD));
+                prop_assert!(line.len() <= limit || stand_in, "{} > {}", line.len(), limit);
+            }
+        }
+    }
+}

@@ -240,6 +240,8 @@ pub struct Peers {
     pub node_modules: PathBuf,
     /// `tests/interop` (client.py, tap.mjs).
     pub interop: PathBuf,
+    /// The MCP protocol fuzzer's command (`.tools/fuzz/bin/mcp-fuzzer`).
+    pub fuzzer: PathBuf,
 }
 
 impl Peers {
@@ -280,8 +282,14 @@ pub fn peers() -> &'static Peers {
             python: root.join(".tools/venv/bin/python"),
             node_modules: root.join(".tools/node/node_modules"),
             interop: root.join("tests/interop"),
+            fuzzer: root.join(".tools/fuzz/bin/mcp-fuzzer"),
         };
-        for p in [&peers.python, &peers.node_modules, &peers.interop] {
+        for p in [
+            &peers.python,
+            &peers.node_modules,
+            &peers.interop,
+            &peers.fuzzer,
+        ] {
             assert!(p.exists(), "{} missing after install-peers", p.display());
         }
         peers
