@@ -42,10 +42,11 @@ pub use error::{ConfigError, ConfigErrors};
 pub use mcp_json::parse_mcp_json;
 pub use model::{
     Anonymous, Config, ConfigSource, DEFAULT_ALLOWED_HOSTS, DEFAULT_CACHED_KEYS,
-    DEFAULT_CALL_TIMEOUT, DEFAULT_LEASE, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_STEPS,
-    DEFAULT_PLAN_TTL, DEFAULT_TOOL_PREFIX, GatewaySettings, LandsOnSetting, MAX_CACHED_KEYS,
-    MAX_CALL_TIMEOUT, MAX_LEASE, MAX_PLAN_TTL, MAX_STEPS_LIMIT, Namespace, RateLimit, Redaction,
-    ToolOverride, Transport, UpstreamConfig,
+    DEFAULT_CALL_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_LEASE, DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_KEY, DEFAULT_MAX_STEPS, DEFAULT_PLAN_TTL,
+    DEFAULT_TOOL_PREFIX, GatewaySettings, LandsOnSetting, MAX_CACHED_KEYS, MAX_CALL_TIMEOUT,
+    MAX_LEASE, MAX_PLAN_TTL, MAX_REQUEST_BYTES_LIMIT, MAX_SESSIONS_LIMIT, MAX_STEPS_LIMIT,
+    Namespace, RateLimit, Redaction, ToolOverride, Transport, UpstreamConfig,
 };
 pub use toml_file::parse_toml;
 

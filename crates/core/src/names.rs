@@ -174,7 +174,8 @@ fn skeleton(name: &str) -> String {
 
 /// Whether an exposed upstream tool name could pass for one of the
 /// gateway's own tools: it starts with the gateway's tool `prefix` once
-/// both are read as a person reads them ([`skeleton`]), e.g.
+/// both are read as a person reads them (case and look-alike characters
+/// folded: `1 I i | → l`, `0 → o`, `rn → m`, `vv → w`, `- . → _`), e.g.
 /// `plangate_apply_pIan` or `pIangate_get_plan`. Such a tool is never
 /// offered: an agent (or a person reading its transcript) would take it
 /// for plangate's.

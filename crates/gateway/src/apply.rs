@@ -439,6 +439,13 @@ async fn call_step(
         ));
     };
 
+    // What comes back is scrubbed of every secret the key's log sealed,
+    // not only this step's: an upstream's answer may quote an older one.
+    let scrub_with = match gw.log().state(&acting.key.id).await {
+        Ok(state) => crate::plan::known_secrets(gw, &state, &secrets),
+        Err(_) => secrets.clone(),
+    };
+
     // Call, with the real arguments and the step id as operation key,
     // renewing the claim while the call is alive.
     let arguments = restore_secrets(&record.arguments.value(), &secrets);
@@ -481,8 +488,8 @@ async fn call_step(
                     })),
                     Err(ServiceError::McpError(e)) => Err(Some(StepError {
                         code: "upstream_error".to_owned(),
-                        message: gw.redactor().scrub_text(&e.message, &secrets),
-                        upstream: Some(gw.redactor().scrub_value(&json!({"code": e.code.0, "message": e.message, "data": e.data}), &secrets)),
+                        message: gw.redactor().scrub_text(&e.message, &scrub_with),
+                        upstream: Some(gw.redactor().scrub_value(&json!({"code": e.code.0, "message": e.message, "data": e.data}), &scrub_with)),
                     })),
                     Err(e) => Err(in_doubt_or_unsent(e, true)),
                 },
@@ -506,14 +513,14 @@ async fn call_step(
             let structured = result
                 .structured_content
                 .clone()
-                .map(|v| gw.redactor().scrub_value(&v, &secrets));
+                .map(|v| gw.redactor().scrub_value(&v, &scrub_with));
             // The receipt carries the upstream's structured result (or, from
             // a server without one, its whole answer), scrubbed of secrets.
             let recorded = match &structured {
                 Some(s) => s.clone(),
                 None => gw.redactor().scrub_value(
                     &serde_json::to_value(&result).unwrap_or(Value::Null),
-                    &secrets,
+                    &scrub_with,
                 ),
             };
             let settings = gw
@@ -551,14 +558,14 @@ async fn call_step(
         Ok(result) => {
             let upstream_result = gw.redactor().scrub_value(
                 &serde_json::to_value(&result).unwrap_or(Value::Null),
-                &secrets,
+                &scrub_with,
             );
             let message = result
                 .content
                 .iter()
                 .find_map(|c| {
                     c.as_text()
-                        .map(|t| gw.redactor().scrub_text(&t.text, &secrets))
+                        .map(|t| gw.redactor().scrub_text(&t.text, &scrub_with))
                 })
                 .unwrap_or_else(|| "the upstream answered an error".to_owned());
             Ok(finish(

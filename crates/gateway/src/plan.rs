@@ -159,7 +159,7 @@ const MIN_LOGGED_SECRET: usize = 4;
 /// own secrets, whatever their length): what upstream text is scrubbed of,
 /// so a value sealed by one step cannot come back through another step's
 /// preview (the upstream's current state quotes it).
-fn known_secrets(
+pub(crate) fn known_secrets(
     gw: &Gateway,
     state: &KeyState,
     current: &[(String, Value)],
