@@ -8,6 +8,8 @@
 use std::io::Write;
 use std::path::Path;
 
+use crate::output::outln;
+
 use anyhow::{Context, Result};
 use plangate_store::Store;
 use serde_json::{Value, json};
@@ -176,7 +178,7 @@ pub async fn export(
                 ))
             })?;
             if as_json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::to_string_pretty(&json!({
                         "events": events.len(),
@@ -185,7 +187,7 @@ pub async fn export(
                     .context("cannot print")?
                 );
             } else {
-                println!("wrote {} event(s) to {}", events.len(), path.display());
+                outln!("wrote {} event(s) to {}", events.len(), path.display());
             }
         }
     }

@@ -5,6 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use crate::output::outln;
+
 use anyhow::Result;
 use plangate_config::{Config, ConfigSource, GatewaySettings, Transport, UpstreamConfig};
 use plangate_core::Scope;
@@ -73,9 +75,9 @@ pub async fn keys_create(store: &dyn Store, name: &str, scope: Scope, as_json: b
     if as_json {
         let mut v = key_json(&created.key);
         v["token"] = json!(created.token);
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        println!("{}", created.token);
+        outln!("{}", created.token);
         eprintln!(
             "created key {:?} ({}, scope {}). This is the only time the key is shown: store it now.\n\
              Use it as `Authorization: Bearer <key>` over HTTP, or PLANGATE_KEY=<key> for `plangate serve --stdio`.",
@@ -90,11 +92,11 @@ pub async fn keys_list(store: &dyn Store, as_json: bool) -> Result<()> {
     let keys = store.list_keys().await?;
     if as_json {
         let v: Vec<_> = keys.iter().map(key_json).collect();
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
     if keys.is_empty() {
-        println!(
+        outln!(
             "no keys; create one with `plangate keys create --name NAME --scope read|plan|write`"
         );
         return Ok(());
@@ -128,9 +130,9 @@ pub async fn keys_revoke(store: &dyn Store, key: &str, as_json: bool) -> Result<
         .await
         .map_err(|e| UsageError(e.to_string()))?;
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&key_json(&revoked))?);
+        outln!("{}", serde_json::to_string_pretty(&key_json(&revoked))?);
     } else {
-        println!("revoked key {:?} ({})", revoked.name, revoked.id);
+        outln!("revoked key {:?} ({})", revoked.name, revoked.id);
     }
     Ok(())
 }
@@ -154,9 +156,9 @@ pub async fn operator_token(store: &dyn Store, name: &str, as_json: bool) -> Res
     if as_json {
         let mut v = operator_json(&created.operator);
         v["token"] = json!(created.token);
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        println!("{}", created.token);
+        outln!("{}", created.token);
         eprintln!(
             "created operator token {:?} ({}). This is the only time it is shown: store it now.\n\
              Log in with it at http://HOST:PORT/console of `plangate serve --http`. It opens the console only: it is not an API key.",
@@ -171,11 +173,11 @@ pub async fn operator_list(store: &dyn Store, as_json: bool) -> Result<()> {
     let operators = store.list_operator_tokens().await?;
     if as_json {
         let v: Vec<_> = operators.iter().map(operator_json).collect();
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
     if operators.is_empty() {
-        println!("no operator tokens; create one with `plangate operator token --name NAME`");
+        outln!("no operator tokens; create one with `plangate operator token --name NAME`");
         return Ok(());
     }
     let rows: Vec<[String; 5]> = operators
@@ -204,12 +206,12 @@ pub async fn operator_revoke(store: &dyn Store, operator: &str, as_json: bool) -
         .await
         .map_err(|e| UsageError(e.to_string()))?;
     if as_json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&operator_json(&revoked))?
         );
     } else {
-        println!("revoked operator token {:?} ({})", revoked.name, revoked.id);
+        outln!("revoked operator token {:?} ({})", revoked.name, revoked.id);
     }
     Ok(())
 }
@@ -301,7 +303,7 @@ pub async fn config_check(
                 })
             })
             .collect();
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&json!({
                 "config": source,
@@ -312,7 +314,7 @@ pub async fn config_check(
             }))?
         );
     } else {
-        println!("config: {source}");
+        outln!("config: {source}");
         for u in config.upstreams.values() {
             let state = if !u.enabled {
                 "disabled"
@@ -321,7 +323,7 @@ pub async fn config_check(
             } else {
                 "NOT CONNECTED"
             };
-            println!(
+            outln!(
                 "upstream {} ({}, trust_annotations = {}): {state}",
                 u.name,
                 u.transport.kind(),
@@ -345,11 +347,11 @@ pub async fn config_check(
                 ]
             })
             .collect();
-        println!();
+        outln!();
         print_table(&["TOOL", "EFFECT", "FROM", "OFFERED", "PIN"], &rows);
         for t in &catalog.tools {
             if let Some(why) = &t.withheld {
-                println!("{}", why.reason(t, &config.gateway.tool_prefix));
+                outln!("{}", why.reason(t, &config.gateway.tool_prefix));
             }
         }
         for e in &errors {
@@ -386,7 +388,7 @@ pub fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
                 out.push_str(&format!("{cell:<w$}  "));
             }
         }
-        println!("{}", out.trim_end());
+        outln!("{}", out.trim_end());
     };
     line(header.to_vec());
     for row in rows {
@@ -442,14 +444,14 @@ pub async fn mode_set(
     .await?
     .unwrap_or_else(|never| match never {});
     if as_json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&json!({
                 "key": api_key.name, "key_id": api_key.id, "mode": mode, "set_by": operator,
             }))?
         );
     } else {
-        println!(
+        outln!(
             "key {:?} is now in mode {mode}; in force at its next call",
             api_key.name
         );

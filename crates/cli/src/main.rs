@@ -19,6 +19,7 @@ mod audit;
 mod catalog;
 mod commands;
 mod demo;
+mod output;
 mod plans;
 mod tools;
 
@@ -459,6 +460,14 @@ fn main() -> ExitCode {
             if let Some(usage) = e.downcast_ref::<commands::UsageError>() {
                 eprintln!("plangate: {usage}");
                 return ExitCode::from(EXIT_CONFIG);
+            }
+            // The reader of stdout went away (`| head`): end quietly, as
+            // the default SIGPIPE would (see `output`).
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) {
+                return ExitCode::from(output::BROKEN_PIPE_STATUS);
             }
             eprintln!("plangate: {e:#}");
             ExitCode::FAILURE

@@ -25,6 +25,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::output::outln;
+
 use anyhow::{Result, anyhow};
 use plangate_config::Config;
 use plangate_core::{Actor, Channel, KeyState, Scope, Step, StepStatus, Where};
@@ -160,7 +162,7 @@ pub fn receipt_lines(body: &Value) -> Vec<String> {
 }
 
 fn print_json(v: &Value) -> Result<()> {
-    println!("{}", serde_json::to_string_pretty(v)?);
+    outln!("{}", serde_json::to_string_pretty(v)?);
     Ok(())
 }
 
@@ -211,7 +213,7 @@ pub async fn list(config: &Config, store: Arc<dyn Store>, as_json: bool) -> Resu
         return print_json(&Value::Array(rows));
     }
     if rows.is_empty() {
-        println!("no plans: no key has steps waiting, running, failed or in doubt");
+        outln!("no plans: no key has steps waiting, running, failed or in doubt");
         return Ok(());
     }
     let table: Vec<[String; 8]> = rows
@@ -270,7 +272,7 @@ pub async fn show(config: &Config, store: Arc<dyn Store>, key: &str, as_json: bo
     let pending = state.planned_steps().count();
     let open: Vec<&Step> = state.open_steps().collect();
     let expires = expires_in(&state, now_ms(), ttl_ms(config));
-    println!(
+    outln!(
         "key {} ({}, scope {}): mode {}{}",
         key.name,
         key.id,
@@ -279,20 +281,20 @@ pub async fn show(config: &Config, store: Arc<dyn Store>, key: &str, as_json: bo
         if mode.plan_mode() { " (plan mode)" } else { "" }
     );
     if let Some(n) = notice {
-        println!("note: {n}");
+        outln!("note: {n}");
     }
     if open.is_empty() {
-        println!("no plan: nothing is waiting, running, failed or in doubt");
+        outln!("no plan: nothing is waiting, running, failed or in doubt");
         return Ok(());
     }
-    println!(
+    outln!(
         "{} step(s) in the plan, {pending} waiting; expires in {}; approved: {}",
         open.len(),
         expires.map(human_secs).unwrap_or_else(|| "-".into()),
         if approved { "yes" } else { "no" }
     );
-    println!("plan digest {digest}");
-    println!();
+    outln!("plan digest {digest}");
+    outln!();
     let rows: Vec<[String; 7]> = open
         .iter()
         .map(|s| {
@@ -360,9 +362,9 @@ pub async fn discard(
         }));
     }
     if discarded.is_empty() {
-        println!("nothing to discard: key {} has no waiting steps", key.name);
+        outln!("nothing to discard: key {} has no waiting steps", key.name);
     } else {
-        println!(
+        outln!(
             "discarded {} step(s) of key {}: {}; {pending} waiting",
             discarded.len(),
             key.name,
@@ -381,7 +383,7 @@ fn finish_receipt(result: rmcp::model::CallToolResult, as_json: bool) -> Result<
         print_json(&body)?;
     } else {
         for line in receipt_lines(&body) {
-            println!("{line}");
+            outln!("{line}");
         }
     }
     if body["success"] == true {
@@ -490,7 +492,7 @@ pub async fn apply_cmd(
         if as_json {
             return print_json(&json!({"success": true, "applied": 0, "message": msg}));
         }
-        println!("{msg}");
+        outln!("{msg}");
         return Ok(());
     }
     let current = state.plan_digest();
@@ -576,7 +578,7 @@ pub async fn approve(
             .map_err(|e| cli_error(e, ""))?;
     let current = state.plan_digest();
     if as_json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&json!({
                 "key": target.name,
@@ -587,14 +589,15 @@ pub async fn approve(
             }))?
         );
     } else if counts {
-        println!(
+        outln!(
             "approved {:?}'s plan at {digest}; it can be applied now",
             target.name
         );
     } else {
-        println!(
+        outln!(
             "recorded, but {:?}'s plan is now at {current}, not {digest}: this approval will not count. Review the plan again (`plangate plans show --key {}`)",
-            target.name, target.name
+            target.name,
+            target.name
         );
     }
     Ok(())

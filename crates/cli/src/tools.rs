@@ -7,6 +7,8 @@
 
 use std::sync::Arc;
 
+use crate::output::outln;
+
 use anyhow::Result;
 use plangate_config::Config;
 use plangate_core::{Actor, Channel, TOOLS_LOG, ToolPins};
@@ -35,11 +37,11 @@ pub async fn list(config: &Config, store: Arc<dyn Store>, as_json: bool) -> Resu
     let pins = pins(store).await?;
     let rows = tool_pins::rows(&pins, config);
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&json!({"tools": rows}))?);
+        outln!("{}", serde_json::to_string_pretty(&json!({"tools": rows}))?);
         return Ok(());
     }
     if rows.is_empty() {
-        println!(
+        outln!(
             "no tool is pinned yet: a gateway pins each upstream's tools when it first lists them"
         );
         return Ok(());
@@ -85,7 +87,7 @@ pub async fn list(config: &Config, store: Arc<dyn Store>, as_json: bool) -> Resu
     );
     let held = rows.iter().filter(|r| r.held_hash.is_some()).count();
     if held > 0 {
-        println!(
+        outln!(
             "\n{held} held back: not offered, calls refused tool_quarantined. Review with `plangate tools list --json`, then `plangate tools accept UPSTREAM TOOL` or `plangate tools reject UPSTREAM TOOL`."
         );
     }
@@ -138,7 +140,7 @@ pub async fn decide(
         })
         .unwrap_or_default();
     if as_json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(
                 &json!({"server": server, "tool": tool, "decision": what, "definition_hash": hash})
@@ -153,7 +155,7 @@ pub async fn decide(
                 "it stays out until the upstream changes it and someone accepts the new definition"
             }
         };
-        println!("{what} {server} {tool} ({}): {next}", short(&hash));
+        outln!("{what} {server} {tool} ({}): {next}", short(&hash));
     }
     Ok(())
 }

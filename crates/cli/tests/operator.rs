@@ -929,3 +929,35 @@ fn a_signing_key_other_users_can_read_is_refused_and_nothing_is_served() {
         "the file is left for the person to look at"
     );
 }
+
+#[test]
+fn output_into_a_closed_pipe_ends_quietly_like_sigpipe_never_a_panic() {
+    let scratch = Scratch::new();
+    scratch.create_key("agent", "write");
+    // Something in the log for the export to print.
+    let set = scratch.run(&["mode", "set", "--key", "agent", "plan"]);
+    assert!(set.status.success(), "{set:?}");
+    for args in [
+        vec!["keys", "list"],
+        vec!["tools", "list"],
+        vec!["catalog"],
+        vec!["audit", "export"],
+    ] {
+        let mut child = std::process::Command::new(plangate())
+            .arg("--data-dir")
+            .arg(scratch.data_dir())
+            .args(&args)
+            .current_dir(scratch.path())
+            .env_remove("PLANGATE_CONFIG")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader goes away before a byte is written.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(141), "{args:?}: {err}");
+    }
+}

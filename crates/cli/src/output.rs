@@ -1,0 +1,35 @@
+//! What the CLI prints on stdout. A reader that goes away (`plangate plans
+//! list | head -1`) ends the command the way the default `SIGPIPE` would —
+//! quietly, exit status 141 — instead of a panic in `println!` (Rust ignores
+//! `SIGPIPE`, so a write to a closed pipe is an error to handle).
+
+use std::fmt;
+use std::io::{ErrorKind, Write};
+
+/// The exit status of a process the shell saw killed by `SIGPIPE`.
+pub const BROKEN_PIPE_STATUS: u8 = 128 + 13;
+
+/// Writes one line to stdout.
+pub fn line(args: fmt::Arguments<'_>) {
+    let mut out = std::io::stdout().lock();
+    let written = out.write_fmt(args).and_then(|()| out.write_all(b"\n"));
+    if let Err(e) = written {
+        if e.kind() == ErrorKind::BrokenPipe {
+            std::process::exit(i32::from(BROKEN_PIPE_STATUS));
+        }
+        // Anything else (a full disk behind a redirect) is reported once.
+        eprintln!("plangate: cannot write to stdout: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// `println!` for the CLI's output: see [`line`].
+macro_rules! outln {
+    () => {
+        $crate::output::line(format_args!(""))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::line(format_args!($($arg)*))
+    };
+}
+pub(crate) use outln;
