@@ -23,7 +23,7 @@ pub fn line(args: fmt::Arguments<'_>) {
     }
 }
 
-/// `println!` for the CLI's output: see [`line`].
+/// `println!` for the CLI's output: see [`line()`].
 macro_rules! outln {
     () => {
         $crate::output::line(format_args!(""))
