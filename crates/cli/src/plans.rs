@@ -29,6 +29,7 @@ use crate::output::outln;
 
 use anyhow::{Result, anyhow};
 use plangate_config::Config;
+use plangate_core::rules::{self, Refused, Selection};
 use plangate_core::{Actor, Channel, KeyState, Scope, Step, StepStatus, Where};
 use plangate_gateway::Gateway;
 use plangate_gateway::apply::{self, ApplyRequest};
@@ -78,10 +79,11 @@ async fn refresh(log: &KeyLog, key: &ApiKey, config: &Config) -> Result<KeyState
 /// A refusal of [`operator`] as the CLI reports it: bad input (an unknown
 /// step, a step in the wrong state) exits 2 with `hint` added.
 fn cli_error(e: OperatorError, hint: &str) -> anyhow::Error {
+    // The stable code, as the agent's tools and the console give it.
     if e.is_bad_input() {
-        UsageError(format!("{e}{hint}")).into()
+        UsageError(format!("{e} [{}]{hint}", e.code())).into()
     } else {
-        anyhow!("{e}")
+        anyhow!("{e} [{}]", e.code())
     }
 }
 
@@ -347,7 +349,7 @@ pub async fn discard(
     let log = KeyLog::new(store.clone());
     refresh(&log, &key, config).await?;
     let hint = format!("; `plangate plans show --key {}` lists the steps", key.name);
-    let (state, discarded) = operator::discard(&log, &cli_acting(&key), named)
+    let (state, discarded) = operator::discard(&log, &cli_acting(&key), named, ttl_ms(config))
         .await
         .map_err(|e| cli_error(e, &hint))?;
     let pending = state.planned_steps().count();
@@ -454,39 +456,19 @@ pub async fn apply_cmd(
     }
     let key = resolve_key(&*store, key).await?;
     let state = refresh(&KeyLog::new(store.clone()), &key, &config).await?;
-    let mut selected: Vec<&Step> = Vec::new();
-    for id in named {
-        match state.step(id) {
-            None => {
-                return Err(UsageError(format!(
-                    "there is no step {id:?} in key {:?}'s plan; `plangate plans show --key {}` lists the steps",
-                    key.name, key.name
-                ))
-                .into());
-            }
-            Some(s) if matches!(s.status, StepStatus::Planned | StepStatus::Failed) => {
-                selected.push(s);
-            }
-            Some(s) => {
-                let hint = if s.status == StepStatus::InDoubt {
-                    format!(
-                        " (an in-doubt step runs again only with `plangate plans retry --key {} {id}`)",
-                        key.name
-                    )
-                } else {
-                    String::new()
-                };
-                return Err(UsageError(format!(
-                    "step {id} is {}; only waiting or failed steps are applied{hint}; nothing was run",
-                    s.status
-                ))
-                .into());
-            }
-        }
-    }
-    if named.is_empty() {
-        selected = state.planned_steps().collect();
-    }
+    let selection = if named.is_empty() {
+        Selection::Waiting
+    } else {
+        Selection::Named(named)
+    };
+    let selected = rules::apply_selection(&state, selection).map_err(|refused| {
+        let hint = match &refused {
+            Refused::InDoubt(id) => format!(" (`plangate plans retry --key {} {id}`)", key.name),
+            Refused::Status { .. } => " (only waiting or failed steps are applied)".to_owned(),
+            _ => format!("; `plangate plans show --key {}` lists the steps", key.name),
+        };
+        UsageError(format!("{refused}{hint}; nothing was run"))
+    })?;
     if selected.is_empty() {
         let msg = format!("nothing to apply: key {} has no waiting steps", key.name);
         if as_json {
@@ -507,7 +489,7 @@ pub async fn apply_cmd(
     let gw = Gateway::build(config, store, material).await;
     let acting = cli_acting(&key);
     let outcome = async {
-        operator::require_upstreams(&gw, selected.iter().copied())?;
+        operator::require_upstreams(&gw, selected.iter().filter_map(|id| state.step(id)))?;
         operator::approve(gw.log(), &key, acting.actor(), Channel::Cli, &digest, true).await?;
         let request = ApplyRequest {
             step_ids: (!named.is_empty()).then(|| named.to_vec()),
@@ -557,18 +539,19 @@ pub async fn approve(
                 )
                 .into());
             };
-            if approver.scope != plangate_core::Scope::Write || approver.id == target.id {
+            let actor = Actor::Agent {
+                key_id: approver.id.clone(),
+                key_name: approver.name.clone(),
+                scope: Some(approver.scope),
+            };
+            if !rules::approver_counts(&actor, &target.id) {
                 return Err(UsageError(format!(
                     "key {:?} cannot approve {:?}'s plan: only the operator or another key of scope write can",
                     approver.name, target.name
                 ))
                 .into());
             }
-            Actor::Agent {
-                key_id: approver.id,
-                key_name: approver.name,
-                scope: Some(approver.scope),
-            }
+            actor
         }
     };
     let log = KeyLog::new(store);

@@ -961,3 +961,150 @@ fn output_into_a_closed_pipe_ends_quietly_like_sigpipe_never_a_panic() {
         assert_eq!(out.status.code(), Some(141), "{args:?}: {err}");
     }
 }
+
+/// What discard answers for a step of each kind, on one channel: the code
+/// (`ok` when it was discarded).
+type Answers = Vec<(&'static str, String)>;
+
+#[tokio::test]
+async fn discard_answers_the_same_through_the_agents_tool_the_cli_and_the_console() {
+    let scratch = Scratch::new();
+    let token = scratch.create_key("agent", "write");
+    let operator = {
+        let out = scratch.run(&["operator", "token", "--name", "ana"]);
+        assert!(out.status.success(), "{out:?}");
+        stdout(&out)
+            .lines()
+            .find_map(|l| l.split_whitespace().find(|w| w.starts_with("pgo_")))
+            .unwrap()
+            .to_owned()
+    };
+    let config = demo_config(&scratch, "[gateway]\nplan_ttl = \"2s\"\n");
+    let gw = serve_http(&scratch, &["--config", &config]);
+    let client = http_client(&gw.url(), Some(&token)).await.unwrap();
+    ok(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
+    // Five steps: one to apply, four to expire.
+    let mut ids = Vec::new();
+    for label in ["Applied", "A", "B", "C", "D"] {
+        let step = ok(
+            &client,
+            "create_menu_item",
+            json!({"menu": "main", "label": label, "url": format!("/{label}")}),
+        )
+        .await;
+        ids.push(id(&step));
+    }
+    let receipt = ok(
+        &client,
+        "plangate_apply_plan",
+        json!({"step_ids": [ids[0]]}),
+    )
+    .await;
+    assert_eq!(receipt["applied"], 1, "{receipt}");
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+
+    // The same three questions on each channel: an applied step, an
+    // expired one, and one that does not exist.
+    let asks = |expired: &str| {
+        vec![
+            ("applied", ids[0].clone()),
+            ("expired", expired.to_owned()),
+            ("unknown", "step_0000000000000000".to_owned()),
+        ]
+    };
+
+    let mut tool: Answers = Vec::new();
+    for (what, step) in asks(&ids[1]) {
+        let r = call(
+            &client,
+            "plangate_discard_plan",
+            json!({"step_ids": [step]}),
+        )
+        .await
+        .unwrap();
+        let body = r.structured_content.unwrap_or_default();
+        tool.push((what, body["code"].as_str().unwrap_or("ok").to_owned()));
+    }
+
+    let mut cli: Answers = Vec::new();
+    for (what, step) in asks(&ids[2]) {
+        let out = op(&scratch, &["plans", "discard", "--key", "agent", &step]);
+        let err = stderr(&out);
+        let code = ["invalid_arguments", "plan_expired"]
+            .into_iter()
+            .find(|c| err.contains(&format!("[{c}]")))
+            .unwrap_or(if out.status.success() { "ok" } else { "?" });
+        cli.push((what, code.to_owned()));
+    }
+
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let base = gw.url().replace("/mcp", "");
+    let login = http
+        .post(format!("{base}/console/login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={operator}"))
+        .send()
+        .await
+        .unwrap();
+    let cookie = login.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let state: Value = http
+        .get(format!("{base}/console/api/state"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let csrf = state["csrf"].as_str().unwrap().to_owned();
+    let keys = op_json(&scratch, &["keys", "list", "--json"]);
+    let key_id = keys
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["name"] == "agent")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut console: Answers = Vec::new();
+    for (what, step) in asks(&ids[3]) {
+        let r = http
+            .post(format!("{base}/console/api/discard"))
+            .header("cookie", &cookie)
+            .header("x-plangate-csrf", &csrf)
+            .json(&json!({"key_id": key_id, "step_ids": [step]}))
+            .send()
+            .await
+            .unwrap();
+        let ok = r.status().is_success();
+        let body: Value = r.json().await.unwrap_or_default();
+        console.push((
+            what,
+            if ok {
+                "ok".to_owned()
+            } else {
+                body["error"].as_str().unwrap_or("?").to_owned()
+            },
+        ));
+    }
+
+    let expected: Answers = vec![
+        ("applied", "invalid_arguments".to_owned()),
+        ("expired", "plan_expired".to_owned()),
+        ("unknown", "invalid_arguments".to_owned()),
+    ];
+    assert_eq!(tool, expected, "the agent's tool");
+    assert_eq!(cli, expected, "the CLI");
+    assert_eq!(console, expected, "the console");
+    client.cancel().await.unwrap();
+}

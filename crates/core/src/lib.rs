@@ -42,6 +42,7 @@ pub mod mode;
 pub mod names;
 pub mod pins;
 pub mod redact;
+pub mod rules;
 pub mod scope;
 pub mod secrets;
 pub mod template;

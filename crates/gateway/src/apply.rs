@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use crate::Gateway;
 use crate::plan::{Acting, expiry_due};
 use crate::refusal::Refusal;
+use plangate_core::rules::{self, Applier, Refused, Selection};
 
 /// The `_meta` key carrying a step's id to the upstream, so an upstream can
 /// recognise a repeated delivery of the same step.
@@ -178,62 +179,30 @@ pub async fn apply_plan(
                     format!("the plan changed since it was reviewed (digest {d} is now {current}); nothing was run. Show the person the plan again ({prefix}get_plan) and apply the digest they approve"),
                 ));
             }
-            match acting.key.scope {
-                _ if acting.operator.is_some() => {}
-                Scope::Write => {}
-                Scope::Read => {
-                    return Err(Refusal::new(
-                        Code::Forbidden,
-                        "a read key cannot apply a plan".to_owned(),
-                    ));
-                }
-                Scope::Plan => {
-                    if !crate::tools::is_approved(&view, &current, acting) {
-                        return Err(Refusal::new(
-                            Code::Forbidden,
-                            format!("this key has scope plan: its plan runs only after a person outside this key approves digest {current} (an operator, or a write key). Nothing was run"),
-                        ));
-                    }
-                }
-            }
-            let selected: Vec<String> = match &request.step_ids {
-                None => view.planned_steps().map(|s| s.record.step_id.clone()).collect(),
-                Some(ids) => {
-                    let mut ordered = Vec::new();
-                    for id in ids {
-                        let Some(step) = view.step(id) else {
-                            return Err(Refusal::new(
-                                Code::InvalidArguments,
-                                format!("there is no step {id:?} in this key's plan; {prefix}get_plan lists the steps. Nothing was run"),
-                            ));
-                        };
-                        match step.status {
-                            StepStatus::Planned | StepStatus::Failed => ordered.push((step.record.position, id.clone())),
-                            StepStatus::Expired => {
-                                return Err(Refusal::new(
-                                    Code::PlanExpired,
-                                    format!("step {id} expired with its plan and will not run; plan it again if it is still wanted. Nothing was run"),
-                                ));
-                            }
-                            StepStatus::InDoubt => {
-                                return Err(Refusal::new(
-                                    Code::InvalidArguments,
-                                    format!("step {id} is in doubt: its request may have reached the server. Only a person can run it again (`plangate plans retry --key {} {id}`) or discard it. Nothing was run", acting.key.name),
-                                ));
-                            }
-                            other => {
-                                return Err(Refusal::new(
-                                    Code::InvalidArguments,
-                                    format!("step {id} is {other}; only waiting or failed steps can be applied. Nothing was run"),
-                                ));
-                            }
-                        }
-                    }
-                    ordered.sort();
-                    ordered.dedup();
-                    ordered.into_iter().map(|(_, id)| id).collect()
-                }
+            let applier = match &acting.operator {
+                Some(_) => Applier::Operator,
+                None => Applier::Key {
+                    id: &acting.key.id,
+                    scope: acting.key.scope,
+                },
             };
+            rules::may_apply(&view, &current, applier)
+                .map_err(|refused| Refusal::new(refused.code(), format!("{refused}. Nothing was run")))?;
+            let selection = match &request.step_ids {
+                None => Selection::Waiting,
+                Some(ids) => Selection::Named(ids),
+            };
+            let selected = rules::apply_selection(&view, selection).map_err(|refused| {
+                let hint = match &refused {
+                    Refused::InDoubt(id) => format!(
+                        " (`plangate plans retry --key {} {id}`, or discard it)",
+                        acting.key.name
+                    ),
+                    Refused::Status { .. } => " (only waiting or failed steps can be applied)".to_owned(),
+                    _ => format!("; {prefix}get_plan lists the steps"),
+                };
+                Refusal::new(refused.code(), format!("{refused}{hint}. Nothing was run"))
+            })?;
             if !selected.is_empty() {
                 add(
                     &mut view,

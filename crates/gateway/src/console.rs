@@ -739,7 +739,7 @@ async fn discard(
         Err(r) => return r,
     };
     let acting = operator::acting(&key, &session.operator.name, Channel::Console);
-    match operator::discard(gw.log(), &acting, &body.step_ids).await {
+    match operator::discard(gw.log(), &acting, &body.step_ids, gw.ttl_ms()).await {
         Ok((state, ids)) => {
             tracing::info!(operator = %session.operator.name, key = %key.name, discarded = ids.len(), "console: discarded steps");
             ok_json(json!({

@@ -785,26 +785,17 @@ impl Gateway {
             if claims {
                 self.sweep_leases(&key_id).await?;
             }
-            let due = state
-                .expires_at_ms(ttl)
-                .is_some_and(|at| at <= plangate_store::now_ms());
-            if !due || state.planned_steps().next().is_none() {
+            if plangate_core::rules::expiring_steps(&state, plangate_store::now_ms(), ttl).is_none()
+            {
                 continue;
             }
             let (_, n) = self
                 .log
                 .transact(&key_id, |state| {
                     let now = plangate_store::now_ms();
-                    let Some(expires) = state.expires_at_ms(ttl) else {
+                    let Some(ids) = plangate_core::rules::expiring_steps(state, now, ttl) else {
                         return Ok::<_, std::convert::Infallible>((vec![], 0));
                     };
-                    let ids: Vec<String> = state
-                        .planned_steps()
-                        .map(|s| s.record.step_id.clone())
-                        .collect();
-                    if expires > now || ids.is_empty() {
-                        return Ok((vec![], 0));
-                    }
                     let n = ids.len();
                     let event = plangate_core::Event {
                         at_ms: now,

@@ -27,6 +27,7 @@ use crate::apply::{self, ApplyRequest};
 use crate::log::{KeyLog, LogError};
 use crate::plan::{Acting, expires_in, expiry_due, step_json};
 use crate::refusal::Refusal;
+use plangate_core::rules::{self, Refused, Selection};
 
 /// Why a person's act on a plan was refused. Nothing was recorded or run.
 #[derive(Debug, thiserror::Error)]
@@ -39,13 +40,14 @@ pub enum OperatorError {
         /// The step id given.
         step: String,
     },
-    /// Only waiting, failed or in-doubt steps can be discarded.
-    #[error("step {step} is {status}; only waiting, failed or in-doubt steps can be discarded")]
-    NotDiscardable {
-        /// The step.
-        step: String,
-        /// Its status now.
-        status: StepStatus,
+    /// A plan rule refused ([`plangate_core::rules`]): the same refusal,
+    /// under the same code, as the agent's tools give.
+    #[error("{refused} (key {key:?}); nothing was recorded")]
+    Rule {
+        /// The key's name.
+        key: String,
+        /// What the rule said.
+        refused: Refused,
     },
     /// Only an in-doubt step is retried.
     #[error(
@@ -113,9 +115,9 @@ impl OperatorError {
     pub fn code(&self) -> &'static str {
         match self {
             OperatorError::NoStep { .. }
-            | OperatorError::NotDiscardable { .. }
             | OperatorError::NotInDoubt { .. }
             | OperatorError::BadDigest(_) => Code::InvalidArguments.as_str(),
+            OperatorError::Rule { refused, .. } => refused.code().as_str(),
             OperatorError::PlanChanged { .. } => Code::PlanChanged.as_str(),
             OperatorError::ApplyAlive { .. } => Code::ApplyInProgress.as_str(),
             OperatorError::PlanOutlived { .. } => Code::PlanExpired.as_str(),
@@ -132,7 +134,7 @@ impl OperatorError {
         matches!(
             self,
             OperatorError::NoStep { .. }
-                | OperatorError::NotDiscardable { .. }
+                | OperatorError::Rule { .. }
                 | OperatorError::NotInDoubt { .. }
                 | OperatorError::BadDigest(_)
         )
@@ -248,44 +250,36 @@ pub async fn discard(
     log: &KeyLog,
     acting: &Acting,
     named: &[String],
+    ttl_ms: i64,
 ) -> Result<(KeyState, Vec<String>), OperatorError> {
     let key = &acting.key;
     let (state, ids) = log
         .transact(&key.id, |state| {
-            let ids: Vec<String> = if named.is_empty() {
-                state
-                    .planned_steps()
-                    .map(|s| s.record.step_id.clone())
-                    .collect()
-            } else {
-                for id in named {
-                    let Some(step) = state.step(id) else {
-                        return Err(OperatorError::NoStep {
-                            key: key.name.clone(),
-                            step: id.clone(),
-                        });
-                    };
-                    if !matches!(
-                        step.status,
-                        StepStatus::Planned | StepStatus::Failed | StepStatus::InDoubt
-                    ) {
-                        return Err(OperatorError::NotDiscardable {
-                            step: id.clone(),
-                            status: step.status,
-                        });
-                    }
-                }
-                let mut ids = named.to_vec();
-                ids.dedup();
-                ids
-            };
-            if ids.is_empty() {
-                return Ok((vec![], ids));
+            // As the agent's discard does: a plan past its life expires
+            // first, so naming one of its steps answers `plan_expired`.
+            let mut view = state.clone();
+            let mut events = Vec::new();
+            if let Some(e) = expiry_due(state, now_ms(), ttl_ms, acting) {
+                view.apply(view.last_seq + 1, &e);
+                events.push(e);
             }
-            let event = acting.event(EventKind::StepsDiscarded {
-                step_ids: ids.clone(),
-            });
-            Ok((vec![event], ids))
+            let selection = if named.is_empty() {
+                Selection::Waiting
+            } else {
+                Selection::Named(named)
+            };
+            let ids = rules::discard_selection(&view, selection).map_err(|refused| {
+                OperatorError::Rule {
+                    key: key.name.clone(),
+                    refused,
+                }
+            })?;
+            if !ids.is_empty() {
+                events.push(acting.event(EventKind::StepsDiscarded {
+                    step_ids: ids.clone(),
+                }));
+            }
+            Ok::<_, OperatorError>((events, ids))
         })
         .await??;
     Ok((state, ids))
@@ -399,7 +393,7 @@ pub async fn retry(
             }
             // Retried into a plan whose life is over, the step would only
             // expire unrun.
-            if state.expires_at_ms(ttl).is_some_and(|t| t <= now) {
+            if plangate_core::rules::life_over(state, now, ttl) {
                 return Err(OperatorError::PlanOutlived {
                     key: key.name.clone(),
                     step: step_id.to_owned(),

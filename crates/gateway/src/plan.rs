@@ -69,17 +69,7 @@ impl Acting {
 /// The event that expires the plan's waiting steps, if its life is over.
 /// Expiry fails closed: the mode is left as it is.
 pub fn expiry_due(state: &KeyState, now: i64, ttl_ms: i64, acting: &Acting) -> Option<Event> {
-    let expires = state.expires_at_ms(ttl_ms)?;
-    if expires > now {
-        return None;
-    }
-    let step_ids: Vec<String> = state
-        .planned_steps()
-        .map(|s| s.record.step_id.clone())
-        .collect();
-    if step_ids.is_empty() {
-        return None;
-    }
+    let step_ids = plangate_core::rules::expiring_steps(state, now, ttl_ms)?;
     let mut event = acting.event(EventKind::PlanExpired { step_ids });
     event.actor = Actor::System;
     Some(event)

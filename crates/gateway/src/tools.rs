@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use plangate_core::{Actor, Code, EventKind, KeyState, ModeSpec, StepStatus, Where};
+use plangate_core::{Code, EventKind, KeyState, ModeSpec, StepStatus, Where};
 use plangate_store::now_ms;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use crate::Gateway;
 use crate::plan::{Acting, expires_in, expiry_due, step_json};
 use crate::refusal::Refusal;
+use plangate_core::rules::{self, Refused, Selection};
 
 /// Which gateway tool a name refers to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -361,37 +362,27 @@ pub async fn call(
                         view.apply(view.last_seq + 1, &e);
                         events.push(e);
                     }
-                    let ids: Vec<String> = match &named {
-                        None => view.planned_steps().map(|s| s.record.step_id.clone()).collect(),
-                        Some(ids) => {
-                            for id in ids {
-                                let Some(step) = view.step(id) else {
-                                    return Err(Refusal::new(
-                                        Code::InvalidArguments,
-                                        format!("there is no step {id:?} in this key's plan; {prefix}get_plan lists the steps"),
-                                    ));
-                                };
-                                match step.status {
-                                    StepStatus::Planned | StepStatus::Failed | StepStatus::InDoubt => {}
-                                    StepStatus::Expired => {
-                                        return Err(Refusal::new(
-                                            Code::PlanExpired,
-                                            format!("step {id} expired with its plan and was never run; there is nothing to discard. Plan again if the work is still wanted"),
-                                        ));
-                                    }
-                                    other => {
-                                        return Err(Refusal::new(
-                                            Code::InvalidArguments,
-                                            format!("step {id} is {other}; only waiting, failed or in-doubt steps can be discarded"),
-                                        ));
-                                    }
-                                }
-                            }
-                            ids.clone()
-                        }
+                    let selection = match &named {
+                        None => Selection::Waiting,
+                        Some(ids) => Selection::Named(ids),
                     };
+                    let ids = rules::discard_selection(&view, selection).map_err(|refused| {
+                        let hint = match &refused {
+                            Refused::Status { .. } => {
+                                " (only waiting, failed or in-doubt steps can be discarded)"
+                                    .to_owned()
+                            }
+                            _ => format!("; {prefix}get_plan lists the steps"),
+                        };
+                        Refusal::new(
+                            refused.code(),
+                            format!("{refused}{hint}. Nothing was discarded"),
+                        )
+                    })?;
                     if !ids.is_empty() {
-                        events.push(acting.event(EventKind::StepsDiscarded { step_ids: ids.clone() }));
+                        events.push(acting.event(EventKind::StepsDiscarded {
+                            step_ids: ids.clone(),
+                        }));
                     }
                     Ok((events, ids))
                 })
@@ -465,23 +456,10 @@ pub async fn call(
     }
 }
 
-/// Whether the current digest is approved for this key (DESIGN §7): for a
-/// `plan`-scope key only an approval by an operator or by another key of
-/// scope `write` counts — never its own client's; for others any recorded
-/// approval.
+/// Whether the current digest is approved for this key
+/// ([`plangate_core::rules::is_approved`]).
 pub fn is_approved(state: &KeyState, digest: &str, acting: &Acting) -> bool {
-    let plan_scope = acting.key.scope == plangate_core::Scope::Plan;
-    let own_key = acting.key.id.clone();
-    state.is_approved(digest, |a| {
-        !plan_scope
-            || match &a.actor {
-                Actor::Operator { .. } => true,
-                Actor::Agent { key_id, scope, .. } => {
-                    *scope == Some(plangate_core::Scope::Write) && *key_id != own_key
-                }
-                Actor::System => false,
-            }
-    })
+    rules::is_approved(state, digest, &acting.key.id, acting.key.scope)
 }
 
 /// What a session's agent is told about working through plangate (DESIGN

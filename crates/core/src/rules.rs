@@ -1,0 +1,497 @@
+//! Every plan rule, once: when a plan expires, which steps a discard or an
+//! apply takes, whose approval counts and who may apply.
+//!
+//! The agent's tools, the operator CLI and the web console answer these
+//! questions about the same plan, and must answer them the same way: two
+//! channels disagreeing on "what discard may touch" is a bug, not a style
+//! issue. So each rule is a pure function of the folded state here, with
+//! its tests beside it, and every channel calls it — each turning a
+//! [`Refused`] into its own words (a tool refusal, a CLI error, a console
+//! answer) under the same stable [`Code`].
+
+use crate::{Actor, Approval, Code, KeyState, Scope, StepStatus};
+
+/// Why a rule refused: the same for every channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// No step with this id is in the key's plan.
+    NoStep(String),
+    /// The step expired with its plan and never ran.
+    Expired(String),
+    /// The step is in doubt: only a person's explicit retry runs it again.
+    InDoubt(String),
+    /// The step's status does not allow it.
+    Status {
+        /// The step.
+        step: String,
+        /// Its status now.
+        status: StepStatus,
+    },
+    /// A `read` key never applies.
+    ReadScope,
+    /// A `plan` key's plan (or a locked mode's) needs an approval, from
+    /// outside the key, of the current digest.
+    NotApproved {
+        /// The digest that needs the approval.
+        digest: String,
+    },
+}
+
+impl std::fmt::Display for Refused {
+    /// What happened, the same words on every channel (which adds its own
+    /// next step: a tool name, a CLI command).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refused::NoStep(id) => write!(f, "there is no step {id:?} in this plan"),
+            Refused::Expired(id) => write!(
+                f,
+                "step {id} expired with its plan and never ran; plan it again if it is still wanted"
+            ),
+            Refused::InDoubt(id) => write!(
+                f,
+                "step {id} is in_doubt: its request may have reached the server, so only a person's explicit retry runs it again"
+            ),
+            Refused::Status { step, status } => write!(f, "step {step} is {status}"),
+            Refused::ReadScope => write!(f, "a read key cannot apply a plan"),
+            Refused::NotApproved { digest } => write!(
+                f,
+                "this plan runs only after a person outside this key approves digest {digest} (an operator, or a write key)"
+            ),
+        }
+    }
+}
+
+impl Refused {
+    /// The stable code this refusal carries on every channel.
+    pub fn code(&self) -> Code {
+        match self {
+            Refused::NoStep(_) | Refused::InDoubt(_) | Refused::Status { .. } => {
+                Code::InvalidArguments
+            }
+            Refused::Expired(_) => Code::PlanExpired,
+            Refused::ReadScope | Refused::NotApproved { .. } => Code::Forbidden,
+        }
+    }
+}
+
+// === plan life ===
+
+/// The waiting steps that expire now: the plan's life (`ttl_ms` from its
+/// last start) is over and it still has waiting steps. `None` otherwise.
+/// Expiry fails closed: it never lowers the mode.
+pub fn expiring_steps(state: &KeyState, now_ms: i64, ttl_ms: i64) -> Option<Vec<String>> {
+    let expires = state.expires_at_ms(ttl_ms)?;
+    if expires > now_ms {
+        return None;
+    }
+    let ids: Vec<String> = state
+        .planned_steps()
+        .map(|s| s.record.step_id.clone())
+        .collect();
+    (!ids.is_empty()).then_some(ids)
+}
+
+/// Whether the plan's life is over (its waiting steps expire, and a step
+/// retried into it would only expire unrun).
+pub fn life_over(state: &KeyState, now_ms: i64, ttl_ms: i64) -> bool {
+    state.expires_at_ms(ttl_ms).is_some_and(|t| t <= now_ms)
+}
+
+// === which steps ===
+
+/// Which steps a discard or an apply names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Selection<'a> {
+    /// Every waiting step (no ids given).
+    Waiting,
+    /// Exactly these (an empty list names none).
+    Named(&'a [String]),
+}
+
+/// Each id once, in the order first named.
+fn unique(ids: &[String]) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    ids.iter()
+        .filter(|id| seen.insert(id.as_str()))
+        .cloned()
+        .collect()
+}
+
+fn waiting(state: &KeyState) -> Vec<String> {
+    state
+        .planned_steps()
+        .map(|s| s.record.step_id.clone())
+        .collect()
+}
+
+/// The steps a discard takes (DESIGN §5 `discard_plan`): every waiting
+/// step, or the named ones if each is waiting, failed or in doubt. An
+/// applied, running or discarded step cannot be discarded; an expired one
+/// never ran (`plan_expired`).
+pub fn discard_selection(
+    state: &KeyState,
+    selection: Selection<'_>,
+) -> Result<Vec<String>, Refused> {
+    let Selection::Named(ids) = selection else {
+        return Ok(waiting(state));
+    };
+    for id in ids {
+        let step = state.step(id).ok_or_else(|| Refused::NoStep(id.clone()))?;
+        match step.status {
+            StepStatus::Planned | StepStatus::Failed | StepStatus::InDoubt => {}
+            StepStatus::Expired => return Err(Refused::Expired(id.clone())),
+            status => {
+                return Err(Refused::Status {
+                    step: id.clone(),
+                    status,
+                });
+            }
+        }
+    }
+    Ok(unique(ids))
+}
+
+/// The steps an apply runs, in plan order (DESIGN §5 `apply_plan`): every
+/// waiting step, or the named ones if each is waiting or failed (naming a
+/// failed step applies it again). An in-doubt step runs again only through
+/// a person's retry; an expired one never runs.
+pub fn apply_selection(state: &KeyState, selection: Selection<'_>) -> Result<Vec<String>, Refused> {
+    let Selection::Named(ids) = selection else {
+        return Ok(waiting(state));
+    };
+    let mut ordered = Vec::with_capacity(ids.len());
+    for id in unique(ids) {
+        let step = state.step(&id).ok_or_else(|| Refused::NoStep(id.clone()))?;
+        match step.status {
+            StepStatus::Planned | StepStatus::Failed => ordered.push((step.record.position, id)),
+            StepStatus::Expired => return Err(Refused::Expired(id)),
+            StepStatus::InDoubt => return Err(Refused::InDoubt(id)),
+            status => return Err(Refused::Status { step: id, status }),
+        }
+    }
+    ordered.sort();
+    Ok(ordered.into_iter().map(|(_, id)| id).collect())
+}
+
+// === approvals ===
+
+/// Who is applying a plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applier<'a> {
+    /// A person at the CLI or the console: their act is the approval.
+    Operator,
+    /// The agent holding the key whose plan it is.
+    Key {
+        /// The key's id.
+        id: &'a str,
+        /// The key's scope.
+        scope: Scope,
+    },
+}
+
+/// Whether a recorded approval counts for the plan of key `key_id` with
+/// `scope` (DESIGN §7): for a `plan`-scope key only an operator's, or
+/// another `write` key's, counts — never its own client's; for any other
+/// key every recorded approval does.
+pub fn approval_counts(approval: &Approval, key_id: &str, scope: Scope) -> bool {
+    scope != Scope::Plan || approver_counts(&approval.actor, key_id)
+}
+
+/// Whether `actor`'s approval counts for the plan of a `plan`-scope key
+/// `key_id`: an operator's, or another `write` key's.
+pub fn approver_counts(actor: &Actor, key_id: &str) -> bool {
+    match actor {
+        Actor::Operator { .. } => true,
+        Actor::Agent {
+            key_id: by, scope, ..
+        } => *scope == Some(Scope::Write) && by != key_id,
+        Actor::System => false,
+    }
+}
+
+/// Whether the plan's `digest` has an approval that counts for key
+/// `key_id` with `scope`.
+pub fn is_approved(state: &KeyState, digest: &str, key_id: &str, scope: Scope) -> bool {
+    state.is_approved(digest, |a| approval_counts(a, key_id, scope))
+}
+
+/// Who may apply the plan at `digest` (DESIGN §5, §7): an operator always;
+/// a `write` key its own plan; a `plan` key only once an approval from
+/// outside it counts for the current digest; a `read` key never.
+pub fn may_apply(state: &KeyState, digest: &str, applier: Applier<'_>) -> Result<(), Refused> {
+    match applier {
+        Applier::Operator => Ok(()),
+        Applier::Key {
+            scope: Scope::Write,
+            ..
+        } => Ok(()),
+        Applier::Key {
+            scope: Scope::Read, ..
+        } => Err(Refused::ReadScope),
+        Applier::Key { id, scope } => {
+            if is_approved(state, digest, id, scope) {
+                Ok(())
+            } else {
+                Err(Refused::NotApproved {
+                    digest: digest.to_owned(),
+                })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::event::tests::record;
+    use crate::{Channel, Event, EventKind, Verdict};
+
+    fn event(kind: EventKind, actor: Actor) -> Event {
+        Event {
+            at_ms: 1_000,
+            key_id: "key_1".into(),
+            actor,
+            channel: Channel::Cli,
+            kind,
+        }
+    }
+
+    fn system(kind: EventKind) -> Event {
+        event(kind, Actor::System)
+    }
+
+    /// Four steps: s1 waiting, s2 failed, s3 in doubt, s4 applied, s5
+    /// discarded; the plan's life started at 1000.
+    fn plan() -> KeyState {
+        let mut state = KeyState::default();
+        let mut seq = 0;
+        let mut add = |state: &mut KeyState, e: Event| {
+            seq += 1;
+            state.apply(seq, &e);
+        };
+        for (i, id) in ["s1", "s2", "s3", "s4", "s5"].iter().enumerate() {
+            add(
+                &mut state,
+                system(EventKind::StepPlanned {
+                    step: record(id, i as u32 + 1, "t", json!({"n": i})),
+                }),
+            );
+        }
+        add(
+            &mut state,
+            system(EventKind::ApplyStarted {
+                apply_id: "a".into(),
+                step_ids: vec!["s2".into(), "s3".into(), "s4".into()],
+                plan_digest: None,
+            }),
+        );
+        for id in ["s2", "s3", "s4"] {
+            add(
+                &mut state,
+                system(EventKind::StepStarted {
+                    step_id: id.into(),
+                    apply_id: "a".into(),
+                    owner: "o".into(),
+                    lease_until_ms: 9_000,
+                }),
+            );
+        }
+        add(
+            &mut state,
+            system(EventKind::StepFailed {
+                step_id: "s2".into(),
+                error: crate::StepError {
+                    code: "upstream_error".into(),
+                    message: "no".into(),
+                    upstream: None,
+                },
+            }),
+        );
+        add(
+            &mut state,
+            system(EventKind::StepInDoubt {
+                step_id: "s3".into(),
+                reason: "lost".into(),
+            }),
+        );
+        add(
+            &mut state,
+            system(EventKind::StepApplied {
+                step_id: "s4".into(),
+                result: json!({}),
+                copy_id: None,
+                links: vec![],
+                snapshots: vec![],
+            }),
+        );
+        add(
+            &mut state,
+            system(EventKind::ApplyFinished {
+                apply_id: "a".into(),
+                applied: 1,
+                failed: 1,
+                in_doubt: 1,
+                not_run: 0,
+            }),
+        );
+        add(
+            &mut state,
+            system(EventKind::StepsDiscarded {
+                step_ids: vec!["s5".into()],
+            }),
+        );
+        state
+    }
+
+    fn ids(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn discard_takes_waiting_steps_or_named_waiting_failed_and_in_doubt_ones() {
+        let state = plan();
+        assert_eq!(
+            discard_selection(&state, Selection::Waiting),
+            Ok(ids(&["s1"]))
+        );
+        let named = ids(&["s3", "s1", "s2", "s3"]);
+        assert_eq!(
+            discard_selection(&state, Selection::Named(&named)),
+            Ok(ids(&["s3", "s1", "s2"])),
+            "each once, in the order named"
+        );
+        assert_eq!(discard_selection(&state, Selection::Named(&[])), Ok(vec![]));
+        assert_eq!(
+            discard_selection(&state, Selection::Named(&ids(&["s4"]))),
+            Err(Refused::Status {
+                step: "s4".into(),
+                status: StepStatus::Applied
+            })
+        );
+        assert_eq!(
+            discard_selection(&state, Selection::Named(&ids(&["nope"]))),
+            Err(Refused::NoStep("nope".into()))
+        );
+    }
+
+    #[test]
+    fn apply_takes_waiting_or_named_waiting_and_failed_steps_in_plan_order() {
+        let state = plan();
+        assert_eq!(
+            apply_selection(&state, Selection::Waiting),
+            Ok(ids(&["s1"]))
+        );
+        assert_eq!(
+            apply_selection(&state, Selection::Named(&ids(&["s2", "s1", "s2"]))),
+            Ok(ids(&["s1", "s2"]))
+        );
+        let in_doubt = apply_selection(&state, Selection::Named(&ids(&["s3"])));
+        assert_eq!(in_doubt, Err(Refused::InDoubt("s3".into())));
+        assert_eq!(in_doubt.unwrap_err().code(), Code::InvalidArguments);
+        assert!(matches!(
+            apply_selection(&state, Selection::Named(&ids(&["s5"]))),
+            Err(Refused::Status {
+                status: StepStatus::Discarded,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn an_expired_step_is_plan_expired_for_discard_and_apply_alike() {
+        let mut state = plan();
+        let ttl = 10;
+        let expired = expiring_steps(&state, 1_000 + ttl, ttl).unwrap();
+        assert_eq!(expired, ids(&["s1"]));
+        assert_eq!(expiring_steps(&state, 1_000 + ttl - 1, ttl), None);
+        assert!(life_over(&state, 1_010, ttl) && !life_over(&state, 1_009, ttl));
+        let seq = state.last_seq + 1;
+        state.apply(seq, &system(EventKind::PlanExpired { step_ids: expired }));
+        assert_eq!(
+            expiring_steps(&state, 5_000, ttl),
+            None,
+            "nothing left to expire"
+        );
+        for rule in [discard_selection, apply_selection] {
+            let refused = rule(&state, Selection::Named(&ids(&["s1"]))).unwrap_err();
+            assert_eq!(refused, Refused::Expired("s1".into()));
+            assert_eq!(refused.code(), Code::PlanExpired);
+        }
+    }
+
+    #[test]
+    fn only_an_approval_from_outside_a_plan_key_counts_and_read_keys_never_apply() {
+        let mut state = plan();
+        let digest = state.plan_digest();
+        let answer = |actor: Actor| {
+            event(
+                EventKind::ReviewAnswered {
+                    review_id: None,
+                    verdict: Verdict::Approve,
+                    plan_digest: digest.clone(),
+                    feedback: None,
+                },
+                actor,
+            )
+        };
+        let me = Applier::Key {
+            id: "key_1",
+            scope: Scope::Plan,
+        };
+        let agent = |id: &str, scope| Actor::Agent {
+            key_id: id.into(),
+            key_name: id.into(),
+            scope: Some(scope),
+        };
+        assert_eq!(may_apply(&state, &digest, Applier::Operator), Ok(()));
+        assert_eq!(
+            may_apply(
+                &state,
+                &digest,
+                Applier::Key {
+                    id: "key_1",
+                    scope: Scope::Write
+                }
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            may_apply(
+                &state,
+                &digest,
+                Applier::Key {
+                    id: "key_1",
+                    scope: Scope::Read
+                }
+            ),
+            Err(Refused::ReadScope)
+        );
+        // Its own client's yes, and another plan key's, do not count.
+        for actor in [
+            agent("key_1", Scope::Plan),
+            agent("key_1", Scope::Write),
+            agent("key_2", Scope::Plan),
+        ] {
+            let seq = state.last_seq + 1;
+            state.apply(seq, &answer(actor));
+            assert!(matches!(
+                may_apply(&state, &digest, me),
+                Err(Refused::NotApproved { .. })
+            ));
+        }
+        // Another write key's does; so does an operator's.
+        let mut with_write = state.clone();
+        let seq = with_write.last_seq + 1;
+        with_write.apply(seq, &answer(agent("key_2", Scope::Write)));
+        assert_eq!(may_apply(&with_write, &digest, me), Ok(()));
+        let seq = state.last_seq + 1;
+        state.apply(seq, &answer(Actor::Operator { name: "ana".into() }));
+        assert_eq!(may_apply(&state, &digest, me), Ok(()));
+        assert!(
+            !is_approved(&state, "sha256:other", "key_1", Scope::Plan),
+            "an approval binds its digest"
+        );
+    }
+}
