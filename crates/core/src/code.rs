@@ -47,11 +47,17 @@ pub enum Code {
     /// A per-key or per-tool rate limit was reached; the refusal says when
     /// to try again.
     RateLimited,
+    /// plangate's own store could not be read or written: plangate's
+    /// failure, never the upstream's.
+    StoreUnavailable,
+    /// Something in plangate itself failed (no randomness, a signing
+    /// failure): plangate's failure, never the upstream's.
+    InternalError,
 }
 
 impl Code {
     /// Every code, in DESIGN §8 order; for docs, catalogs and tests.
-    pub const ALL: [Code; 15] = [
+    pub const ALL: [Code; 17] = [
         Code::PlanNeedsKey,
         Code::PlanFull,
         Code::PlanChanged,
@@ -67,6 +73,8 @@ impl Code {
         Code::ElicitationUnsupported,
         Code::ToolQuarantined,
         Code::RateLimited,
+        Code::StoreUnavailable,
+        Code::InternalError,
     ];
 
     /// The stable string carried in a refusal's `code`.
@@ -87,6 +95,8 @@ impl Code {
             Code::ElicitationUnsupported => "elicitation_unsupported",
             Code::ToolQuarantined => "tool_quarantined",
             Code::RateLimited => "rate_limited",
+            Code::StoreUnavailable => "store_unavailable",
+            Code::InternalError => "internal_error",
         }
     }
 }
@@ -150,6 +160,8 @@ mod tests {
                 "elicitation_unsupported",
                 "tool_quarantined",
                 "rate_limited",
+                "store_unavailable",
+                "internal_error",
             ]
         );
     }

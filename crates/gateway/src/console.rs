@@ -40,8 +40,9 @@
 use std::sync::{Arc, LazyLock};
 
 use axum::Router;
-use axum::extract::rejection::{FormRejection, JsonRejection};
-use axum::extract::{Query, State};
+use axum::extract::rejection::FormRejection;
+use axum::extract::{FromRequestParts, Query, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -149,10 +150,42 @@ fn html(status: StatusCode, body: String, csp: &str) -> Response {
     harden(response, csp)
 }
 
-/// A JSON error answer: `{"error": code, "message": …}`.
-fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
-    let body = json!({"error": code, "message": message.into()});
-    harden((status, Json(body)).into_response(), "default-src 'none'")
+/// Why a console API request did not go on: one status, one stable code,
+/// one message — its own response (`{"error": code, "message": …}`).
+/// Every check and every handler of the API answers through it.
+#[derive(Debug)]
+pub struct ConsoleError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl ConsoleError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ConsoleError {
+        ConsoleError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    fn store_down() -> ConsoleError {
+        ConsoleError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Code::StoreUnavailable.as_str(),
+            "plangate cannot read its store; see the gateway's log",
+        )
+    }
+}
+
+impl IntoResponse for ConsoleError {
+    fn into_response(self) -> Response {
+        let body = json!({"error": self.code, "message": self.message});
+        harden(
+            (self.status, Json(body)).into_response(),
+            "default-src 'none'",
+        )
+    }
 }
 
 fn ok_json(body: Value) -> Response {
@@ -282,51 +315,108 @@ async fn session(gw: &Gateway, headers: &HeaderMap) -> Result<Session, NoSession
     })
 }
 
-fn no_session(why: NoSession) -> Response {
-    match why {
-        NoSession::Invalid => error(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "no console session, or it ended (expired, logged out, or its operator token was revoked); log in again at /console",
-        ),
-        NoSession::StoreDown => error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "store_unavailable",
-            "plangate cannot read its store; see the gateway's log",
-        ),
+impl From<NoSession> for ConsoleError {
+    fn from(why: NoSession) -> ConsoleError {
+        match why {
+            NoSession::Invalid => ConsoleError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "no console session, or it ended (expired, logged out, or its operator token was revoked); log in again at /console",
+            ),
+            NoSession::StoreDown => ConsoleError::store_down(),
+        }
     }
 }
 
-/// The checks every state-changing API request passes, in order: allowed
-/// host, same origin, a live session, and its CSRF token in the header.
-async fn guard(gw: &Gateway, headers: &HeaderMap) -> Result<Session, Response> {
-    if !crate::http::host_allowed(gw, headers) {
-        return Err(error(
-            StatusCode::FORBIDDEN,
-            "forbidden_host",
-            "this Host is not in allowed_hosts",
-        ));
+fn forbidden_host() -> ConsoleError {
+    ConsoleError::new(
+        StatusCode::FORBIDDEN,
+        "forbidden_host",
+        "this Host is not in allowed_hosts",
+    )
+}
+
+/// A person reading the console (`GET` of the API): an allowed host and a
+/// live session, checked before the handler runs.
+struct Viewer(Session);
+
+impl FromRequestParts<Arc<Gateway>> for Viewer {
+    type Rejection = ConsoleError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        gw: &Arc<Gateway>,
+    ) -> Result<Viewer, ConsoleError> {
+        if !crate::http::host_allowed(gw, &parts.headers) {
+            return Err(forbidden_host());
+        }
+        Ok(Viewer(session(gw, &parts.headers).await?))
     }
-    if !same_origin(headers) {
-        return Err(error(
-            StatusCode::FORBIDDEN,
-            "cross_site_request",
-            "refused: this request did not come from the console's own page; nothing was recorded",
-        ));
+}
+
+/// A person acting through the console (every state-changing request):
+/// allowed host, same origin, a live session and its CSRF token in the
+/// header, in that order, checked before the handler runs — so no handler
+/// can forget one.
+struct Acting(Session);
+
+impl FromRequestParts<Arc<Gateway>> for Acting {
+    type Rejection = ConsoleError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        gw: &Arc<Gateway>,
+    ) -> Result<Acting, ConsoleError> {
+        let headers = &parts.headers;
+        if !crate::http::host_allowed(gw, headers) {
+            return Err(forbidden_host());
+        }
+        if !same_origin(headers) {
+            return Err(ConsoleError::new(
+                StatusCode::FORBIDDEN,
+                "cross_site_request",
+                "refused: this request did not come from the console's own page; nothing was recorded",
+            ));
+        }
+        let session = session(gw, headers).await?;
+        let sent = headers
+            .get(CSRF_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        if !same(sent, &session.csrf) {
+            return Err(ConsoleError::new(
+                StatusCode::FORBIDDEN,
+                "csrf_token_invalid",
+                "refused: the request lacks this session's CSRF token; reload the console. Nothing was recorded",
+            ));
+        }
+        Ok(Acting(session))
     }
-    let session = session(gw, headers).await.map_err(no_session)?;
-    let sent = headers
-        .get(CSRF_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
-    if !same(sent, &session.csrf) {
-        return Err(error(
-            StatusCode::FORBIDDEN,
-            "csrf_token_invalid",
-            "refused: the request lacks this session's CSRF token; reload the console. Nothing was recorded",
-        ));
+}
+
+/// A JSON request body, refused in the console's shape when it is not
+/// what the endpoint takes.
+struct Body<T>(T);
+
+impl<T: serde::de::DeserializeOwned, S: Send + Sync> axum::extract::FromRequest<S> for Body<T> {
+    type Rejection = ConsoleError;
+
+    async fn from_request(
+        request: axum::extract::Request,
+        state: &S,
+    ) -> Result<Body<T>, ConsoleError> {
+        match Json::<T>::from_request(request, state).await {
+            Ok(Json(value)) => Ok(Body(value)),
+            Err(e) => Err(ConsoleError::new(
+                StatusCode::BAD_REQUEST,
+                Code::InvalidArguments.as_str(),
+                format!(
+                    "the request body is not what this endpoint takes: {}",
+                    e.body_text()
+                ),
+            )),
+        }
     }
-    Ok(session)
 }
 
 // === pages ===
@@ -411,10 +501,7 @@ async fn login(
 
 /// `POST /console/logout`: forgets the cookie (the token stays valid;
 /// revoke it to end every session).
-async fn logout(State(gw): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
-    if let Err(refused) = guard(&gw, &headers).await {
-        return refused;
-    }
+async fn logout(_: Acting) -> Response {
     let mut response = ok_json(json!({"success": true}));
     response.headers_mut().insert(
         header::SET_COOKIE,
@@ -450,20 +537,9 @@ fn unknown_key(key_id: &str) -> ApiKey {
 /// polling every second costs one indexed query.
 async fn state(
     State(gw): State<Arc<Gateway>>,
-    headers: HeaderMap,
+    Viewer(session): Viewer,
     Query(q): Query<After>,
 ) -> Response {
-    if !crate::http::host_allowed(&gw, &headers) {
-        return error(
-            StatusCode::FORBIDDEN,
-            "forbidden_host",
-            "this Host is not in allowed_hosts",
-        );
-    }
-    let session = match session(&gw, &headers).await {
-        Ok(s) => s,
-        Err(why) => return no_session(why),
-    };
     match plans(&gw, q.after).await {
         Ok(mut body) => {
             body["operator"] = json!(session.operator.name);
@@ -478,11 +554,7 @@ async fn state(
         }
         Err(e) => {
             tracing::error!("console: event log: {e}");
-            error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                Code::UpstreamUnavailable.as_str(),
-                "plangate could not read its event log; see the gateway's log",
-            )
+            ConsoleError::store_down().into_response()
         }
     }
 }
@@ -551,18 +623,10 @@ enum ToolVerdict {
 /// through the same rule as `plangate tools accept|reject`.
 async fn tool_decision(
     State(gw): State<Arc<Gateway>>,
-    headers: HeaderMap,
-    body: Result<Json<ToolBody>, JsonRejection>,
-) -> Response {
+    Acting(session): Acting,
+    Body(body): Body<ToolBody>,
+) -> Result<Response, ConsoleError> {
     use crate::tool_pins::{Decision, PinError};
-    let session = match guard(&gw, &headers).await {
-        Ok(s) => s,
-        Err(refused) => return refused,
-    };
-    let Json(body) = match body {
-        Ok(b) => b,
-        Err(e) => return bad_body(e),
-    };
     let decision = match body.decision {
         ToolVerdict::Accept => Decision::Accept {
             allow_downgrade: body.allow_downgrade,
@@ -588,61 +652,50 @@ async fn tool_decision(
         Ok(_) => {
             gw.refresh_pins().await;
             tracing::info!(operator = %session.operator.name, server = %body.server, tool = %body.tool, "console: tool definition decided");
-            ok_json(json!({"success": true, "server": body.server, "tool": body.tool}))
+            Ok(ok_json(
+                json!({"success": true, "server": body.server, "tool": body.tool}),
+            ))
         }
         Err(PinError::Log(e)) => {
             tracing::error!("console: tool pins: {e}");
-            error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "store_unavailable",
-                "plangate could not write its store; see the gateway's log",
-            )
+            Err(ConsoleError::store_down())
         }
-        Err(e @ (PinError::Changed { .. } | PinError::Downgrade { .. })) => error(
+        Err(e @ (PinError::Changed { .. } | PinError::Downgrade { .. })) => Err(ConsoleError::new(
             StatusCode::CONFLICT,
             Code::ToolQuarantined.as_str(),
             e.to_string(),
-        ),
-        Err(e) => error(
+        )),
+        Err(e) => Err(ConsoleError::new(
             StatusCode::NOT_FOUND,
             Code::InvalidArguments.as_str(),
             e.to_string(),
-        ),
+        )),
     }
 }
 
 /// The key an API request names, by id.
-async fn key_by_id(gw: &Gateway, key_id: &str) -> Result<ApiKey, Response> {
+async fn key_by_id(gw: &Gateway, key_id: &str) -> Result<ApiKey, ConsoleError> {
     match gw.store().find_key(key_id).await {
         Ok(Some(k)) if k.id == key_id => Ok(k),
-        Ok(_) => Err(error(
+        Ok(_) => Err(ConsoleError::new(
             StatusCode::NOT_FOUND,
             Code::InvalidArguments.as_str(),
             format!("there is no key with id {key_id:?}"),
         )),
         Err(e) => {
             tracing::error!("console: key store: {e}");
-            Err(error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "store_unavailable",
-                "plangate cannot read its store; see the gateway's log",
-            ))
+            Err(ConsoleError::store_down())
         }
     }
 }
 
-fn bad_body(e: JsonRejection) -> Response {
-    error(
-        StatusCode::BAD_REQUEST,
-        Code::InvalidArguments.as_str(),
-        format!(
-            "the request body is not what this endpoint takes: {}",
-            e.body_text()
-        ),
-    )
+impl From<OperatorError> for ConsoleError {
+    fn from(e: OperatorError) -> ConsoleError {
+        refused(e)
+    }
 }
 
-fn refused(e: OperatorError) -> Response {
+fn refused(e: OperatorError) -> ConsoleError {
     let status = match &e {
         e if e.is_bad_input() => StatusCode::BAD_REQUEST,
         OperatorError::PlanChanged { .. } | OperatorError::ApplyAlive { .. } => {
@@ -658,7 +711,7 @@ fn refused(e: OperatorError) -> Response {
     if let OperatorError::Log(inner) = &e {
         tracing::error!("console: event log: {inner}");
     }
-    error(status, e.code(), e.to_string())
+    ConsoleError::new(status, e.code(), e.to_string())
 }
 
 /// `POST /console/api/approve` body.
@@ -672,23 +725,12 @@ struct ApproveBody {
 /// `plan_changed` (nothing recorded) when it is no longer current.
 async fn approve(
     State(gw): State<Arc<Gateway>>,
-    headers: HeaderMap,
-    body: Result<Json<ApproveBody>, JsonRejection>,
-) -> Response {
-    let session = match guard(&gw, &headers).await {
-        Ok(s) => s,
-        Err(refused) => return refused,
-    };
-    let Json(body) = match body {
-        Ok(b) => b,
-        Err(e) => return bad_body(e),
-    };
-    let key = match key_by_id(&gw, &body.key_id).await {
-        Ok(k) => k,
-        Err(r) => return r,
-    };
+    Acting(session): Acting,
+    Body(body): Body<ApproveBody>,
+) -> Result<Response, ConsoleError> {
+    let key = key_by_id(&gw, &body.key_id).await?;
     let acting = operator::acting(&key, &session.operator.name, Channel::Console);
-    match operator::approve(
+    let (state, _) = operator::approve(
         gw.log(),
         &key,
         acting.actor(),
@@ -696,20 +738,15 @@ async fn approve(
         &body.plan_digest,
         true,
     )
-    .await
-    {
-        Ok((state, _)) => {
-            tracing::info!(operator = %session.operator.name, key = %key.name, "console: approved plan");
-            ok_json(json!({
-                "success": true,
-                "key": key.name,
-                "plan_digest": body.plan_digest,
-                "current_digest": state.plan_digest(),
-                "approved_by": session.operator.name,
-            }))
-        }
-        Err(e) => refused(e),
-    }
+    .await?;
+    tracing::info!(operator = %session.operator.name, key = %key.name, "console: approved plan");
+    Ok(ok_json(json!({
+        "success": true,
+        "key": key.name,
+        "plan_digest": body.plan_digest,
+        "current_digest": state.plan_digest(),
+        "approved_by": session.operator.name,
+    })))
 }
 
 /// `POST /console/api/discard` body: no `step_ids` discards every waiting
@@ -723,35 +760,20 @@ struct DiscardBody {
 
 async fn discard(
     State(gw): State<Arc<Gateway>>,
-    headers: HeaderMap,
-    body: Result<Json<DiscardBody>, JsonRejection>,
-) -> Response {
-    let session = match guard(&gw, &headers).await {
-        Ok(s) => s,
-        Err(refused) => return refused,
-    };
-    let Json(body) = match body {
-        Ok(b) => b,
-        Err(e) => return bad_body(e),
-    };
-    let key = match key_by_id(&gw, &body.key_id).await {
-        Ok(k) => k,
-        Err(r) => return r,
-    };
+    Acting(session): Acting,
+    Body(body): Body<DiscardBody>,
+) -> Result<Response, ConsoleError> {
+    let key = key_by_id(&gw, &body.key_id).await?;
     let acting = operator::acting(&key, &session.operator.name, Channel::Console);
-    match operator::discard(gw.log(), &acting, &body.step_ids, gw.ttl_ms()).await {
-        Ok((state, ids)) => {
-            tracing::info!(operator = %session.operator.name, key = %key.name, discarded = ids.len(), "console: discarded steps");
-            ok_json(json!({
-                "success": true,
-                "key": key.name,
-                "discarded": ids,
-                "pending_steps": state.planned_steps().count(),
-                "plan_digest": state.plan_digest(),
-            }))
-        }
-        Err(e) => refused(e),
-    }
+    let (state, ids) = operator::discard(gw.log(), &acting, &body.step_ids, gw.ttl_ms()).await?;
+    tracing::info!(operator = %session.operator.name, key = %key.name, discarded = ids.len(), "console: discarded steps");
+    Ok(ok_json(json!({
+        "success": true,
+        "key": key.name,
+        "discarded": ids,
+        "pending_steps": state.planned_steps().count(),
+        "plan_digest": state.plan_digest(),
+    })))
 }
 
 /// `POST /console/api/retry` body.
@@ -764,29 +786,14 @@ struct RetryBody {
 /// Retries one in-doubt step now and answers its receipt.
 async fn retry(
     State(gw): State<Arc<Gateway>>,
-    headers: HeaderMap,
-    body: Result<Json<RetryBody>, JsonRejection>,
-) -> Response {
-    let session = match guard(&gw, &headers).await {
-        Ok(s) => s,
-        Err(refused) => return refused,
-    };
-    let Json(body) = match body {
-        Ok(b) => b,
-        Err(e) => return bad_body(e),
-    };
-    let key = match key_by_id(&gw, &body.key_id).await {
-        Ok(k) => k,
-        Err(r) => return r,
-    };
+    Acting(session): Acting,
+    Body(body): Body<RetryBody>,
+) -> Result<Response, ConsoleError> {
+    let key = key_by_id(&gw, &body.key_id).await?;
     let acting = operator::acting(&key, &session.operator.name, Channel::Console);
-    match operator::retry(&gw, &acting, &body.step_id).await {
-        Ok(receipt) => {
-            tracing::info!(operator = %session.operator.name, key = %key.name, "console: retried a step");
-            ok_json(receipt.structured_content.unwrap_or(Value::Null))
-        }
-        Err(e) => refused(e),
-    }
+    let receipt = operator::retry(&gw, &acting, &body.step_id).await?;
+    tracing::info!(operator = %session.operator.name, key = %key.name, "console: retried a step");
+    Ok(ok_json(receipt.structured_content.unwrap_or(Value::Null)))
 }
 
 #[cfg(test)]

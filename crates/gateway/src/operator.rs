@@ -121,9 +121,8 @@ impl OperatorError {
             OperatorError::PlanChanged { .. } => Code::PlanChanged.as_str(),
             OperatorError::ApplyAlive { .. } => Code::ApplyInProgress.as_str(),
             OperatorError::PlanOutlived { .. } => Code::PlanExpired.as_str(),
-            OperatorError::UpstreamDown { .. } | OperatorError::Log(_) => {
-                Code::UpstreamUnavailable.as_str()
-            }
+            OperatorError::UpstreamDown { .. } => Code::UpstreamUnavailable.as_str(),
+            OperatorError::Log(_) => Code::StoreUnavailable.as_str(),
             OperatorError::Refused(r) => r.code.as_str(),
         }
     }
