@@ -76,13 +76,7 @@ impl Outcome {
 }
 
 fn log_failed(e: crate::log::LogError) -> Refusal {
-    tracing::error!("event log: {e}");
-    Refusal::new(
-        Code::UpstreamUnavailable,
-        format!(
-            "plangate could not read or write its event log ({e}); see the plan with plangate_get_plan before trying again"
-        ),
-    )
+    Refusal::store(e, "see the plan with plangate_get_plan before trying again")
 }
 
 /// Whether an apply recorded in `state` is still alive at `now`.
@@ -144,8 +138,7 @@ pub async fn apply_plan(
     let lease_ms = gw.lease_ms();
     let ttl_ms = gw.ttl_ms();
     let prefix = gw.config().gateway.tool_prefix.clone();
-    let apply_id = plangate_store::new_id("apply_")
-        .map_err(|e| Refusal::new(Code::UpstreamUnavailable, e.to_string()))?;
+    let apply_id = plangate_store::new_id("apply_").map_err(Refusal::internal)?;
 
     // 1. Check and start, atomically.
     let (state, (selected, digest)) = gw

@@ -327,7 +327,7 @@ impl Parked {
             .ttl(gw.review_timeout());
         let Ok(sealed) = crate::review::codec(gw).and_then(|c| {
             c.seal_json_with(&payload, &options)
-                .map_err(|e| Refusal::new(Code::UpstreamUnavailable, e.to_string()))
+                .map_err(Refusal::internal)
         }) else {
             return Err(Box::new((running, ask)));
         };

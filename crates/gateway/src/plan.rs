@@ -285,12 +285,11 @@ pub async fn plan_write(
         // before anyone else sees it.
         let state = match known.take() {
             Some(state) => state,
-            None => gw.log().state(&acting.key.id).await.map_err(|e| {
-                Refusal::new(
-                    Code::UpstreamUnavailable,
-                    format!("plangate could not read the key's log: {e}"),
-                )
-            })?,
+            None => gw
+                .log()
+                .state(&acting.key.id)
+                .await
+                .map_err(|e| Refusal::store(e, "nothing was planned"))?,
         };
         let secrets = known_secrets(gw, &state, &secrets);
         known = Some(state);
@@ -340,14 +339,14 @@ pub async fn plan_write(
         )
     });
 
-    let step_id = plangate_store::new_id("step_").map_err(|e| internal(&e.to_string()))?;
+    let step_id = plangate_store::new_id("step_").map_err(Refusal::internal)?;
     let sealed_secrets = if secrets.is_empty() {
         None
     } else {
-        let plain = serde_json::to_vec(&secrets).map_err(|e| internal(&e.to_string()))?;
+        let plain = serde_json::to_vec(&secrets).map_err(Refusal::internal)?;
         Some(
             plangate_store::seal::seal(gw.material(), &plain, step_id.as_bytes())
-                .map_err(|e| internal(&e.to_string()))?,
+                .map_err(|e| Refusal::internal(format!("sealing a secret failed: {e}")))?,
         )
     };
     let ttl_ms = gw.ttl_ms();
@@ -405,10 +404,12 @@ pub async fn plan_write(
             Ok((events, (step_id.clone(), false)))
         })
         .await
-        .map_err(|e| Refusal::new(Code::UpstreamUnavailable, format!("plangate could not record the step: {e}")))?;
+        .map_err(|e| Refusal::store(e, "the step was not recorded; nothing was planned"))?;
     let (state, (step_id, deduplicated)) = outcome?;
     let Some(step) = state.step(&step_id) else {
-        return Err(internal("the step vanished from the log"));
+        return Err(Refusal::internal(
+            "the step just recorded is not in the log",
+        ));
     };
     tracing::info!(
         key = %acting.key.name,

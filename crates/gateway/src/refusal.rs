@@ -32,6 +32,28 @@ impl Refusal {
         }
     }
 
+    /// plangate's own store could not be read or written (`store_unavailable`,
+    /// never the upstream's fault): logged, and said with what to do next.
+    pub fn store(e: impl std::fmt::Display, next: &str) -> Self {
+        tracing::error!("event log: {e}");
+        Refusal::new(
+            Code::StoreUnavailable,
+            format!("plangate could not read or write its event log ({e}); {next}"),
+        )
+    }
+
+    /// Something in plangate itself failed (`internal_error`: no
+    /// randomness, a signing failure), never the upstream's fault.
+    pub fn internal(what: impl std::fmt::Display) -> Self {
+        tracing::error!("internal error: {what}");
+        Refusal::new(
+            Code::InternalError,
+            format!(
+                "plangate failed internally ({what}); nothing was changed. See the gateway's log"
+            ),
+        )
+    }
+
     /// The MCP tool result: `structuredContent` carries `{success: false,
     /// code, message}`, `content` the same as text, `isError: true`.
     pub fn into_result(self) -> CallToolResult {

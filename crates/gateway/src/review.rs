@@ -246,12 +246,8 @@ struct ReviewState {
 
 /// The signing codec for request states (signing key per DESIGN §2).
 pub(crate) fn codec(gw: &Gateway) -> Result<RequestStateCodec, Refusal> {
-    RequestStateCodec::try_new(gw.material().signing_key().to_vec()).map_err(|e| {
-        Refusal::new(
-            Code::UpstreamUnavailable,
-            format!("cannot sign request state: {e}"),
-        )
-    })
+    RequestStateCodec::try_new(gw.material().signing_key().to_vec())
+        .map_err(|e| Refusal::internal(format!("cannot sign request state: {e}")))
 }
 
 /// A digest of the call's arguments with secrets keyed (DESIGN §5 Digest).
@@ -277,8 +273,7 @@ async fn open_question(
     question: String,
     digest: &str,
 ) -> Result<CallToolResponse, Refusal> {
-    let review = plangate_store::new_id("rev_")
-        .map_err(|e| Refusal::new(Code::UpstreamUnavailable, e.to_string()))?;
+    let review = plangate_store::new_id("rev_").map_err(Refusal::internal)?;
     let payload = ReviewState {
         kid: acting.key.id.clone(),
         tool: round.tool.to_owned(),
@@ -289,12 +284,9 @@ async fn open_question(
     let options = SealOptions::new()
         .associated_data(acting.key.id.as_bytes())
         .ttl(gw.review_timeout());
-    let sealed = codec(gw)?.seal_json_with(&payload, &options).map_err(|e| {
-        Refusal::new(
-            Code::UpstreamUnavailable,
-            format!("cannot sign request state: {e}"),
-        )
-    })?;
+    let sealed = codec(gw)?
+        .seal_json_with(&payload, &options)
+        .map_err(|e| Refusal::internal(format!("cannot sign request state: {e}")))?;
     record(
         gw,
         acting,
@@ -304,12 +296,8 @@ async fn open_question(
         },
     )
     .await?;
-    let params = question_params(question).map_err(|e| {
-        Refusal::new(
-            Code::UpstreamUnavailable,
-            format!("the question could not be built: {e}"),
-        )
-    })?;
+    let params = question_params(question)
+        .map_err(|e| Refusal::internal(format!("the question could not be built: {e}")))?;
     let requests = std::collections::BTreeMap::from([(
         INPUT_KEY.to_owned(),
         InputRequest::Elicitation(ElicitRequest::new(params)),
@@ -430,8 +418,7 @@ pub async fn exit_plan_mode(
         if modern(cx) {
             return open_question(gw, acting, round, question, &digest).await;
         }
-        let review_id = plangate_store::new_id("rev_")
-            .map_err(|e| Refusal::new(Code::UpstreamUnavailable, e.to_string()))?;
+        let review_id = plangate_store::new_id("rev_").map_err(Refusal::internal)?;
         record(
             gw,
             acting,
@@ -591,8 +578,7 @@ pub async fn ask_for_call(
                 .await
                 .map(Asked::Pending);
         }
-        let review_id = plangate_store::new_id("rev_")
-            .map_err(|e| Refusal::new(Code::UpstreamUnavailable, e.to_string()))?;
+        let review_id = plangate_store::new_id("rev_").map_err(Refusal::internal)?;
         record(
             gw,
             acting,

@@ -854,12 +854,7 @@ impl ServerHandler for GatewayHandler {
         let state = match self.gw.log().state(&key.id).await {
             Ok(state) => state,
             Err(e) => {
-                return refuse(Refusal::new(
-                    Code::UpstreamUnavailable,
-                    format!(
-                        "plangate could not read its event log ({e}); nothing was run or planned"
-                    ),
-                ));
+                return refuse(Refusal::store(e, "nothing was run or planned"));
             }
         };
         let (mode, undefined) = self.gw.config().modes.resolve(state.mode.as_deref());

@@ -178,13 +178,7 @@ fn answer(body: Value, text: String) -> CallToolResult {
 
 /// A log failure as a refusal that changes nothing.
 pub(crate) fn log_failed(e: crate::log::LogError) -> Refusal {
-    tracing::error!("event log: {e}");
-    Refusal::new(
-        Code::UpstreamUnavailable,
-        format!(
-            "plangate could not read or write its event log ({e}); nothing was changed — try again"
-        ),
-    )
+    Refusal::store(e, "nothing was changed — try again")
 }
 
 fn step_list(state: &KeyState) -> Vec<Value> {
@@ -222,8 +216,7 @@ pub async fn call(
                     ),
                 ));
             }
-            let session_id = plangate_store::new_id("ses_")
-                .map_err(|e| Refusal::new(Code::UpstreamUnavailable, e.to_string()))?;
+            let session_id = plangate_store::new_id("ses_").map_err(Refusal::internal)?;
             let before = gw.log().state(&acting.key.id).await.map_err(log_failed)?;
             let was_plan = modes.resolve(before.mode.as_deref()).0.plan_mode();
             let (state, ()) = gw
