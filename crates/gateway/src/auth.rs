@@ -105,32 +105,20 @@ const KEY_CACHE_MAX: usize = 4096;
 /// of a store query. Stores without an epoch are asked every time.
 #[derive(Default)]
 pub struct KeyCache {
-    keys: std::sync::Mutex<
+    keys: parking_lot::Mutex<
         std::collections::HashMap<[u8; 32], (ApiKey, KeyEpoch, std::time::Instant)>,
     >,
 }
 
 impl KeyCache {
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<
-        '_,
-        std::collections::HashMap<[u8; 32], (ApiKey, KeyEpoch, std::time::Instant)>,
-    > {
-        match self.keys.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        }
-    }
-
     fn get(&self, hash: &[u8; 32], epoch: KeyEpoch) -> Option<ApiKey> {
-        let keys = self.lock();
+        let keys = self.keys.lock();
         let (key, at_epoch, at) = keys.get(hash)?;
         (*at_epoch == epoch && at.elapsed() < KEY_MAX_AGE).then(|| key.clone())
     }
 
     fn put(&self, hash: [u8; 32], key: ApiKey, epoch: KeyEpoch) {
-        let mut keys = self.lock();
+        let mut keys = self.keys.lock();
         if keys.len() >= KEY_CACHE_MAX {
             keys.clear();
         }

@@ -20,7 +20,7 @@
 // during a call is part of being a faithful gateway.
 #![allow(deprecated)]
 
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -108,13 +108,6 @@ struct Client {
     key_id: Option<String>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    match m.lock() {
-        Ok(g) => g,
-        Err(poisoned) => poisoned.into_inner(),
-    }
-}
-
 /// A registered in-flight call; dropping it unregisters the call.
 pub struct CallGuard<'a> {
     hub: &'a Hub,
@@ -128,7 +121,7 @@ pub struct CallGuard<'a> {
 
 impl Drop for CallGuard<'_> {
     fn drop(&mut self) {
-        lock(&self.hub.inflight).retain(|c| c.id != self.id);
+        self.hub.inflight.lock().retain(|c| c.id != self.id);
     }
 }
 
@@ -145,7 +138,7 @@ impl Hub {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel(4);
         let (ptx, prx) = mpsc::unbounded_channel();
-        lock(&self.inflight).push(InFlight {
+        self.inflight.lock().push(InFlight {
             id,
             upstream: upstream.to_owned(),
             client_id,
@@ -165,7 +158,7 @@ impl Hub {
     /// Records the token rmcp put on the upstream request, and delivers any
     /// progress that raced ahead of it.
     pub async fn set_upstream_token(&self, guard: &CallGuard<'_>, token: ProgressToken) {
-        let mut calls = lock(&self.inflight);
+        let mut calls = self.inflight.lock();
         let Some(call) = calls.iter_mut().find(|c| c.id == guard.id) else {
             return;
         };
@@ -173,7 +166,7 @@ impl Hub {
         let Some(client_token) = call.client_token.clone() else {
             return;
         };
-        let mut orphans = lock(&self.orphans);
+        let mut orphans = self.orphans.lock();
         let (mine, rest): (Vec<_>, Vec<_>) = orphans
             .drain(..)
             .partition(|o| o.upstream == call.upstream && o.params.progress_token == token);
@@ -190,7 +183,7 @@ impl Hub {
     /// did not ask, held briefly if the call is not registered yet.
     pub fn progress(&self, upstream: &str, params: ProgressNotificationParam) {
         {
-            let calls = lock(&self.inflight);
+            let calls = self.inflight.lock();
             if let Some(call) = calls.iter().find(|c| {
                 c.upstream == upstream && c.upstream_token.as_ref() == Some(&params.progress_token)
             }) {
@@ -202,7 +195,7 @@ impl Hub {
                 return;
             }
         }
-        let mut orphans = lock(&self.orphans);
+        let mut orphans = self.orphans.lock();
         let now = Instant::now();
         orphans.retain(|o| now.duration_since(o.at) < ORPHAN_PROGRESS_TTL);
         if orphans.len() < ORPHAN_PROGRESS_MAX {
@@ -218,7 +211,7 @@ impl Hub {
     /// `upstream`, or `None` if there is no such call or the calls belong to
     /// several clients.
     pub fn ask_target(&self, upstream: &str) -> Option<mpsc::Sender<Ask>> {
-        let calls = lock(&self.inflight);
+        let calls = self.inflight.lock();
         let mut on_upstream = calls.iter().filter(|c| c.upstream == upstream);
         let first = on_upstream.next()?;
         if on_upstream.any(|c| c.client_id != first.client_id) {
@@ -235,7 +228,7 @@ impl Hub {
     /// Remembers an initialized client session (numbered `session`,
     /// running as `key_id`) so list changes reach it.
     pub fn add_client(&self, peer: Peer<RoleServer>, session: u64, key_id: Option<String>) {
-        let mut clients = lock(&self.clients);
+        let mut clients = self.clients.lock();
         clients.retain(|c| !c.peer.is_transport_closed());
         clients.push(Client {
             peer,
@@ -245,7 +238,7 @@ impl Hub {
     }
 
     fn peers(&self, filter: impl Fn(&Client) -> bool) -> Vec<Peer<RoleServer>> {
-        let mut clients = lock(&self.clients);
+        let mut clients = self.clients.lock();
         clients.retain(|c| !c.peer.is_transport_closed());
         clients
             .iter()
@@ -262,17 +255,18 @@ impl Hub {
         key_id: Option<String>,
     ) -> u64 {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        lock(&self.subscriptions).push((id, sink, key_id));
+        self.subscriptions.lock().push((id, sink, key_id));
         id
     }
 
     /// Forgets a listen stream that ended.
     pub fn remove_subscription(&self, id: u64) {
-        lock(&self.subscriptions).retain(|(i, _, _)| *i != id);
+        self.subscriptions.lock().retain(|(i, _, _)| *i != id);
     }
 
     fn sinks(&self, key_id: Option<&str>) -> Vec<rmcp::service::SubscriptionSink> {
-        lock(&self.subscriptions)
+        self.subscriptions
+            .lock()
             .iter()
             .filter(|(_, _, k)| key_id.is_none() || k.as_deref() == key_id)
             .map(|(_, s, _)| s.clone())

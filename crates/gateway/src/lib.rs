@@ -45,7 +45,9 @@ pub mod tools;
 pub mod upstream;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, RwLock, Weak};
+use std::sync::{Arc, Weak};
+
+use parking_lot::RwLock;
 use std::time::{Duration, Instant};
 
 use plangate_config::{Config, UpstreamConfig};
@@ -114,7 +116,7 @@ pub struct Gateway {
     hub: hub::Hub,
     parked: parked::Parked,
     keys: auth::KeyCache,
-    watch: std::sync::Mutex<SweepWatch>,
+    watch: parking_lot::Mutex<SweepWatch>,
     metrics: metrics::Metrics,
     trimmer: Arc<memory::Trimmer>,
     shutdown: CancellationToken,
@@ -127,17 +129,11 @@ impl std::fmt::Debug for Gateway {
 }
 
 fn read<T: Clone>(lock: &RwLock<T>) -> T {
-    match lock.read() {
-        Ok(g) => g.clone(),
-        Err(poisoned) => poisoned.into_inner().clone(),
-    }
+    lock.read().clone()
 }
 
 fn write<T>(lock: &RwLock<T>, value: T) {
-    match lock.write() {
-        Ok(mut g) => *g = value,
-        Err(poisoned) => *poisoned.into_inner() = value,
-    }
+    *lock.write() = value;
 }
 
 impl Gateway {
@@ -208,7 +204,7 @@ impl Gateway {
             hub: hub::Hub::default(),
             parked: parked::Parked::default(),
             keys: auth::KeyCache::default(),
-            watch: std::sync::Mutex::new(SweepWatch::default()),
+            watch: parking_lot::Mutex::new(SweepWatch::default()),
             metrics: metrics::Metrics::default(),
             trimmer: Arc::default(),
             shutdown: CancellationToken::new(),
@@ -645,7 +641,8 @@ async fn follow(gw: Weak<Gateway>) {
             };
             let Some(last) = page.last() else { break };
             after = last.seq;
-            g.watch_lock()
+            g.watch
+                .lock()
                 .dirty
                 .extend(page.iter().map(|e| e.key_id.clone()));
             let mut keys: Vec<&str> = page
@@ -709,13 +706,6 @@ struct SweepWatch {
 const FULL_SWEEP_EVERY: u64 = 20;
 
 impl Gateway {
-    fn watch_lock(&self) -> std::sync::MutexGuard<'_, SweepWatch> {
-        match self.watch.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        }
-    }
-
     /// One pass of the expiry sweep over every key with events.
     pub async fn sweep_once(&self) -> Result<usize, log::LogError> {
         let keys = self.store.keys_with_events().await?;
@@ -726,7 +716,7 @@ impl Gateway {
     /// (and on the first pass).
     async fn sweep_watched(&self) -> Result<usize, log::LogError> {
         let keys = {
-            let mut watch = self.watch_lock();
+            let mut watch = self.watch.lock();
             watch.passes += 1;
             if watch.passes % FULL_SWEEP_EVERY == 1 {
                 watch.dirty.clear();
@@ -763,7 +753,7 @@ impl Gateway {
                     .iter()
                     .any(|s| s.status == plangate_core::StepStatus::Running);
             {
-                let mut watch = self.watch_lock();
+                let mut watch = self.watch.lock();
                 // A claim's lease may run out any time: every pass. A plan
                 // is due when its life ends (it is expired below if it
                 // already has); events that start a new life make the key

@@ -12,7 +12,9 @@
 //! again. The events are durable before the caller answers.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use plangate_core::{Event, KeyState, ToolPins};
 use plangate_store::{NewEvent, Store, StoreError};
@@ -142,26 +144,19 @@ impl<S: Fold> KeyLog<S> {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Cache<S>> {
-        match self.cache.lock() {
-            Ok(c) => c,
-            Err(poisoned) => poisoned.into_inner(),
-        }
-    }
-
     fn remember(&self, key_id: &str, state: &S) {
-        self.lock().put(key_id, state);
+        self.cache.lock().put(key_id, state);
     }
 
     /// How many keys' states are held in memory now.
     pub fn cached_keys(&self) -> usize {
-        self.lock().states.len()
+        self.cache.lock().states.len()
     }
 
     /// The key's current state: the cached fold plus every event appended
     /// since, by anyone.
     pub async fn state(&self, key_id: &str) -> Result<S, LogError> {
-        let cached = self.lock().get(key_id);
+        let cached = self.cache.lock().get(key_id);
         let state = self.fold_onto(key_id, cached.unwrap_or_default()).await?;
         self.remember(key_id, &state);
         Ok(state)
@@ -172,7 +167,7 @@ impl<S: Fold> KeyLog<S> {
     /// over every key (the background sweep) that must not fill memory
     /// with idle keys.
     pub async fn peek(&self, key_id: &str) -> Result<S, LogError> {
-        let cached = self.lock().states.get(key_id).map(|(s, _)| s.clone());
+        let cached = self.cache.lock().states.get(key_id).map(|(s, _)| s.clone());
         let keep = cached.is_some();
         let state = self.fold_onto(key_id, cached.unwrap_or_default()).await?;
         if keep {

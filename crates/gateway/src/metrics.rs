@@ -4,9 +4,9 @@
 //! the hot path. Labels carry upstream and tool names only, never
 //! arguments.
 
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::Mutex;
 use std::time::Duration;
 
 /// Upper bounds (seconds) of the latency histogram buckets.
@@ -55,13 +55,6 @@ pub struct Metrics {
     latency: Mutex<BTreeMap<(String, String), Latency>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    match m.lock() {
-        Ok(g) => g,
-        Err(poisoned) => poisoned.into_inner(),
-    }
-}
-
 fn escape(label: &str) -> String {
     label
         .replace('\\', "\\\\")
@@ -72,12 +65,14 @@ fn escape(label: &str) -> String {
 impl Metrics {
     /// Counts one call and, when it reached the upstream, its latency.
     pub fn record(&self, upstream: &str, tool: &str, outcome: Outcome, elapsed: Option<Duration>) {
-        *lock(&self.calls)
+        *self
+            .calls
+            .lock()
             .entry((upstream.to_owned(), tool.to_owned(), outcome))
             .or_default() += 1;
         if let Some(elapsed) = elapsed {
             let secs = elapsed.as_secs_f64();
-            let mut latency = lock(&self.latency);
+            let mut latency = self.latency.lock();
             let l = latency
                 .entry((upstream.to_owned(), tool.to_owned()))
                 .or_default();
@@ -110,7 +105,7 @@ impl Metrics {
             "# HELP plangate_tool_calls_total Tool calls by upstream, tool and outcome.\n",
         );
         out.push_str("# TYPE plangate_tool_calls_total counter\n");
-        for ((upstream, tool, outcome), n) in lock(&self.calls).iter() {
+        for ((upstream, tool, outcome), n) in self.calls.lock().iter() {
             let _ = writeln!(
                 out,
                 "plangate_tool_calls_total{{upstream=\"{}\",tool=\"{}\",outcome=\"{}\"}} {n}",
@@ -121,7 +116,7 @@ impl Metrics {
         }
         out.push_str("# HELP plangate_tool_call_duration_seconds Latency of tool calls forwarded to upstreams.\n");
         out.push_str("# TYPE plangate_tool_call_duration_seconds histogram\n");
-        for ((upstream, tool), l) in lock(&self.latency).iter() {
+        for ((upstream, tool), l) in self.latency.lock().iter() {
             let labels = format!(
                 "upstream=\"{}\",tool=\"{}\"",
                 escape(upstream),

@@ -25,7 +25,9 @@
 #![allow(deprecated)]
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::Instant;
 
 use plangate_core::Code;
@@ -277,17 +279,10 @@ pub struct Parked {
     calls: Mutex<HashMap<String, ParkedCall>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    match m.lock() {
-        Ok(g) => g,
-        Err(poisoned) => poisoned.into_inner(),
-    }
-}
-
 impl Parked {
     /// How many calls are parked now.
     pub fn len(&self) -> usize {
-        lock(&self.calls).len()
+        self.calls.lock().len()
     }
 
     /// Whether no call is parked.
@@ -345,7 +340,7 @@ impl Parked {
                 Pending::Roots(tx),
             ),
         };
-        lock(&parked.calls).insert(
+        parked.calls.lock().insert(
             id.clone(),
             ParkedCall {
                 kid: payload.kid,
@@ -361,7 +356,7 @@ impl Parked {
         tokio::spawn(async move {
             tokio::time::sleep(timeout).await;
             let Some(gw) = weak.upgrade() else { return };
-            let lapsed = lock(&gw.parked().calls).remove(&id);
+            let lapsed = gw.parked().calls.lock().remove(&id);
             if let Some(call) = lapsed {
                 tracing::info!(
                     tool = call.tool,
@@ -426,7 +421,7 @@ impl Parked {
                 "the retried request's arguments differ from the call the upstream asked about",
             ));
         }
-        let mut calls = lock(&gw.parked().calls);
+        let mut calls = gw.parked().calls.lock();
         let Some(call) = calls.remove(&payload.park) else {
             return Err(invalid(
                 "no call waits for this answer: it was already answered (a replayed request state), it lapsed, or it waits in another plangate replica",

@@ -66,7 +66,7 @@ pub struct GatewayHandler {
     gw: Arc<Gateway>,
     origin: Arc<Origin>,
     session: u64,
-    seen: Arc<std::sync::Mutex<SeenMode>>,
+    seen: Arc<parking_lot::Mutex<SeenMode>>,
 }
 
 /// What this session's agent was last told about the mode, so a change made
@@ -115,19 +115,12 @@ impl GatewayHandler {
         }
     }
 
-    fn seen(&self) -> std::sync::MutexGuard<'_, SeenMode> {
-        match self.seen.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        }
-    }
-
     /// Notes the mode in force for this session. Returns what to tell the
     /// agent — only when what it can do changed since it last heard (or a
     /// recorded mode is no longer defined, once) — and whether the tool
     /// list changed (plan mode on or off).
     fn observe_mode(&self, spec: &ModeSpec, undefined: Option<String>) -> (Option<String>, bool) {
-        let mut seen = self.seen();
+        let mut seen = self.seen.lock();
         let previous = seen.spec.replace(spec.clone());
         let mut notice = None;
         let mut list_changed = false;
@@ -153,7 +146,7 @@ impl GatewayHandler {
 
     /// Records a mode this session set itself (nothing to tell).
     fn set_seen_mode(&self, spec: ModeSpec) {
-        self.seen().spec = Some(spec);
+        self.seen.lock().spec = Some(spec);
     }
 
     /// The caller of this request, or the JSON-RPC error that explains why
@@ -232,7 +225,12 @@ impl GatewayHandler {
                 crate::review::exit_plan_mode(&self.gw, &acting, &plan_text, round, cx).await;
             if let Ok(state) = self.gw.log().state(&key.id).await {
                 let mode = self.gw.config().modes.resolve(state.mode.as_deref()).0;
-                let was_plan = self.seen().spec.as_ref().is_some_and(ModeSpec::plan_mode);
+                let was_plan = self
+                    .seen
+                    .lock()
+                    .spec
+                    .as_ref()
+                    .is_some_and(ModeSpec::plan_mode);
                 if was_plan != mode.plan_mode() {
                     let _ = cx.peer.notify_tool_list_changed().await;
                     self.gw

@@ -27,7 +27,9 @@
 //! request gets `404` and its client starts a new one.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
@@ -125,16 +127,9 @@ impl SessionOwners {
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, Owners> {
-        match self.owners.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        }
-    }
-
     /// The session's owner, noting that it is in use now.
     fn owner(&self, session: &str) -> Option<Owner> {
-        let mut owners = self.lock();
+        let mut owners = self.owners.lock();
         let entry = owners.by_id.get_mut(session)?;
         entry.last_seen = std::time::Instant::now();
         Some(entry.owner.clone())
@@ -142,7 +137,7 @@ impl SessionOwners {
 
     async fn record(&self, session: String, owner: Owner) {
         let (due, evicted) = {
-            let mut owners = self.lock();
+            let mut owners = self.owners.lock();
             owners.by_id.insert(
                 session.clone(),
                 Entry {
@@ -172,19 +167,19 @@ impl SessionOwners {
                 .keys()
                 .map(|id| id.to_string())
                 .collect();
-            let mut owners = self.lock();
+            let mut owners = self.owners.lock();
             owners.by_id.retain(|id, _| live.contains(id));
             owners.prune_at = (owners.by_id.len() * 2).max(FIRST_PRUNE);
         }
     }
 
     fn forget(&self, session: &str) {
-        self.lock().by_id.remove(session);
+        self.owners.lock().by_id.remove(session);
     }
 
     /// How many sessions have a known owner (for tests and metrics).
     pub fn len(&self) -> usize {
-        self.lock().by_id.len()
+        self.owners.lock().by_id.len()
     }
 
     /// Whether no session has a known owner.
