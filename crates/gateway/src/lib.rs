@@ -24,6 +24,7 @@ pub mod apps;
 pub mod auth;
 pub mod catalog;
 pub mod console;
+mod follow;
 pub mod http;
 pub mod hub;
 pub mod limits;
@@ -40,15 +41,17 @@ pub mod review;
 mod server;
 pub mod session_guard;
 pub mod stdio;
+mod supervisor;
+mod sweep;
 pub mod tool_pins;
 pub mod tools;
 pub mod upstream;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use parking_lot::RwLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use plangate_config::{Config, UpstreamConfig};
 use plangate_core::{Actor, Channel, Event, PinnedDefinition, TOOLS_LOG, ToolPins};
@@ -70,12 +73,6 @@ pub const GATEWAY_TOOLS: [&str; 6] = [
     "exit_plan_mode",
     "end_session",
 ];
-
-/// First wait before reconnecting a failed upstream; doubles up to
-/// [`MAX_BACKOFF`], and starts over once a session has lasted a minute.
-const FIRST_BACKOFF: Duration = Duration::from_millis(250);
-/// Longest wait between reconnection attempts.
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// What the gateway knows about one configured upstream right now.
 #[derive(Clone)]
@@ -116,7 +113,7 @@ pub struct Gateway {
     hub: hub::Hub,
     parked: parked::Parked,
     keys: auth::KeyCache,
-    watch: parking_lot::Mutex<SweepWatch>,
+    watch: parking_lot::Mutex<sweep::SweepWatch>,
     metrics: metrics::Metrics,
     trimmer: Arc<memory::Trimmer>,
     shutdown: CancellationToken,
@@ -204,7 +201,7 @@ impl Gateway {
             hub: hub::Hub::default(),
             parked: parked::Parked::default(),
             keys: auth::KeyCache::default(),
-            watch: parking_lot::Mutex::new(SweepWatch::default()),
+            watch: parking_lot::Mutex::new(sweep::SweepWatch::default()),
             metrics: metrics::Metrics::default(),
             trimmer: Arc::default(),
             shutdown: CancellationToken::new(),
@@ -222,14 +219,19 @@ impl Gateway {
             }
             let (tx, rx) = tokio::sync::oneshot::channel();
             first.push(rx);
-            tokio::spawn(supervise(Arc::downgrade(&gw), name, connector, tx));
+            tokio::spawn(supervisor::supervise(
+                Arc::downgrade(&gw),
+                name,
+                connector,
+                tx,
+            ));
         }
         for rx in first {
             let _ = rx.await;
         }
         gw.rebuild_catalog();
-        tokio::spawn(sweep(Arc::downgrade(&gw)));
-        tokio::spawn(follow(Arc::downgrade(&gw)));
+        tokio::spawn(sweep::sweep(Arc::downgrade(&gw)));
+        tokio::spawn(follow::follow(Arc::downgrade(&gw)));
         tokio::spawn(gw.trimmer.clone().run(gw.shutdown.clone()));
         gw
     }
@@ -500,339 +502,6 @@ impl Gateway {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-    }
-}
-
-/// Keeps one upstream connected: connect, wait for the session to end, mark
-/// it down, wait (with backoff), reconnect — until the gateway shuts down.
-async fn supervise(
-    gw: Weak<Gateway>,
-    name: String,
-    connector: Connector,
-    first: tokio::sync::oneshot::Sender<()>,
-) {
-    let mut first = Some(first);
-    let mut backoff = FIRST_BACKOFF;
-    loop {
-        let Some(g) = gw.upgrade() else { return };
-        let shutdown = g.shutdown.clone();
-        let Some(config) = g.slots.get(&name).map(|s| s.config.clone()) else {
-            return;
-        };
-        let was_up_before = first.is_none();
-        drop(g);
-        let client = UpstreamClient::new(&name, gw.clone());
-        let attempt = tokio::select! {
-            r = upstream::connect_once(&config, &connector, client) => r,
-            () = shutdown.cancelled() => return,
-        };
-        match attempt {
-            Ok((upstream, session)) => {
-                let kill = upstream.kill_token();
-                tracing::info!(
-                    upstream = %name,
-                    tools = upstream.tools.len(),
-                    prompts = upstream.prompts.len(),
-                    resources = upstream.resources.len(),
-                    "upstream connected"
-                );
-                let since = Instant::now();
-                if let Some(g) = gw.upgrade() {
-                    g.judge_tools(&upstream).await;
-                    g.set_state(&name, SlotState::Up(Arc::new(upstream)));
-                    if was_up_before {
-                        g.hub.notify_tools_changed().await;
-                    }
-                }
-                if let Some(tx) = first.take() {
-                    let _ = tx.send(());
-                }
-                let session_ct = session.cancellation_token();
-                let ended = tokio::select! {
-                    r = session.waiting() => format!("session ended ({r:?})"),
-                    () = kill.cancelled() => {
-                        session_ct.cancel();
-                        "session failed".to_owned()
-                    }
-                    () = shutdown.cancelled() => {
-                        session_ct.cancel();
-                        if let Some(g) = gw.upgrade() {
-                            g.set_state(&name, SlotState::Down { reason: "shut down".into(), last: None });
-                        }
-                        return;
-                    }
-                };
-                tracing::warn!(upstream = %name, "upstream disconnected: {ended}; reconnecting");
-                if let Some(g) = gw.upgrade() {
-                    let last = g.upstream(&name);
-                    g.set_state(
-                        &name,
-                        SlotState::Down {
-                            reason: "disconnected; reconnecting".into(),
-                            last,
-                        },
-                    );
-                    g.hub.notify_tools_changed().await;
-                }
-                if since.elapsed() > Duration::from_secs(60) {
-                    backoff = FIRST_BACKOFF;
-                }
-            }
-            Err(e) => {
-                tracing::error!("{e}");
-                if let Some(g) = gw.upgrade() {
-                    let last = match g.slots.get(&name).map(|s| read(&s.state)) {
-                        Some(SlotState::Down { last, .. }) => last,
-                        _ => None,
-                    };
-                    g.set_state(
-                        &name,
-                        SlotState::Down {
-                            reason: e.to_string(),
-                            last,
-                        },
-                    );
-                }
-                if let Some(tx) = first.take() {
-                    let _ = tx.send(());
-                }
-            }
-        }
-        tokio::select! {
-            () = tokio::time::sleep(backoff) => {}
-            () = shutdown.cancelled() => return,
-        }
-        backoff = (backoff * 2).min(MAX_BACKOFF);
-    }
-}
-
-/// How often a gateway looks at the shared log for changes other processes
-/// made.
-const FOLLOW_EVERY: Duration = Duration::from_millis(500);
-
-/// Follows the shared event log so a mode set through another replica (or
-/// the CLI) reaches this replica's clients of that key as
-/// `notifications/tools/list_changed` — `exit_plan_mode` comes or goes —
-/// without waiting for their next call.
-async fn follow(gw: Weak<Gateway>) {
-    let Some(g) = gw.upgrade() else { return };
-    let shutdown = g.shutdown.clone();
-    let mut after = match g.store.last_seq().await {
-        Ok(seq) => seq,
-        Err(e) => {
-            tracing::warn!("cannot follow the event log: {e}");
-            return;
-        }
-    };
-    drop(g);
-    loop {
-        tokio::select! {
-            () = tokio::time::sleep(FOLLOW_EVERY) => {}
-            () = shutdown.cancelled() => return,
-        }
-        let Some(g) = gw.upgrade() else { return };
-        loop {
-            let page = match g.store.events_since(after, 500).await {
-                Ok(page) => page,
-                Err(e) => {
-                    tracing::debug!("following the event log: {e}");
-                    break;
-                }
-            };
-            let Some(last) = page.last() else { break };
-            after = last.seq;
-            g.watch
-                .lock()
-                .dirty
-                .extend(page.iter().map(|e| e.key_id.clone()));
-            let mut keys: Vec<&str> = page
-                .iter()
-                .filter(|e| e.kind == "mode_set")
-                .map(|e| e.key_id.as_str())
-                .collect();
-            keys.sort_unstable();
-            keys.dedup();
-            for key in keys {
-                g.hub.notify_key_tools_changed(key, u64::MAX).await;
-            }
-            if page.iter().any(|e| e.key_id == TOOLS_LOG) {
-                g.refresh_pins().await;
-            }
-            if page.len() < 500 {
-                break;
-            }
-        }
-    }
-}
-
-/// Expires plans whose life is over, in the background (calls also expire
-/// them lazily, so correctness never depends on this timer). Safe with many
-/// sweepers: each expiry is a compare-and-set append, and a plan already
-/// expired by someone else has nothing left to expire.
-async fn sweep(gw: Weak<Gateway>) {
-    loop {
-        let Some(g) = gw.upgrade() else { return };
-        let every = Duration::from_millis(u64::try_from(g.ttl_ms() / 4).unwrap_or(1000))
-            .clamp(Duration::from_secs(1), Duration::from_secs(30));
-        let shutdown = g.shutdown.clone();
-        if let Err(e) = g.sweep_watched().await {
-            tracing::warn!("plan expiry sweep: {e}");
-        }
-        drop(g);
-        tokio::select! {
-            () = tokio::time::sleep(every) => {}
-            () = shutdown.cancelled() => return,
-        }
-    }
-}
-
-/// Which keys the background sweep must look at: those it found with a
-/// plan or a claim last time whose expiry has come (a claim: every pass),
-/// and those with events since (the followed log says which: only an
-/// event moves a plan's expiry). Every [`FULL_SWEEP_EVERY`]th pass looks at
-/// every key. So a pass over 10,000 open plans that are not due reads
-/// none of them.
-#[derive(Default)]
-struct SweepWatch {
-    /// Keys with a plan's life or a claim, each with when it is next due
-    /// a look (ms since the epoch; `i64::MIN`: every pass).
-    open: BTreeMap<String, i64>,
-    dirty: BTreeSet<String>,
-    passes: u64,
-}
-
-/// Every this many background passes, the sweep looks at every key with
-/// events, not only the watched ones.
-const FULL_SWEEP_EVERY: u64 = 20;
-
-impl Gateway {
-    /// One pass of the expiry sweep over every key with events.
-    pub async fn sweep_once(&self) -> Result<usize, log::LogError> {
-        let keys = self.store.keys_with_events().await?;
-        self.sweep_keys(keys).await
-    }
-
-    /// The background pass: the watched keys, or every key now and then
-    /// (and on the first pass).
-    async fn sweep_watched(&self) -> Result<usize, log::LogError> {
-        let keys = {
-            let mut watch = self.watch.lock();
-            watch.passes += 1;
-            if watch.passes % FULL_SWEEP_EVERY == 1 {
-                watch.dirty.clear();
-                None
-            } else {
-                let now = plangate_store::now_ms();
-                let mut keys = std::mem::take(&mut watch.dirty);
-                keys.extend(
-                    watch
-                        .open
-                        .iter()
-                        .filter(|(_, due)| **due <= now)
-                        .map(|(key, _)| key.clone()),
-                );
-                Some(keys.into_iter().collect::<Vec<_>>())
-            }
-        };
-        match keys {
-            Some(keys) => self.sweep_keys(keys).await,
-            None => self.sweep_once().await,
-        }
-    }
-
-    async fn sweep_keys(&self, keys: Vec<String>) -> Result<usize, log::LogError> {
-        let ttl = self.ttl_ms();
-        let mut expired = 0;
-        for key_id in keys {
-            // Not `state`: a pass over every key must not pull idle keys
-            // into memory.
-            let state = self.log.peek(&key_id).await?;
-            let claims = state.applying.is_some()
-                || state
-                    .steps
-                    .iter()
-                    .any(|s| s.status == plangate_core::StepStatus::Running);
-            {
-                let mut watch = self.watch.lock();
-                // A claim's lease may run out any time: every pass. A plan
-                // is due when its life ends (it is expired below if it
-                // already has); events that start a new life make the key
-                // dirty, and it is looked at again then.
-                let due = if claims {
-                    Some(i64::MIN)
-                } else {
-                    state.expires_at_ms(ttl)
-                };
-                match due {
-                    Some(due) => {
-                        watch.open.insert(key_id.clone(), due);
-                    }
-                    None => {
-                        watch.open.remove(&key_id);
-                    }
-                }
-            }
-            if claims {
-                self.sweep_leases(&key_id).await?;
-            }
-            if plangate_core::rules::expiring_steps(&state, plangate_store::now_ms(), ttl).is_none()
-            {
-                continue;
-            }
-            let (_, n) = self
-                .log
-                .transact(&key_id, |state| {
-                    let now = plangate_store::now_ms();
-                    let Some(ids) = plangate_core::rules::expiring_steps(state, now, ttl) else {
-                        return Ok::<_, std::convert::Infallible>((vec![], 0));
-                    };
-                    let n = ids.len();
-                    let event = plangate_core::Event {
-                        at_ms: now,
-                        key_id: key_id.clone(),
-                        actor: plangate_core::Actor::System,
-                        channel: plangate_core::Channel::Sweeper,
-                        kind: plangate_core::EventKind::PlanExpired { step_ids: ids },
-                    };
-                    Ok((vec![event], n))
-                })
-                .await?
-                .unwrap_or_else(|never| match never {});
-            expired += n;
-        }
-        Ok(expired)
-    }
-}
-
-impl Gateway {
-    /// Marks claims whose lease ran out `in_doubt` and finishes a dead apply
-    /// of `key_id` (DESIGN §5 "Leases": found by any process, never by
-    /// start-up alone).
-    pub async fn sweep_leases(&self, key_id: &str) -> Result<usize, log::LogError> {
-        let lease = self.lease_ms();
-        let acting_key = plangate_store::ApiKey {
-            id: key_id.to_owned(),
-            name: String::new(),
-            scope: plangate_core::Scope::Read,
-            prefix: String::new(),
-            created_at_ms: 0,
-            revoked_at_ms: None,
-        };
-        let acting = plan::Acting {
-            key: acting_key,
-            channel: plangate_core::Channel::Sweeper,
-            operator: None,
-        };
-        let (_, n) = self
-            .log
-            .transact(key_id, |state| {
-                let events = apply::lease_cleanup(state, plangate_store::now_ms(), lease, &acting);
-                let n = events.len();
-                Ok::<_, std::convert::Infallible>((events, n))
-            })
-            .await?
-            .unwrap_or_else(|never| match never {});
-        Ok(n)
     }
 }
 

@@ -1,0 +1,118 @@
+//! Keeping each upstream connected: connect, wait for the session to end,
+//! mark it down, wait with backoff, reconnect — until the gateway shuts
+//! down. A crashed stdio upstream comes back; the others keep serving.
+
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use crate::upstream::{self, Connector, UpstreamClient};
+use crate::{Gateway, SlotState, read};
+
+/// First wait before reconnecting a failed upstream; doubles up to
+/// [`MAX_BACKOFF`], and starts over once a session has lasted a minute.
+const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+/// Longest wait between reconnection attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Keeps one upstream connected: connect, wait for the session to end, mark
+/// it down, wait (with backoff), reconnect — until the gateway shuts down.
+pub(crate) async fn supervise(
+    gw: Weak<Gateway>,
+    name: String,
+    connector: Connector,
+    first: tokio::sync::oneshot::Sender<()>,
+) {
+    let mut first = Some(first);
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        let Some(g) = gw.upgrade() else { return };
+        let shutdown = g.shutdown.clone();
+        let Some(config) = g.slots.get(&name).map(|s| s.config.clone()) else {
+            return;
+        };
+        let was_up_before = first.is_none();
+        drop(g);
+        let client = UpstreamClient::new(&name, gw.clone());
+        let attempt = tokio::select! {
+            r = upstream::connect_once(&config, &connector, client) => r,
+            () = shutdown.cancelled() => return,
+        };
+        match attempt {
+            Ok((upstream, session)) => {
+                let kill = upstream.kill_token();
+                tracing::info!(
+                    upstream = %name,
+                    tools = upstream.tools.len(),
+                    prompts = upstream.prompts.len(),
+                    resources = upstream.resources.len(),
+                    "upstream connected"
+                );
+                let since = Instant::now();
+                if let Some(g) = gw.upgrade() {
+                    g.judge_tools(&upstream).await;
+                    g.set_state(&name, SlotState::Up(Arc::new(upstream)));
+                    if was_up_before {
+                        g.hub.notify_tools_changed().await;
+                    }
+                }
+                if let Some(tx) = first.take() {
+                    let _ = tx.send(());
+                }
+                let session_ct = session.cancellation_token();
+                let ended = tokio::select! {
+                    r = session.waiting() => format!("session ended ({r:?})"),
+                    () = kill.cancelled() => {
+                        session_ct.cancel();
+                        "session failed".to_owned()
+                    }
+                    () = shutdown.cancelled() => {
+                        session_ct.cancel();
+                        if let Some(g) = gw.upgrade() {
+                            g.set_state(&name, SlotState::Down { reason: "shut down".into(), last: None });
+                        }
+                        return;
+                    }
+                };
+                tracing::warn!(upstream = %name, "upstream disconnected: {ended}; reconnecting");
+                if let Some(g) = gw.upgrade() {
+                    let last = g.upstream(&name);
+                    g.set_state(
+                        &name,
+                        SlotState::Down {
+                            reason: "disconnected; reconnecting".into(),
+                            last,
+                        },
+                    );
+                    g.hub.notify_tools_changed().await;
+                }
+                if since.elapsed() > Duration::from_secs(60) {
+                    backoff = FIRST_BACKOFF;
+                }
+            }
+            Err(e) => {
+                tracing::error!("{e}");
+                if let Some(g) = gw.upgrade() {
+                    let last = match g.slots.get(&name).map(|s| read(&s.state)) {
+                        Some(SlotState::Down { last, .. }) => last,
+                        _ => None,
+                    };
+                    g.set_state(
+                        &name,
+                        SlotState::Down {
+                            reason: e.to_string(),
+                            last,
+                        },
+                    );
+                }
+                if let Some(tx) = first.take() {
+                    let _ = tx.send(());
+                }
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(backoff) => {}
+            () = shutdown.cancelled() => return,
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
