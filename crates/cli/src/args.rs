@@ -1,0 +1,400 @@
+//! The command line: every command, flag and argument (clap), parsed and
+//! checked before anything runs. What each does is in the modules that
+//! `main` hands the parsed values to.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "plangate",
+    version,
+    about = "An MCP gateway that gives any MCP server an enforced plan mode."
+)]
+pub(crate) struct Cli {
+    /// Where plangate keeps its SQLite database and key files.
+    #[arg(long, global = true, env = "PLANGATE_DATA_DIR", value_name = "DIR")]
+    pub(crate) data_dir: Option<PathBuf>,
+    /// The database instead of the data dir's SQLite file: a
+    /// `postgres://USER:PASSWORD@HOST:PORT/DB` URL (replicas share it), a
+    /// sqlite:PATH URL or a file path. Key files stay in the data dir unless
+    /// PLANGATE_SEAL_KEY and PLANGATE_SIGNING_KEY are set.
+    #[arg(
+        long,
+        global = true,
+        env = "PLANGATE_DATABASE_URL",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
+    pub(crate) database: Option<String>,
+    /// Log line format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub(crate) log_format: LogFormat,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum)]
+pub(crate) enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum Command {
+    /// Serve MCP clients (stdio unless --http is given).
+    Serve(ServeArgs),
+    /// Create, list and revoke API keys.
+    #[command(subcommand)]
+    Keys(KeysCommand),
+    /// Create, list and revoke operator tokens (the web console's login).
+    #[command(subcommand)]
+    Operator(OperatorCommand),
+    /// Check configuration and show every tool's effect class.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Run the demo website as an MCP server (the embedded demo upstream).
+    DemoSite(DemoSiteArgs),
+    /// A counting MCP server for race and crash trials: records every
+    /// delivery of its `bump` tool in a log file (stdio only).
+    #[command(hide = true)]
+    CountingUpstream {
+        /// The log file deliveries are appended to.
+        #[arg(long, value_name = "FILE")]
+        log: PathBuf,
+    },
+    /// Set a key's mode from outside the agent.
+    #[command(subcommand)]
+    Mode(ModeCommand),
+    /// Look at and act on keys' plans as a person (operator).
+    #[command(subcommand)]
+    Plans(PlansCommand),
+    /// Review pinned tool definitions: list, accept or reject quarantined ones.
+    #[command(subcommand)]
+    Tools(ToolsCommand),
+    /// Export the event log.
+    #[command(subcommand)]
+    Audit(AuditCommand),
+    /// See plan mode work, start to finish, in one offline run (a temporary
+    /// data dir and a fresh demo site; nothing of yours is touched).
+    Demo {
+        /// Print every answer as one JSON line instead of the narrated story.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the credential-free MCP contract: capabilities, every gateway
+    /// tool with its schema and `_meta`, the plan review view resource and
+    /// digests (no key, data dir or upstream needed; deterministic).
+    Catalog {
+        #[command(flatten)]
+        source: ConfigSourceArgs,
+        /// Print the contract as canonical JSON.
+        #[arg(long, conflicts_with = "html")]
+        json: bool,
+        /// Print an offline HTML review page (with the view's source, escaped).
+        #[arg(long)]
+        html: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum PlansCommand {
+    /// Every key with a plan: mode, waiting/running/failed/in-doubt steps,
+    /// expiry and digest.
+    List {
+        #[command(flatten)]
+        source: ConfigSourceArgs,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One key's plan, step by step, as `get_plan` shows it.
+    Show {
+        #[command(flatten)]
+        source: ConfigSourceArgs,
+        /// The key's name or id.
+        #[arg(long)]
+        key: String,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Discard the named steps (waiting, failed or in doubt), or every
+    /// waiting step if none is named.
+    Discard {
+        #[command(flatten)]
+        source: ConfigSourceArgs,
+        /// The key's name or id.
+        #[arg(long)]
+        key: String,
+        /// Step ids (from `plans show`).
+        steps: Vec<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run an in-doubt step again, now, exactly that step: a person's
+    /// explicit retry (its request may have reached the server before).
+    Retry {
+        #[command(flatten)]
+        source: ConfigSourceArgs,
+        /// The key's name or id.
+        #[arg(long)]
+        key: String,
+        /// The in-doubt step's id.
+        step: String,
+        /// Print the receipt as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Record a person's yes to a key's plan at a digest, without applying
+    /// it: what a `plan`-scope key needs before its plan can run. As the
+    /// operator, or — with PLANGATE_KEY set to a `write` key — as that key.
+    Approve {
+        /// The key whose plan is approved (name or id).
+        #[arg(long)]
+        key: String,
+        /// The digest you reviewed (`plans show`).
+        #[arg(long, value_name = "DIGEST")]
+        digest: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Say yes to a key's plan and apply it now (every waiting step, or
+    /// the named waiting or failed ones); prints the receipt.
+    Apply {
+        #[command(flatten)]
+        source: ConfigSourceArgs,
+        /// The key's name or id.
+        #[arg(long)]
+        key: String,
+        /// The digest you reviewed (`plans show`); nothing runs if the plan
+        /// changed since.
+        #[arg(long, value_name = "DIGEST")]
+        digest: Option<String>,
+        /// Only these steps (waiting or failed), in plan order.
+        steps: Vec<String>,
+        /// Print the receipt as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum ToolsCommand {
+    /// Every pinned tool, and every quarantined or rejected definition with
+    /// what changed (read from the store; no upstream is contacted).
+    List {
+        #[command(flatten)]
+        source: ConfigSourceArgs,
+        /// Print JSON (with each held definition in full) instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Trust a quarantined definition: the tool is offered again.
+    Accept {
+        #[command(flatten)]
+        source: ConfigSourceArgs,
+        /// The upstream's name.
+        upstream: String,
+        /// The upstream's own tool name.
+        tool: String,
+        /// The definition you reviewed (`sha256:…` from `tools list --json`);
+        /// refused if the held one is another.
+        #[arg(long, value_name = "HASH")]
+        hash: Option<String>,
+        /// Accept even though the new definition lowers the tool's effect
+        /// class (its calls would no longer be planned).
+        #[arg(long)]
+        allow_downgrade: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Refuse a quarantined definition: the tool stays out.
+    Reject {
+        #[command(flatten)]
+        source: ConfigSourceArgs,
+        /// The upstream's name.
+        upstream: String,
+        /// The upstream's own tool name.
+        tool: String,
+        /// The definition you reviewed (`sha256:…`).
+        #[arg(long, value_name = "HASH")]
+        hash: Option<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum AuditCommand {
+    /// Write the event log as JSON Lines, one event per line in global
+    /// order, each as stored plus `seq` and `key_seq`. Secrets are never in
+    /// the log in the clear.
+    Export {
+        /// Only this key's events (name or id).
+        #[arg(long)]
+        key: Option<String>,
+        /// Only events at or after this time: RFC 3339
+        /// (2026-11-30T10:00:00Z), a date (2026-11-30, midnight UTC) or
+        /// Unix milliseconds.
+        #[arg(long, value_name = "TIME", value_parser = crate::audit::parse_since)]
+        since: Option<i64>,
+        /// Write to FILE instead of stdout.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// With --out, print the summary as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum ModeCommand {
+    /// Set the mode of a key; in force at the key's next call, and told to
+    /// its agent once.
+    Set {
+        #[command(flatten)]
+        source: ConfigSourceArgs,
+        /// The key's name or id.
+        #[arg(long)]
+        key: String,
+        /// The mode: `default` or one defined in the config (e.g. `plan`).
+        mode: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Where the upstream configuration comes from.
+#[derive(Args, Debug, Clone)]
+pub struct ConfigSourceArgs {
+    /// plangate.toml to load (default: ./plangate.toml if present, else the
+    /// embedded demo site).
+    #[arg(
+        long,
+        env = "PLANGATE_CONFIG",
+        value_name = "FILE",
+        conflicts_with = "mcp_config"
+    )]
+    pub(crate) config: Option<PathBuf>,
+    /// A Claude Desktop / Cursor `mcpServers` or VS Code `servers` JSON file,
+    /// used as-is.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) mcp_config: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct ServeArgs {
+    #[command(flatten)]
+    pub(crate) source: ConfigSourceArgs,
+    /// Serve over stdin/stdout (the default).
+    #[arg(long, conflicts_with = "http")]
+    pub(crate) stdio: bool,
+    /// Serve Streamable HTTP at http://ADDR/mcp, e.g. 127.0.0.1:7070.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) http: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum KeysCommand {
+    /// Create a key and print it once.
+    Create {
+        /// A name for the key (who or what uses it).
+        #[arg(long)]
+        name: String,
+        /// What the key may do.
+        #[arg(long, value_enum)]
+        scope: ScopeArg,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List keys (never their tokens).
+    List {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a key by name or id.
+    Revoke {
+        /// The key's name or id.
+        key: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum OperatorCommand {
+    /// Create an operator token for the web console and print it once.
+    Token {
+        /// Who holds it; the console records it as the actor of every act.
+        #[arg(long)]
+        name: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List operator tokens (never the tokens themselves).
+    List {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke an operator token by name or id; its console sessions end at
+    /// their next request.
+    Revoke {
+        /// The token's name or id.
+        operator: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum)]
+pub(crate) enum ScopeArg {
+    Read,
+    Plan,
+    Write,
+}
+
+impl From<ScopeArg> for plangate_core::Scope {
+    fn from(s: ScopeArg) -> Self {
+        match s {
+            ScopeArg::Read => plangate_core::Scope::Read,
+            ScopeArg::Plan => plangate_core::Scope::Plan,
+            ScopeArg::Write => plangate_core::Scope::Write,
+        }
+    }
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum ConfigCommand {
+    /// Load the config, connect to every upstream and print each tool's
+    /// effect class and where it came from.
+    Check {
+        #[command(flatten)]
+        source: ConfigSourceArgs,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct DemoSiteArgs {
+    /// The site's state file (created with demo content if missing).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) state: Option<PathBuf>,
+    /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) http: Option<String>,
+}
