@@ -1,25 +1,22 @@
 //! `plangate.toml`: plangate's own format, checked strictly — every unknown
 //! key is an error, because a misspelt safety setting must never be ignored.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use plangate_core::{
-    Effect, ModeSpec, Modes, OverAccess, PLAN_MODE, validate_mode_name, validate_upstream_name,
-};
+use plangate_core::{Effect, ModeSpec, Modes, OverAccess, PLAN_MODE, validate_mode_name};
 
-use crate::check::{Checker, Kind, Node, TransportFields, child, index, list, transport};
+use crate::check::{Checker, Node, child, index, list};
 use crate::duration::{format_duration, parse_duration};
 use crate::env::Env;
 use crate::error::ConfigErrors;
 use crate::model::{
-    Anonymous, Config, ConfigSource, DEFAULT_CALL_TIMEOUT, GatewaySettings, LandsOnSetting,
-    MAX_CACHED_KEYS, MAX_CALL_TIMEOUT, MAX_LEASE, MAX_PLAN_TTL, MAX_REQUEST_BYTES_LIMIT,
-    MAX_SESSIONS_LIMIT, MAX_STEPS_LIMIT, Namespace, RateLimit, Redaction, ToolOverride,
-    UpstreamConfig,
+    Anonymous, Config, ConfigSource, GatewaySettings, MAX_CACHED_KEYS, MAX_LEASE, MAX_PLAN_TTL,
+    MAX_REQUEST_BYTES_LIMIT, MAX_SESSIONS_LIMIT, MAX_STEPS_LIMIT, Namespace, RateLimit, Redaction,
 };
-use crate::planning::{pointer_problem, template_placeholders};
+
+mod upstreams;
+use upstreams::upstreams;
 
 const TOP_KEYS: [&str; 4] = ["gateway", "modes", "redaction", "upstreams"];
 const REDACTION_KEYS: [&str; 2] = ["names", "patterns"];
@@ -41,32 +38,6 @@ const GATEWAY_KEYS: [&str; 15] = [
     "cached_keys",
 ];
 const MODE_KEYS: [&str; 3] = ["instructions", "access", "over_access"];
-const UPSTREAM_KEYS: [&str; 11] = [
-    "command",
-    "args",
-    "env",
-    "cwd",
-    "url",
-    "headers",
-    "ca_file",
-    "trust_annotations",
-    "enabled",
-    "call_timeout",
-    "tools",
-];
-const TOOL_KEYS: [&str; 11] = [
-    "effect",
-    "enabled",
-    "predicted_effect",
-    "preview",
-    "lands_on",
-    "lands_on_note",
-    "target",
-    "copy_id",
-    "links",
-    "snapshots",
-    "rate_limit",
-];
 
 /// Parses and validates the text of a `plangate.toml`. `origin` names the
 /// file in messages and is where relative `cwd`s and `ca_file`s start.
@@ -533,271 +504,6 @@ fn non_empty_text(c: &mut Checker<'_>, key: &str, node: &toml::Value) -> Option<
         return None;
     }
     Some(s.to_owned())
-}
-
-// === upstreams ===
-
-fn upstreams(c: &mut Checker<'_>, node: &toml::Value) -> Option<BTreeMap<String, UpstreamConfig>> {
-    let entries = c.table("upstreams", node, "a table of [upstreams.NAME] tables")?;
-    if entries.is_empty() {
-        c.error(
-            "upstreams",
-            "no upstreams: add at least one [upstreams.NAME] table with a command or url",
-        );
-        return None;
-    }
-    let mut out = Some(BTreeMap::new());
-    for (name, value) in entries {
-        let up = upstream(c, name, value);
-        out = out.zip(up).map(|(mut m, u)| {
-            m.insert(name.to_owned(), u);
-            m
-        });
-    }
-    out
-}
-
-fn upstream(c: &mut Checker<'_>, name: &str, node: &toml::Value) -> Option<UpstreamConfig> {
-    let key = child("upstreams", name);
-    let name_ok = match validate_upstream_name(name) {
-        Ok(()) => true,
-        Err(e) => {
-            c.error(&key, e.to_string());
-            false
-        }
-    };
-    let entries = c.table(&key, node, "a table")?;
-    c.unknown_keys(&key, &entries, &UPSTREAM_KEYS);
-    let get = |k: &str| entries.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
-    let fields = TransportFields {
-        command: get("command"),
-        args: get("args"),
-        env: get("env"),
-        cwd: get("cwd"),
-        url: get("url"),
-        headers: get("headers"),
-        ca_file: get("ca_file"),
-    };
-    let kind = match (fields.command, fields.url) {
-        (Some(_), None) => Some(Kind::Stdio),
-        (None, Some(_)) => Some(Kind::Http),
-        (Some(_), Some(_)) => {
-            c.error(
-                &key,
-                "has both command and url: give exactly one (command for a stdio server, url for Streamable HTTP)",
-            );
-            None
-        }
-        (None, None) => {
-            c.error(
-                &key,
-                "has neither command nor url: give exactly one (command for a stdio server, url for Streamable HTTP)",
-            );
-            None
-        }
-    };
-    let transport = kind.and_then(|kind| transport(c, &key, kind, &fields, true));
-    let trust = get("trust_annotations")
-        .map(|n| c.bool(&child(&key, "trust_annotations"), n).map(Some))
-        .unwrap_or(Some(None));
-    let enabled = get("enabled")
-        .map(|n| c.bool(&child(&key, "enabled"), n))
-        .unwrap_or(Some(true));
-    let call_timeout = get("call_timeout")
-        .map(|n| {
-            duration_in(
-                c,
-                &child(&key, "call_timeout"),
-                n,
-                "call_timeout",
-                MAX_CALL_TIMEOUT,
-            )
-        })
-        .unwrap_or(Some(DEFAULT_CALL_TIMEOUT));
-    let tools = get("tools")
-        .map(|n| tools(c, &child(&key, "tools"), n))
-        .unwrap_or_else(|| Some(BTreeMap::new()));
-    let transport = transport?;
-    let trust_annotations = trust?.unwrap_or_else(|| transport.default_trust_annotations());
-    name_ok.then_some(UpstreamConfig {
-        name: name.to_owned(),
-        transport,
-        trust_annotations,
-        enabled: enabled?,
-        call_timeout: call_timeout?,
-        tools: tools?,
-    })
-}
-
-fn tools(
-    c: &mut Checker<'_>,
-    key: &str,
-    node: &toml::Value,
-) -> Option<BTreeMap<String, ToolOverride>> {
-    let entries = c.table(key, node, "a table of [...tools.TOOL] tables")?;
-    let mut out = Some(BTreeMap::new());
-    for (tool, value) in entries {
-        let tool_key = child(key, tool);
-        let t = tool_override(c, &tool_key, tool, value);
-        out = out.zip(t).map(|(mut m, t)| {
-            m.insert(tool.to_owned(), t);
-            m
-        });
-    }
-    out
-}
-
-fn tool_override(
-    c: &mut Checker<'_>,
-    key: &str,
-    tool: &str,
-    node: &toml::Value,
-) -> Option<ToolOverride> {
-    if tool.is_empty() {
-        c.error(key, "tool name must not be empty");
-        return None;
-    }
-    let entries = c.table(key, node, "a table")?;
-    c.unknown_keys(key, &entries, &TOOL_KEYS);
-    let mut out = Some(ToolOverride::default());
-    for &(k, v) in &entries {
-        let item_key = child(key, k);
-        let ok = match k {
-            "effect" => effect_value(c, &item_key, "effect", v)
-                .map(|e| out.as_mut().map(|o| o.effect = Some(e))),
-            "enabled" => c
-                .bool(&item_key, v)
-                .map(|b| out.as_mut().map(|o| o.enabled = b)),
-            "predicted_effect" => predicted_effect(c, &item_key, v)
-                .map(|t| out.as_mut().map(|o| o.predicted_effect = Some(t))),
-            "preview" => {
-                preview(c, &item_key, tool, v).map(|p| out.as_mut().map(|o| o.preview = Some(p)))
-            }
-            "lands_on" => lands_on(c, &item_key, v).map(|l| out.as_mut().map(|o| o.lands_on = l)),
-            "lands_on_note" => non_empty_text(c, &item_key, v)
-                .map(|n| out.as_mut().map(|o| o.lands_on_note = Some(n))),
-            "target" => pointer(c, &item_key, v, Pointer::IntoArguments)
-                .map(|p| out.as_mut().map(|o| o.target = Some(p))),
-            "copy_id" => pointer(c, &item_key, v, Pointer::IntoResult)
-                .map(|p| out.as_mut().map(|o| o.copy_id = Some(p))),
-            "links" => c
-                .list_of(&item_key, v, |c, k, n| {
-                    pointer(c, k, n, Pointer::IntoResult)
-                })
-                .map(|l| out.as_mut().map(|o| o.links = l)),
-            "snapshots" => c
-                .list_of(&item_key, v, |c, k, n| {
-                    pointer(c, k, n, Pointer::IntoResult)
-                })
-                .map(|l| out.as_mut().map(|o| o.snapshots = l)),
-            "rate_limit" => {
-                rate_limit(c, &item_key, v).map(|r| out.as_mut().map(|o| o.rate_limit = Some(r)))
-            }
-            _ => Some(None), // reported by unknown_keys
-        };
-        if ok.is_none() {
-            out = None;
-        }
-    }
-    let get = |k: &str| entries.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
-    if get("predicted_effect").is_some() && get("preview").is_some() {
-        c.error(
-            &child(key, "preview"),
-            "preview and predicted_effect are both set: give one (the preview tool's answer or the template's sentence describes the step)",
-        );
-        out = None;
-    }
-    // Checked on the raw values, so that other mistakes in the table do not
-    // hide this one; a lands_on that is not a string or not live/copy is
-    // already reported.
-    let lands_live = get("lands_on").is_none_or(|v| v.as_str() == Some("live"));
-    if get("copy_id").is_some() && lands_live {
-        c.error(
-            &child(key, "copy_id"),
-            "copy_id only applies to a tool that lands on a copy: set lands_on = \"copy\" too",
-        );
-        out = None;
-    }
-    out
-}
-
-/// A one-line template with balanced braces (see
-/// [`template_placeholders`]).
-fn predicted_effect(c: &mut Checker<'_>, key: &str, node: &toml::Value) -> Option<String> {
-    let t = non_empty_text(c, key, node)?;
-    if t.contains(['\n', '\r']) {
-        c.error(
-            key,
-            "predicted_effect must be one line: one sentence saying what the write will do",
-        );
-        return None;
-    }
-    if let Err(problem) = template_placeholders(&t) {
-        c.error(key, format!("predicted_effect {t:?} {problem}"));
-        return None;
-    }
-    Some(t)
-}
-
-/// The name of another tool on the same upstream. Whether it exists is
-/// known only once the gateway has connected.
-fn preview(c: &mut Checker<'_>, key: &str, tool: &str, node: &toml::Value) -> Option<String> {
-    let p = non_empty_text(c, key, node)?;
-    if p.chars().any(char::is_whitespace) {
-        c.error(
-            key,
-            format!("preview {p:?} is not a tool name: write the upstream's own tool name, without spaces"),
-        );
-        return None;
-    }
-    if p == tool {
-        c.error(
-            key,
-            format!("preview {p:?} is the tool itself: name a separate read-only tool that describes the write without doing it"),
-        );
-        return None;
-    }
-    Some(p)
-}
-
-fn lands_on(c: &mut Checker<'_>, key: &str, node: &toml::Value) -> Option<LandsOnSetting> {
-    match c.raw_str(key, node)? {
-        "live" => Some(LandsOnSetting::Live),
-        "copy" => Some(LandsOnSetting::Copy),
-        other => {
-            c.error(
-                key,
-                format!("lands_on {other:?} is not allowed: use \"live\" or \"copy\""),
-            );
-            None
-        }
-    }
-}
-
-/// What a JSON pointer points into, which decides whether `""` (the whole
-/// document) makes sense.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Pointer {
-    /// The call's arguments: `""` names them all.
-    IntoArguments,
-    /// The upstream's `structuredContent`: an id or link is one value in it.
-    IntoResult,
-}
-
-fn pointer(c: &mut Checker<'_>, key: &str, node: &toml::Value, into: Pointer) -> Option<String> {
-    let p = c.raw_str(key, node)?;
-    if p.is_empty() && into == Pointer::IntoResult {
-        c.error(
-            key,
-            "must not be empty: point at one value of the upstream's structuredContent, like \"/id\"",
-        );
-        return None;
-    }
-    if let Some(problem) = pointer_problem(p) {
-        c.error(key, problem);
-        return None;
-    }
-    Some(p.to_owned())
 }
 
 #[cfg(test)]
