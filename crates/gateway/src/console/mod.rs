@@ -41,20 +41,21 @@ use std::sync::{Arc, LazyLock};
 
 use axum::Router;
 use axum::extract::rejection::FormRejection;
-use axum::extract::{FromRequestParts, Query, State};
+use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Form, Json};
-use plangate_core::{Channel, Code, Scope, hmac_hex};
-use plangate_store::{ApiKey, OperatorToken, now_ms};
+use plangate_core::{Code, hmac_hex};
+use plangate_store::{OperatorToken, now_ms};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::Gateway;
-use crate::operator::{self, OperatorError};
+
+mod api;
 
 /// The session cookie's name.
 pub const COOKIE: &str = "plangate_console";
@@ -64,9 +65,9 @@ pub const CSRF_HEADER: &str = "x-plangate-csrf";
 pub const SESSION_MS: i64 = 12 * 3600 * 1000;
 
 /// The console page, byte for byte.
-pub const CONSOLE_HTML: &str = include_str!("console/console.html");
+pub const CONSOLE_HTML: &str = include_str!("console.html");
 /// The login page; `<!--MESSAGE-->` becomes the (escaped) outcome.
-pub const LOGIN_HTML: &str = include_str!("console/login.html");
+pub const LOGIN_HTML: &str = include_str!("login.html");
 
 /// The routes under `/console`, to merge into the gateway's router.
 pub fn routes() -> Router<Arc<Gateway>> {
@@ -75,11 +76,11 @@ pub fn routes() -> Router<Arc<Gateway>> {
         .route("/console/", get(page))
         .route("/console/login", post(login))
         .route("/console/logout", post(logout))
-        .route("/console/api/state", get(state))
-        .route("/console/api/approve", post(approve))
-        .route("/console/api/discard", post(discard))
-        .route("/console/api/retry", post(retry))
-        .route("/console/api/tool", post(tool_decision))
+        .route("/console/api/state", get(api::state))
+        .route("/console/api/approve", post(api::approve))
+        .route("/console/api/discard", post(api::discard))
+        .route("/console/api/retry", post(api::retry))
+        .route("/console/api/tool", post(api::tool_decision))
 }
 
 // === headers ===
@@ -510,290 +511,6 @@ async fn logout(_: Acting) -> Response {
         ),
     );
     response
-}
-
-// === the API ===
-
-/// `?after=SEQ`: the log position the page last saw.
-#[derive(Deserialize)]
-struct After {
-    after: Option<i64>,
-}
-
-/// A key with no record left (deleted outside plangate): shown by id.
-fn unknown_key(key_id: &str) -> ApiKey {
-    ApiKey {
-        id: key_id.to_owned(),
-        name: key_id.to_owned(),
-        scope: Scope::Read,
-        prefix: String::new(),
-        created_at_ms: 0,
-        revoked_at_ms: None,
-    }
-}
-
-/// `GET /console/api/state`: every key's plan, or — when the global log
-/// has not moved past `after` — just `{"seq", "changed": false}`, so
-/// polling every second costs one indexed query.
-async fn state(
-    State(gw): State<Arc<Gateway>>,
-    Viewer(session): Viewer,
-    Query(q): Query<After>,
-) -> Response {
-    match plans(&gw, q.after).await {
-        Ok(mut body) => {
-            body["operator"] = json!(session.operator.name);
-            body["csrf"] = json!(session.csrf);
-            if body["changed"] == json!(true) {
-                match held_tools(&gw).await {
-                    Ok(tools) => body["tools"] = tools,
-                    Err(e) => tracing::error!("console: tool pins: {e}"),
-                }
-            }
-            ok_json(body)
-        }
-        Err(e) => {
-            tracing::error!("console: event log: {e}");
-            ConsoleError::store_down().into_response()
-        }
-    }
-}
-
-/// The console's view of every key with a plan (open steps or a session),
-/// brought up to date first, as `plangate plans list` does.
-async fn plans(gw: &Gateway, after: Option<i64>) -> Result<Value, crate::log::LogError> {
-    let store = gw.store();
-    let seq = store.last_seq().await?;
-    if after == Some(seq) {
-        return Ok(json!({"seq": seq, "changed": false}));
-    }
-    let keys = store.list_keys().await?;
-    let config = gw.config();
-    let (ttl, lease) = (gw.ttl_ms(), gw.lease_ms());
-    let mut out = Vec::new();
-    for key_id in store.keys_with_events().await? {
-        let key = keys
-            .iter()
-            .find(|k| k.id == key_id)
-            .cloned()
-            .unwrap_or_else(|| unknown_key(&key_id));
-        let acting = operator::acting(&key, "console", Channel::Console);
-        let state = operator::refresh(gw.log(), &acting, ttl, lease).await?;
-        if state.open_steps().next().is_none() && state.session_id.is_none() {
-            continue;
-        }
-        out.push(operator::plan_json(config, &key, &state, now_ms()));
-    }
-    // Refreshing may have appended (expiry, leases): report the seq after.
-    let seq = store.last_seq().await?;
-    Ok(json!({"seq": seq, "changed": true, "keys": out}))
-}
-
-/// Every quarantined or rejected tool definition, for review (the same
-/// rows as `plangate tools list`).
-async fn held_tools(gw: &Gateway) -> Result<Value, crate::log::LogError> {
-    let pins = gw.pins_log().state(plangate_core::TOOLS_LOG).await?;
-    let rows: Vec<_> = crate::tool_pins::rows(&pins, gw.config())
-        .into_iter()
-        .filter(|r| r.held_hash.is_some())
-        .collect();
-    Ok(json!(rows))
-}
-
-/// `POST /console/api/tool` body: accept or reject exactly the held
-/// definition the person looked at.
-#[derive(Deserialize)]
-struct ToolBody {
-    server: String,
-    tool: String,
-    definition_hash: String,
-    decision: ToolVerdict,
-    #[serde(default)]
-    allow_downgrade: bool,
-}
-
-#[derive(Deserialize, Clone, Copy)]
-#[serde(rename_all = "lowercase")]
-enum ToolVerdict {
-    Accept,
-    Reject,
-}
-
-/// Records a person's accept or reject of a quarantined tool definition,
-/// through the same rule as `plangate tools accept|reject`.
-async fn tool_decision(
-    State(gw): State<Arc<Gateway>>,
-    Acting(session): Acting,
-    Body(body): Body<ToolBody>,
-) -> Result<Response, ConsoleError> {
-    use crate::tool_pins::{Decision, PinError};
-    let decision = match body.decision {
-        ToolVerdict::Accept => Decision::Accept {
-            allow_downgrade: body.allow_downgrade,
-        },
-        ToolVerdict::Reject => Decision::Reject,
-    };
-    let who = plangate_core::Actor::Operator {
-        name: session.operator.name.clone(),
-    };
-    match crate::tool_pins::decide(
-        gw.pins_log(),
-        gw.config(),
-        &body.server,
-        &body.tool,
-        Some(&body.definition_hash),
-        decision,
-        who,
-        Channel::Console,
-        now_ms(),
-    )
-    .await
-    {
-        Ok(_) => {
-            gw.refresh_pins().await;
-            tracing::info!(operator = %session.operator.name, server = %body.server, tool = %body.tool, "console: tool definition decided");
-            Ok(ok_json(
-                json!({"success": true, "server": body.server, "tool": body.tool}),
-            ))
-        }
-        Err(PinError::Log(e)) => {
-            tracing::error!("console: tool pins: {e}");
-            Err(ConsoleError::store_down())
-        }
-        Err(e @ (PinError::Changed { .. } | PinError::Downgrade { .. })) => Err(ConsoleError::new(
-            StatusCode::CONFLICT,
-            Code::ToolQuarantined.as_str(),
-            e.to_string(),
-        )),
-        Err(e) => Err(ConsoleError::new(
-            StatusCode::NOT_FOUND,
-            Code::InvalidArguments.as_str(),
-            e.to_string(),
-        )),
-    }
-}
-
-/// The key an API request names, by id.
-async fn key_by_id(gw: &Gateway, key_id: &str) -> Result<ApiKey, ConsoleError> {
-    match gw.store().find_key(key_id).await {
-        Ok(Some(k)) if k.id == key_id => Ok(k),
-        Ok(_) => Err(ConsoleError::new(
-            StatusCode::NOT_FOUND,
-            Code::InvalidArguments.as_str(),
-            format!("there is no key with id {key_id:?}"),
-        )),
-        Err(e) => {
-            tracing::error!("console: key store: {e}");
-            Err(ConsoleError::store_down())
-        }
-    }
-}
-
-impl From<OperatorError> for ConsoleError {
-    fn from(e: OperatorError) -> ConsoleError {
-        refused(e)
-    }
-}
-
-fn refused(e: OperatorError) -> ConsoleError {
-    let status = match &e {
-        e if e.is_bad_input() => StatusCode::BAD_REQUEST,
-        OperatorError::PlanChanged { .. } | OperatorError::ApplyAlive { .. } => {
-            StatusCode::CONFLICT
-        }
-        OperatorError::PlanOutlived { .. } => StatusCode::GONE,
-        OperatorError::Refused(_) => StatusCode::CONFLICT,
-        OperatorError::UpstreamDown { .. } | OperatorError::Log(_) => {
-            StatusCode::SERVICE_UNAVAILABLE
-        }
-        _ => StatusCode::BAD_REQUEST,
-    };
-    if let OperatorError::Log(inner) = &e {
-        tracing::error!("console: event log: {inner}");
-    }
-    ConsoleError::new(status, e.code(), e.to_string())
-}
-
-/// `POST /console/api/approve` body.
-#[derive(Deserialize)]
-struct ApproveBody {
-    key_id: String,
-    plan_digest: String,
-}
-
-/// Records the operator's yes to the digest the person saw; refused with
-/// `plan_changed` (nothing recorded) when it is no longer current.
-async fn approve(
-    State(gw): State<Arc<Gateway>>,
-    Acting(session): Acting,
-    Body(body): Body<ApproveBody>,
-) -> Result<Response, ConsoleError> {
-    let key = key_by_id(&gw, &body.key_id).await?;
-    let acting = operator::acting(&key, &session.operator.name, Channel::Console);
-    let (state, _) = operator::approve(
-        gw.log(),
-        &key,
-        acting.actor(),
-        Channel::Console,
-        &body.plan_digest,
-        true,
-    )
-    .await?;
-    tracing::info!(operator = %session.operator.name, key = %key.name, "console: approved plan");
-    Ok(ok_json(json!({
-        "success": true,
-        "key": key.name,
-        "plan_digest": body.plan_digest,
-        "current_digest": state.plan_digest(),
-        "approved_by": session.operator.name,
-    })))
-}
-
-/// `POST /console/api/discard` body: no `step_ids` discards every waiting
-/// step.
-#[derive(Deserialize)]
-struct DiscardBody {
-    key_id: String,
-    #[serde(default)]
-    step_ids: Vec<String>,
-}
-
-async fn discard(
-    State(gw): State<Arc<Gateway>>,
-    Acting(session): Acting,
-    Body(body): Body<DiscardBody>,
-) -> Result<Response, ConsoleError> {
-    let key = key_by_id(&gw, &body.key_id).await?;
-    let acting = operator::acting(&key, &session.operator.name, Channel::Console);
-    let (state, ids) = operator::discard(gw.log(), &acting, &body.step_ids, gw.ttl_ms()).await?;
-    tracing::info!(operator = %session.operator.name, key = %key.name, discarded = ids.len(), "console: discarded steps");
-    Ok(ok_json(json!({
-        "success": true,
-        "key": key.name,
-        "discarded": ids,
-        "pending_steps": state.planned_steps().count(),
-        "plan_digest": state.plan_digest(),
-    })))
-}
-
-/// `POST /console/api/retry` body.
-#[derive(Deserialize)]
-struct RetryBody {
-    key_id: String,
-    step_id: String,
-}
-
-/// Retries one in-doubt step now and answers its receipt.
-async fn retry(
-    State(gw): State<Arc<Gateway>>,
-    Acting(session): Acting,
-    Body(body): Body<RetryBody>,
-) -> Result<Response, ConsoleError> {
-    let key = key_by_id(&gw, &body.key_id).await?;
-    let acting = operator::acting(&key, &session.operator.name, Channel::Console);
-    let receipt = operator::retry(&gw, &acting, &body.step_id).await?;
-    tracing::info!(operator = %session.operator.name, key = %key.name, "console: retried a step");
-    Ok(ok_json(receipt.structured_content.unwrap_or(Value::Null)))
 }
 
 #[cfg(test)]
