@@ -71,7 +71,8 @@ pub use pins::{
     changed_fields, definition_hash,
 };
 pub use redact::{
-    REDACTED, RedactionError, Redactor, is_secret_key, redact, redact_text, scrub_text, scrub_value,
+    REDACTED, RedactionError, Redactor, is_secret_key, keyed_from_split, redact, redact_text,
+    scrub_text, scrub_value,
 };
 pub use scope::{ParseScopeError, Scope};
 pub use secrets::{restore_secrets, split_secrets};

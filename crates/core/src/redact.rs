@@ -290,19 +290,33 @@ impl Redactor {
     /// beyond ±(2^53−1).
     pub fn keyed(&self, args: &Value, signing_key: &[u8; 32]) -> Result<Value, CanonicalError> {
         check_safe_integers(args)?;
-        let (mut keyed, secrets) = self.split(args);
-        for (pointer, value) in &secrets {
-            if let Some(slot) = keyed.pointer_mut(pointer) {
-                let text = canonical_lossless(value);
-                *slot = Value::String(format!(
-                    "{HMAC_PREFIX}{}",
-                    hmac_hex(signing_key, text.as_bytes())
-                ));
-            }
-        }
-        Ok(keyed)
+        let (redacted, secrets) = self.split(args);
+        Ok(keyed_from_split(redacted, &secrets, signing_key))
     }
+}
 
+/// What [`Redactor::keyed`] gives for `args`, from what [`Redactor::split`]
+/// already gave for them (`redacted`, `secrets`): a caller that needs both
+/// scans the arguments once. The caller has checked `args` for unsafe
+/// integers.
+pub fn keyed_from_split(
+    mut redacted: Value,
+    secrets: &[(String, Value)],
+    signing_key: &[u8; 32],
+) -> Value {
+    for (pointer, value) in secrets {
+        if let Some(slot) = redacted.pointer_mut(pointer) {
+            let text = canonical_lossless(value);
+            *slot = Value::String(format!(
+                "{HMAC_PREFIX}{}",
+                hmac_hex(signing_key, text.as_bytes())
+            ));
+        }
+    }
+    redacted
+}
+
+impl Redactor {
     /// Text from outside plangate (an upstream's preview sentence, error
     /// message, or a text block of its answer) with every secret it carries
     /// replaced by [`REDACTED`]: by **name** — the value of a secret key

@@ -255,9 +255,9 @@ pub async fn plan_write(
             format!("{} cannot be planned: {what}", tool.exposed),
         )
     };
-    let keyed = redactor
-        .keyed(&args, signing)
-        .map_err(|e| internal(&e.to_string()))?;
+    plangate_core::check_safe_integers(&args).map_err(|e| internal(&e.to_string()))?;
+    // One scan of the arguments for what is shown and what is keyed.
+    let keyed = plangate_core::keyed_from_split(redacted.clone(), &secrets, signing);
     let fingerprint = arguments_fingerprint(&tool.upstream, &tool.original, &keyed)
         .map_err(|e| internal(&e.to_string()))?;
     let schema_hash = tool

@@ -912,14 +912,18 @@ impl ServerHandler for GatewayHandler {
                 return refuse(Refusal::new(code, message));
             }
             Decision::Ask => {
-                let (redacted, _) = self.gw.redactor().split(&args_value);
-                let digest = match self
-                    .gw
-                    .redactor()
-                    .keyed(&args_value, self.gw.material().signing_key())
-                    .and_then(|keyed| {
-                        plangate_core::arguments_fingerprint(&tool.upstream, &tool.original, &keyed)
-                    }) {
+                let (redacted, secrets) = self.gw.redactor().split(&args_value);
+                let keyed = plangate_core::keyed_from_split(
+                    redacted.clone(),
+                    &secrets,
+                    self.gw.material().signing_key(),
+                );
+                // Unsafe integers were refused before the decision.
+                let digest = match plangate_core::arguments_fingerprint(
+                    &tool.upstream,
+                    &tool.original,
+                    &keyed,
+                ) {
                     Ok(d) => format!("sha256:{d}"),
                     Err(e) => return refuse(Refusal::new(Code::InvalidArguments, e.to_string())),
                 };
