@@ -356,7 +356,7 @@ async fn run_step(
     let Some(step) = state.step(step_id).cloned() else {
         return Ok((Outcome::NotRun, Vec::new(), Some(state)));
     };
-    let (outcome, events) = call_step(gw, acting, apply_id, step_id, cancel, step).await?;
+    let (outcome, events) = call_step(gw, acting, apply_id, step_id, cancel, step, &state).await?;
     Ok((outcome, events, Some(state)))
 }
 
@@ -369,6 +369,7 @@ async fn call_step(
     step_id: &str,
     cancel: &CancellationToken,
     step: plangate_core::Step,
+    state: &KeyState,
 ) -> Result<(Outcome, Vec<plangate_core::Event>), Refusal> {
     let lease_ms = gw.lease_ms();
     let owner = gw.owner().to_owned();
@@ -403,10 +404,7 @@ async fn call_step(
 
     // What comes back is scrubbed of every secret the key's log sealed,
     // not only this step's: an upstream's answer may quote an older one.
-    let scrub_with = match gw.log().state(&acting.key.id).await {
-        Ok(state) => crate::plan::known_secrets(gw, &state, &secrets),
-        Err(_) => secrets.clone(),
-    };
+    let scrub_with = crate::plan::known_secrets(gw, state, &secrets);
 
     // Call, with the real arguments and the step id as operation key,
     // renewing the claim while the call is alive.
