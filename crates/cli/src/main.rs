@@ -210,10 +210,10 @@ async fn run(cli: Cli) -> Result<()> {
 
 async fn tools_command(cmd: ToolsCommand, data_dir: &Path) -> Result<()> {
     use plangate_gateway::tool_pins::Decision;
-    match cmd {
+    let (source, upstream, tool, hash, decision, json) = match cmd {
         ToolsCommand::List { source, json } => {
             let config = load_config(&source, data_dir)?;
-            tools::list(&config, open_store(data_dir).await?, json).await
+            return tools::list(&config, open_store(data_dir).await?, json).await;
         }
         ToolsCommand::Accept {
             source,
@@ -222,42 +222,34 @@ async fn tools_command(cmd: ToolsCommand, data_dir: &Path) -> Result<()> {
             hash,
             allow_downgrade,
             json,
-        } => {
-            let config = load_config(&source, data_dir)?;
-            let decision = Decision::Accept { allow_downgrade };
-            let store = open_store(data_dir).await?;
-            tools::decide(
-                &config,
-                store,
-                &upstream,
-                &tool,
-                hash.as_deref(),
-                decision,
-                json,
-            )
-            .await
-        }
+        } => (
+            source,
+            upstream,
+            tool,
+            hash,
+            Decision::Accept { allow_downgrade },
+            json,
+        ),
         ToolsCommand::Reject {
             source,
             upstream,
             tool,
             hash,
             json,
-        } => {
-            let config = load_config(&source, data_dir)?;
-            let store = open_store(data_dir).await?;
-            tools::decide(
-                &config,
-                store,
-                &upstream,
-                &tool,
-                hash.as_deref(),
-                Decision::Reject,
-                json,
-            )
-            .await
-        }
-    }
+        } => (source, upstream, tool, hash, Decision::Reject, json),
+    };
+    let config = load_config(&source, data_dir)?;
+    let store = open_store(data_dir).await?;
+    tools::decide(
+        &config,
+        store,
+        &upstream,
+        &tool,
+        hash.as_deref(),
+        decision,
+        json,
+    )
+    .await
 }
 
 async fn plans_command(cmd: PlansCommand, data_dir: &Path) -> Result<()> {
