@@ -1,7 +1,9 @@
-//! The gateway's own tools (DESIGN §5): `begin_session`, `get_plan`,
-//! `discard_plan`, `exit_plan_mode` and `end_session`, under the configured
-//! prefix. Every answer is an ordinary tool result: `structuredContent`
-//! carries the JSON of DESIGN §5, `content` the same facts as short text.
+//! The gateway's own tools (DESIGN §5), under the configured prefix: their
+//! definitions, their arguments ([`args`]), and the session tools
+//! (`begin_session`, `get_plan`, `discard_plan`, `end_session`);
+//! `apply_plan` is [`crate::apply`], `exit_plan_mode` [`crate::review`].
+//! Every answer is an ordinary tool result: `structuredContent` carries the
+//! JSON of DESIGN §5, `content` the same facts as short text.
 
 use std::sync::Arc;
 
@@ -14,6 +16,9 @@ use crate::Gateway;
 use crate::plan::{Acting, expires_in, expiry_due, step_json};
 use crate::refusal::Refusal;
 use plangate_core::rules::{self, Refused, Selection};
+
+pub mod args;
+pub use args::{Call, SessionCall};
 
 /// Which gateway tool a name refers to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,28 +190,18 @@ fn step_list(state: &KeyState) -> Vec<Value> {
     state.open_steps().map(step_json).collect()
 }
 
-/// Handles a call to a gateway tool for a caller with a key. Returns the
-/// result and whether plan mode (and so the tool list) changed.
+/// Runs a session tool for a caller with a key. Returns the result and
+/// whether plan mode (and so the tool list) changed.
 pub async fn call(
     gw: &Gateway,
     acting: &Acting,
-    tool: GatewayTool,
-    arguments: &JsonObject,
+    call: SessionCall,
 ) -> Result<(CallToolResult, bool), Refusal> {
     let ttl_ms = gw.ttl_ms();
     let modes = &gw.config().modes;
-    let prefix = gw.config().gateway.tool_prefix.clone();
-    match tool {
-        GatewayTool::BeginSession => {
-            let Some(mode) = arguments.get("mode").and_then(Value::as_str) else {
-                return Err(Refusal::new(
-                    Code::InvalidArguments,
-                    format!(
-                        "begin_session needs \"mode\": one of {}",
-                        modes.names().join(", ")
-                    ),
-                ));
-            };
+    match call {
+        SessionCall::BeginSession { mode } => {
+            let mode = mode.as_str();
             if !modes.contains(mode) {
                 return Err(Refusal::new(
                     Code::InvalidArguments,
@@ -238,7 +233,7 @@ pub async fn call(
                 .await
                 .map_err(log_failed)??;
             let spec = modes.resolve(Some(mode)).0;
-            let instructions = session_instructions(&prefix, &spec);
+            let instructions = session_instructions(&gw.config().gateway.tool_prefix, &spec);
             let body = json!({
                 "success": true,
                 "session_id": session_id,
@@ -255,7 +250,7 @@ pub async fn call(
             );
             Ok((answer(body, text), was_plan != spec.plan_mode()))
         }
-        GatewayTool::GetPlan => {
+        SessionCall::GetPlan => {
             let (state, ()) = gw
                 .log()
                 .transact(&acting.key.id, |state| {
@@ -321,31 +316,8 @@ pub async fn call(
             }
             Ok((answer(body, text), false))
         }
-        GatewayTool::DiscardPlan => {
-            let named: Option<Vec<String>> = match arguments.get("step_ids") {
-                None | Some(Value::Null) => None,
-                Some(Value::Array(ids)) => {
-                    let mut out = Vec::new();
-                    for id in ids {
-                        match id.as_str() {
-                            Some(s) => out.push(s.to_owned()),
-                            None => {
-                                return Err(Refusal::new(
-                                    Code::InvalidArguments,
-                                    "step_ids must be a list of step id strings",
-                                ));
-                            }
-                        }
-                    }
-                    Some(out)
-                }
-                Some(_) => {
-                    return Err(Refusal::new(
-                        Code::InvalidArguments,
-                        "step_ids must be a list of step id strings",
-                    ));
-                }
-            };
+        SessionCall::DiscardPlan { step_ids: named } => {
+            let prefix = &gw.config().gateway.tool_prefix;
             let (state, discarded) = gw
                 .log()
                 .transact(&acting.key.id, |state| {
@@ -394,31 +366,7 @@ pub async fn call(
             );
             Ok((answer(body, text), false))
         }
-        GatewayTool::ApplyPlan => Err(Refusal::new(
-            Code::InvalidArguments,
-            "apply_plan is handled by the session, not here",
-        )),
-        GatewayTool::ExitPlanMode => {
-            let state = gw.log().state(&acting.key.id).await.map_err(log_failed)?;
-            let spec = modes.resolve(state.mode.as_deref()).0;
-            if !spec.plan_mode() {
-                return Err(Refusal::new(
-                    Code::NotInPlanMode,
-                    format!(
-                        "mode {} is not a plan mode, so there is no plan review to leave; writes run as the mode allows",
-                        spec.name
-                    ),
-                ));
-            }
-            Err(Refusal::new(
-                Code::ElicitationUnsupported,
-                format!(
-                    "plangate cannot ask the person from here yet. Show them the plan in plain words ({prefix}get_plan lists every step and the plan digest) and call {prefix}apply_plan with that plan_digest only after they say yes; nothing was applied and the mode stays {}",
-                    spec.name
-                ),
-            ))
-        }
-        GatewayTool::EndSession => {
+        SessionCall::EndSession => {
             let before = gw.log().state(&acting.key.id).await.map_err(log_failed)?;
             let was_plan = modes.resolve(before.mode.as_deref()).0.plan_mode();
             let (_, discarded) = gw

@@ -1,0 +1,340 @@
+//! `tools/call`, as a pipeline: authenticate → resolve the tool → validate
+//! the call → decide (the core's [`decide`]) → act (run, plan, refuse, or
+//! ask the person, then run). Each stage is one function below; a refusal
+//! at any stage is a tool result with a stable code, and nothing after it
+//! runs.
+
+use plangate_core::{
+    CallerScope, Code, Decision, Effect, ModeSpec, Scope, check_safe_integers, decide,
+};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, JsonObject};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer};
+use serde_json::{Value, json};
+
+use super::forward::unavailable;
+use super::{GatewayHandler, with_notice};
+use crate::CatalogTool;
+use crate::auth::Caller;
+use crate::catalog::Catalog;
+use crate::metrics::Outcome;
+use crate::plan::{self, Acting, PlanReason};
+use crate::refusal::Refusal;
+use crate::tools::GatewayTool;
+
+/// The argument that asks for a single write to be planned.
+const PLAN_FLAG: &str = "_plangate_plan";
+
+/// A call that passed every check a call must pass before it could run.
+struct Checked {
+    /// The call to send upstream: the client's, without [`PLAN_FLAG`].
+    forward: CallToolRequestParams,
+    /// Its arguments.
+    arguments: JsonObject,
+    /// The same arguments as one JSON value.
+    value: Value,
+    /// Whether the agent asked for this write to be planned.
+    explicit: bool,
+}
+
+impl GatewayHandler {
+    /// Every call, read or write, runs in a task rmcp spawns per request,
+    /// whose future holds this one inline and is moved (copied) when it is
+    /// spawned and when it completes; the large, rarely taken paths
+    /// (gateway tools, planning, asking a person, an upstream's progress
+    /// and questions) are boxed so a passthrough read does not copy their
+    /// kilobytes of state.
+    pub(super) async fn call(
+        &self,
+        request: CallToolRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.gw.note_call();
+        // Authenticate.
+        let caller = self.caller(&cx).await?;
+        if let Err(refusal) = self.within_rate(&caller, &request.name) {
+            tracing::info!(tool = %request.name, caller = caller.label(), "call refused: rate limited");
+            return Ok(refusal.into_result().into());
+        }
+        let prefix = &self.gw.config().gateway.tool_prefix;
+        if let Some(tool) = GatewayTool::parse(prefix, &request.name) {
+            return Box::pin(self.call_gateway_tool(&caller, tool, request, &cx)).await;
+        }
+        // Resolve the tool.
+        let catalog = self.gw.catalog();
+        let tool = self.resolve(&catalog, &request.name)?;
+        let tool = match tool {
+            Ok(tool) => tool,
+            Err(refusal) => return Ok(refusal.into_result().into()),
+        };
+        let refuse = |refusal: Refusal| -> Result<CallToolResponse, ErrorData> {
+            self.gw
+                .metrics()
+                .record(&tool.upstream, &tool.original, Outcome::Refused, None);
+            tracing::info!(tool = %tool.exposed, caller = caller.label(), code = refusal.code.as_str(), "call refused");
+            Ok(refusal.into_result().into())
+        };
+        // Validate.
+        let checked = match validate(tool, prefix, request) {
+            Ok(checked) => checked,
+            Err(refusal) => return refuse(refusal),
+        };
+        // Decide: a read runs for anyone; every other call needs a key, its
+        // state and its mode.
+        if tool.effect == Effect::Read {
+            return self.forward(&caller, tool, checked.forward, &cx).await;
+        }
+        let Caller::Key(key) = &caller else {
+            return refuse(Refusal::new(
+                Code::PlanNeedsKey,
+                format!(
+                    "{} is a {} tool; callers without an API key may only read and can never plan. Create a key with `plangate keys create --name NAME --scope write`",
+                    tool.exposed, tool.effect
+                ),
+            ));
+        };
+        let state = match self.gw.log().state(&key.id).await {
+            Ok(state) => state,
+            Err(e) => return refuse(Refusal::store(e, "nothing was run or planned")),
+        };
+        let (mode, notice) = self.tell_mode(state.mode.as_deref(), &cx).await;
+        let acting = Acting {
+            key: key.clone(),
+            channel: self.channel(),
+            operator: None,
+        };
+        let explicit = checked.explicit;
+        // Act.
+        match decide(tool.effect, CallerScope::Key(key.scope), &mode, explicit) {
+            Decision::Run => {
+                let response = self.forward(&caller, tool, checked.forward, &cx).await?;
+                Ok(with_notice(response, notice))
+            }
+            Decision::Plan => {
+                let reason = if explicit {
+                    PlanReason::Explicit
+                } else if key.scope == Scope::Plan {
+                    PlanReason::Scope
+                } else {
+                    PlanReason::Mode
+                };
+                let planned = Box::pin(plan::plan_write(
+                    &self.gw,
+                    &acting,
+                    &mode,
+                    tool,
+                    checked.arguments,
+                    reason,
+                    Some(state),
+                ))
+                .await;
+                match planned {
+                    Ok(result) => Ok(with_notice(result.into(), notice)),
+                    Err(refusal) => refuse(refusal),
+                }
+            }
+            Decision::Refuse(code) => refuse(Refusal::new(
+                code,
+                refused_message(code, tool, key, &mode, prefix),
+            )),
+            Decision::Ask => {
+                match Box::pin(self.ask_first(&acting, &mode, tool, checked, &cx)).await {
+                    Ok(Asked::Run(forward)) => {
+                        let response = self.forward(&caller, tool, forward, &cx).await?;
+                        Ok(with_notice(response, notice))
+                    }
+                    Ok(Asked::Pending(response)) => Ok(response),
+                    Err(refusal) => refuse(refusal),
+                }
+            }
+        }
+    }
+
+    /// The per-key and per-tool rate limits.
+    fn within_rate(&self, caller: &Caller, name: &str) -> Result<(), Refusal> {
+        if !self.gw.rates().active() {
+            return Ok(());
+        }
+        let catalog = self.gw.catalog();
+        let upstream_tool = catalog
+            .tool(name)
+            .map(|t| (t.upstream.as_str(), t.original.as_str()));
+        self.gw
+            .rates()
+            .check(caller.key_id(), caller.label(), upstream_tool)
+    }
+
+    /// The catalog's tool called `name`. An unknown name is a JSON-RPC
+    /// error (invalid params); a tool whose upstream is gone answers
+    /// `upstream_unavailable`.
+    #[allow(clippy::type_complexity)]
+    fn resolve<'c>(
+        &self,
+        catalog: &'c Catalog,
+        name: &str,
+    ) -> Result<Result<&'c CatalogTool, Refusal>, ErrorData> {
+        match catalog.tool(name) {
+            Some(tool) => Ok(Ok(tool)),
+            None => match catalog.gone_tool(name) {
+                Some(upstream) => Ok(Err(unavailable(upstream, &self.gw))),
+                None => Err(ErrorData::invalid_params(
+                    format!("unknown tool: {name}"),
+                    Some(json!({"tool": name})),
+                )),
+            },
+        }
+    }
+
+    /// Sends the checked call to `tool`'s upstream.
+    async fn forward(
+        &self,
+        caller: &Caller,
+        tool: &CatalogTool,
+        forward: CallToolRequestParams,
+        cx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.forward_call(caller, &tool.upstream, &tool.original, forward, cx)
+            .await
+    }
+
+    /// An `ask` mode's question before a call above its access: the person
+    /// says yes to exactly these arguments (by fingerprint) or nothing runs.
+    async fn ask_first(
+        &self,
+        acting: &Acting,
+        mode: &ModeSpec,
+        tool: &CatalogTool,
+        checked: Checked,
+        cx: &RequestContext<RoleServer>,
+    ) -> Result<Asked, Refusal> {
+        let Checked {
+            mut forward, value, ..
+        } = checked;
+        // A retry answering the upstream's own question (parked call): the
+        // person already said yes to this call.
+        let resuming = forward.request_state.as_deref().is_some_and(|state| {
+            crate::parked::Parked::is_park_state(&self.gw, &acting.key.id, state)
+        });
+        if resuming {
+            return Ok(Asked::Run(forward));
+        }
+        let (redacted, secrets) = self.gw.redactor().split(&value);
+        let keyed = plangate_core::keyed_from_split(
+            redacted.clone(),
+            &secrets,
+            self.gw.material().signing_key(),
+        );
+        // Unsafe integers were refused before the decision.
+        let digest = plangate_core::arguments_fingerprint(&tool.upstream, &tool.original, &keyed)
+            .map(|d| format!("sha256:{d}"))
+            .map_err(|e| Refusal::new(Code::InvalidArguments, e.to_string()))?;
+        let round = crate::review::Round {
+            tool: &tool.exposed,
+            arguments: &value,
+            state: forward.request_state.as_deref(),
+            responses: forward.input_responses.as_ref(),
+        };
+        match crate::review::ask_for_call(
+            &self.gw, acting, mode, tool, &redacted, &digest, round, cx,
+        )
+        .await?
+        {
+            crate::review::Asked::Yes => {}
+            crate::review::Asked::Pending(response) => return Ok(Asked::Pending(response)),
+        }
+        forward.request_state = None;
+        forward.input_responses = None;
+        Ok(Asked::Run(forward))
+    }
+}
+
+/// What came of asking before a call.
+enum Asked {
+    /// The person said yes (or had already): send this call.
+    Run(CallToolRequestParams),
+    /// The question went to the client as `input_required`; this is the
+    /// answer for now.
+    Pending(CallToolResponse),
+}
+
+/// The checks a call must pass before it could run or be planned: the tool
+/// is enabled and not withheld, the plan flag is a boolean, every integer
+/// is safe, and the arguments fit the tool's input schema.
+fn validate(
+    tool: &CatalogTool,
+    prefix: &str,
+    request: CallToolRequestParams,
+) -> Result<Checked, Refusal> {
+    if !tool.enabled {
+        return Err(Refusal::new(
+            Code::Forbidden,
+            format!(
+                "tool {} is disabled in plangate's config (upstreams.{}.tools.{}.enabled = false); ask the operator to enable it",
+                tool.exposed, tool.upstream, tool.original
+            ),
+        ));
+    }
+    if let Some(why) = &tool.withheld {
+        return Err(Refusal::new(
+            why.code(),
+            format!("{}. Nothing was run or planned", why.reason(tool, prefix)),
+        ));
+    }
+    let mut forward = request;
+    let mut arguments = forward.arguments.take().unwrap_or_default();
+    let explicit = match arguments.remove(PLAN_FLAG) {
+        None | Some(Value::Bool(false)) => false,
+        Some(Value::Bool(true)) => true,
+        Some(_) => {
+            return Err(Refusal::new(
+                Code::InvalidArguments,
+                format!("\"{PLAN_FLAG}\" must be true or false"),
+            ));
+        }
+    };
+    let value = Value::Object(arguments.clone());
+    if let Err(e) = check_safe_integers(&value) {
+        return Err(Refusal::new(
+            Code::InvalidArguments,
+            format!("{e}; send it as a string or a smaller number. Nothing was run or planned"),
+        ));
+    }
+    if let Err(errors) = tool.check_arguments(&value) {
+        return Err(Refusal::new(
+            Code::InvalidArguments,
+            format!(
+                "the arguments do not match {}'s input schema: {}. Nothing was run or planned",
+                tool.exposed,
+                errors.join("; ")
+            ),
+        ));
+    }
+    forward.arguments = Some(arguments.clone());
+    Ok(Checked {
+        forward,
+        arguments,
+        value,
+        explicit,
+    })
+}
+
+/// What a refused write is told: why, and who can change it.
+fn refused_message(
+    code: Code,
+    tool: &CatalogTool,
+    key: &plangate_store::ApiKey,
+    mode: &ModeSpec,
+    prefix: &str,
+) -> String {
+    match code {
+        Code::Forbidden => format!(
+            "{} is a {} tool and key {:?} has scope {}, which allows reads only; ask the operator for a plan or write key",
+            tool.exposed, tool.effect, key.name, key.scope
+        ),
+        Code::ForbiddenByMode => format!(
+            "{} is a {} tool and mode {} runs only {} calls and refuses the rest; ask the person to change the mode ({prefix}begin_session) if this write is wanted",
+            tool.exposed, tool.effect, mode.name, mode.access
+        ),
+        other => format!("{} was refused ({other})", tool.exposed),
+    }
+}

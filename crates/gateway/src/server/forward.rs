@@ -1,0 +1,310 @@
+//! Forwarding a call to the upstream that owns the tool: relaying its
+//! progress and its questions (elicitation, sampling, roots) to the calling
+//! client, parking the call over 2026-07-28 while the client answers, and
+//! telling a failed or silent upstream apart from a tool's own error.
+
+// Sampling and roots are deprecated by SEP-2577 but remain part of MCP
+// 2025-11-25; relaying them during a call is part of being a faithful
+// gateway.
+#![allow(deprecated)]
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ElicitResult, ElicitationAction,
+    ErrorCode, ServerResult,
+};
+use rmcp::service::{RequestContext, ServiceError};
+use rmcp::{ErrorData, RoleServer};
+use serde_json::{Value, json};
+
+use plangate_core::Code;
+
+use super::GatewayHandler;
+use crate::Gateway;
+use crate::auth::Caller;
+use crate::hub::Ask;
+use crate::metrics::Outcome;
+use crate::parked::CallEvent;
+use crate::refusal::Refusal;
+
+impl GatewayHandler {
+    /// Calls `original` on upstream `upstream_name` for `caller` and
+    /// relays its answer; every path records the call's metrics.
+    pub(super) async fn forward_call(
+        &self,
+        caller: &Caller,
+        upstream_name: &str,
+        original: &str,
+        request: CallToolRequestParams,
+        cx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let metrics = self.gw.metrics();
+        let modern = crate::review::modern(cx);
+        let kid = caller.key_id().unwrap_or_default().to_owned();
+        let tool = request.name.to_string();
+        // Over 2026-07-28 an upstream's question travels as input_required,
+        // bound to the call's arguments.
+        let args = if modern {
+            let value = Value::Object(request.arguments.clone().unwrap_or_default());
+            match crate::review::args_digest(&self.gw, &value) {
+                Ok(d) => d,
+                Err(refusal) => return Ok(refusal.into_result().into()),
+            }
+        } else {
+            String::new()
+        };
+        let who = || crate::parked::Retry {
+            kid: &kid,
+            tool: &tool,
+            args: &args,
+        };
+        let mut running = match request.request_state.as_deref() {
+            // The retry that answers what the upstream asked: the same call
+            // goes on.
+            Some(state) if modern => {
+                match crate::parked::Parked::resume(
+                    &self.gw,
+                    who(),
+                    state,
+                    request.input_responses.as_ref(),
+                ) {
+                    Ok(running) => running,
+                    Err(refusal) => return Ok(refusal.into_result().into()),
+                }
+            }
+            _ => {
+                let Some(upstream) = self.gw.upstream(upstream_name) else {
+                    metrics.record(upstream_name, original, Outcome::Failed, None);
+                    return Ok(unavailable(upstream_name, &self.gw).into_result().into());
+                };
+                let mut params = CallToolRequestParams::new(original.to_owned());
+                params.arguments = request.arguments;
+                params.meta = forwarded_meta(cx);
+                crate::parked::start(
+                    self.gw.clone(),
+                    upstream,
+                    params,
+                    self.session,
+                    cx.meta.get_progress_token(),
+                )
+            }
+        };
+        let my_token = cx.meta.get_progress_token();
+        let outcome = loop {
+            tokio::select! {
+                event = running.events.recv() => match event {
+                    Some(CallEvent::Done(r)) => break r,
+                    Some(CallEvent::Progress(mut p)) => {
+                        // A retry may carry a token of its own.
+                        if let Some(token) = &my_token {
+                            p.progress_token = token.clone();
+                            let _ = Box::pin(cx.peer.notify_progress(p)).await;
+                        }
+                    }
+                    Some(CallEvent::Ask(ask)) => {
+                        if !declared(cx, &ask) {
+                            decline(ask);
+                        } else if modern {
+                            match crate::parked::Parked::park(&self.gw, who(), running, ask) {
+                                Ok(response) => {
+                                    tracing::info!(upstream = upstream_name, tool = original, caller = caller.label(), "call waits for the client to answer its upstream's question");
+                                    return Ok(response);
+                                }
+                                Err(back) => {
+                                    let (back, ask) = *back;
+                                    running = back;
+                                    decline(ask);
+                                }
+                            }
+                        } else {
+                            Box::pin(answer_ask(ask, cx)).await;
+                        }
+                    }
+                    None => break Err(ServiceError::TransportClosed),
+                },
+                () = cx.ct.cancelled() => {
+                    running.cancel();
+                    metrics.record(upstream_name, original, Outcome::Failed, Some(running.started.elapsed()));
+                    tracing::info!(upstream = upstream_name, tool = original, caller = caller.label(), "call cancelled by the client");
+                    return Err(ErrorData::new(ErrorCode::INTERNAL_ERROR, "request cancelled", None));
+                }
+            }
+        };
+        let elapsed = running.started.elapsed();
+        let upstream = running.upstream.clone();
+        drop(running);
+        let ms = elapsed.as_secs_f64() * 1000.0;
+        match outcome {
+            Ok(ServerResult::CallToolResult(result)) => {
+                let is_error = result.is_error.unwrap_or(false);
+                let kind = if is_error {
+                    Outcome::ToolError
+                } else {
+                    Outcome::Ok
+                };
+                metrics.record(upstream_name, original, kind, Some(elapsed));
+                tracing::info!(
+                    upstream = upstream_name,
+                    tool = original,
+                    caller = caller.label(),
+                    is_error,
+                    ms,
+                    "tool call"
+                );
+                Ok(result.into())
+            }
+            Ok(_) => {
+                metrics.record(upstream_name, original, Outcome::Failed, Some(elapsed));
+                Ok(Refusal::new(
+                    Code::UpstreamUnavailable,
+                    format!("upstream {upstream_name} answered with a result type plangate does not forward (input_required or task)"),
+                )
+                .into_result()
+                .into())
+            }
+            Err(ServiceError::McpError(e)) => {
+                metrics.record(upstream_name, original, Outcome::RpcError, Some(elapsed));
+                tracing::info!(
+                    upstream = upstream_name,
+                    tool = original,
+                    caller = caller.label(),
+                    code = e.code.0,
+                    ms,
+                    "tool call: upstream error"
+                );
+                Err(e)
+            }
+            Err(e) => Ok(self
+                .call_failed(&upstream, original, e, Some(elapsed))
+                .into()),
+        }
+    }
+
+    /// A call that got no answer: the upstream is treated as failed (the
+    /// supervisor reconnects it) and the client is told to try later.
+    fn call_failed(
+        &self,
+        upstream: &crate::Upstream,
+        tool: &str,
+        error: ServiceError,
+        elapsed: Option<std::time::Duration>,
+    ) -> CallToolResult {
+        let name = upstream.name();
+        self.gw
+            .metrics()
+            .record(name, tool, Outcome::Failed, elapsed);
+        tracing::warn!(upstream = name, tool, "tool call got no answer: {error}");
+        if matches!(
+            error,
+            ServiceError::TransportClosed | ServiceError::TransportSend(_)
+        ) {
+            upstream.fail();
+        }
+        let message = match &error {
+            ServiceError::Timeout { timeout } => format!(
+                "upstream {name} did not answer within {} (its call_timeout); plangate cancelled the call. It may still have taken effect: check before calling again, or raise [upstreams.{name}] call_timeout",
+                plangate_config::format_duration(*timeout)
+            ),
+            ServiceError::TransportClosed | ServiceError::TransportSend(_) => format!(
+                "upstream {name} did not answer ({error}); it is being reconnected — try again shortly"
+            ),
+            _ => format!("upstream {name} did not answer ({error}); try again shortly"),
+        };
+        Refusal::new(Code::UpstreamUnavailable, message).into_result()
+    }
+}
+
+/// Whether the client (per request over 2026-07-28, from its handshake
+/// before) declared it can answer what the upstream asked.
+fn declared(cx: &RequestContext<RoleServer>, ask: &Ask) -> bool {
+    let what = match ask {
+        Ask::Elicit(..) => "elicitation",
+        Ask::Sample(..) => "sampling",
+        Ask::Roots(_) => "roots",
+    };
+    cx.client_capabilities()
+        .and_then(|caps| serde_json::to_value(&caps).ok())
+        .and_then(|caps| caps.get(what).cloned())
+        .is_some_and(|v| !v.is_null())
+}
+
+/// Answers an upstream's request the client cannot take: an elicitation is
+/// declined, sampling and roots get an error saying why.
+fn decline(ask: Ask) {
+    let declined = |what: &str| {
+        ErrorData::new(
+            ErrorCode::INVALID_REQUEST,
+            format!("the client did not declare {what} support"),
+            None,
+        )
+    };
+    match ask {
+        Ask::Elicit(_, tx) => {
+            let _ = tx.send(Ok(ElicitResult::new(ElicitationAction::Decline)));
+        }
+        Ask::Sample(_, tx) => {
+            let _ = tx.send(Err(declined("sampling")));
+        }
+        Ask::Roots(tx) => {
+            let _ = tx.send(Err(declined("roots")));
+        }
+    }
+}
+
+/// Asks the calling client what an upstream asked during its call, inside
+/// the client's own request so the transport relates the two.
+async fn answer_ask(ask: Ask, cx: &RequestContext<RoleServer>) {
+    let relay_err = |e: ServiceError| match e {
+        ServiceError::McpError(e) => e,
+        other => ErrorData::new(ErrorCode::INTERNAL_ERROR, other.to_string(), None),
+    };
+    match ask {
+        Ask::Elicit(params, tx) => {
+            let _ = tx.send(cx.peer.create_elicitation(params).await.map_err(relay_err));
+        }
+        Ask::Sample(params, tx) => {
+            let _ = tx.send(cx.peer.create_message(params).await.map_err(relay_err));
+        }
+        Ask::Roots(tx) => {
+            let _ = tx.send(cx.peer.list_roots().await.map_err(relay_err));
+        }
+    }
+}
+
+/// Why upstream `upstream` cannot take a call now (its last failure, if
+/// known), as the refusal a client gets.
+pub(super) fn unavailable(upstream: &str, gw: &Gateway) -> Refusal {
+    let why = gw
+        .down_upstreams()
+        .get(upstream)
+        .cloned()
+        .unwrap_or_else(|| "not connected".into());
+    Refusal::new(
+        Code::UpstreamUnavailable,
+        format!("upstream {upstream} is unavailable ({why}); other upstreams keep serving"),
+    )
+}
+
+/// The `_meta` sent upstream: the client's own, minus the progress token
+/// (rmcp sets its own) and the inline-lifecycle keys that describe the
+/// downstream connection, not the upstream one.
+fn forwarded_meta(cx: &RequestContext<RoleServer>) -> Option<rmcp::model::RequestMetaObject> {
+    let mut meta = cx.meta.clone();
+    meta.0.0.remove("progressToken");
+    meta.0
+        .0
+        .retain(|k, _| !k.starts_with("io.modelcontextprotocol/"));
+    (!meta.0.0.is_empty()).then_some(meta)
+}
+
+/// An upstream failure as the JSON-RPC error of a forwarded prompt or
+/// resource read.
+pub(super) fn service_error(upstream: &str, e: ServiceError) -> ErrorData {
+    match e {
+        ServiceError::McpError(e) => e,
+        other => ErrorData::new(
+            ErrorCode::INTERNAL_ERROR,
+            format!("upstream {upstream} did not answer: {other}"),
+            Some(json!({"code": "upstream_unavailable"})),
+        ),
+    }
+}

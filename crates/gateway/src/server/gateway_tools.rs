@@ -1,0 +1,127 @@
+//! A call to one of plangate's own tools: read its arguments
+//! ([`crate::tools::Call`]), run it where its rule lives, and keep this
+//! session's view of the mode (and its tool list) true afterwards.
+
+use plangate_core::{Code, ModeSpec};
+use rmcp::model::{CallToolRequestParams, CallToolResponse};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer};
+use serde_json::Value;
+
+use super::{GatewayHandler, with_notice};
+use crate::auth::Caller;
+use crate::plan::Acting;
+use crate::refusal::Refusal;
+use crate::tools::{Call, GatewayTool};
+
+impl GatewayHandler {
+    /// Runs gateway tool `tool` for `caller`. Every answer, refusals
+    /// included, is a tool result; a mode changed from outside since the
+    /// agent last heard rides along as a notice.
+    pub(super) async fn call_gateway_tool(
+        &self,
+        caller: &Caller,
+        tool: GatewayTool,
+        request: CallToolRequestParams,
+        cx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Caller::Key(key) = caller else {
+            return Ok(Refusal::new(
+                Code::PlanNeedsKey,
+                "the plan tools need an API key: a caller without one can never plan. Create a key with `plangate keys create --name NAME --scope plan|write`",
+            )
+            .into_result()
+            .into());
+        };
+        let acting = Acting {
+            key: key.clone(),
+            channel: self.channel(),
+            operator: None,
+        };
+        let arguments = request.arguments.clone().unwrap_or_default();
+        let notice = match self.gw.log().state(&key.id).await {
+            Ok(state) => self.tell_mode(state.mode.as_deref(), cx).await.1,
+            Err(_) => None,
+        };
+        let call = match Call::read(tool, &arguments, &self.gw.config().modes.names()) {
+            Ok(call) => call,
+            Err(refusal) => return Ok(self.refused(caller, tool, refusal, notice)),
+        };
+        // Whether this call may have set the mode itself, and whether plan
+        // mode (so the tool list) changed.
+        let (result, resync, tools_changed) = match call {
+            Call::Session(call) => match crate::tools::call(&self.gw, &acting, call).await {
+                Ok((result, changed)) => (Ok(result.into()), true, changed),
+                Err(refusal) => (Err(refusal), false, false),
+            },
+            Call::ApplyPlan(apply) => {
+                let progress = cx
+                    .meta
+                    .get_progress_token()
+                    .map(|token| crate::apply::Progress {
+                        peer: cx.peer.clone(),
+                        token,
+                    });
+                let receipt =
+                    crate::apply::apply_plan(&self.gw, &acting, apply, progress, cx.ct.clone())
+                        .await;
+                (receipt.map(Into::into), false, false)
+            }
+            Call::ExitPlanMode { plan } => {
+                let args_value = Value::Object(arguments);
+                let round = crate::review::Round {
+                    tool: &request.name,
+                    arguments: &args_value,
+                    state: request.request_state.as_deref(),
+                    responses: request.input_responses.as_ref(),
+                };
+                let was_plan = self
+                    .seen
+                    .lock()
+                    .spec
+                    .as_ref()
+                    .is_some_and(ModeSpec::plan_mode);
+                let result =
+                    crate::review::exit_plan_mode(&self.gw, &acting, &plan, round, cx).await;
+                let now_plan = match self.gw.log().state(&key.id).await {
+                    Ok(state) => self
+                        .gw
+                        .config()
+                        .modes
+                        .resolve(state.mode.as_deref())
+                        .0
+                        .plan_mode(),
+                    Err(_) => was_plan,
+                };
+                (result, true, was_plan != now_plan)
+            }
+        };
+        // What this session did to the mode is no news to its agent.
+        if resync && let Ok(state) = self.gw.log().state(&key.id).await {
+            self.set_seen_mode(self.gw.config().modes.resolve(state.mode.as_deref()).0);
+        }
+        if tools_changed {
+            let _ = cx.peer.notify_tool_list_changed().await;
+            self.gw
+                .hub()
+                .notify_key_tools_changed(&key.id, self.session)
+                .await;
+        }
+        Ok(match result {
+            Ok(response) => with_notice(response, notice),
+            Err(refusal) => self.refused(caller, tool, refusal, notice),
+        })
+    }
+
+    /// A gateway tool's refusal as its answer, logged.
+    fn refused(
+        &self,
+        caller: &Caller,
+        tool: GatewayTool,
+        refusal: Refusal,
+        notice: Option<String>,
+    ) -> CallToolResponse {
+        tracing::info!(tool = ?tool, caller = caller.label(), code = refusal.code.as_str(), "gateway tool refused");
+        with_notice(refusal.into_result().into(), notice)
+    }
+}

@@ -1,0 +1,518 @@
+//! The MCP server agents connect to.
+//!
+//! One [`GatewayHandler`] serves one client session (stdio: the process;
+//! HTTP: one `Mcp-Session-Id`). It resolves the caller on every request,
+//! answers lists from the catalog, and forwards calls, reads and prompts to
+//! the upstream that owns them — or refuses them per policy.
+//!
+//! `tools/call` is the pipeline in [`call`]; plangate's own tools are
+//! [`gateway_tools`]; sending a call upstream and relaying what the
+//! upstream asks on the way is [`forward`].
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use plangate_core::Effect;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ErrorCode, GetPromptRequestParams, GetPromptResponse,
+    Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ResourceContents, ServerCapabilities,
+    ServerConfig,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::json;
+
+use plangate_core::{Channel, DEFAULT_MODE, ModeSpec, OverAccess};
+use rmcp::model::ContentBlock;
+use serde_json::Value;
+
+use crate::Gateway;
+use crate::auth::{self, Caller, Denied};
+
+mod call;
+mod forward;
+mod gateway_tools;
+
+use forward::{service_error, unavailable};
+
+/// The JSON-RPC error code plangate answers when a request has no caller
+/// it could run as (no key, bad key). In the implementation-defined server
+/// range; `data.code` carries the stable name.
+const UNAUTHORIZED: ErrorCode = ErrorCode(-32001);
+
+/// Where a session's requests come from.
+enum Origin {
+    /// Over stdio the key comes from `PLANGATE_KEY`, once per process.
+    Stdio { token: Option<String> },
+    /// Over HTTP the auth middleware resolves the caller per request and
+    /// the session guard ([`crate::session_guard`]) binds the session to
+    /// the key that opened it; `opener` keeps that key's id for the hub.
+    Http { opener: OnceLock<Option<String>> },
+}
+
+/// Numbers client sessions, so calls of one client can be told from
+/// another's.
+static SESSIONS: AtomicU64 = AtomicU64::new(1);
+
+/// The rmcp server handler for one client session.
+#[derive(Clone)]
+pub struct GatewayHandler {
+    gw: Arc<Gateway>,
+    origin: Arc<Origin>,
+    session: u64,
+    seen: Arc<parking_lot::Mutex<SeenMode>>,
+}
+
+/// What this session's agent was last told about the mode, so a change made
+/// from outside is told exactly once (DESIGN §4).
+#[derive(Default)]
+struct SeenMode {
+    spec: Option<ModeSpec>,
+    told_undefined: bool,
+}
+
+impl GatewayHandler {
+    /// A handler for the stdio client, identified by `token` (from
+    /// `PLANGATE_KEY`).
+    pub fn stdio(gw: Arc<Gateway>, token: Option<String>) -> Self {
+        GatewayHandler {
+            gw,
+            origin: Arc::new(Origin::Stdio { token }),
+            session: SESSIONS.fetch_add(1, Ordering::Relaxed),
+            seen: Arc::default(),
+        }
+    }
+
+    /// A handler for one HTTP session.
+    pub fn http(gw: Arc<Gateway>) -> Self {
+        GatewayHandler {
+            gw,
+            origin: Arc::new(Origin::Http {
+                opener: OnceLock::new(),
+            }),
+            session: SESSIONS.fetch_add(1, Ordering::Relaxed),
+            seen: Arc::default(),
+        }
+    }
+
+    fn transport(&self) -> &'static str {
+        match &*self.origin {
+            Origin::Stdio { .. } => "stdio",
+            Origin::Http { .. } => "http",
+        }
+    }
+
+    fn channel(&self) -> Channel {
+        match &*self.origin {
+            Origin::Stdio { .. } => Channel::Stdio,
+            Origin::Http { .. } => Channel::Http,
+        }
+    }
+
+    /// Notes the mode in force for this session. Returns what to tell the
+    /// agent — only when what it can do changed since it last heard (or a
+    /// recorded mode is no longer defined, once) — and whether the tool
+    /// list changed (plan mode on or off).
+    fn observe_mode(&self, spec: &ModeSpec, undefined: Option<String>) -> (Option<String>, bool) {
+        let mut seen = self.seen.lock();
+        let previous = seen.spec.replace(spec.clone());
+        let mut notice = None;
+        let mut list_changed = false;
+        match &previous {
+            None if spec.name != DEFAULT_MODE => notice = Some(describe_mode(spec, false)),
+            Some(p) if (p.access, p.over_access) != (spec.access, spec.over_access) => {
+                notice = Some(describe_mode(spec, true));
+                list_changed = p.plan_mode() != spec.plan_mode();
+            }
+            _ => {}
+        }
+        if let Some(u) = undefined
+            && !seen.told_undefined
+        {
+            seen.told_undefined = true;
+            notice = Some(match notice {
+                Some(n) => format!("{u}. {n}"),
+                None => u,
+            });
+        }
+        (notice, list_changed)
+    }
+
+    /// Records a mode this session set itself (nothing to tell).
+    fn set_seen_mode(&self, spec: ModeSpec) {
+        self.seen.lock().spec = Some(spec);
+    }
+
+    /// The caller of this request, or the JSON-RPC error that explains why
+    /// there is none.
+    async fn caller(&self, cx: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
+        let resolved = match &*self.origin {
+            Origin::Stdio { token } => auth::resolve(&self.gw, token.as_deref()).await,
+            // The auth middleware resolved the caller, and the session
+            // guard ([`crate::session_guard`]) refused any other caller
+            // before rmcp saw the message.
+            Origin::Http { .. } => cx
+                .extensions
+                .get::<http::request::Parts>()
+                .and_then(|p| p.extensions.get::<Caller>())
+                .cloned()
+                .ok_or(Denied::NoKey),
+        };
+        resolved.map_err(|denied| {
+            ErrorData::new(
+                UNAUTHORIZED,
+                denied.message(self.transport()),
+                Some(json!({"code": denied.code()})),
+            )
+        })
+    }
+
+    /// Resolves the mode recorded for this session's key and notes it
+    /// ([`Self::observe_mode`]): tells the client its tool list changed
+    /// when plan mode went on or off. Returns the mode and the notice for
+    /// the agent.
+    async fn tell_mode(
+        &self,
+        recorded: Option<&str>,
+        cx: &RequestContext<RoleServer>,
+    ) -> (ModeSpec, Option<String>) {
+        let (mode, undefined) = self.gw.config().modes.resolve(recorded);
+        let (notice, list_changed) = self.observe_mode(&mode, undefined);
+        if list_changed {
+            // Boxed: see `call`'s note on the size of its task.
+            let _ = Box::pin(cx.peer.notify_tool_list_changed()).await;
+        }
+        (mode, notice)
+    }
+}
+
+/// Everything plangate's server advertises: prompts, resources, tools (with
+/// list changes) and the MCP Apps extension (`io.modelcontextprotocol/ui`)
+/// for its plan review view. `plangate catalog` prints the same.
+pub fn server_capabilities() -> ServerCapabilities {
+    ServerCapabilities::builder()
+        .enable_prompts()
+        .enable_resources()
+        .enable_tools()
+        .enable_tool_list_changed()
+        .enable_extensions_with(crate::apps::extensions())
+        .build()
+}
+
+impl ServerHandler for GatewayHandler {
+    fn get_info(&self) -> ServerConfig {
+        let caps = server_capabilities();
+        ServerConfig::new(caps)
+            .with_server_info(Implementation::new("plangate", env!("CARGO_PKG_VERSION")))
+            .with_instructions(crate::tools::general_instructions(
+                &self.gw.config().gateway.tool_prefix,
+            ))
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        // Over HTTP the opener's key is this session's, for the hub.
+        if let Origin::Http { opener } = &*self.origin {
+            let caller = self.caller(&cx).await?;
+            let _ = opener.set(caller.key_id().map(str::to_owned));
+        }
+        cx.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    /// A request rmcp could not read as any MCP request. For a method
+    /// plangate serves that means its params do not fit the method's
+    /// schema: -32602 (invalid params) saying so, not -32601.
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, ErrorData> {
+        const SERVED: [&str; 11] = [
+            "initialize",
+            "ping",
+            "tools/list",
+            "tools/call",
+            "prompts/list",
+            "prompts/get",
+            "resources/list",
+            "resources/templates/list",
+            "resources/read",
+            "server/discover",
+            "subscriptions/listen",
+        ];
+        let method = request.method;
+        if method == crate::limits::TOO_LARGE_METHOD {
+            let bytes = request
+                .params
+                .as_ref()
+                .and_then(|p| p.get("bytes"))
+                .and_then(Value::as_u64);
+            return Err(crate::limits::too_large_error(
+                bytes,
+                self.gw.config().gateway.max_request_bytes,
+            ));
+        }
+        if SERVED.contains(&method.as_str()) {
+            let shape = match method.as_str() {
+                "tools/call" => {
+                    " (it needs params.name, a string, and optional params.arguments, an object)"
+                }
+                "prompts/get" => " (it needs params.name, a string)",
+                "resources/read" => " (it needs params.uri, a string)",
+                _ => "",
+            };
+            return Err(ErrorData::invalid_params(
+                format!("invalid params for {method}: they do not match the MCP schema{shape}"),
+                Some(json!({"method": method})),
+            ));
+        }
+        Err(ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("method not found: {method}"),
+            Some(json!({"method": method})),
+        ))
+    }
+
+    async fn on_initialized(&self, cx: NotificationContext<RoleServer>) {
+        let key_id = match &*self.origin {
+            Origin::Stdio { token } => match auth::resolve(&self.gw, token.as_deref()).await {
+                Ok(caller) => caller.key_id().map(str::to_owned),
+                Err(_) => None,
+            },
+            Origin::Http { opener } => opener.get().cloned().flatten(),
+        };
+        self.gw.hub().add_client(cx.peer, self.session, key_id);
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        // 2026-07-28 clients hear of list changes on a listen stream.
+        Some(
+            rmcp::model::SubscriptionFilter::builder()
+                .tools_list_changed()
+                .prompts_list_changed()
+                .resources_list_changed()
+                .build(),
+        )
+    }
+
+    async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), ErrorData> {
+        let caller = self.caller(context.request_context()).await?;
+        let id = self
+            .gw
+            .hub()
+            .add_subscription(context.sink().clone(), caller.key_id().map(str::to_owned));
+        context.cancelled().await;
+        self.gw.hub().remove_subscription(id);
+        Ok(())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let caller = self.caller(&cx).await?;
+        let plan_mode = match &caller {
+            Caller::Key(key) => match self.gw.log().state(&key.id).await {
+                Ok(state) => self
+                    .gw
+                    .config()
+                    .modes
+                    .resolve(state.mode.as_deref())
+                    .0
+                    .plan_mode(),
+                Err(e) => {
+                    tracing::error!("event log: {e}");
+                    false
+                }
+            },
+            Caller::Anonymous => false,
+        };
+        let catalog = self.gw.catalog();
+        let mut tools = crate::tools::definitions(&self.gw, plan_mode);
+        tools.extend(
+            catalog
+                .tools
+                .iter()
+                .filter(|t| t.offered())
+                .map(|t| t.tool.clone()),
+        );
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    /// `tools/call`: the pipeline in `server/call.rs`.
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.call(request, cx).await
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        self.caller(&cx).await?;
+        let prompts = self
+            .gw
+            .catalog()
+            .prompts
+            .iter()
+            .map(|p| p.prompt.clone())
+            .collect();
+        Ok(ListPromptsResult::with_all_items(prompts))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        self.caller(&cx).await?;
+        let catalog = self.gw.catalog();
+        let Some(prompt) = catalog.prompt(&request.name) else {
+            return Err(ErrorData::invalid_params(
+                format!("unknown prompt: {}", request.name),
+                None,
+            ));
+        };
+        let Some(upstream) = self.gw.upstream(&prompt.upstream) else {
+            return Err(ErrorData::new(
+                ErrorCode::INTERNAL_ERROR,
+                unavailable(&prompt.upstream, &self.gw).message,
+                Some(json!({"code": "upstream_unavailable"})),
+            ));
+        };
+        let mut params = GetPromptRequestParams::new(prompt.original.clone());
+        params.arguments = request.arguments;
+        // Boxed: rmcp's request futures are kilobytes, and this one would
+        // otherwise sit inline in every request's task (see `call_tool`).
+        let result = Box::pin(upstream.timed(upstream.peer().get_prompt(params)))
+            .await
+            .map_err(|e| service_error(&prompt.upstream, e))?;
+        Ok(result.into())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        self.caller(&cx).await?;
+        let mut resources = self.gw.catalog().resources.clone();
+        resources.push(crate::apps::view_resource());
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.caller(&cx).await?;
+        Ok(ListResourceTemplatesResult::with_all_items(
+            self.gw.catalog().resource_templates.clone(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        self.caller(&cx).await?;
+        if request.uri == crate::apps::VIEW_URI {
+            return Ok(crate::apps::read_view().into());
+        }
+        let catalog = self.gw.catalog();
+        let Some((upstream_name, original)) = catalog.route_uri(&request.uri) else {
+            return Err(ErrorData::resource_not_found(
+                format!("unknown resource: {}", request.uri),
+                Some(json!({"uri": request.uri})),
+            ));
+        };
+        let Some(upstream) = self.gw.upstream(&upstream_name) else {
+            return Err(ErrorData::new(
+                ErrorCode::INTERNAL_ERROR,
+                unavailable(&upstream_name, &self.gw).message,
+                Some(json!({"code": "upstream_unavailable"})),
+            ));
+        };
+        let ns = catalog.namespaced.then_some(upstream_name.as_str());
+        // Boxed for the same reason as in `get_prompt`.
+        let mut result = Box::pin(
+            upstream.timed(
+                upstream
+                    .peer()
+                    .read_resource(ReadResourceRequestParams::new(original)),
+            ),
+        )
+        .await
+        .map_err(|e| service_error(&upstream_name, e))?;
+        for contents in &mut result.contents {
+            let uri = match contents {
+                ResourceContents::TextResourceContents { uri, .. }
+                | ResourceContents::BlobResourceContents { uri, .. } => uri,
+                _ => continue,
+            };
+            *uri = plangate_core::expose_uri(ns, uri);
+        }
+        Ok(result.into())
+    }
+}
+
+/// Adds a notice for the agent to a result: a field in plangate's own
+/// answers, a trailing text block on an upstream's (whose structured
+/// content stays untouched).
+fn with_notice(response: CallToolResponse, notice: Option<String>) -> CallToolResponse {
+    let Some(notice) = notice else {
+        return response;
+    };
+    match response {
+        CallToolResponse::Complete(mut result) => {
+            if let Some(Value::Object(body)) = result.structured_content.as_mut()
+                && body.contains_key("code")
+            {
+                body.insert("notice".into(), json!(notice));
+            }
+            result
+                .content
+                .push(ContentBlock::text(format!("plangate notice: {notice}")));
+            result.into()
+        }
+        other => other,
+    }
+}
+
+/// A sentence telling the agent what a mode lets it do.
+fn describe_mode(spec: &ModeSpec, changed: bool) -> String {
+    let verb = if changed { "is now" } else { "is" };
+    if spec.name == DEFAULT_MODE {
+        return format!("The mode {verb} default: calls run as your API key allows.");
+    }
+    let above = match spec.over_access {
+        OverAccess::Plan => "become plan steps for the person to review",
+        OverAccess::Refuse => "are refused",
+        OverAccess::Ask => "need the person's yes first",
+    };
+    let runs = match spec.access {
+        Effect::Read => "reads run".to_owned(),
+        Effect::Write => "reads and writes run".to_owned(),
+        Effect::Destructive => "every call runs".to_owned(),
+    };
+    format!(
+        "The mode {verb} {}: {runs}; calls above {} {above}.",
+        spec.name, spec.access
+    )
+}

@@ -1,0 +1,233 @@
+//! The gateway tools' arguments, read once by serde into one [`Call`].
+//!
+//! Every gateway tool call is read here before anything runs, so a wrong
+//! argument is refused the same way for every tool — `invalid_arguments`,
+//! naming the field and the shape the tool takes — and the handlers get
+//! typed values, never a JSON object to pick apart.
+
+use rmcp::model::JsonObject;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use plangate_core::Code;
+
+use super::GatewayTool;
+use crate::apply::ApplyRequest;
+use crate::refusal::Refusal;
+
+/// A gateway tool call with its arguments read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Call {
+    /// A tool that works on the key's session and plan alone
+    /// ([`super::call`]).
+    Session(SessionCall),
+    /// `apply_plan {step_ids?, plan_digest?, continue_on_error?}`
+    /// ([`crate::apply::apply_plan`]).
+    ApplyPlan(ApplyRequest),
+    /// `exit_plan_mode {plan}` ([`crate::review::exit_plan_mode`]).
+    ExitPlanMode {
+        /// The agent's plan in plain words (empty if it sent none).
+        plan: String,
+    },
+}
+
+/// A gateway tool that needs nothing but the key's log.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SessionCall {
+    /// `begin_session {mode}`.
+    BeginSession {
+        /// The mode to work in.
+        mode: String,
+    },
+    /// `get_plan`.
+    GetPlan,
+    /// `discard_plan {step_ids?}`.
+    DiscardPlan {
+        /// The steps to discard; every waiting step if `None`.
+        step_ids: Option<Vec<String>>,
+    },
+    /// `end_session`.
+    EndSession,
+}
+
+#[derive(Deserialize)]
+struct BeginSession {
+    mode: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct DiscardPlan {
+    step_ids: Option<Vec<String>>,
+}
+
+/// `apply_plan` refuses an argument it does not know: a misspelt
+/// `plan_digest` must not quietly run an unchecked plan.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApplyPlan {
+    step_ids: Option<Vec<String>>,
+    plan_digest: Option<String>,
+    continue_on_error: Option<bool>,
+}
+
+#[derive(Deserialize)]
+struct ExitPlanMode {
+    plan: Option<String>,
+}
+
+impl Call {
+    /// Reads `tool`'s `arguments`. `modes` names the defined modes, for
+    /// `begin_session`'s answer when the mode is missing.
+    pub fn read(
+        tool: GatewayTool,
+        arguments: &JsonObject,
+        modes: &[String],
+    ) -> Result<Call, Refusal> {
+        Ok(match tool {
+            GatewayTool::BeginSession => {
+                let needs_mode = || {
+                    Refusal::new(
+                        Code::InvalidArguments,
+                        format!("begin_session needs \"mode\": one of {}", modes.join(", ")),
+                    )
+                };
+                let args: BeginSession =
+                    read(tool, arguments, "{\"mode\": a mode name}").map_err(|_| needs_mode())?;
+                Call::Session(SessionCall::BeginSession {
+                    mode: args.mode.ok_or_else(needs_mode)?,
+                })
+            }
+            GatewayTool::GetPlan => Call::Session(SessionCall::GetPlan),
+            GatewayTool::DiscardPlan => {
+                let args: DiscardPlan = read(
+                    tool,
+                    arguments,
+                    "{\"step_ids\"?: a list of step id strings}",
+                )?;
+                Call::Session(SessionCall::DiscardPlan {
+                    step_ids: args.step_ids,
+                })
+            }
+            GatewayTool::ApplyPlan => {
+                let args: ApplyPlan = read(
+                    tool,
+                    arguments,
+                    "{\"step_ids\"?: a list of step id strings, \"plan_digest\"?: a string like \"sha256:…\", \"continue_on_error\"?: true or false}",
+                )?;
+                Call::ApplyPlan(ApplyRequest {
+                    step_ids: args.step_ids,
+                    plan_digest: args.plan_digest,
+                    continue_on_error: args.continue_on_error.unwrap_or(false),
+                })
+            }
+            GatewayTool::ExitPlanMode => {
+                let args: ExitPlanMode =
+                    read(tool, arguments, "{\"plan\": your plan in plain words}")?;
+                Call::ExitPlanMode {
+                    plan: args.plan.unwrap_or_default(),
+                }
+            }
+            GatewayTool::EndSession => Call::Session(SessionCall::EndSession),
+        })
+    }
+}
+
+/// `arguments` as `T`, or `invalid_arguments` naming the field that does
+/// not fit and the shape `tool` takes.
+fn read<T: DeserializeOwned>(
+    tool: GatewayTool,
+    arguments: &JsonObject,
+    shape: &str,
+) -> Result<T, Refusal> {
+    serde_path_to_error::deserialize(Value::Object(arguments.clone())).map_err(
+        |e: serde_path_to_error::Error<serde_json::Error>| {
+            let at = e.path().to_string();
+            let field = if at == "." {
+                String::new()
+            } else {
+                format!("{at}: ")
+            };
+            Refusal::new(
+                Code::InvalidArguments,
+                format!(
+                    "{}: {field}{}. It takes {shape}; nothing was run",
+                    tool.suffix(),
+                    e.inner()
+                ),
+            )
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn args(v: Value) -> JsonObject {
+        v.as_object().cloned().unwrap()
+    }
+
+    fn refused(tool: GatewayTool, v: Value) -> String {
+        let r = Call::read(tool, &args(v), &["default".into(), "plan".into()]).unwrap_err();
+        assert_eq!(r.code, Code::InvalidArguments);
+        r.message
+    }
+
+    #[test]
+    fn apply_plan_reads_every_field_and_defaults_the_rest() {
+        let call = Call::read(
+            GatewayTool::ApplyPlan,
+            &args(json!({"step_ids": ["stp_1"], "plan_digest": null})),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            call,
+            Call::ApplyPlan(ApplyRequest {
+                step_ids: Some(vec!["stp_1".into()]),
+                plan_digest: None,
+                continue_on_error: false,
+            })
+        );
+    }
+
+    #[test]
+    fn a_wrong_argument_names_its_field_and_the_shape() {
+        let m = refused(GatewayTool::ApplyPlan, json!({"step_ids": ["a", 3]}));
+        assert!(
+            m.starts_with("apply_plan: step_ids[1]: invalid type"),
+            "{m}"
+        );
+        assert!(m.contains("nothing was run"), "{m}");
+        let m = refused(GatewayTool::ApplyPlan, json!({"plan_digets": "sha256:x"}));
+        assert!(m.contains("unknown field `plan_digets`"), "{m}");
+        let m = refused(GatewayTool::DiscardPlan, json!({"step_ids": "stp_1"}));
+        assert!(m.starts_with("discard_plan: step_ids: invalid type"), "{m}");
+    }
+
+    #[test]
+    fn begin_session_without_a_mode_lists_the_modes() {
+        for v in [json!({}), json!({"mode": 3})] {
+            assert_eq!(
+                refused(GatewayTool::BeginSession, v),
+                "begin_session needs \"mode\": one of default, plan"
+            );
+        }
+    }
+
+    #[test]
+    fn tools_without_arguments_ignore_what_they_are_sent() {
+        for tool in [GatewayTool::GetPlan, GatewayTool::EndSession] {
+            assert!(Call::read(tool, &args(json!({"x": 1})), &[]).is_ok());
+        }
+        let call = Call::read(GatewayTool::ExitPlanMode, &args(json!({})), &[]).unwrap();
+        assert_eq!(
+            call,
+            Call::ExitPlanMode {
+                plan: String::new()
+            }
+        );
+    }
+}
