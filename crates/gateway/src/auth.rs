@@ -100,7 +100,7 @@ const KEY_CACHE_MAX: usize = 4096;
 /// Keys this process authenticated, by the SHA-256 of their token (never
 /// the token), each with the store's key epoch when it was checked. A
 /// revocation through any process moves the epoch
-/// ([`plangate_store::Store::key_epoch`]), so a revoked key still stops at
+/// ([`plangate_store::Credentials::key_epoch`]), so a revoked key still stops at
 /// its next request; in between, a request costs a small file read instead
 /// of a store query. Stores without an epoch are asked every time.
 #[derive(Default)]

@@ -22,8 +22,8 @@
 //! writer that bypasses this code.
 //!
 //! [`Store`]: crate::Store
-//! [`Store::append_events`]: crate::Store::append_events
-//! [`Store::events_since`]: crate::Store::events_since
+//! [`Store::append_events`]: crate::EventLog::append_events
+//! [`Store::events_since`]: crate::EventLog::events_since
 //! [`StoreError::Conflict`]: crate::StoreError::Conflict
 
 use plangate_core::JsonText;

@@ -38,6 +38,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use plangate_core::Scope;
 
+mod credentials;
 mod data_dir;
 mod error;
 pub mod events;
@@ -64,16 +65,24 @@ pub use private_fs::new_id;
 pub use sqlite::open_sqlite;
 pub use time::{format_time_ms, now_ms};
 
-/// What [`Store::key_epoch`] returns: equal values mean no key was revoked
+/// What [`Credentials::key_epoch`] returns: equal values mean no key was revoked
 /// in between.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KeyEpoch([u8; 16]);
 
-/// The one storage interface. Every backend implements it, and one
-/// conformance suite (`tests/conformance.rs`) runs against each, so callers
-/// can rely on the same behaviour whichever database is configured.
+/// The one storage interface: [`Credentials`] and the [`EventLog`]. Every
+/// backend implements both, and one conformance suite
+/// (`tests/conformance.rs`) runs against each, so callers can rely on the
+/// same behaviour whichever database is configured. A caller that needs
+/// only one half takes that trait.
+pub trait Store: Credentials + EventLog {}
+
+impl<T: Credentials + EventLog + ?Sized> Store for T {}
+
+/// Who may call: API keys for agents, operator tokens for the console.
+/// Nothing here touches a key's events.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Credentials: Send + Sync + 'static {
     /// Creates an API key and returns it with its token, which exists only
     /// in the returned value. `name` is 1–64 of `[A-Za-z0-9._-]`
     /// ([`StoreError::InvalidKeyName`]) and unique among keys not revoked
@@ -103,7 +112,7 @@ pub trait Store: Send + Sync + 'static {
     }
 
     /// The active key with that name, or the key (revoked or not) with that
-    /// id — the same rule as [`Store::revoke_key`] — without changing it.
+    /// id — the same rule as [`Credentials::revoke_key`] — without changing it.
     /// `None` if neither exists.
     async fn find_key(&self, name_or_id: &str) -> Result<Option<ApiKey>, StoreError>;
 
@@ -130,7 +139,12 @@ pub trait Store: Send + Sync + 'static {
     /// The operator token with that id, revoked or not (`None` if there is
     /// none): how a console session is checked on every request.
     async fn operator_token(&self, id: &str) -> Result<Option<OperatorToken>, StoreError>;
+}
 
+/// The append-only event log that mode and plan are folded from, per key
+/// and in one global order.
+#[async_trait]
+pub trait EventLog: Send + Sync + 'static {
     /// Appends `events` to the log of `key_id`, all or nothing, as key_seq
     /// `expected_key_seq + 1`, `+ 2`, …, but only if the key's last key_seq
     /// is exactly `expected_key_seq` (0: the key has no events yet).

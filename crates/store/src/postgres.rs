@@ -52,26 +52,19 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use plangate_core::Scope;
 use sqlx::Connection;
-use sqlx::error::ErrorKind;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
+use crate::credentials::SqlCredentials;
 use crate::events::{
     Waiting, answer_batch, body_text, committer_stopped, event_from_row, fail_batch,
     is_taken_key_seq, next_batch,
 };
-use crate::keys::{
-    is_well_formed_token, key_columns, key_from_row, looks_like_key_id, new_key_id, new_token,
-    shown_prefix, token_hash, validate_key_name,
-};
-use crate::operators::{
-    is_well_formed_operator_token, looks_like_operator_id, new_operator_id, new_operator_token,
-    operator_columns, operator_from_row, shown_operator_prefix,
-};
 use crate::schema::{Migration, pending};
 use crate::{
     ApiKey, CreatedKey, CreatedOperatorToken, NewEvent, OperatorToken, Store, StoreError,
-    StoredEvent, now_ms, validate_operator_name,
+    StoredEvent, now_ms,
 };
+use crate::{Credentials, EventLog};
 
 /// The advisory lock key migrations hold: "plangate" in ASCII. It is
 /// database-wide, so two plangate schemas in one database migrate one after
@@ -195,6 +188,8 @@ pub async fn open_postgres(url: &str) -> Result<Arc<dyn Store>, StoreError> {
 #[derive(Debug, Clone)]
 pub(crate) struct PostgresStore {
     pool: PgPool,
+    /// Keys and operator tokens, in SQL shared with SQLite.
+    credentials: SqlCredentials<sqlx::Postgres>,
     /// Appends go to one committer task per process ([`committer`]), which
     /// takes the counter row's lock once for every append waiting at that
     /// moment and commits them together (group commit): the lock that
@@ -438,7 +433,11 @@ impl PostgresStore {
             .connect_lazy_with(options.clone());
         let (appends, jobs) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(committer(options, jobs));
-        Ok(PostgresStore { pool, appends })
+        Ok(PostgresStore {
+            credentials: SqlCredentials::new(pool.clone()),
+            pool,
+            appends,
+        })
     }
 }
 
@@ -491,214 +490,53 @@ where
 // === impl Store for PostgresStore ===
 
 #[async_trait]
-impl Store for PostgresStore {
+impl Credentials for PostgresStore {
     async fn create_key(&self, name: &str, scope: Scope) -> Result<CreatedKey, StoreError> {
-        validate_key_name(name)?;
-        let token = new_token()?;
-        let key = ApiKey {
-            id: new_key_id()?,
-            name: name.to_owned(),
-            scope,
-            prefix: shown_prefix(&token),
-            created_at_ms: now_ms(),
-            revoked_at_ms: None,
-        };
-        let inserted = sqlx::query(
-            "INSERT INTO api_keys (id, name, scope, token_sha256, prefix, created_at_ms)
-             VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(&key.id)
-        .bind(&key.name)
-        .bind(key.scope.as_str())
-        .bind(token_hash(&token))
-        .bind(&key.prefix)
-        .bind(key.created_at_ms)
-        .execute(&self.pool)
-        .await;
-        match inserted {
-            Ok(_) => {
-                tracing::info!(key_id = %key.id, name = %key.name, scope = %key.scope, "created api key");
-                Ok(CreatedKey { key, token })
-            }
-            Err(sqlx::Error::Database(db)) if db.kind() == ErrorKind::UniqueViolation => {
-                Err(StoreError::KeyNameTaken(name.to_owned()))
-            }
-            Err(e) => Err(e.into()),
-        }
+        self.credentials.create_key(name, scope).await
     }
 
     async fn list_keys(&self) -> Result<Vec<ApiKey>, StoreError> {
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            key_columns!(),
-            " FROM api_keys ORDER BY seq"
-        ))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(key_from_row).collect()
+        self.credentials.list_keys().await
     }
 
     async fn revoke_key(&self, name_or_id: &str) -> Result<ApiKey, StoreError> {
-        // As in SQLite: the shape says name or id, and revoking a revoked
-        // key by id keeps its first revocation time.
-        let sql = if looks_like_key_id(name_or_id) {
-            concat!(
-                "UPDATE api_keys SET revoked_at_ms = COALESCE(revoked_at_ms, $1)
-                 WHERE id = $2 RETURNING ",
-                key_columns!()
-            )
-        } else {
-            concat!(
-                "UPDATE api_keys SET revoked_at_ms = $1
-                 WHERE name = $2 AND revoked_at_ms IS NULL RETURNING ",
-                key_columns!()
-            )
-        };
-        let row = sqlx::query(sql)
-            .bind(now_ms())
-            .bind(name_or_id)
-            .fetch_optional(&self.pool)
-            .await?;
-        let key =
-            key_from_row(&row.ok_or_else(|| StoreError::KeyNotFound(name_or_id.to_owned()))?)?;
-        tracing::info!(key_id = %key.id, name = %key.name, "revoked api key");
-        Ok(key)
+        self.credentials.revoke_key(name_or_id).await
     }
 
     async fn authenticate(&self, token: &str) -> Result<Option<ApiKey>, StoreError> {
-        if !is_well_formed_token(token) {
-            return Ok(None);
-        }
-        let row = sqlx::query(concat!(
-            "SELECT ",
-            key_columns!(),
-            " FROM api_keys WHERE token_sha256 = $1 AND revoked_at_ms IS NULL"
-        ))
-        .bind(token_hash(token))
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(key_from_row).transpose()
+        self.credentials.authenticate(token).await
     }
 
     async fn find_key(&self, name_or_id: &str) -> Result<Option<ApiKey>, StoreError> {
-        let sql = if looks_like_key_id(name_or_id) {
-            concat!("SELECT ", key_columns!(), " FROM api_keys WHERE id = $1")
-        } else {
-            concat!(
-                "SELECT ",
-                key_columns!(),
-                " FROM api_keys WHERE name = $1 AND revoked_at_ms IS NULL"
-            )
-        };
-        let row = sqlx::query(sql)
-            .bind(name_or_id)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.as_ref().map(key_from_row).transpose()
+        self.credentials.find_key(name_or_id).await
     }
 
     async fn create_operator_token(&self, name: &str) -> Result<CreatedOperatorToken, StoreError> {
-        validate_operator_name(name)?;
-        let token = new_operator_token()?;
-        let operator = OperatorToken {
-            id: new_operator_id()?,
-            name: name.to_owned(),
-            prefix: shown_operator_prefix(&token),
-            created_at_ms: now_ms(),
-            revoked_at_ms: None,
-        };
-        let inserted = sqlx::query(
-            "INSERT INTO operator_tokens (id, name, token_sha256, prefix, created_at_ms)
-             VALUES ($1, $2, $3, $4, $5)",
-        )
-        .bind(&operator.id)
-        .bind(&operator.name)
-        .bind(token_hash(&token))
-        .bind(&operator.prefix)
-        .bind(operator.created_at_ms)
-        .execute(&self.pool)
-        .await;
-        match inserted {
-            Ok(_) => {
-                tracing::info!(operator_id = %operator.id, name = %operator.name, "created operator token");
-                Ok(CreatedOperatorToken { operator, token })
-            }
-            Err(sqlx::Error::Database(db)) if db.kind() == ErrorKind::UniqueViolation => {
-                Err(StoreError::OperatorNameTaken(name.to_owned()))
-            }
-            Err(e) => Err(e.into()),
-        }
+        self.credentials.create_operator_token(name).await
     }
 
     async fn list_operator_tokens(&self) -> Result<Vec<OperatorToken>, StoreError> {
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            operator_columns!(),
-            " FROM operator_tokens ORDER BY seq"
-        ))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(operator_from_row).collect()
+        self.credentials.list_operator_tokens().await
     }
 
     async fn revoke_operator_token(&self, name_or_id: &str) -> Result<OperatorToken, StoreError> {
-        // As for API keys: the shape says name or id, and revoking a
-        // revoked token by id keeps its first revocation time.
-        let sql = if looks_like_operator_id(name_or_id) {
-            concat!(
-                "UPDATE operator_tokens SET revoked_at_ms = COALESCE(revoked_at_ms, $1)
-                 WHERE id = $2 RETURNING ",
-                operator_columns!()
-            )
-        } else {
-            concat!(
-                "UPDATE operator_tokens SET revoked_at_ms = $1
-                 WHERE name = $2 AND revoked_at_ms IS NULL RETURNING ",
-                operator_columns!()
-            )
-        };
-        let row = sqlx::query(sql)
-            .bind(now_ms())
-            .bind(name_or_id)
-            .fetch_optional(&self.pool)
-            .await?;
-        let operator = operator_from_row(
-            &row.ok_or_else(|| StoreError::OperatorNotFound(name_or_id.to_owned()))?,
-        )?;
-        tracing::info!(operator_id = %operator.id, name = %operator.name, "revoked operator token");
-        Ok(operator)
+        self.credentials.revoke_operator_token(name_or_id).await
     }
 
     async fn authenticate_operator(
         &self,
         token: &str,
     ) -> Result<Option<OperatorToken>, StoreError> {
-        if !is_well_formed_operator_token(token) {
-            return Ok(None);
-        }
-        let row = sqlx::query(concat!(
-            "SELECT ",
-            operator_columns!(),
-            " FROM operator_tokens WHERE token_sha256 = $1 AND revoked_at_ms IS NULL"
-        ))
-        .bind(token_hash(token))
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(operator_from_row).transpose()
+        self.credentials.authenticate_operator(token).await
     }
 
     async fn operator_token(&self, id: &str) -> Result<Option<OperatorToken>, StoreError> {
-        let row = sqlx::query(concat!(
-            "SELECT ",
-            operator_columns!(),
-            " FROM operator_tokens WHERE id = $1"
-        ))
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(operator_from_row).transpose()
+        self.credentials.operator_token(id).await
     }
+}
 
+#[async_trait]
+impl EventLog for PostgresStore {
     async fn append_events(
         &self,
         key_id: &str,

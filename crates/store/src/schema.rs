@@ -6,6 +6,12 @@
 //! concurrent first starts safe. Entries are only ever appended, never
 //! edited, and both backends use the same version numbers for the same
 //! tables, so "schema version N" means the same thing on either.
+//!
+//! Why not `sqlx::migrate!`: every data dir and database already in use
+//! records its schema in `schema_migrations`; sqlx's migrator keeps its own
+//! table and checksums, so switching would need a translation step for
+//! each of them and gain no behaviour (both refuse a newer schema and
+//! apply pending steps under a lock). The sqlx `migrate` feature is off.
 
 use crate::StoreError;
 

@@ -1,0 +1,270 @@
+//! API keys and operator tokens, written once for every SQL backend.
+//!
+//! The two tables are the same shape (a name unique among active rows, the
+//! token's SHA-256, a shown prefix, created and revoked times) and both
+//! backends speak the same SQL for them: sqlx binds `$1`, `$2`, … on SQLite
+//! as on PostgreSQL. So the queries and the row mapping live here, generic
+//! over the sqlx database; each backend holds a [`SqlCredentials`] and its
+//! [`crate::Credentials`] impl only forwards (SQLite adds its revocation
+//! epoch file around `revoke_key`).
+
+use plangate_core::Scope;
+use sqlx::error::ErrorKind;
+use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, Type};
+
+use crate::keys::{
+    ApiKey, CreatedKey, is_well_formed_token, key_columns, key_from_row, looks_like_key_id,
+    new_key_id, new_token, shown_prefix, token_hash, validate_key_name,
+};
+use crate::operators::{
+    CreatedOperatorToken, OperatorToken, is_well_formed_operator_token, looks_like_operator_id,
+    new_operator_id, new_operator_token, operator_columns, operator_from_row,
+    shown_operator_prefix, validate_operator_name,
+};
+use crate::{StoreError, now_ms};
+
+/// Keys and operator tokens in the pool's database.
+#[derive(Debug)]
+pub(crate) struct SqlCredentials<DB: Database> {
+    pool: Pool<DB>,
+}
+
+impl<DB: Database> Clone for SqlCredentials<DB> {
+    fn clone(&self) -> Self {
+        SqlCredentials {
+            pool: self.pool.clone(),
+        }
+    }
+}
+
+impl<DB: Database> SqlCredentials<DB> {
+    /// Credentials kept in `pool`'s database (its tables already migrated).
+    pub(crate) fn new(pool: Pool<DB>) -> Self {
+        SqlCredentials { pool }
+    }
+}
+
+/// A unique-name violation as the backend-neutral error `taken` builds.
+fn insert_error(e: sqlx::Error, taken: impl FnOnce() -> StoreError) -> StoreError {
+    match e {
+        sqlx::Error::Database(db) if db.kind() == ErrorKind::UniqueViolation => taken(),
+        other => other.into(),
+    }
+}
+
+/// Revoke by id keeps a revoked row's first revocation time; revoke by name
+/// takes only the active row of that name. Names can never look like ids
+/// (see `validate_key_name`), so the shape alone says which one is meant.
+macro_rules! revoke_sql {
+    ($table:literal, $columns:ident) => {
+        (
+            concat!(
+                "UPDATE ",
+                $table,
+                " SET revoked_at_ms = COALESCE(revoked_at_ms, $1) WHERE id = $2 RETURNING ",
+                $columns!()
+            ),
+            concat!(
+                "UPDATE ",
+                $table,
+                " SET revoked_at_ms = $1 WHERE name = $2 AND revoked_at_ms IS NULL RETURNING ",
+                $columns!()
+            ),
+        )
+    };
+}
+
+impl<DB> SqlCredentials<DB>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'q> String: Encode<'q, DB> + Type<DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'q> i64: Encode<'q, DB> + Type<DB>,
+    for<'r> String: Decode<'r, DB>,
+    for<'r> i64: Decode<'r, DB>,
+    &'static str: ColumnIndex<DB::Row>,
+{
+    pub(crate) async fn create_key(
+        &self,
+        name: &str,
+        scope: Scope,
+    ) -> Result<CreatedKey, StoreError> {
+        validate_key_name(name)?;
+        let token = new_token()?;
+        let key = ApiKey {
+            id: new_key_id()?,
+            name: name.to_owned(),
+            scope,
+            prefix: shown_prefix(&token),
+            created_at_ms: now_ms(),
+            revoked_at_ms: None,
+        };
+        sqlx::query(
+            "INSERT INTO api_keys (id, name, scope, token_sha256, prefix, created_at_ms)
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(key.id.clone())
+        .bind(key.name.clone())
+        .bind(key.scope.as_str())
+        .bind(token_hash(&token))
+        .bind(key.prefix.clone())
+        .bind(key.created_at_ms)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| insert_error(e, || StoreError::KeyNameTaken(name.to_owned())))?;
+        tracing::info!(key_id = %key.id, name = %key.name, scope = %key.scope, "created api key");
+        Ok(CreatedKey { key, token })
+    }
+
+    pub(crate) async fn list_keys(&self) -> Result<Vec<ApiKey>, StoreError> {
+        let sql = concat!("SELECT ", key_columns!(), " FROM api_keys ORDER BY seq");
+        let rows = sqlx::query(sql).fetch_all(&self.pool).await?;
+        rows.iter().map(key_from_row).collect()
+    }
+
+    pub(crate) async fn revoke_key(&self, name_or_id: &str) -> Result<ApiKey, StoreError> {
+        let (by_id, by_name) = revoke_sql!("api_keys", key_columns);
+        let sql = if looks_like_key_id(name_or_id) {
+            by_id
+        } else {
+            by_name
+        };
+        let row = sqlx::query(sql)
+            .bind(now_ms())
+            .bind(name_or_id)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or_else(|| StoreError::KeyNotFound(name_or_id.to_owned()))?;
+        let key = key_from_row(&row)?;
+        tracing::info!(key_id = %key.id, name = %key.name, "revoked api key");
+        Ok(key)
+    }
+
+    pub(crate) async fn authenticate(&self, token: &str) -> Result<Option<ApiKey>, StoreError> {
+        if !is_well_formed_token(token) {
+            return Ok(None);
+        }
+        let sql = concat!(
+            "SELECT ",
+            key_columns!(),
+            " FROM api_keys WHERE token_sha256 = $1 AND revoked_at_ms IS NULL"
+        );
+        let row = sqlx::query(sql)
+            .bind(token_hash(token))
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(key_from_row).transpose()
+    }
+
+    pub(crate) async fn find_key(&self, name_or_id: &str) -> Result<Option<ApiKey>, StoreError> {
+        // The same rule as `revoke_key`: the shape says name or id.
+        let sql = if looks_like_key_id(name_or_id) {
+            concat!("SELECT ", key_columns!(), " FROM api_keys WHERE id = $1")
+        } else {
+            concat!(
+                "SELECT ",
+                key_columns!(),
+                " FROM api_keys WHERE name = $1 AND revoked_at_ms IS NULL"
+            )
+        };
+        let row = sqlx::query(sql)
+            .bind(name_or_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(key_from_row).transpose()
+    }
+
+    pub(crate) async fn create_operator_token(
+        &self,
+        name: &str,
+    ) -> Result<CreatedOperatorToken, StoreError> {
+        validate_operator_name(name)?;
+        let token = new_operator_token()?;
+        let operator = OperatorToken {
+            id: new_operator_id()?,
+            name: name.to_owned(),
+            prefix: shown_operator_prefix(&token),
+            created_at_ms: now_ms(),
+            revoked_at_ms: None,
+        };
+        sqlx::query(
+            "INSERT INTO operator_tokens (id, name, token_sha256, prefix, created_at_ms)
+             VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(operator.id.clone())
+        .bind(operator.name.clone())
+        .bind(token_hash(&token))
+        .bind(operator.prefix.clone())
+        .bind(operator.created_at_ms)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| insert_error(e, || StoreError::OperatorNameTaken(name.to_owned())))?;
+        tracing::info!(operator_id = %operator.id, name = %operator.name, "created operator token");
+        Ok(CreatedOperatorToken { operator, token })
+    }
+
+    pub(crate) async fn list_operator_tokens(&self) -> Result<Vec<OperatorToken>, StoreError> {
+        let sql = concat!(
+            "SELECT ",
+            operator_columns!(),
+            " FROM operator_tokens ORDER BY seq"
+        );
+        let rows = sqlx::query(sql).fetch_all(&self.pool).await?;
+        rows.iter().map(operator_from_row).collect()
+    }
+
+    pub(crate) async fn revoke_operator_token(
+        &self,
+        name_or_id: &str,
+    ) -> Result<OperatorToken, StoreError> {
+        let (by_id, by_name) = revoke_sql!("operator_tokens", operator_columns);
+        let sql = if looks_like_operator_id(name_or_id) {
+            by_id
+        } else {
+            by_name
+        };
+        let row = sqlx::query(sql)
+            .bind(now_ms())
+            .bind(name_or_id)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or_else(|| StoreError::OperatorNotFound(name_or_id.to_owned()))?;
+        let operator = operator_from_row(&row)?;
+        tracing::info!(operator_id = %operator.id, name = %operator.name, "revoked operator token");
+        Ok(operator)
+    }
+
+    pub(crate) async fn authenticate_operator(
+        &self,
+        token: &str,
+    ) -> Result<Option<OperatorToken>, StoreError> {
+        if !is_well_formed_operator_token(token) {
+            return Ok(None);
+        }
+        let sql = concat!(
+            "SELECT ",
+            operator_columns!(),
+            " FROM operator_tokens WHERE token_sha256 = $1 AND revoked_at_ms IS NULL"
+        );
+        let row = sqlx::query(sql)
+            .bind(token_hash(token))
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(operator_from_row).transpose()
+    }
+
+    pub(crate) async fn operator_token(
+        &self,
+        id: &str,
+    ) -> Result<Option<OperatorToken>, StoreError> {
+        let sql = concat!(
+            "SELECT ",
+            operator_columns!(),
+            " FROM operator_tokens WHERE id = $1"
+        );
+        let row = sqlx::query(sql).bind(id).fetch_optional(&self.pool).await?;
+        row.as_ref().map(operator_from_row).transpose()
+    }
+}
