@@ -19,6 +19,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::Code;
 use crate::Effect;
 use crate::JsonText;
 
@@ -265,32 +266,97 @@ pub enum EventKind {
     },
 }
 
-impl EventKind {
-    /// The `type` string stored with the event; for logs, filters and
-    /// queries that must not deserialize the whole event.
-    pub fn name(&self) -> &'static str {
-        match self {
-            EventKind::ModeSet { .. } => "mode_set",
-            EventKind::SessionBegun { .. } => "session_begun",
-            EventKind::StepPlanned { .. } => "step_planned",
-            EventKind::StepDeduplicated { .. } => "step_deduplicated",
-            EventKind::StepsDiscarded { .. } => "steps_discarded",
-            EventKind::ReviewRequested { .. } => "review_requested",
-            EventKind::ReviewAnswered { .. } => "review_answered",
-            EventKind::ApplyStarted { .. } => "apply_started",
-            EventKind::StepStarted { .. } => "step_started",
-            EventKind::StepApplied { .. } => "step_applied",
-            EventKind::StepFailed { .. } => "step_failed",
-            EventKind::StepInDoubt { .. } => "step_in_doubt",
-            EventKind::StepRetried { .. } => "step_retried",
-            EventKind::ApplyFinished { .. } => "apply_finished",
-            EventKind::SessionEnded { .. } => "session_ended",
-            EventKind::PlanExpired { .. } => "plan_expired",
-            EventKind::ToolsPinned { .. } => "tools_pinned",
-            EventKind::ToolQuarantined { .. } => "tool_quarantined",
-            EventKind::ToolAccepted { .. } => "tool_accepted",
-            EventKind::ToolRejected { .. } => "tool_rejected",
+/// Declares [`EventType`] and [`EventKind::event_type`] from one list, so a
+/// kind and its stored `type` string cannot drift apart.
+macro_rules! event_types {
+    ($($kind:ident => $name:literal,)*) => {
+        /// The type of an event without its fields: what the log stores as
+        /// `type`, for filters and queries that must not deserialize the
+        /// whole event. Compare these, never the strings.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum EventType {
+            $(
+                #[doc = concat!("`", $name, "`")]
+                $kind,
+            )*
         }
+
+        impl EventType {
+            /// Every type, in the order the contract lists them.
+            pub const ALL: &'static [EventType] = &[$(EventType::$kind),*];
+
+            /// The stored `type` string.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(EventType::$kind => $name,)*
+                }
+            }
+        }
+
+        impl EventKind {
+            /// This event's type.
+            pub fn event_type(&self) -> EventType {
+                match self {
+                    $(EventKind::$kind { .. } => EventType::$kind,)*
+                }
+            }
+        }
+    };
+}
+
+event_types! {
+    ModeSet => "mode_set",
+    SessionBegun => "session_begun",
+    StepPlanned => "step_planned",
+    StepDeduplicated => "step_deduplicated",
+    StepsDiscarded => "steps_discarded",
+    ReviewRequested => "review_requested",
+    ReviewAnswered => "review_answered",
+    ApplyStarted => "apply_started",
+    StepStarted => "step_started",
+    StepApplied => "step_applied",
+    StepFailed => "step_failed",
+    StepInDoubt => "step_in_doubt",
+    StepRetried => "step_retried",
+    ApplyFinished => "apply_finished",
+    SessionEnded => "session_ended",
+    PlanExpired => "plan_expired",
+    ToolsPinned => "tools_pinned",
+    ToolQuarantined => "tool_quarantined",
+    ToolAccepted => "tool_accepted",
+    ToolRejected => "tool_rejected",
+}
+
+impl EventType {
+    /// The type a stored `type` string names; `None` for one this build
+    /// does not know (a newer plangate's).
+    pub fn parse(s: &str) -> Option<EventType> {
+        EventType::ALL.iter().copied().find(|t| t.as_str() == s)
+    }
+}
+
+impl PartialEq<EventType> for str {
+    fn eq(&self, other: &EventType) -> bool {
+        self == other.as_str()
+    }
+}
+
+impl PartialEq<EventType> for String {
+    fn eq(&self, other: &EventType) -> bool {
+        self == other.as_str()
+    }
+}
+
+impl std::fmt::Display for EventType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl EventKind {
+    /// The `type` string stored with the event.
+    pub fn name(&self) -> &'static str {
+        self.event_type().as_str()
     }
 }
 
@@ -324,11 +390,90 @@ impl Verdict {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepError {
     /// A stable code (`stale_target`, `forbidden`, `upstream_error`, …).
-    pub code: String,
+    pub code: StepErrorCode,
     /// What happened, for a person.
     pub message: String,
     /// The upstream's own error, when it sent one.
     pub upstream: Option<Value>,
+}
+
+/// The code of a step's error: a refusal [`Code`] when a check before the
+/// call stopped it, else what the upstream's answer was. Written to the log
+/// and to receipts as its stable string.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepErrorCode {
+    /// A check refused the step before its call (`stale_target`,
+    /// `forbidden`, `upstream_unavailable`, …); nothing was sent.
+    Refused(Code),
+    /// The upstream answered with an error: a JSON-RPC error or a tool
+    /// result with `isError`.
+    UpstreamError,
+    /// The upstream answered with something other than a tool result.
+    UnexpectedResult,
+    /// The call may or may not have reached the upstream (its claim's
+    /// lease ran out, or the connection was lost mid-call).
+    InDoubt,
+    /// A code this build does not know, read from a log a newer plangate
+    /// wrote: kept as written, since nothing recorded may be lost.
+    Unrecognised(String),
+}
+
+impl StepErrorCode {
+    /// The stable string.
+    pub fn as_str(&self) -> &str {
+        match self {
+            StepErrorCode::Refused(code) => code.as_str(),
+            StepErrorCode::UpstreamError => "upstream_error",
+            StepErrorCode::UnexpectedResult => "unexpected_result",
+            StepErrorCode::InDoubt => "in_doubt",
+            StepErrorCode::Unrecognised(s) => s,
+        }
+    }
+
+    /// The code a stable string names; never fails (see
+    /// [`StepErrorCode::Unrecognised`]).
+    pub fn parse(s: &str) -> StepErrorCode {
+        match s {
+            "upstream_error" => StepErrorCode::UpstreamError,
+            "unexpected_result" => StepErrorCode::UnexpectedResult,
+            "in_doubt" => StepErrorCode::InDoubt,
+            other => match other.parse::<Code>() {
+                Ok(code) => StepErrorCode::Refused(code),
+                Err(_) => StepErrorCode::Unrecognised(other.to_owned()),
+            },
+        }
+    }
+}
+
+impl From<Code> for StepErrorCode {
+    fn from(code: Code) -> Self {
+        StepErrorCode::Refused(code)
+    }
+}
+
+impl std::fmt::Display for StepErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for StepErrorCode {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl Serialize for StepErrorCode {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for StepErrorCode {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let s = std::borrow::Cow::<'de, str>::deserialize(deserializer)?;
+        Ok(StepErrorCode::parse(&s))
+    }
 }
 
 /// A plan step as recorded when planned. Never holds a secret in the clear.
@@ -599,7 +744,7 @@ pub(crate) mod tests {
             EventKind::StepFailed {
                 step_id: "step_1".into(),
                 error: StepError {
-                    code: "upstream_error".into(),
+                    code: StepErrorCode::UpstreamError,
                     message: "no such page".into(),
                     upstream: Some(json!({"code": -32000})),
                 },
@@ -664,6 +809,36 @@ pub(crate) mod tests {
             let text = serde_json::to_string(&e).unwrap();
             let back: Event = serde_json::from_str(&text).unwrap();
             assert_eq!(back, e, "{text}");
+        }
+    }
+
+    #[test]
+    fn every_event_type_parses_from_the_string_its_events_store() {
+        for kind in every_kind() {
+            let t = kind.event_type();
+            assert_eq!(EventType::parse(t.as_str()), Some(t));
+            assert!(*kind.name() == t);
+        }
+        assert_eq!(EventType::parse("mode-set"), None);
+    }
+
+    #[test]
+    fn a_step_error_code_is_its_stable_string_and_keeps_unknown_ones() {
+        for (code, text) in [
+            (StepErrorCode::UpstreamError, "upstream_error"),
+            (StepErrorCode::UnexpectedResult, "unexpected_result"),
+            (StepErrorCode::InDoubt, "in_doubt"),
+            (Code::StaleTarget.into(), "stale_target"),
+            (
+                StepErrorCode::Unrecognised("from_the_future".into()),
+                "from_the_future",
+            ),
+        ] {
+            assert_eq!(serde_json::to_value(&code).unwrap(), json!(text));
+            assert_eq!(
+                serde_json::from_value::<StepErrorCode>(json!(text)).unwrap(),
+                code
+            );
         }
     }
 

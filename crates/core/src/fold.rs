@@ -54,10 +54,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Actor, Channel, Event, EventKind, JsonText, StepError, StepRecord, Verdict};
-
-/// The code of the `error` an in-doubt step carries, holding its reason.
-pub const IN_DOUBT_CODE: &str = "in_doubt";
+use crate::{
+    Actor, Channel, Event, EventKind, JsonText, StepError, StepErrorCode, StepRecord, Verdict,
+};
 
 /// Where a step is in its life (DESIGN §5 "Step statuses").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -390,7 +389,7 @@ impl KeyState {
                 if let Some(step) = self.running_step_mut(step_id) {
                     step.status = StepStatus::InDoubt;
                     step.error = Some(StepError {
-                        code: IN_DOUBT_CODE.to_owned(),
+                        code: StepErrorCode::InDoubt,
                         message: reason.clone(),
                         upstream: None,
                     });
@@ -676,7 +675,7 @@ mod tests {
         let fail = EventKind::StepFailed {
             step_id: "a".into(),
             error: StepError {
-                code: "upstream_error".into(),
+                code: StepErrorCode::UpstreamError,
                 message: "boom".into(),
                 upstream: None,
             },
@@ -702,7 +701,7 @@ mod tests {
         assert_eq!(s.step("a").unwrap().attempts, 2);
         assert_eq!(s.step("a").unwrap().error, None);
         let b = s.step("b").unwrap();
-        assert_eq!(b.error.as_ref().unwrap().code, IN_DOUBT_CODE);
+        assert_eq!(b.error.as_ref().unwrap().code, StepErrorCode::InDoubt);
         assert_eq!(b.error.as_ref().unwrap().message, "lease expired");
         let mut s2 = s.clone();
         s2.apply(
@@ -1022,7 +1021,7 @@ mod tests {
             2 => id().prop_map(|step_id| EventKind::StepFailed {
                 step_id,
                 error: StepError {
-                    code: "upstream_error".into(),
+                    code: StepErrorCode::UpstreamError,
                     message: "m".into(),
                     upstream: None
                 }

@@ -55,8 +55,11 @@ pub use digest::{
     schema_hash,
 };
 pub use effect::{Effect, EffectSource, ParseEffectError, classify};
-pub use event::{Actor, Channel, Event, EventKind, LandsOn, StepError, StepRecord, Verdict, Where};
-pub use fold::{Approval, IN_DOUBT_CODE, KeyState, Step, StepStatus};
+pub use event::{
+    Actor, Channel, Event, EventKind, EventType, LandsOn, StepError, StepErrorCode, StepRecord,
+    Verdict, Where,
+};
+pub use fold::{Approval, KeyState, Step, StepStatus};
 pub use json_text::JsonText;
 pub use mode::{
     DEFAULT_MODE, ModeError, ModeSpec, Modes, OverAccess, PLAN_MODE, ParseOverAccessError,

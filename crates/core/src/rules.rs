@@ -9,7 +9,7 @@
 //! [`Refused`] into its own words (a tool refusal, a CLI error, a console
 //! answer) under the same stable [`Code`].
 
-use crate::{Actor, Approval, Code, KeyState, Scope, StepStatus};
+use crate::{Actor, Approval, Code, EventKind, KeyState, Scope, StepStatus};
 
 /// Why a rule refused: the same for every channel.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,6 +95,46 @@ pub fn expiring_steps(state: &KeyState, now_ms: i64, ttl_ms: i64) -> Option<Vec<
 /// retried into it would only expire unrun).
 pub fn life_over(state: &KeyState, now_ms: i64, ttl_ms: i64) -> bool {
     state.expires_at_ms(ttl_ms).is_some_and(|t| t <= now_ms)
+}
+
+// === leases of a dead apply ===
+
+/// Whether an apply recorded in `state` is still alive at `now_ms`: its
+/// owner touched it (started it or renewed a claim) within `lease_ms`.
+pub fn apply_alive(state: &KeyState, now_ms: i64, lease_ms: i64) -> bool {
+    state.applying.is_some()
+        && state
+            .applying_touched_ms
+            .is_some_and(|t| t + lease_ms > now_ms)
+}
+
+/// What cleans up after a dead apply (DESIGN §5 "Leases"): each claim
+/// whose lease ran out becomes `in_doubt` — its request may have reached
+/// the upstream — and an apply no longer alive is finished. The system
+/// appends these; anyone may, at any time, since on a live apply they are
+/// empty.
+pub fn lease_cleanup(state: &KeyState, now_ms: i64, lease_ms: i64) -> Vec<EventKind> {
+    let mut kinds: Vec<EventKind> = state
+        .steps
+        .iter()
+        .filter(|s| s.status == StepStatus::Running && s.lease_until_ms.is_some_and(|l| l <= now_ms))
+        .map(|s| EventKind::StepInDoubt {
+            step_id: s.record.step_id.clone(),
+            reason: "the process applying it stopped renewing its claim; the request may or may not have reached the server".to_owned(),
+        })
+        .collect();
+    if let Some(apply_id) = &state.applying
+        && !apply_alive(state, now_ms, lease_ms)
+    {
+        kinds.push(EventKind::ApplyFinished {
+            apply_id: apply_id.clone(),
+            applied: 0,
+            failed: 0,
+            in_doubt: 0,
+            not_run: 0,
+        });
+    }
+    kinds
 }
 
 // === which steps ===
@@ -303,7 +343,7 @@ mod tests {
             system(EventKind::StepFailed {
                 step_id: "s2".into(),
                 error: crate::StepError {
-                    code: "upstream_error".into(),
+                    code: crate::StepErrorCode::UpstreamError,
                     message: "no".into(),
                     upstream: None,
                 },
@@ -493,5 +533,69 @@ mod tests {
             !is_approved(&state, "sha256:other", "key_1", Scope::Plan),
             "an approval binds its digest"
         );
+    }
+
+    /// An apply whose claims hold until 5000, touched at `touched`.
+    fn applying(touched: i64) -> KeyState {
+        let mut state = KeyState::default();
+        let events = [
+            system(EventKind::StepPlanned {
+                step: record("s1", 1, "t", json!({})),
+            }),
+            system(EventKind::StepPlanned {
+                step: record("s2", 2, "t", json!({})),
+            }),
+            system(EventKind::ApplyStarted {
+                apply_id: "a".into(),
+                step_ids: vec!["s1".into(), "s2".into()],
+                plan_digest: None,
+            }),
+            system(EventKind::StepStarted {
+                step_id: "s1".into(),
+                apply_id: "a".into(),
+                owner: "o".into(),
+                lease_until_ms: 5_000,
+            }),
+        ];
+        for (i, mut e) in events.into_iter().enumerate() {
+            e.at_ms = touched;
+            state.apply(i as i64 + 1, &e);
+        }
+        state
+    }
+
+    #[test]
+    fn a_live_apply_is_left_alone() {
+        let state = applying(1_000);
+        assert!(apply_alive(&state, 4_000, 10_000));
+        assert_eq!(lease_cleanup(&state, 4_000, 10_000), vec![]);
+    }
+
+    #[test]
+    fn a_claim_past_its_lease_is_in_doubt_and_a_dead_apply_finishes() {
+        let state = applying(1_000);
+        // The claim ran out at 5000; the apply was last touched at 1000.
+        let kinds = lease_cleanup(&state, 20_000, 10_000);
+        assert!(!apply_alive(&state, 20_000, 10_000));
+        assert_eq!(kinds.len(), 2, "{kinds:?}");
+        assert!(matches!(&kinds[0], EventKind::StepInDoubt { step_id, .. } if step_id == "s1"));
+        assert!(matches!(&kinds[1], EventKind::ApplyFinished { apply_id, .. } if apply_id == "a"));
+        // The waiting step s2 was never claimed: nothing happens to it.
+        let mut after = state.clone();
+        for (i, kind) in kinds.into_iter().enumerate() {
+            after.apply(10 + i as i64, &system(kind));
+        }
+        assert_eq!(after.step("s1").unwrap().status, StepStatus::InDoubt);
+        assert_eq!(after.step("s2").unwrap().status, StepStatus::Planned);
+        assert!(after.applying.is_none());
+        assert_eq!(lease_cleanup(&after, 20_000, 10_000), vec![]);
+    }
+
+    #[test]
+    fn an_apply_alive_but_with_a_lapsed_claim_only_marks_the_claim() {
+        let state = applying(4_000);
+        let kinds = lease_cleanup(&state, 6_000, 10_000);
+        assert_eq!(kinds.len(), 1);
+        assert!(matches!(&kinds[0], EventKind::StepInDoubt { .. }));
     }
 }

@@ -50,7 +50,7 @@ pub(crate) async fn follow(gw: Weak<Gateway>) {
                 .extend(page.iter().map(|e| e.key_id.clone()));
             let mut keys: Vec<&str> = page
                 .iter()
-                .filter(|e| e.kind == "mode_set")
+                .filter(|e| e.kind == plangate_core::EventType::ModeSet)
                 .map(|e| e.key_id.as_str())
                 .collect();
             keys.sort_unstable();

@@ -384,7 +384,7 @@ pub async fn retry(
         .transact(&key.id, |state| {
             check_in_doubt(state, key, step_id)?;
             let now = now_ms();
-            if apply::apply_alive(state, now, lease) {
+            if plangate_core::rules::apply_alive(state, now, lease) {
                 return Err(OperatorError::ApplyAlive {
                     key: key.name.clone(),
                     step: step_id.to_owned(),

@@ -14,13 +14,12 @@
 use std::time::Duration;
 
 use plangate_core::{
-    Code, Effect, EventKind, JsonText, KeyState, Scope, StepError, StepStatus, restore_secrets,
+    Code, EventKind, KeyState, StepError, StepErrorCode, StepStatus, restore_secrets,
 };
 use plangate_store::now_ms;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
-    ClientRequest, ContentBlock, ProgressNotificationParam, ProgressToken, RequestMetaObject,
-    ServerResult,
+    ClientRequest, ProgressNotificationParam, ProgressToken, RequestMetaObject, ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use rmcp::{Peer, RoleServer};
@@ -32,12 +31,18 @@ use crate::plan::{Acting, expiry_due};
 use crate::refusal::Refusal;
 use plangate_core::rules::{self, Applier, Refused, Selection};
 
+mod receipt;
+mod recheck;
+
+use receipt::{Outcome, receipt};
+use recheck::recheck;
+
 /// The `_meta` key carrying a step's id to the upstream, so an upstream can
 /// recognise a repeated delivery of the same step.
 pub const OPERATION_KEY: &str = "dev.plangate/operation_key";
 
 /// What `apply_plan` was asked to do.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ApplyRequest {
     /// The steps to run; all waiting steps if `None`.
     pub step_ids: Option<Vec<String>>,
@@ -55,76 +60,25 @@ pub struct Progress {
     pub token: ProgressToken,
 }
 
-/// How one selected step ended in this apply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Outcome {
-    Applied,
-    Failed,
-    InDoubt,
-    NotRun,
-}
-
-impl Outcome {
-    fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Applied => "applied",
-            Outcome::Failed => "failed",
-            Outcome::InDoubt => "in_doubt",
-            Outcome::NotRun => "not_run",
-        }
-    }
-}
-
 fn log_failed(e: crate::log::LogError) -> Refusal {
     Refusal::store(e, "see the plan with plangate_get_plan before trying again")
 }
 
-/// Whether an apply recorded in `state` is still alive at `now`.
-pub fn apply_alive(state: &KeyState, now: i64, lease_ms: i64) -> bool {
-    state.applying.is_some()
-        && state
-            .applying_touched_ms
-            .is_some_and(|t| t + lease_ms > now)
-}
-
-/// Events that clean up after a dead apply: claims whose lease ran out
-/// become `in_doubt`, and the dead apply is finished. Safe for anyone to
-/// append at any time (DESIGN §5 "Leases": found by any process).
+/// The events of [`rules::lease_cleanup`], appended by the system.
 pub fn lease_cleanup(
     state: &KeyState,
     now: i64,
     lease_ms: i64,
     acting: &Acting,
 ) -> Vec<plangate_core::Event> {
-    let mut events = Vec::new();
-    for step in state
-        .steps
-        .iter()
-        .filter(|s| s.status == StepStatus::Running)
-    {
-        if step.lease_until_ms.is_some_and(|l| l <= now) {
-            let mut e = acting.event(EventKind::StepInDoubt {
-                step_id: step.record.step_id.clone(),
-                reason: "the process applying it stopped renewing its claim; the request may or may not have reached the server".to_owned(),
-            });
+    rules::lease_cleanup(state, now, lease_ms)
+        .into_iter()
+        .map(|kind| {
+            let mut e = acting.event(kind);
             e.actor = plangate_core::Actor::System;
-            events.push(e);
-        }
-    }
-    if let Some(apply_id) = &state.applying
-        && !apply_alive(state, now, lease_ms)
-    {
-        let mut e = acting.event(EventKind::ApplyFinished {
-            apply_id: apply_id.clone(),
-            applied: 0,
-            failed: 0,
-            in_doubt: 0,
-            not_run: 0,
-        });
-        e.actor = plangate_core::Actor::System;
-        events.push(e);
-    }
-    events
+            e
+        })
+        .collect()
 }
 
 /// Runs `apply_plan` for `acting`'s key and returns the receipt.
@@ -154,7 +108,7 @@ pub async fn apply_plan(
             if let Some(e) = expiry_due(&view, now, ttl_ms, acting) {
                 add(&mut view, e, &mut events);
             }
-            if apply_alive(&view, now, lease_ms) {
+            if rules::apply_alive(&view, now, lease_ms) {
                 return Err(Refusal::new(
                     Code::ApplyInProgress,
                     "another apply of this plan is running; nothing was run. Wait for it to finish, then check the plan with plangate_get_plan".to_owned(),
@@ -377,7 +331,7 @@ async fn call_step(
 
     let Some(secrets) = crate::plan::open_secrets(gw, record) else {
         return Ok(finish(acting, step_id, StepError {
-            code: Code::Forbidden.as_str().to_owned(),
+            code: Code::Forbidden.into(),
             message: "the step's sealed arguments cannot be opened with this gateway's seal key (were the keys changed?); nothing was sent".to_owned(),
             upstream: None,
         }));
@@ -392,7 +346,7 @@ async fn call_step(
             acting,
             step_id,
             StepError {
-                code: Code::UpstreamUnavailable.as_str().to_owned(),
+                code: Code::UpstreamUnavailable.into(),
                 message: format!(
                     "upstream {} is not connected; nothing was sent",
                     record.server
@@ -442,12 +396,12 @@ async fn call_step(
                 r = handle.await_response() => match r {
                     Ok(ServerResult::CallToolResult(result)) => Ok(result),
                     Ok(_) => Err(Some(StepError {
-                        code: "unexpected_result".to_owned(),
+                        code: StepErrorCode::UnexpectedResult,
                         message: "the upstream answered with a result type plangate cannot record".to_owned(),
                         upstream: None,
                     })),
                     Err(ServiceError::McpError(e)) => Err(Some(StepError {
-                        code: "upstream_error".to_owned(),
+                        code: StepErrorCode::UpstreamError,
                         message: gw.redactor().scrub_text(&e.message, &scrub_with),
                         upstream: Some(gw.redactor().scrub_value(&json!({"code": e.code.0, "message": e.message, "data": e.data}), &scrub_with)),
                     })),
@@ -532,7 +486,7 @@ async fn call_step(
                 acting,
                 step_id,
                 StepError {
-                    code: "upstream_error".to_owned(),
+                    code: StepErrorCode::UpstreamError,
                     message,
                     upstream: Some(upstream_result),
                 },
@@ -565,7 +519,7 @@ async fn call_step(
 fn in_doubt_or_unsent(e: ServiceError, sent: bool) -> Option<StepError> {
     if !sent && matches!(e, ServiceError::TransportClosed) {
         return Some(StepError {
-            code: Code::UpstreamUnavailable.as_str().to_owned(),
+            code: Code::UpstreamUnavailable.into(),
             message:
                 "the upstream's connection was closed before the request was sent; nothing was sent"
                     .to_owned(),
@@ -590,158 +544,6 @@ fn finish(
             error,
         })],
     )
-}
-
-/// The fresh checks before a step's call (DESIGN §5 Apply, 2).
-async fn recheck(
-    gw: &Gateway,
-    acting: &Acting,
-    step: &plangate_core::Step,
-    secrets: &[(String, Value)],
-) -> Result<(), StepError> {
-    let record = &step.record;
-    let fail = |code: Code, message: String| StepError {
-        code: code.as_str().to_owned(),
-        message,
-        upstream: None,
-    };
-    let catalog = gw.catalog();
-    let Some(tool) = catalog
-        .tools
-        .iter()
-        .find(|t| t.upstream == record.server && t.original == record.tool)
-    else {
-        return Err(fail(
-            Code::StaleTarget,
-            format!(
-                "{} is no longer offered by {}; nothing was sent",
-                record.tool, record.server
-            ),
-        ));
-    };
-    if !tool.enabled {
-        return Err(fail(
-            Code::Forbidden,
-            format!(
-                "{} is now disabled in plangate's config; nothing was sent",
-                tool.exposed
-            ),
-        ));
-    }
-    if let Some(why) = &tool.withheld {
-        return Err(fail(
-            why.code(),
-            format!(
-                "{}. Nothing was sent",
-                why.reason(tool, &gw.config().gateway.tool_prefix)
-            ),
-        ));
-    }
-    if record
-        .definition_hash
-        .as_ref()
-        .is_some_and(|planned| *planned != tool.definition_hash)
-    {
-        return Err(fail(
-            Code::StaleTarget,
-            format!(
-                "{}'s definition changed since the step was planned (an operator accepted a new one); the person reviewed the old one, so plan it again. Nothing was sent",
-                tool.exposed
-            ),
-        ));
-    }
-    if tool.schema_hash.as_deref() != Some(record.schema_hash.as_str()) {
-        return Err(fail(
-            Code::StaleTarget,
-            format!(
-                "{}'s input schema changed since the step was planned; plan it again. Nothing was sent",
-                tool.exposed
-            ),
-        ));
-    }
-    if tool.effect > record.effect {
-        return Err(fail(
-            Code::Forbidden,
-            format!(
-                "{} is now classed {} (planned as {}); plan it again so the person sees that. Nothing was sent",
-                tool.exposed, tool.effect, record.effect
-            ),
-        ));
-    }
-    match gw.store().find_key(&acting.key.id).await {
-        Ok(Some(key)) if key.is_active() && key.scope != Scope::Read => {}
-        Ok(_) => {
-            return Err(fail(
-                Code::Forbidden,
-                "the API key was revoked or lost its write scope; nothing was sent".to_owned(),
-            ));
-        }
-        Err(e) => {
-            return Err(fail(
-                Code::UpstreamUnavailable,
-                format!("the key store cannot be read ({e}); nothing was sent"),
-            ));
-        }
-    }
-    // The preview must still show the target as it was when planned.
-    let settings = gw
-        .config()
-        .upstreams
-        .get(&record.server)
-        .and_then(|u| u.tools.get(&record.tool));
-    if let (Some(preview_tool), Some(planned_version)) = (
-        settings.and_then(|s| s.preview.clone()),
-        record.target_version.clone(),
-    ) && tool.effect >= Effect::Write
-    {
-        let Some(upstream) = gw.upstream(&record.server) else {
-            return Err(fail(
-                Code::UpstreamUnavailable,
-                format!(
-                    "upstream {} is not connected; nothing was sent",
-                    record.server
-                ),
-            ));
-        };
-        let mut params = CallToolRequestParams::new(preview_tool);
-        params.arguments = restore_secrets(&record.arguments.value(), secrets)
-            .as_object()
-            .cloned();
-        let preview = upstream.call_tool(params).await;
-        let now_version = match preview {
-            Ok(r) if r.is_error != Some(true) => r
-                .structured_content
-                .and_then(|s| s.get("target_version").cloned()),
-            Ok(r) => {
-                let why = r
-                    .content
-                    .iter()
-                    .find_map(|c| {
-                        c.as_text()
-                            .map(|t| gw.redactor().scrub_text(&t.text, secrets))
-                    })
-                    .unwrap_or_default();
-                return Err(fail(
-                    Code::StaleTarget,
-                    format!("the target is no longer as planned: {why}. Nothing was sent"),
-                ));
-            }
-            _ => None,
-        };
-        if now_version.as_ref() != Some(&planned_version) {
-            return Err(fail(
-                Code::StaleTarget,
-                format!(
-                    "the target changed since the step was planned (version {} then, {} now); show the person the new state and plan again. Nothing was sent",
-                    planned_version,
-                    now_version
-                        .map(|v| v.to_string())
-                        .unwrap_or_else(|| "unknown".into())
-                ),
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// Renews a running claim every third of a lease until `stop`.
@@ -785,89 +587,4 @@ async fn renew_lease(
             tracing::warn!(step = %step_id, "lease renewal failed: {e}");
         }
     }
-}
-
-/// The receipt of DESIGN §5.
-fn receipt(
-    gw: &Gateway,
-    state: &KeyState,
-    digest: &str,
-    outcomes: &[(String, Outcome)],
-    [applied, failed, in_doubt, not_run]: [u32; 4],
-) -> CallToolResult {
-    let mut approved = Vec::new();
-    let mut steps = Vec::new();
-    let mut lines = Vec::new();
-    for (step_id, outcome) in outcomes {
-        let Some(step) = state.step(step_id) else {
-            continue;
-        };
-        let r = &step.record;
-        let by_apply = r.approval_required && *outcome != Outcome::NotRun;
-        if by_apply {
-            approved.push(step_id.clone());
-        }
-        let mut s = json!({
-            "step_id": step_id,
-            "position": r.position,
-            "tool": r.tool,
-            "server": r.server,
-            "predicted_effect": r.predicted_effect,
-            "approved_by_apply": by_apply,
-            "outcome": outcome.as_str(),
-        });
-        if *outcome == Outcome::Applied {
-            s["result"] = step.result.as_ref().map_or(Value::Null, JsonText::value);
-            s["copy_id"] = json!(step.copy_id);
-            s["links"] = json!(step.links);
-            s["snapshots"] = json!(step.snapshots);
-        }
-        if matches!(outcome, Outcome::Failed | Outcome::InDoubt)
-            && let Some(e) = &step.error
-        {
-            s["error"] = json!(e);
-        }
-        lines.push(format!(
-            "{}. {} — {}{}",
-            r.position,
-            r.predicted_effect,
-            outcome.as_str(),
-            step.error
-                .as_ref()
-                .filter(|_| *outcome != Outcome::Applied && *outcome != Outcome::NotRun)
-                .map(|e| format!(": {}", e.message))
-                .unwrap_or_default()
-        ));
-        steps.push(s);
-    }
-    let success = failed == 0 && in_doubt == 0;
-    let message = if outcomes.is_empty() {
-        "Nothing to apply: no step is waiting.".to_owned()
-    } else if success && not_run == 0 {
-        format!("Applied {applied} step(s).")
-    } else {
-        format!(
-            "Applied {applied}, failed {failed}, in doubt {in_doubt}, not run {not_run}. Steps not run are still waiting; a failed step can be applied again by naming it; an in-doubt step may have reached the server and only a person can retry it."
-        )
-    };
-    let mode = gw.config().modes.resolve(state.mode.as_deref()).0;
-    let body = json!({
-        "success": success,
-        "code": "plan_applied",
-        "message": message,
-        "applied": applied,
-        "failed": failed,
-        "in_doubt": in_doubt,
-        "not_run": not_run,
-        "approved_by_apply": approved,
-        "plan_digest": digest,
-        "plan_mode": mode.plan_mode(),
-        "steps": steps,
-    });
-    let mut result = CallToolResult::structured(body);
-    result.content = vec![ContentBlock::text(format!(
-        "{message}\n{}",
-        lines.join("\n")
-    ))];
-    result
 }

@@ -1,0 +1,163 @@
+//! The fresh checks before a step's call (DESIGN §5 Apply, 2): the tool is
+//! still offered, enabled, not withheld, its definition and schema the
+//! ones planned against, its effect not raised, and the target unchanged
+//! since its preview. A step that fails one is never sent.
+
+use plangate_core::{Code, Effect, Scope, StepError, restore_secrets};
+use rmcp::model::CallToolRequestParams;
+use serde_json::Value;
+
+use crate::Gateway;
+use crate::plan::Acting;
+
+/// The fresh checks before a step's call (DESIGN §5 Apply, 2).
+pub(super) async fn recheck(
+    gw: &Gateway,
+    acting: &Acting,
+    step: &plangate_core::Step,
+    secrets: &[(String, Value)],
+) -> Result<(), StepError> {
+    let record = &step.record;
+    let fail = |code: Code, message: String| StepError {
+        code: code.into(),
+        message,
+        upstream: None,
+    };
+    let catalog = gw.catalog();
+    let Some(tool) = catalog
+        .tools
+        .iter()
+        .find(|t| t.upstream == record.server && t.original == record.tool)
+    else {
+        return Err(fail(
+            Code::StaleTarget,
+            format!(
+                "{} is no longer offered by {}; nothing was sent",
+                record.tool, record.server
+            ),
+        ));
+    };
+    if !tool.enabled {
+        return Err(fail(
+            Code::Forbidden,
+            format!(
+                "{} is now disabled in plangate's config; nothing was sent",
+                tool.exposed
+            ),
+        ));
+    }
+    if let Some(why) = &tool.withheld {
+        return Err(fail(
+            why.code(),
+            format!(
+                "{}. Nothing was sent",
+                why.reason(tool, &gw.config().gateway.tool_prefix)
+            ),
+        ));
+    }
+    if record
+        .definition_hash
+        .as_ref()
+        .is_some_and(|planned| *planned != tool.definition_hash)
+    {
+        return Err(fail(
+            Code::StaleTarget,
+            format!(
+                "{}'s definition changed since the step was planned (an operator accepted a new one); the person reviewed the old one, so plan it again. Nothing was sent",
+                tool.exposed
+            ),
+        ));
+    }
+    if tool.schema_hash.as_deref() != Some(record.schema_hash.as_str()) {
+        return Err(fail(
+            Code::StaleTarget,
+            format!(
+                "{}'s input schema changed since the step was planned; plan it again. Nothing was sent",
+                tool.exposed
+            ),
+        ));
+    }
+    if tool.effect > record.effect {
+        return Err(fail(
+            Code::Forbidden,
+            format!(
+                "{} is now classed {} (planned as {}); plan it again so the person sees that. Nothing was sent",
+                tool.exposed, tool.effect, record.effect
+            ),
+        ));
+    }
+    match gw.store().find_key(&acting.key.id).await {
+        Ok(Some(key)) if key.is_active() && key.scope != Scope::Read => {}
+        Ok(_) => {
+            return Err(fail(
+                Code::Forbidden,
+                "the API key was revoked or lost its write scope; nothing was sent".to_owned(),
+            ));
+        }
+        Err(e) => {
+            return Err(fail(
+                Code::UpstreamUnavailable,
+                format!("the key store cannot be read ({e}); nothing was sent"),
+            ));
+        }
+    }
+    // The preview must still show the target as it was when planned.
+    let settings = gw
+        .config()
+        .upstreams
+        .get(&record.server)
+        .and_then(|u| u.tools.get(&record.tool));
+    if let (Some(preview_tool), Some(planned_version)) = (
+        settings.and_then(|s| s.preview.clone()),
+        record.target_version.clone(),
+    ) && tool.effect >= Effect::Write
+    {
+        let Some(upstream) = gw.upstream(&record.server) else {
+            return Err(fail(
+                Code::UpstreamUnavailable,
+                format!(
+                    "upstream {} is not connected; nothing was sent",
+                    record.server
+                ),
+            ));
+        };
+        let mut params = CallToolRequestParams::new(preview_tool);
+        params.arguments = restore_secrets(&record.arguments.value(), secrets)
+            .as_object()
+            .cloned();
+        let preview = upstream.call_tool(params).await;
+        let now_version = match preview {
+            Ok(r) if r.is_error != Some(true) => r
+                .structured_content
+                .and_then(|s| s.get("target_version").cloned()),
+            Ok(r) => {
+                let why = r
+                    .content
+                    .iter()
+                    .find_map(|c| {
+                        c.as_text()
+                            .map(|t| gw.redactor().scrub_text(&t.text, secrets))
+                    })
+                    .unwrap_or_default();
+                return Err(fail(
+                    Code::StaleTarget,
+                    format!("the target is no longer as planned: {why}. Nothing was sent"),
+                ));
+            }
+            _ => None,
+        };
+        if now_version.as_ref() != Some(&planned_version) {
+            return Err(fail(
+                Code::StaleTarget,
+                format!(
+                    "the target changed since the step was planned (version {} then, {} now); show the person the new state and plan again. Nothing was sent",
+                    planned_version,
+                    now_version
+                        .map(|v| v.to_string())
+                        .unwrap_or_else(|| "unknown".into())
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
