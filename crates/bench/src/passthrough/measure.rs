@@ -1,0 +1,130 @@
+//! The measurement loop: a warm-up round, then interleaved rounds of
+//! sequential and concurrent batches per configuration, combined into
+//! the passthrough rows.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Result, bail};
+
+use super::{Cfg, Running, ours, relate, sdk, setup};
+use crate::ctx::{Ctx, batch, echo_args, rotated};
+use crate::report::PassRow;
+use crate::stats::{Batch, combine};
+
+/// Sets the phase up, measures every configuration that answered, and
+/// fills the report's passthrough rows (then the SDK figures); a failure
+/// of ours fails the run, a peer's is recorded as not measured.
+pub(super) async fn measure(ctx: &mut Ctx, running: &mut Running) -> Result<()> {
+    let cfgs = setup::setup(ctx, running).await?;
+    let s = ctx.sizes.clone();
+    let args = echo_args();
+    let mut seq: BTreeMap<String, Vec<Batch>> = BTreeMap::new();
+    let mut conc: BTreeMap<String, Vec<Batch>> = BTreeMap::new();
+    let mut broken: BTreeMap<String, String> = BTreeMap::new();
+
+    eprintln!(
+        "bench: passthrough: {} configurations, warm-up round",
+        cfgs.len()
+    );
+    for c in &cfgs {
+        if let Err(e) = batch(
+            &c.target,
+            &c.id,
+            &c.tool,
+            &args,
+            1,
+            s.seq_calls / 2,
+            s.warmup,
+        )
+        .await
+        {
+            broken.insert(c.id.clone(), format!("{e:#}"));
+        }
+    }
+    for round in 0..s.rounds {
+        eprintln!("bench: passthrough: round {}/{}", round + 1, s.rounds);
+        let order = rotated(&cfgs, round);
+        let todo: Vec<&Cfg> = order
+            .iter()
+            .filter(|c| !broken.contains_key(&c.id))
+            .collect();
+        for c in todo {
+            match batch(&c.target, &c.id, &c.tool, &args, 1, s.seq_calls, s.warmup).await {
+                Ok(b) => seq.entry(c.id.clone()).or_default().push(b),
+                Err(e) => {
+                    broken.insert(c.id.clone(), format!("{e:#}"));
+                }
+            }
+        }
+        let todo: Vec<&Cfg> = order
+            .iter()
+            .filter(|c| c.conc && !broken.contains_key(&c.id))
+            .collect();
+        for c in todo {
+            let warm = (s.warmup / 4).max(2);
+            match batch(
+                &c.target,
+                &c.id,
+                &c.tool,
+                &args,
+                s.clients,
+                s.calls_per_client,
+                warm,
+            )
+            .await
+            {
+                Ok(b) => conc.entry(c.id.clone()).or_default().push(b),
+                Err(e) => {
+                    broken.insert(c.id.clone(), format!("{e:#}"));
+                }
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    for c in &cfgs {
+        if let Some(why) = broken.get(&c.id) {
+            if ours(&c.via) {
+                bail!("{} failed during the run: {why}", c.id);
+            }
+            ctx.not_measured(&format!("passthrough via {}", c.id), why);
+            continue;
+        }
+        for (clients, batches) in [(1, seq.get(&c.id)), (s.clients, conc.get(&c.id))] {
+            let Some(batches) = batches else { continue };
+            rows.push(PassRow {
+                id: format!("{}-c{clients}", c.id),
+                label: c.label.clone(),
+                client: c.client.into(),
+                upstream: c.upstream.into(),
+                via: c.via.clone(),
+                clients,
+                m: combine(batches),
+                ..PassRow::default()
+            });
+        }
+    }
+    relate(&mut rows);
+    rows.sort_by_key(order_key);
+    ctx.report.passthrough = rows;
+
+    sdk::sdk(ctx, &cfgs).await;
+    Ok(())
+}
+
+/// Orders rows for the report: by client transport, then direct,
+/// plangate, peers; stdio upstream before HTTP upstream.
+fn order_key(r: &PassRow) -> (u8, usize, u8, String, u8) {
+    let via = match r.via.as_str() {
+        "direct" => 0,
+        "plangate" => 1,
+        "candidate" => 2,
+        _ => 3,
+    };
+    (
+        u8::from(r.client == "stdio"),
+        r.clients,
+        via,
+        r.via.clone(),
+        u8::from(r.upstream == "http"),
+    )
+}

@@ -1,0 +1,259 @@
+//! The report as Markdown: the results section of docs/benchmarks.md.
+
+use std::fmt::Write as _;
+
+use super::format::{ms, ratio, rps};
+use super::{PassRow, Report};
+
+fn pass_table(out: &mut String, rows: &[PassRow], clients: usize) {
+    let _ = writeln!(
+        out,
+        "| client → | via | → upstream | p50 ms (spread) | p99 ms | calls/s | added p50 ms | p50 × direct | p99 × direct | calls/s × direct |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
+    for r in rows.iter().filter(|r| r.clients == clients) {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} ({}–{}) | {} | {} | {} | {} | {} | {} |",
+            r.client,
+            r.label,
+            r.upstream,
+            ms(r.m.p50_ms),
+            ms(r.m.p50_spread_ms[0]),
+            ms(r.m.p50_spread_ms[1]),
+            ms(r.m.p99_ms),
+            rps(r.m.throughput_rps),
+            r.added_p50_ms.map_or("–".into(), |a| format!("{a:+.3}")),
+            ratio(r.ratio_p50),
+            ratio(r.ratio_p99),
+            ratio(r.ratio_throughput),
+        );
+    }
+}
+
+/// The results as Markdown (the part of docs/benchmarks.md between the
+/// result markers).
+pub fn markdown(r: &Report) -> String {
+    let mut out = String::new();
+    let m = &r.meta;
+    let _ = writeln!(
+        out,
+        "Run {} ({}), {:.0} s, plangate at commit `{}`. Machine: {} cores ({}), {:.0} GiB, Linux {}; load average {} at the start and {} at the end — shared with other work, so absolute numbers are noisy; every comparison below was interleaved (A B A B) on the same machine at the same time.\n",
+        m.started,
+        if m.quick {
+            "**quick**: smoke sizes, not for comparison"
+        } else {
+            "full"
+        },
+        m.duration_s,
+        m.git_commit.as_deref().unwrap_or("unknown"),
+        m.machine.cores,
+        m.machine.cpu,
+        m.machine.memory_gib,
+        m.machine.kernel,
+        m.machine.load_avg_start,
+        m.machine.load_avg_end,
+    );
+    let s = &m.settings;
+    let _ = writeln!(
+        out,
+        "Sizes: {} interleaved rounds; sequential batches of {} calls, concurrent batches of {} clients × {} calls, each after {} warm-up calls per client (plus one discarded warm-up round).\n",
+        s.rounds, s.seq_calls, s.concurrent_clients, s.calls_per_client, s.warmup_calls
+    );
+    let _ = writeln!(out, "Durability: {}.\n", m.durability.join("; "));
+
+    let _ = writeln!(out, "### Targets\n");
+    let stalled = r
+        .passthrough
+        .iter()
+        .find(|p| p.via == "plangate" && p.client == "http" && p.clients == 1)
+        .is_some_and(|p| p.m.p50_ms > 20.0);
+    if stalled {
+        let _ = writeln!(
+            out,
+            "**Main's HTTP answers stall ~40 ms per call on a kept-alive connection** (no `TCP_NODELAY` on plangate's listener: see the discussion above). Every HTTP figure of `main` below measures that stall, and ratios of two stalled calls (planned write ÷ read) say nothing; the candidate build's rows show what plangate costs without it.\n"
+        );
+    }
+    let _ = writeln!(out, "| build | target | measured | met |");
+    let _ = writeln!(out, "|---|---|---|---|");
+    for t in &r.targets {
+        let met = match t.met {
+            Some(true) => "yes",
+            Some(false) => "**no**",
+            None => "not measured",
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} |",
+            t.build, t.target, t.measured, met
+        );
+    }
+
+    let _ = writeln!(
+        out,
+        "\n### Passthrough: one client, sequential `echo` calls\n"
+    );
+    pass_table(&mut out, &r.passthrough, 1);
+    let conc = r.passthrough.iter().map(|p| p.clients).max().unwrap_or(16);
+    let _ = writeln!(out, "\n### Passthrough: {conc} concurrent clients\n");
+    pass_table(&mut out, &r.passthrough, conc);
+    let _ = writeln!(
+        out,
+        "\n`added` and every `× direct` compare with the direct row of the same client transport and concurrency (the upstream's own stdio or HTTP). Through HTTP, each of the {conc} clients has its own MCP session; over stdio, each starts its own process (as each agent window does).\n"
+    );
+
+    if !r.sdk.is_empty() {
+        let _ = writeln!(
+            out,
+            "### The same through the official Python SDK (\"real agent\" figures)\n"
+        );
+        pass_table(&mut out, &r.sdk, 1);
+        out.push('\n');
+    }
+    if !r.everything.is_empty() {
+        let _ = writeln!(
+            out,
+            "### Cross-check: `server-everything` as the upstream\n"
+        );
+        pass_table(&mut out, &r.everything, 1);
+        out.push('\n');
+    }
+
+    if !r.planning.is_empty() {
+        let _ = writeln!(out, "### Planning: durable planned writes over HTTP\n");
+        let _ = writeln!(
+            out,
+            "| build | store | concurrent keys | planned write p50 ms (spread) | p99 ms | writes/s | read p50 ms (same gateway) | write ÷ read |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
+        for p in &r.planning {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} ({}–{}) | {} | {} | {} | {:.2}× |",
+                p.build,
+                p.store,
+                p.keys,
+                ms(p.write.p50_ms),
+                ms(p.write.p50_spread_ms[0]),
+                ms(p.write.p50_spread_ms[1]),
+                ms(p.write.p99_ms),
+                rps(p.write.throughput_rps),
+                ms(p.read.p50_ms),
+                p.ratio_p50
+            );
+        }
+        out.push('\n');
+    }
+
+    if !r.apply.is_empty() {
+        let _ = writeln!(out, "### Apply: a {}-step plan\n", r.apply[0].steps);
+        let _ = writeln!(
+            out,
+            "| build | store | apply_plan ms (spread) | per step ms | upstream `put` ms (direct, stdio) | `put` through plangate ms (not planned) | overhead per step beyond the upstream call | beyond a passthrough write |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
+        for a in &r.apply {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} ({}–{}) | {} | {} | {} | {} | {} |",
+                a.build,
+                a.store,
+                ms(a.apply.p50_ms),
+                ms(a.apply.p50_spread_ms[0]),
+                ms(a.apply.p50_spread_ms[1]),
+                ms(a.per_step_ms),
+                ms(a.upstream_put_ms),
+                ms(a.passthrough_put_ms),
+                ms(a.overhead_per_step_ms),
+                ms(a.overhead_vs_passthrough_ms)
+            );
+        }
+        out.push('\n');
+    }
+
+    if let Some(s) = &r.scale {
+        let _ = writeln!(
+            out,
+            "### Scale: keys with open {}-step plans (SQLite; build: {})\n",
+            s.steps_per_plan, s.build
+        );
+        let _ = writeln!(
+            out,
+            "| keys with open plans | get_plan p50 ms (spread) | p99 ms | gateway RSS MB |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|");
+        for p in &s.points {
+            let _ = writeln!(
+                out,
+                "| {} | {} ({}–{}) | {} | {:.1} |",
+                p.keys,
+                ms(p.get_plan.p50_ms),
+                ms(p.get_plan.p50_spread_ms[0]),
+                ms(p.get_plan.p50_spread_ms[1]),
+                ms(p.get_plan.p99_ms),
+                p.rss_kib as f64 / 1024.0
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\nIdle RSS: {:.1} MB at ready, {:.1} MB after a first session's calls. Memory per open plan: {:.0} B (overall: (RSS at the largest point − idle after calls) ÷ plans), {:.0} B marginal (between the two largest points). Seeding: {:.0} keys/s.\n",
+            s.idle_rss_kib as f64 / 1024.0,
+            s.idle_after_calls_rss_kib as f64 / 1024.0,
+            s.bytes_per_plan,
+            s.bytes_per_plan_marginal,
+            s.seed_keys_per_s
+        );
+        let _ = writeln!(out, "| start-up to ready | p50 ms (spread) |");
+        let _ = writeln!(out, "|---|---|");
+        for (what, m) in [
+            (
+                "HTTP, fresh data dir (spawn → `/readyz` 200)",
+                &s.startup_empty,
+            ),
+            (
+                "HTTP, store holding the largest point's plans",
+                &s.startup_full,
+            ),
+            (
+                "stdio, fresh data dir (spawn → `initialize` answered)",
+                &s.startup_stdio,
+            ),
+        ] {
+            let _ = writeln!(
+                out,
+                "| {what} | {} ({}–{}) |",
+                ms(m.p50_ms),
+                ms(m.p50_spread_ms[0]),
+                ms(m.p50_spread_ms[1]),
+            );
+        }
+        out.push('\n');
+    }
+
+    let _ = writeln!(out, "### Peers\n");
+    let _ = writeln!(out, "| peer | version | ran | note |");
+    let _ = writeln!(out, "|---|---|---|---|");
+    for p in &m.peers {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} |",
+            p.name,
+            p.version,
+            if p.available { "yes" } else { "**no**" },
+            p.note
+        );
+    }
+    if !r.not_measured.is_empty() {
+        let _ = writeln!(out, "\nNot measured in this run:\n");
+        for n in &r.not_measured {
+            let _ = writeln!(out, "* {}: {}", n.what, n.why);
+        }
+    }
+    if !m.notes.is_empty() {
+        let _ = writeln!(out, "\nNotes:\n");
+        for n in &m.notes {
+            let _ = writeln!(out, "* {n}");
+        }
+    }
+    out
+}

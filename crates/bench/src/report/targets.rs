@@ -1,0 +1,215 @@
+//! The benchmark issue's targets, read off a run's measurements, for
+//! `main` and for the candidate build.
+
+use super::{PassRow, Report, TargetRow};
+
+fn find<'a>(
+    rows: &'a [PassRow],
+    via: &str,
+    client: &str,
+    upstream: &str,
+    clients: usize,
+) -> Option<&'a PassRow> {
+    rows.iter().find(|r| {
+        r.via == via && r.client == client && r.upstream == upstream && r.clients == clients
+    })
+}
+
+/// Reads every target off the measurements: for `main`, then for the
+/// candidate build when the run had one.
+pub fn targets(r: &Report) -> Vec<TargetRow> {
+    let mut out = targets_for(r, "plangate", "main");
+    let candidate = r
+        .passthrough
+        .iter()
+        .find(|p| p.via == "candidate")
+        .map(|p| p.label.clone())
+        .or_else(|| {
+            r.planning
+                .iter()
+                .find(|p| p.build != "main")
+                .map(|p| p.build.clone())
+        });
+    if let Some(label) = candidate {
+        out.extend(targets_for(r, "candidate", &label));
+    }
+    out
+}
+
+fn targets_for(r: &Report, via: &str, build: &str) -> Vec<TargetRow> {
+    let mut out = Vec::new();
+    let mut row = |target: &str, measured: String, met: Option<bool>| {
+        out.push(TargetRow {
+            build: build.to_owned(),
+            target: target.to_owned(),
+            measured,
+            met,
+        });
+    };
+
+    // 1. Passthrough p50 ≤ 1.10× direct.
+    for (client, clients) in [("http", 1), ("stdio", 1), ("http", 16), ("stdio", 16)] {
+        let t = format!(
+            "passthrough p50 via plangate ≤ 1.10× direct ({client}, {clients} client{})",
+            if clients > 1 { "s" } else { "" }
+        );
+        match find(&r.passthrough, via, client, "stdio", clients) {
+            Some(p) if p.ratio_p50.is_some() => {
+                let ratio = p.ratio_p50.unwrap_or(f64::NAN);
+                row(
+                    &t,
+                    format!(
+                        "{ratio:.2}× ({:.3} ms vs {:.3} ms direct)",
+                        p.m.p50_ms,
+                        p.m.p50_ms - p.added_p50_ms.unwrap_or(0.0)
+                    ),
+                    Some(ratio <= 1.10),
+                );
+            }
+            _ => row(&t, "not measured".into(), None),
+        }
+    }
+
+    // 2. Added latency ≥ 3× smaller than the fastest peer's.
+    for clients in [1, 16] {
+        let t = format!(
+            "added latency ≥ 3× smaller than the fastest peer bridge's (http, {clients} client{})",
+            if clients > 1 { "s" } else { "" }
+        );
+        let ours = find(&r.passthrough, via, "http", "stdio", clients).and_then(|p| p.added_p50_ms);
+        let fastest = r
+            .passthrough
+            .iter()
+            .filter(|p| {
+                p.client == "http"
+                    && p.clients == clients
+                    && !matches!(p.via.as_str(), "direct" | "plangate" | "candidate")
+            })
+            .filter_map(|p| p.added_p50_ms.map(|a| (a, p.label.clone())))
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        match (ours, fastest) {
+            (Some(ours), Some((peer, name))) => {
+                let factor = if ours > 0.0 {
+                    peer / ours
+                } else {
+                    f64::INFINITY
+                };
+                row(
+                    &t,
+                    format!(
+                        "plangate +{ours:.3} ms vs {name} +{peer:.3} ms ({factor:.1}× smaller)"
+                    ),
+                    Some(factor >= 3.0),
+                );
+            }
+            _ => row(&t, "not measured".into(), None),
+        }
+    }
+
+    // 3. Planned write ≤ 1.5× a passthrough read.
+    for p in r.planning.iter().filter(|p| p.build == build) {
+        row(
+            &format!(
+                "planned write ≤ 1.5× a passthrough read ({}, {} key{})",
+                p.store,
+                p.keys,
+                if p.keys > 1 { "s" } else { "" }
+            ),
+            format!(
+                "{:.2}× ({:.3} ms vs {:.3} ms)",
+                p.ratio_p50, p.write.p50_ms, p.read.p50_ms
+            ),
+            Some(p.ratio_p50 <= 1.5),
+        );
+    }
+
+    // 4. Apply overhead ≤ 1 ms per step.
+    for a in r.apply.iter().filter(|a| a.build == build) {
+        row(
+            &format!(
+                "apply overhead ≤ 1 ms per step ({}, {} steps)",
+                a.store, a.steps
+            ),
+            format!(
+                "{:.3} ms/step beyond the upstream call ({:.3} ms/step in all)",
+                a.overhead_per_step_ms, a.per_step_ms
+            ),
+            Some(a.overhead_per_step_ms <= 1.0),
+        );
+    }
+
+    // 5–7. Scale.
+    // Scale runs once, on the candidate build when there is one: main's
+    // rows then show it, marked, since the code measured is the same but
+    // for the listener's socket option.
+    let scale = r
+        .scale
+        .as_ref()
+        .filter(|s| s.build == build || via == "plangate");
+    let mark = match scale {
+        Some(s) if s.build != build => format!(" [measured on the {} build]", s.build),
+        _ => String::new(),
+    };
+    let mut row = |target: &str, measured: String, met: Option<bool>| {
+        let measured = if met.is_some() {
+            format!("{measured}{mark}")
+        } else {
+            measured
+        };
+        row(target, measured, met);
+    };
+    match scale {
+        Some(s) => {
+            let first = s.points.first();
+            let last = s.points.last();
+            match (first, last) {
+                (Some(f), Some(l)) if s.points.len() > 1 => {
+                    let ratio = l.get_plan.p50_ms / f.get_plan.p50_ms;
+                    row(
+                        &format!(
+                            "get_plan p50 at {} keys within 1.2× of {} keys",
+                            l.keys, f.keys
+                        ),
+                        format!(
+                            "{ratio:.2}× ({:.3} ms vs {:.3} ms)",
+                            l.get_plan.p50_ms, f.get_plan.p50_ms
+                        ),
+                        Some(ratio <= 1.2),
+                    );
+                }
+                _ => row(
+                    "get_plan p50 at 10,000 keys within 1.2× of 10 keys",
+                    "not measured".into(),
+                    None,
+                ),
+            }
+            row(
+                "each open plan adds ≤ 4 KB of RSS",
+                format!(
+                    "{:.0} B per plan overall, {:.0} B marginal",
+                    s.bytes_per_plan, s.bytes_per_plan_marginal
+                ),
+                Some(s.bytes_per_plan <= 4096.0),
+            );
+            row(
+                "idle RSS ≤ 30 MB with one upstream",
+                format!(
+                    "{:.1} MB at ready, {:.1} MB after first calls",
+                    s.idle_rss_kib as f64 / 1024.0,
+                    s.idle_after_calls_rss_kib as f64 / 1024.0
+                ),
+                Some(s.idle_after_calls_rss_kib.max(s.idle_rss_kib) as f64 / 1024.0 <= 30.0),
+            );
+        }
+        None => {
+            for t in [
+                "get_plan p50 at 10,000 keys within 1.2× of 10 keys",
+                "each open plan adds ≤ 4 KB of RSS",
+                "idle RSS ≤ 30 MB with one upstream",
+            ] {
+                row(t, "not measured".into(), None);
+            }
+        }
+    }
+    out
+}
