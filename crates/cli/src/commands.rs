@@ -425,7 +425,7 @@ pub async fn mode_set(
         ))
         .into());
     };
-    let log = plangate_gateway::log::KeyLog::new(store);
+    let log = plangate_gateway::key_log::KeyLog::new(store);
     let operator = operator_name();
     let event = plangate_core::Event {
         at_ms: plangate_store::now_ms(),

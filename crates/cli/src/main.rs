@@ -161,7 +161,7 @@ async fn run(cli: Cli) -> Result<()> {
             // are flagged; config check works without a store too.
             let pins = match open_store(&data_dir).await {
                 Ok(store) => {
-                    plangate_gateway::log::KeyLog::<plangate_core::ToolPins>::with_capacity(
+                    plangate_gateway::key_log::KeyLog::<plangate_core::ToolPins>::with_capacity(
                         store, 1,
                     )
                     .state(plangate_core::TOOLS_LOG)

@@ -30,12 +30,13 @@ use crate::output::outln;
 use anyhow::{Result, anyhow};
 use plangate_config::Config;
 use plangate_core::rules::{self, Refused, Selection};
-use plangate_core::{Actor, Channel, KeyState, Scope, Step, StepStatus, Where};
+use plangate_core::{Actor, Channel, KeyState, LandsOn, Receipt, Scope, StepStatus, Where};
 use plangate_gateway::Gateway;
+use plangate_gateway::acting::Acting;
 use plangate_gateway::apply::{self, ApplyRequest};
-use plangate_gateway::log::KeyLog;
+use plangate_gateway::key_log::KeyLog;
 use plangate_gateway::operator::{self, OperatorError, lease_ms, ttl_ms};
-use plangate_gateway::plan::{Acting, expires_in};
+use plangate_gateway::plan::expires_in;
 use plangate_store::{ApiKey, KeyMaterial, Store, now_ms};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -105,8 +106,7 @@ fn count(state: &KeyState, status: StepStatus) -> usize {
 }
 
 /// Where a step lands, in a few words.
-pub fn lands_on_text(step: &Step) -> String {
-    let l = &step.record.lands_on;
+pub fn lands_on_text(l: &LandsOn) -> String {
     match (l.where_, &l.target) {
         (Where::Copy, Some(t)) => format!("a copy of {t}"),
         (Where::Copy, None) => "a copy".to_owned(),
@@ -116,55 +116,52 @@ pub fn lands_on_text(step: &Step) -> String {
 }
 
 /// The lines of a receipt (DESIGN §5) for a person.
-pub fn receipt_lines(body: &Value) -> Vec<String> {
-    let n = |k: &str| body[k].as_u64().unwrap_or(0);
+pub fn receipt_lines(receipt: &Receipt) -> Vec<String> {
     let mut lines = vec![
-        body["message"].as_str().unwrap_or_default().to_owned(),
+        receipt.message.clone(),
         format!(
             "applied {}, failed {}, in doubt {}, not run {}",
-            n("applied"),
-            n("failed"),
-            n("in_doubt"),
-            n("not_run")
+            receipt.applied, receipt.failed, receipt.in_doubt, receipt.not_run
         ),
     ];
-    for s in body["steps"].as_array().into_iter().flatten() {
+    for s in &receipt.steps {
         let mut line = format!(
             "step {} ({}): {} — {}",
-            s["position"],
-            s["step_id"].as_str().unwrap_or_default(),
-            s["predicted_effect"].as_str().unwrap_or_default(),
-            s["outcome"].as_str().unwrap_or_default(),
+            s.position,
+            s.step_id,
+            s.predicted_effect,
+            s.outcome.as_str(),
         );
-        if let Some(c) = s["copy_id"].as_str() {
-            line.push_str(&format!("; copy {c}"));
+        if let Some(applied) = &s.applied {
+            if let Some(c) = &applied.copy_id {
+                line.push_str(&format!("; copy {c}"));
+            }
+            for l in &applied.links {
+                line.push_str(&format!("; link {l}"));
+            }
+            for l in &applied.snapshots {
+                line.push_str(&format!("; snapshot {l}"));
+            }
         }
-        for l in s["links"].as_array().into_iter().flatten() {
-            line.push_str(&format!("; link {}", l.as_str().unwrap_or_default()));
-        }
-        for l in s["snapshots"].as_array().into_iter().flatten() {
-            line.push_str(&format!("; snapshot {}", l.as_str().unwrap_or_default()));
-        }
-        if s["approved_by_apply"] == true {
+        if s.approved_by_apply {
             line.push_str("; approved by this apply (destructive)");
         }
-        if let Some(e) = s.get("error").filter(|e| !e.is_null()) {
-            line.push_str(&format!(
-                "; error {}: {}",
-                e["code"].as_str().unwrap_or_default(),
-                e["message"].as_str().unwrap_or_default()
-            ));
+        if let Some(e) = &s.error {
+            line.push_str(&format!("; error {}: {}", e.code, e.message));
         }
         lines.push(line);
     }
-    if let Some(d) = body["plan_digest"].as_str() {
-        lines.push(format!("plan digest {d}"));
-    }
+    lines.push(format!("plan digest {}", receipt.plan_digest));
     lines
 }
 
-fn print_json(v: &Value) -> Result<()> {
-    outln!("{}", serde_json::to_string_pretty(v)?);
+/// Prints `v` as pretty JSON with its keys sorted, as every `--json`
+/// output is.
+fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
+    outln!(
+        "{}",
+        serde_json::to_string_pretty(&serde_json::to_value(v)?)?
+    );
     Ok(())
 }
 
@@ -264,50 +261,48 @@ pub async fn show(config: &Config, store: Arc<dyn Store>, key: &str, as_json: bo
     let key = resolve_key(&*store, key).await?;
     let log = KeyLog::new(store.clone());
     let state = refresh(&log, &key, config).await?;
-    let body = operator::plan_json(config, &key, &state, now_ms());
+    let view = operator::plan_view(config, &key, &state, now_ms());
     if as_json {
-        return print_json(&body);
+        return print_json(&view);
     }
-    let (mode, notice) = config.modes.resolve(state.mode.as_deref());
-    let digest = state.plan_digest();
-    let approved = body["approved"] == true;
-    let pending = state.planned_steps().count();
-    let open: Vec<&Step> = state.open_steps().collect();
-    let expires = expires_in(&state, now_ms(), ttl_ms(config));
     outln!(
         "key {} ({}, scope {}): mode {}{}",
-        key.name,
-        key.id,
-        key.scope,
-        mode.name,
-        if mode.plan_mode() { " (plan mode)" } else { "" }
+        view.key,
+        view.key_id,
+        view.scope,
+        view.mode,
+        if view.plan_mode { " (plan mode)" } else { "" }
     );
-    if let Some(n) = notice {
+    if let Some(n) = &view.notice {
         outln!("note: {n}");
     }
-    if open.is_empty() {
+    if view.steps.is_empty() {
         outln!("no plan: nothing is waiting, running, failed or in doubt");
         return Ok(());
     }
     outln!(
-        "{} step(s) in the plan, {pending} waiting; expires in {}; approved: {}",
-        open.len(),
-        expires.map(human_secs).unwrap_or_else(|| "-".into()),
-        if approved { "yes" } else { "no" }
+        "{} step(s) in the plan, {} waiting; expires in {}; approved: {}",
+        view.steps.len(),
+        view.pending_steps,
+        view.expires_in
+            .map(human_secs)
+            .unwrap_or_else(|| "-".into()),
+        if view.approved { "yes" } else { "no" }
     );
-    outln!("plan digest {digest}");
+    outln!("plan digest {}", view.plan_digest);
     outln!();
-    let rows: Vec<[String; 7]> = open
+    let rows: Vec<[String; 7]> = view
+        .steps
         .iter()
         .map(|s| {
-            let r = &s.record;
+            let p = &s.step;
             [
-                r.position.to_string(),
+                p.position.to_string(),
                 s.status.to_string(),
-                r.step_id.clone(),
-                r.predicted_effect.clone(),
-                lands_on_text(s),
-                if r.approval_required {
+                p.step_id.clone(),
+                p.predicted_effect.clone(),
+                lands_on_text(&p.lands_on),
+                if p.approval_required {
                     "required (destructive)".to_owned()
                 } else {
                     "-".to_owned()
@@ -381,14 +376,17 @@ pub async fn discard(
 /// Prints a receipt; an apply with failed or in-doubt steps exits 1.
 fn finish_receipt(result: rmcp::model::CallToolResult, as_json: bool) -> Result<()> {
     let body = result.structured_content.unwrap_or(Value::Null);
+    let receipt: Receipt = serde_json::from_value(body).map_err(|e| {
+        anyhow!("plangate answered an apply with something other than a receipt ({e}); see its log")
+    })?;
     if as_json {
-        print_json(&body)?;
+        print_json(&receipt)?;
     } else {
-        for line in receipt_lines(&body) {
+        for line in receipt_lines(&receipt) {
             outln!("{line}");
         }
     }
-    if body["success"] == true {
+    if receipt.success {
         Ok(())
     } else {
         Err(anyhow!(

@@ -12,7 +12,7 @@ use crate::output::outln;
 use anyhow::Result;
 use plangate_config::Config;
 use plangate_core::{Actor, Channel, TOOLS_LOG, ToolPins};
-use plangate_gateway::log::KeyLog;
+use plangate_gateway::key_log::KeyLog;
 use plangate_gateway::tool_pins::{self, Decision, PinError};
 use plangate_store::{Store, format_time_ms, now_ms};
 use serde_json::json;

@@ -95,7 +95,7 @@ async fn run(store_label: &str, database: Option<String>) -> Tally {
                 .unwrap()
         }
     };
-    let keylog = plangate_gateway::log::KeyLog::new(Arc::clone(&store));
+    let keylog = plangate_gateway::key_log::KeyLog::new(Arc::clone(&store));
     let mut tally = Tally::default();
 
     for trial in 0..trials() {

@@ -122,9 +122,82 @@ impl FromStr for Code {
     }
 }
 
+/// The codes of refusals that come before MCP — an HTTP answer from the
+/// gateway's front door or the web console, not a tool result — so they
+/// are not DESIGN §8's [`Code`]s, but they are as stable: clients and
+/// scripts branch on them (docs/security.md lists each with its status).
+/// A refusal that is plangate's own failure uses [`Code::StoreUnavailable`]
+/// or [`Code::InternalError`] on every channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AccessCode {
+    /// No API key, and anonymous callers may not (401).
+    KeyRequired,
+    /// The key presented is unknown or revoked (401).
+    InvalidKey,
+    /// A caller other than the session's owner used its session (403).
+    SessionKeyMismatch,
+    /// The request body is over `max_request_bytes` (413, or JSON-RPC
+    /// -32600 with `data.code`).
+    TooLarge,
+    /// The `Host` header is not in `allowed_hosts` (403).
+    ForbiddenHost,
+    /// The console needs an operator session (401).
+    Unauthorized,
+    /// A console request from another site (403).
+    CrossSiteRequest,
+    /// A console POST without its session's CSRF token (403).
+    CsrfTokenInvalid,
+}
+
+impl AccessCode {
+    /// Every access code.
+    pub const ALL: [AccessCode; 8] = [
+        AccessCode::KeyRequired,
+        AccessCode::InvalidKey,
+        AccessCode::SessionKeyMismatch,
+        AccessCode::TooLarge,
+        AccessCode::ForbiddenHost,
+        AccessCode::Unauthorized,
+        AccessCode::CrossSiteRequest,
+        AccessCode::CsrfTokenInvalid,
+    ];
+
+    /// The stable string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AccessCode::KeyRequired => "key_required",
+            AccessCode::InvalidKey => "invalid_key",
+            AccessCode::SessionKeyMismatch => "session_key_mismatch",
+            AccessCode::TooLarge => "too_large",
+            AccessCode::ForbiddenHost => "forbidden_host",
+            AccessCode::Unauthorized => "unauthorized",
+            AccessCode::CrossSiteRequest => "cross_site_request",
+            AccessCode::CsrfTokenInvalid => "csrf_token_invalid",
+        }
+    }
+}
+
+impl fmt::Display for AccessCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn access_codes_serialize_as_their_strings_and_never_reuse_a_refusal_code() {
+        for code in AccessCode::ALL {
+            assert_eq!(
+                serde_json::to_value(code).unwrap(),
+                serde_json::Value::String(code.as_str().to_owned())
+            );
+            assert!(code.as_str().parse::<Code>().is_err(), "{code}");
+        }
+    }
 
     #[test]
     fn every_code_serializes_as_its_stable_string_and_parses_back() {

@@ -46,9 +46,11 @@ pub mod rules;
 pub mod scope;
 pub mod secrets;
 pub mod template;
+pub mod time;
+pub mod view;
 
 pub use canonical::{CanonicalError, MAX_SAFE_INTEGER, canonical_json, check_safe_integers};
-pub use code::{Code, ParseCodeError};
+pub use code::{AccessCode, Code, ParseCodeError};
 pub use decision::{CallerScope, Decision, decide};
 pub use digest::{
     HMAC_PREFIX, SHA256_PREFIX, arguments_fingerprint, hmac_hex, keyed_arguments, plan_digest,
@@ -80,3 +82,8 @@ pub use redact::{
 pub use scope::{ParseScopeError, Scope};
 pub use secrets::{restore_secrets, split_secrets};
 pub use template::{generic_effect, render_template, validate_template};
+pub use time::format_time_ms;
+pub use view::{
+    Applied, KeyPlanView, Outcome, PlanSummary, PlanView, PlannedStep, PlannedWrite, Receipt,
+    ReceiptStep, StepView,
+};

@@ -1,8 +1,9 @@
 //! Who is calling: API keys over HTTP (`Authorization: Bearer`) and stdio
 //! (`PLANGATE_KEY`), or nobody (anonymous, when config allows reads).
 //!
-//! A key is checked against the store on every request, never cached, so a
-//! revoked key stops working at its next request even when another process
+//! A key is checked against the store, or against a cache that holds only
+//! while the store's key epoch stays the same ([`KeyCache`]), so a revoked
+//! key stops working at its next request even when another process
 //! revoked it. An HTTP request without a valid key is refused with 401 here,
 //! before it reaches MCP, unless config allows anonymous reads; an invalid
 //! key is always refused — it never falls back to anonymous.
@@ -14,6 +15,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use plangate_config::Anonymous;
+use plangate_core::{AccessCode, Code};
 use plangate_store::{ApiKey, KeyEpoch};
 use serde_json::json;
 use sha2::Digest as _;
@@ -62,9 +64,9 @@ impl Denied {
     /// The stable code sent with the refusal.
     pub fn code(self) -> &'static str {
         match self {
-            Denied::NoKey => "key_required",
-            Denied::BadKey => "invalid_key",
-            Denied::StoreDown => "store_unavailable",
+            Denied::NoKey => AccessCode::KeyRequired.as_str(),
+            Denied::BadKey => AccessCode::InvalidKey.as_str(),
+            Denied::StoreDown => Code::StoreUnavailable.as_str(),
         }
     }
 

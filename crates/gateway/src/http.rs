@@ -114,7 +114,7 @@ async fn allowed_host_only(
     (
         StatusCode::FORBIDDEN,
         axum::Json(json!({
-            "error": "forbidden_host",
+            "error": plangate_core::AccessCode::ForbiddenHost,
             "message": "this Host is not in [gateway] allowed_hosts",
         })),
     )

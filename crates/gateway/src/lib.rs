@@ -19,6 +19,7 @@
 //! the catalog is rebuilt (and clients told) whenever an upstream comes,
 //! goes or changes its lists.
 
+pub mod acting;
 pub mod apply;
 pub mod apps;
 pub mod auth;
@@ -27,8 +28,8 @@ pub mod console;
 mod follow;
 pub mod http;
 pub mod hub;
+pub mod key_log;
 pub mod limits;
-pub mod log;
 pub mod memory;
 pub mod metrics;
 pub mod operator;
@@ -37,6 +38,7 @@ pub mod plan;
 pub mod quick_json;
 pub mod rate;
 pub mod refusal;
+pub mod relay;
 pub mod review;
 mod server;
 pub mod session_guard;
@@ -102,9 +104,9 @@ pub struct Gateway {
     rates: rate::RateLimits,
     store: Arc<dyn Store>,
     material: KeyMaterial,
-    log: Arc<log::KeyLog>,
+    log: Arc<key_log::KeyLog>,
     /// The log of tool pins ([`plangate_core::TOOLS_LOG`]).
-    pins: Arc<log::KeyLog<ToolPins>>,
+    pins: Arc<key_log::KeyLog<ToolPins>>,
     /// The pins as last read: what the catalog is built against.
     pinned: RwLock<Arc<ToolPins>>,
     owner: String,
@@ -183,11 +185,11 @@ impl Gateway {
             redactor,
             rates,
             config,
-            log: Arc::new(log::KeyLog::<plangate_core::KeyState>::with_capacity(
+            log: Arc::new(key_log::KeyLog::<plangate_core::KeyState>::with_capacity(
                 store.clone(),
                 cached_keys,
             )),
-            pins: Arc::new(log::KeyLog::with_capacity(store.clone(), 1)),
+            pins: Arc::new(key_log::KeyLog::with_capacity(store.clone(), 1)),
             pinned: RwLock::new(Arc::new(ToolPins::default())),
             owner: format!(
                 "{}@{}",
@@ -260,12 +262,12 @@ impl Gateway {
     }
 
     /// Every key's event log and folded state.
-    pub fn log(&self) -> &log::KeyLog {
+    pub fn log(&self) -> &key_log::KeyLog {
         &self.log
     }
 
     /// A shared handle to the log, for background tasks.
-    pub fn log_handle(&self) -> Arc<log::KeyLog> {
+    pub fn log_handle(&self) -> Arc<key_log::KeyLog> {
         self.log.clone()
     }
 
@@ -357,7 +359,7 @@ impl Gateway {
 
     /// The log of tool pins, for a person's accept or reject
     /// ([`tool_pins::decide`]).
-    pub fn pins_log(&self) -> &log::KeyLog<ToolPins> {
+    pub fn pins_log(&self) -> &key_log::KeyLog<ToolPins> {
         &self.pins
     }
 
@@ -366,7 +368,7 @@ impl Gateway {
         read(&self.pinned)
     }
 
-    async fn reload_pins(&self) -> Result<(), log::LogError> {
+    async fn reload_pins(&self) -> Result<(), key_log::LogError> {
         let pins = self.pins.state(TOOLS_LOG).await?;
         write(&self.pinned, Arc::new(pins));
         Ok(())

@@ -48,7 +48,7 @@ pub fn too_large_error(bytes: Option<u64>, limit: usize) -> ErrorData {
         format!(
             "request too large ({size}): plangate accepts at most {limit} bytes per message ([gateway] max_request_bytes); send less, e.g. split the write"
         ),
-        Some(json!({"code": "too_large", "bytes": bytes, "limit": limit})),
+        Some(json!({"code": plangate_core::AccessCode::TooLarge, "bytes": bytes, "limit": limit})),
     )
 }
 

@@ -16,16 +16,18 @@
 //! hints (the CLI names commands, the console names buttons).
 
 use plangate_config::Config;
-use plangate_core::{Actor, Channel, Code, EventKind, KeyState, Step, StepStatus, Verdict};
+use plangate_core::{
+    Actor, Channel, Code, EventKind, KeyPlanView, KeyState, Step, StepStatus, StepView, Verdict,
+};
 use plangate_store::{ApiKey, now_ms};
 use rmcp::model::CallToolResult;
-use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::Gateway;
+use crate::acting::Acting;
 use crate::apply::{self, ApplyRequest};
-use crate::log::{KeyLog, LogError};
-use crate::plan::{Acting, expires_in, expiry_due, step_json};
+use crate::key_log::{KeyLog, LogError};
+use crate::plan::{expires_in, expiry_due};
 use crate::refusal::Refusal;
 use plangate_core::rules::{self, Refused, Selection};
 
@@ -203,43 +205,24 @@ pub async fn refresh(
 /// the key, its mode, every open step as `get_plan` shows it (redacted,
 /// never sealed) with its attempts, the digest and whether that digest is
 /// approved by someone whose approval counts for this key (DESIGN §7).
-pub fn plan_json(config: &Config, key: &ApiKey, state: &KeyState, now: i64) -> Value {
+pub fn plan_view(config: &Config, key: &ApiKey, state: &KeyState, now: i64) -> KeyPlanView {
     let (mode, notice) = config.modes.resolve(state.mode.as_deref());
     let digest = state.plan_digest();
-    let approved = crate::tools::is_approved(
-        state,
-        &digest,
-        &Acting {
-            key: key.clone(),
-            channel: Channel::Cli,
-            operator: None,
-        },
-    );
-    let steps: Vec<Value> = state
-        .open_steps()
-        .map(|s| {
-            let mut v = step_json(s);
-            v["attempts"] = json!(s.attempts);
-            v
-        })
-        .collect();
-    let mut body = json!({
-        "key": key.name,
-        "key_id": key.id,
-        "scope": key.scope,
-        "revoked": !key.is_active(),
-        "mode": mode.name,
-        "plan_mode": mode.plan_mode(),
-        "expires_in": expires_in(state, now, ttl_ms(config)),
-        "pending_steps": state.planned_steps().count(),
-        "plan_digest": digest,
-        "approved": approved,
-        "steps": steps,
-    });
-    if let Some(n) = notice {
-        body["notice"] = json!(n);
+    let approved = rules::is_approved(state, &digest, &key.id, key.scope);
+    KeyPlanView {
+        key: key.name.clone(),
+        key_id: key.id.clone(),
+        scope: key.scope,
+        revoked: !key.is_active(),
+        mode: mode.name.clone(),
+        plan_mode: mode.plan_mode(),
+        expires_in: expires_in(state, now, ttl_ms(config)),
+        pending_steps: state.planned_steps().count(),
+        plan_digest: digest,
+        approved,
+        steps: state.open_steps().map(StepView::for_person).collect(),
+        notice,
     }
-    body
 }
 
 /// A person drops steps of `acting`'s key: the `named` waiting, failed or

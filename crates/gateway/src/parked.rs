@@ -1,11 +1,10 @@
-//! Forwarded calls, and upstream questions held across a 2026-07-28
-//! client's `input_required` round.
+//! Upstream questions held across a 2026-07-28 client's `input_required`
+//! round.
 //!
-//! Every forwarded call runs in its own task ([`start`]), which reports the
-//! upstream's progress, its requests (elicitation, sampling, roots) and its
-//! result, in wire order, to whichever client request is waiting for it.
-//!
-//! A client that speaks MCP 2025-11-25 is asked inside its own request. A
+//! Every forwarded call runs in its own task ([`crate::relay`]), which
+//! reports the upstream's progress, its requests (elicitation, sampling,
+//! roots) and its result, in wire order, to whichever client request is
+//! waiting for it. A client that speaks MCP 2025-11-25 is asked inside its own request. A
 //! client that speaks 2026-07-28 cannot be sent a request at all: it is
 //! answered `input_required` with the upstream's question and a signed
 //! request state naming the **parked** call, and the upstream call stays
@@ -28,25 +27,21 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use std::time::Instant;
 
 use plangate_core::Code;
 use rmcp::ErrorData;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResponse, CancelledNotificationParam,
-    ClientRequest, CreateMessageRequest, CreateMessageResult, ElicitRequest, ElicitResult,
+    CallToolResponse, CreateMessageRequest, CreateMessageResult, ElicitRequest, ElicitResult,
     ElicitationAction, ErrorCode, InputRequest, InputRequiredResult, InputResponses,
-    ListRootsResult, ProgressNotificationParam, ProgressToken, RequestNoParam, SealOptions,
-    ServerResult,
+    ListRootsResult, RequestNoParam, SealOptions,
 };
-use rmcp::service::{PeerRequestOptions, ServiceError};
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
-use tokio_util::sync::CancellationToken;
+use tokio::sync::oneshot;
 
+use crate::Gateway;
 use crate::hub::Ask;
 use crate::refusal::Refusal;
-use crate::{Gateway, Upstream};
+use crate::relay::Running;
 
 /// The key under which the upstream's request travels in `inputRequests`.
 pub const INPUT_KEY: &str = "upstream";
@@ -55,136 +50,6 @@ pub const INPUT_KEY: &str = "upstream";
 /// upstream's question is declined rather than held (each parked call keeps
 /// an upstream request open).
 const MAX_PARKED: usize = 256;
-
-/// What a forwarded call reports to the request waiting for it.
-pub enum CallEvent {
-    /// Progress, already under the token of the client request that
-    /// started the call.
-    Progress(ProgressNotificationParam),
-    /// A request the upstream sent during the call.
-    Ask(Ask),
-    /// The upstream's answer (or why there is none).
-    Done(Result<ServerResult, ServiceError>),
-}
-
-/// A forwarded call in flight. Dropping it cancels the upstream call
-/// (a notification is sent), unless the call has already finished.
-pub struct Running {
-    /// The call's progress, requests and result, in the order they came.
-    pub events: mpsc::UnboundedReceiver<CallEvent>,
-    /// The upstream the call went to.
-    pub upstream: Arc<Upstream>,
-    /// When the call was sent.
-    pub started: Instant,
-    cancel: CancellationToken,
-}
-
-impl Running {
-    /// Cancels the upstream call (tells the upstream so), e.g. when the
-    /// client cancelled its request.
-    pub fn cancel(&self) {
-        self.cancel.cancel();
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.cancel.cancel();
-    }
-}
-
-/// Sends `params` to `upstream` as the call of client session `session`
-/// (whose progress token, if any, is `client_token`) in a task of its own.
-pub fn start(
-    gw: Arc<Gateway>,
-    upstream: Arc<Upstream>,
-    params: CallToolRequestParams,
-    session: u64,
-    client_token: Option<ProgressToken>,
-) -> Running {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let cancel = CancellationToken::new();
-    let ct = cancel.clone();
-    let up = upstream.clone();
-    tokio::spawn(async move {
-        let hub = gw.hub();
-        let mut call = hub.begin_call(up.name(), session, client_token);
-        let sent = up
-            .peer()
-            .send_request_with_option(
-                ClientRequest::CallToolRequest(CallToolRequest::new(params)),
-                PeerRequestOptions::no_options(),
-            )
-            .await;
-        let handle = match sent {
-            Ok(handle) => handle,
-            Err(e) => {
-                let _ = tx.send(CallEvent::Done(Err(e)));
-                return;
-            }
-        };
-        hub.set_upstream_token(&call, handle.progress_token.clone())
-            .await;
-        let request_id = handle.id.clone();
-        let response = handle.await_response();
-        tokio::pin!(response);
-        // The upstream's call_timeout, restarted by its progress; a
-        // question to the client holds it for as long as a person may take.
-        let timeout = up.call_timeout();
-        let asking = gw.review_timeout().max(crate::upstream::ASK_TIMEOUT) + timeout;
-        let deadline = tokio::time::sleep(timeout);
-        tokio::pin!(deadline);
-        let outcome = loop {
-            tokio::select! {
-                r = &mut response => break r,
-                Some(ask) = call.asks.recv() => {
-                    deadline.as_mut().reset(tokio::time::Instant::now() + asking);
-                    let _ = tx.send(CallEvent::Ask(ask.from_upstream(up.name())));
-                }
-                Some(p) = call.progress.recv() => {
-                    deadline.as_mut().reset(tokio::time::Instant::now() + timeout);
-                    let _ = tx.send(CallEvent::Progress(p));
-                }
-                () = &mut deadline => {
-                    tracing::warn!(upstream = %up.name(), "no answer within call_timeout ({}s); the call was cancelled", timeout.as_secs());
-                    let _ = up
-                        .peer()
-                        .notify_cancelled(CancelledNotificationParam::new(
-                            Some(request_id),
-                            Some("no answer within plangate's call_timeout".to_owned()),
-                        ))
-                        .await;
-                    let _ = tx.send(CallEvent::Done(Err(ServiceError::Timeout { timeout })));
-                    return;
-                }
-                () = ct.cancelled() => {
-                    // This request path does not cancel upstream on drop:
-                    // tell the upstream by hand.
-                    let _ = up
-                        .peer()
-                        .notify_cancelled(CancelledNotificationParam::new(
-                            Some(request_id),
-                            Some("cancelled by the client".to_owned()),
-                        ))
-                        .await;
-                    return;
-                }
-            }
-        };
-        // Progress the upstream sent before its result goes out first.
-        while let Ok(p) = call.progress.try_recv() {
-            let _ = tx.send(CallEvent::Progress(p));
-        }
-        drop(call);
-        let _ = tx.send(CallEvent::Done(outcome));
-    });
-    Running {
-        events: rx,
-        upstream,
-        started: Instant::now(),
-        cancel,
-    }
-}
 
 /// The upstream's question a parked call waits on.
 enum Pending {

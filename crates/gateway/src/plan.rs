@@ -3,17 +3,20 @@
 //! The decision *whether* to plan is the core's ([`plangate_core::decide`]);
 //! this module does the edge work around it — redacting and sealing
 //! arguments, asking the upstream's preview tool what the write would do,
-//! and recording the step in the key's log — and builds the answer shapes
-//! of DESIGN §5.
+//! and recording the step in the key's log — and answers with the core's
+//! typed [`plangate_core::PlannedWrite`].
 
+use plangate_core::view::AnswerCode;
 use plangate_core::{
-    Actor, Channel, Code, Effect, Event, EventKind, JsonText, KeyState, LandsOn, ModeSpec,
-    StepRecord, Where, arguments_fingerprint, generic_effect, render_template,
+    Actor, Code, Effect, Event, EventKind, JsonText, KeyState, LandsOn, ModeSpec, PlanSummary,
+    PlannedStep, PlannedWrite, StepRecord, Where, arguments_fingerprint, generic_effect,
+    render_template,
 };
-use plangate_store::{ApiKey, now_ms};
+use plangate_store::now_ms;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, JsonObject};
 use serde_json::{Value, json};
 
+use crate::acting::Acting;
 use crate::refusal::Refusal;
 use crate::{CatalogTool, Gateway};
 
@@ -28,44 +31,6 @@ pub enum PlanReason {
     Explicit,
 }
 
-/// Who is acting, and over which channel, for the events a call appends.
-#[derive(Debug, Clone)]
-pub struct Acting {
-    /// The key whose log is written.
-    pub key: ApiKey,
-    /// How the call arrived.
-    pub channel: Channel,
-    /// The person acting on the key's plan from outside the agent (CLI,
-    /// console), if it is one: then the events name the operator, and an
-    /// apply needs no separate approval — the person's act is the approval.
-    pub operator: Option<String>,
-}
-
-impl Acting {
-    /// The event actor for the agent holding this key.
-    pub fn actor(&self) -> Actor {
-        match &self.operator {
-            Some(name) => Actor::Operator { name: name.clone() },
-            None => Actor::Agent {
-                key_id: self.key.id.clone(),
-                key_name: self.key.name.clone(),
-                scope: Some(self.key.scope),
-            },
-        }
-    }
-
-    /// An event by this actor, now.
-    pub fn event(&self, kind: EventKind) -> Event {
-        Event {
-            at_ms: now_ms(),
-            key_id: self.key.id.clone(),
-            actor: self.actor(),
-            channel: self.channel,
-            kind,
-        }
-    }
-}
-
 /// The event that expires the plan's waiting steps, if its life is over.
 /// Expiry fails closed: the mode is left as it is.
 pub fn expiry_due(state: &KeyState, now: i64, ttl_ms: i64, acting: &Acting) -> Option<Event> {
@@ -75,51 +40,26 @@ pub fn expiry_due(state: &KeyState, now: i64, ttl_ms: i64, acting: &Acting) -> O
     Some(event)
 }
 
-/// Seconds left in the plan's life, if one is running.
-pub fn expires_in(state: &KeyState, now: i64, ttl_ms: i64) -> Option<i64> {
-    state
-        .expires_at_ms(ttl_ms)
-        .map(|t| ((t - now).max(0) + 999) / 1000)
-}
+pub use plangate_core::view::expires_in;
 
-/// The `plan` object carried by planning answers.
-pub fn plan_summary(state: &KeyState, mode: &ModeSpec, now: i64, ttl_ms: i64) -> Value {
-    json!({
-        "mode": mode.name,
-        "step_ids": state.open_steps().map(|s| s.record.step_id.clone()).collect::<Vec<_>>(),
-        "pending_steps": state.planned_steps().count(),
-        "expires_in": expires_in(state, now, ttl_ms),
-        "plan_digest": state.plan_digest(),
-    })
-}
-
-/// One step as `get_plan` and receipts show it: redacted, never sealed.
-pub fn step_json(step: &plangate_core::Step) -> Value {
-    let r = &step.record;
-    let mut v = json!({
-        "step_id": r.step_id,
-        "position": r.position,
-        "status": step.status.as_str(),
-        "server": r.server,
-        "tool": r.tool,
-        "exposed_as": r.exposed_as,
-        "arguments": r.arguments,
-        "effect": r.effect,
-        "predicted_effect": r.predicted_effect,
-        "lands_on": r.lands_on,
-        "approval_required": r.approval_required,
-        "planned_at": plangate_store::format_time_ms(r.planned_at_ms),
+/// A typed answer as a tool result: `structuredContent` = `view`'s JSON,
+/// `content` = `text`.
+pub fn structured<T: serde::Serialize>(view: &T, text: String) -> CallToolResult {
+    let body = serde_json::to_value(view).unwrap_or_else(|e| {
+        // Every view is strings, numbers and JSON already parsed: this
+        // cannot happen, and if it did the agent must not get half an answer.
+        tracing::error!("serialising an answer: {e}");
+        json!({"code": Code::InternalError, "message": "plangate could not write its answer; see its log"})
     });
-    if let Some(note) = &r.approval_note {
-        v["approval_note"] = json!(note);
-    }
-    if let Some(err) = &step.error {
-        v["error"] = json!(err);
-    }
-    v
+    let mut result = CallToolResult::structured(body);
+    result.content = vec![ContentBlock::text(text)];
+    result
 }
 
-fn pointer_text(args: &Value, pointer: &str) -> Option<String> {
+/// The value at JSON `pointer` in `args` as text (a string as is, anything
+/// else as JSON; null and absent are none): how a configured pointer names
+/// a target, a copy, a link or a snapshot.
+pub(crate) fn pointer_text(args: &Value, pointer: &str) -> Option<String> {
     match args.pointer(pointer)? {
         Value::String(s) => Some(s.clone()),
         Value::Null => None,
@@ -193,7 +133,8 @@ async fn preview(
     };
     let mut params = CallToolRequestParams::new(preview_tool.to_owned());
     params.arguments = Some(arguments.clone());
-    let result = match upstream.call_tool(params).await {
+    let never = tokio_util::sync::CancellationToken::new();
+    let result = match upstream.call(gw.metrics(), params, None, &never).await {
         Ok(result) => result,
         Err(e) => {
             tracing::warn!(upstream = %tool.upstream, preview = preview_tool, "preview failed: {e}");
@@ -446,28 +387,16 @@ fn planned_answer(
         "{why}: nothing was written. This write is step {} of the plan.{dedup} Show the person the plan and call {prefix}apply_plan only after they say yes; sending the write again does not run it.",
         r.position
     );
-    let now = now_ms();
-    let mut body = json!({
-        "code": "plan_step",
-        "planned": true,
-        "mutation_performed": false,
-        "message": message,
-        "step_id": r.step_id,
-        "position": r.position,
-        "server": r.server,
-        "tool": r.tool,
-        "exposed_as": r.exposed_as,
-        "arguments": r.arguments,
-        "effect": r.effect,
-        "predicted_effect": r.predicted_effect,
-        "lands_on": r.lands_on,
-        "approval_required": r.approval_required,
-        "deduplicated": deduplicated,
-        "plan": plan_summary(state, mode, now, gw.ttl_ms()),
-    });
-    if let Some(note) = &r.approval_note {
-        body["approval_note"] = json!(note);
-    }
+    let body = PlannedWrite {
+        code: AnswerCode::PlanStep,
+        planned: true,
+        mutation_performed: false,
+        message: message.clone(),
+        step: PlannedStep::of(step),
+        deduplicated,
+        plan: PlanSummary::of(state, &mode.name, now_ms(), gw.ttl_ms()),
+        notice: None,
+    };
     let text = format!(
         "Planned, not run — step {} of the plan: {} {}",
         r.position,
@@ -478,9 +407,7 @@ fn planned_answer(
             ""
         }
     );
-    let mut result = CallToolResult::structured(body);
-    result.content = vec![ContentBlock::text(format!("{} {message}", text.trim_end()))];
-    result
+    structured(&body, format!("{} {message}", text.trim_end()))
 }
 
 fn capitalize(s: &str) -> String {

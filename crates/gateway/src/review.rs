@@ -23,13 +23,10 @@ use rmcp::{Peer, RoleServer};
 use serde_json::{Value, json};
 
 use crate::Gateway;
+use crate::acting::Acting;
 use crate::apply::{ApplyRequest, Progress, apply_plan};
-use crate::plan::{Acting, expires_in};
+use crate::plan::expires_in;
 use crate::refusal::Refusal;
-
-/// How long the person has to answer before the question lapses (nothing
-/// is written).
-pub const REVIEW_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// The person's answer to a question.
 enum Answer {
@@ -418,29 +415,7 @@ pub async fn exit_plan_mode(
         if modern(cx) {
             return open_question(gw, acting, round, question, &digest).await;
         }
-        let review_id = plangate_store::new_id("rev_").map_err(Refusal::internal)?;
-        record(
-            gw,
-            acting,
-            EventKind::ReviewRequested {
-                review_id: review_id.clone(),
-                plan_digest: digest.clone(),
-            },
-        )
-        .await?;
-        let answer = ask(&cx.peer, question, gw.review_timeout()).await;
-        let (verdict, feedback) = verdict_of(&answer);
-        record(
-            gw,
-            acting,
-            EventKind::ReviewAnswered {
-                review_id: Some(review_id),
-                verdict,
-                plan_digest: digest.clone(),
-                feedback,
-            },
-        )
-        .await?;
+        let answer = ask_and_record(gw, acting, cx, question, &digest).await?;
         (digest, answer)
     };
     conclude_plan(gw, acting, &mode, digest, answer, cx)
@@ -578,30 +553,7 @@ pub async fn ask_for_call(
                 .await
                 .map(Asked::Pending);
         }
-        let review_id = plangate_store::new_id("rev_").map_err(Refusal::internal)?;
-        record(
-            gw,
-            acting,
-            EventKind::ReviewRequested {
-                review_id: review_id.clone(),
-                plan_digest: call_digest.to_owned(),
-            },
-        )
-        .await?;
-        let answer = ask(&cx.peer, question, gw.review_timeout()).await;
-        let (verdict, feedback) = verdict_of(&answer);
-        record(
-            gw,
-            acting,
-            EventKind::ReviewAnswered {
-                review_id: Some(review_id),
-                verdict,
-                plan_digest: call_digest.to_owned(),
-                feedback,
-            },
-        )
-        .await?;
-        answer
+        ask_and_record(gw, acting, cx, question, call_digest).await?
     };
     match answer {
         Answer::Approve => Ok(Asked::Yes),
@@ -621,6 +573,42 @@ pub async fn ask_for_call(
             format!("No answer from the person ({why}); nothing was run."),
         )),
     }
+}
+
+/// Asks the person `question` inside the client's request (2025-11-25
+/// elicitation) about exactly `digest`, recording the question and the
+/// answer — the same for a plan's review and a call's.
+async fn ask_and_record(
+    gw: &Gateway,
+    acting: &Acting,
+    cx: &RequestContext<RoleServer>,
+    question: String,
+    digest: &str,
+) -> Result<Answer, Refusal> {
+    let review_id = plangate_store::new_id("rev_").map_err(Refusal::internal)?;
+    record(
+        gw,
+        acting,
+        EventKind::ReviewRequested {
+            review_id: review_id.clone(),
+            plan_digest: digest.to_owned(),
+        },
+    )
+    .await?;
+    let answer = ask(&cx.peer, question, gw.review_timeout()).await;
+    let (verdict, feedback) = verdict_of(&answer);
+    record(
+        gw,
+        acting,
+        EventKind::ReviewAnswered {
+            review_id: Some(review_id),
+            verdict,
+            plan_digest: digest.to_owned(),
+            feedback,
+        },
+    )
+    .await?;
+    Ok(answer)
 }
 
 async fn record(gw: &Gateway, acting: &Acting, kind: EventKind) -> Result<(), Refusal> {

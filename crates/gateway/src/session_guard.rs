@@ -39,12 +39,13 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use serde_json::json;
 
 use crate::auth::Caller;
+use plangate_core::AccessCode;
 
 /// The header carrying a session's id (matched case-insensitively).
 const SESSION_HEADER: &str = "mcp-session-id";
 
 /// The code and message a caller gets for another key's session.
-pub const MISMATCH_CODE: &str = "session_key_mismatch";
+pub const MISMATCH_CODE: AccessCode = AccessCode::SessionKeyMismatch;
 const MISMATCH_MESSAGE: &str = "this MCP session was opened with another API key (or without one); every message of a session — requests, responses, notifications, its GET stream and DELETE — must come with the key that opened it. Start a new session with your own key";
 
 /// Whose a session is: the id of the key that opened it, `None` for an

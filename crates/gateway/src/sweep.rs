@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Weak;
 use std::time::Duration;
 
-use crate::{Gateway, apply, log, plan};
+use crate::{Gateway, apply, key_log};
 
 /// Expires plans whose life is over, in the background (calls also expire
 /// them lazily, so correctness never depends on this timer). Safe with many
@@ -51,14 +51,14 @@ const FULL_SWEEP_EVERY: u64 = 20;
 
 impl Gateway {
     /// One pass of the expiry sweep over every key with events.
-    pub async fn sweep_once(&self) -> Result<usize, log::LogError> {
+    pub async fn sweep_once(&self) -> Result<usize, key_log::LogError> {
         let keys = self.store.keys_with_events().await?;
         self.sweep_keys(keys).await
     }
 
     /// The background pass: the watched keys, or every key now and then
     /// (and on the first pass).
-    async fn sweep_watched(&self) -> Result<usize, log::LogError> {
+    async fn sweep_watched(&self) -> Result<usize, key_log::LogError> {
         let keys = {
             let mut watch = self.watch.lock();
             watch.passes += 1;
@@ -84,7 +84,7 @@ impl Gateway {
         }
     }
 
-    async fn sweep_keys(&self, keys: Vec<String>) -> Result<usize, log::LogError> {
+    async fn sweep_keys(&self, keys: Vec<String>) -> Result<usize, key_log::LogError> {
         let ttl = self.ttl_ms();
         let mut expired = 0;
         for key_id in keys {
@@ -152,7 +152,7 @@ impl Gateway {
     /// Marks claims whose lease ran out `in_doubt` and finishes a dead apply
     /// of `key_id` (DESIGN §5 "Leases": found by any process, never by
     /// start-up alone).
-    pub async fn sweep_leases(&self, key_id: &str) -> Result<usize, log::LogError> {
+    pub async fn sweep_leases(&self, key_id: &str) -> Result<usize, key_log::LogError> {
         let lease = self.lease_ms();
         let acting_key = plangate_store::ApiKey {
             id: key_id.to_owned(),
@@ -162,7 +162,7 @@ impl Gateway {
             created_at_ms: 0,
             revoked_at_ms: None,
         };
-        let acting = plan::Acting {
+        let acting = crate::acting::Acting {
             key: acting_key,
             channel: plangate_core::Channel::Sweeper,
             operator: None,

@@ -17,7 +17,7 @@ use plangate_core::{
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::log::{KeyLog, LogError};
+use crate::key_log::{KeyLog, LogError};
 
 /// One tool as `plangate tools list` and the console show it.
 #[derive(Debug, Clone, Serialize)]

@@ -390,7 +390,7 @@ async fn an_upstream_list_change_refreshes_the_catalog_and_a_new_tool_waits_for_
     // gateway follows the log, offers it and tells the client.
     let before = seen.list_changed.load(Ordering::SeqCst);
     let operator_log =
-        plangate_gateway::log::KeyLog::<plangate_core::ToolPins>::with_capacity(store, 1);
+        plangate_gateway::key_log::KeyLog::<plangate_core::ToolPins>::with_capacity(store, 1);
     plangate_gateway::tool_pins::decide(
         &operator_log,
         gw.config(),

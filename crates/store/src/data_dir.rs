@@ -16,7 +16,8 @@ use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 
 use crate::StoreError;
-use crate::private_fs::{create_new_private_file, create_private_dir, random_bytes};
+use crate::private_fs::{create_new_private_file, create_private_dir};
+use crate::random::random_bytes;
 
 /// The environment variable that supplies the seal key; named in errors.
 pub const SEAL_KEY_VAR: &str = "PLANGATE_SEAL_KEY";

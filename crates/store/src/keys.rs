@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use sqlx::{ColumnIndex, Decode, Row, Type};
 
 use crate::StoreError;
-use crate::private_fs::random_bytes;
+use crate::random::random_bytes;
 
 /// The readable prefix of every token, so a leaked one is recognisable
 /// (and findable by secret scanners).

@@ -46,6 +46,7 @@ mod keys;
 mod operators;
 mod postgres;
 mod private_fs;
+mod random;
 mod schema;
 pub mod seal;
 mod sqlite;
@@ -61,7 +62,7 @@ pub use operators::{
     CreatedOperatorToken, OPERATOR_TOKEN_PREFIX, OperatorToken, validate_operator_name,
 };
 pub use postgres::open_postgres;
-pub use private_fs::new_id;
+pub use random::new_id;
 pub use sqlite::open_sqlite;
 pub use time::{format_time_ms, now_ms};
 

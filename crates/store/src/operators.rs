@@ -17,7 +17,7 @@ use sqlx::{ColumnIndex, Decode, Row, Type};
 
 use crate::StoreError;
 use crate::keys::{MAX_KEY_NAME_LEN, SHOWN_PREFIX_LEN};
-use crate::private_fs::random_bytes;
+use crate::random::random_bytes;
 
 /// The readable prefix of every operator token, distinct from API keys'
 /// `pgk_` so a token pasted in the wrong place is recognised.

@@ -1,24 +1,11 @@
-//! Owner-only files and directories, and bytes from the OS random number
-//! generator: the two things every secret the store makes is built from.
+//! Owner-only files and directories: where every secret the store makes is
+//! kept.
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::path::Path;
 
-use rand::TryRng;
-use rand::rngs::SysRng;
-
-use crate::StoreError;
-
-/// `N` bytes straight from the operating system's generator (never a
-/// user-space PRNG), for tokens, ids and key material.
-pub(crate) fn random_bytes<const N: usize>() -> Result<[u8; N], StoreError> {
-    let mut buf = [0u8; N];
-    SysRng
-        .try_fill_bytes(&mut buf)
-        .map_err(|e| StoreError::Random(e.to_string()))?;
-    Ok(buf)
-}
+use crate::random::random_bytes;
 
 /// Creates `path` only if it does not exist, readable and writable by the
 /// owner alone (0600 on unix). Fails with `AlreadyExists` otherwise, which
@@ -76,12 +63,4 @@ pub(crate) fn create_private_dir(path: &Path) -> io::Result<()> {
         fs::set_permissions(path, fs::Permissions::from_mode(0o700))?;
     }
     Ok(())
-}
-
-/// A fresh random identifier: `prefix` followed by 16 hex digits (64 bits
-/// from the OS generator) — for step, session and apply ids, which must
-/// never collide across processes sharing a store.
-pub fn new_id(prefix: &str) -> Result<String, StoreError> {
-    let bytes: [u8; 8] = random_bytes()?;
-    Ok(format!("{prefix}{}", hex::encode(bytes)))
 }

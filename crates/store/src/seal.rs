@@ -20,7 +20,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{Key, XChaCha20Poly1305, XNonce};
 
-use crate::private_fs::random_bytes;
+use crate::random::random_bytes;
 use crate::{KeyMaterial, StoreError};
 
 /// The prefix of every value sealed by this version of the format.

@@ -301,7 +301,7 @@ impl SqliteStore {
     /// written through), owner-only, then renamed into place — a reader
     /// sees the old or the new contents, never a mix.
     fn bump_key_epoch(&self) {
-        let written = crate::private_fs::random_bytes::<16>().and_then(|bytes| {
+        let written = crate::random::random_bytes::<16>().and_then(|bytes| {
             crate::private_fs::replace_private_file(&self.epoch_file, &bytes)
                 .map_err(|e| StoreError::io(&self.epoch_file, e))
         });

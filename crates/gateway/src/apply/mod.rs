@@ -18,17 +18,19 @@ use plangate_core::{
 };
 use plangate_store::now_ms;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
-    ClientRequest, ProgressNotificationParam, ProgressToken, RequestMetaObject, ServerResult,
+    CallToolRequestParams, CallToolResult, ProgressNotificationParam, ProgressToken,
+    RequestMetaObject,
 };
-use rmcp::service::{PeerRequestOptions, ServiceError};
+use rmcp::service::ServiceError;
 use rmcp::{Peer, RoleServer};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::Gateway;
-use crate::plan::{Acting, expiry_due};
+use crate::acting::Acting;
+use crate::plan::expiry_due;
 use crate::refusal::Refusal;
+use crate::upstream::CallError;
 use plangate_core::rules::{self, Applier, Refused, Selection};
 
 mod receipt;
@@ -60,7 +62,7 @@ pub struct Progress {
     pub token: ProgressToken,
 }
 
-fn log_failed(e: crate::log::LogError) -> Refusal {
+fn log_failed(e: crate::key_log::LogError) -> Refusal {
     Refusal::store(e, "see the plan with plangate_get_plan before trying again")
 }
 
@@ -369,7 +371,6 @@ async fn call_step(
     meta.0
         .0
         .insert(OPERATION_KEY.to_owned(), json!(record.step_id));
-    let options = PeerRequestOptions::no_options().with_meta(meta);
     let renew_stop = CancellationToken::new();
     let renewal = tokio::spawn(renew_lease(
         gw.log_handle(),
@@ -380,44 +381,27 @@ async fn call_step(
         lease_ms,
         renew_stop.clone(),
     ));
-    let sent = upstream
-        .peer()
-        .send_request_with_option(
-            ClientRequest::CallToolRequest(CallToolRequest::new(params)),
-            options,
-        )
+    let answer = upstream
+        .call(gw.metrics(), params, Some(meta), cancel)
         .await;
-    let mut timed_out = false;
-    let outcome = match sent {
-        Err(e) => Err(in_doubt_or_unsent(e, false)),
-        Ok(handle) => {
-            let id = handle.id.clone();
-            tokio::select! {
-                r = handle.await_response() => match r {
-                    Ok(ServerResult::CallToolResult(result)) => Ok(result),
-                    Ok(_) => Err(Some(StepError {
-                        code: StepErrorCode::UnexpectedResult,
-                        message: "the upstream answered with a result type plangate cannot record".to_owned(),
-                        upstream: None,
-                    })),
-                    Err(ServiceError::McpError(e)) => Err(Some(StepError {
-                        code: StepErrorCode::UpstreamError,
-                        message: gw.redactor().scrub_text(&e.message, &scrub_with),
-                        upstream: Some(gw.redactor().scrub_value(&json!({"code": e.code.0, "message": e.message, "data": e.data}), &scrub_with)),
-                    })),
-                    Err(e) => Err(in_doubt_or_unsent(e, true)),
-                },
-                () = cancel.cancelled() => {
-                    let _ = upstream.peer().notify_cancelled(CancelledNotificationParam::new(Some(id), Some("apply cancelled by the client".to_owned()))).await;
-                    Err(None)
-                }
-                () = tokio::time::sleep(upstream.call_timeout()) => {
-                    let _ = upstream.peer().notify_cancelled(CancelledNotificationParam::new(Some(id), Some("no answer within plangate's call_timeout".to_owned()))).await;
-                    timed_out = true;
-                    Err(None)
-                }
-            }
-        }
+    let timed_out = matches!(answer, Err(CallError::Timeout(_)));
+    let outcome = match answer {
+        Ok(result) => Ok(result),
+        Err(CallError::Unexpected) => Err(Some(StepError {
+            code: StepErrorCode::UnexpectedResult,
+            message: "the upstream answered with a result type plangate cannot record".to_owned(),
+            upstream: None,
+        })),
+        Err(CallError::Rpc(e)) => Err(Some(StepError {
+            code: StepErrorCode::UpstreamError,
+            message: gw.redactor().scrub_text(&e.message, &scrub_with),
+            upstream: Some(gw.redactor().scrub_value(
+                &json!({"code": e.code.0, "message": e.message, "data": e.data}),
+                &scrub_with,
+            )),
+        })),
+        Err(CallError::NoAnswer { sent, error }) => Err(in_doubt_or_unsent(error, sent)),
+        Err(CallError::Timeout(_) | CallError::Cancelled) => Err(None),
     };
     renew_stop.cancel();
     let _ = renewal.await;
@@ -447,12 +431,7 @@ async fn call_step(
             let pick = |p: &str| {
                 structured
                     .as_ref()
-                    .and_then(|s| s.pointer(p))
-                    .and_then(|v| match v {
-                        Value::String(s) => Some(s.clone()),
-                        Value::Null => None,
-                        other => Some(other.to_string()),
-                    })
+                    .and_then(|s| crate::plan::pointer_text(s, p))
             };
             let copy_id = settings.copy_id.as_deref().and_then(pick);
             let links = settings.links.iter().filter_map(|p| pick(p)).collect();
@@ -548,7 +527,7 @@ fn finish(
 
 /// Renews a running claim every third of a lease until `stop`.
 async fn renew_lease(
-    log: std::sync::Arc<crate::log::KeyLog>,
+    log: std::sync::Arc<crate::key_log::KeyLog>,
     acting: Acting,
     apply_id: String,
     step_id: String,

@@ -1,35 +1,13 @@
 //! The receipt of DESIGN §5: what each selected step did, in plan order,
 //! and the totals.
 
-use plangate_core::{JsonText, KeyState};
-use rmcp::model::{CallToolResult, ContentBlock};
-use serde_json::{Value, json};
+use plangate_core::view::AnswerCode;
+pub(super) use plangate_core::view::Outcome;
+use plangate_core::{KeyState, Receipt, ReceiptStep};
+use rmcp::model::CallToolResult;
 
 use crate::Gateway;
-
-/// How one selected step ended in this apply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Outcome {
-    /// The upstream answered without an error.
-    Applied,
-    /// The upstream answered with an error, or a check refused the step.
-    Failed,
-    /// The call may or may not have reached the upstream.
-    InDoubt,
-    /// Not run: an earlier step failed and `continue_on_error` was off.
-    NotRun,
-}
-
-impl Outcome {
-    pub(super) fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Applied => "applied",
-            Outcome::Failed => "failed",
-            Outcome::InDoubt => "in_doubt",
-            Outcome::NotRun => "not_run",
-        }
-    }
-}
+use crate::plan::structured;
 
 /// The receipt of DESIGN §5.
 pub(super) fn receipt(
@@ -39,7 +17,6 @@ pub(super) fn receipt(
     outcomes: &[(String, Outcome)],
     [applied, failed, in_doubt, not_run]: [u32; 4],
 ) -> CallToolResult {
-    let mut approved = Vec::new();
     let mut steps = Vec::new();
     let mut lines = Vec::new();
     for (step_id, outcome) in outcomes {
@@ -47,30 +24,6 @@ pub(super) fn receipt(
             continue;
         };
         let r = &step.record;
-        let by_apply = r.approval_required && *outcome != Outcome::NotRun;
-        if by_apply {
-            approved.push(step_id.clone());
-        }
-        let mut s = json!({
-            "step_id": step_id,
-            "position": r.position,
-            "tool": r.tool,
-            "server": r.server,
-            "predicted_effect": r.predicted_effect,
-            "approved_by_apply": by_apply,
-            "outcome": outcome.as_str(),
-        });
-        if *outcome == Outcome::Applied {
-            s["result"] = step.result.as_ref().map_or(Value::Null, JsonText::value);
-            s["copy_id"] = json!(step.copy_id);
-            s["links"] = json!(step.links);
-            s["snapshots"] = json!(step.snapshots);
-        }
-        if matches!(outcome, Outcome::Failed | Outcome::InDoubt)
-            && let Some(e) = &step.error
-        {
-            s["error"] = json!(e);
-        }
         lines.push(format!(
             "{}. {} — {}{}",
             r.position,
@@ -82,7 +35,7 @@ pub(super) fn receipt(
                 .map(|e| format!(": {}", e.message))
                 .unwrap_or_default()
         ));
-        steps.push(s);
+        steps.push(ReceiptStep::of(step, *outcome));
     }
     let success = failed == 0 && in_doubt == 0;
     let message = if outcomes.is_empty() {
@@ -95,23 +48,23 @@ pub(super) fn receipt(
         )
     };
     let mode = gw.config().modes.resolve(state.mode.as_deref()).0;
-    let body = json!({
-        "success": success,
-        "code": "plan_applied",
-        "message": message,
-        "applied": applied,
-        "failed": failed,
-        "in_doubt": in_doubt,
-        "not_run": not_run,
-        "approved_by_apply": approved,
-        "plan_digest": digest,
-        "plan_mode": mode.plan_mode(),
-        "steps": steps,
-    });
-    let mut result = CallToolResult::structured(body);
-    result.content = vec![ContentBlock::text(format!(
-        "{message}\n{}",
-        lines.join("\n")
-    ))];
-    result
+    let body = Receipt {
+        success,
+        code: AnswerCode::PlanApplied,
+        message: message.clone(),
+        applied,
+        failed,
+        in_doubt,
+        not_run,
+        approved_by_apply: steps
+            .iter()
+            .filter(|s| s.approved_by_apply)
+            .map(|s| s.step_id.clone())
+            .collect(),
+        plan_digest: digest.to_owned(),
+        plan_mode: mode.plan_mode(),
+        steps,
+        notice: None,
+    };
+    structured(&body, format!("{message}\n{}", lines.join("\n")))
 }

@@ -8,7 +8,7 @@ use rmcp::model::CallToolRequestParams;
 use serde_json::Value;
 
 use crate::Gateway;
-use crate::plan::Acting;
+use crate::acting::Acting;
 
 /// The fresh checks before a step's call (DESIGN §5 Apply, 2).
 pub(super) async fn recheck(
@@ -125,7 +125,8 @@ pub(super) async fn recheck(
         params.arguments = restore_secrets(&record.arguments.value(), secrets)
             .as_object()
             .cloned();
-        let preview = upstream.call_tool(params).await;
+        let never = tokio_util::sync::CancellationToken::new();
+        let preview = upstream.call(gw.metrics(), params, None, &never).await;
         let now_version = match preview {
             Ok(r) if r.is_error != Some(true) => r
                 .structured_content

@@ -9,14 +9,15 @@ use std::sync::Arc;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use plangate_core::{Channel, Code, Scope};
+use plangate_core::{Channel, Code, KeyPlanView, Scope};
 use plangate_store::{ApiKey, now_ms};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{Acting, Body, ConsoleError, Viewer, ok_json};
 use crate::Gateway;
 use crate::operator::{self, OperatorError};
+use crate::tool_pins::ToolRow;
 
 /// `?after=SEQ`: the log position the page last saw.
 #[derive(Deserialize)]
@@ -36,6 +37,27 @@ fn unknown_key(key_id: &str) -> ApiKey {
     }
 }
 
+/// What the console page polls: every key's plan when the log moved, and
+/// who is looking.
+#[derive(Serialize)]
+struct ConsoleState {
+    /// The global seq the answer is current to; the next poll's `after`.
+    seq: i64,
+    /// Whether anything moved since `after` (if not, nothing else but who
+    /// is looking is sent).
+    changed: bool,
+    /// Every key with a plan or a session.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    keys: Option<Vec<KeyPlanView>>,
+    /// Held tool definitions, for review.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Vec<ToolRow>>,
+    /// The operator this session belongs to.
+    operator: String,
+    /// The session's CSRF token, for the page's POSTs.
+    csrf: String,
+}
+
 /// `GET /console/api/state`: every key's plan, or — when the global log
 /// has not moved past `after` — just `{"seq", "changed": false}`, so
 /// polling every second costs one indexed query.
@@ -45,16 +67,25 @@ pub(super) async fn state(
     Query(q): Query<After>,
 ) -> Response {
     match plans(&gw, q.after).await {
-        Ok(mut body) => {
-            body["operator"] = json!(session.operator.name);
-            body["csrf"] = json!(session.csrf);
-            if body["changed"] == json!(true) {
-                match held_tools(&gw).await {
-                    Ok(tools) => body["tools"] = tools,
-                    Err(e) => tracing::error!("console: tool pins: {e}"),
-                }
-            }
-            ok_json(body)
+        Ok((seq, keys)) => {
+            let tools = match &keys {
+                Some(_) => match held_tools(&gw).await {
+                    Ok(tools) => Some(tools),
+                    Err(e) => {
+                        tracing::error!("console: tool pins: {e}");
+                        None
+                    }
+                },
+                None => None,
+            };
+            ok_json(json!(ConsoleState {
+                seq,
+                changed: keys.is_some(),
+                keys,
+                tools,
+                operator: session.operator.name.clone(),
+                csrf: session.csrf.clone(),
+            }))
         }
         Err(e) => {
             tracing::error!("console: event log: {e}");
@@ -64,12 +95,16 @@ pub(super) async fn state(
 }
 
 /// The console's view of every key with a plan (open steps or a session),
-/// brought up to date first, as `plangate plans list` does.
-async fn plans(gw: &Gateway, after: Option<i64>) -> Result<Value, crate::log::LogError> {
+/// brought up to date first, as `plangate plans list` does, with the seq
+/// it is current to; no keys when the log has not moved past `after`.
+async fn plans(
+    gw: &Gateway,
+    after: Option<i64>,
+) -> Result<(i64, Option<Vec<KeyPlanView>>), crate::key_log::LogError> {
     let store = gw.store();
     let seq = store.last_seq().await?;
     if after == Some(seq) {
-        return Ok(json!({"seq": seq, "changed": false}));
+        return Ok((seq, None));
     }
     let keys = store.list_keys().await?;
     let config = gw.config();
@@ -86,22 +121,21 @@ async fn plans(gw: &Gateway, after: Option<i64>) -> Result<Value, crate::log::Lo
         if state.open_steps().next().is_none() && state.session_id.is_none() {
             continue;
         }
-        out.push(operator::plan_json(config, &key, &state, now_ms()));
+        out.push(operator::plan_view(config, &key, &state, now_ms()));
     }
     // Refreshing may have appended (expiry, leases): report the seq after.
     let seq = store.last_seq().await?;
-    Ok(json!({"seq": seq, "changed": true, "keys": out}))
+    Ok((seq, Some(out)))
 }
 
 /// Every quarantined or rejected tool definition, for review (the same
 /// rows as `plangate tools list`).
-async fn held_tools(gw: &Gateway) -> Result<Value, crate::log::LogError> {
+async fn held_tools(gw: &Gateway) -> Result<Vec<ToolRow>, crate::key_log::LogError> {
     let pins = gw.pins_log().state(plangate_core::TOOLS_LOG).await?;
-    let rows: Vec<_> = crate::tool_pins::rows(&pins, gw.config())
+    Ok(crate::tool_pins::rows(&pins, gw.config())
         .into_iter()
         .filter(|r| r.held_hash.is_some())
-        .collect();
-    Ok(json!(rows))
+        .collect())
 }
 
 /// `POST /console/api/tool` body: accept or reject exactly the held

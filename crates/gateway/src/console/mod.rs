@@ -47,7 +47,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Form, Json};
-use plangate_core::{Code, hmac_hex};
+use plangate_core::{AccessCode, Code, hmac_hex};
 use plangate_store::{OperatorToken, now_ms};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -321,7 +321,7 @@ impl From<NoSession> for ConsoleError {
         match why {
             NoSession::Invalid => ConsoleError::new(
                 StatusCode::UNAUTHORIZED,
-                "unauthorized",
+                AccessCode::Unauthorized.as_str(),
                 "no console session, or it ended (expired, logged out, or its operator token was revoked); log in again at /console",
             ),
             NoSession::StoreDown => ConsoleError::store_down(),
@@ -332,7 +332,7 @@ impl From<NoSession> for ConsoleError {
 fn forbidden_host() -> ConsoleError {
     ConsoleError::new(
         StatusCode::FORBIDDEN,
-        "forbidden_host",
+        AccessCode::ForbiddenHost.as_str(),
         "this Host is not in allowed_hosts",
     )
 }
@@ -375,7 +375,7 @@ impl FromRequestParts<Arc<Gateway>> for Acting {
         if !same_origin(headers) {
             return Err(ConsoleError::new(
                 StatusCode::FORBIDDEN,
-                "cross_site_request",
+                AccessCode::CrossSiteRequest.as_str(),
                 "refused: this request did not come from the console's own page; nothing was recorded",
             ));
         }
@@ -387,7 +387,7 @@ impl FromRequestParts<Arc<Gateway>> for Acting {
         if !same(sent, &session.csrf) {
             return Err(ConsoleError::new(
                 StatusCode::FORBIDDEN,
-                "csrf_token_invalid",
+                AccessCode::CsrfTokenInvalid.as_str(),
                 "refused: the request lacks this session's CSRF token; reload the console. Nothing was recorded",
             ));
         }

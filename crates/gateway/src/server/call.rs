@@ -15,10 +15,11 @@ use serde_json::{Value, json};
 use super::forward::unavailable;
 use super::{GatewayHandler, with_notice};
 use crate::CatalogTool;
+use crate::acting::Acting;
 use crate::auth::Caller;
 use crate::catalog::Catalog;
 use crate::metrics::Outcome;
-use crate::plan::{self, Acting, PlanReason};
+use crate::plan::{self, PlanReason};
 use crate::refusal::Refusal;
 use crate::tools::GatewayTool;
 

@@ -23,8 +23,8 @@ use crate::Gateway;
 use crate::auth::Caller;
 use crate::hub::Ask;
 use crate::metrics::Outcome;
-use crate::parked::CallEvent;
 use crate::refusal::Refusal;
+use crate::relay::CallEvent;
 
 impl GatewayHandler {
     /// Calls `original` on upstream `upstream_name` for `caller` and
@@ -79,7 +79,7 @@ impl GatewayHandler {
                 let mut params = CallToolRequestParams::new(original.to_owned());
                 params.arguments = request.arguments;
                 params.meta = forwarded_meta(cx);
-                crate::parked::start(
+                crate::relay::start(
                     self.gw.clone(),
                     upstream,
                     params,

@@ -9,8 +9,8 @@ use rmcp::{ErrorData, RoleServer};
 use serde_json::Value;
 
 use super::{GatewayHandler, with_notice};
+use crate::acting::Acting;
 use crate::auth::Caller;
-use crate::plan::Acting;
 use crate::refusal::Refusal;
 use crate::tools::{Call, GatewayTool};
 
@@ -83,16 +83,7 @@ impl GatewayHandler {
                     .is_some_and(ModeSpec::plan_mode);
                 let result =
                     crate::review::exit_plan_mode(&self.gw, &acting, &plan, round, cx).await;
-                let now_plan = match self.gw.log().state(&key.id).await {
-                    Ok(state) => self
-                        .gw
-                        .config()
-                        .modes
-                        .resolve(state.mode.as_deref())
-                        .0
-                        .plan_mode(),
-                    Err(_) => was_plan,
-                };
+                let now_plan = self.in_plan_mode(&key.id).await.unwrap_or(was_plan);
                 (result, true, was_plan != now_plan)
             }
         };

@@ -140,6 +140,18 @@ impl GatewayHandler {
         (notice, list_changed)
     }
 
+    /// Whether the mode recorded for key `key_id` is a plan-like mode.
+    async fn in_plan_mode(&self, key_id: &str) -> Result<bool, crate::key_log::LogError> {
+        let state = self.gw.log().state(key_id).await?;
+        Ok(self
+            .gw
+            .config()
+            .modes
+            .resolve(state.mode.as_deref())
+            .0
+            .plan_mode())
+    }
+
     /// Records a mode this session set itself (nothing to tell).
     fn set_seen_mode(&self, spec: ModeSpec) {
         self.seen.lock().spec = Some(spec);
@@ -322,19 +334,10 @@ impl ServerHandler for GatewayHandler {
     ) -> Result<ListToolsResult, ErrorData> {
         let caller = self.caller(&cx).await?;
         let plan_mode = match &caller {
-            Caller::Key(key) => match self.gw.log().state(&key.id).await {
-                Ok(state) => self
-                    .gw
-                    .config()
-                    .modes
-                    .resolve(state.mode.as_deref())
-                    .0
-                    .plan_mode(),
-                Err(e) => {
-                    tracing::error!("event log: {e}");
-                    false
-                }
-            },
+            Caller::Key(key) => self.in_plan_mode(&key.id).await.unwrap_or_else(|e| {
+                tracing::error!("event log: {e}");
+                false
+            }),
             Caller::Anonymous => false,
         };
         let catalog = self.gw.catalog();

@@ -7,13 +7,14 @@
 
 use std::sync::Arc;
 
-use plangate_core::{Code, EventKind, KeyState, ModeSpec, StepStatus, Where};
+use plangate_core::{Code, EventKind, KeyState, ModeSpec, PlanView, StepStatus, StepView, Where};
 use plangate_store::now_ms;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
 
 use crate::Gateway;
-use crate::plan::{Acting, expires_in, expiry_due, step_json};
+use crate::acting::Acting;
+use crate::plan::{expires_in, expiry_due, structured};
 use crate::refusal::Refusal;
 use plangate_core::rules::{self, Refused, Selection};
 
@@ -182,12 +183,12 @@ fn answer(body: Value, text: String) -> CallToolResult {
 }
 
 /// A log failure as a refusal that changes nothing.
-pub(crate) fn log_failed(e: crate::log::LogError) -> Refusal {
+pub(crate) fn log_failed(e: crate::key_log::LogError) -> Refusal {
     Refusal::store(e, "nothing was changed — try again")
 }
 
-fn step_list(state: &KeyState) -> Vec<Value> {
-    state.open_steps().map(step_json).collect()
+fn step_list(state: &KeyState) -> Vec<StepView> {
+    state.open_steps().map(StepView::of).collect()
 }
 
 /// Runs a session tool for a caller with a key. Returns the result and
@@ -281,20 +282,18 @@ pub async fn call(
                     steps.len()
                 )
             };
-            let mut body = json!({
-                "success": true,
-                "mode": spec.name,
-                "plan_mode": spec.plan_mode(),
-                "expires_in": expires_in(&state, now_ms(), ttl_ms),
-                "pending_steps": pending,
-                "plan_digest": digest,
-                "approved": approved,
-                "steps": steps,
-                "message": message,
-            });
-            if let Some(n) = notice {
-                body["notice"] = json!(n);
-            }
+            let body = PlanView {
+                success: true,
+                mode: spec.name.clone(),
+                plan_mode: spec.plan_mode(),
+                expires_in: expires_in(&state, now_ms(), ttl_ms),
+                pending_steps: pending,
+                plan_digest: digest,
+                approved,
+                steps,
+                message: message.clone(),
+                notice,
+            };
             let mut text = message.clone();
             for s in state.open_steps() {
                 let r = &s.record;
@@ -314,7 +313,7 @@ pub async fn call(
                     }
                 ));
             }
-            Ok((answer(body, text), false))
+            Ok((structured(&body, text), false))
         }
         SessionCall::DiscardPlan { step_ids: named } => {
             let prefix = &gw.config().gateway.tool_prefix;

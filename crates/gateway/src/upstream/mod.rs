@@ -39,7 +39,9 @@ use tokio::sync::oneshot;
 use crate::Gateway;
 use crate::hub::Ask;
 
+mod call;
 mod tls;
+pub use call::CallError;
 use tls::{http_client, push_sources};
 
 /// How long an upstream may take to start and answer `initialize` and its
@@ -309,7 +311,8 @@ impl Upstream {
     }
 
     /// Waits for `request` (a request future of this upstream's peer) at
-    /// most [`Upstream::call_timeout`]. Past it the future is dropped —
+    /// most [`Upstream::call_timeout`]: for prompts and resource reads;
+    /// tool calls go through [`Upstream::call`] or [`Upstream::send_call`]. Past it the future is dropped —
     /// which tells the upstream the request is cancelled — and the answer
     /// is [`rmcp::service::ServiceError::Timeout`].
     pub async fn timed<T>(
@@ -324,15 +327,6 @@ impl Upstream {
                 Err(rmcp::service::ServiceError::Timeout { timeout })
             }
         }
-    }
-
-    /// Calls one of this upstream's tools directly (a preview, a check),
-    /// within [`Upstream::call_timeout`].
-    pub async fn call_tool(
-        &self,
-        params: rmcp::model::CallToolRequestParams,
-    ) -> Result<rmcp::model::CallToolResult, rmcp::service::ServiceError> {
-        self.timed(self.peer.call_tool(params)).await
     }
 
     /// Ends the session because it no longer works (e.g. an HTTP upstream

@@ -1,0 +1,458 @@
+//! plangate's own answers about a plan, as types: a step as shown
+//! ([`StepView`]), the plan (`get_plan`'s [`PlanView`], a person's
+//! [`KeyPlanView`]), the answer to a planned write ([`PlannedWrite`]) and
+//! the [`Receipt`] of an apply (DESIGN §5).
+//!
+//! Each is built here once, from the folded state, and serialised to the
+//! contract's JSON; the agent's tools, the CLI and the console send or read
+//! these types, never JSON picked apart by string keys. Optional fields
+//! are left out when absent, as the contract shows them.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{Effect, JsonText, KeyState, LandsOn, Step, StepError, StepStatus, format_time_ms};
+
+/// One step as `get_plan`, `plans show` and the console show it: redacted,
+/// never sealed — the step as planned, and where it is in its life.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepView {
+    /// The step as planned (the fields a planned write's answer carries).
+    #[serde(flatten)]
+    pub step: PlannedStep,
+    /// Where it is in its life.
+    pub status: StepStatus,
+    /// When it was planned, RFC 3339 UTC.
+    pub planned_at: String,
+    /// Why it failed or is in doubt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<StepError>,
+    /// How many times it was started; shown to people (`plans show`, the
+    /// console), not to the agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
+}
+
+impl StepView {
+    /// `step` as shown to the agent.
+    pub fn of(step: &Step) -> StepView {
+        StepView {
+            step: PlannedStep::of(step),
+            status: step.status,
+            planned_at: format_time_ms(step.record.planned_at_ms),
+            error: step.error.clone(),
+            attempts: None,
+        }
+    }
+
+    /// `step` as shown to a person: with its attempts.
+    pub fn for_person(step: &Step) -> StepView {
+        StepView {
+            attempts: Some(step.attempts),
+            ..StepView::of(step)
+        }
+    }
+}
+
+/// Seconds left in the plan's life, if one is running (rounded up).
+pub fn expires_in(state: &KeyState, now_ms: i64, ttl_ms: i64) -> Option<i64> {
+    state
+        .expires_at_ms(ttl_ms)
+        .map(|t| ((t - now_ms).max(0) + 999) / 1000)
+}
+
+/// The `plan` object a planned write's answer carries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanSummary {
+    /// The mode in force.
+    pub mode: String,
+    /// Every open step, in plan order.
+    pub step_ids: Vec<String>,
+    /// How many are waiting.
+    pub pending_steps: usize,
+    /// Seconds left in the plan's life.
+    pub expires_in: Option<i64>,
+    /// The plan digest.
+    pub plan_digest: String,
+}
+
+impl PlanSummary {
+    /// The summary of `state`'s plan under mode `mode`.
+    pub fn of(state: &KeyState, mode: &str, now_ms: i64, ttl_ms: i64) -> PlanSummary {
+        PlanSummary {
+            mode: mode.to_owned(),
+            step_ids: state
+                .open_steps()
+                .map(|s| s.record.step_id.clone())
+                .collect(),
+            pending_steps: state.planned_steps().count(),
+            expires_in: expires_in(state, now_ms, ttl_ms),
+            plan_digest: state.plan_digest(),
+        }
+    }
+}
+
+/// The fixed `code` of plangate's answers that are not refusals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnswerCode {
+    /// A write became a plan step.
+    PlanStep,
+    /// An apply ran; the answer is its receipt.
+    PlanApplied,
+}
+
+/// The answer to a write that was planned, not run (DESIGN §5).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlannedWrite {
+    /// Always [`AnswerCode::PlanStep`].
+    pub code: AnswerCode,
+    /// Always true: the write is a plan step.
+    pub planned: bool,
+    /// Always false: nothing was written.
+    pub mutation_performed: bool,
+    /// What happened and what to do next, for the agent.
+    pub message: String,
+    /// The step as planned.
+    #[serde(flatten)]
+    pub step: PlannedStep,
+    /// Whether it repeated an existing step (the plan did not grow).
+    pub deduplicated: bool,
+    /// The plan after it.
+    pub plan: PlanSummary,
+    /// A change of mode the agent had not heard of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
+}
+
+/// A step as planned: the fields a [`PlannedWrite`] carries, and the
+/// first part of every [`StepView`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlannedStep {
+    /// The step's id.
+    pub step_id: String,
+    /// Its place in the plan.
+    pub position: u32,
+    /// The upstream.
+    pub server: String,
+    /// The upstream's tool.
+    pub tool: String,
+    /// The name the agent called.
+    pub exposed_as: String,
+    /// The arguments, secrets replaced by markers.
+    pub arguments: JsonText,
+    /// The effect class.
+    pub effect: Effect,
+    /// What it would do.
+    pub predicted_effect: String,
+    /// Where it lands.
+    pub lands_on: LandsOn,
+    /// Whether it needs a person's explicit yes.
+    pub approval_required: bool,
+    /// Why, when a rule says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_note: Option<String>,
+}
+
+impl PlannedStep {
+    /// `step`'s fields for a planned answer.
+    pub fn of(step: &Step) -> PlannedStep {
+        let r = &step.record;
+        PlannedStep {
+            step_id: r.step_id.clone(),
+            position: r.position,
+            server: r.server.clone(),
+            tool: r.tool.clone(),
+            exposed_as: r.exposed_as.clone(),
+            arguments: r.arguments.clone(),
+            effect: r.effect,
+            predicted_effect: r.predicted_effect.clone(),
+            lands_on: r.lands_on.clone(),
+            approval_required: r.approval_required,
+            approval_note: r.approval_note.clone(),
+        }
+    }
+}
+
+/// `get_plan`'s answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanView {
+    /// Always true (a refusal is not a plan view).
+    pub success: bool,
+    /// The mode in force.
+    pub mode: String,
+    /// Whether it is a plan-like mode.
+    pub plan_mode: bool,
+    /// Seconds left in the plan's life.
+    pub expires_in: Option<i64>,
+    /// How many steps are waiting.
+    pub pending_steps: usize,
+    /// The plan digest an approval binds.
+    pub plan_digest: String,
+    /// Whether that digest is approved by someone whose approval counts.
+    pub approved: bool,
+    /// Every open step, in plan order.
+    pub steps: Vec<StepView>,
+    /// The plan in a sentence, and what to do next.
+    pub message: String,
+    /// A recorded mode no longer defined, or a mode change not yet told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
+}
+
+/// A key's plan as a person sees it (`plans show --json`, the console).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeyPlanView {
+    /// The key's name.
+    pub key: String,
+    /// The key's id.
+    pub key_id: String,
+    /// The key's scope.
+    pub scope: crate::Scope,
+    /// Whether the key was revoked.
+    pub revoked: bool,
+    /// The mode in force.
+    pub mode: String,
+    /// Whether it is a plan-like mode.
+    pub plan_mode: bool,
+    /// Seconds left in the plan's life.
+    pub expires_in: Option<i64>,
+    /// How many steps are waiting.
+    pub pending_steps: usize,
+    /// The plan digest.
+    pub plan_digest: String,
+    /// Whether that digest is approved by someone whose approval counts.
+    pub approved: bool,
+    /// Every open step, with its attempts.
+    pub steps: Vec<StepView>,
+    /// A recorded mode that is no longer defined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
+}
+
+/// How one selected step ended in an apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The upstream answered without an error.
+    Applied,
+    /// The upstream answered with an error, or a check refused the step.
+    Failed,
+    /// The call may or may not have reached the upstream.
+    InDoubt,
+    /// Not run: an earlier step failed and `continue_on_error` was off.
+    NotRun,
+}
+
+impl Outcome {
+    /// The stable string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Applied => "applied",
+            Outcome::Failed => "failed",
+            Outcome::InDoubt => "in_doubt",
+            Outcome::NotRun => "not_run",
+        }
+    }
+}
+
+/// The receipt of an apply (DESIGN §5).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Receipt {
+    /// No step failed or is in doubt.
+    pub success: bool,
+    /// Always [`AnswerCode::PlanApplied`].
+    pub code: AnswerCode,
+    /// What happened, in a sentence, and what to do next.
+    pub message: String,
+    /// Steps applied.
+    pub applied: u32,
+    /// Steps failed.
+    pub failed: u32,
+    /// Steps in doubt.
+    pub in_doubt: u32,
+    /// Steps not run.
+    pub not_run: u32,
+    /// Destructive steps whose yes was this apply (a write key's).
+    pub approved_by_apply: Vec<String>,
+    /// The digest applied.
+    pub plan_digest: String,
+    /// Whether a plan-like mode is still in force.
+    pub plan_mode: bool,
+    /// Each selected step, in plan order.
+    pub steps: Vec<ReceiptStep>,
+    /// A change of mode the agent had not heard of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
+}
+
+/// One step of a [`Receipt`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReceiptStep {
+    /// The step's id.
+    pub step_id: String,
+    /// Its place in the plan.
+    pub position: u32,
+    /// The upstream's tool.
+    pub tool: String,
+    /// The upstream.
+    pub server: String,
+    /// What it was to do.
+    pub predicted_effect: String,
+    /// Whether this apply was its (destructive) yes.
+    pub approved_by_apply: bool,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// What the upstream answered, for an applied step.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub applied: Option<Applied>,
+    /// Why it failed or is in doubt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<StepError>,
+}
+
+/// What an applied step left behind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Applied {
+    /// The upstream's result.
+    pub result: Value,
+    /// The copy it landed on, if it landed on one.
+    pub copy_id: Option<String>,
+    /// Links the upstream returned (a preview URL, a pull request).
+    pub links: Vec<String>,
+    /// Snapshots taken before it ran.
+    pub snapshots: Vec<String>,
+}
+
+impl ReceiptStep {
+    /// `step`'s line in a receipt, given how it ended.
+    pub fn of(step: &Step, outcome: Outcome) -> ReceiptStep {
+        let r = &step.record;
+        ReceiptStep {
+            step_id: r.step_id.clone(),
+            position: r.position,
+            tool: r.tool.clone(),
+            server: r.server.clone(),
+            predicted_effect: r.predicted_effect.clone(),
+            approved_by_apply: r.approval_required && outcome != Outcome::NotRun,
+            outcome,
+            applied: (outcome == Outcome::Applied).then(|| Applied {
+                result: step.result.as_ref().map_or(Value::Null, JsonText::value),
+                copy_id: step.copy_id.clone(),
+                links: step.links.clone(),
+                snapshots: step.snapshots.clone(),
+            }),
+            error: matches!(outcome, Outcome::Failed | Outcome::InDoubt)
+                .then(|| step.error.clone())
+                .flatten(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::event::tests::record;
+    use crate::{Actor, Channel, Event, EventKind, StepErrorCode};
+
+    /// A plan of one waiting and one failed step.
+    fn plan() -> KeyState {
+        let mut state = KeyState::default();
+        let event = |kind| Event {
+            at_ms: 1_700_000_000_000,
+            key_id: "key_1".into(),
+            actor: Actor::System,
+            channel: Channel::Cli,
+            kind,
+        };
+        let kinds = [
+            EventKind::StepPlanned {
+                step: record("s1", 1, "set_title", json!({"title": "Hi"})),
+            },
+            EventKind::StepPlanned {
+                step: record("s2", 2, "delete_page", json!({"slug": "old"})),
+            },
+            EventKind::ApplyStarted {
+                apply_id: "a".into(),
+                step_ids: vec!["s2".into()],
+                plan_digest: None,
+            },
+            EventKind::StepStarted {
+                step_id: "s2".into(),
+                apply_id: "a".into(),
+                owner: "o".into(),
+                lease_until_ms: 1_700_000_009_000,
+            },
+            EventKind::StepFailed {
+                step_id: "s2".into(),
+                error: StepError {
+                    code: StepErrorCode::UpstreamError,
+                    message: "no".into(),
+                    upstream: None,
+                },
+            },
+        ];
+        for (i, kind) in kinds.into_iter().enumerate() {
+            state.apply(i as i64 + 1, &event(kind));
+        }
+        state
+    }
+
+    #[test]
+    fn a_step_is_shown_with_exactly_the_contracts_fields() {
+        let state = plan();
+        let shown = serde_json::to_value(StepView::of(state.step("s1").unwrap())).unwrap();
+        let keys: Vec<&str> = shown.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            [
+                "approval_required",
+                "arguments",
+                "effect",
+                "exposed_as",
+                "lands_on",
+                "planned_at",
+                "position",
+                "predicted_effect",
+                "server",
+                "status",
+                "step_id",
+                "tool"
+            ]
+        );
+        assert_eq!(shown["status"], "planned");
+        assert_eq!(shown["planned_at"], "1970-01-01T00:00:01Z");
+        // A failed step carries its error; a person also sees attempts.
+        let failed = serde_json::to_value(StepView::for_person(state.step("s2").unwrap())).unwrap();
+        assert_eq!(failed["error"]["code"], "upstream_error");
+        assert_eq!(failed["attempts"], 1);
+        let back: StepView = serde_json::from_value(failed.clone()).unwrap();
+        assert_eq!(serde_json::to_value(back).unwrap(), failed);
+    }
+
+    #[test]
+    fn a_receipt_step_carries_what_was_applied_only_when_it_was() {
+        let state = plan();
+        let s2 = state.step("s2").unwrap();
+        let failed = serde_json::to_value(ReceiptStep::of(s2, Outcome::Failed)).unwrap();
+        assert_eq!(failed["outcome"], "failed");
+        assert_eq!(failed["error"]["message"], "no");
+        assert!(failed.get("result").is_none() && failed.get("copy_id").is_none());
+        let not_run = serde_json::to_value(ReceiptStep::of(s2, Outcome::NotRun)).unwrap();
+        assert!(not_run.get("error").is_none(), "{not_run}");
+        assert_eq!(not_run["approved_by_apply"], false);
+        let back: ReceiptStep = serde_json::from_value(failed.clone()).unwrap();
+        assert_eq!(back.applied, None);
+    }
+
+    #[test]
+    fn the_plan_summary_lists_open_steps_and_counts_the_waiting() {
+        let state = plan();
+        let summary = PlanSummary::of(&state, "plan", 1_700_000_000_000, 60_000);
+        assert_eq!(summary.step_ids, ["s1", "s2"]);
+        assert_eq!(summary.pending_steps, 1);
+        assert_eq!(summary.plan_digest, state.plan_digest());
+    }
+}

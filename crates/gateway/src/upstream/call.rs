@@ -1,0 +1,167 @@
+//! The one way plangate calls an upstream's tool.
+//!
+//! Every tool call plangate sends — an agent's call passed through, a
+//! preview while planning, the fresh preview before a step runs, a step's
+//! call during an apply — goes out through [`Upstream::send_call`], and is
+//! cancelled through [`Upstream::cancel_request`]. A call awaited in one go
+//! (previews, apply) uses [`Upstream::call`]: bounded by the upstream's
+//! `call_timeout`, stopped by a cancellation token, its outcome and latency
+//! counted in the metrics. A passed-through call relays the upstream's
+//! progress and questions while it waits, so its loop is its own
+//! ([`crate::parked`]) and its metrics are counted where it ends.
+
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
+    ClientRequest, RequestId, RequestMetaObject, ServerResult,
+};
+use rmcp::service::{PeerRequestOptions, RequestHandle, ServiceError};
+use rmcp::{ErrorData, RoleClient};
+use tokio_util::sync::CancellationToken;
+
+use super::Upstream;
+use crate::metrics::{Metrics, Outcome};
+
+/// Why a call awaited with [`Upstream::call`] has no tool result.
+#[derive(Debug)]
+pub enum CallError {
+    /// The upstream answered a JSON-RPC error.
+    Rpc(ErrorData),
+    /// The upstream answered something other than a tool result.
+    Unexpected,
+    /// No answer within the upstream's `call_timeout`; the upstream was
+    /// told the request is cancelled. It may have taken effect.
+    Timeout(Duration),
+    /// The caller cancelled; the upstream was told. It may have taken
+    /// effect.
+    Cancelled,
+    /// No answer: the transport failed. `sent` says whether the request
+    /// may have gone out (if not, it certainly had no effect).
+    NoAnswer {
+        /// Whether the request may have reached the upstream.
+        sent: bool,
+        /// What failed.
+        error: ServiceError,
+    },
+}
+
+impl CallError {
+    /// The same failure as rmcp would report it, for callers that only log
+    /// or relay it.
+    pub fn into_service_error(self) -> ServiceError {
+        match self {
+            CallError::Rpc(e) => ServiceError::McpError(e),
+            CallError::Unexpected => ServiceError::UnexpectedResponse,
+            CallError::Timeout(timeout) => ServiceError::Timeout { timeout },
+            CallError::Cancelled => ServiceError::Cancelled {
+                reason: Some("cancelled by the caller".to_owned()),
+            },
+            CallError::NoAnswer { error, .. } => error,
+        }
+    }
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Rpc(e) => write!(f, "the upstream answered an error: {}", e.message),
+            CallError::Unexpected => {
+                f.write_str("the upstream answered something other than a tool result")
+            }
+            CallError::Timeout(t) => {
+                write!(f, "no answer within its call_timeout ({}s)", t.as_secs())
+            }
+            CallError::Cancelled => f.write_str("cancelled"),
+            CallError::NoAnswer { error, .. } => write!(f, "no answer ({error})"),
+        }
+    }
+}
+
+impl Upstream {
+    /// Sends `params` as a `tools/call`, with `meta` as its `_meta` if
+    /// given. The answer comes through the returned handle; cancel it with
+    /// [`Upstream::cancel_request`] (dropping the handle does not tell the
+    /// upstream).
+    pub async fn send_call(
+        &self,
+        params: CallToolRequestParams,
+        meta: Option<RequestMetaObject>,
+    ) -> Result<RequestHandle<RoleClient>, ServiceError> {
+        let mut options = PeerRequestOptions::no_options();
+        if let Some(meta) = meta {
+            options = options.with_meta(meta);
+        }
+        self.peer
+            .send_request_with_option(
+                ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+                options,
+            )
+            .await
+    }
+
+    /// Tells the upstream that request `id` is cancelled, and why.
+    pub async fn cancel_request(&self, id: RequestId, reason: &str) {
+        let _ = self
+            .peer
+            .notify_cancelled(CancelledNotificationParam::new(
+                Some(id),
+                Some(reason.to_owned()),
+            ))
+            .await;
+    }
+
+    /// Calls a tool and waits for its result: at most the upstream's
+    /// `call_timeout`, and no longer than `cancel` stays uncancelled. The
+    /// outcome and latency are counted in `metrics` under the tool called.
+    pub async fn call(
+        &self,
+        metrics: &Metrics,
+        params: CallToolRequestParams,
+        meta: Option<RequestMetaObject>,
+        cancel: &CancellationToken,
+    ) -> Result<CallToolResult, CallError> {
+        let tool = params.name.to_string();
+        let started = Instant::now();
+        let answer = self.await_call(params, meta, cancel).await;
+        let outcome = match &answer {
+            Ok(result) if result.is_error == Some(true) => Outcome::ToolError,
+            Ok(_) => Outcome::Ok,
+            Err(CallError::Rpc(_)) => Outcome::RpcError,
+            Err(_) => Outcome::Failed,
+        };
+        metrics.record(self.name(), &tool, outcome, Some(started.elapsed()));
+        answer
+    }
+
+    async fn await_call(
+        &self,
+        params: CallToolRequestParams,
+        meta: Option<RequestMetaObject>,
+        cancel: &CancellationToken,
+    ) -> Result<CallToolResult, CallError> {
+        let handle = self
+            .send_call(params, meta)
+            .await
+            .map_err(|error| CallError::NoAnswer { sent: false, error })?;
+        let id = handle.id.clone();
+        let timeout = self.call_timeout();
+        tokio::select! {
+            answer = handle.await_response() => match answer {
+                Ok(ServerResult::CallToolResult(result)) => Ok(result),
+                Ok(_) => Err(CallError::Unexpected),
+                Err(ServiceError::McpError(e)) => Err(CallError::Rpc(e)),
+                Err(error) => Err(CallError::NoAnswer { sent: true, error }),
+            },
+            () = cancel.cancelled() => {
+                self.cancel_request(id, "cancelled by the client").await;
+                Err(CallError::Cancelled)
+            }
+            () = tokio::time::sleep(timeout) => {
+                tracing::warn!(upstream = %self.name(), "no answer within call_timeout ({}s); the call was cancelled", timeout.as_secs());
+                self.cancel_request(id, "no answer within plangate's call_timeout").await;
+                Err(CallError::Timeout(timeout))
+            }
+        }
+    }
+}
