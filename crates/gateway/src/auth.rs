@@ -14,6 +14,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use hashlink::LruCache;
 use plangate_config::Anonymous;
 use plangate_core::{AccessCode, Code};
 use plangate_store::{ApiKey, KeyEpoch};
@@ -105,26 +106,30 @@ const KEY_CACHE_MAX: usize = 4096;
 /// ([`plangate_store::Credentials::key_epoch`]), so a revoked key still stops at
 /// its next request; in between, a request costs a small file read instead
 /// of a store query. Stores without an epoch are asked every time.
-#[derive(Default)]
 pub struct KeyCache {
-    keys: parking_lot::Mutex<
-        std::collections::HashMap<[u8; 32], (ApiKey, KeyEpoch, std::time::Instant)>,
-    >,
+    keys: parking_lot::Mutex<LruCache<[u8; 32], (ApiKey, KeyEpoch, std::time::Instant)>>,
+}
+
+impl Default for KeyCache {
+    fn default() -> Self {
+        KeyCache {
+            keys: parking_lot::Mutex::new(LruCache::new(KEY_CACHE_MAX)),
+        }
+    }
 }
 
 impl KeyCache {
     fn get(&self, hash: &[u8; 32], epoch: KeyEpoch) -> Option<ApiKey> {
-        let keys = self.keys.lock();
+        let mut keys = self.keys.lock();
         let (key, at_epoch, at) = keys.get(hash)?;
         (*at_epoch == epoch && at.elapsed() < KEY_MAX_AGE).then(|| key.clone())
     }
 
     fn put(&self, hash: [u8; 32], key: ApiKey, epoch: KeyEpoch) {
-        let mut keys = self.keys.lock();
-        if keys.len() >= KEY_CACHE_MAX {
-            keys.clear();
-        }
-        keys.insert(hash, (key, epoch, std::time::Instant::now()));
+        // Past KEY_CACHE_MAX keys the least recently used one goes.
+        self.keys
+            .lock()
+            .insert(hash, (key, epoch, std::time::Instant::now()));
     }
 }
 

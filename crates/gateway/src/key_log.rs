@@ -11,7 +11,7 @@
 //! between (the store's per-key sequence check), else re-read and decide
 //! again. The events are durable before the caller answers.
 
-use std::collections::HashMap;
+use hashlink::LruCache;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -83,42 +83,25 @@ pub struct KeyLog<S: Fold = KeyState> {
     cache: Mutex<Cache<S>>,
 }
 
-/// Folded states of the most recently used keys.
+/// Folded states of the most recently used keys (an exact LRU).
 struct Cache<S> {
-    states: HashMap<String, (S, u64)>,
-    tick: u64,
-    capacity: usize,
+    states: LruCache<String, S>,
 }
 
 impl<S: Fold> Cache<S> {
     fn get(&mut self, key_id: &str) -> Option<S> {
-        self.tick += 1;
-        let tick = self.tick;
-        self.states.get_mut(key_id).map(|(state, used)| {
-            *used = tick;
-            state.clone()
-        })
+        self.states.get(key_id).cloned()
     }
 
+    /// Keeps `state` unless a newer fold of the key is already held (a
+    /// concurrent reader may have folded further).
     fn put(&mut self, key_id: &str, state: &S) {
-        self.tick += 1;
         let newer = self
             .states
-            .get(key_id)
-            .is_none_or(|(known, _)| known.last_seq() < state.last_seq());
+            .peek(key_id)
+            .is_none_or(|known| known.last_seq() < state.last_seq());
         if newer {
-            self.states
-                .insert(key_id.to_owned(), (state.clone(), self.tick));
-        }
-        if self.states.len() > self.capacity {
-            // Drop the least recently used eighth in one go, so eviction
-            // costs O(1) per insert on average.
-            // `cut` states go: those used no later than the cut-th oldest.
-            let mut ticks: Vec<u64> = self.states.values().map(|(_, t)| *t).collect();
-            let cut = (self.capacity / 8).max(1).min(ticks.len() - 1);
-            let (_, threshold, _) = ticks.select_nth_unstable(cut - 1);
-            let threshold = *threshold;
-            self.states.retain(|_, (_, t)| *t > threshold);
+            self.states.insert(key_id.to_owned(), state.clone());
         }
     }
 }
@@ -137,9 +120,7 @@ impl<S: Fold> KeyLog<S> {
         KeyLog {
             store,
             cache: Mutex::new(Cache {
-                states: HashMap::new(),
-                tick: 0,
-                capacity: capacity.max(1),
+                states: LruCache::new(capacity.max(1)),
             }),
         }
     }
@@ -167,7 +148,7 @@ impl<S: Fold> KeyLog<S> {
     /// over every key (the background sweep) that must not fill memory
     /// with idle keys.
     pub async fn peek(&self, key_id: &str) -> Result<S, LogError> {
-        let cached = self.cache.lock().states.get(key_id).map(|(s, _)| s.clone());
+        let cached = self.cache.lock().states.peek(key_id).cloned();
         let keep = cached.is_some();
         let state = self.fold_onto(key_id, cached.unwrap_or_default()).await?;
         if keep {

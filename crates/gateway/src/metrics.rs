@@ -1,8 +1,9 @@
 //! Prometheus metrics for `/metrics`: calls, errors and latency per upstream
 //! and tool, and whether each upstream is up. Hand-rolled text exposition
-//! (format 0.0.4) — a few counters do not justify a metrics framework on
-//! the hot path. Labels carry upstream and tool names only, never
-//! arguments.
+//! (format 0.0.4): one family of counters and one histogram, updated under
+//! one short lock with no allocation once a tool has been seen — a metrics
+//! framework would add a dependency and a registry for less. Labels carry
+//! upstream and tool names only, never arguments.
 
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
@@ -48,11 +49,29 @@ struct Latency {
     sum: f64,
 }
 
-/// The gateway's counters. Cheap to update: one short lock per call.
+/// One tool's counters: calls by outcome (in [`Outcome`] order) and the
+/// latency of those that reached the upstream.
+#[derive(Default)]
+struct ToolStats {
+    calls: [u64; OUTCOMES.len()],
+    latency: Latency,
+}
+
+/// Every outcome, in the order they are exposed.
+const OUTCOMES: [Outcome; 5] = [
+    Outcome::Ok,
+    Outcome::ToolError,
+    Outcome::RpcError,
+    Outcome::Failed,
+    Outcome::Refused,
+];
+
+/// The gateway's counters. Cheap to update: one short lock per call, and
+/// no allocation once the upstream and tool have been seen.
 #[derive(Default)]
 pub struct Metrics {
-    calls: Mutex<BTreeMap<(String, String, Outcome), u64>>,
-    latency: Mutex<BTreeMap<(String, String), Latency>>,
+    /// Upstream → tool → counters, sorted for a stable exposition.
+    tools: Mutex<BTreeMap<String, BTreeMap<String, ToolStats>>>,
 }
 
 fn escape(label: &str) -> String {
@@ -65,17 +84,19 @@ fn escape(label: &str) -> String {
 impl Metrics {
     /// Counts one call and, when it reached the upstream, its latency.
     pub fn record(&self, upstream: &str, tool: &str, outcome: Outcome, elapsed: Option<Duration>) {
-        *self
-            .calls
-            .lock()
-            .entry((upstream.to_owned(), tool.to_owned(), outcome))
-            .or_default() += 1;
+        let mut tools = self.tools.lock();
+        let by_tool = match tools.get_mut(upstream) {
+            Some(by_tool) => by_tool,
+            None => tools.entry(upstream.to_owned()).or_default(),
+        };
+        let stats = match by_tool.get_mut(tool) {
+            Some(stats) => stats,
+            None => by_tool.entry(tool.to_owned()).or_default(),
+        };
+        stats.calls[outcome as usize] += 1;
         if let Some(elapsed) = elapsed {
             let secs = elapsed.as_secs_f64();
-            let mut latency = self.latency.lock();
-            let l = latency
-                .entry((upstream.to_owned(), tool.to_owned()))
-                .or_default();
+            let l = &mut stats.latency;
             for (i, bound) in BUCKETS.iter().enumerate() {
                 if secs <= *bound {
                     l.buckets[i] += 1;
@@ -105,18 +126,32 @@ impl Metrics {
             "# HELP plangate_tool_calls_total Tool calls by upstream, tool and outcome.\n",
         );
         out.push_str("# TYPE plangate_tool_calls_total counter\n");
-        for ((upstream, tool, outcome), n) in self.calls.lock().iter() {
-            let _ = writeln!(
-                out,
-                "plangate_tool_calls_total{{upstream=\"{}\",tool=\"{}\",outcome=\"{}\"}} {n}",
-                escape(upstream),
-                escape(tool),
-                outcome.as_str()
-            );
+        let tools = self.tools.lock();
+        let each = || {
+            tools
+                .iter()
+                .flat_map(|(upstream, by_tool)| by_tool.iter().map(move |(t, s)| (upstream, t, s)))
+        };
+        for (upstream, tool, stats) in each() {
+            for (outcome, n) in OUTCOMES.iter().zip(stats.calls) {
+                if n > 0 {
+                    let _ = writeln!(
+                        out,
+                        "plangate_tool_calls_total{{upstream=\"{}\",tool=\"{}\",outcome=\"{}\"}} {n}",
+                        escape(upstream),
+                        escape(tool),
+                        outcome.as_str()
+                    );
+                }
+            }
         }
         out.push_str("# HELP plangate_tool_call_duration_seconds Latency of tool calls forwarded to upstreams.\n");
         out.push_str("# TYPE plangate_tool_call_duration_seconds histogram\n");
-        for ((upstream, tool), l) in self.latency.lock().iter() {
+        for (upstream, tool, stats) in each() {
+            let l = &stats.latency;
+            if l.count == 0 {
+                continue;
+            }
             let labels = format!(
                 "upstream=\"{}\",tool=\"{}\"",
                 escape(upstream),
@@ -151,6 +186,13 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_outcome_counts_in_its_own_slot() {
+        for (i, outcome) in OUTCOMES.iter().enumerate() {
+            assert_eq!(*outcome as usize, i, "{outcome:?}");
+        }
+    }
 
     #[test]
     fn calls_and_latency_are_exposed_per_upstream_and_tool() {

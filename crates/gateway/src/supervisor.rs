@@ -110,9 +110,32 @@ pub(crate) async fn supervise(
             }
         }
         tokio::select! {
-            () = tokio::time::sleep(backoff) => {}
+            () = tokio::time::sleep(jittered(backoff)) => {}
             () = shutdown.cancelled() => return,
         }
         backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// Somewhere between half of `backoff` and all of it, at random: replicas
+/// (and upstreams) that failed together do not all knock again at the same
+/// instant. A few lines, so no backoff crate.
+fn jittered(backoff: Duration) -> Duration {
+    let ms = u64::try_from(backoff.as_millis()).unwrap_or(u64::MAX);
+    Duration::from_millis(ms / 2 + rand::random_range(0..=ms / 2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_jittered_wait_stays_between_half_and_all_of_the_backoff() {
+        for backoff in [FIRST_BACKOFF, MAX_BACKOFF] {
+            for _ in 0..200 {
+                let wait = jittered(backoff);
+                assert!(wait >= backoff / 2 && wait <= backoff, "{wait:?}");
+            }
+        }
     }
 }

@@ -52,6 +52,7 @@ use plangate_store::{OperatorToken, now_ms};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq as _;
 
 use crate::Gateway;
 
@@ -226,15 +227,16 @@ fn same_origin(headers: &HeaderMap) -> bool {
     }
 }
 
-/// Constant-time equality of two strings' bytes.
+/// Constant-time equality of two strings' bytes (a MAC or CSRF token
+/// against the expected one), through `subtle`.
 fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
+    a.as_bytes().ct_eq(b.as_bytes()).into()
 }
 
+/// The console's session cookie from the request's `Cookie` headers. Its
+/// one cookie is a signed `id.expiry.nonce.mac` of URL-safe characters, so
+/// splitting on `;` and `=` reads it; a cookie crate would add a
+/// dependency for these few lines.
 fn cookie_value(headers: &HeaderMap) -> Option<String> {
     headers
         .get_all(header::COOKIE)
