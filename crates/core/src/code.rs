@@ -125,7 +125,7 @@ impl FromStr for Code {
 /// The codes of refusals that come before MCP — an HTTP answer from the
 /// gateway's front door or the web console, not a tool result — so they
 /// are not DESIGN §8's [`Code`]s, but they are as stable: clients and
-/// scripts branch on them (docs/security.md lists each with its status).
+/// scripts branch on them (each variant names its HTTP status).
 /// A refusal that is plangate's own failure uses [`Code::StoreUnavailable`]
 /// or [`Code::InternalError`] on every channel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
