@@ -96,8 +96,8 @@ pub(super) async fn recheck(
         }
         Err(e) => {
             return Err(fail(
-                Code::UpstreamUnavailable,
-                format!("the key store cannot be read ({e}); nothing was sent"),
+                Code::StoreUnavailable,
+                format!("plangate cannot read its key store ({e}); nothing was sent. Check the gateway's log and apply again"),
             ));
         }
     }
