@@ -40,13 +40,20 @@ enum Answer {
 /// Whether the client declared form elicitation — per request in
 /// 2026-07-28, from the handshake before.
 pub fn can_elicit(cx: &RequestContext<RoleServer>) -> bool {
+    client_capability(cx, "elicitation").is_some_and(|e| match e {
+        Value::Object(m) => m.is_empty() || m.contains_key("form"),
+        _ => false,
+    })
+}
+
+/// The client's declared capability `what` (`elicitation`, `sampling`,
+/// `roots`) — per request in 2026-07-28, from the handshake before — if it
+/// declared one.
+pub fn client_capability(cx: &RequestContext<RoleServer>, what: &str) -> Option<Value> {
     cx.client_capabilities()
         .and_then(|caps| serde_json::to_value(&caps).ok())
-        .and_then(|caps| caps.get("elicitation").cloned())
-        .is_some_and(|e| match e {
-            Value::Object(m) => m.is_empty() || m.contains_key("form"),
-            _ => false,
-        })
+        .and_then(|caps| caps.get(what).cloned())
+        .filter(|v| !v.is_null())
 }
 
 fn unsupported(prefix: &str, mode: &ModeSpec, what: &str) -> Refusal {

@@ -221,10 +221,7 @@ fn declared(cx: &RequestContext<RoleServer>, ask: &Ask) -> bool {
         Ask::Sample(..) => "sampling",
         Ask::Roots(_) => "roots",
     };
-    cx.client_capabilities()
-        .and_then(|caps| serde_json::to_value(&caps).ok())
-        .and_then(|caps| caps.get(what).cloned())
-        .is_some_and(|v| !v.is_null())
+    crate::review::client_capability(cx, what).is_some()
 }
 
 /// Answers an upstream's request the client cannot take: an elicitation is
