@@ -32,6 +32,18 @@ pub enum Decision {
     Refuse(Code),
 }
 
+/// The decisions that need neither the caller's key state nor the mode: a
+/// read runs for everyone, and a write by a caller without a key is
+/// refused (`plan_needs_key`). `None`: [`decide`] needs the mode. The
+/// gateway asks this first, so a read or an anonymous call never waits on
+/// a key's log.
+pub fn decide_before_state(effect: Effect, caller: CallerScope) -> Option<Decision> {
+    if effect == Effect::Read {
+        return Some(Decision::Run);
+    }
+    (caller == CallerScope::Anonymous).then_some(Decision::Refuse(Code::PlanNeedsKey))
+}
+
 /// The dispatch table of DESIGN §4.
 ///
 /// * A read runs for everyone.
@@ -46,8 +58,8 @@ pub fn decide(
     mode: &ModeSpec,
     explicit_plan: bool,
 ) -> Decision {
-    if effect == Effect::Read {
-        return Decision::Run;
+    if let Some(decision) = decide_before_state(effect, caller) {
+        return decision;
     }
     match caller {
         CallerScope::Anonymous => Decision::Refuse(Code::PlanNeedsKey),
@@ -227,5 +239,34 @@ mod tests {
                 || (caller == CallerScope::Key(Scope::Write) && effect <= access && !explicit);
             prop_assert_eq!(runs, allowed);
         }
+    }
+
+    #[test]
+    fn what_is_decided_before_the_state_agrees_with_the_whole_table() {
+        let modes = [
+            mode(Effect::Read, OverAccess::Plan),
+            mode(Effect::Write, OverAccess::Refuse),
+            mode(Effect::Destructive, OverAccess::Ask),
+        ];
+        for effect in [Effect::Read, Effect::Write, Effect::Destructive] {
+            for caller in [
+                CallerScope::Anonymous,
+                CallerScope::Key(Scope::Read),
+                CallerScope::Key(Scope::Plan),
+                CallerScope::Key(Scope::Write),
+            ] {
+                if let Some(early) = decide_before_state(effect, caller) {
+                    for m in &modes {
+                        for explicit in [false, true] {
+                            assert_eq!(decide(effect, caller, m, explicit), early);
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            decide_before_state(Effect::Write, CallerScope::Key(Scope::Write)),
+            None
+        );
     }
 }

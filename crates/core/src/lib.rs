@@ -51,7 +51,7 @@ pub mod view;
 
 pub use canonical::{CanonicalError, MAX_SAFE_INTEGER, canonical_json, check_safe_integers};
 pub use code::{AccessCode, Code, ParseCodeError};
-pub use decision::{CallerScope, Decision, decide};
+pub use decision::{CallerScope, Decision, decide, decide_before_state};
 pub use digest::{
     HMAC_PREFIX, SHA256_PREFIX, arguments_fingerprint, hmac_hex, keyed_arguments, plan_digest,
     schema_hash,

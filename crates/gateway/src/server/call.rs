@@ -5,7 +5,7 @@
 //! runs.
 
 use plangate_core::{
-    CallerScope, Code, Decision, Effect, ModeSpec, Scope, check_safe_integers, decide,
+    CallerScope, Code, Decision, ModeSpec, Scope, check_safe_integers, decide, decide_before_state,
 };
 use rmcp::model::{CallToolRequestParams, CallToolResponse, JsonObject};
 use rmcp::service::RequestContext;
@@ -80,19 +80,27 @@ impl GatewayHandler {
             Ok(checked) => checked,
             Err(refusal) => return refuse(refusal),
         };
-        // Decide: a read runs for anyone; every other call needs a key, its
-        // state and its mode.
-        if tool.effect == Effect::Read {
-            return self.forward(&caller, tool, checked.forward, &cx).await;
-        }
-        let Caller::Key(key) = &caller else {
-            return refuse(Refusal::new(
-                Code::PlanNeedsKey,
-                format!(
-                    "{} is a {} tool; callers without an API key may only read and can never plan. Create a key with `plangate keys create --name NAME --scope write`",
-                    tool.exposed, tool.effect
-                ),
-            ));
+        // Decide: what needs no key state first (a read runs; an anonymous
+        // write is refused), then the whole table with the key's mode.
+        let scope = match &caller {
+            Caller::Key(key) => CallerScope::Key(key.scope),
+            Caller::Anonymous => CallerScope::Anonymous,
+        };
+        let key = match (&caller, decide_before_state(tool.effect, scope)) {
+            (_, Some(Decision::Run)) => {
+                return self.forward(&caller, tool, checked.forward, &cx).await;
+            }
+            (Caller::Key(key), None) => key,
+            (_, early) => {
+                let code = match early {
+                    Some(Decision::Refuse(code)) => code,
+                    _ => Code::PlanNeedsKey,
+                };
+                return refuse(Refusal::new(
+                    code,
+                    refused_message(code, tool, None, prefix),
+                ));
+            }
         };
         let state = match self.gw.log().state(&key.id).await {
             Ok(state) => state,
@@ -136,7 +144,7 @@ impl GatewayHandler {
             }
             Decision::Refuse(code) => refuse(Refusal::new(
                 code,
-                refused_message(code, tool, key, &mode, prefix),
+                refused_message(code, tool, Some((key, &mode)), prefix),
             )),
             Decision::Ask => {
                 match Box::pin(self.ask_first(&acting, &mode, tool, checked, &cx)).await {
@@ -320,22 +328,26 @@ fn validate(
 }
 
 /// What a refused write is told: why, and who can change it.
+/// `keyed`: the caller's key and mode, when it has a key.
 fn refused_message(
     code: Code,
     tool: &CatalogTool,
-    key: &plangate_store::ApiKey,
-    mode: &ModeSpec,
+    keyed: Option<(&plangate_store::ApiKey, &ModeSpec)>,
     prefix: &str,
 ) -> String {
-    match code {
-        Code::Forbidden => format!(
+    match (code, keyed) {
+        (Code::PlanNeedsKey, _) => format!(
+            "{} is a {} tool; callers without an API key may only read and can never plan. Create a key with `plangate keys create --name NAME --scope write`",
+            tool.exposed, tool.effect
+        ),
+        (Code::Forbidden, Some((key, _))) => format!(
             "{} is a {} tool and key {:?} has scope {}, which allows reads only; ask the operator for a plan or write key",
             tool.exposed, tool.effect, key.name, key.scope
         ),
-        Code::ForbiddenByMode => format!(
+        (Code::ForbiddenByMode, Some((_, mode))) => format!(
             "{} is a {} tool and mode {} runs only {} calls and refuses the rest; ask the person to change the mode ({prefix}begin_session) if this write is wanted",
             tool.exposed, tool.effect, mode.name, mode.access
         ),
-        other => format!("{} was refused ({other})", tool.exposed),
+        (other, _) => format!("{} was refused ({other})", tool.exposed),
     }
 }
