@@ -404,7 +404,12 @@ mod tests {
     fn a_step_is_shown_with_exactly_the_contracts_fields() {
         let state = plan();
         let shown = serde_json::to_value(StepView::of(state.step("s1").unwrap())).unwrap();
-        let keys: Vec<&str> = shown.as_object().unwrap().keys().map(String::as_str).collect();
+        let keys: Vec<&str> = shown
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
         assert_eq!(
             keys,
             [

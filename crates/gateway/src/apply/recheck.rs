@@ -97,7 +97,9 @@ pub(super) async fn recheck(
         Err(e) => {
             return Err(fail(
                 Code::StoreUnavailable,
-                format!("plangate cannot read its key store ({e}); nothing was sent. Check the gateway's log and apply again"),
+                format!(
+                    "plangate cannot read its key store ({e}); nothing was sent. Check the gateway's log and apply again"
+                ),
             ));
         }
     }
