@@ -5,83 +5,44 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use plangate_config::Namespace;
-use plangate_core::{Actor, Channel, Event, EventKind, Scope};
+use plangate_config::{Config, Namespace};
+use plangate_core::{Actor, Channel, EventKind, Scope};
 use plangate_gateway::Gateway;
-use rmcp::model::{CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest};
+use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
 use rmcp::service::PeerRequestOptions;
 use serde_json::{Value, json};
 
-struct Rig {
-    gw: Arc<Gateway>,
-    store: Arc<dyn plangate_store::Store>,
-    token: String,
-    key_id: String,
-    calls: Calls,
-    sessions: Arc<Mutex<Vec<tokio_util::sync::CancellationToken>>>,
-    _dir: tempfile::TempDir,
+/// A gateway on the recording upstream whose claims hold for `lease`,
+/// adjusted further by `adjust`, and a write key.
+async fn rig_with(lease: Duration, adjust: impl FnOnce(&mut Config)) -> Rig<Recorder> {
+    rig_on(Scope::Write, "rec", Recorder::default(), |config| {
+        config.gateway.lease = lease;
+        adjust(config);
+    })
+    .await
 }
 
-async fn rig(lease: Duration) -> Rig {
-    rig_with(lease, None).await
+/// A rig whose claims hold for `lease`, the config otherwise as usual.
+async fn rig(lease: Duration) -> Rig<Recorder> {
+    rig_with(lease, |_| {}).await
 }
 
-async fn rig_with(lease: Duration, plan_ttl: Option<Duration>) -> Rig {
-    rig_full(lease, plan_ttl, None).await
-}
-
-async fn rig_full(
-    lease: Duration,
-    plan_ttl: Option<Duration>,
-    call_timeout: Option<Duration>,
-) -> Rig {
-    let dir = tempfile::tempdir().unwrap();
-    let store = plangate_store::open_sqlite(&dir.path().join("plangate.db"))
-        .await
-        .unwrap();
-    let key = store.create_key("agent", Scope::Write).await.unwrap();
-    let recorder = Recorder::default();
-    let calls = recorder.calls.clone();
-    let (connector, sessions) = in_process("rec", move || recorder.clone());
+/// A second gateway process on the rig's store, with no upstream, whose
+/// config `adjust` changes.
+async fn other_process(r: &Rig<Recorder>, adjust: impl FnOnce(&mut Config)) -> Arc<Gateway> {
     let mut config = config(&["rec"], Namespace::Auto);
-    config.gateway.lease = lease;
-    if let Some(ttl) = plan_ttl {
-        config.gateway.plan_ttl = ttl;
-    }
-    if let Some(timeout) = call_timeout {
-        config.upstreams.get_mut("rec").expect("rec").call_timeout = timeout;
-    }
-    let gw = Gateway::start(
-        config,
-        store.clone(),
-        material(),
-        BTreeMap::from([("rec".into(), connector)]),
-    )
-    .await;
-    Rig {
-        gw,
-        store,
-        token: key.token,
-        key_id: key.key.id,
-        calls,
-        sessions,
-        _dir: dir,
-    }
-}
-
-fn body(r: &CallToolResult) -> Value {
-    r.structured_content.clone().unwrap_or(Value::Null)
+    adjust(&mut config);
+    start(config, r.store.clone(), vec![]).await
 }
 
 #[tokio::test]
 async fn apply_delivers_the_real_secret_while_every_answer_shows_it_redacted() {
     let r = rig(Duration::from_secs(30)).await;
-    let client = client_of(r.gw.clone(), Some(r.token.clone()), Seen::default()).await;
+    let client = r.client(Seen::default()).await;
     call(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
     let planned = body(
         &call(
@@ -97,12 +58,12 @@ async fn apply_delivers_the_real_secret_while_every_answer_shows_it_redacted() {
             .to_string()
             .contains("sk-canary-123")
     );
-    assert!(calls_of(&r.calls, "record").is_empty(), "planned, not run");
+    assert!(r.calls_of("record").is_empty(), "planned, not run");
 
     let receipt = body(&call(&client, "plangate_apply_plan", json!({})).await);
     assert_eq!(receipt["applied"], 1, "{receipt}");
     assert!(!receipt.to_string().contains("sk-canary-123"));
-    let delivered = calls_of(&r.calls, "record");
+    let delivered = r.calls_of("record");
     assert_eq!(delivered.len(), 1);
     assert_eq!(
         delivered[0].0["api_key"], "sk-canary-123",
@@ -125,7 +86,7 @@ async fn apply_delivers_the_real_secret_while_every_answer_shows_it_redacted() {
 #[tokio::test]
 async fn writes_that_can_be_planned_are_listed_without_output_schema() {
     let r = rig(Duration::from_secs(30)).await;
-    let client = client_of(r.gw.clone(), Some(r.token.clone()), Seen::default()).await;
+    let client = r.client(Seen::default()).await;
     let tools = client.peer().list_all_tools().await.unwrap();
     let typed = tools.iter().find(|t| t.name == "typed").unwrap();
     assert!(typed.output_schema.is_none());
@@ -138,10 +99,8 @@ async fn writes_that_can_be_planned_are_listed_without_output_schema() {
 async fn a_call_that_outlives_its_lease_keeps_it_renewed_and_is_not_in_doubt() {
     let r = rig(Duration::from_secs(1)).await;
     // A second gateway process on the same store sweeps while the call runs.
-    let mut other_config = config(&["rec"], Namespace::Auto);
-    other_config.gateway.lease = Duration::from_secs(1);
-    let other = Gateway::start(other_config, r.store.clone(), material(), BTreeMap::new()).await;
-    let client = client_of(r.gw.clone(), Some(r.token.clone()), Seen::default()).await;
+    let other = other_process(&r, |c| c.gateway.lease = Duration::from_secs(1)).await;
+    let client = r.client(Seen::default()).await;
     call(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
     call(&client, "slow", json!({"ms": 2600})).await;
     let sweeping = tokio::spawn({
@@ -160,14 +119,14 @@ async fn a_call_that_outlives_its_lease_keeps_it_renewed_and_is_not_in_doubt() {
     assert_eq!(receipt["applied"], 1, "{receipt}");
     assert_eq!(receipt["in_doubt"], 0);
     assert_eq!(sweeping.await.unwrap(), 0, "no sweeper found a dead claim");
-    assert_eq!(calls_of(&r.calls, "slow").len(), 1);
+    assert_eq!(r.calls_of("slow").len(), 1);
     client.cancel().await.unwrap();
 }
 
 #[tokio::test]
 async fn a_dead_processes_claim_is_marked_in_doubt_by_another_process() {
     let r = rig(Duration::from_secs(1)).await;
-    let client = client_of(r.gw.clone(), Some(r.token.clone()), Seen::default()).await;
+    let client = r.client(Seen::default()).await;
     call(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
     let step = body(&call(&client, "record", json!({"note": "x"})).await)["step_id"]
         .as_str()
@@ -175,44 +134,30 @@ async fn a_dead_processes_claim_is_marked_in_doubt_by_another_process() {
         .to_owned();
     // A process starts applying, claims the step and dies: its lease is
     // never renewed.
-    let started = Event {
-        at_ms: plangate_store::now_ms(),
-        key_id: r.key_id.clone(),
-        actor: Actor::System,
-        channel: Channel::Stdio,
-        kind: EventKind::ApplyStarted {
-            apply_id: "apply_dead".into(),
-            step_ids: vec![step.clone()],
-            plan_digest: None,
-        },
+    let started = EventKind::ApplyStarted {
+        apply_id: "apply_dead".into(),
+        step_ids: vec![step.clone()],
+        plan_digest: None,
     };
-    let dead = Event {
-        at_ms: plangate_store::now_ms(),
-        key_id: r.key_id.clone(),
-        actor: Actor::System,
-        channel: Channel::Stdio,
-        kind: EventKind::StepStarted {
-            step_id: step.clone(),
-            apply_id: "apply_dead".into(),
-            owner: "dead-process".into(),
-            lease_until_ms: plangate_store::now_ms() + 1000,
-        },
+    let dead = EventKind::StepStarted {
+        step_id: step.clone(),
+        apply_id: "apply_dead".into(),
+        owner: "dead-process".into(),
+        lease_until_ms: plangate_store::now_ms() + 1000,
     };
-    r.gw.log()
-        .transact(&r.key_id, |_| {
-            Ok::<_, std::convert::Infallible>((vec![started.clone(), dead.clone()], ()))
-        })
-        .await
-        .unwrap()
-        .unwrap();
+    let system = || (Actor::System, Channel::Stdio);
+    record(
+        &r.gw,
+        &r.key_id,
+        vec![(system(), started), (system(), dead)],
+    )
+    .await;
     // While the claim holds, applying runs nothing (one apply at a time).
     let busy = call(&client, "plangate_apply_plan", json!({})).await;
     assert_eq!(body(&busy)["code"], "apply_in_progress");
     tokio::time::sleep(Duration::from_millis(1200)).await;
     // Another gateway on the same store finds it, not by starting up.
-    let mut other_config = config(&["rec"], Namespace::Auto);
-    other_config.gateway.lease = Duration::from_secs(1);
-    let other = Gateway::start(other_config, r.store.clone(), material(), BTreeMap::new()).await;
+    let other = other_process(&r, |c| c.gateway.lease = Duration::from_secs(1)).await;
     // Its background sweep may find the claim first; either way the claim
     // is found by a process that did not make it.
     other.sweep_leases(&r.key_id).await.unwrap();
@@ -221,7 +166,7 @@ async fn a_dead_processes_claim_is_marked_in_doubt_by_another_process() {
     // The next apply does not re-run it…
     let receipt = body(&call(&client, "plangate_apply_plan", json!({})).await);
     assert_eq!(receipt["applied"], 0);
-    assert!(calls_of(&r.calls, "record").is_empty());
+    assert!(r.calls_of("record").is_empty());
     // …nor does naming it: only a person's retry does.
     let named = call(&client, "plangate_apply_plan", json!({"step_ids": [step]})).await;
     assert_eq!(body(&named)["code"], "invalid_arguments");
@@ -231,34 +176,23 @@ async fn a_dead_processes_claim_is_marked_in_doubt_by_another_process() {
             .unwrap()
             .contains("plans retry")
     );
-    let retried = Event {
-        at_ms: plangate_store::now_ms(),
-        key_id: r.key_id.clone(),
-        actor: Actor::Operator {
-            name: "person".into(),
-        },
-        channel: Channel::Cli,
-        kind: EventKind::StepRetried {
-            step_id: step.clone(),
-        },
+    let person = Actor::Operator {
+        name: "person".into(),
     };
-    r.gw.log()
-        .transact(&r.key_id, |_| {
-            Ok::<_, std::convert::Infallible>((vec![retried.clone()], ()))
-        })
-        .await
-        .unwrap()
-        .unwrap();
+    let retried = EventKind::StepRetried {
+        step_id: step.clone(),
+    };
+    record(&r.gw, &r.key_id, vec![((person, Channel::Cli), retried)]).await;
     let receipt = body(&call(&client, "plangate_apply_plan", json!({"step_ids": [step]})).await);
     assert_eq!(receipt["applied"], 1, "{receipt}");
-    assert_eq!(calls_of(&r.calls, "record").len(), 1);
+    assert_eq!(r.calls_of("record").len(), 1);
     client.cancel().await.unwrap();
 }
 
 #[tokio::test]
 async fn an_upstream_killed_during_a_call_leaves_the_step_in_doubt() {
     let r = rig(Duration::from_secs(30)).await;
-    let client = client_of(r.gw.clone(), Some(r.token.clone()), Seen::default()).await;
+    let client = r.client(Seen::default()).await;
     call(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
     let hang = body(&call(&client, "hang", json!({})).await)["step_id"].clone();
     call(&client, "record", json!({"note": "after"})).await;
@@ -271,7 +205,7 @@ async fn an_upstream_killed_during_a_call_leaves_the_step_in_doubt() {
         }
     });
     eventually("the upstream to receive the call", || {
-        !calls_of(&r.calls, "hang").is_empty()
+        !r.calls_of("hang").is_empty()
     })
     .await;
     r.sessions.lock().unwrap()[0].cancel();
@@ -283,7 +217,7 @@ async fn an_upstream_killed_during_a_call_leaves_the_step_in_doubt() {
     assert_eq!(receipt["not_run"], 1, "stops at the in-doubt step");
     assert_eq!(receipt["steps"][0]["step_id"], hang);
     assert_eq!(receipt["steps"][0]["outcome"], "in_doubt");
-    assert!(calls_of(&r.calls, "record").is_empty());
+    assert!(r.calls_of("record").is_empty());
     // Once the upstream is back, the next apply runs only the waiting step.
     eventually("the upstream to come back", || {
         r.gw.upstream("rec").is_some() && r.sessions.lock().unwrap().len() >= 2
@@ -292,7 +226,7 @@ async fn an_upstream_killed_during_a_call_leaves_the_step_in_doubt() {
     let receipt = body(&call(&client, "plangate_apply_plan", json!({})).await);
     assert_eq!(receipt["applied"], 1, "{receipt}");
     assert_eq!(
-        calls_of(&r.calls, "hang").len(),
+        r.calls_of("hang").len(),
         1,
         "the in-doubt step was not sent again"
     );
@@ -303,7 +237,7 @@ async fn an_upstream_killed_during_a_call_leaves_the_step_in_doubt() {
 async fn apply_reports_progress_step_by_step_when_asked() {
     let r = rig(Duration::from_secs(30)).await;
     let seen = Seen::default();
-    let client = client_of(r.gw.clone(), Some(r.token.clone()), seen.clone()).await;
+    let client = r.client(seen.clone()).await;
     call(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
     for i in 0..3 {
         call(&client, "record", json!({"note": i})).await;
@@ -344,7 +278,7 @@ async fn apply_reports_progress_step_by_step_when_asked() {
 #[tokio::test]
 async fn two_applies_at_once_never_run_a_step_twice() {
     let r = rig(Duration::from_secs(30)).await;
-    let client = client_of(r.gw.clone(), Some(r.token.clone()), Seen::default()).await;
+    let client = r.client(Seen::default()).await;
     call(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
     for i in 0..5 {
         call(&client, "slow", json!({"ms": 50, "n": i})).await;
@@ -371,7 +305,7 @@ async fn two_applies_at_once_never_run_a_step_twice() {
     assert_eq!(applied, 5);
     assert!(busy >= 1);
     assert_eq!(
-        calls_of(&r.calls, "slow").len(),
+        r.calls_of("slow").len(),
         5,
         "every step reached the upstream exactly once"
     );
@@ -400,9 +334,7 @@ async fn the_gateway_keeps_at_most_cached_keys_states() {
         call(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
         client.cancel().await.unwrap();
     }
-    let mut config = config(&["rec"], Namespace::Auto);
-    config.gateway.cached_keys = 2;
-    let small = Gateway::start(config, r.store.clone(), material(), BTreeMap::new()).await;
+    let small = other_process(&r, |c| c.gateway.cached_keys = 2).await;
     for id in &ids {
         small.log().state(id).await.unwrap();
         assert!(small.log().cached_keys() <= 2);
@@ -418,8 +350,11 @@ async fn the_gateway_keeps_at_most_cached_keys_states() {
 /// open plans that are not), and records the expiry as the sweeper.
 #[tokio::test]
 async fn the_background_sweep_expires_a_plan_when_it_is_due_with_no_call() {
-    let r = rig_with(Duration::from_secs(30), Some(Duration::from_secs(2))).await;
-    let client = client_of(r.gw.clone(), Some(r.token.clone()), Seen::default()).await;
+    let r = rig_with(Duration::from_secs(30), |c| {
+        c.gateway.plan_ttl = Duration::from_secs(2)
+    })
+    .await;
+    let client = r.client(Seen::default()).await;
     call(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
     let planned = body(&call(&client, "record", json!({"note": "x"})).await);
     assert_eq!(planned["planned"], true, "{planned}");
@@ -441,15 +376,18 @@ async fn the_background_sweep_expires_a_plan_when_it_is_due_with_no_call() {
         "not before the plan's life was over"
     );
     assert!(
-        r.calls.lock().unwrap().is_empty(),
+        r.upstream.calls.lock().unwrap().is_empty(),
         "nothing reached the upstream"
     );
 }
 
 #[tokio::test]
 async fn a_hung_upstream_call_ends_with_an_error_within_call_timeout() {
-    let r = rig_full(Duration::from_secs(30), None, Some(Duration::from_secs(1))).await;
-    let client = client_of(r.gw.clone(), Some(r.token.clone()), Seen::default()).await;
+    let r = rig_with(Duration::from_secs(30), |c| {
+        c.upstreams.get_mut("rec").expect("rec").call_timeout = Duration::from_secs(1);
+    })
+    .await;
+    let client = r.client(Seen::default()).await;
     // Run directly (a write key in default mode): the call ends, with an
     // error that says what happened and what to do.
     let started = std::time::Instant::now();

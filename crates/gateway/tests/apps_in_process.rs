@@ -6,12 +6,9 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-
 use common::*;
 use plangate_config::Namespace;
 use plangate_core::Scope;
-use plangate_gateway::Gateway;
 use plangate_gateway::apps::{self, VIEW_HTML, VIEW_URI};
 use rmcp::model::{ReadResourceRequestParams, ResourceContents};
 use serde_json::{Value, json};
@@ -21,18 +18,11 @@ const VIEW_META: &str =
 
 #[tokio::test]
 async fn the_view_capability_tool_meta_and_resource_are_exactly_as_published() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, token) = store_with_key(dir.path(), Scope::Write).await;
+    let (dir, store, token) = temp_store(Scope::Write).await;
     let (site, _) = in_process("site", demo(dir.path().join("site.json")));
     let config = config(&["site"], Namespace::Auto);
     let catalog = apps::catalog(&config);
-    let gw = Gateway::start(
-        config,
-        store,
-        material(),
-        BTreeMap::from([("site".into(), site)]),
-    )
-    .await;
+    let gw = start(config, store, vec![("site", site)]).await;
     let client = client_of(gw.clone(), Some(token), Seen::default()).await;
 
     // The server extension capability, exactly.

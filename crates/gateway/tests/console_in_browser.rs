@@ -23,52 +23,25 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::browser::{HEADLESS, artifacts_dir, chromium, kill_group};
 use common::*;
-use plangate_config::Namespace;
 use plangate_core::Scope;
 use plangate_gateway::Gateway;
 use plangate_store::Store;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-const CHROMIUM: &str = "/usr/bin/chromium";
-
 // Hostile strings: none may become markup, run, or leave the page.
 const IMG: &str = "<img src=x onerror=\"window.__pwned='img'\">";
 const SCRIPT: &str = "</script><script>window.__pwned='script'</script>";
 const JS_LINK: &str = "javascript:window.__pwned='link'";
 const ANCHOR: &str = "<a href=\"javascript:window.__pwned='anchor'\">click me</a>";
-
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn artifacts_dir() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("target"));
-    target.join("artifacts")
-}
-
-/// `/usr/bin/chromium`, installed by `scripts/install-browser` if missing.
-fn chromium() -> &'static str {
-    if !Path::new(CHROMIUM).exists() {
-        let script = workspace_root().join("scripts/install-browser");
-        let status = Command::new(&script)
-            .status()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-        assert!(status.success(), "scripts/install-browser failed");
-    }
-    assert!(Path::new(CHROMIUM).exists(), "{CHROMIUM} is missing");
-    CHROMIUM
-}
 
 // === the gateway under test ===
 
@@ -87,39 +60,36 @@ struct Setup {
 /// `plan`-scope key `planner` and an operator token `ana`.
 async fn setup() -> Setup {
     let dir = tempfile::tempdir().unwrap();
-    let store = plangate_store::open_sqlite(&dir.path().join("plangate.db"))
-        .await
-        .unwrap();
+    let store = open_store(dir.path()).await;
     let key = store.create_key("planner", Scope::Plan).await.unwrap();
     let operator = store.create_operator_token("ana").await.unwrap();
     let (site, _) = in_process("site", demo(dir.path().join("site.json")));
-    let mut config = config(&["site"], Namespace::Auto);
-    config.upstreams.get_mut("site").unwrap().tools = plangate_config::demo_tool_overrides();
-    let gw = Gateway::start(
-        config,
-        store.clone(),
-        material(),
-        BTreeMap::from([("site".into(), site)]),
-    )
-    .await;
+    let gw = start(demo_site_config(), store.clone(), vec![("site", site)]).await;
+    let (base, shutdown) = serve_http(&gw).await;
+    Setup {
+        _dir: dir,
+        gw,
+        store,
+        base,
+        shutdown,
+        key_id: key.key.id,
+        agent_token: key.token,
+        operator_token: operator.token,
+    }
+}
+
+/// Serves `gw` over HTTP on a loopback port: its base URL, and the token
+/// that stops it.
+async fn serve_http(gw: &Arc<Gateway>) -> (String, CancellationToken) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
+    let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
     let shutdown = CancellationToken::new();
     tokio::spawn(plangate_gateway::http::serve(
         gw.clone(),
         listener,
         shutdown.clone(),
     ));
-    Setup {
-        _dir: dir,
-        gw,
-        store,
-        base: format!("http://127.0.0.1:{port}"),
-        shutdown,
-        key_id: key.key.id,
-        agent_token: key.token,
-        operator_token: operator.token,
-    }
+    (base, shutdown)
 }
 
 impl Setup {
@@ -163,12 +133,8 @@ struct Browser {
 impl Drop for Browser {
     fn drop(&mut self) {
         let pgid = self.child.id();
-        // The `--` matters: procps `kill -KILL -1234` reads `-1234` as `-2`.
         if pgid > 1 {
-            let _ = Command::new("kill")
-                .args(["-s", "KILL", "--", &format!("-{pgid}")])
-                .stderr(Stdio::null())
-                .status();
+            kill_group(pgid);
         }
         let _ = self.child.wait();
     }
@@ -179,17 +145,8 @@ impl Browser {
         use std::os::unix::process::CommandExt;
         let profile = tempfile::tempdir().unwrap();
         let child = Command::new(chromium())
+            .args(HEADLESS)
             .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--disable-dev-shm-usage",
-                "--hide-scrollbars",
                 "--window-size=1200,1000",
                 "--remote-debugging-address=127.0.0.1",
                 "--remote-debugging-port=0",
@@ -214,9 +171,7 @@ impl Browser {
             }
             if Instant::now() > deadline {
                 let mut child = browser_guard.take().unwrap();
-                let _ = Command::new("kill")
-                    .args(["-s", "KILL", "--", &format!("-{}", child.id())])
-                    .status();
+                kill_group(child.id());
                 let _ = child.wait();
                 panic!("chromium wrote no DevToolsActivePort within a minute");
             }
@@ -422,13 +377,8 @@ async fn an_operator_approves_a_plan_in_the_console_and_only_then_the_agent_appl
 
     // The agent (scope plan) plans a write full of hostile strings; its
     // apply is refused: nobody outside the key has approved.
-    let planned = call(
-        &client,
-        "update_page",
-        json!({"id": 2, "title": IMG, "body": SCRIPT}),
-    )
-    .await;
-    assert_eq!(planned.is_error, Some(false), "{planned:?}");
+    let hostile = json!({"id": 2, "title": IMG, "body": SCRIPT});
+    let planned = call_ok(&client, "update_page", hostile).await;
     assert_eq!(
         planned.structured_content.as_ref().unwrap()["code"],
         "plan_step"
@@ -501,13 +451,8 @@ async fn an_operator_approves_a_plan_in_the_console_and_only_then_the_agent_appl
     // While the page stays open, the agent plans another step; the page
     // shows it without a reload (the marker set on this document survives).
     blocking(|| b.eval(&page, "window.__sameDocument = 'yes'"));
-    let menu = call(
-        &client,
-        "create_menu_item",
-        json!({"menu": "main", "label": ANCHOR, "url": JS_LINK}),
-    )
-    .await;
-    assert_eq!(menu.is_error, Some(false), "{menu:?}");
+    let menu = json!({"menu": "main", "label": ANCHOR, "url": JS_LINK});
+    call_ok(&client, "create_menu_item", menu).await;
     let plan = call(&client, "plangate_get_plan", json!({})).await;
     let digest = plan.structured_content.unwrap()["plan_digest"]
         .as_str()
@@ -606,13 +551,12 @@ async fn an_operator_approves_a_plan_in_the_console_and_only_then_the_agent_appl
     assert_eq!(approvals[0]["plan_digest"], json!(digest));
 
     // Now the agent's apply of that digest goes through.
-    let receipt = call(
+    let receipt = call_ok(
         &client,
         "plangate_apply_plan",
         json!({"plan_digest": digest}),
     )
     .await;
-    assert_eq!(receipt.is_error, Some(false), "{receipt:?}");
     let receipt = receipt.structured_content.unwrap();
     assert_eq!(receipt["applied"], 2, "{receipt}");
 
@@ -643,33 +587,39 @@ async fn login(http: &reqwest::Client, base: &str, token: &str) -> Option<(Strin
         .next()
         .unwrap()
         .to_owned();
-    let state: Value = http
-        .get(format!("{base}/console/api/state"))
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let state = get_json(http, &format!("{base}/console/api/state"), &cookie).await;
     Some((cookie, state["csrf"].as_str()?.to_owned()))
+}
+
+/// GETs `url` in the session of `cookie`.
+async fn get(http: &reqwest::Client, url: &str, cookie: &str) -> reqwest::Response {
+    http.get(url).header("cookie", cookie).send().await.unwrap()
+}
+
+/// Like [`get`]; the answer must be JSON.
+async fn get_json(http: &reqwest::Client, url: &str, cookie: &str) -> Value {
+    get(http, url, cookie).await.json().await.unwrap()
+}
+
+/// A plain HTTP client that shows redirects rather than following them.
+fn http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_never_cross_over_approve_binds_the_digest_and_revocation_is_immediate() {
     let s = setup().await;
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
+    let http = http_client();
     let client = client_of(s.gw.clone(), Some(s.agent_token.clone()), Seen::default()).await;
-    let planned = call(
+    let planned = call_ok(
         &client,
         "update_page",
         json!({"id": 2, "title": "About us"}),
     )
     .await;
-    assert_eq!(planned.is_error, Some(false), "{planned:?}");
 
     // A wrong token: 401, a clear message, no cookie, nothing else.
     let r = http
@@ -697,12 +647,7 @@ async fn tokens_never_cross_over_approve_binds_the_digest_and_revocation_is_imme
     assert_eq!(r.status(), 401);
 
     let (cookie, csrf) = login(&http, &s.base, &s.operator_token).await.unwrap();
-    let page = http
-        .get(format!("{}/console", s.base))
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .unwrap();
+    let page = get(&http, &format!("{}/console", s.base), &cookie).await;
     let h = page.headers();
     let csp = h["content-security-policy"].to_str().unwrap().to_owned();
     assert!(csp.contains("frame-ancestors 'none'") && csp.contains("form-action 'self'"));
@@ -710,29 +655,11 @@ async fn tokens_never_cross_over_approve_binds_the_digest_and_revocation_is_imme
     assert_eq!(h["x-content-type-options"], "nosniff");
     assert_eq!(h["referrer-policy"], "no-referrer");
     assert_eq!(h["cache-control"], "no-store");
-    let state: Value = http
-        .get(format!("{}/console/api/state", s.base))
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let state = get_json(&http, &format!("{}/console/api/state", s.base), &cookie).await;
     let digest = state["keys"][0]["plan_digest"].as_str().unwrap().to_owned();
     // Nothing changed since: the poll is answered without the plans.
-    let again: Value = http
-        .get(format!(
-            "{}/console/api/state?after={}",
-            s.base, state["seq"]
-        ))
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let after = format!("{}/console/api/state?after={}", s.base, state["seq"]);
+    let again = get_json(&http, &after, &cookie).await;
     assert_eq!(again["changed"], false, "{again}");
     assert!(again.get("keys").is_none());
 
@@ -756,13 +683,12 @@ async fn tokens_never_cross_over_approve_binds_the_digest_and_revocation_is_imme
 
     // The plan changes after the person looked: plan_changed, nothing
     // recorded.
-    let more = call(
+    call_ok(
         &client,
         "update_option",
         json!({"name": "tagline", "value": "hi"}),
     )
     .await;
-    assert_eq!(more.is_error, Some(false), "{more:?}");
     let r = approve(Some(&csrf), &digest).await.unwrap();
     assert_eq!(r.status(), 409);
     let err: Value = r.json().await.unwrap();
@@ -820,12 +746,7 @@ async fn tokens_never_cross_over_approve_binds_the_digest_and_revocation_is_imme
 
     // Revoked: the very next request is refused.
     s.store.revoke_operator_token("ana").await.unwrap();
-    let r = http
-        .get(format!("{}/console/api/state", s.base))
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .unwrap();
+    let r = get(&http, &format!("{}/console/api/state", s.base), &cookie).await;
     assert_eq!(r.status(), 401);
     let err: Value = r.json().await.unwrap();
     assert_eq!(err["error"], "unauthorized");
@@ -833,12 +754,7 @@ async fn tokens_never_cross_over_approve_binds_the_digest_and_revocation_is_imme
     assert_eq!(r.status(), 401);
     // A forged cookie for the same id is refused too.
     let forged = cookie.replace(&cookie[cookie.len() - 8..], "00000000");
-    let r = http
-        .get(format!("{}/console/api/state", s.base))
-        .header("cookie", &forged)
-        .send()
-        .await
-        .unwrap();
+    let r = get(&http, &format!("{}/console/api/state", s.base), &forged).await;
     assert_eq!(r.status(), 401);
     assert!(s.approvals().await.is_empty());
 
@@ -851,9 +767,7 @@ async fn a_quarantined_tool_is_shown_and_accepted_in_the_console_bound_to_its_de
     // The demo site's tools were pinned before, when update_option read
     // differently: at start it is quarantined as changed.
     let dir = tempfile::tempdir().unwrap();
-    let store = plangate_store::open_sqlite(&dir.path().join("plangate.db"))
-        .await
-        .unwrap();
+    let store = open_store(dir.path()).await;
     let key = store.create_key("agent", Scope::Write).await.unwrap();
     let operator = store.create_operator_token("ana").await.unwrap();
     // The real listing, learnt through a first gateway on a scratch store,
@@ -862,13 +776,7 @@ async fn a_quarantined_tool_is_shown_and_accepted_in_the_console_bound_to_its_de
         .await
         .unwrap();
     let (first, _) = in_process("site", demo(dir.path().join("site.json")));
-    let learn = Gateway::start(
-        config(&["site"], Namespace::Auto),
-        scratch,
-        material(),
-        BTreeMap::from([("site".into(), first)]),
-    )
-    .await;
+    let learn = start_on(scratch, vec![("site", first)]).await;
     let mut listing: Vec<plangate_core::PinnedDefinition> = learn.pins().tools["site"]
         .values()
         .map(|p| p.accepted.clone().unwrap())
@@ -904,21 +812,8 @@ async fn a_quarantined_tool_is_shown_and_accepted_in_the_console_bound_to_its_de
         .await
         .unwrap();
     let (site, _) = in_process("site", demo(dir.path().join("site.json")));
-    let gw = Gateway::start(
-        config(&["site"], Namespace::Auto),
-        store.clone(),
-        material(),
-        BTreeMap::from([("site".into(), site)]),
-    )
-    .await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
-    let shutdown = CancellationToken::new();
-    tokio::spawn(plangate_gateway::http::serve(
-        gw.clone(),
-        listener,
-        shutdown.clone(),
-    ));
+    let gw = start_on(store.clone(), vec![("site", site)]).await;
+    let (base, shutdown) = serve_http(&gw).await;
     let client = client_of(gw.clone(), Some(key.token.clone()), Seen::default()).await;
     let refused = call(
         &client,
@@ -931,20 +826,9 @@ async fn a_quarantined_tool_is_shown_and_accepted_in_the_console_bound_to_its_de
         "tool_quarantined"
     );
 
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
+    let http = http_client();
     let (cookie, csrf) = login(&http, &base, &operator.token).await.unwrap();
-    let state: Value = http
-        .get(format!("{base}/console/api/state"))
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let state = get_json(&http, &format!("{base}/console/api/state"), &cookie).await;
     let tools = state["tools"].as_array().unwrap();
     assert_eq!(tools.len(), 1, "{state}");
     let held = &tools[0];
@@ -984,13 +868,12 @@ async fn a_quarantined_tool_is_shown_and_accepted_in_the_console_bound_to_its_de
         .await
         .unwrap();
     assert_eq!(ok.status(), 200, "{}", ok.text().await.unwrap());
-    let ran = call(
+    call_ok(
         &client,
         "update_option",
         json!({"name": "tagline", "value": "x"}),
     )
     .await;
-    assert_eq!(ran.is_error, Some(false), "{ran:?}");
     let accepted = store
         .export_events(Some(plangate_core::TOOLS_LOG), None)
         .await

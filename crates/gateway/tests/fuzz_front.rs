@@ -8,12 +8,8 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-
 use common::*;
-use plangate_config::Namespace;
 use plangate_core::Scope;
-use plangate_gateway::Gateway;
 use proptest::prelude::*;
 use rmcp::ServiceExt;
 use serde_json::{Value, json};
@@ -107,18 +103,8 @@ proptest! {
     fn random_messages_never_stop_the_front(batch in prop::collection::vec(line(), 1..24)) {
         let rt = tokio::runtime::Runtime::new().unwrap();
         rt.block_on(async move {
-            let dir = tempfile::tempdir().unwrap();
-            let (store, token) = store_with_key(dir.path(), Scope::Plan).await;
-            let recorder = Recorder::default();
-            let calls = recorder.calls.clone();
-            let (connector, _) = in_process("rec", move || recorder.clone());
-            let gw = Gateway::start(
-                config(&["rec"], Namespace::Auto),
-                store,
-                material(),
-                BTreeMap::from([("rec".into(), connector)]),
-            )
-            .await;
+            let r = rig_on(Scope::Plan, "rec", Recorder::default(), |_| {}).await;
+            let (gw, token, calls) = (r.gw.clone(), r.token.clone(), &r.upstream.calls);
             let (client_io, server_io) = tokio::io::duplex(1 << 20);
             let (server_read, server_write) = tokio::io::split(server_io);
             let limit = gw.config().gateway.max_request_bytes;
@@ -153,7 +139,7 @@ proptest! {
             .await;
             assert_eq!(answered, Ok(true), "the front stopped answering after {batch:?}");
             // A plan key never runs a write: the recorder's writes got nothing.
-            assert!(calls_of(&calls, "record").is_empty(), "a plan key's write ran: {batch:?}");
+            assert!(calls_of(calls, "record").is_empty(), "a plan key's write ran: {batch:?}");
             gw.shutdown().await;
         });
     }

@@ -4,18 +4,19 @@
 //! `Gateway::build` connector, and an MCP client talking to the gateway.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::{all_names, call, client_of, material, open_store};
 use plangate_core::Scope;
-use plangate_gateway::{Gateway, GatewayHandler};
+use plangate_gateway::Gateway;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair, KeyUsagePurpose};
-use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::RunningService;
-use rmcp::{RoleClient, ServiceExt};
+use rmcp::model::CallToolResult;
 use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
@@ -144,40 +145,9 @@ fn load(dir: &Path, text: &str) -> plangate_config::Config {
 }
 
 async fn gateway(dir: &Path, config: plangate_config::Config) -> (Arc<Gateway>, String) {
-    let store = plangate_store::open_sqlite(&dir.join("plangate.db"))
-        .await
-        .unwrap();
+    let store = open_store(dir).await;
     let key = store.create_key("agent", Scope::Write).await.unwrap();
-    let material = plangate_store::KeyMaterial::new([7; 32], [9; 32]);
-    (Gateway::build(config, store, material).await, key.token)
-}
-
-async fn client_of(gw: Arc<Gateway>, token: String) -> RunningService<RoleClient, ()> {
-    let (client_io, server_io) = tokio::io::duplex(64 * 1024);
-    tokio::spawn(async move {
-        if let Ok(running) = GatewayHandler::stdio(gw, Some(token))
-            .serve(server_io)
-            .await
-        {
-            let _ = running.waiting().await;
-        }
-    });
-    ().serve(client_io).await.unwrap()
-}
-
-async fn tool_names(client: &RunningService<RoleClient, ()>) -> Vec<String> {
-    let tools = client.peer().list_all_tools().await.unwrap();
-    tools.into_iter().map(|t| t.name.to_string()).collect()
-}
-
-async fn call(
-    client: &RunningService<RoleClient, ()>,
-    tool: &str,
-    args: serde_json::Value,
-) -> CallToolResult {
-    let mut p = CallToolRequestParams::new(tool.to_owned());
-    p.arguments = args.as_object().cloned();
-    client.peer().call_tool(p).await.unwrap()
+    (Gateway::build(config, store, material()).await, key.token)
 }
 
 fn text_of(result: &CallToolResult) -> String {
@@ -201,8 +171,8 @@ async fn an_https_upstream_with_its_ca_file_lists_and_calls_tools() {
     assert!(gw.down_upstreams().is_empty(), "{:?}", gw.down_upstreams());
     assert_eq!(gw.up_upstreams(), ["site"]);
 
-    let client = client_of(gw.clone(), token).await;
-    let names = tool_names(&client).await;
+    let client = client_of(gw.clone(), Some(token), ()).await;
+    let names = all_names(&client).await;
     for tool in ["list_pages", "get_page", "update_page"] {
         assert!(names.iter().any(|n| n == tool), "{tool} missing: {names:?}");
     }
@@ -257,8 +227,8 @@ async fn an_https_upstream_signed_by_an_unknown_ca_is_down_with_a_certificate_er
     assert!(refused >= 1, "the server never saw the refused handshake");
 
     // The gateway keeps serving: its own tools are there, the site's not.
-    let client = client_of(gw.clone(), token).await;
-    let names = tool_names(&client).await;
+    let client = client_of(gw.clone(), Some(token), ()).await;
+    let names = all_names(&client).await;
     assert!(
         names.iter().any(|n| n.starts_with("plangate_")),
         "{names:?}"
@@ -298,20 +268,18 @@ async fn a_missing_or_unusable_ca_file_names_the_upstream_and_the_file() {
         "{}",
         reason("missing")
     );
-    let text = reason("text");
-    assert!(
-        text.contains("upstream text")
-            && text.contains(&dir.path().join("notes.txt").display().to_string())
-            && text.contains("holds no PEM certificate"),
-        "{text}"
-    );
-    let broken = reason("broken");
-    assert!(
-        broken.contains("upstream broken")
-            && broken.contains(&dir.path().join("broken.pem").display().to_string())
-            && broken.contains("not usable as a CA certificate"),
-        "{broken}"
-    );
+    for (name, file, says) in [
+        ("text", "notes.txt", "holds no PEM certificate"),
+        ("broken", "broken.pem", "not usable as a CA certificate"),
+    ] {
+        let why = reason(name);
+        assert!(
+            why.contains(&format!("upstream {name}"))
+                && why.contains(&dir.path().join(file).display().to_string())
+                && why.contains(says),
+            "{why}"
+        );
+    }
     assert_eq!(
         site.refused.load(std::sync::atomic::Ordering::SeqCst),
         0,

@@ -4,14 +4,11 @@
 //! from an upstream during a call).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use plangate_config::Namespace;
 use plangate_core::Scope;
-use plangate_gateway::Gateway;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ElicitRequestParams, ListToolsResult,
     PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
@@ -54,8 +51,8 @@ impl ServerHandler for Lively {
         _: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let schema = json!({"type": "object"}).as_object().cloned().unwrap();
         let read = ToolAnnotations::default().read_only(true);
+        let open = schema(json!({"type": "object"}));
         let mut names = vec![
             "plangate_get_plan",
             "has space",
@@ -72,7 +69,7 @@ impl ServerHandler for Lively {
         Ok(ListToolsResult::with_all_items(
             names
                 .into_iter()
-                .map(|n| Tool::new(n, "t", schema.clone()).with_annotations(read.clone()))
+                .map(|n| Tool::new(n, "t", open.clone()).with_annotations(read.clone()))
                 .collect(),
         ))
     }
@@ -122,21 +119,23 @@ impl ServerHandler for Lively {
     }
 }
 
+/// A gateway on one `Lively` upstream, "odd", and a write key.
+async fn odd() -> Rig<Lively> {
+    rig_on(Scope::Write, "odd", Lively::default(), |_| {}).await
+}
+
+/// The state a demo site keeps in `path`, as JSON.
+fn read_state(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
 // === tests ===
 
 #[tokio::test]
 async fn awkward_upstream_names_are_exposed_validly_and_route_back_to_the_original() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, token) = store_with_key(dir.path(), Scope::Write).await;
-    let (odd, _) = in_process("odd", Lively::default);
-    let gw = Gateway::start(
-        config(&["odd"], Namespace::Auto),
-        store,
-        material(),
-        BTreeMap::from([("odd".into(), odd)]),
-    )
-    .await;
-    let client = client_of(gw.clone(), Some(token), Seen::default()).await;
+    let r = odd().await;
+    let gw = &r.gw;
+    let client = r.client(Seen::default()).await;
     let names = names(&client).await;
     // One upstream: unprefixed, except where a name is invalid; a name that
     // reads like plangate's own tools is not offered at all.
@@ -185,19 +184,12 @@ async fn awkward_upstream_names_are_exposed_validly_and_route_back_to_the_origin
 
 #[tokio::test]
 async fn two_in_process_demo_sites_are_namespaced_and_routed() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, token) = store_with_key(dir.path(), Scope::Write).await;
+    let (dir, store, token) = temp_store(Scope::Write).await;
     let site_state = dir.path().join("site.json");
     let blog_state = dir.path().join("blog.json");
     let (site, _) = in_process("site", demo(site_state.clone()));
     let (blog, _) = in_process("blog", demo(blog_state.clone()));
-    let gw = Gateway::start(
-        config(&["site", "blog"], Namespace::Auto),
-        store,
-        material(),
-        BTreeMap::from([("site".into(), site), ("blog".into(), blog)]),
-    )
-    .await;
+    let gw = start_on(store, vec![("site", site), ("blog", blog)]).await;
     let catalog = gw.catalog();
     assert!(catalog.namespaced);
     let update = catalog.tool("blog__update_option").unwrap();
@@ -216,40 +208,23 @@ async fn two_in_process_demo_sites_are_namespaced_and_routed() {
     );
 
     let client = client_of(gw, Some(token), Seen::default()).await;
-    let r = call(
-        &client,
-        "blog__update_option",
-        json!({"name": "tagline", "value": "In process"}),
-    )
-    .await;
-    assert_eq!(r.is_error, Some(false), "{r:?}");
-    let blog: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&blog_state).unwrap()).unwrap();
+    let tagline = json!({"name": "tagline", "value": "In process"});
+    call_ok(&client, "blog__update_option", tagline).await;
+    let blog = read_state(&blog_state);
     assert_eq!(blog["options"]["tagline"]["value"], "In process");
-    let site: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&site_state).unwrap()).unwrap();
+    let site = read_state(&site_state);
     assert_ne!(site["options"]["tagline"]["value"], "In process");
     client.cancel().await.unwrap();
 }
 
 #[tokio::test]
 async fn a_read_key_reads_but_its_writes_never_reach_the_upstream() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, token) = store_with_key(dir.path(), Scope::Read).await;
+    let (dir, store, token) = temp_store(Scope::Read).await;
     let state = dir.path().join("site.json");
     let (site, _) = in_process("site", demo(state.clone()));
-    let gw = Gateway::start(
-        config(&["site"], Namespace::Auto),
-        store,
-        material(),
-        BTreeMap::from([("site".into(), site)]),
-    )
-    .await;
+    let gw = start_on(store, vec![("site", site)]).await;
     let client = client_of(gw, Some(token), Seen::default()).await;
-    assert_eq!(
-        call(&client, "get_page", json!({"id": 1})).await.is_error,
-        Some(false)
-    );
+    call_ok(&client, "get_page", json!({"id": 1})).await;
     let before = std::fs::read(&state).unwrap();
     for (tool, args) in [
         ("update_page", json!({"id": 2, "title": "x"})),
@@ -266,42 +241,23 @@ async fn a_read_key_reads_but_its_writes_never_reach_the_upstream() {
 
 #[tokio::test]
 async fn a_down_upstream_fails_fast_while_the_others_serve() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, token) = store_with_key(dir.path(), Scope::Write).await;
+    let (dir, store, token) = temp_store(Scope::Write).await;
     let (site, _) = in_process("site", demo(dir.path().join("site.json")));
-    let gw = Gateway::start(
-        config(&["site", "blog"], Namespace::Auto),
-        store,
-        material(),
-        BTreeMap::from([("site".into(), site), ("blog".into(), failing("blog"))]),
-    )
-    .await;
+    let gw = start_on(store, vec![("site", site), ("blog", failing("blog"))]).await;
     assert!(gw.down_upstreams().contains_key("blog"));
     let client = client_of(gw, Some(token), Seen::default()).await;
     let names = names(&client).await;
     assert!(names.iter().all(|n| n.starts_with("site__")), "{names:?}");
-    assert_eq!(
-        call(&client, "site__get_page", json!({"id": 1}))
-            .await
-            .is_error,
-        Some(false)
-    );
+    call_ok(&client, "site__get_page", json!({"id": 1})).await;
     client.cancel().await.unwrap();
 }
 
 #[tokio::test]
 async fn a_crashed_upstream_comes_back_and_its_tools_reappear() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, token) = store_with_key(dir.path(), Scope::Write).await;
+    let (dir, store, token) = temp_store(Scope::Write).await;
     let (site, sessions) = in_process("site", demo(dir.path().join("site.json")));
     let (other, _) = in_process("other", Lively::default);
-    let gw = Gateway::start(
-        config(&["site", "other"], Namespace::Auto),
-        store,
-        material(),
-        BTreeMap::from([("site".into(), site), ("other".into(), other)]),
-    )
-    .await;
+    let gw = start_on(store, vec![("site", site), ("other", other)]).await;
     let seen = Seen::default();
     let client = client_of(gw.clone(), Some(token), seen.clone()).await;
     assert!(names(&client).await.contains(&"site__get_page".to_owned()));
@@ -314,10 +270,7 @@ async fn a_crashed_upstream_comes_back_and_its_tools_reappear() {
     .await;
     // Meanwhile the other upstream serves, and calls to the site fail fast
     // (or succeed, once it is back) — never hang.
-    assert_eq!(
-        call(&client, "other__plain", json!({})).await.is_error,
-        Some(false)
-    );
+    call_ok(&client, "other__plain", json!({})).await;
     let r = call(&client, "site__get_page", json!({"id": 1})).await;
     if r.is_error == Some(true) {
         assert_eq!(
@@ -335,32 +288,17 @@ async fn a_crashed_upstream_comes_back_and_its_tools_reappear() {
     })
     .await;
     assert!(names(&client).await.contains(&"site__get_page".to_owned()));
-    assert_eq!(
-        call(&client, "site__get_page", json!({"id": 1}))
-            .await
-            .is_error,
-        Some(false)
-    );
+    call_ok(&client, "site__get_page", json!({"id": 1})).await;
     client.cancel().await.unwrap();
     gw.shutdown().await;
 }
 
 #[tokio::test]
 async fn an_upstream_list_change_refreshes_the_catalog_and_a_new_tool_waits_for_an_operator() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, token) = store_with_key(dir.path(), Scope::Write).await;
-    let lively = Lively::default();
-    let shared = lively.clone();
-    let (odd, _) = in_process("odd", move || shared.clone());
-    let gw = Gateway::start(
-        config(&["odd"], Namespace::Auto),
-        store.clone(),
-        material(),
-        BTreeMap::from([("odd".into(), odd)]),
-    )
-    .await;
+    let r = odd().await;
+    let gw = &r.gw;
     let seen = Seen::default();
-    let client = client_of(gw.clone(), Some(token), seen.clone()).await;
+    let client = r.client(seen.clone()).await;
     assert!(!names(&client).await.contains(&"grown".to_owned()));
     call(&client, "grow", json!({})).await;
     eventually("list_changed", || {
@@ -389,8 +327,10 @@ async fn an_upstream_list_change_refreshes_the_catalog_and_a_new_tool_waits_for_
     // An operator accepts it from another process sharing the store: the
     // gateway follows the log, offers it and tells the client.
     let before = seen.list_changed.load(Ordering::SeqCst);
-    let operator_log =
-        plangate_gateway::key_log::KeyLog::<plangate_core::ToolPins>::with_capacity(store, 1);
+    let operator_log = plangate_gateway::key_log::KeyLog::<plangate_core::ToolPins>::with_capacity(
+        r.store.clone(),
+        1,
+    );
     plangate_gateway::tool_pins::decide(
         &operator_log,
         gw.config(),
@@ -418,18 +358,9 @@ async fn an_upstream_list_change_refreshes_the_catalog_and_a_new_tool_waits_for_
 
 #[tokio::test]
 async fn progress_reaches_the_caller_under_its_own_token() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, token) = store_with_key(dir.path(), Scope::Write).await;
-    let (odd, _) = in_process("odd", Lively::default);
-    let gw = Gateway::start(
-        config(&["odd"], Namespace::Auto),
-        store,
-        material(),
-        BTreeMap::from([("odd".into(), odd)]),
-    )
-    .await;
+    let r = odd().await;
     let seen = Seen::default();
-    let client = client_of(gw, Some(token), seen.clone()).await;
+    let client = r.client(seen.clone()).await;
     let handle = client
         .peer()
         .send_request_with_option(
@@ -460,19 +391,8 @@ async fn progress_reaches_the_caller_under_its_own_token() {
 
 #[tokio::test]
 async fn cancelling_a_call_cancels_it_at_the_upstream() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, token) = store_with_key(dir.path(), Scope::Write).await;
-    let lively = Lively::default();
-    let shared = lively.clone();
-    let (odd, _) = in_process("odd", move || shared.clone());
-    let gw = Gateway::start(
-        config(&["odd"], Namespace::Auto),
-        store,
-        material(),
-        BTreeMap::from([("odd".into(), odd)]),
-    )
-    .await;
-    let client = client_of(gw, Some(token), Seen::default()).await;
+    let r = odd().await;
+    let client = r.client(Seen::default()).await;
     // Dropping the call future makes rmcp send notifications/cancelled.
     let _ = tokio::time::timeout(
         Duration::from_millis(200),
@@ -480,7 +400,7 @@ async fn cancelling_a_call_cancels_it_at_the_upstream() {
     )
     .await;
     eventually("the upstream to see the cancellation", || {
-        lively.cancelled.load(Ordering::SeqCst)
+        r.upstream.cancelled.load(Ordering::SeqCst)
     })
     .await;
     client.cancel().await.unwrap();
@@ -488,25 +408,12 @@ async fn cancelling_a_call_cancels_it_at_the_upstream() {
 
 #[tokio::test]
 async fn an_upstream_elicitation_during_a_call_reaches_the_calling_client() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, token) = store_with_key(dir.path(), Scope::Write).await;
-    let (odd, _) = in_process("odd", Lively::default);
-    let gw = Gateway::start(
-        config(&["odd"], Namespace::Auto),
-        store,
-        material(),
-        BTreeMap::from([("odd".into(), odd)]),
-    )
-    .await;
-
-    let seen = Seen {
-        elicit: true,
-        ..Seen::default()
-    };
+    let r = odd().await;
+    let seen = Seen::eliciting();
     let questions = seen.questions.clone();
-    let asker = client_of(gw.clone(), Some(token.clone()), seen).await;
-    let r = call(&asker, "ask", json!({})).await;
-    let answer = &r.structured_content.unwrap()["answer"];
+    let asker = r.client(seen).await;
+    let asked = call(&asker, "ask", json!({})).await;
+    let answer = &asked.structured_content.unwrap()["answer"];
     assert_eq!(answer["action"], "accept", "{answer}");
     assert_eq!(answer["content"]["colour"], "teal");
     // The person sees whose question it is: the upstream's, not plangate's.
@@ -518,29 +425,23 @@ async fn an_upstream_elicitation_during_a_call_reaches_the_calling_client() {
     );
 
     // A client that cannot answer gets the question declined, not a hang.
-    let mute = client_of(gw, Some(token), Seen::default()).await;
-    let r = call(&mute, "ask", json!({})).await;
-    assert_eq!(r.structured_content.unwrap()["answer"]["action"], "decline");
+    let mute = r.client(Seen::default()).await;
+    let declined = call(&mute, "ask", json!({})).await;
+    assert_eq!(
+        declined.structured_content.unwrap()["answer"]["action"],
+        "decline"
+    );
     asker.cancel().await.unwrap();
     mute.cancel().await.unwrap();
 }
 
 #[tokio::test]
 async fn a_mode_set_through_one_replica_reaches_the_clients_of_another() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, token) = store_with_key(dir.path(), Scope::Write).await;
+    let (dir, store, token) = temp_store(Scope::Write).await;
     let mut replicas = Vec::new();
     for _ in 0..2 {
         let (site, _) = in_process("site", demo(dir.path().join("site.json")));
-        replicas.push(
-            Gateway::start(
-                config(&["site"], Namespace::Auto),
-                store.clone(),
-                material(),
-                BTreeMap::from([("site".into(), site)]),
-            )
-            .await,
-        );
+        replicas.push(start_on(store.clone(), vec![("site", site)]).await);
     }
     let seen = Seen::default();
     let on_b = client_of(replicas[1].clone(), Some(token.clone()), seen.clone()).await;
@@ -566,25 +467,14 @@ async fn a_mode_set_through_one_replica_reaches_the_clients_of_another() {
 
 #[tokio::test]
 async fn a_key_revoked_by_another_process_stops_at_its_next_request_though_it_was_cached() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, token) = store_with_key(dir.path(), Scope::Write).await;
-    let (odd, _) = in_process("odd", Lively::default);
-    let gw = Gateway::start(
-        config(&["odd"], Namespace::Auto),
-        store,
-        material(),
-        BTreeMap::from([("odd".into(), odd)]),
-    )
-    .await;
-    let client = client_of(gw, Some(token), Seen::default()).await;
+    let r = odd().await;
+    let client = r.client(Seen::default()).await;
     for _ in 0..3 {
-        let r = call(&client, "plain", json!({})).await;
-        assert_eq!(r.is_error, Some(false));
+        let plain = call(&client, "plain", json!({})).await;
+        assert_eq!(plain.is_error, Some(false));
     }
     // Another process (a second handle on the same file) revokes the key.
-    let cli = plangate_store::open_sqlite(&dir.path().join("plangate.db"))
-        .await
-        .unwrap();
+    let cli = open_store(r.dir.path()).await;
     cli.revoke_key("agent").await.unwrap();
     let mut p = CallToolRequestParams::new("plain");
     p.arguments = Some(serde_json::Map::new());

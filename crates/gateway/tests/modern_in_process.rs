@@ -5,151 +5,83 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use plangate_config::Namespace;
-use plangate_core::{Effect, ModeSpec, OverAccess, Scope};
-use plangate_gateway::Gateway;
+use plangate_core::Scope;
 use rmcp::RoleClient;
-use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult};
+use rmcp::model::CallToolResult;
 use rmcp::service::RunningService;
 use serde_json::{Value, json};
 
-struct Rig {
-    gw: Arc<Gateway>,
-    token: String,
-    calls: Calls,
-    _dir: tempfile::TempDir,
+/// The gateway tool whose call asks the person to review the plan.
+const EXIT: &str = "plangate_exit_plan_mode";
+
+/// A gateway on the recording upstream, with an ask mode and questions
+/// that lapse after `review_timeout`, and a write key.
+async fn rig(review_timeout: Duration) -> Rig<Recorder> {
+    rig_on(Scope::Write, "rec", Recorder::default(), |c| {
+        reviewing(c, review_timeout);
+    })
+    .await
 }
 
-async fn rig(review_timeout: Duration) -> Rig {
-    let dir = tempfile::tempdir().unwrap();
-    let store = plangate_store::open_sqlite(&dir.path().join("plangate.db"))
-        .await
-        .unwrap();
-    let key = store.create_key("agent", Scope::Write).await.unwrap();
-    let recorder = Recorder::default();
-    let calls = recorder.calls.clone();
-    let (connector, _) = in_process("rec", move || recorder.clone());
-    let mut config = config(&["rec"], Namespace::Auto);
-    config.gateway.review_timeout = review_timeout;
-    config.modes = plangate_core::Modes::new(vec![ModeSpec {
-        name: "careful".into(),
-        instructions: None,
-        access: Effect::Read,
-        over_access: OverAccess::Ask,
-    }]);
-    let gw = Gateway::start(
-        config,
-        store,
-        material(),
-        BTreeMap::from([("rec".into(), connector)]),
-    )
-    .await;
-    Rig {
-        gw,
-        token: key.token,
-        calls,
-        _dir: dir,
-    }
-}
-
-/// A client that speaks 2026-07-28 (discovery, no initialize).
-async fn modern_client(
-    gw: Arc<Gateway>,
-    token: &str,
-    seen: Seen,
-) -> RunningService<RoleClient, Seen> {
-    modern_client_of(gw, token, seen).await
-}
-
-fn params(tool: &str, args: Value) -> CallToolRequestParams {
-    let mut p = CallToolRequestParams::new(tool.to_owned());
-    p.arguments = args.as_object().cloned();
-    p
-}
-
-fn body(r: &CallToolResult) -> Value {
-    r.structured_content.clone().unwrap_or(Value::Null)
-}
-
+/// Begins plan mode and plans two notes, every call answered at once.
 async fn plan_two(client: &RunningService<RoleClient, Seen>) {
-    for (tool, args) in [
-        ("plangate_begin_session", json!({"mode": "plan"})),
-        ("record", json!({"note": "one"})),
-        ("record", json!({"note": "two"})),
-    ] {
-        let r = client.peer().call_tool(params(tool, args)).await.unwrap();
-        assert_eq!(r.is_error, Some(false), "{r:?}");
-    }
+    call_ok(client, "plangate_begin_session", json!({"mode": "plan"})).await;
+    call_ok(client, "record", json!({"note": "one"})).await;
+    call_ok(client, "record", json!({"note": "two"})).await;
 }
 
-/// The first round: the question and the signed state, not yet answered.
-async fn first_round(
-    client: &RunningService<RoleClient, Seen>,
-    tool: &str,
-    args: Value,
-) -> (BTreeMap<String, Value>, String) {
-    match client
-        .peer()
-        .call_tool_once(params(tool, args))
-        .await
-        .unwrap()
-    {
-        CallToolResponse::InputRequired(ir) => {
-            let requests = serde_json::to_value(ir.input_requests.unwrap()).unwrap();
-            let question = requests["review"]["params"]["message"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            assert!(question.contains("sha256:"), "{question}");
-            (BTreeMap::new(), ir.request_state.unwrap())
-        }
-        other => panic!("expected input_required, got {other:?}"),
-    }
+/// A client that can be asked (the test answers for it), with two notes
+/// planned and leaving plan mode with `{"plan": "x"}` asked about: the
+/// client, those arguments and the review's signed state.
+async fn asked_to_exit(r: &Rig<Recorder>) -> (RunningService<RoleClient, Seen>, Value, String) {
+    let client = r.modern_client(Seen::eliciting()).await;
+    plan_two(&client).await;
+    let args = json!({"plan": "x"});
+    let state = ask_review(&client, EXIT, args.clone()).await;
+    (client, args, state)
 }
 
-/// Retries with an answer and a state; returns the final result.
-async fn retry(
-    client: &RunningService<RoleClient, Seen>,
-    tool: &str,
-    args: Value,
-    state: &str,
-    answer: Value,
-) -> CallToolResult {
-    let mut p = params(tool, args);
-    p.request_state = Some(state.to_owned());
-    p.input_responses = Some(BTreeMap::from([("review".to_owned(), answer)]));
-    match client.peer().call_tool_once(p).await.unwrap() {
-        CallToolResponse::Complete(r) => r,
-        other => panic!("expected a final result, got {other:?}"),
-    }
+/// The first round of a review: its question names the plan's digest; the
+/// signed state.
+async fn ask_review(client: &RunningService<RoleClient, Seen>, tool: &str, args: Value) -> String {
+    let (requests, state) = first_round(client, tool, args).await;
+    let question = requests["review"]["params"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(question.contains("sha256:"), "{question}");
+    state
 }
 
 fn approve() -> Value {
     json!({"action": "accept", "content": {"decision": "approve"}})
 }
 
+/// Retries leaving plan mode with `args`, `state` and the person's yes.
+async fn approve_exit(
+    client: &RunningService<RoleClient, Seen>,
+    args: Value,
+    state: &str,
+) -> CallToolResult {
+    retry(client, EXIT, args, state, "review", approve()).await
+}
+
 #[tokio::test]
 async fn the_input_required_path_applies_on_a_yes_driven_by_the_sdk() {
     let r = rig(Duration::from_secs(30)).await;
     let seen = Seen::answering("accept", json!({"decision": "approve"}));
-    let client = modern_client(r.gw.clone(), &r.token, seen.clone()).await;
+    let client = r.modern_client(seen.clone()).await;
     plan_two(&client).await;
     // rmcp's client drives the input_required round through the handler.
-    let receipt = client
-        .call_tool(params(
-            "plangate_exit_plan_mode",
-            json!({"plan": "two notes"}),
-        ))
-        .await
-        .unwrap();
+    let plan = json!({"plan": "two notes"});
+    let receipt = client.call_tool(params(EXIT, plan)).await.unwrap();
     assert_eq!(body(&receipt)["applied"], 2, "{receipt:?}");
     assert_eq!(body(&receipt)["mode"], "default");
-    assert_eq!(calls_of(&r.calls, "record").len(), 2);
+    assert_eq!(r.calls_of("record").len(), 2);
     assert!(seen.questions.lock().unwrap()[0].contains("two notes"));
     client.cancel().await.unwrap();
 }
@@ -157,183 +89,67 @@ async fn the_input_required_path_applies_on_a_yes_driven_by_the_sdk() {
 #[tokio::test]
 async fn keep_planning_over_input_required_writes_nothing() {
     let r = rig(Duration::from_secs(30)).await;
-    let client = modern_client(
-        r.gw.clone(),
-        &r.token,
-        Seen {
-            elicit: true,
-            ..Seen::default()
-        },
-    )
-    .await;
-    plan_two(&client).await;
-    let (_, state) = first_round(&client, "plangate_exit_plan_mode", json!({"plan": "x"})).await;
+    let (client, plan, state) = asked_to_exit(&r).await;
     let answer = json!({"action": "accept", "content": {"decision": "keep_planning", "feedback": "Wait for Monday."}});
-    let r2 = retry(
-        &client,
-        "plangate_exit_plan_mode",
-        json!({"plan": "x"}),
-        &state,
-        answer,
-    )
-    .await;
+    let r2 = retry(&client, EXIT, plan, &state, "review", answer).await;
     assert_eq!(body(&r2)["code"], "review_declined");
     assert_eq!(body(&r2)["feedback"], "Wait for Monday.");
-    assert!(calls_of(&r.calls, "record").is_empty());
+    assert!(r.calls_of("record").is_empty());
     client.cancel().await.unwrap();
 }
 
 #[tokio::test]
 async fn tampered_forged_replayed_expired_and_altered_retries_write_nothing() {
     let r = rig(Duration::from_secs(2)).await;
-    let client = modern_client(
-        r.gw.clone(),
-        &r.token,
-        Seen {
-            elicit: true,
-            ..Seen::default()
-        },
-    )
-    .await;
-    plan_two(&client).await;
-    let args = json!({"plan": "x"});
+    let (client, args, state) = asked_to_exit(&r).await;
 
     // Tampered: one character of the state changed.
-    let (_, state) = first_round(&client, "plangate_exit_plan_mode", args.clone()).await;
-    let mut bytes = state.clone().into_bytes();
-    let i = bytes.len() / 2;
-    bytes[i] = if bytes[i] == b'A' { b'B' } else { b'A' };
-    let tampered = String::from_utf8(bytes).unwrap();
-    let t = retry(
-        &client,
-        "plangate_exit_plan_mode",
-        args.clone(),
-        &tampered,
-        approve(),
-    )
-    .await;
+    let t = approve_exit(&client, args.clone(), &tampered(&state)).await;
     assert_eq!(body(&t)["code"], "review_declined", "{t:?}");
 
     // Forged: a state signed with another key.
-    let forged = rmcp::model::RequestStateCodec::try_new(vec![3u8; 32])
-        .unwrap()
-        .seal(b"{}");
-    let f = retry(
-        &client,
-        "plangate_exit_plan_mode",
-        args.clone(),
-        &forged,
-        approve(),
-    )
-    .await;
+    let f = approve_exit(&client, args.clone(), &forged()).await;
     assert_eq!(body(&f)["code"], "review_declined");
 
     // Altered: the retry's arguments are not the ones asked about.
-    let a = retry(
-        &client,
-        "plangate_exit_plan_mode",
-        json!({"plan": "something else"}),
-        &state,
-        approve(),
-    )
-    .await;
+    let a = approve_exit(&client, json!({"plan": "something else"}), &state).await;
     assert_eq!(body(&a)["code"], "review_declined");
-    assert!(
-        body(&a)["message"]
-            .as_str()
-            .unwrap()
-            .contains("arguments differ")
-    );
-    assert!(
-        calls_of(&r.calls, "record").is_empty(),
-        "nothing written so far"
-    );
+    assert!(message(&a).contains("arguments differ"));
+    assert!(r.calls_of("record").is_empty(), "nothing written so far");
 
     // The genuine retry works once…
-    let ok = retry(
-        &client,
-        "plangate_exit_plan_mode",
-        args.clone(),
-        &state,
-        approve(),
-    )
-    .await;
+    let ok = approve_exit(&client, args.clone(), &state).await;
     assert_eq!(body(&ok)["applied"], 2, "{ok:?}");
     // …and replaying it is refused.
     call_again_in_plan_mode(&client).await;
-    let replay = retry(
-        &client,
-        "plangate_exit_plan_mode",
-        args.clone(),
-        &state,
-        approve(),
-    )
-    .await;
+    let replay = approve_exit(&client, args.clone(), &state).await;
     assert_eq!(body(&replay)["code"], "review_declined");
-    assert!(
-        body(&replay)["message"]
-            .as_str()
-            .unwrap()
-            .contains("already answered")
-    );
-    assert_eq!(
-        calls_of(&r.calls, "record").len(),
-        2,
-        "the replay wrote nothing"
-    );
+    assert!(message(&replay).contains("already answered"));
+    assert_eq!(r.calls_of("record").len(), 2, "the replay wrote nothing");
 
     // Expired: the question lapses after review_timeout (2 s here).
-    let (_, late) = first_round(&client, "plangate_exit_plan_mode", args.clone()).await;
+    let late = ask_review(&client, EXIT, args.clone()).await;
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    let e = retry(&client, "plangate_exit_plan_mode", args, &late, approve()).await;
+    let e = approve_exit(&client, args, &late).await;
     assert_eq!(body(&e)["code"], "review_declined");
-    assert!(body(&e)["message"].as_str().unwrap().contains("expired"));
-    assert_eq!(calls_of(&r.calls, "record").len(), 2);
+    assert!(message(&e).contains("expired"));
+    assert_eq!(r.calls_of("record").len(), 2);
     client.cancel().await.unwrap();
 }
 
 async fn call_again_in_plan_mode(client: &RunningService<RoleClient, Seen>) {
-    client
-        .peer()
-        .call_tool(params("plangate_begin_session", json!({"mode": "plan"})))
-        .await
-        .unwrap();
-    client
-        .peer()
-        .call_tool(params("record", json!({"note": "three"})))
-        .await
-        .unwrap();
+    call(client, "plangate_begin_session", json!({"mode": "plan"})).await;
+    call(client, "record", json!({"note": "three"})).await;
 }
 
 #[tokio::test]
 async fn a_plan_changed_since_the_question_makes_the_yes_write_nothing() {
     let r = rig(Duration::from_secs(30)).await;
-    let client = modern_client(
-        r.gw.clone(),
-        &r.token,
-        Seen {
-            elicit: true,
-            ..Seen::default()
-        },
-    )
-    .await;
-    plan_two(&client).await;
-    let (_, state) = first_round(&client, "plangate_exit_plan_mode", json!({"plan": "x"})).await;
-    client
-        .peer()
-        .call_tool(params("record", json!({"note": "added meanwhile"})))
-        .await
-        .unwrap();
-    let answer = retry(
-        &client,
-        "plangate_exit_plan_mode",
-        json!({"plan": "x"}),
-        &state,
-        approve(),
-    )
-    .await;
+    let (client, plan, state) = asked_to_exit(&r).await;
+    call(&client, "record", json!({"note": "added meanwhile"})).await;
+    let answer = approve_exit(&client, plan, &state).await;
     assert_eq!(body(&answer)["code"], "plan_changed", "{answer:?}");
-    assert!(calls_of(&r.calls, "record").is_empty());
+    assert!(r.calls_of("record").is_empty());
     client.cancel().await.unwrap();
 }
 
@@ -341,30 +157,26 @@ async fn a_plan_changed_since_the_question_makes_the_yes_write_nothing() {
 async fn an_ask_mode_asks_over_input_required_too() {
     let r = rig(Duration::from_secs(30)).await;
     let seen = Seen::answering("accept", json!({"decision": "approve"}));
-    let client = modern_client(r.gw.clone(), &r.token, seen).await;
-    client
-        .peer()
-        .call_tool(params("plangate_begin_session", json!({"mode": "careful"})))
-        .await
-        .unwrap();
+    let client = r.modern_client(seen).await;
+    call(
+        &client,
+        "plangate_begin_session",
+        json!({"mode": "careful"}),
+    )
+    .await;
     let ran = client
         .call_tool(params("record", json!({"note": "asked first"})))
         .await
         .unwrap();
     assert_eq!(body(&ran)["ok"], true, "{ran:?}");
-    assert_eq!(calls_of(&r.calls, "record").len(), 1);
+    assert_eq!(r.calls_of("record").len(), 1);
     // A declined question runs nothing.
-    let (_, state) = first_round(&client, "record", json!({"note": "no"})).await;
-    let no = retry(
-        &client,
-        "record",
-        json!({"note": "no"}),
-        &state,
-        json!({"action": "decline"}),
-    )
-    .await;
+    let note = json!({"note": "no"});
+    let state = ask_review(&client, "record", note.clone()).await;
+    let decline = json!({"action": "decline"});
+    let no = retry(&client, "record", note, &state, "review", decline).await;
     assert_eq!(body(&no)["code"], "review_declined");
-    assert_eq!(calls_of(&r.calls, "record").len(), 1);
+    assert_eq!(r.calls_of("record").len(), 1);
     client.cancel().await.unwrap();
 }
 
@@ -376,42 +188,17 @@ async fn one_state_two_replicas(store: Arc<dyn plangate_store::Store>) {
     let calls = recorder.calls.clone();
     let mut replicas = Vec::new();
     for _ in 0..2 {
-        let r = recorder.clone();
-        let (connector, _) = in_process("rec", move || r.clone());
-        replicas.push(
-            Gateway::start(
-                config(&["rec"], Namespace::Auto),
-                store.clone(),
-                material(),
-                BTreeMap::from([("rec".into(), connector)]),
-            )
-            .await,
-        );
+        let (connector, _) = shared("rec", &recorder);
+        replicas.push(start_on(store.clone(), vec![("rec", connector)]).await);
     }
-    let seen = || Seen {
-        elicit: true,
-        ..Seen::default()
-    };
-    let a = modern_client(replicas[0].clone(), &key.token, seen()).await;
-    let b = modern_client(replicas[1].clone(), &key.token, seen()).await;
+    let a = modern_client_of(replicas[0].clone(), &key.token, Seen::eliciting()).await;
+    let b = modern_client_of(replicas[1].clone(), &key.token, Seen::eliciting()).await;
     plan_two(&a).await;
-    let (_, state) = first_round(&a, "plangate_exit_plan_mode", json!({"plan": "x"})).await;
+    let state = ask_review(&a, EXIT, json!({"plan": "x"})).await;
     let args = json!({"plan": "x"});
     let (ra, rb) = tokio::join!(
-        retry(
-            &a,
-            "plangate_exit_plan_mode",
-            args.clone(),
-            &state,
-            approve()
-        ),
-        retry(
-            &b,
-            "plangate_exit_plan_mode",
-            args.clone(),
-            &state,
-            approve()
-        )
+        approve_exit(&a, args.clone(), &state),
+        approve_exit(&b, args.clone(), &state)
     );
     let applied: Vec<i64> = [&ra, &rb]
         .iter()
@@ -446,16 +233,11 @@ async fn a_request_state_is_single_use_across_replicas_on_postgres() {
         return;
     };
     let schema = format!("single_use_{}", std::process::id());
-    let status = std::process::Command::new("psql")
-        .env("PGOPTIONS", "--client-min-messages=warning")
-        .args([
-            base.as_str(),
-            "-q",
-            "-c",
-            &format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"),
-        ])
-        .status()
-        .unwrap();
+    let status = psql(
+        &base,
+        &format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"),
+    )
+    .unwrap();
     assert!(status.success());
     let sep = if base.contains('?') { '&' } else { '?' };
     let store =
@@ -463,13 +245,13 @@ async fn a_request_state_is_single_use_across_replicas_on_postgres() {
             .await
             .unwrap();
     one_state_two_replicas(store).await;
-    let _ = std::process::Command::new("psql")
+    let _ = psql(&base, &format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
+}
+
+/// Runs `sql` on the database at `base`, quietly.
+fn psql(base: &str, sql: &str) -> std::io::Result<std::process::ExitStatus> {
+    std::process::Command::new("psql")
         .env("PGOPTIONS", "--client-min-messages=warning")
-        .args([
-            base.as_str(),
-            "-q",
-            "-c",
-            &format!("DROP SCHEMA IF EXISTS {schema} CASCADE"),
-        ])
-        .status();
+        .args([base, "-q", "-c", sql])
+        .status()
 }

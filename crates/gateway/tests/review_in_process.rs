@@ -5,68 +5,27 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use plangate_config::Namespace;
-use plangate_core::{
-    Actor, Channel, Effect, Event, EventKind, ModeSpec, OverAccess, Scope, Verdict,
-};
-use plangate_gateway::Gateway;
-use rmcp::model::CallToolResult;
-use serde_json::{Value, json};
+use plangate_core::{Actor, Channel, EventKind, Scope, Verdict};
+use serde_json::json;
 
-struct Rig {
-    gw: Arc<Gateway>,
-    store: Arc<dyn plangate_store::Store>,
-    token: String,
-    key_id: String,
-    calls: Calls,
-    _dir: tempfile::TempDir,
+/// A gateway on the recording upstream, with an ask mode and questions
+/// that lapse after `review_timeout`, and a key of `scope`.
+async fn rig(scope: Scope, review_timeout: Duration) -> Rig<Recorder> {
+    rig_on(scope, "rec", Recorder::default(), |c| {
+        reviewing(c, review_timeout);
+    })
+    .await
 }
 
-async fn rig(scope: Scope, review_timeout: Duration) -> Rig {
-    let dir = tempfile::tempdir().unwrap();
-    let store = plangate_store::open_sqlite(&dir.path().join("plangate.db"))
-        .await
-        .unwrap();
-    let key = store.create_key("agent", scope).await.unwrap();
-    let recorder = Recorder::default();
-    let calls = recorder.calls.clone();
-    let (connector, _) = in_process("rec", move || recorder.clone());
-    let mut config = config(&["rec"], Namespace::Auto);
-    config.gateway.review_timeout = review_timeout;
-    config.modes = plangate_core::Modes::new(vec![ModeSpec {
-        name: "careful".into(),
-        instructions: None,
-        access: Effect::Read,
-        over_access: OverAccess::Ask,
-    }]);
-    let gw = Gateway::start(
-        config,
-        store.clone(),
-        material(),
-        BTreeMap::from([("rec".into(), connector)]),
-    )
-    .await;
-    Rig {
-        gw,
-        store,
-        token: key.token,
-        key_id: key.key.id,
-        calls,
-        _dir: dir,
-    }
-}
-
-fn body(r: &CallToolResult) -> Value {
-    r.structured_content.clone().unwrap_or(Value::Null)
-}
-
-async fn plan_two(r: &Rig, seen: Seen) -> rmcp::service::RunningService<rmcp::RoleClient, Seen> {
-    let client = client_of(r.gw.clone(), Some(r.token.clone()), seen).await;
+async fn plan_two(
+    r: &Rig<Recorder>,
+    seen: Seen,
+) -> rmcp::service::RunningService<rmcp::RoleClient, Seen> {
+    let client = r.client(seen).await;
     call(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
     call(&client, "record", json!({"note": "one"})).await;
     call(&client, "record", json!({"note": "two"})).await;
@@ -92,7 +51,7 @@ async fn approve_applies_the_reviewed_plan_and_leaves_plan_mode() {
     let b = body(&receipt);
     assert_eq!(b["applied"], 2, "{b}");
     assert_eq!(b["mode"], "default");
-    assert_eq!(calls_of(&r.calls, "record").len(), 2);
+    assert_eq!(r.calls_of("record").len(), 2);
     // The question showed who asks, the agent's words, every step and the digest.
     let question = seen.questions.lock().unwrap()[0].clone();
     for needle in [
@@ -142,10 +101,7 @@ async fn keep_planning_declining_or_dismissing_writes_nothing_and_keeps_the_mode
                     .contains("ask Sam first")
             );
         }
-        assert!(
-            calls_of(&r.calls, "record").is_empty(),
-            "{action}: nothing written"
-        );
+        assert!(r.calls_of("record").is_empty(), "{action}: nothing written");
         let plan = body(&call(&client, "plangate_get_plan", json!({})).await);
         assert_eq!(
             (plan["mode"].as_str(), plan["pending_steps"].as_i64()),
@@ -161,13 +117,8 @@ async fn a_client_that_cannot_ask_gets_the_corrective_error_and_nothing_runs() {
     let client = plan_two(&r, Seen::default()).await;
     let answer = call(&client, "plangate_exit_plan_mode", json!({"plan": "x"})).await;
     assert_eq!(body(&answer)["code"], "elicitation_unsupported");
-    assert!(
-        body(&answer)["message"]
-            .as_str()
-            .unwrap()
-            .contains("only after they say yes")
-    );
-    assert!(calls_of(&r.calls, "record").is_empty());
+    assert!(message(&answer).contains("only after they say yes"));
+    assert!(r.calls_of("record").is_empty());
     client.cancel().await.unwrap();
 }
 
@@ -183,8 +134,7 @@ async fn a_step_added_while_the_question_is_open_makes_the_yes_write_nothing() {
     let asking = tokio::spawn({
         let peer = client.peer().clone();
         async move {
-            let mut p = rmcp::model::CallToolRequestParams::new("plangate_exit_plan_mode");
-            p.arguments = json!({"plan": "x"}).as_object().cloned();
+            let p = params("plangate_exit_plan_mode", json!({"plan": "x"}));
             peer.call_tool(p).await.unwrap()
         }
     });
@@ -193,13 +143,13 @@ async fn a_step_added_while_the_question_is_open_makes_the_yes_write_nothing() {
     })
     .await;
     // Meanwhile another connection of the key plans one more step.
-    let other = client_of(r.gw.clone(), Some(r.token.clone()), Seen::default()).await;
+    let other = r.client(Seen::default()).await;
     call(&other, "record", json!({"note": "sneaked in"})).await;
     gate.notify_one();
     let answer = asking.await.unwrap();
     assert_eq!(body(&answer)["code"], "plan_changed", "{answer:?}");
     assert!(
-        calls_of(&r.calls, "record").is_empty(),
+        r.calls_of("record").is_empty(),
         "the yes was for another plan"
     );
     client.cancel().await.unwrap();
@@ -216,14 +166,9 @@ async fn a_question_that_times_out_writes_nothing() {
     let client = plan_two(&r, seen).await;
     let answer = call(&client, "plangate_exit_plan_mode", json!({"plan": "x"})).await;
     assert_eq!(body(&answer)["code"], "review_declined");
-    assert!(
-        body(&answer)["message"]
-            .as_str()
-            .unwrap()
-            .contains("No answer")
-    );
+    assert!(message(&answer).contains("No answer"));
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    assert!(calls_of(&r.calls, "record").is_empty());
+    assert!(r.calls_of("record").is_empty());
     client.cancel().await.unwrap();
 }
 
@@ -231,7 +176,7 @@ async fn a_question_that_times_out_writes_nothing() {
 async fn an_ask_mode_asks_before_a_call_above_its_access() {
     let r = rig(Scope::Write, Duration::from_secs(30)).await;
     let yes = Seen::answering("accept", json!({"decision": "approve"}));
-    let client = client_of(r.gw.clone(), Some(r.token.clone()), yes.clone()).await;
+    let client = r.client(yes.clone()).await;
     call(
         &client,
         "plangate_begin_session",
@@ -245,7 +190,7 @@ async fn an_ask_mode_asks_before_a_call_above_its_access() {
     )
     .await;
     assert_eq!(body(&ran)["ok"], true, "{ran:?}");
-    assert_eq!(calls_of(&r.calls, "record").len(), 1);
+    assert_eq!(r.calls_of("record").len(), 1);
     let question = yes.questions.lock().unwrap()[0].clone();
     assert!(
         question.contains("record") && !question.contains("sk-ask"),
@@ -254,16 +199,16 @@ async fn an_ask_mode_asks_before_a_call_above_its_access() {
     client.cancel().await.unwrap();
 
     let no = Seen::answering("decline", json!({}));
-    let client = client_of(r.gw.clone(), Some(r.token.clone()), no).await;
+    let client = r.client(no).await;
     let refused = call(&client, "record", json!({"note": "declined"})).await;
     assert_eq!(body(&refused)["code"], "review_declined");
-    assert_eq!(calls_of(&r.calls, "record").len(), 1, "no yes, no call");
+    assert_eq!(r.calls_of("record").len(), 1, "no yes, no call");
     client.cancel().await.unwrap();
 
-    let mute = client_of(r.gw.clone(), Some(r.token.clone()), Seen::default()).await;
+    let mute = r.client(Seen::default()).await;
     let refused = call(&mute, "record", json!({"note": "mute"})).await;
     assert_eq!(body(&refused)["code"], "elicitation_unsupported");
-    assert_eq!(calls_of(&r.calls, "record").len(), 1);
+    assert_eq!(r.calls_of("record").len(), 1);
     mute.cancel().await.unwrap();
 }
 
@@ -277,7 +222,7 @@ async fn a_plan_keys_own_yes_does_not_apply_but_an_operators_approval_of_the_cur
     .await;
     let answer = call(&client, "plangate_exit_plan_mode", json!({"plan": "x"})).await;
     assert_eq!(body(&answer)["code"], "forbidden", "{answer:?}");
-    assert!(calls_of(&r.calls, "record").is_empty());
+    assert!(r.calls_of("record").is_empty());
     let plan = body(&call(&client, "plangate_get_plan", json!({})).await);
     assert_eq!(
         plan["approved"], false,
@@ -285,38 +230,22 @@ async fn a_plan_keys_own_yes_does_not_apply_but_an_operators_approval_of_the_cur
     );
     let digest = plan["plan_digest"].as_str().unwrap().to_owned();
 
-    let approve = |digest: &str| Event {
-        at_ms: plangate_store::now_ms(),
-        key_id: r.key_id.clone(),
-        actor: Actor::Operator { name: "ops".into() },
-        channel: Channel::Cli,
-        kind: EventKind::ReviewAnswered {
+    let approve = |digest: &str| {
+        let ops = Actor::Operator { name: "ops".into() };
+        let answered = EventKind::ReviewAnswered {
             review_id: None,
             verdict: Verdict::Approve,
             plan_digest: digest.to_owned(),
             feedback: None,
-        },
+        };
+        vec![((ops, Channel::Cli), answered)]
     };
     // An approval of an older digest does not count.
-    let stale = approve("sha256:0000");
-    r.gw.log()
-        .transact(&r.key_id, |_| {
-            Ok::<_, std::convert::Infallible>((vec![stale.clone()], ()))
-        })
-        .await
-        .unwrap()
-        .unwrap();
+    record(&r.gw, &r.key_id, approve("sha256:0000")).await;
     let refused = call(&client, "plangate_apply_plan", json!({})).await;
     assert_eq!(body(&refused)["code"], "forbidden");
     // The operator's approval of the current digest does.
-    let current = approve(&digest);
-    r.gw.log()
-        .transact(&r.key_id, |_| {
-            Ok::<_, std::convert::Infallible>((vec![current.clone()], ()))
-        })
-        .await
-        .unwrap()
-        .unwrap();
+    record(&r.gw, &r.key_id, approve(&digest)).await;
     assert_eq!(
         body(&call(&client, "plangate_get_plan", json!({})).await)["approved"],
         true
@@ -330,7 +259,7 @@ async fn a_plan_keys_own_yes_does_not_apply_but_an_operators_approval_of_the_cur
         .await,
     );
     assert_eq!(receipt["applied"], 2, "{receipt}");
-    assert_eq!(calls_of(&r.calls, "record").len(), 2);
+    assert_eq!(r.calls_of("record").len(), 2);
     let _ = &r.store;
     client.cancel().await.unwrap();
 }

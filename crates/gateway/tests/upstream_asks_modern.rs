@@ -17,16 +17,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
-use plangate_config::Namespace;
-use plangate_core::{Effect, ModeSpec, OverAccess, Scope};
-use plangate_gateway::Gateway;
+use plangate_core::Scope;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
     CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
-    Tool, ToolAnnotations,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerConfig, Tool, ToolAnnotations,
 };
-use rmcp::service::{RequestContext, RunningService};
+use rmcp::service::RequestContext;
 use rmcp::{ClientHandler, ErrorData, RoleClient, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
@@ -42,25 +39,22 @@ struct Asker {
 
 impl ServerHandler for Asker {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        tools_only()
     }
     async fn list_tools(
         &self,
         _: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}})
-            .as_object()
-            .cloned()
-            .unwrap();
+        let numbered = schema(json!({"type": "object", "properties": {"n": {"type": "integer"}}}));
         let read = ToolAnnotations::default().read_only(true);
         let write = ToolAnnotations::default()
             .read_only(false)
             .destructive(false);
         Ok(ListToolsResult::with_all_items(vec![
-            Tool::new("ask", "elicits a colour", schema.clone()).with_annotations(read.clone()),
-            Tool::new("sample", "asks for a completion", schema.clone()).with_annotations(read),
-            Tool::new("ask_write", "elicits, then writes", schema).with_annotations(write),
+            Tool::new("ask", "elicits a colour", numbered.clone()).with_annotations(read.clone()),
+            Tool::new("sample", "asks for a completion", numbered.clone()).with_annotations(read),
+            Tool::new("ask_write", "elicits, then writes", numbered).with_annotations(write),
         ]))
     }
     async fn call_tool(
@@ -128,110 +122,27 @@ impl ClientHandler for Sampler {
     }
 }
 
-struct Rig {
-    gw: Arc<Gateway>,
-    token: String,
-    other: String,
-    asker: Asker,
-    _dir: tempfile::TempDir,
+/// A gateway on the asking upstream `up`, with an ask mode and questions
+/// that lapse after `review_timeout`, and a write key.
+async fn rig(review_timeout: Duration) -> Rig<Asker> {
+    rig_on(Scope::Write, "up", Asker::default(), |c| {
+        reviewing(c, review_timeout);
+    })
+    .await
 }
 
-async fn rig(review_timeout: Duration) -> Rig {
-    let dir = tempfile::tempdir().unwrap();
-    let store = plangate_store::open_sqlite(&dir.path().join("plangate.db"))
-        .await
-        .unwrap();
-    let key = store.create_key("agent", Scope::Write).await.unwrap();
-    let other = store.create_key("other", Scope::Write).await.unwrap();
-    let asker = Asker::default();
-    let upstream = asker.clone();
-    let (connector, _) = in_process("up", move || upstream.clone());
-    let mut config = config(&["up"], Namespace::Auto);
-    config.gateway.review_timeout = review_timeout;
-    config.modes = plangate_core::Modes::new(vec![ModeSpec {
-        name: "careful".into(),
-        instructions: None,
-        access: Effect::Read,
-        over_access: OverAccess::Ask,
-    }]);
-    let gw = Gateway::start(
-        config,
-        store,
-        material(),
-        BTreeMap::from([("up".into(), connector)]),
-    )
-    .await;
-    Rig {
-        gw,
-        token: key.token,
-        other: other.token,
-        asker,
-        _dir: dir,
-    }
-}
-
-fn params(tool: &str, args: Value) -> CallToolRequestParams {
-    let mut p = CallToolRequestParams::new(tool.to_owned());
-    p.arguments = args.as_object().cloned();
-    p
-}
-
-fn body(r: &CallToolResult) -> Value {
-    r.structured_content.clone().unwrap_or(Value::Null)
-}
-
-/// The first round: the upstream's question and the signed state.
-async fn first_round<C: ClientHandler>(
-    client: &RunningService<RoleClient, C>,
-    tool: &str,
-    args: Value,
-) -> (Value, String) {
-    match client
-        .peer()
-        .call_tool_once(params(tool, args))
-        .await
-        .unwrap()
-    {
-        CallToolResponse::InputRequired(ir) => {
-            let requests = serde_json::to_value(ir.input_requests.unwrap()).unwrap();
-            (requests, ir.request_state.unwrap())
-        }
-        other => panic!("expected input_required, got {other:?}"),
-    }
-}
-
-async fn retry<C: ClientHandler>(
-    client: &RunningService<RoleClient, C>,
-    tool: &str,
-    args: Value,
-    state: &str,
-    answer: Value,
-) -> CallToolResult {
-    let mut p = params(tool, args);
-    p.request_state = Some(state.to_owned());
-    p.input_responses = Some(BTreeMap::from([("upstream".to_owned(), answer)]));
-    match client.peer().call_tool_once(p).await.unwrap() {
-        CallToolResponse::Complete(r) => r,
-        other => panic!("expected a final result, got {other:?}"),
-    }
-}
+/// The name under which the gateway asks the upstream's own question.
+const UP: &str = "upstream";
 
 fn red() -> Value {
     json!({"action": "accept", "content": {"colour": "red"}})
 }
 
-fn message(r: &CallToolResult) -> String {
-    body(r)["message"].as_str().unwrap_or_default().to_owned()
-}
-
 #[tokio::test]
 async fn an_upstream_elicitation_reaches_a_modern_client_through_input_required() {
     let r = rig(Duration::from_secs(30)).await;
-    let seen = Seen {
-        elicit: true,
-        ..Seen::default()
-    };
-    let client = modern_client_of(r.gw.clone(), &r.token, seen.clone()).await;
+    let seen = Seen::eliciting();
+    let client = r.modern_client(seen.clone()).await;
     // rmcp's client drives the round through its handler, which answers
     // the upstream's colour question "teal".
     let result = client
@@ -240,7 +151,11 @@ async fn an_upstream_elicitation_reaches_a_modern_client_through_input_required(
         .unwrap();
     assert_eq!(body(&result)["answer"]["action"], "accept", "{result:?}");
     assert_eq!(body(&result)["answer"]["content"]["colour"], "teal");
-    assert_eq!(r.asker.calls.load(Ordering::SeqCst), 1, "one upstream call");
+    assert_eq!(
+        r.upstream.calls.load(Ordering::SeqCst),
+        1,
+        "one upstream call"
+    );
     assert_eq!(seen.questions.lock().unwrap().len(), 1);
     assert!(r.gw.parked().is_empty(), "nothing left waiting");
     client.cancel().await.unwrap();
@@ -249,19 +164,19 @@ async fn an_upstream_elicitation_reaches_a_modern_client_through_input_required(
 #[tokio::test]
 async fn an_upstream_sampling_request_reaches_a_modern_client_too() {
     let r = rig(Duration::from_secs(30)).await;
-    let client = modern_client_of(r.gw.clone(), &r.token, Sampler).await;
+    let client = r.modern_client(Sampler).await;
     let result = client.call_tool(params("sample", json!({}))).await.unwrap();
     let answer = &body(&result)["answer"];
     assert_eq!(answer["content"]["text"], "ultramarine", "{result:?}");
     assert_eq!(answer["model"], "test-model");
-    assert_eq!(r.asker.calls.load(Ordering::SeqCst), 1);
+    assert_eq!(r.upstream.calls.load(Ordering::SeqCst), 1);
     client.cancel().await.unwrap();
 }
 
 #[tokio::test]
 async fn a_modern_client_that_declared_no_elicitation_has_the_question_declined() {
     let r = rig(Duration::from_secs(30)).await;
-    let client = modern_client_of(r.gw.clone(), &r.token, Seen::default()).await;
+    let client = r.modern_client(Seen::default()).await;
     let result = client
         .peer()
         .call_tool_once(params("ask", json!({})))
@@ -278,11 +193,8 @@ async fn a_modern_client_that_declared_no_elicitation_has_the_question_declined(
 #[tokio::test]
 async fn tampered_forged_altered_other_key_and_replayed_retries_answer_nothing() {
     let r = rig(Duration::from_secs(30)).await;
-    let seen = Seen {
-        elicit: true,
-        ..Seen::default()
-    };
-    let client = modern_client_of(r.gw.clone(), &r.token, seen.clone()).await;
+    let seen = Seen::eliciting();
+    let client = r.modern_client(seen.clone()).await;
     let args = json!({"n": 7});
     let (requests, state) = first_round(&client, "ask", args.clone()).await;
     assert_eq!(requests["upstream"]["method"], "elicitation/create");
@@ -293,55 +205,47 @@ async fn tampered_forged_altered_other_key_and_replayed_retries_answer_nothing()
             .contains("favourite colour")
     );
     assert_eq!(r.gw.parked().len(), 1, "the upstream call waits");
-    assert!(r.asker.answers.lock().unwrap().is_empty());
+    assert!(r.upstream.answers.lock().unwrap().is_empty());
 
     // Tampered: one character changed.
-    let mut bytes = state.clone().into_bytes();
-    let i = bytes.len() / 2;
-    bytes[i] = if bytes[i] == b'A' { b'B' } else { b'A' };
-    let t = retry(
-        &client,
-        "ask",
-        args.clone(),
-        &String::from_utf8(bytes).unwrap(),
-        red(),
-    )
-    .await;
+    let t = retry(&client, "ask", args.clone(), &tampered(&state), UP, red()).await;
     assert_eq!(t.is_error, Some(true));
     assert_eq!(body(&t)["code"], "invalid_arguments", "{t:?}");
 
     // Forged: signed with another key.
-    let forged = rmcp::model::RequestStateCodec::try_new(vec![3u8; 32])
-        .unwrap()
-        .seal(b"{}");
-    let f = retry(&client, "ask", args.clone(), &forged, red()).await;
+    let f = retry(&client, "ask", args.clone(), &forged(), UP, red()).await;
     assert_eq!(body(&f)["code"], "invalid_arguments");
 
     // Altered: other arguments than the call the upstream asked about.
-    let a = retry(&client, "ask", json!({"n": 8}), &state, red()).await;
+    let a = retry(&client, "ask", json!({"n": 8}), &state, UP, red()).await;
     assert!(message(&a).contains("arguments differ"), "{a:?}");
 
     // Another key presenting this key's state.
-    let thief = modern_client_of(r.gw.clone(), &r.other, Seen::default()).await;
-    let o = retry(&thief, "ask", args.clone(), &state, red()).await;
+    let other = r.store.create_key("other", Scope::Write).await.unwrap();
+    let thief = modern_client_of(r.gw.clone(), &other.token, Seen::default()).await;
+    let o = retry(&thief, "ask", args.clone(), &state, UP, red()).await;
     assert_eq!(body(&o)["code"], "invalid_arguments");
     assert!(message(&o).contains("not one plangate issued"), "{o:?}");
 
     assert!(
-        r.asker.answers.lock().unwrap().is_empty(),
+        r.upstream.answers.lock().unwrap().is_empty(),
         "no bad retry answered the upstream"
     );
     assert_eq!(r.gw.parked().len(), 1, "and the call still waits");
 
     // The genuine retry answers the same call…
-    let ok = retry(&client, "ask", args.clone(), &state, red()).await;
+    let ok = retry(&client, "ask", args.clone(), &state, UP, red()).await;
     assert_eq!(body(&ok)["answer"]["content"]["colour"], "red", "{ok:?}");
-    assert_eq!(r.asker.calls.load(Ordering::SeqCst), 1, "one upstream call");
+    assert_eq!(
+        r.upstream.calls.load(Ordering::SeqCst),
+        1,
+        "one upstream call"
+    );
     // …once: a replay finds nothing waiting.
-    let replay = retry(&client, "ask", args, &state, red()).await;
+    let replay = retry(&client, "ask", args, &state, UP, red()).await;
     assert!(message(&replay).contains("no call waits"), "{replay:?}");
-    assert_eq!(r.asker.calls.load(Ordering::SeqCst), 1);
-    assert_eq!(r.asker.answers.lock().unwrap().len(), 1);
+    assert_eq!(r.upstream.calls.load(Ordering::SeqCst), 1);
+    assert_eq!(r.upstream.answers.lock().unwrap().len(), 1);
     client.cancel().await.unwrap();
     thief.cancel().await.unwrap();
 }
@@ -349,22 +253,14 @@ async fn tampered_forged_altered_other_key_and_replayed_retries_answer_nothing()
 #[tokio::test]
 async fn a_question_nobody_answers_lapses_and_the_upstream_call_is_cancelled() {
     let r = rig(Duration::from_millis(400)).await;
-    let client = modern_client_of(
-        r.gw.clone(),
-        &r.token,
-        Seen {
-            elicit: true,
-            ..Seen::default()
-        },
-    )
-    .await;
+    let client = r.modern_client(Seen::eliciting()).await;
     let (_, state) = first_round(&client, "ask", json!({})).await;
     eventually("the parked question to lapse", || r.gw.parked().is_empty()).await;
     // The upstream heard "cancel" for its question (or the call's own
     // cancellation, whichever reached it first).
     eventually("the upstream to hear the lapse", || {
-        r.asker.cancelled.load(Ordering::SeqCst) == 1
-            || r.asker
+        r.upstream.cancelled.load(Ordering::SeqCst) == 1
+            || r.upstream
                 .answers
                 .lock()
                 .unwrap()
@@ -373,7 +269,7 @@ async fn a_question_nobody_answers_lapses_and_the_upstream_call_is_cancelled() {
                 == Some(json!("cancel"))
     })
     .await;
-    let late = retry(&client, "ask", json!({}), &state, red()).await;
+    let late = retry(&client, "ask", json!({}), &state, UP, red()).await;
     assert_eq!(body(&late)["code"], "invalid_arguments");
     assert!(message(&late).contains("expired"), "{late:?}");
     client.cancel().await.unwrap();
@@ -382,26 +278,18 @@ async fn a_question_nobody_answers_lapses_and_the_upstream_call_is_cancelled() {
 #[tokio::test]
 async fn an_ask_mode_asks_first_then_the_upstream_question_follows_on_the_same_call() {
     let r = rig(Duration::from_secs(30)).await;
-    let client = modern_client_of(
-        r.gw.clone(),
-        &r.token,
-        Seen {
-            elicit: true,
-            ..Seen::default()
-        },
+    let client = r.modern_client(Seen::eliciting()).await;
+    call_ok(
+        &client,
+        "plangate_begin_session",
+        json!({"mode": "careful"}),
     )
     .await;
-    let set = client
-        .peer()
-        .call_tool(params("plangate_begin_session", json!({"mode": "careful"})))
-        .await
-        .unwrap();
-    assert_eq!(set.is_error, Some(false), "{set:?}");
     let args = json!({"n": 3});
     // Round one: the person is asked about the write (nothing called yet).
     let (requests, state) = first_round(&client, "ask_write", args.clone()).await;
     assert!(requests.get("review").is_some(), "{requests}");
-    assert_eq!(r.asker.calls.load(Ordering::SeqCst), 0);
+    assert_eq!(r.upstream.calls.load(Ordering::SeqCst), 0);
     // Round two: yes — the call goes out and its upstream asks a colour.
     let mut p = params("ask_write", args.clone());
     p.request_state = Some(state);
@@ -414,21 +302,15 @@ async fn an_ask_mode_asks_first_then_the_upstream_question_follows_on_the_same_c
     };
     let requests = serde_json::to_value(ir.input_requests.unwrap()).unwrap();
     assert_eq!(requests["upstream"]["method"], "elicitation/create");
-    assert_eq!(r.asker.calls.load(Ordering::SeqCst), 1);
+    assert_eq!(r.upstream.calls.load(Ordering::SeqCst), 1);
     // Round three: the colour; the person is not asked again.
-    let done = retry(
-        &client,
-        "ask_write",
-        args,
-        &ir.request_state.unwrap(),
-        red(),
-    )
-    .await;
+    let state = ir.request_state.unwrap();
+    let done = retry(&client, "ask_write", args, &state, UP, red()).await;
     assert_eq!(
         body(&done)["answer"]["content"]["colour"],
         "red",
         "{done:?}"
     );
-    assert_eq!(r.asker.calls.load(Ordering::SeqCst), 1);
+    assert_eq!(r.upstream.calls.load(Ordering::SeqCst), 1);
     client.cancel().await.unwrap();
 }

@@ -24,20 +24,16 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::browser::{HEADLESS, artifacts_dir, chromium, kill_group};
 use common::*;
-use plangate_config::Namespace;
 use plangate_core::Scope;
-use plangate_gateway::Gateway;
 use plangate_gateway::apps::VIEW_HTML;
 use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
-
-const CHROMIUM: &str = "/usr/bin/chromium";
 
 // Hostile strings: none may become markup, run, or leave the page.
 const IMG: &str = "<img src=x onerror=top.postMessage({pwned:'img'},'*')>";
@@ -48,49 +44,21 @@ const SVG: &str = "<svg onload=top.postMessage({pwned:'svg'},'*')></svg>";
 const BOLD: &str = "<b>not bold</b> &amp; &lt;";
 const SECRET: &str = "sk-never-shown-4242";
 
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// `/usr/bin/chromium`, installed by `scripts/install-browser` if missing.
-fn chromium() -> &'static str {
-    if !Path::new(CHROMIUM).exists() {
-        let script = workspace_root().join("scripts/install-browser");
-        let status = Command::new(&script)
-            .status()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-        assert!(status.success(), "scripts/install-browser failed");
-    }
-    assert!(Path::new(CHROMIUM).exists(), "{CHROMIUM} is missing");
-    CHROMIUM
-}
-
 /// Runs Chromium headless on `url` with `extra` flags, a fresh profile in
 /// `profile`, and a deadline; returns stdout. The process group is killed
 /// at the end either way.
 fn run_chromium(profile: &Path, extra: &[String], url: &str) -> String {
     use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(chromium());
-    cmd.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
-        "--hide-scrollbars",
-        "--virtual-time-budget=15000",
-    ])
-    .arg(format!("--user-data-dir={}", profile.display()))
-    .args(extra)
-    .arg(url)
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .process_group(0);
+    cmd.args(HEADLESS)
+        .arg("--virtual-time-budget=15000")
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(extra)
+        .arg(url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
     let child = cmd.spawn().expect("chromium starts");
     let pgid = child.id();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -99,13 +67,9 @@ fn run_chromium(profile: &Path, extra: &[String], url: &str) -> String {
     });
     let started = Instant::now();
     let output = rx.recv_timeout(Duration::from_secs(90));
-    // Stop whatever is left of the group (renderers, zygote). The `--` is
-    // essential: procps `kill -KILL -1234` reads `-1234` as `-2`.
+    // Stop whatever is left of the group.
     assert!(pgid > 1, "refusing to signal process group {pgid}");
-    let _ = Command::new("kill")
-        .args(["-s", "KILL", "--", &format!("-{pgid}")])
-        .stderr(Stdio::null())
-        .status();
+    kill_group(pgid);
     let output = match output {
         Ok(Ok(o)) => o,
         Ok(Err(e)) => panic!("chromium failed: {e}"),
@@ -131,30 +95,18 @@ fn result_json(r: &CallToolResult) -> Value {
 async fn scenarios(dir: &Path) -> Vec<Value> {
     let (store, token) = store_with_key(dir, Scope::Write).await;
     let (site, _) = in_process("site", demo(dir.join("site.json")));
-    let mut config = config(&["site"], Namespace::Auto);
-    config.upstreams.get_mut("site").unwrap().tools = plangate_config::demo_tool_overrides();
-    let gw = Gateway::start(
-        config,
-        store,
-        material(),
-        BTreeMap::from([("site".into(), site)]),
-    )
-    .await;
+    let gw = start(demo_site_config(), store, vec![("site", site)]).await;
     let client = client_of(gw.clone(), Some(token), Seen::default()).await;
     call(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
 
     let update = json!({"id": 2, "title": IMG, "body": SCRIPT});
-    let planned = call(&client, "update_page", update.clone()).await;
-    assert_eq!(planned.is_error, Some(false), "{planned:?}");
+    let planned = call_ok(&client, "update_page", update.clone()).await;
     let menu = json!({"menu": "main", "label": ANCHOR, "url": JS_LINK});
-    let r = call(&client, "create_menu_item", menu).await;
-    assert_eq!(r.is_error, Some(false), "{r:?}");
+    call_ok(&client, "create_menu_item", menu).await;
     let option =
         json!({"name": "tagline", "value": {"html": SVG, "note": BOLD, "api_key": SECRET}});
-    let r = call(&client, "update_option", option).await;
-    assert_eq!(r.is_error, Some(false), "{r:?}");
-    let r = call(&client, "delete_page", json!({"id": 3})).await;
-    assert_eq!(r.is_error, Some(false), "{r:?}");
+    call_ok(&client, "update_option", option).await;
+    call_ok(&client, "delete_page", json!({"id": 3})).await;
 
     let mut plan = result_json(&call(&client, "plangate_get_plan", json!({})).await);
     // A field a later plangate might add: the view must still show it.
@@ -202,6 +154,15 @@ fn shows(text: &str, s: &str) -> bool {
     text.contains(s) || text.contains(&escaped[1..escaped.len() - 1])
 }
 
+/// The strings in the array `v`, as the host page records names.
+fn strings(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
 fn verdict_of(dom: &str) -> Value {
     let at = dom
         .find("<pre id=\"verdict\"")
@@ -217,13 +178,6 @@ fn verdict_of(dom: &str) -> Value {
             .and_then(|t| t.split("</title>").next())
     );
     serde_json::from_str(text).unwrap_or_else(|e| panic!("verdict is not JSON ({e}): {text}"))
-}
-
-fn artifacts_dir() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("target"));
-    target.join("artifacts")
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -260,12 +214,7 @@ async fn hostile_tool_results_render_as_text_in_headless_chromium_and_the_csp_ho
     );
     assert_eq!(v["initialize"]["method"], "ui/initialize");
     assert_eq!(v["initialized_after_answer"], true);
-    let methods: Vec<&str> = v["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    let methods = strings(&v["messages"]);
     assert_eq!(methods.first(), Some(&"ui/initialize"));
     assert_eq!(
         methods
@@ -461,12 +410,7 @@ async fn hostile_tool_results_render_as_text_in_headless_chromium_and_the_csp_ho
         csp["eval"].as_str().unwrap().starts_with("blocked"),
         "{csp}"
     );
-    let violated: Vec<&str> = csp["violations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    let violated = strings(&csp["violations"]);
     for d in ["script-src-elem", "img-src", "connect-src"] {
         assert!(violated.contains(&d), "no {d} violation in {violated:?}");
     }

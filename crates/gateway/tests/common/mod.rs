@@ -2,7 +2,10 @@
 //! `tokio::io::duplex`, shared by the gateway's integration tests.
 #![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod browser;
+
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -10,18 +13,20 @@ use std::time::Duration;
 use plangate_config::{
     Config, ConfigSource, GatewaySettings, Namespace, Transport, UpstreamConfig,
 };
-use plangate_core::Scope;
+use plangate_core::{Actor, Channel, Effect, Event, EventKind, ModeSpec, Modes, OverAccess, Scope};
 use plangate_gateway::upstream::connector_from;
 use plangate_gateway::{Connector, Gateway, GatewayHandler, UpstreamError};
+use plangate_store::Store;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
-    ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion, ServerCapabilities,
-    ServerConfig, Tool, ToolAnnotations,
+    ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, JsonObject,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::{ClientHandler, ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
+use tokio::io::DuplexStream;
 use tokio_util::sync::CancellationToken;
 
 pub fn upstream_config(name: &str) -> UpstreamConfig {
@@ -56,15 +61,39 @@ pub fn config(names: &[&str], namespace: Namespace) -> Config {
     }
 }
 
+/// One demo site, `site`, with the demo's tool overrides: the set-up of the
+/// tests that show its plans to a person.
+pub fn demo_site_config() -> Config {
+    let mut config = config(&["site"], Namespace::Auto);
+    config.upstreams.get_mut("site").unwrap().tools = plangate_config::demo_tool_overrides();
+    config
+}
+
+/// Questions lapse after `review_timeout`, and the ask mode `careful` lets
+/// reads run and asks before anything more: the review tests' config.
+pub fn reviewing(config: &mut Config, review_timeout: Duration) {
+    config.gateway.review_timeout = review_timeout;
+    config.modes = Modes::new(vec![ModeSpec {
+        name: "careful".into(),
+        instructions: None,
+        access: Effect::Read,
+        over_access: OverAccess::Ask,
+    }]);
+}
+
+/// The servers an `in_process` connector started, by connection: cancel
+/// one to "crash" that connection.
+pub type Sessions = Arc<Mutex<Vec<CancellationToken>>>;
+
 /// A connector that serves a fresh `make()` server over a duplex on every
 /// connection, and keeps each server's cancellation token so a test can
 /// "crash" it.
-pub fn in_process<S, F>(name: &str, make: F) -> (Connector, Arc<Mutex<Vec<CancellationToken>>>)
+pub fn in_process<S, F>(name: &str, make: F) -> (Connector, Sessions)
 where
     S: ServerHandler,
     F: Fn() -> S + Send + Sync + 'static,
 {
-    let sessions: Arc<Mutex<Vec<CancellationToken>>> = Arc::default();
+    let sessions: Sessions = Arc::default();
     let kept = sessions.clone();
     let make = Arc::new(make);
     let connector = connector_from(name, move || {
@@ -88,6 +117,56 @@ where
         }
     });
     (connector, sessions)
+}
+
+/// An `in_process` connector whose every connection serves a clone of
+/// `server`, so the test sees the state the gateway talks to.
+pub fn shared<S: ServerHandler + Clone>(name: &str, server: &S) -> (Connector, Sessions) {
+    let server = server.clone();
+    in_process(name, move || server.clone())
+}
+
+/// Starts a gateway on `config` whose upstreams connect in process, so a
+/// test names only its upstreams.
+pub async fn start(
+    config: Config,
+    store: Arc<dyn Store>,
+    upstreams: Vec<(&str, Connector)>,
+) -> Arc<Gateway> {
+    let connectors = upstreams
+        .into_iter()
+        .map(|(name, connector)| (name.to_owned(), connector))
+        .collect();
+    Gateway::start(config, store, material(), connectors).await
+}
+
+/// Like [`start`], on the default config of exactly those upstreams.
+pub async fn start_on(store: Arc<dyn Store>, upstreams: Vec<(&str, Connector)>) -> Arc<Gateway> {
+    let names: Vec<&str> = upstreams.iter().map(|(name, _)| *name).collect();
+    start(config(&names, Namespace::Auto), store, upstreams).await
+}
+
+/// Appends `events` (each by whom, through which channel, and what) to the
+/// log of `key_id`, stamped now, as another process would: an operator's
+/// CLI, or an applier that died.
+pub async fn record(gw: &Gateway, key_id: &str, events: Vec<((Actor, Channel), EventKind)>) {
+    let events: Vec<Event> = events
+        .into_iter()
+        .map(|((actor, channel), kind)| Event {
+            at_ms: plangate_store::now_ms(),
+            key_id: key_id.to_owned(),
+            actor,
+            channel,
+            kind,
+        })
+        .collect();
+    gw.log()
+        .transact(key_id, |_| {
+            Ok::<_, std::convert::Infallible>((events.clone(), ()))
+        })
+        .await
+        .unwrap()
+        .unwrap();
 }
 
 pub fn material() -> plangate_store::KeyMaterial {
@@ -121,6 +200,15 @@ pub struct Seen {
 }
 
 impl Seen {
+    /// A client that declares elicitation and answers only the `Lively`
+    /// colour question ("teal").
+    pub fn eliciting() -> Seen {
+        Seen {
+            elicit: true,
+            ..Seen::default()
+        }
+    }
+
     /// A client that declares elicitation and answers every question with
     /// `action` and `content`.
     pub fn answering(action: &str, content: Value) -> Seen {
@@ -186,44 +274,204 @@ impl ClientHandler for Seen {
     }
 }
 
-pub async fn client_of(
-    gw: Arc<Gateway>,
-    token: Option<String>,
-    seen: Seen,
-) -> RunningService<RoleClient, Seen> {
+/// Serves `gw` to `token` over stdio on a duplex: the client's end.
+fn gateway_stdio(gw: Arc<Gateway>, token: Option<String>) -> DuplexStream {
     let (client_io, server_io) = tokio::io::duplex(64 * 1024);
     tokio::spawn(async move {
         if let Ok(running) = GatewayHandler::stdio(gw, token).serve(server_io).await {
             let _ = running.waiting().await;
         }
     });
-    seen.serve(client_io).await.unwrap()
+    client_io
 }
 
-pub async fn store_with_key(
-    dir: &std::path::Path,
-    scope: Scope,
-) -> (Arc<dyn plangate_store::Store>, String) {
-    let store = plangate_store::open_sqlite(&dir.join("plangate.db"))
+/// A 2025-11-25 client of `gw` (initialize first) that presents `token`.
+pub async fn client_of<C: ClientHandler>(
+    gw: Arc<Gateway>,
+    token: Option<String>,
+    handler: C,
+) -> RunningService<RoleClient, C> {
+    handler.serve(gateway_stdio(gw, token)).await.unwrap()
+}
+
+/// The sqlite store of a test's gateway, in `dir`.
+pub async fn open_store(dir: &Path) -> Arc<dyn Store> {
+    plangate_store::open_sqlite(&dir.join("plangate.db"))
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// Opens the store in `dir` with one key `agent` of `scope`; its token.
+pub async fn store_with_key(dir: &Path, scope: Scope) -> (Arc<dyn Store>, String) {
+    let store = open_store(dir).await;
     let key = store.create_key("agent", scope).await.unwrap();
     (store, key.token)
 }
 
-pub async fn call(
-    client: &RunningService<RoleClient, Seen>,
-    tool: &str,
-    args: serde_json::Value,
-) -> CallToolResult {
+/// A store in a fresh temporary directory, with one key `agent` of
+/// `scope`: the directory (to keep while the test runs), the store and the
+/// key's token.
+pub async fn temp_store(scope: Scope) -> (tempfile::TempDir, Arc<dyn Store>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, token) = store_with_key(dir.path(), scope).await;
+    (dir, store, token)
+}
+
+/// A gateway on one upstream `name` that serves clones of `upstream`, and a
+/// key `agent`: the set-up of most in-process tests.
+pub struct Rig<S> {
+    pub gw: Arc<Gateway>,
+    pub store: Arc<dyn Store>,
+    pub token: String,
+    pub key_id: String,
+    pub upstream: S,
+    pub sessions: Sessions,
+    pub dir: tempfile::TempDir,
+}
+
+/// Starts a [`Rig`] with a key of `scope`, once `adjust` has changed the
+/// default config of that one upstream.
+pub async fn rig_on<S: ServerHandler + Clone>(
+    scope: Scope,
+    name: &str,
+    upstream: S,
+    adjust: impl FnOnce(&mut Config),
+) -> Rig<S> {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(dir.path()).await;
+    let key = store.create_key("agent", scope).await.unwrap();
+    let (connector, sessions) = shared(name, &upstream);
+    let mut config = config(&[name], Namespace::Auto);
+    adjust(&mut config);
+    Rig {
+        gw: start(config, store.clone(), vec![(name, connector)]).await,
+        store,
+        token: key.token,
+        key_id: key.key.id,
+        upstream,
+        sessions,
+        dir,
+    }
+}
+
+impl<S> Rig<S> {
+    /// A 2025-11-25 client of the rig's key.
+    pub async fn client<C: ClientHandler>(&self, handler: C) -> RunningService<RoleClient, C> {
+        client_of(self.gw.clone(), Some(self.token.clone()), handler).await
+    }
+
+    /// A 2026-07-28 client of the rig's key.
+    pub async fn modern_client<C: ClientHandler + Clone>(
+        &self,
+        handler: C,
+    ) -> RunningService<RoleClient, C> {
+        modern_client_of(self.gw.clone(), &self.token, handler).await
+    }
+}
+
+impl Rig<Recorder> {
+    /// What the recording upstream got for `tool`: arguments and `_meta`.
+    pub fn calls_of(&self, tool: &str) -> Vec<(Value, Value)> {
+        calls_of(&self.upstream.calls, tool)
+    }
+}
+
+/// The request for `tool` with `args`, as every helper here sends it.
+pub fn params(tool: &str, args: Value) -> CallToolRequestParams {
     let mut p = CallToolRequestParams::new(tool.to_owned());
     p.arguments = args.as_object().cloned();
-    client.peer().call_tool(p).await.unwrap()
+    p
+}
+
+/// Calls `tool` with `args`: the result, failed or not.
+pub async fn call<C: ClientHandler>(
+    client: &RunningService<RoleClient, C>,
+    tool: &str,
+    args: Value,
+) -> CallToolResult {
+    client.peer().call_tool(params(tool, args)).await.unwrap()
+}
+
+/// Calls `tool` and asserts that it did not fail: the steps a scenario
+/// takes on its way to what it checks.
+pub async fn call_ok<C: ClientHandler>(
+    client: &RunningService<RoleClient, C>,
+    tool: &str,
+    args: Value,
+) -> CallToolResult {
+    let r = call(client, tool, args).await;
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    r
+}
+
+/// A result's structured content (null if none): what most checks read.
+pub fn body(r: &CallToolResult) -> Value {
+    r.structured_content.clone().unwrap_or(Value::Null)
+}
+
+/// A refusal's `message` ("" if none), for the checks of what it says.
+pub fn message(r: &CallToolResult) -> String {
+    body(r)["message"].as_str().unwrap_or_default().to_owned()
+}
+
+/// The first round of a call by a 2026-07-28 client, which must come back
+/// `input_required`: the questions and the signed state.
+pub async fn first_round<C: ClientHandler>(
+    client: &RunningService<RoleClient, C>,
+    tool: &str,
+    args: Value,
+) -> (Value, String) {
+    match client
+        .peer()
+        .call_tool_once(params(tool, args))
+        .await
+        .unwrap()
+    {
+        CallToolResponse::InputRequired(ir) => {
+            let requests = serde_json::to_value(ir.input_requests.unwrap()).unwrap();
+            (requests, ir.request_state.unwrap())
+        }
+        other => panic!("expected input_required, got {other:?}"),
+    }
+}
+
+/// `state` with one character changed, as a tamperer would send it.
+pub fn tampered(state: &str) -> String {
+    let mut bytes = state.to_owned().into_bytes();
+    let i = bytes.len() / 2;
+    bytes[i] = if bytes[i] == b'A' { b'B' } else { b'A' };
+    String::from_utf8(bytes).unwrap()
+}
+
+/// A request state signed with a key that is not the gateway's.
+pub fn forged() -> String {
+    rmcp::model::RequestStateCodec::try_new(vec![3u8; 32])
+        .unwrap()
+        .seal(b"{}")
+}
+
+/// Retries a call with `state` and `answer` to the question named
+/// `question`; the final result.
+pub async fn retry<C: ClientHandler>(
+    client: &RunningService<RoleClient, C>,
+    tool: &str,
+    args: Value,
+    state: &str,
+    question: &str,
+    answer: Value,
+) -> CallToolResult {
+    let mut p = params(tool, args);
+    p.request_state = Some(state.to_owned());
+    p.input_responses = Some(BTreeMap::from([(question.to_owned(), answer)]));
+    match client.peer().call_tool_once(p).await.unwrap() {
+        CallToolResponse::Complete(r) => r,
+        other => panic!("expected a final result, got {other:?}"),
+    }
 }
 
 /// The names of the upstream tools a client sees (the gateway's own tools
 /// left out).
-pub async fn names(client: &RunningService<RoleClient, Seen>) -> Vec<String> {
+pub async fn names<C: ClientHandler>(client: &RunningService<RoleClient, C>) -> Vec<String> {
     all_names(client)
         .await
         .into_iter()
@@ -236,7 +484,7 @@ pub async fn names(client: &RunningService<RoleClient, Seen>) -> Vec<String> {
 }
 
 /// Every tool name a client sees.
-pub async fn all_names(client: &RunningService<RoleClient, Seen>) -> Vec<String> {
+pub async fn all_names<C: ClientHandler>(client: &RunningService<RoleClient, C>) -> Vec<String> {
     client
         .peer()
         .list_all_tools()
@@ -276,20 +524,27 @@ pub struct Recorder {
     pub calls: Calls,
 }
 
+/// The server info of an upstream that offers tools and nothing else.
+pub fn tools_only() -> ServerConfig {
+    ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+}
+
+/// `schema`, which must be a JSON object, as a tool's input or output schema.
+pub fn schema(schema: Value) -> JsonObject {
+    schema.as_object().cloned().unwrap()
+}
+
 impl ServerHandler for Recorder {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        tools_only()
     }
     async fn list_tools(
         &self,
         _: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let open = json!({"type": "object"}).as_object().cloned().unwrap();
-        let out = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}})
-            .as_object()
-            .cloned()
-            .unwrap();
+        let open = schema(json!({"type": "object"}));
+        let out = schema(json!({"type": "object", "properties": {"ok": {"type": "boolean"}}}));
         let write = ToolAnnotations::default()
             .read_only(false)
             .destructive(false);
@@ -346,19 +601,9 @@ pub async fn modern_client_of<C: ClientHandler + Clone>(
     handler: C,
 ) -> RunningService<RoleClient, C> {
     use rmcp::service::ClientServiceExt as _;
-    let (client_io, server_io) = tokio::io::duplex(64 * 1024);
-    let token = token.to_owned();
-    tokio::spawn(async move {
-        if let Ok(running) = GatewayHandler::stdio(gw, Some(token))
-            .serve(server_io)
-            .await
-        {
-            let _ = running.waiting().await;
-        }
-    });
     let client = handler
         .serve_with_lifecycle(
-            client_io,
+            gateway_stdio(gw, Some(token.to_owned())),
             rmcp::ClientLifecycleMode::Discover {
                 preferred_versions: vec![ProtocolVersion::V_2026_07_28],
             },
