@@ -8,52 +8,12 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 
-type Client = rmcp::service::RunningService<rmcp::RoleClient, rmcp::model::ClientConfig>;
-
-fn site(scratch: &Scratch) -> Value {
-    site_state(&scratch.path().join("site.json"))
-}
-
-fn body(r: &rmcp::model::CallToolResult) -> Value {
-    r.structured_content.clone().unwrap_or(Value::Null)
-}
-
-async fn ok(client: &Client, tool: &str, args: Value) -> Value {
-    let r = call(client, tool, args).await.unwrap();
-    assert_eq!(r.is_error, Some(false), "{tool}: {r:?}");
-    body(&r)
-}
-
-fn page(site: &Value, id: u64) -> Value {
-    site["pages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["id"] == id)
-        .cloned()
-        .unwrap_or(Value::Null)
-}
-
-fn menu_labels(site: &Value) -> Vec<String> {
-    site["menus"]["main"]["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["label"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 /// Plans the three steps of the worked example and checks nothing moved.
 async fn plan_three(client: &Client, scratch: &Scratch) -> [Value; 3] {
     ok(client, "list_pages", json!({})).await;
     let before = site(scratch);
-    ok(client, "plangate_begin_session", json!({"mode": "plan"})).await;
-    let s1 = ok(
-        client,
-        "update_page",
-        json!({"id": 2, "title": "Our story"}),
-    )
-    .await;
+    begin(client, "plan").await;
+    let s1 = ok(client, "update_page", our_story()).await;
     assert_eq!(
         (s1["position"].as_i64(), s1["lands_on"]["where"].as_str()),
         (Some(1), Some("copy"))
@@ -61,7 +21,7 @@ async fn plan_three(client: &Client, scratch: &Scratch) -> [Value; 3] {
     let s2 = ok(
         client,
         "create_menu_item",
-        json!({"menu": "main", "label": "Services", "url": "/services"}),
+        menu_item("Services", "/services"),
     )
     .await;
     assert_eq!(
@@ -79,23 +39,15 @@ async fn plan_three(client: &Client, scratch: &Scratch) -> [Value; 3] {
 
 #[tokio::test]
 async fn the_worked_example_plans_three_steps_applies_them_and_the_receipt_tells_all() {
-    let scratch = Scratch::new();
-    let token = scratch.create_key("agent", "write");
-    let config = demo_config(&scratch, "");
-    let client = stdio_client(&scratch, &["--config", &config], Some(&token)).await;
+    let (scratch, _, client) = demo_agent("agent", "write").await;
     let [s1, s2, s3] = plan_three(&client, &scratch).await;
 
-    let plan = ok(&client, "plangate_get_plan", json!({})).await;
+    let plan = get_plan(&client).await;
     assert_eq!(plan["pending_steps"], 3);
     let digest = plan["plan_digest"].as_str().unwrap().to_owned();
     let before = site(&scratch);
 
-    let receipt = ok(
-        &client,
-        "plangate_apply_plan",
-        json!({"plan_digest": digest}),
-    )
-    .await;
+    let receipt = apply_plan(&client, json!({"plan_digest": digest})).await;
     assert_eq!(receipt["success"], true, "{receipt}");
     assert_eq!(receipt["code"], "plan_applied");
     assert_eq!(
@@ -108,14 +60,8 @@ async fn the_worked_example_plans_three_steps_applies_them_and_the_receipt_tells
         (Some(3), Some(0), Some(0), Some(0))
     );
     assert_eq!(receipt["approved_by_apply"], json!([s3["step_id"]]));
+    assert_eq!(each(&receipt["steps"], "outcome"), ["applied"; 3]);
     let steps = receipt["steps"].as_array().unwrap();
-    assert_eq!(
-        steps
-            .iter()
-            .map(|s| s["outcome"].as_str().unwrap())
-            .collect::<Vec<_>>(),
-        ["applied"; 3]
-    );
     // Step 1 landed on a copy: its id and preview link.
     let copy_id = steps[0]["copy_id"].as_str().unwrap().to_owned();
     assert!(
@@ -173,7 +119,7 @@ async fn the_worked_example_plans_three_steps_applies_them_and_the_receipt_tells
     );
 
     // Applying again runs nothing; the plan is empty.
-    let again = ok(&client, "plangate_apply_plan", json!({})).await;
+    let again = apply_plan(&client, json!({})).await;
     assert_eq!(again["applied"], 0);
     assert_eq!(site(&scratch), after);
     let ended = ok(&client, "plangate_end_session", json!({})).await;
@@ -183,13 +129,10 @@ async fn the_worked_example_plans_three_steps_applies_them_and_the_receipt_tells
 
 #[tokio::test]
 async fn not_the_menu_discarding_step_two_leaves_the_menu_untouched() {
-    let scratch = Scratch::new();
-    let token = scratch.create_key("agent", "write");
-    let config = demo_config(&scratch, "");
-    let client = stdio_client(&scratch, &["--config", &config], Some(&token)).await;
+    let (scratch, _, client) = demo_agent("agent", "write").await;
     let [_, s2, _] = plan_three(&client, &scratch).await;
     let menu_before = menu_labels(&site(&scratch));
-    let stale = ok(&client, "plangate_get_plan", json!({})).await["plan_digest"].clone();
+    let stale = get_plan(&client).await["plan_digest"].clone();
     let discarded = ok(
         &client,
         "plangate_discard_plan",
@@ -209,12 +152,7 @@ async fn not_the_menu_discarding_step_two_leaves_the_menu_untouched() {
     assert_eq!(body(&r)["code"], "plan_changed");
     assert_eq!(menu_labels(&site(&scratch)), menu_before);
     let digest = discarded["plan_digest"].clone();
-    let receipt = ok(
-        &client,
-        "plangate_apply_plan",
-        json!({"plan_digest": digest}),
-    )
-    .await;
+    let receipt = apply_plan(&client, json!({"plan_digest": digest})).await;
     assert_eq!(receipt["applied"], 2, "{receipt}");
     let after = site(&scratch);
     assert_eq!(menu_labels(&after), menu_before, "the menu is untouched");
@@ -224,25 +162,17 @@ async fn not_the_menu_discarding_step_two_leaves_the_menu_untouched() {
 
 #[tokio::test]
 async fn a_failing_step_stops_the_run_and_can_be_applied_again_by_naming_it() {
-    let scratch = Scratch::new();
-    let token = scratch.create_key("agent", "write");
-    let config = demo_config(&scratch, "");
-    let client = stdio_client(&scratch, &["--config", &config], Some(&token)).await;
-    ok(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
+    let (scratch, _, client) = demo_agent("agent", "write").await;
+    begin(&client, "plan").await;
     let bad = ok(
         &client,
         "restore_snapshot",
         json!({"snapshot_id": "snap_nope"}),
     )
     .await;
-    let good = ok(
-        &client,
-        "update_option",
-        json!({"name": "tagline", "value": "after"}),
-    )
-    .await;
+    let good = ok(&client, "update_option", tagline("after")).await;
 
-    let receipt = ok(&client, "plangate_apply_plan", json!({})).await;
+    let receipt = apply_plan(&client, json!({})).await;
     assert_eq!(receipt["success"], false);
     assert_eq!(
         (
@@ -261,34 +191,22 @@ async fn a_failing_step_stops_the_run_and_can_be_applied_again_by_naming_it() {
             .unwrap()
             .contains("snap_nope")
     );
-    assert_ne!(site(&scratch)["options"]["tagline"]["value"], "after");
-    let plan = ok(&client, "plangate_get_plan", json!({})).await;
-    let statuses: Vec<&str> = plan["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["status"].as_str().unwrap())
-        .collect();
-    assert_eq!(statuses, ["failed", "planned"], "the rest stays waiting");
+    assert_ne!(site_tagline(&scratch), "after");
+    let plan = get_plan(&client).await;
+    assert_eq!(
+        each(&plan["steps"], "status"),
+        ["failed", "planned"],
+        "the rest stays waiting"
+    );
 
     // With continue_on_error the waiting steps run past a failure.
-    let receipt = ok(
-        &client,
-        "plangate_apply_plan",
-        json!({"continue_on_error": true}),
-    )
-    .await;
+    let receipt = apply_plan(&client, json!({"continue_on_error": true})).await;
     assert_eq!(receipt["applied"], 1, "{receipt}");
     assert_eq!(receipt["steps"][0]["step_id"], good["step_id"]);
-    assert_eq!(site(&scratch)["options"]["tagline"]["value"], "after");
+    assert_eq!(site_tagline(&scratch), "after");
 
     // A failed step runs again when named (and fails again, truthfully).
-    let receipt = ok(
-        &client,
-        "plangate_apply_plan",
-        json!({"step_ids": [bad["step_id"]]}),
-    )
-    .await;
+    let receipt = apply_plan(&client, json!({"step_ids": [bad["step_id"]]})).await;
     assert_eq!(receipt["failed"], 1);
     assert_eq!(
         site(&scratch)["calls"]["restore_snapshot"],
@@ -300,54 +218,29 @@ async fn a_failing_step_stops_the_run_and_can_be_applied_again_by_naming_it() {
 
 #[tokio::test]
 async fn a_target_changed_since_planning_is_stale_and_nothing_is_sent() {
-    let scratch = Scratch::new();
-    let agent = scratch.create_key("agent", "write");
-    let other = scratch.create_key("other", "write");
-    let config = demo_config(&scratch, "");
-    let client = stdio_client(&scratch, &["--config", &config], Some(&agent)).await;
-    ok(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
-    ok(
-        &client,
-        "update_option",
-        json!({"name": "tagline", "value": "planned"}),
-    )
-    .await;
+    let (scratch, config, [agent, other]) = demo_keys("", [("agent", "write"), ("other", "write")]);
+    let client = plan_client(&scratch, &config, &agent).await;
+    ok(&client, "update_option", tagline("planned")).await;
     // Someone else changes the option directly meanwhile.
-    let direct = stdio_client(&scratch, &["--config", &config], Some(&other)).await;
-    ok(
-        &direct,
-        "update_option",
-        json!({"name": "tagline", "value": "changed meanwhile"}),
-    )
-    .await;
+    let direct = config_client(&scratch, &config, &other).await;
+    ok(&direct, "update_option", tagline("changed meanwhile")).await;
     direct.cancel().await.unwrap();
-    let receipt = ok(&client, "plangate_apply_plan", json!({})).await;
+    let receipt = apply_plan(&client, json!({})).await;
     assert_eq!(receipt["failed"], 1, "{receipt}");
     assert_eq!(receipt["steps"][0]["error"]["code"], "stale_target");
-    assert_eq!(
-        site(&scratch)["options"]["tagline"]["value"],
-        "changed meanwhile"
-    );
+    assert_eq!(site_tagline(&scratch), "changed meanwhile");
     client.cancel().await.unwrap();
 }
 
 #[tokio::test]
 async fn a_read_key_cannot_apply_and_a_plan_key_needs_an_approval() {
-    let scratch = Scratch::new();
-    let planner = scratch.create_key("planner", "plan");
-    let config = demo_config(&scratch, "");
-    let client = stdio_client(&scratch, &["--config", &config], Some(&planner)).await;
-    ok(
-        &client,
-        "update_option",
-        json!({"name": "tagline", "value": "x"}),
-    )
-    .await;
+    let (scratch, _, client) = demo_agent("planner", "plan").await;
+    ok(&client, "update_option", tagline("x")).await;
     let r = call(&client, "plangate_apply_plan", json!({}))
         .await
         .unwrap();
     assert_eq!(body(&r)["code"], "forbidden");
     assert!(body(&r)["message"].as_str().unwrap().contains("approves"));
-    assert_ne!(site(&scratch)["options"]["tagline"]["value"], "x");
+    assert_ne!(site_tagline(&scratch), "x");
     client.cancel().await.unwrap();
 }

@@ -11,30 +11,17 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
 use plangate_core::StepStatus;
-use serde_json::{Value, json};
+use serde_json::json;
 
 const STEPS: u64 = 20;
 
 fn trials() -> u64 {
-    std::env::var("PLANGATE_CHAOS_TRIALS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10)
-}
-
-fn deliveries(log: &std::path::Path) -> BTreeMap<u64, u64> {
-    let mut out = BTreeMap::new();
-    for line in std::fs::read_to_string(log).unwrap_or_default().lines() {
-        let v: Value = serde_json::from_str(line).unwrap();
-        *out.entry(v["n"].as_u64().unwrap()).or_insert(0) += 1;
-    }
-    out
+    env_count("PLANGATE_CHAOS_TRIALS", 10)
 }
 
 #[derive(Default, Debug)]
@@ -58,16 +45,7 @@ fn jitter(trial: u64) -> u64 {
 
 async fn run(store_label: &str, database: Option<String>) -> Tally {
     let scratch = Scratch::new();
-    let log = scratch.path().join("deliveries.jsonl");
-    let config = scratch.write(
-        "plangate.toml",
-        &format!(
-            "[gateway]\nlease = \"1s\"\n\n[upstreams.count]\ncommand = \"{}\"\nargs = [\"counting-upstream\", \"--log\", \"{}\"]\n",
-            plangate().display(),
-            log.display()
-        ),
-    );
-    let config = config.to_str().unwrap().to_owned();
+    let (config, log) = counting_config(&scratch, "lease = \"1s\"\n");
     let mut extra = vec!["--config".to_owned(), config.clone()];
     if let Some(db) = &database {
         extra.push("--database".into());

@@ -8,34 +8,17 @@
 
 mod common;
 
-use std::process::Output;
-
 use common::*;
 use serde_json::Value;
 
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
+/// Runs a command that must succeed and returns its stdout.
 fn ok(scratch: &Scratch, args: &[&str]) -> String {
-    let out = scratch.run(args);
-    assert!(
-        out.status.success(),
-        "plangate {args:?} failed ({}):\n{}\n{}",
-        out.status,
-        stdout(&out),
-        stderr(&out)
-    );
-    stdout(&out)
+    succeeded(args, &scratch.run(args))
 }
 
+/// Runs a command that must succeed and print JSON.
 fn json(scratch: &Scratch, args: &[&str]) -> Value {
-    let text = ok(scratch, args);
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{args:?}: {e}:\n{text}"))
+    parsed(args, &ok(scratch, args))
 }
 
 /// Every file under `dir`, read as bytes.

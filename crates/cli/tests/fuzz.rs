@@ -86,27 +86,15 @@ async fn a_protocol_fuzz_run_finds_no_panic_bounded_memory_and_every_recorded_st
     let rss_before = rss_kib(pid);
 
     let out = scratch.path().join("fuzz-out");
-    fuzz(
-        peers,
-        &gw.url(),
-        &out.join("anonymous"),
-        None,
-        &["--mode", "protocol", "--runs-per-type", "8"],
-    );
-    fuzz(
-        peers,
-        &gw.url(),
-        &out.join("protocol"),
-        Some(&planner),
-        &["--mode", "protocol", "--runs-per-type", "8"],
-    );
-    fuzz(
-        peers,
-        &gw.url(),
-        &out.join("tools"),
-        Some(&planner),
-        &["--mode", "tools", "--runs", "4", "--phase", "both"],
-    );
+    let protocol = ["--mode", "protocol", "--runs-per-type", "8"].as_slice();
+    let tools = ["--mode", "tools", "--runs", "4", "--phase", "both"].as_slice();
+    for (run, key, args) in [
+        ("anonymous", None, protocol),
+        ("protocol", Some(planner.as_str()), protocol),
+        ("tools", Some(planner.as_str()), tools),
+    ] {
+        fuzz(peers, &gw.url(), &out.join(run), key, args);
+    }
 
     // Still serving, nothing panicked.
     let health = reqwest::get(gw.url().replace("/mcp", "/healthz"))

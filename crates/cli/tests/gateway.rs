@@ -43,38 +43,61 @@ fn mcp_post_as(
     }
 }
 
-/// A config with two upstreams: `site` over stdio and `blog` over HTTP.
-fn two_upstream_config(scratch: &Scratch, blog: &Proc) -> std::path::PathBuf {
-    let site_state = scratch.path().join("site.json");
-    scratch.write(
-        "plangate.toml",
-        &format!(
-            r#"
-[upstreams.site]
-command = "{exe}"
-args = ["demo-site", "--state", "{state}"]
+/// The `initialize` request of a client without capabilities.
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
 
-[upstreams.blog]
-url = "{url}"
-trust_annotations = true
+/// Posts `init` for `token`; returns the answer's status and the session it opened.
+async fn open_session(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    init: &'static str,
+) -> (reqwest::StatusCode, String) {
+    let init = mcp_post(http, url, token, None, init).send().await.unwrap();
+    let status = init.status();
+    let session = session_id(&init);
+    let _ = init.text().await;
+    (status, session)
+}
 
-[upstreams.blog.tools.list_plugins]
-enabled = false
-"#,
-            exe = plangate().display(),
-            state = site_state.display(),
-            url = blog.url(),
-        ),
-    )
+/// The `mcp-session-id` an answer carries.
+fn session_id(response: &reqwest::Response) -> String {
+    response.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Where raw-protocol tests start: a key `name`, the demo served over HTTP, a client.
+fn served(name: &str) -> (Scratch, String, Proc, reqwest::Client) {
+    let scratch = Scratch::new();
+    let key = scratch.create_key(name, "write");
+    let gw = serve_http(&scratch, &[]);
+    (scratch, key, gw, reqwest::Client::new())
+}
+
+/// Writes config `file`: `before`, a demo site over HTTP as upstream `blog`, `after`.
+fn with_blog(scratch: &Scratch, file: &str, before: &str, after: &str) -> (Proc, String) {
+    let blog = demo_site_http(&scratch.path().join("blog.json"));
+    let toml = format!(
+        "{before}[upstreams.blog]\nurl = \"{}\"\n{after}",
+        blog.url()
+    );
+    let config = scratch.write(file, &toml);
+    (blog, config.to_str().unwrap().to_owned())
 }
 
 #[tokio::test]
 async fn http_client_sees_namespaced_tools_of_two_upstreams_and_calls_both() {
+    // Two upstreams: `site` over stdio and `blog` over HTTP.
     let scratch = Scratch::new();
-    let blog = demo_site_http(&scratch.path().join("blog.json"));
-    let config = two_upstream_config(&scratch, &blog);
+    let state = scratch.path().join("site.json");
+    let site = plangate_upstream("site", &["demo-site", "--state", state.to_str().unwrap()]);
+    let blog_tools =
+        "trust_annotations = true\n\n[upstreams.blog.tools.list_plugins]\nenabled = false\n";
+    let (_blog, config) = with_blog(&scratch, "plangate.toml", &format!("{site}\n"), blog_tools);
     let token = scratch.create_key("agent", "write");
-    let gw = serve_http(&scratch, &["--config", config.to_str().unwrap()]);
+    let gw = serve_http(&scratch, &["--config", &config]);
 
     let client = http_client(&gw.url(), Some(&token)).await.unwrap();
     let info = client.peer().peer_info().unwrap();
@@ -114,22 +137,14 @@ async fn http_client_sees_namespaced_tools_of_two_upstreams_and_calls_both() {
     );
 
     // A write with a write key runs on the right upstream only.
-    let r = call(
+    ok(
         &client,
         "blog__create_menu_item",
-        json!({"menu": "main", "label": "Services", "url": "/services"}),
+        menu_item("Services", "/services"),
     )
-    .await
-    .unwrap();
-    assert_eq!(r.is_error, Some(false), "{r:?}");
-    let blog_state = site_state(&scratch.path().join("blog.json"));
-    let labels: Vec<&str> = blog_state["menus"]["main"]["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["label"].as_str().unwrap())
-        .collect();
-    assert!(labels.contains(&"Services"), "{labels:?}");
+    .await;
+    let labels = menu_labels(&site_state(&scratch.path().join("blog.json")));
+    assert!(labels.iter().any(|l| l == "Services"), "{labels:?}");
     let site = site_state(&scratch.path().join("site.json"));
     assert!(!site.to_string().contains("Services"));
 
@@ -195,23 +210,10 @@ async fn stdio_client_with_a_key_lists_unprefixed_demo_tools_and_calls_them() {
             "{expected} missing from {names:?}"
         );
     }
-    let r = call(
-        &client,
-        "update_page",
-        json!({"id": 2, "title": "Our story"}),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r.is_error, Some(false), "{r:?}");
-    let copy_id = r.structured_content.unwrap()["copy_id"].as_u64().unwrap();
+    let written = ok(&client, "update_page", our_story()).await;
+    let copy_id = written["copy_id"].as_u64().unwrap();
     let state = site_state(&scratch.data_dir().join("demo-site.json"));
-    let copy = state["pages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["id"] == copy_id)
-        .unwrap();
-    assert_eq!(copy["title"], "Our story");
+    assert_eq!(page(&state, copy_id)["title"], "Our story");
     client.cancel().await.unwrap();
 }
 
@@ -280,7 +282,7 @@ async fn a_client_without_a_key_is_told_how_to_create_one() {
         .post(gw.url())
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
-        .body(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#)
+        .body(INITIALIZE)
         .send()
         .await
         .unwrap();
@@ -288,12 +290,7 @@ async fn a_client_without_a_key_is_told_how_to_create_one() {
     assert!(response.headers().contains_key("www-authenticate"));
     let body: serde_json::Value = response.json().await.unwrap();
     assert_eq!(body["error"], "key_required");
-    assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .contains("plangate keys create")
-    );
+    assert!(mentions(&body["message"], "plangate keys create"));
     assert!(http_client(&gw.url(), None).await.is_err());
     assert!(
         http_client(&gw.url(), Some("pgk_not-a-real-key"))
@@ -328,13 +325,7 @@ async fn scopes_decide_whether_a_write_runs() {
     assert_eq!(r.is_error, Some(false));
     let before = std::fs::read(&state).unwrap();
     // Writes are refused `forbidden` and never reach the upstream.
-    let r = call(
-        &client,
-        "update_option",
-        json!({"name": "tagline", "value": "x"}),
-    )
-    .await
-    .unwrap();
+    let r = call(&client, "update_option", tagline("x")).await.unwrap();
     assert_eq!(r.is_error, Some(true));
     assert_eq!(r.structured_content.unwrap()["code"], "forbidden");
     assert_eq!(std::fs::read(&state).unwrap(), before);
@@ -354,25 +345,18 @@ async fn scopes_decide_whether_a_write_runs() {
 #[tokio::test]
 async fn anonymous_reads_when_config_allows_but_never_writes() {
     let scratch = Scratch::new();
-    let blog = demo_site_http(&scratch.path().join("blog.json"));
-    let config = scratch.write(
+    let anonymous = "[gateway]\nanonymous = \"read\"\n\n";
+    let (_blog, config) = with_blog(
+        &scratch,
         "anon.toml",
-        &format!(
-            "[gateway]\nanonymous = \"read\"\n\n[upstreams.blog]\nurl = \"{}\"\ntrust_annotations = true\n",
-            blog.url()
-        ),
+        anonymous,
+        "trust_annotations = true\n",
     );
-    let gw = serve_http(&scratch, &["--config", config.to_str().unwrap()]);
+    let gw = serve_http(&scratch, &["--config", &config]);
     let client = http_client(&gw.url(), None).await.unwrap();
     let r = call(&client, "get_page", json!({"id": 1})).await.unwrap();
     assert_eq!(r.is_error, Some(false));
-    let r = call(
-        &client,
-        "update_option",
-        json!({"name": "tagline", "value": "x"}),
-    )
-    .await
-    .unwrap();
+    let r = call(&client, "update_option", tagline("x")).await.unwrap();
     assert_eq!(r.is_error, Some(true));
     assert_eq!(r.structured_content.unwrap()["code"], "plan_needs_key");
     // An invalid key is refused, never treated as anonymous.
@@ -383,21 +367,9 @@ async fn anonymous_reads_when_config_allows_but_never_writes() {
 #[tokio::test]
 async fn untrusted_http_annotations_make_every_tool_destructive_in_config_check() {
     let scratch = Scratch::new();
-    let blog = demo_site_http(&scratch.path().join("blog.json"));
-    let config = scratch.write(
-        "check.toml",
-        &format!(
-            "[upstreams.blog]\nurl = \"{}\"\n\n[upstreams.blog.tools.get_page]\neffect = \"read\"\n",
-            blog.url()
-        ),
-    );
-    let out = scratch.run(&[
-        "config",
-        "check",
-        "--json",
-        "--config",
-        config.to_str().unwrap(),
-    ]);
+    let read_override = "\n[upstreams.blog.tools.get_page]\neffect = \"read\"\n";
+    let (_blog, config) = with_blog(&scratch, "check.toml", "", read_override);
+    let out = scratch.run(&["config", "check", "--json", "--config", &config]);
     assert!(
         out.status.success(),
         "{}",
@@ -425,16 +397,8 @@ async fn an_http_session_stays_bound_to_the_key_that_opened_it() {
     let b = scratch.create_key("b", "write");
     let gw = serve_http(&scratch, &[]);
     let http = reqwest::Client::new();
-    let init = mcp_post(&http, &gw.url(), &a, None, r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(init.status(), 200);
-    let session = init.headers()["mcp-session-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    let _ = init.text().await;
+    let (status, session) = open_session(&http, &gw.url(), &a, INITIALIZE).await;
+    assert_eq!(status, 200);
     let post = |token: &str, body: &'static str| {
         mcp_post(&http, &gw.url(), token, Some(&session), body).send()
     };
@@ -444,20 +408,21 @@ async fn an_http_session_stays_bound_to_the_key_that_opened_it() {
     )
     .await
     .unwrap();
-    let as_b = post(&b, r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#)
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(as_b.contains("session_key_mismatch"), "{as_b}");
-    let as_a = post(&a, r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#)
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(as_a.contains("update_page"), "{as_a}");
+    for (token, list, says) in [
+        (
+            &b,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+            "session_key_mismatch",
+        ),
+        (
+            &a,
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#,
+            "update_page",
+        ),
+    ] {
+        let text = post(token, list).await.unwrap().text().await.unwrap();
+        assert!(text.contains(says), "{text}");
+    }
 }
 
 #[tokio::test]
@@ -486,14 +451,7 @@ async fn a_2026_client_is_served_2026_07_28_over_http() {
         .unwrap();
     let info = client.peer().peer_info().unwrap();
     assert_eq!(info.protocol_version.as_str(), "2026-07-28");
-    let names: Vec<String> = client
-        .peer()
-        .list_all_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let names = tool_names(&client).await;
     assert!(names.contains(&"get_page".to_owned()), "{names:?}");
     let r = call(&client, "get_page", json!({"id": 2})).await.unwrap();
     assert_eq!(r.structured_content.unwrap()["title"], "About");
@@ -586,22 +544,14 @@ async fn claude_desktop_json_is_accepted_as_is() {
 
 #[tokio::test]
 async fn a_quick_answer_over_http_is_one_json_body() {
-    let scratch = Scratch::new();
-    let key = scratch.create_key("quick", "write");
-    let gw = serve_http(&scratch, &[]);
-    let http = reqwest::Client::new();
+    let (_scratch, key, gw, http) = served("quick");
     let post = |session: Option<&str>, body: &'static str| {
         mcp_post(&http, &gw.url(), &key, session, body).send()
     };
-    let init = post(None, r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#)
-        .await
-        .unwrap();
+    let init = post(None, INITIALIZE).await.unwrap();
     assert_eq!(init.status(), 200);
     // The session id survives the change of framing.
-    let session = init.headers()["mcp-session-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let session = session_id(&init);
     assert_eq!(init.headers()["content-type"], "application/json");
     let init: serde_json::Value = init.json().await.unwrap();
     assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
@@ -694,15 +644,7 @@ async fn no_other_key_and_no_anonymous_caller_can_answer_cancel_read_or_close_a_
 
     // The victim opens a session that can answer questions, plans a write
     // and asks the person through `exit_plan_mode`.
-    let init = mcp_post(&http, &url, &a, None, r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{"form":{}}},"clientInfo":{"name":"victim","version":"0"}}}"#)
-        .send()
-        .await
-        .unwrap();
-    let session = init.headers()["mcp-session-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    let _ = init.text().await;
+    let (_, session) = open_session(&http, &url, &a, r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{"form":{}}},"clientInfo":{"name":"victim","version":"0"}}}"#).await;
     let as_a = |body: String| mcp_post(&http, &url, &a, Some(&session), body).send();
     as_a(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.into())
         .await
@@ -769,25 +711,14 @@ async fn no_other_key_and_no_anonymous_caller_can_answer_cancel_read_or_close_a_
     assert_eq!(answered.status(), 202);
     let answer = next_message(&mut stream, &mut buffer, |m| m["id"] == 4).await;
     assert_eq!(answer["result"]["isError"], true, "{answer}");
-    let site = site_state(&scratch.path().join("site.json"));
-    let labels: Vec<&str> = site["menus"]["main"]["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["label"].as_str().unwrap())
-        .collect();
-    assert_eq!(labels, ["Home", "About", "Contact"]);
+    assert_eq!(menu_labels(&site(&scratch)), ["Home", "About", "Contact"]);
     let plan = as_a(r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"plangate_get_plan","arguments":{}}}"#.into()).await.unwrap().text().await.unwrap();
     assert!(plan.contains("\"pending_steps\":1"), "{plan}");
 }
 
 #[tokio::test]
 async fn a_foreign_origin_or_host_is_refused_and_non_browser_clients_pass() {
-    let scratch = Scratch::new();
-    let key = scratch.create_key("agent", "write");
-    let gw = serve_http(&scratch, &[]);
-    let http = reqwest::Client::new();
-    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
+    let (_scratch, key, gw, http) = served("agent");
     let port = gw
         .url()
         .split(':')
@@ -805,7 +736,7 @@ async fn a_foreign_origin_or_host_is_refused_and_non_browser_clients_pass() {
         (Some("http://localhost:6274"), 200),
         (None, 200),
     ] {
-        let mut request = mcp_post(&http, &gw.url(), &key, None, init);
+        let mut request = mcp_post(&http, &gw.url(), &key, None, INITIALIZE);
         if let Some(origin) = origin {
             request = request.header("origin", origin);
         }
@@ -813,13 +744,13 @@ async fn a_foreign_origin_or_host_is_refused_and_non_browser_clients_pass() {
         assert_eq!(r.status(), status, "Origin {origin:?}");
     }
     let base = gw.url().trim_end_matches("/mcp").to_owned();
-    for path in ["/readyz", "/metrics"] {
-        let foreign = http
-            .get(format!("{base}{path}"))
+    let from_evil = |path: &str| {
+        http.get(format!("{base}{path}"))
             .header("host", "evil.example")
             .send()
-            .await
-            .unwrap();
+    };
+    for path in ["/readyz", "/metrics"] {
+        let foreign = from_evil(path).await.unwrap();
         assert_eq!(foreign.status(), 403, "{path}");
         let body = foreign.text().await.unwrap();
         assert!(
@@ -829,12 +760,7 @@ async fn a_foreign_origin_or_host_is_refused_and_non_browser_clients_pass() {
         let own = http.get(format!("{base}{path}")).send().await.unwrap();
         assert_ne!(own.status(), 403, "{path}");
     }
-    let health = http
-        .get(format!("{base}/healthz"))
-        .header("host", "evil.example")
-        .send()
-        .await
-        .unwrap();
+    let health = from_evil("/healthz").await.unwrap();
     assert_eq!(
         health.status(),
         200,
@@ -844,19 +770,8 @@ async fn a_foreign_origin_or_host_is_refused_and_non_browser_clients_pass() {
 
 #[tokio::test]
 async fn malformed_params_of_a_served_method_are_invalid_params_not_an_unknown_method() {
-    let scratch = Scratch::new();
-    let key = scratch.create_key("agent", "write");
-    let gw = serve_http(&scratch, &[]);
-    let http = reqwest::Client::new();
-    let init = mcp_post(&http, &gw.url(), &key, None, r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#)
-        .send()
-        .await
-        .unwrap();
-    let session = init.headers()["mcp-session-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    let _ = init.text().await;
+    let (_scratch, key, gw, http) = served("agent");
+    let (_, session) = open_session(&http, &gw.url(), &key, INITIALIZE).await;
     let post = |body: &'static str| mcp_post(&http, &gw.url(), &key, Some(&session), body).send();
     post(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
         .await
@@ -926,9 +841,7 @@ async fn a_message_over_the_cap_is_refused_too_large_with_its_id_on_both_transpo
             }
         }
     };
-    let init = answer(
-        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
-    );
+    let init = answer(INITIALIZE);
     assert_eq!(init["id"], 1);
     stdin_note(&mut answer);
     let refused = answer(&call);
@@ -967,27 +880,16 @@ fn stdin_note(answer: &mut impl FnMut(&str) -> serde_json::Value) {
 
 #[tokio::test]
 async fn a_new_session_past_the_caps_closes_the_least_recently_used_one() {
-    let scratch = Scratch::new();
-    let a = scratch.create_key("a", "write");
-    let b = scratch.create_key("b", "write");
-    let config = demo_config(
-        &scratch,
+    let (scratch, config, [a, b]) = demo_keys(
         "[gateway]\nmax_sessions = 3\nmax_sessions_per_key = 2\n",
+        [("a", "write"), ("b", "write")],
     );
     let gw = serve_http(&scratch, &["--config", &config]);
     let http = reqwest::Client::new();
     let open = |token: String| {
         let http = http.clone();
         let url = gw.url();
-        async move {
-            let r = mcp_post(&http, &url, &token, None, r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#)
-                .send()
-                .await
-                .unwrap();
-            let id = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
-            let _ = r.text().await;
-            id
-        }
+        async move { open_session(&http, &url, &token, INITIALIZE).await.1 }
     };
     let ping = |token: String, session: String| {
         let http = http.clone();
@@ -1074,16 +976,16 @@ async fn a_connection_without_a_request_head_in_time_is_closed() {
 
 #[tokio::test]
 async fn calls_past_a_rate_limit_are_refused_with_when_to_retry() {
-    let scratch = Scratch::new();
-    let a = scratch.create_key("a", "write");
-    let b = scratch.create_key("b", "write");
-    let path = demo_config(&scratch, "[gateway]\nrate_limit = \"3/min\"\n");
+    let (scratch, path, [a, b]) = demo_keys(
+        "[gateway]\nrate_limit = \"3/min\"\n",
+        [("a", "write"), ("b", "write")],
+    );
     let text = std::fs::read_to_string(&path).unwrap().replace(
         "[upstreams.site.tools.update_option]",
         "[upstreams.site.tools.update_option]\nrate_limit = \"1/h\"",
     );
     let config = scratch.write("limited.toml", &text).display().to_string();
-    let client_a = stdio_client(&scratch, &["--config", &config], Some(&a)).await;
+    let client_a = config_client(&scratch, &config, &a).await;
     let code = |r: &rmcp::model::CallToolResult| {
         r.structured_content.clone().unwrap_or_default()["code"]
             .as_str()
@@ -1104,22 +1006,14 @@ async fn calls_past_a_rate_limit_are_refused_with_when_to_retry() {
     );
     client_a.cancel().await.unwrap();
     // Another key has its own allowance; the tool's limit is everyone's.
-    let client_b = stdio_client(&scratch, &["--config", &config], Some(&b)).await;
-    let first = call(
-        &client_b,
-        "update_option",
-        json!({"name": "tagline", "value": "a"}),
-    )
-    .await
-    .unwrap();
+    let client_b = config_client(&scratch, &config, &b).await;
+    let first = call(&client_b, "update_option", tagline("a"))
+        .await
+        .unwrap();
     assert_eq!(first.is_error, Some(false), "{first:?}");
-    let second = call(
-        &client_b,
-        "update_option",
-        json!({"name": "tagline", "value": "b"}),
-    )
-    .await
-    .unwrap();
+    let second = call(&client_b, "update_option", tagline("b"))
+        .await
+        .unwrap();
     assert_eq!(code(&second), "rate_limited");
     assert!(
         second.structured_content.unwrap()["message"]
@@ -1127,9 +1021,6 @@ async fn calls_past_a_rate_limit_are_refused_with_when_to_retry() {
             .unwrap()
             .contains("update_option")
     );
-    assert_eq!(
-        site_state(&scratch.path().join("site.json"))["options"]["tagline"]["value"],
-        "a"
-    );
+    assert_eq!(site_tagline(&scratch), "a");
     client_b.cancel().await.unwrap();
 }

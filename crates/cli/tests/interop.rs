@@ -394,6 +394,45 @@ fn metric(text: &str, series: &str) -> Option<f64> {
     })
 }
 
+/// The strings of a JSON array, collected.
+fn strings<'a, C: FromIterator<&'a str>>(list: &'a Value) -> C {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect()
+}
+
+/// Runs `scenario` over stdio in a fresh world, then scans plangate's log for the canary.
+fn over_stdio(options: Options, scenario: impl FnOnce(&World, Transport<'_>)) {
+    let world = World::new(options);
+    scenario(&world, Transport::Stdio);
+    world.assert_logs_clean(Transport::Stdio);
+}
+
+/// Runs `scenario` over HTTP in a fresh world, then scans plangate's log for the canary.
+fn over_http(options: Options, scenario: impl FnOnce(&World, Transport<'_>)) {
+    let world = World::new(options);
+    let gw = world.serve_http();
+    scenario(&world, Transport::Http(&gw));
+    world.assert_logs_clean(Transport::Http(&gw));
+}
+
+/// Two tests of one scenario: `$stdio` over stdio, `$http` over Streamable HTTP.
+macro_rules! over_both_transports {
+    ($stdio:ident, $http:ident, $scenario:expr, $options:expr) => {
+        #[test]
+        fn $stdio() {
+            over_stdio($options, $scenario);
+        }
+
+        #[test]
+        fn $http() {
+            over_http($options, $scenario);
+        }
+    };
+}
+
 // --- tools, annotations, reads, isError, structured content ---------------
 
 fn tools_reads_errors_and_structured_content(world: &World, transport: Transport<'_>) {
@@ -458,12 +497,7 @@ fn tools_reads_errors_and_structured_content(world: &World, transport: Transport
     assert_eq!(text(&out["echo"]), format!("Echo: {}", world.canary));
 
     // Resources and prompts are read through the naming rule.
-    let uris: Vec<&str> = out["resources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|u| u.as_str().unwrap())
-        .collect();
+    let uris: Vec<&str> = strings(&out["resources"]);
     // Upstream resources are namespaced; plangate's own review view is not
     // an upstream's.
     assert!(
@@ -506,9 +540,10 @@ fn tools_reads_errors_and_structured_content(world: &World, transport: Transport
 
 #[test]
 fn stdio_tools_annotations_reads_is_error_and_structured_content() {
-    let world = World::new(Options::default());
-    tools_reads_errors_and_structured_content(&world, Transport::Stdio);
-    world.assert_logs_clean(Transport::Stdio);
+    over_stdio(
+        Options::default(),
+        tools_reads_errors_and_structured_content,
+    );
 }
 
 #[test]
@@ -610,20 +645,12 @@ fn progress_reaches_the_client_per_call(world: &World, transport: Transport<'_>)
     }
 }
 
-#[test]
-fn stdio_progress_reaches_the_python_client_and_never_crosses_calls() {
-    let world = World::new(Options::default());
-    progress_reaches_the_client_per_call(&world, Transport::Stdio);
-    world.assert_logs_clean(Transport::Stdio);
-}
-
-#[test]
-fn http_progress_reaches_the_python_client_and_never_crosses_calls_or_sessions() {
-    let world = World::new(Options::default());
-    let gw = world.serve_http();
-    progress_reaches_the_client_per_call(&world, Transport::Http(&gw));
-    world.assert_logs_clean(Transport::Http(&gw));
-}
+over_both_transports!(
+    stdio_progress_reaches_the_python_client_and_never_crosses_calls,
+    http_progress_reaches_the_python_client_and_never_crosses_calls_or_sessions,
+    progress_reaches_the_client_per_call,
+    Options::default()
+);
 
 /// Gateway bug (found by this suite): server-everything sends its last
 /// progress notification immediately before the call's result; rmcp
@@ -718,26 +745,15 @@ fn cancelled_call_stops_at_the_upstream(world: &World, transport: Transport<'_>)
     );
 }
 
-#[test]
-fn stdio_cancelled_call_stops_at_the_upstream() {
-    let world = World::new(Options {
+over_both_transports!(
+    stdio_cancelled_call_stops_at_the_upstream,
+    http_cancelled_call_stops_at_the_upstream,
+    cancelled_call_stops_at_the_upstream,
+    Options {
         tap: true,
         ..Options::default()
-    });
-    cancelled_call_stops_at_the_upstream(&world, Transport::Stdio);
-    world.assert_logs_clean(Transport::Stdio);
-}
-
-#[test]
-fn http_cancelled_call_stops_at_the_upstream() {
-    let world = World::new(Options {
-        tap: true,
-        ..Options::default()
-    });
-    let gw = world.serve_http();
-    cancelled_call_stops_at_the_upstream(&world, Transport::Http(&gw));
-    world.assert_logs_clean(Transport::Http(&gw));
-}
+    }
+);
 
 // --- elicitation --------------------------------------------------------------
 
@@ -771,20 +787,12 @@ fn upstream_elicitation_reaches_the_caller(world: &World, transport: Transport<'
     );
 }
 
-#[test]
-fn stdio_upstream_elicitation_reaches_the_calling_python_client() {
-    let world = World::new(Options::default());
-    upstream_elicitation_reaches_the_caller(&world, Transport::Stdio);
-    world.assert_logs_clean(Transport::Stdio);
-}
-
-#[test]
-fn http_upstream_elicitation_reaches_the_calling_python_client() {
-    let world = World::new(Options::default());
-    let gw = world.serve_http();
-    upstream_elicitation_reaches_the_caller(&world, Transport::Http(&gw));
-    world.assert_logs_clean(Transport::Http(&gw));
-}
+over_both_transports!(
+    stdio_upstream_elicitation_reaches_the_calling_python_client,
+    http_upstream_elicitation_reaches_the_calling_python_client,
+    upstream_elicitation_reaches_the_caller,
+    Options::default()
+);
 
 // --- a killed upstream comes back ---------------------------------------------
 
@@ -796,18 +804,8 @@ fn killed_upstream_comes_back(world: &World, transport: Transport<'_>, target: &
         old.is_some() && new.is_some() && old != new,
         "a new process: {out}"
     );
-    let before: BTreeSet<&str> = out["tools_before"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_str().unwrap())
-        .collect();
-    let after: BTreeSet<&str> = out["tools_after"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_str().unwrap())
-        .collect();
+    let before: BTreeSet<&str> = strings(&out["tools_before"]);
+    let after: BTreeSet<&str> = strings(&out["tools_after"]);
     assert!(!before.is_empty());
     assert_eq!(before, after, "its tools came back: {out}");
     assert!(
@@ -836,17 +834,16 @@ fn killed_upstream_comes_back(world: &World, transport: Transport<'_>, target: &
 
 #[test]
 fn stdio_killed_memory_upstream_comes_back_with_its_tools_and_state() {
-    let world = World::new(Options::default());
-    killed_upstream_comes_back(&world, Transport::Stdio, "memory");
-    world.assert_logs_clean(Transport::Stdio);
+    over_stdio(Options::default(), |world, transport| {
+        killed_upstream_comes_back(world, transport, "memory")
+    });
 }
 
 #[test]
 fn http_killed_everything_upstream_comes_back_with_its_tools() {
-    let world = World::new(Options::default());
-    let gw = world.serve_http();
-    killed_upstream_comes_back(&world, Transport::Http(&gw), "everything");
-    world.assert_logs_clean(Transport::Http(&gw));
+    over_http(Options::default(), |world, transport| {
+        killed_upstream_comes_back(world, transport, "everything")
+    });
 }
 
 // --- server-filesystem writes -------------------------------------------------
@@ -875,20 +872,12 @@ fn filesystem_writes_land_on_disk(world: &World, transport: Transport<'_>) {
     assert_eq!(text(&out["read_key_read"]), content);
 }
 
-#[test]
-fn stdio_filesystem_writes_land_on_disk_and_read_keys_cannot_write() {
-    let world = World::new(Options::default());
-    filesystem_writes_land_on_disk(&world, Transport::Stdio);
-    world.assert_logs_clean(Transport::Stdio);
-}
-
-#[test]
-fn http_filesystem_writes_land_on_disk_and_read_keys_cannot_write() {
-    let world = World::new(Options::default());
-    let gw = world.serve_http();
-    filesystem_writes_land_on_disk(&world, Transport::Http(&gw));
-    world.assert_logs_clean(Transport::Http(&gw));
-}
+over_both_transports!(
+    stdio_filesystem_writes_land_on_disk_and_read_keys_cannot_write,
+    http_filesystem_writes_land_on_disk_and_read_keys_cannot_write,
+    filesystem_writes_land_on_disk,
+    Options::default()
+);
 
 // --- HTTP auth, readiness -----------------------------------------------------
 
@@ -1146,20 +1135,12 @@ fn plan_then_apply_in_front_of_server_filesystem(world: &World, transport: Trans
     assert_eq!(std::fs::read_to_string(path).unwrap(), content, "on disk");
 }
 
-#[test]
-fn stdio_plan_mode_write_to_server_filesystem_is_a_plan_step_until_applied() {
-    let world = World::new(Options::default());
-    plan_then_apply_in_front_of_server_filesystem(&world, Transport::Stdio);
-    world.assert_logs_clean(Transport::Stdio);
-}
-
-#[test]
-fn http_plan_mode_write_to_server_filesystem_is_a_plan_step_until_applied() {
-    let world = World::new(Options::default());
-    let gw = world.serve_http();
-    plan_then_apply_in_front_of_server_filesystem(&world, Transport::Http(&gw));
-    world.assert_logs_clean(Transport::Http(&gw));
-}
+over_both_transports!(
+    stdio_plan_mode_write_to_server_filesystem_is_a_plan_step_until_applied,
+    http_plan_mode_write_to_server_filesystem_is_a_plan_step_until_applied,
+    plan_then_apply_in_front_of_server_filesystem,
+    Options::default()
+);
 
 fn planned_secret_never_leaks(world: &World, transport: Transport<'_>) {
     // Contains the canary, so the log scan looks for it too.
@@ -1272,9 +1253,14 @@ fn assert_review_refused(world: &World, out: &Value, code: &str) {
     assert_eq!(sc(exit)["code"], code, "{exit}");
     assert_eq!(out["exists_after_exit"], false, "{out}");
     assert!(!Path::new(out["path"].as_str().unwrap()).exists());
+    assert_plan_after_exit(world, out, "plan", 1);
+}
+
+/// After the exit the plan was in `mode` with `pending` steps; the log is clean.
+fn assert_plan_after_exit(world: &World, out: &Value, mode: &str, pending: u64) {
     let plan = &out["get_plan_after"];
-    assert_eq!(sc(plan)["mode"], "plan", "{plan}");
-    assert_eq!(sc(plan)["pending_steps"], 1, "{plan}");
+    assert_eq!(sc(plan)["mode"], mode, "{plan}");
+    assert_eq!(sc(plan)["pending_steps"], pending, "{plan}");
     world.assert_logs_clean(Transport::Stdio);
 }
 
@@ -1293,10 +1279,7 @@ fn stdio_exit_plan_mode_approved_through_sdk_elicitation_applies_the_plan() {
         std::fs::read_to_string(path).unwrap(),
         out["content"].as_str().unwrap()
     );
-    let plan = &out["get_plan_after"];
-    assert_eq!(sc(plan)["mode"], "default", "{plan}");
-    assert_eq!(sc(plan)["pending_steps"], 0, "{plan}");
-    world.assert_logs_clean(Transport::Stdio);
+    assert_plan_after_exit(&world, &out, "default", 0);
 }
 
 #[test]

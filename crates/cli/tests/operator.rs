@@ -13,54 +13,36 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::{Value, json};
 
-type Client = rmcp::service::RunningService<rmcp::RoleClient, rmcp::model::ClientConfig>;
-
 /// The operator's name for every command run here (`$USER`).
 const OPERATOR: &str = "ops-alice";
 
-fn site(scratch: &Scratch) -> Value {
-    site_state(&scratch.path().join("site.json"))
-}
-
 /// Runs `plangate --data-dir DATA ARGS…` as the operator.
 fn op(scratch: &Scratch, args: &[&str]) -> Output {
-    Command::new(plangate())
-        .arg("--data-dir")
-        .arg(scratch.data_dir())
-        .args(args)
-        .current_dir(scratch.path())
-        .env_remove("PLANGATE_CONFIG")
-        .env_remove("PLANGATE_KEY")
+    scratch
+        .command(args)
         .env("USER", OPERATOR)
         .output()
         .unwrap()
 }
 
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
 /// Runs an operator command that must succeed and returns its stdout.
 fn op_ok(scratch: &Scratch, args: &[&str]) -> String {
-    let out = op(scratch, args);
-    assert!(
-        out.status.success(),
-        "plangate {args:?} failed ({}):\n{}\n{}",
-        out.status,
-        stdout(&out),
-        stderr(&out)
-    );
-    stdout(&out)
+    succeeded(args, &op(scratch, args))
 }
 
 /// Runs an operator command that must succeed and print JSON.
 fn op_json(scratch: &Scratch, args: &[&str]) -> Value {
-    let text = op_ok(scratch, args);
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{args:?}: {e}:\n{text}"))
+    parsed(args, &op_ok(scratch, args))
+}
+
+/// Starts `plangate ARGS…` with stdout and stderr piped, to watch how it ends.
+fn spawn_piped(scratch: &Scratch, args: &[&str]) -> std::process::Child {
+    scratch
+        .command(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 /// Runs an operator command that must fail with `code`; returns stderr.
@@ -91,26 +73,15 @@ fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["type"] == kind).collect()
 }
 
-async fn ok(client: &Client, tool: &str, args: Value) -> Value {
-    let r = call(client, tool, args).await.unwrap();
-    assert_eq!(r.is_error, Some(false), "{tool}: {r:?}");
-    r.structured_content.unwrap()
-}
-
 /// Begins plan mode and plans the worked example's three steps.
 async fn plan_three(client: &Client) -> Vec<Value> {
-    ok(client, "plangate_begin_session", json!({"mode": "plan"})).await;
+    begin(client, "plan").await;
     vec![
-        ok(
-            client,
-            "update_page",
-            json!({"id": 2, "title": "Our story"}),
-        )
-        .await,
+        ok(client, "update_page", our_story()).await,
         ok(
             client,
             "create_menu_item",
-            json!({"menu": "main", "label": "Services", "url": "/services"}),
+            menu_item("Services", "/services"),
         )
         .await,
         ok(client, "delete_page", json!({"id": 3})).await,
@@ -123,16 +94,6 @@ fn id(step: &Value) -> String {
 
 fn now_ms() -> i64 {
     plangate_store::now_ms()
-}
-
-fn page(site: &Value, id: u64) -> Value {
-    site["pages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["id"] == id)
-        .cloned()
-        .unwrap_or(Value::Null)
 }
 
 // === plangate demo ===
@@ -276,53 +237,27 @@ fn plangate_demo_json_prints_every_answer_as_a_json_line() {
 
 #[tokio::test]
 async fn audit_export_writes_json_lines_filters_by_key_and_time_and_never_leaks_a_secret() {
-    let scratch = Scratch::new();
-    let agent_token = scratch.create_key("agent", "write");
-    let other_token = scratch.create_key("other", "write");
-    let config = demo_config(&scratch, "");
+    let (scratch, config, [agent_token, other_token]) =
+        demo_keys("", [("agent", "write"), ("other", "write")]);
     let canary = format!("canary-{}", now_ms());
 
-    let agent = stdio_client(&scratch, &["--config", &config], Some(&agent_token)).await;
-    ok(&agent, "plangate_begin_session", json!({"mode": "plan"})).await;
-    let secret_step = ok(
-        &agent,
-        "update_option",
-        json!({"name": "tagline", "value": {"user": "ops", "password": canary}}),
-    )
-    .await;
+    let agent = plan_client(&scratch, &config, &agent_token).await;
+    let secret = tagline(json!({"user": "ops", "password": canary}));
+    let secret_step = ok(&agent, "update_option", secret).await;
     assert_eq!(secret_step["arguments"]["value"]["password"], "[redacted]");
-    ok(
-        &agent,
-        "update_page",
-        json!({"id": 2, "title": "Our story"}),
-    )
-    .await;
-    let digest = ok(&agent, "plangate_get_plan", json!({})).await["plan_digest"].clone();
-    let receipt = ok(
-        &agent,
-        "plangate_apply_plan",
-        json!({"plan_digest": digest}),
-    )
-    .await;
+    ok(&agent, "update_page", our_story()).await;
+    let digest = get_plan(&agent).await["plan_digest"].clone();
+    let receipt = apply_plan(&agent, json!({"plan_digest": digest})).await;
     assert_eq!(receipt["applied"], 2, "{receipt}");
     // The site got the real value: the secret was sealed, not lost.
-    assert_eq!(
-        site(&scratch)["options"]["tagline"]["value"]["password"],
-        canary
-    );
+    assert_eq!(site_tagline(&scratch)["password"], canary);
     agent.cancel().await.unwrap();
 
     tokio::time::sleep(Duration::from_millis(30)).await;
     let mid = now_ms();
     tokio::time::sleep(Duration::from_millis(30)).await;
-    let other = stdio_client(&scratch, &["--config", &config], Some(&other_token)).await;
-    ok(&other, "plangate_begin_session", json!({"mode": "plan"})).await;
-    ok(
-        &other,
-        "create_menu_item",
-        json!({"menu": "main", "label": "Later", "url": "/later"}),
-    )
-    .await;
+    let other = plan_client(&scratch, &config, &other_token).await;
+    ok(&other, "create_menu_item", menu_item("Later", "/later")).await;
     other.cancel().await.unwrap();
 
     let keys = op_json(&scratch, &["keys", "list", "--json"]);
@@ -443,14 +378,11 @@ async fn audit_export_writes_json_lines_filters_by_key_and_time_and_never_leaks_
 
 #[tokio::test]
 async fn plans_list_show_and_discard_act_as_the_operator_and_the_agent_sees_it() {
-    let scratch = Scratch::new();
-    let token = scratch.create_key("agent", "write");
-    let config = demo_config(&scratch, "");
-    let client = stdio_client(&scratch, &["--config", &config], Some(&token)).await;
+    let (scratch, _, client) = demo_agent("agent", "write").await;
     assert!(op_ok(&scratch, &["plans", "list"]).contains("no plans"));
     let steps = plan_three(&client).await;
     let site_before = site(&scratch);
-    let digest = ok(&client, "plangate_get_plan", json!({})).await["plan_digest"].clone();
+    let digest = get_plan(&client).await["plan_digest"].clone();
 
     let table = op_ok(&scratch, &["plans", "list"]);
     assert!(
@@ -511,14 +443,8 @@ async fn plans_list_show_and_discard_act_as_the_operator_and_the_agent_sees_it()
         said.contains(&id(&steps[1])) && said.contains("2 waiting"),
         "{said}"
     );
-    let plan = ok(&client, "plangate_get_plan", json!({})).await;
-    let positions: Vec<i64> = plan["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["position"].as_i64().unwrap())
-        .collect();
-    assert_eq!(positions, [1, 3]);
+    let plan = get_plan(&client).await;
+    assert_eq!(each(&plan["steps"], "position"), [1, 3]);
     assert_ne!(plan["plan_digest"], digest);
     let discards = of_type(
         &lines(&op_ok(&scratch, &["audit", "export", "--key", "agent"])),
@@ -555,10 +481,7 @@ async fn plans_list_show_and_discard_act_as_the_operator_and_the_agent_sees_it()
     let all = op_json(&scratch, &["plans", "discard", "--key", "agent", "--json"]);
     assert_eq!(all["discarded"], json!([id(&steps[0]), id(&steps[2])]));
     assert_eq!(all["pending_steps"], 0);
-    assert_eq!(
-        ok(&client, "plangate_get_plan", json!({})).await["steps"],
-        json!([])
-    );
+    assert_eq!(get_plan(&client).await["steps"], json!([]));
     assert_eq!(
         site(&scratch),
         site_before,
@@ -571,16 +494,8 @@ async fn plans_list_show_and_discard_act_as_the_operator_and_the_agent_sees_it()
 
 #[tokio::test]
 async fn plans_apply_is_the_operators_yes_for_a_plan_scope_keys_plan() {
-    let scratch = Scratch::new();
-    let token = scratch.create_key("planner", "plan");
-    let config = demo_config(&scratch, "");
-    let client = stdio_client(&scratch, &["--config", &config], Some(&token)).await;
-    let step = ok(
-        &client,
-        "update_page",
-        json!({"id": 2, "title": "Our story"}),
-    )
-    .await;
+    let (scratch, config, client) = demo_agent("planner", "plan").await;
+    let step = ok(&client, "update_page", our_story()).await;
     assert_eq!(step["code"], "plan_step");
     // The key cannot approve its own plan.
     let r = call(&client, "plangate_apply_plan", json!({}))
@@ -683,17 +598,9 @@ async fn fake_dead_claim(scratch: &Scratch, key: &str, step_id: &str, lease_unti
 /// and marks it in doubt, and only `plans retry` runs it again.
 #[tokio::test]
 async fn plans_retry_refuses_a_step_not_in_doubt_and_runs_an_in_doubt_one_exactly_once() {
-    let scratch = Scratch::new();
-    let token = scratch.create_key("agent", "write");
-    let config = demo_config(&scratch, "");
-    let client = stdio_client(&scratch, &["--config", &config], Some(&token)).await;
-    ok(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
-    let step = id(&ok(
-        &client,
-        "update_page",
-        json!({"id": 2, "title": "Our story"}),
-    )
-    .await);
+    let (scratch, config, client) = demo_agent("agent", "write").await;
+    begin(&client, "plan").await;
+    let step = id(&ok(&client, "update_page", our_story()).await);
     // The agent goes away: no gateway of its own sweeps the claim below.
     client.cancel().await.unwrap();
 
@@ -809,19 +716,13 @@ async fn plans_retry_refuses_a_step_not_in_doubt_and_runs_an_in_doubt_one_exactl
 
 #[tokio::test]
 async fn plans_approve_counts_for_the_current_digest_only_and_only_from_outside_the_key() {
-    let scratch = Scratch::new();
-    let planner = scratch.create_key("planner", "plan");
-    let writer = scratch.create_key("writer", "write");
-    let other_planner = scratch.create_key("other", "plan");
-    let config = demo_config(&scratch, "");
-    let client = stdio_client(&scratch, &["--config", &config], Some(&planner)).await;
-    ok(
-        &client,
-        "update_option",
-        json!({"name": "tagline", "value": "approved"}),
-    )
-    .await;
-    let digest = ok(&client, "plangate_get_plan", json!({})).await["plan_digest"]
+    let (scratch, config, [planner, writer, other_planner]) = demo_keys(
+        "",
+        [("planner", "plan"), ("writer", "write"), ("other", "plan")],
+    );
+    let client = config_client(&scratch, &config, &planner).await;
+    ok(&client, "update_option", tagline("approved")).await;
+    let digest = get_plan(&client).await["plan_digest"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -835,10 +736,7 @@ async fn plans_approve_counts_for_the_current_digest_only_and_only_from_outside_
         ],
     );
     assert_eq!(v["counts"], false);
-    assert_eq!(
-        ok(&client, "plangate_get_plan", json!({})).await["approved"],
-        false
-    );
+    assert_eq!(get_plan(&client).await["approved"], false);
     let r = call(&client, "plangate_apply_plan", json!({}))
         .await
         .unwrap();
@@ -870,18 +768,10 @@ async fn plans_approve_counts_for_the_current_digest_only_and_only_from_outside_
         (v["counts"].as_bool(), v["approved_by"]["key_name"].as_str()),
         (Some(true), Some("writer"))
     );
-    assert_eq!(
-        ok(&client, "plangate_get_plan", json!({})).await["approved"],
-        true
-    );
-    let receipt = ok(
-        &client,
-        "plangate_apply_plan",
-        json!({"plan_digest": digest}),
-    )
-    .await;
+    assert_eq!(get_plan(&client).await["approved"], true);
+    let receipt = apply_plan(&client, json!({"plan_digest": digest})).await;
     assert_eq!(receipt["applied"], 1, "{receipt}");
-    assert_eq!(site(&scratch)["options"]["tagline"]["value"], "approved");
+    assert_eq!(site_tagline(&scratch), "approved");
     client.cancel().await.unwrap();
 }
 
@@ -896,16 +786,7 @@ fn a_signing_key_other_users_can_read_is_refused_and_nothing_is_served() {
     let planted = data.join("signing.key");
     std::fs::write(&planted, format!("{}\n", "ab".repeat(32))).unwrap();
     std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let mut child = std::process::Command::new(plangate())
-        .arg("--data-dir")
-        .arg(&data)
-        .args(["serve", "--http", "127.0.0.1:0"])
-        .current_dir(scratch.path())
-        .env_remove("PLANGATE_CONFIG")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_piped(&scratch, &["serve", "--http", "127.0.0.1:0"]);
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while child.try_wait().unwrap().is_none() {
         if std::time::Instant::now() > deadline {
@@ -943,16 +824,7 @@ fn output_into_a_closed_pipe_ends_quietly_like_sigpipe_never_a_panic() {
         vec!["catalog"],
         vec!["audit", "export"],
     ] {
-        let mut child = std::process::Command::new(plangate())
-            .arg("--data-dir")
-            .arg(scratch.data_dir())
-            .args(&args)
-            .current_dir(scratch.path())
-            .env_remove("PLANGATE_CONFIG")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_piped(&scratch, &args);
         // The reader goes away before a byte is written.
         drop(child.stdout.take());
         let out = child.wait_with_output().unwrap();
@@ -982,24 +854,14 @@ async fn discard_answers_the_same_through_the_agents_tool_the_cli_and_the_consol
     let config = demo_config(&scratch, "[gateway]\nplan_ttl = \"2s\"\n");
     let gw = serve_http(&scratch, &["--config", &config]);
     let client = http_client(&gw.url(), Some(&token)).await.unwrap();
-    ok(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
+    begin(&client, "plan").await;
     // Five steps: one to apply, four to expire.
     let mut ids = Vec::new();
     for label in ["Applied", "A", "B", "C", "D"] {
-        let step = ok(
-            &client,
-            "create_menu_item",
-            json!({"menu": "main", "label": label, "url": format!("/{label}")}),
-        )
-        .await;
-        ids.push(id(&step));
+        let item = menu_item(label, &format!("/{label}"));
+        ids.push(id(&ok(&client, "create_menu_item", item).await));
     }
-    let receipt = ok(
-        &client,
-        "plangate_apply_plan",
-        json!({"step_ids": [ids[0]]}),
-    )
-    .await;
+    let receipt = apply_plan(&client, json!({"step_ids": [ids[0]]})).await;
     assert_eq!(receipt["applied"], 1, "{receipt}");
     tokio::time::sleep(Duration::from_millis(2200)).await;
 
@@ -1015,15 +877,13 @@ async fn discard_answers_the_same_through_the_agents_tool_the_cli_and_the_consol
 
     let mut tool: Answers = Vec::new();
     for (what, step) in asks(&ids[1]) {
-        let r = call(
+        let answer = call_body(
             &client,
             "plangate_discard_plan",
             json!({"step_ids": [step]}),
         )
-        .await
-        .unwrap();
-        let body = r.structured_content.unwrap_or_default();
-        tool.push((what, body["code"].as_str().unwrap_or("ok").to_owned()));
+        .await;
+        tool.push((what, answer["code"].as_str().unwrap_or("ok").to_owned()));
     }
 
     let mut cli: Answers = Vec::new();

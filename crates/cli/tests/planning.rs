@@ -10,41 +10,19 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 
-type Client = rmcp::service::RunningService<rmcp::RoleClient, rmcp::model::ClientConfig>;
-
-fn site(scratch: &Scratch) -> Value {
-    site_state(&scratch.path().join("site.json"))
-}
-
-fn body(r: &rmcp::model::CallToolResult) -> Value {
-    r.structured_content.clone().unwrap_or(Value::Null)
-}
-
-async fn begin(client: &Client, mode: &str) -> Value {
-    let r = call(client, "plangate_begin_session", json!({"mode": mode}))
-        .await
-        .unwrap();
-    assert_eq!(r.is_error, Some(false), "{r:?}");
-    body(&r)
-}
-
-async fn get_plan(client: &Client) -> Value {
-    let r = call(client, "plangate_get_plan", json!({})).await.unwrap();
-    assert_eq!(r.is_error, Some(false), "{r:?}");
-    body(&r)
-}
-
 fn code(r: &rmcp::model::CallToolResult) -> String {
     assert_eq!(r.is_error, Some(true), "expected a refusal: {r:?}");
     body(r)["code"].as_str().unwrap_or_default().to_owned()
 }
 
+/// Calls `tool`, which must refuse; returns the refusal's code.
+async fn refusal(client: &Client, tool: &str, args: Value) -> String {
+    code(&call(client, tool, args).await.unwrap())
+}
+
 #[tokio::test]
 async fn a_write_in_plan_mode_is_planned_not_run_and_reads_still_run() {
-    let scratch = Scratch::new();
-    let token = scratch.create_key("agent", "write");
-    let config = demo_config(&scratch, "");
-    let client = stdio_client(&scratch, &["--config", &config], Some(&token)).await;
+    let (scratch, _, client) = demo_agent("agent", "write").await;
     // Warm the site so its state file exists, then snapshot it.
     assert_eq!(
         call(&client, "list_pages", json!({}))
@@ -81,15 +59,7 @@ async fn a_write_in_plan_mode_is_planned_not_run_and_reads_still_run() {
             .contains(&"plangate_exit_plan_mode".to_owned())
     );
 
-    let r = call(
-        &client,
-        "update_page",
-        json!({"id": 2, "title": "Our story"}),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r.is_error, Some(false), "{r:?}");
-    let step = body(&r);
+    let step = ok(&client, "update_page", our_story()).await;
     assert_eq!(step["code"], "plan_step");
     assert_eq!(step["planned"], true);
     assert_eq!(step["mutation_performed"], false);
@@ -118,15 +88,14 @@ async fn a_write_in_plan_mode_is_planned_not_run_and_reads_still_run() {
     assert_eq!(step["plan"]["pending_steps"], 1);
     assert!(step["plan"]["expires_in"].as_i64().unwrap() > 14000);
 
-    let r = call(
+    let item = call_body(
         &client,
         "create_menu_item",
-        json!({"menu": "main", "label": "Services", "url": "/services"}),
+        menu_item("Services", "/services"),
     )
-    .await
-    .unwrap();
-    assert_eq!(body(&r)["position"], 2);
-    assert_eq!(body(&r)["lands_on"]["where"], "live");
+    .await;
+    assert_eq!(item["position"], 2);
+    assert_eq!(item["lands_on"]["where"], "live");
     let r = call(&client, "delete_page", json!({"id": 3}))
         .await
         .unwrap();
@@ -151,46 +120,36 @@ async fn a_write_in_plan_mode_is_planned_not_run_and_reads_still_run() {
     let plan = get_plan(&client).await;
     assert_eq!(plan["pending_steps"], 3);
     assert_eq!(plan["approved"], false);
-    let steps = plan["steps"].as_array().unwrap();
-    assert_eq!(
-        steps
+    assert_eq!(each(&plan["steps"], "position"), [1, 2, 3]);
+    assert!(
+        each(&plan["steps"], "status")
             .iter()
-            .map(|s| s["position"].as_i64().unwrap())
-            .collect::<Vec<_>>(),
-        [1, 2, 3]
+            .all(|s| *s == "planned")
     );
-    assert!(steps.iter().all(|s| s["status"] == "planned"));
     assert_eq!(plan["plan_digest"], del["plan"]["plan_digest"]);
     client.cancel().await.unwrap();
 }
 
 #[tokio::test]
 async fn the_same_write_twice_is_one_step_and_secrets_never_show() {
-    let scratch = Scratch::new();
-    let token = scratch.create_key("agent", "write");
-    let config = demo_config(&scratch, "");
-    let client = stdio_client(&scratch, &["--config", &config], Some(&token)).await;
+    let (scratch, _, client) = demo_agent("agent", "write").await;
     begin(&client, "plan").await;
-    let args =
-        json!({"name": "tagline", "value": {"host": "mail.example", "password": "hunter2-canary"}});
-    let first = body(&call(&client, "update_option", args.clone()).await.unwrap());
+    let args = tagline(json!({"host": "mail.example", "password": "hunter2-canary"}));
+    let first = call_body(&client, "update_option", args.clone()).await;
     assert_eq!(first["code"], "plan_step", "{first}");
-    let again = body(&call(&client, "update_option", args).await.unwrap());
+    let again = call_body(&client, "update_option", args).await;
     assert_eq!(first["step_id"], again["step_id"]);
     assert_eq!(again["deduplicated"], true);
     assert_eq!(again["plan"]["pending_steps"], 1);
     assert_eq!(first["arguments"]["value"]["password"], "[redacted]");
     assert_eq!(first["arguments"]["value"]["host"], "mail.example");
     // A different secret is a different write.
-    let other = body(
-        &call(
-            &client,
-            "update_option",
-            json!({"name": "tagline", "value": {"host": "mail.example", "password": "other"}}),
-        )
-        .await
-        .unwrap(),
-    );
+    let other = call_body(
+        &client,
+        "update_option",
+        tagline(json!({"host": "mail.example", "password": "other"})),
+    )
+    .await;
     assert_ne!(other["step_id"], first["step_id"]);
     let plan = get_plan(&client).await;
     let text = plan.to_string();
@@ -219,60 +178,34 @@ fn store_bytes(scratch: &Scratch) -> Vec<u8> {
 
 #[tokio::test]
 async fn a_secret_applied_earlier_never_comes_back_through_a_later_preview() {
-    let scratch = Scratch::new();
-    let token = scratch.create_key("agent", "write");
-    let other_token = scratch.create_key("other", "write");
-    let config = demo_config(&scratch, "");
+    let (scratch, config, [token, other_token]) =
+        demo_keys("", [("agent", "write"), ("other", "write")]);
     let canary = format!("canary-{}", std::process::id());
-    let client = stdio_client(&scratch, &["--config", &config], Some(&token)).await;
-    begin(&client, "plan").await;
-    let first = body(
-        &call(
-            &client,
-            "update_option",
-            json!({"name": "tagline", "value": {"host": "mail", "password": canary}}),
-        )
-        .await
-        .unwrap(),
-    );
+    let client = plan_client(&scratch, &config, &token).await;
+    let first = call_body(
+        &client,
+        "update_option",
+        tagline(json!({"host": "mail", "password": canary})),
+    )
+    .await;
     assert_eq!(first["code"], "plan_step", "{first}");
     let receipt = call(&client, "plangate_apply_plan", json!({}))
         .await
         .unwrap();
     assert_eq!(body(&receipt)["applied"], 1, "{receipt:?}");
-    assert_eq!(
-        site(&scratch)["options"]["tagline"]["value"]["password"],
-        canary
-    );
+    assert_eq!(site_tagline(&scratch)["password"], canary);
 
     // The demo's preview quotes the option's current value — the sealed
     // password — in its sentence: this key's next step must not carry it,
     // nor another key's (which never sealed it).
-    let second = body(
-        &call(
-            &client,
-            "update_option",
-            json!({"name": "tagline", "value": "Plain again"}),
-        )
-        .await
-        .unwrap(),
-    );
+    let second = call_body(&client, "update_option", tagline("Plain again")).await;
     let effect = second["predicted_effect"].as_str().unwrap();
     assert!(effect.contains("[redacted]"), "{effect}");
     assert!(!second.to_string().contains(&canary), "{second}");
     assert!(!get_plan(&client).await.to_string().contains(&canary));
     client.cancel().await.unwrap();
-    let other = stdio_client(&scratch, &["--config", &config], Some(&other_token)).await;
-    begin(&other, "plan").await;
-    let theirs = body(
-        &call(
-            &other,
-            "update_option",
-            json!({"name": "tagline", "value": "Theirs"}),
-        )
-        .await
-        .unwrap(),
-    );
+    let other = plan_client(&scratch, &config, &other_token).await;
+    let theirs = call_body(&other, "update_option", tagline("Theirs")).await;
     assert_eq!(theirs["code"], "plan_step", "{theirs}");
     assert!(!theirs.to_string().contains(&canary), "{theirs}");
     other.cancel().await.unwrap();
@@ -298,24 +231,17 @@ async fn a_secret_applied_earlier_never_comes_back_through_a_later_preview() {
 
 #[tokio::test]
 async fn every_planning_refusal_code_is_produced() {
-    let scratch = Scratch::new();
-    let reader = scratch.create_key("reader", "read");
-    let writer = scratch.create_key("writer", "write");
-    let config = demo_config(
-        &scratch,
+    let (scratch, config, [reader, writer]) = demo_keys(
         "[gateway]\nanonymous = \"read\"\nmax_steps = 2\nplan_ttl = \"1s\"\n\n[modes.readonly]\naccess = \"read\"\nover_access = \"refuse\"\n",
+        [("reader", "read"), ("writer", "write")],
     );
 
     // forbidden: a read key never writes.
-    let client = stdio_client(&scratch, &["--config", &config], Some(&reader)).await;
-    let r = call(
-        &client,
-        "update_option",
-        json!({"name": "tagline", "value": "x"}),
-    )
-    .await
-    .unwrap();
-    assert_eq!(code(&r), "forbidden");
+    let client = config_client(&scratch, &config, &reader).await;
+    assert_eq!(
+        refusal(&client, "update_option", tagline("x")).await,
+        "forbidden"
+    );
     client.cancel().await.unwrap();
 
     // plan_needs_key: anonymous may read, never plan.
@@ -328,22 +254,16 @@ async fn every_planning_refusal_code_is_produced() {
             .is_error,
         Some(false)
     );
-    let r = call(
-        &anon,
-        "update_option",
-        json!({"name": "tagline", "value": "x"}),
-    )
-    .await
-    .unwrap();
-    assert_eq!(code(&r), "plan_needs_key");
-    let r = call(&anon, "plangate_begin_session", json!({"mode": "plan"}))
-        .await
-        .unwrap();
-    assert_eq!(code(&r), "plan_needs_key");
+    for (tool, args) in [
+        ("update_option", tagline("x")),
+        ("plangate_begin_session", json!({"mode": "plan"})),
+    ] {
+        assert_eq!(refusal(&anon, tool, args).await, "plan_needs_key");
+    }
     anon.cancel().await.unwrap();
     drop(gw);
 
-    let client = stdio_client(&scratch, &["--config", &config], Some(&writer)).await;
+    let client = config_client(&scratch, &config, &writer).await;
     // invalid_arguments: against the input schema, and integers beyond 2^53.
     let r = call(&client, "get_page", json!({"id": "two"}))
         .await
@@ -358,62 +278,34 @@ async fn every_planning_refusal_code_is_produced() {
     .unwrap();
     assert_eq!(code(&r), "invalid_arguments");
     assert!(!body(&r).to_string().contains("9007199254740993"));
-    let r = call(
-        &client,
-        "plangate_begin_session",
-        json!({"mode": "nonsense"}),
-    )
-    .await
-    .unwrap();
-    assert_eq!(code(&r), "invalid_arguments");
+    let begin_nonsense = json!({"mode": "nonsense"});
+    let said = refusal(&client, "plangate_begin_session", begin_nonsense).await;
+    assert_eq!(said, "invalid_arguments");
 
     // not_in_plan_mode: exit_plan_mode outside a plan mode.
-    let r = call(&client, "plangate_exit_plan_mode", json!({"plan": "x"}))
-        .await
-        .unwrap();
-    assert_eq!(code(&r), "not_in_plan_mode");
+    let said = refusal(&client, "plangate_exit_plan_mode", json!({"plan": "x"})).await;
+    assert_eq!(said, "not_in_plan_mode");
 
     // forbidden_by_mode.
     begin(&client, "readonly").await;
-    let r = call(
-        &client,
-        "update_option",
-        json!({"name": "tagline", "value": "x"}),
-    )
-    .await
-    .unwrap();
-    assert_eq!(code(&r), "forbidden_by_mode");
+    let said = refusal(&client, "update_option", tagline("x")).await;
+    assert_eq!(said, "forbidden_by_mode");
 
     // plan_full: at most 2 steps here.
     begin(&client, "plan").await;
     for i in 0..2 {
-        let r = call(
-            &client,
-            "update_option",
-            json!({"name": "tagline", "value": format!("v{i}")}),
-        )
-        .await
-        .unwrap();
+        let r = call(&client, "update_option", tagline(format!("v{i}")))
+            .await
+            .unwrap();
         assert_eq!(r.is_error, Some(false));
     }
-    let r = call(
-        &client,
-        "update_option",
-        json!({"name": "tagline", "value": "v2"}),
-    )
-    .await
-    .unwrap();
-    assert_eq!(code(&r), "plan_full");
+    let said = refusal(&client, "update_option", tagline("v2")).await;
+    assert_eq!(said, "plan_full");
 
     // elicitation_unsupported: exit_plan_mode cannot ask yet, honestly.
-    let r = call(
-        &client,
-        "plangate_exit_plan_mode",
-        json!({"plan": "change the tagline"}),
-    )
-    .await
-    .unwrap();
-    assert_eq!(code(&r), "elicitation_unsupported");
+    let exit = json!({"plan": "change the tagline"});
+    let said = refusal(&client, "plangate_exit_plan_mode", exit).await;
+    assert_eq!(said, "elicitation_unsupported");
 
     // plan_expired: the 1 s plan expires; its steps cannot be discarded.
     let step = get_plan(&client).await["steps"][0]["step_id"]
@@ -428,52 +320,31 @@ async fn every_planning_refusal_code_is_produced() {
         "expiry fails closed: the mode is kept"
     );
     assert!(plan["message"].as_str().unwrap().contains("expired"));
-    let r = call(
-        &client,
-        "plangate_discard_plan",
-        json!({"step_ids": [step]}),
-    )
-    .await
-    .unwrap();
-    assert_eq!(code(&r), "plan_expired");
+    let discard = json!({"step_ids": [step]});
+    let said = refusal(&client, "plangate_discard_plan", discard).await;
+    assert_eq!(said, "plan_expired");
     client.cancel().await.unwrap();
 }
 
 #[tokio::test]
 async fn mode_and_plan_survive_a_restart_and_a_keys_connections_share_one_plan() {
-    let scratch = Scratch::new();
-    let alice = scratch.create_key("alice", "write");
-    let bob = scratch.create_key("bob", "write");
-    let config = demo_config(&scratch, "");
+    let (scratch, config, [alice, bob]) = demo_keys("", [("alice", "write"), ("bob", "write")]);
 
-    let first = stdio_client(&scratch, &["--config", &config], Some(&alice)).await;
-    begin(&first, "plan").await;
-    let step = body(
-        &call(
-            &first,
-            "update_option",
-            json!({"name": "tagline", "value": "Plans first"}),
-        )
-        .await
-        .unwrap(),
-    );
+    let first = plan_client(&scratch, &config, &alice).await;
+    let step = call_body(&first, "update_option", tagline("Plans first")).await;
     // A second connection of the same key (another process on the same
     // data dir) sees the same plan and adds to it.
-    let second = stdio_client(&scratch, &["--config", &config], Some(&alice)).await;
-    let r = call(
-        &second,
-        "create_menu_item",
-        json!({"menu": "main", "label": "Blog", "url": "/blog"}),
-    )
-    .await
-    .unwrap();
+    let second = config_client(&scratch, &config, &alice).await;
+    let r = call(&second, "create_menu_item", menu_item("Blog", "/blog"))
+        .await
+        .unwrap();
     assert_eq!(body(&r)["position"], 2, "{r:?}");
     assert_eq!(get_plan(&first).await["pending_steps"], 2);
     first.cancel().await.unwrap();
     second.cancel().await.unwrap();
 
     // A restart keeps both mode and plan.
-    let again = stdio_client(&scratch, &["--config", &config], Some(&alice)).await;
+    let again = config_client(&scratch, &config, &alice).await;
     let plan = get_plan(&again).await;
     assert_eq!(plan["mode"], "plan");
     assert_eq!(plan["steps"][0]["step_id"], step["step_id"]);
@@ -481,39 +352,23 @@ async fn mode_and_plan_survive_a_restart_and_a_keys_connections_share_one_plan()
     again.cancel().await.unwrap();
 
     // Another key sees none of it, and its writes are not planned.
-    let other = stdio_client(&scratch, &["--config", &config], Some(&bob)).await;
+    let other = config_client(&scratch, &config, &bob).await;
     let plan = get_plan(&other).await;
     assert_eq!(plan["mode"], "default");
     assert_eq!(plan["pending_steps"], 0);
-    let r = call(
-        &other,
-        "update_option",
-        json!({"name": "tagline", "value": "Bob was here"}),
-    )
-    .await
-    .unwrap();
+    let r = call(&other, "update_option", tagline("Bob was here"))
+        .await
+        .unwrap();
     assert!(body(&r).get("planned").is_none(), "{r:?}");
-    assert_eq!(
-        site(&scratch)["options"]["tagline"]["value"],
-        "Bob was here"
-    );
+    assert_eq!(site_tagline(&scratch), "Bob was here");
     other.cancel().await.unwrap();
 }
 
 #[tokio::test]
 async fn a_mode_set_from_the_cli_is_told_to_the_agent_exactly_once() {
-    let scratch = Scratch::new();
-    let token = scratch.create_key("agent", "write");
-    let config = demo_config(&scratch, "");
-    let client = stdio_client(&scratch, &["--config", &config], Some(&token)).await;
-    let r = call(
-        &client,
-        "update_option",
-        json!({"name": "tagline", "value": "one"}),
-    )
-    .await
-    .unwrap();
-    assert!(body(&r).get("planned").is_none());
+    let (scratch, config, client) = demo_agent("agent", "write").await;
+    let one = call_body(&client, "update_option", tagline("one")).await;
+    assert!(one.get("planned").is_none());
 
     let out = scratch.run(&["mode", "set", "--config", &config, "--key", "agent", "plan"]);
     assert!(
@@ -522,26 +377,15 @@ async fn a_mode_set_from_the_cli_is_told_to_the_agent_exactly_once() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    let r = call(
-        &client,
-        "update_option",
-        json!({"name": "tagline", "value": "two"}),
-    )
-    .await
-    .unwrap();
-    let told = body(&r);
+    let told = call_body(&client, "update_option", tagline("two")).await;
     assert_eq!(
         told["planned"], true,
         "the new mode is in force at the next call"
     );
     assert!(told["notice"].as_str().unwrap().contains("plan"), "{told}");
-    let r = call(
-        &client,
-        "update_option",
-        json!({"name": "tagline", "value": "three"}),
-    )
-    .await
-    .unwrap();
+    let r = call(&client, "update_option", tagline("three"))
+        .await
+        .unwrap();
     assert!(body(&r).get("notice").is_none(), "told only once: {r:?}");
     let texts = serde_json::to_string(&r.content).unwrap();
     assert!(!texts.contains("plangate notice"));
@@ -555,18 +399,10 @@ async fn a_mode_set_from_the_cli_is_told_to_the_agent_exactly_once() {
 
 #[tokio::test]
 async fn a_plan_scope_key_plans_every_write_and_explicit_planning_works_for_a_write_key() {
-    let scratch = Scratch::new();
-    let planner = scratch.create_key("planner", "plan");
-    let writer = scratch.create_key("writer", "write");
-    let config = demo_config(&scratch, "");
-    let client = stdio_client(&scratch, &["--config", &config], Some(&planner)).await;
-    let r = call(
-        &client,
-        "update_option",
-        json!({"name": "tagline", "value": "x"}),
-    )
-    .await
-    .unwrap();
+    let (scratch, config, [planner, writer]) =
+        demo_keys("", [("planner", "plan"), ("writer", "write")]);
+    let client = config_client(&scratch, &config, &planner).await;
+    let r = call(&client, "update_option", tagline("x")).await.unwrap();
     assert_eq!(body(&r)["planned"], true, "{r:?}");
     assert!(
         body(&r)["message"]
@@ -576,18 +412,16 @@ async fn a_plan_scope_key_plans_every_write_and_explicit_planning_works_for_a_wr
     );
     client.cancel().await.unwrap();
 
-    let client = stdio_client(&scratch, &["--config", &config], Some(&writer)).await;
-    let r = call(
+    let client = config_client(&scratch, &config, &writer).await;
+    let step = call_body(
         &client,
         "update_option",
         json!({"name": "tagline", "value": "y", "_plangate_plan": true}),
     )
-    .await
-    .unwrap();
-    let step = body(&r);
+    .await;
     assert_eq!(step["planned"], true);
     assert!(step["arguments"].get("_plangate_plan").is_none());
-    assert_ne!(site(&scratch)["options"]["tagline"]["value"], "y");
+    assert_ne!(site_tagline(&scratch), "y");
     // discard_plan drops it; end_session returns to default.
     let r = call(&client, "plangate_discard_plan", json!({}))
         .await

@@ -6,48 +6,20 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-
 use common::*;
-use serde_json::{Value, json};
+use serde_json::json;
 
 const STEPS: u64 = 50;
 
 fn reps() -> u64 {
-    std::env::var("PLANGATE_RACE_REPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20)
-}
-
-/// Every delivery the counting upstream logged: n → how many times.
-pub fn deliveries(log: &std::path::Path) -> BTreeMap<u64, u64> {
-    let mut out = BTreeMap::new();
-    for line in std::fs::read_to_string(log).unwrap_or_default().lines() {
-        let v: Value = serde_json::from_str(line).unwrap();
-        *out.entry(v["n"].as_u64().unwrap()).or_insert(0) += 1;
-    }
-    out
-}
-
-fn body(r: &rmcp::model::CallToolResult) -> Value {
-    r.structured_content.clone().unwrap_or(Value::Null)
+    env_count("PLANGATE_RACE_REPS", 20)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_gateways_applying_one_plan_at_once_run_every_step_exactly_once() {
     let scratch = Scratch::new();
     let token = scratch.create_key("agent", "write");
-    let log = scratch.path().join("deliveries.jsonl");
-    let config = scratch.write(
-        "plangate.toml",
-        &format!(
-            "[gateway]\nmax_steps = 100\nlease = \"5s\"\n\n[upstreams.count]\ncommand = \"{}\"\nargs = [\"counting-upstream\", \"--log\", \"{}\"]\n",
-            plangate().display(),
-            log.display()
-        ),
-    );
-    let config = config.to_str().unwrap().to_owned();
+    let (config, log) = counting_config(&scratch, "max_steps = 100\nlease = \"5s\"\n");
     let a = serve_http(&scratch, &["--config", &config]);
     let b = serve_http(&scratch, &["--config", &config]);
     let planner = http_client(&a.url(), Some(&token)).await.unwrap();

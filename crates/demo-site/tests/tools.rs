@@ -43,6 +43,23 @@ async fn harness() -> Harness {
     }
 }
 
+/// The arguments adding a Team item to the main menu: these tests' menu write.
+fn team_item() -> Value {
+    json!({"menu": "main", "label": "Team", "url": "/team"})
+}
+
+impl Harness {
+    /// Calls `tool`, which must succeed; returns its structured content.
+    async fn ok(&self, tool: &str, args: Value) -> Value {
+        ok(&call(&self.client, tool, args).await)
+    }
+
+    /// Calls `tool`, which must fail; returns its structured content.
+    async fn err(&self, tool: &str, args: Value) -> Value {
+        err(&call(&self.client, tool, args).await)
+    }
+}
+
 async fn call_with(client: &Client, tool: &str, args: Value, key: Option<&str>) -> CallToolResult {
     let mut params = CallToolRequestParams::new(tool.to_string())
         .with_arguments(args.as_object().unwrap().clone());
@@ -148,12 +165,9 @@ async fn tools_are_listed_with_honest_annotations() {
 async fn update_page_creates_a_copy_and_leaves_the_live_page_alone() {
     let h = harness().await;
     let before = page(&state(&h.path), 2).clone();
-    let r = ok(&call(
-        &h.client,
-        "update_page",
-        json!({"id": 2, "title": "Our story"}),
-    )
-    .await);
+    let r = h
+        .ok("update_page", json!({"id": 2, "title": "Our story"}))
+        .await;
     let copy_id = r["copy_id"].as_u64().unwrap();
     assert_eq!(copy_id, 5);
     assert_eq!(r["page_id"], 2);
@@ -174,10 +188,10 @@ async fn update_page_creates_a_copy_and_leaves_the_live_page_alone() {
     assert_eq!(s["calls"]["update_page"], 1);
 
     // the live page as the get_page tool sees it
-    let live = ok(&call(&h.client, "get_page", json!({"id": 2})).await);
+    let live = h.ok("get_page", json!({"id": 2})).await;
     assert_eq!(live["title"], "About");
     // and list_pages shows both
-    let drafts = ok(&call(&h.client, "list_pages", json!({"status": "draft"})).await);
+    let drafts = h.ok("list_pages", json!({"status": "draft"})).await;
     let ids: Vec<u64> = drafts["pages"]
         .as_array()
         .unwrap()
@@ -191,7 +205,7 @@ async fn update_page_creates_a_copy_and_leaves_the_live_page_alone() {
 async fn update_page_without_changes_is_a_tool_error() {
     let h = harness().await;
     let bytes = std::fs::read(&h.path).unwrap();
-    let e = err(&call(&h.client, "update_page", json!({"id": 2})).await);
+    let e = h.err("update_page", json!({"id": 2})).await;
     assert_eq!(e["code"], "invalid_arguments");
     assert_eq!(std::fs::read(&h.path).unwrap(), bytes);
 }
@@ -199,16 +213,11 @@ async fn update_page_without_changes_is_a_tool_error() {
 #[tokio::test]
 async fn create_menu_item_is_live() {
     let h = harness().await;
-    let r = ok(&call(
-        &h.client,
-        "create_menu_item",
-        json!({"menu": "main", "label": "Team", "url": "/team"}),
-    )
-    .await);
+    let r = h.ok("create_menu_item", team_item()).await;
     assert_eq!(r["menu_item_id"], 4);
     assert_eq!(r["menu"], "main");
     assert_eq!(r["link"], "/team");
-    let menus = ok(&call(&h.client, "list_menus", json!({})).await);
+    let menus = h.ok("list_menus", json!({})).await;
     let items = menus["menus"][0]["items"].as_array().unwrap();
     assert_eq!(items.len(), 4);
     assert_eq!(items[3], json!({"id": 4, "label": "Team", "url": "/team"}));
@@ -218,22 +227,22 @@ async fn create_menu_item_is_live() {
 #[tokio::test]
 async fn update_option_and_plugin_are_live() {
     let h = harness().await;
-    let r = ok(&call(
-        &h.client,
-        "update_option",
-        json!({"name": "tagline", "value": "Now with plans"}),
-    )
-    .await);
+    let r = h
+        .ok(
+            "update_option",
+            json!({"name": "tagline", "value": "Now with plans"}),
+        )
+        .await;
     assert_eq!(
         r,
         json!({"option": "tagline", "old_value": "Just another demo site", "new_value": "Now with plans"})
     );
-    let r = ok(&call(
-        &h.client,
-        "set_plugin_active",
-        json!({"slug": "forms", "active": true}),
-    )
-    .await);
+    let r = h
+        .ok(
+            "set_plugin_active",
+            json!({"slug": "forms", "active": true}),
+        )
+        .await;
     assert_eq!(
         r,
         json!({"plugin": "forms", "active": true, "was_active": false})
@@ -247,7 +256,7 @@ async fn update_option_and_plugin_are_live() {
 async fn delete_then_restore_round_trip() {
     let h = harness().await;
     let original = page(&state(&h.path), 3).clone();
-    let r = ok(&call(&h.client, "delete_page", json!({"id": 3})).await);
+    let r = h.ok("delete_page", json!({"id": 3})).await;
     assert_eq!(r["page_id"], 3);
     assert_eq!(r["status"], "trash");
     let snap = r["snapshot_id"].as_str().unwrap().to_string();
@@ -255,11 +264,11 @@ async fn delete_then_restore_round_trip() {
     assert_eq!(page(&state(&h.path), 3)["status"], "trash");
 
     // deleting again is a clear tool error, not a second snapshot
-    let e = err(&call(&h.client, "delete_page", json!({"id": 3})).await);
+    let e = h.err("delete_page", json!({"id": 3})).await;
     assert_eq!(e["code"], "conflict");
     assert!(e["message"].as_str().unwrap().contains("page 3"));
 
-    let r = ok(&call(&h.client, "restore_snapshot", json!({"snapshot_id": snap})).await);
+    let r = h.ok("restore_snapshot", json!({"snapshot_id": snap})).await;
     assert_eq!(r["page_id"], 3);
     assert_eq!(r["restored"], true);
     let restored = page(&state(&h.path), 3).clone();
@@ -273,12 +282,12 @@ async fn delete_then_restore_round_trip() {
 async fn previews_change_nothing() {
     let h = harness().await;
     let bytes = std::fs::read(&h.path).unwrap();
-    let p = ok(&call(
-        &h.client,
-        "preview_update_page",
-        json!({"id": 2, "title": "Our story"}),
-    )
-    .await);
+    let p = h
+        .ok(
+            "preview_update_page",
+            json!({"id": 2, "title": "Our story"}),
+        )
+        .await;
     assert_eq!(
         p,
         json!({
@@ -286,28 +295,23 @@ async fn previews_change_nothing() {
             "target": "2", "target_version": 1, "lands_on": "copy"
         })
     );
-    let p = ok(&call(
-        &h.client,
-        "preview_create_menu_item",
-        json!({"menu": "main", "label": "Team", "url": "/team"}),
-    )
-    .await);
+    let p = h.ok("preview_create_menu_item", team_item()).await;
     assert_eq!(p["target"], "main");
     assert_eq!(p["lands_on"], "live");
     assert_eq!(p["target_version"], 1);
-    let p = ok(&call(
-        &h.client,
-        "preview_update_option",
-        json!({"name": "posts_per_page", "value": 20}),
-    )
-    .await);
+    let p = h
+        .ok(
+            "preview_update_option",
+            json!({"name": "posts_per_page", "value": 20}),
+        )
+        .await;
     assert_eq!(p["target"], "posts_per_page");
     assert!(p["effect"].as_str().unwrap().contains("10 → 20"));
-    let p = ok(&call(&h.client, "preview_delete_page", json!({"id": 3})).await);
+    let p = h.ok("preview_delete_page", json!({"id": 3})).await;
     assert_eq!(p["target"], "3");
     assert_eq!(p["lands_on"], "live");
     for tool in ["list_pages", "list_menus", "list_options", "list_plugins"] {
-        ok(&call(&h.client, tool, json!({})).await);
+        h.ok(tool, json!({})).await;
     }
     assert_eq!(
         std::fs::read(&h.path).unwrap(),
@@ -316,14 +320,11 @@ async fn previews_change_nothing() {
     );
 
     // a preview of a missing target is a tool error
-    let e = err(&call(&h.client, "preview_delete_page", json!({"id": 99})).await);
+    let e = h.err("preview_delete_page", json!({"id": 99})).await;
     assert_eq!(e["code"], "not_found");
-    let e = err(&call(
-        &h.client,
-        "preview_update_option",
-        json!({"name": "nope", "value": 1}),
-    )
-    .await);
+    let e = h
+        .err("preview_update_option", json!({"name": "nope", "value": 1}))
+        .await;
     assert!(e["message"].as_str().unwrap().contains("nope"));
 }
 
@@ -357,7 +358,7 @@ async fn unknown_targets_are_tool_errors_naming_the_value() {
         ),
     ];
     for (tool, args, culprit) in cases {
-        let e = err(&call(&h.client, tool, args).await);
+        let e = h.err(tool, args).await;
         assert_eq!(e["code"], "not_found", "{tool}");
         let message = e["message"].as_str().unwrap();
         assert!(message.contains(culprit), "{tool}: {message}");
@@ -381,13 +382,13 @@ async fn unknown_targets_are_tool_errors_naming_the_value() {
         .unwrap();
     assert_eq!(bad.is_error, Some(true));
     // and the server is still there afterwards
-    ok(&call(&h.client, "get_page", json!({"id": 1})).await);
+    h.ok("get_page", json!({"id": 1})).await;
 }
 
 #[tokio::test]
 async fn same_operation_key_applies_once() {
     let h = harness().await;
-    let args = json!({"menu": "main", "label": "Team", "url": "/team"});
+    let args = team_item();
     let first = call_with(&h.client, "create_menu_item", args.clone(), Some("step_1")).await;
     let second = call_with(&h.client, "create_menu_item", args.clone(), Some("step_1")).await;
     assert_eq!(ok(&first), ok(&second));
@@ -420,12 +421,9 @@ async fn same_operation_key_applies_once() {
 #[tokio::test]
 async fn state_survives_reopening() {
     let h = harness().await;
-    let r = ok(&call(
-        &h.client,
-        "update_page",
-        json!({"id": 2, "body": "We plan first."}),
-    )
-    .await);
+    let r = h
+        .ok("update_page", json!({"id": 2, "body": "We plan first."}))
+        .await;
     let copy_id = r["copy_id"].as_u64().unwrap();
     ok(&call_with(
         &h.client,

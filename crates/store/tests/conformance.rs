@@ -11,7 +11,7 @@ mod support;
 use std::sync::Arc;
 
 use plangate_core::Scope;
-use plangate_store::{NewEvent, Store, StoreConfig, StoreError, StoredEvent};
+use plangate_store::{CreatedKey, NewEvent, Store, StoreConfig, StoreError, StoredEvent};
 use serde_json::json;
 
 struct Fixture {
@@ -43,6 +43,34 @@ impl Fixture {
     }
 }
 
+/// Creates the key `name`, which must succeed.
+async fn new_key(store: &Arc<dyn Store>, name: &str, scope: Scope) -> CreatedKey {
+    store.create_key(name, scope).await.expect("create")
+}
+
+/// Spawns `tasks` tasks of `task(t, handle)` on alternate `handles`, all released at once.
+fn at_once<T, Fut>(
+    handles: &[Arc<dyn Store>; 2],
+    tasks: usize,
+    task: impl Fn(usize, Arc<dyn Store>) -> Fut,
+) -> Vec<tokio::task::JoinHandle<T>>
+where
+    T: Send + 'static,
+    Fut: std::future::Future<Output = T> + Send + 'static,
+{
+    let barrier = Arc::new(tokio::sync::Barrier::new(tasks));
+    (0..tasks)
+        .map(|t| {
+            let run = task(t, handles[t % 2].clone());
+            let barrier = barrier.clone();
+            tokio::spawn(async move {
+                barrier.wait().await;
+                run.await
+            })
+        })
+        .collect()
+}
+
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
@@ -58,10 +86,7 @@ macro_rules! conformance {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $name() {
-                    let Some(server) = super::support::postgres_url() else {
-                        return;
-                    };
-                    super::support::with_schema(&server, |url| {
+                    super::support::on_fresh_schema(|url| {
                         super::$name(super::Fixture::postgres(url))
                     })
                     .await;
@@ -129,14 +154,8 @@ async fn create_list_revoke_authenticate_round_trip(f: Fixture) {
 
 async fn a_revoked_key_no_longer_authenticates(f: Fixture) {
     let store = f.open().await;
-    let keep = store
-        .create_key("keep", Scope::Write)
-        .await
-        .expect("create");
-    let gone = store
-        .create_key("gone", Scope::Write)
-        .await
-        .expect("create");
+    let keep = new_key(&store, "keep", Scope::Write).await;
+    let gone = new_key(&store, "gone", Scope::Write).await;
     store.revoke_key(&gone.key.id).await.expect("revoke");
     assert_eq!(store.authenticate(&gone.token).await.expect("auth"), None);
     assert_eq!(
@@ -147,10 +166,7 @@ async fn a_revoked_key_no_longer_authenticates(f: Fixture) {
 
 async fn names_are_unique_among_active_keys_and_reusable_after_revoke(f: Fixture) {
     let store = f.open().await;
-    let first = store
-        .create_key("laptop", Scope::Read)
-        .await
-        .expect("create");
+    let first = new_key(&store, "laptop", Scope::Read).await;
     let err = store
         .create_key("laptop", Scope::Write)
         .await
@@ -176,10 +192,7 @@ async fn names_are_unique_among_active_keys_and_reusable_after_revoke(f: Fixture
 
 async fn malformed_and_unknown_tokens_are_none_not_errors(f: Fixture) {
     let store = f.open().await;
-    let real = store
-        .create_key("real", Scope::Write)
-        .await
-        .expect("create");
+    let real = new_key(&store, "real", Scope::Write).await;
     let mut flipped = real.token.clone().into_bytes();
     let last = flipped.len() - 2;
     flipped[last] = if flipped[last] == b'A' { b'B' } else { b'A' };
@@ -612,20 +625,14 @@ async fn two_handles_racing_for_the_same_key_seq_have_exactly_one_winner(f: Fixt
     for round in 0..5 {
         let key = format!("key_race{round}");
         let handles = [f.open().await, f.open().await];
-        let barrier = Arc::new(tokio::sync::Barrier::new(TASKS));
-        let tasks: Vec<_> = (0..TASKS)
-            .map(|t| {
-                let store = handles[t % 2].clone();
-                let barrier = barrier.clone();
-                let key = key.clone();
-                tokio::spawn(async move {
-                    barrier.wait().await;
-                    store
-                        .append_events(&key, 0, &[event("mode_set", 1, json!({"task": t}))])
-                        .await
-                })
-            })
-            .collect();
+        let tasks = at_once(&handles, TASKS, |t, store| {
+            let key = key.clone();
+            async move {
+                store
+                    .append_events(&key, 0, &[event("mode_set", 1, json!({"task": t}))])
+                    .await
+            }
+        });
         let mut winners = Vec::new();
         for (t, task) in tasks.into_iter().enumerate() {
             match task.await.expect("task") {
@@ -652,43 +659,32 @@ async fn two_handles_appending_with_retries_lose_nothing(f: Fixture) {
     const TASKS: usize = 12;
     const PER_TASK: usize = 8;
     let handles = [f.open().await, f.open().await];
-    let barrier = Arc::new(tokio::sync::Barrier::new(TASKS));
-    let tasks: Vec<_> = (0..TASKS)
-        .map(|t| {
-            let store = handles[t % 2].clone();
-            let barrier = barrier.clone();
-            tokio::spawn(async move {
-                barrier.wait().await;
-                let mut successes = Vec::new();
-                let mut conflicts = 0usize;
-                for i in 0..PER_TASK {
-                    // Half the appends are batches of two.
-                    let batch: Vec<NewEvent> = (0..1 + i % 2)
-                        .map(|j| event("step_planned", 0, json!({"task": t, "i": i, "j": j})))
-                        .collect();
-                    loop {
-                        let last = store.last_key_seq("key_shared").await.expect("last");
-                        match store.append_events("key_shared", last, &batch).await {
-                            Ok(new_last) => {
-                                assert_eq!(
-                                    new_last,
-                                    last + i64::try_from(batch.len()).expect("len")
-                                );
-                                successes.push((last, batch.clone()));
-                                break;
-                            }
-                            Err(StoreError::Conflict { found, .. }) => {
-                                assert_ne!(found, last);
-                                conflicts += 1;
-                            }
-                            Err(e) => panic!("task {t}: unexpected error {e}"),
-                        }
+    let tasks = at_once(&handles, TASKS, |t, store| async move {
+        let mut successes = Vec::new();
+        let mut conflicts = 0usize;
+        for i in 0..PER_TASK {
+            // Half the appends are batches of two.
+            let batch: Vec<NewEvent> = (0..1 + i % 2)
+                .map(|j| event("step_planned", 0, json!({"task": t, "i": i, "j": j})))
+                .collect();
+            loop {
+                let last = store.last_key_seq("key_shared").await.expect("last");
+                match store.append_events("key_shared", last, &batch).await {
+                    Ok(new_last) => {
+                        assert_eq!(new_last, last + i64::try_from(batch.len()).expect("len"));
+                        successes.push((last, batch.clone()));
+                        break;
                     }
+                    Err(StoreError::Conflict { found, .. }) => {
+                        assert_ne!(found, last);
+                        conflicts += 1;
+                    }
+                    Err(e) => panic!("task {t}: unexpected error {e}"),
                 }
-                (successes, conflicts)
-            })
-        })
-        .collect();
+            }
+        }
+        (successes, conflicts)
+    });
 
     let mut successes = Vec::new();
     for task in tasks {

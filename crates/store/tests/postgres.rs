@@ -14,7 +14,10 @@ use plangate_core::Scope;
 use plangate_store::{NewEvent, StoreConfig, open_postgres};
 use serde_json::json;
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
-use support::{postgres_url, with_schema};
+use support::{
+    REFUSED_BY_THE_LOG, assert_stored_as_hash, events, on_fresh_schema, open_six_at_once,
+    postgres_url, with_schema,
+};
 
 async fn raw(url: &str) -> PgConnection {
     PgConnection::connect(url).await.expect("raw connection")
@@ -35,20 +38,9 @@ async fn uncommitted_first_event(url: &str, key_id: &str) -> PgConnection {
     conn
 }
 
-fn events(n: i64) -> Vec<NewEvent> {
-    (0..n)
-        .map(|i| NewEvent {
-            at_ms: i,
-            kind: "mode_set".to_owned(),
-            body: json!({"mode": "plan", "i": i}),
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn the_database_holds_the_token_hash_and_never_the_token() {
-    let Some(server) = postgres_url() else { return };
-    with_schema(&server, |url| async move {
+    on_fresh_schema(|url| async move {
         let store = open_postgres(&url).await.expect("open");
         let created = store.create_key("ci", Scope::Write).await.expect("create");
         let mut conn = raw(&url).await;
@@ -59,12 +51,7 @@ async fn the_database_holds_the_token_hash_and_never_the_token() {
         .fetch_one(&mut conn)
         .await
         .expect("row");
-        use sha2::Digest as _;
-        assert_eq!(
-            hash,
-            hex::encode(sha2::Sha256::digest(created.token.as_bytes()))
-        );
-        assert_eq!(prefix, created.token[..12]);
+        assert_stored_as_hash(&hash, &prefix, &created.token);
         assert!(!whole_row.contains(&created.token[12..]), "{whole_row}");
         // The schema itself refuses anything but a SHA-256 in hex.
         let err = sqlx::query(
@@ -83,8 +70,7 @@ async fn the_database_holds_the_token_hash_and_never_the_token() {
 
 #[tokio::test]
 async fn the_event_log_refuses_updates_deletes_truncation_and_gaps_even_from_raw_sql() {
-    let Some(server) = postgres_url() else { return };
-    with_schema(&server, |url| async move {
+    on_fresh_schema(|url| async move {
         let store = open_postgres(&url).await.expect("open");
         store
             .append_events("key_a", 0, &events(2))
@@ -93,23 +79,15 @@ async fn the_event_log_refuses_updates_deletes_truncation_and_gaps_even_from_raw
         let before = store.export_events(None, None).await.expect("export");
 
         let mut conn = raw(&url).await;
-        for sql in [
-            "UPDATE events SET body = '{}' WHERE key_seq = 1",
-            "UPDATE events SET key_seq = key_seq + 10",
-            "DELETE FROM events WHERE key_seq = 2",
-            "DELETE FROM events",
+        let also_refused = [
             "TRUNCATE events",
-            // A gap, a duplicate, a key_seq of 0, a body that is not JSON.
-            "INSERT INTO events (key_id, key_seq, at_ms, type, body) VALUES ('key_a', 4, 0, 'x', '{}')",
-            "INSERT INTO events (key_id, key_seq, at_ms, type, body) VALUES ('key_a', 2, 0, 'x', '{}')",
-            "INSERT INTO events (key_id, key_seq, at_ms, type, body) VALUES ('key_b', 0, 0, 'x', '{}')",
-            "INSERT INTO events (key_id, key_seq, at_ms, type, body) VALUES ('key_b', 1, 0, 'x', 'not json')",
             // The counter that numbers events only moves forward.
             "UPDATE event_seq SET last_seq = 0",
             "DELETE FROM event_seq",
             "TRUNCATE event_seq",
             "INSERT INTO event_seq (only_row, last_seq) VALUES (FALSE, 0)",
-        ] {
+        ];
+        for sql in REFUSED_BY_THE_LOG.into_iter().chain(also_refused) {
             let err = sqlx::query(sql).execute(&mut conn).await.expect_err(sql);
             assert!(err.as_database_error().is_some(), "{sql}: {err}");
         }
@@ -155,8 +133,7 @@ async fn the_event_log_refuses_updates_deletes_truncation_and_gaps_even_from_raw
 
 #[tokio::test]
 async fn bodies_come_back_as_the_exact_json_written() {
-    let Some(server) = postgres_url() else { return };
-    with_schema(&server, |url| async move {
+    on_fresh_schema(|url| async move {
         let store = open_postgres(&url).await.expect("open");
         // Key order, big integers, floats, escapes and NUL survive as
         // written (jsonb would reorder keys and refuse \u0000).
@@ -192,26 +169,11 @@ async fn replicas_starting_at_once_on_a_new_schema_all_open_it() {
     let Some(server) = postgres_url() else { return };
     for _ in 0..3 {
         with_schema(&server, |url| async move {
-            let opens: Vec<_> = (0..6)
-                .map(|i| {
-                    let url = url.clone();
-                    tokio::spawn(async move {
-                        let store = open_postgres(&url).await.expect("concurrent open");
-                        store
-                            .create_key(&format!("k{i}"), Scope::Read)
-                            .await
-                            .expect("create");
-                        store
-                    })
-                })
-                .collect();
-            let mut stores = Vec::new();
-            for open in opens {
-                stores.push(open.await.expect("task"));
-            }
-            for store in &stores {
-                assert_eq!(store.list_keys().await.expect("list").len(), 6);
-            }
+            open_six_at_once(|| {
+                let url = url.clone();
+                async move { open_postgres(&url).await.expect("concurrent open") }
+            })
+            .await;
             let mut conn = raw(&url).await;
             let versions: Vec<i64> =
                 sqlx::query_scalar("SELECT version FROM schema_migrations ORDER BY version")
@@ -227,8 +189,7 @@ async fn replicas_starting_at_once_on_a_new_schema_all_open_it() {
 
 #[tokio::test]
 async fn a_schema_from_a_newer_plangate_is_refused() {
-    let Some(server) = postgres_url() else { return };
-    with_schema(&server, |url| async move {
+    on_fresh_schema(|url| async move {
         drop(open_postgres(&url).await.expect("open"));
         let mut conn = raw(&url).await;
         sqlx::query("INSERT INTO schema_migrations (version, applied_at_ms) VALUES (999, 0)")
@@ -245,8 +206,7 @@ async fn a_schema_from_a_newer_plangate_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_uncommitted_append_holds_back_later_ones_so_a_follower_skips_nothing() {
-    let Some(server) = postgres_url() else { return };
-    with_schema(&server, |url| async move {
+    on_fresh_schema(|url| async move {
         let writer = open_postgres(&url).await.expect("open");
         let follower = open_postgres(&url).await.expect("open");
 
@@ -282,8 +242,7 @@ async fn an_uncommitted_append_holds_back_later_ones_so_a_follower_skips_nothing
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_lone_append_that_loses_a_race_on_its_key_is_a_conflict_not_an_error() {
-    let Some(server) = postgres_url() else { return };
-    with_schema(&server, |url| async move {
+    on_fresh_schema(|url| async move {
         let store = open_postgres(&url).await.expect("open");
 
         // Another replica (raw SQL) has appended the key's first event and
@@ -364,8 +323,7 @@ async fn a_password_in_the_url_never_reaches_an_error_message() {
 /// is written twice.
 #[tokio::test]
 async fn connections_the_server_ended_are_replaced() {
-    let Some(server) = postgres_url() else { return };
-    with_schema(&server, |url| async move {
+    on_fresh_schema(|url| async move {
         let app = plangate_store::new_id("plangate_kill_").expect("name");
         let url = support::with_param(&url, &format!("application_name={app}"));
         let store = open_postgres(&url).await.expect("open");

@@ -1,6 +1,8 @@
 //! What only the SQLite backend promises: file modes, what lands on disk,
 //! and safe concurrent first starts on one file.
 
+mod support;
+
 use std::path::Path;
 
 use plangate_core::Scope;
@@ -8,6 +10,7 @@ use plangate_store::{DataDir, NewEvent, open_sqlite};
 use serde_json::json;
 use sqlx::Connection;
 use sqlx::sqlite::SqliteConnection;
+use support::{REFUSED_BY_THE_LOG, assert_stored_as_hash, events, open_six_at_once};
 
 async fn raw_connection(path: &Path) -> SqliteConnection {
     SqliteConnection::connect(&format!("sqlite://{}", path.display()))
@@ -30,12 +33,7 @@ async fn the_database_holds_the_token_hash_and_never_the_token() {
             .fetch_one(&mut conn)
             .await
             .expect("row");
-    use sha2::Digest as _;
-    assert_eq!(
-        hash,
-        hex::encode(sha2::Sha256::digest(created.token.as_bytes()))
-    );
-    assert_eq!(prefix, created.token[..12]);
+    assert_stored_as_hash(&hash, &prefix, &created.token);
     conn.close().await.expect("close");
 
     // No file SQLite wrote (main file, write-ahead log) holds the token, or
@@ -53,6 +51,15 @@ async fn the_database_holds_the_token_hash_and_never_the_token() {
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The database file is in WAL mode, as a raw connection reads it.
+async fn assert_wal_mode(conn: &mut SqliteConnection) {
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(conn)
+        .await
+        .expect("pragma");
+    assert_eq!(mode, "wal");
 }
 
 #[cfg(unix)]
@@ -79,11 +86,7 @@ async fn the_file_is_left_in_wal_mode() {
     let path = tmp.path().join("plangate.db");
     drop(open_sqlite(&path).await.expect("open"));
     let mut conn = raw_connection(&path).await;
-    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
-        .fetch_one(&mut conn)
-        .await
-        .expect("pragma");
-    assert_eq!(mode, "wal");
+    assert_wal_mode(&mut conn).await;
     let versions: Vec<i64> = sqlx::query_scalar("SELECT version FROM schema_migrations")
         .fetch_all(&mut conn)
         .await
@@ -96,26 +99,11 @@ async fn processes_starting_at_once_on_a_new_file_all_open_it() {
     for _ in 0..5 {
         let tmp = tempfile::tempdir().expect("tempdir");
         let path = tmp.path().join("plangate.db");
-        let opens: Vec<_> = (0..6)
-            .map(|i| {
-                let path = path.clone();
-                tokio::spawn(async move {
-                    let store = open_sqlite(&path).await.expect("concurrent open");
-                    store
-                        .create_key(&format!("k{i}"), Scope::Read)
-                        .await
-                        .expect("create");
-                    store
-                })
-            })
-            .collect();
-        let mut stores = Vec::new();
-        for open in opens {
-            stores.push(open.await.expect("task"));
-        }
-        for store in &stores {
-            assert_eq!(store.list_keys().await.expect("list").len(), 6);
-        }
+        open_six_at_once(|| {
+            let path = path.clone();
+            async move { open_sqlite(&path).await.expect("concurrent open") }
+        })
+        .await;
         let mut conn = raw_connection(&path).await;
         let migrations: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM schema_migrations")
             .fetch_one(&mut conn)
@@ -130,13 +118,7 @@ async fn the_event_log_refuses_updates_deletes_and_gaps_even_from_raw_sql() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let path = tmp.path().join("plangate.db");
     let store = open_sqlite(&path).await.expect("open");
-    let events: Vec<NewEvent> = (0..2)
-        .map(|i| NewEvent {
-            at_ms: i,
-            kind: "mode_set".to_owned(),
-            body: json!({"mode": "plan", "i": i}),
-        })
-        .collect();
+    let events = events(2);
     store
         .append_events("key_a", 0, &events)
         .await
@@ -144,17 +126,7 @@ async fn the_event_log_refuses_updates_deletes_and_gaps_even_from_raw_sql() {
     let before = store.export_events(None, None).await.expect("export");
 
     let mut conn = raw_connection(&path).await;
-    for sql in [
-        "UPDATE events SET body = '{}' WHERE key_seq = 1",
-        "UPDATE events SET key_seq = key_seq + 10",
-        "DELETE FROM events WHERE key_seq = 2",
-        "DELETE FROM events",
-        // A gap, a duplicate, a key_seq of 0, a body that is not JSON.
-        "INSERT INTO events (key_id, key_seq, at_ms, type, body) VALUES ('key_a', 4, 0, 'x', '{}')",
-        "INSERT INTO events (key_id, key_seq, at_ms, type, body) VALUES ('key_a', 2, 0, 'x', '{}')",
-        "INSERT INTO events (key_id, key_seq, at_ms, type, body) VALUES ('key_b', 0, 0, 'x', '{}')",
-        "INSERT INTO events (key_id, key_seq, at_ms, type, body) VALUES ('key_b', 1, 0, 'x', 'not json')",
-    ] {
+    for sql in REFUSED_BY_THE_LOG {
         let err = sqlx::query(sql).execute(&mut conn).await.expect_err(sql);
         assert!(err.as_database_error().is_some(), "{sql}: {err}");
     }
@@ -199,11 +171,7 @@ async fn the_file_is_still_in_wal_mode_after_events_are_appended() {
     drop(store);
     assert!(tmp.path().join("plangate.db-wal").exists());
     let mut conn = raw_connection(&path).await;
-    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
-        .fetch_one(&mut conn)
-        .await
-        .expect("pragma");
-    assert_eq!(mode, "wal");
+    assert_wal_mode(&mut conn).await;
     let bodies: Vec<(String, String)> = sqlx::query_as("SELECT type, body FROM events")
         .fetch_all(&mut conn)
         .await

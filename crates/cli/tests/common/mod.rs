@@ -16,7 +16,7 @@ use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// The plangate binary under test.
 pub fn plangate() -> PathBuf {
@@ -31,6 +31,9 @@ pub fn client_info() -> ClientConfig {
     )
     .with_protocol_version(ProtocolVersion::V_2025_11_25)
 }
+
+/// The rmcp client every test drives plangate with.
+pub type Client = RunningService<RoleClient, ClientConfig>;
 
 /// A scratch directory with a data dir inside.
 pub struct Scratch {
@@ -50,17 +53,21 @@ impl Scratch {
         self.dir.path().join("data")
     }
 
-    /// Runs `plangate --data-dir DATA ARGS…` to completion.
-    pub fn run(&self, args: &[&str]) -> std::process::Output {
-        Command::new(plangate())
-            .arg("--data-dir")
+    /// `plangate --data-dir DATA ARGS…` here, free of ambient config and key: every run's base.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(plangate());
+        cmd.arg("--data-dir")
             .arg(self.data_dir())
             .args(args)
             .current_dir(self.path())
             .env_remove("PLANGATE_CONFIG")
-            .env_remove("PLANGATE_KEY")
-            .output()
-            .unwrap()
+            .env_remove("PLANGATE_KEY");
+        cmd
+    }
+
+    /// Runs `plangate --data-dir DATA ARGS…` to completion.
+    pub fn run(&self, args: &[&str]) -> std::process::Output {
+        self.command(args).output().unwrap()
     }
 
     /// Creates a key and returns its token (printed once on stdout).
@@ -306,14 +313,8 @@ pub fn demo_site_http(state: &Path) -> Proc {
 
 /// Starts `plangate serve --http 127.0.0.1:0` with extra args.
 pub fn serve_http(scratch: &Scratch, extra: &[&str]) -> Proc {
-    let mut cmd = Command::new(plangate());
-    cmd.arg("--data-dir")
-        .arg(scratch.data_dir())
-        .args(["serve", "--http", "127.0.0.1:0"])
-        .args(extra)
-        .current_dir(scratch.path())
-        .env_remove("PLANGATE_CONFIG")
-        .env_remove("PLANGATE_KEY");
+    let mut cmd = scratch.command(&["serve", "--http", "127.0.0.1:0"]);
+    cmd.args(extra);
     Proc::start(cmd, "plangate serving ")
 }
 
@@ -375,19 +376,137 @@ pub async fn call(
 
 /// The names of the tools a client sees.
 pub async fn tool_names(client: &RunningService<RoleClient, ClientConfig>) -> Vec<String> {
-    client
-        .peer()
-        .list_all_tools()
-        .await
+    names_of(client.peer().list_all_tools().await.unwrap())
+}
+
+/// The names of listed tools, in order.
+pub fn names_of(tools: Vec<rmcp::model::Tool>) -> Vec<String> {
+    tools.into_iter().map(|t| t.name.to_string()).collect()
+}
+
+/// A tool result's structured content (`null` when it has none).
+pub fn body(r: &CallToolResult) -> Value {
+    r.structured_content.clone().unwrap_or(Value::Null)
+}
+
+/// Calls `tool`, which must succeed with structured content; returns it.
+pub async fn ok(client: &Client, tool: &str, args: Value) -> Value {
+    let r = call(client, tool, args).await.unwrap();
+    assert_eq!(r.is_error, Some(false), "{tool}: {r:?}");
+    r.structured_content
+        .unwrap_or_else(|| panic!("{tool}: no structured content"))
+}
+
+/// Calls `tool` and returns the structured content of whatever it answers.
+pub async fn call_body(client: &Client, tool: &str, args: Value) -> Value {
+    body(&call(client, tool, args).await.unwrap())
+}
+
+/// Begins a session in `mode` (which must succeed); returns the answer.
+pub async fn begin(client: &Client, mode: &str) -> Value {
+    ok(client, "plangate_begin_session", json!({"mode": mode})).await
+}
+
+/// The client's plan, as `plangate_get_plan` answers it.
+pub async fn get_plan(client: &Client) -> Value {
+    ok(client, "plangate_get_plan", json!({})).await
+}
+
+/// Applies the client's plan with `args` (which must succeed); returns the receipt.
+pub async fn apply_plan(client: &Client, args: Value) -> Value {
+    ok(client, "plangate_apply_plan", args).await
+}
+
+/// The worked example's first step: a new title for the About page (lands on a copy).
+pub fn our_story() -> Value {
+    json!({"id": 2, "title": "Our story"})
+}
+
+/// `update_option` arguments setting the tagline: the write most tests make.
+pub fn tagline(value: impl Into<Value>) -> Value {
+    json!({"name": "tagline", "value": value.into()})
+}
+
+/// The arguments of `create_menu_item` adding `label` to the main menu.
+pub fn menu_item(label: &str, url: &str) -> Value {
+    json!({"menu": "main", "label": label, "url": url})
+}
+
+/// Whether the JSON string `v` contains `part` (a panic when it is no string).
+pub fn mentions(v: &Value, part: &str) -> bool {
+    v.as_str().unwrap().contains(part)
+}
+
+/// `field` of every item of the JSON array `list`, in order.
+pub fn each(list: &Value, field: &str) -> Vec<Value> {
+    list.as_array()
         .unwrap()
-        .into_iter()
-        .map(|t| t.name.to_string())
+        .iter()
+        .map(|item| item[field].clone())
         .collect()
+}
+
+/// A process's stdout, as text.
+pub fn stdout(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A process's stderr, as text.
+pub fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The stdout of `plangate ARGS…`, which must have succeeded (else both streams show).
+pub fn succeeded(args: &[&str], out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "plangate {args:?} failed ({}):\n{}\n{}",
+        out.status,
+        stdout(out),
+        stderr(out)
+    );
+    stdout(out)
+}
+
+/// `text`, printed by `plangate ARGS…`, parsed as JSON.
+pub fn parsed(args: &[&str], text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("{args:?}: {e}:\n{text}"))
 }
 
 /// Reads the demo site's state file.
 pub fn site_state(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The state of the demo site of [`demo_config`] (`site.json`).
+pub fn site(scratch: &Scratch) -> Value {
+    site_state(&scratch.path().join("site.json"))
+}
+
+/// The demo site's tagline as the site itself holds it.
+pub fn site_tagline(scratch: &Scratch) -> Value {
+    site(scratch)["options"]["tagline"]["value"].clone()
+}
+
+/// Page `id` of a demo site's state (`null` when there is none).
+pub fn page(site: &Value, id: u64) -> Value {
+    site["pages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == id)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// The labels of the demo site's main menu, in order.
+pub fn menu_labels(site: &Value) -> Vec<String> {
+    site["menus"]["main"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["label"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 /// A plangate.toml in `scratch` with the demo site as upstream `site`
@@ -397,13 +516,76 @@ pub fn demo_config(scratch: &Scratch, extra: &str) -> String {
     let text = include_str!("../../../config/src/demo.toml");
     let tools = &text[text.find("\n[upstreams.site.tools").unwrap()..];
     let state = scratch.path().join("site.json");
-    let path = scratch.write(
-        "plangate.toml",
-        &format!(
-            "{extra}\n[upstreams.site]\ncommand = \"{}\"\nargs = [\"demo-site\", \"--state\", \"{}\"]\n{tools}",
-            plangate().display(),
-            state.display()
-        ),
-    );
+    let site = plangate_upstream("site", &["demo-site", "--state", state.to_str().unwrap()]);
+    let path = scratch.write("plangate.toml", &format!("{extra}\n{site}{tools}"));
     path.to_str().unwrap().to_owned()
+}
+
+/// The TOML table of an upstream `name` running this plangate binary with `args`.
+pub fn plangate_upstream(name: &str, args: &[&str]) -> String {
+    let args: Vec<String> = args.iter().map(|a| format!("\"{a}\"")).collect();
+    format!(
+        "[upstreams.{name}]\ncommand = \"{}\"\nargs = [{}]\n",
+        plangate().display(),
+        args.join(", ")
+    )
+}
+
+/// Where demo tests start: scratch dir, demo config (after `extra`), one token per key.
+pub fn demo_keys<const N: usize>(
+    extra: &str,
+    keys: [(&str, &str); N],
+) -> (Scratch, String, [String; N]) {
+    let scratch = Scratch::new();
+    let tokens = keys.map(|(name, scope)| scratch.create_key(name, scope));
+    let config = demo_config(&scratch, extra);
+    (scratch, config, tokens)
+}
+
+/// A client of `plangate serve --stdio --config CONFIG` with `token`.
+pub async fn config_client(scratch: &Scratch, config: &str, token: &str) -> Client {
+    stdio_client(scratch, &["--config", config], Some(token)).await
+}
+
+/// [`config_client`] in a session begun in plan mode.
+pub async fn plan_client(scratch: &Scratch, config: &str, token: &str) -> Client {
+    let client = config_client(scratch, config, token).await;
+    begin(&client, "plan").await;
+    client
+}
+
+/// [`demo_keys`] with the one key `name` of `scope`, already connected over stdio.
+pub async fn demo_agent(name: &str, scope: &str) -> (Scratch, String, Client) {
+    let (scratch, config, [token]) = demo_keys("", [(name, scope)]);
+    let client = config_client(&scratch, &config, &token).await;
+    (scratch, config, client)
+}
+
+/// How many times a long test repeats: `var` from the environment, or `default`.
+pub fn env_count(var: &str, default: u64) -> u64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A config (path, delivery log) with `[gateway]` settings and the counting upstream.
+pub fn counting_config(scratch: &Scratch, gateway: &str) -> (String, PathBuf) {
+    let log = scratch.path().join("deliveries.jsonl");
+    let count = plangate_upstream(
+        "count",
+        &["counting-upstream", "--log", log.to_str().unwrap()],
+    );
+    let config = scratch.write("plangate.toml", &format!("[gateway]\n{gateway}\n{count}"));
+    (config.to_str().unwrap().to_owned(), log)
+}
+
+/// Every delivery the counting upstream logged: n → how many times.
+pub fn deliveries(log: &Path) -> std::collections::BTreeMap<u64, u64> {
+    let mut out = std::collections::BTreeMap::new();
+    for line in std::fs::read_to_string(log).unwrap_or_default().lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        *out.entry(v["n"].as_u64().unwrap()).or_insert(0) += 1;
+    }
+    out
 }

@@ -1,5 +1,6 @@
 //! A fresh PostgreSQL schema per test, so tests run in parallel on one
-//! database without seeing each other, and are dropped afterwards.
+//! database without seeing each other, and are dropped afterwards; and
+//! the checks the SQLite and PostgreSQL suites both make of their backend.
 //!
 //! The server comes from `PLANGATE_TEST_POSTGRES_URL`. Unset, the
 //! PostgreSQL runs return early with a note — but never in CI (`CI` set),
@@ -8,7 +9,11 @@
 #![allow(dead_code)] // each test crate uses part of it
 
 use std::future::Future;
+use std::sync::Arc;
 
+use plangate_core::Scope;
+use plangate_store::{NewEvent, Store};
+use serde_json::json;
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 
 /// The variable naming the PostgreSQL server tests use.
@@ -98,6 +103,74 @@ where
             Ok(panic) => std::panic::resume_unwind(panic),
             Err(e) => panic!("test task failed: {e}"),
         }
+    }
+}
+
+/// [`with_schema`] on the test server, or nothing (with a note) when there is none.
+pub async fn on_fresh_schema<F, Fut>(test: F)
+where
+    F: FnOnce(String) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let Some(server) = postgres_url() else { return };
+    with_schema(&server, test).await;
+}
+
+/// `n` `mode_set` events, numbered by `at_ms` and in their bodies.
+pub fn events(n: i64) -> Vec<NewEvent> {
+    (0..n)
+        .map(|i| NewEvent {
+            at_ms: i,
+            kind: "mode_set".to_owned(),
+            body: json!({"mode": "plan", "i": i}),
+        })
+        .collect()
+}
+
+/// Raw SQL every backend's event log refuses: updates, deletes, gaps and bad rows.
+pub const REFUSED_BY_THE_LOG: [&str; 8] = [
+    "UPDATE events SET body = '{}' WHERE key_seq = 1",
+    "UPDATE events SET key_seq = key_seq + 10",
+    "DELETE FROM events WHERE key_seq = 2",
+    "DELETE FROM events",
+    "INSERT INTO events (key_id, key_seq, at_ms, type, body) VALUES ('key_a', 4, 0, 'x', '{}')",
+    "INSERT INTO events (key_id, key_seq, at_ms, type, body) VALUES ('key_a', 2, 0, 'x', '{}')",
+    "INSERT INTO events (key_id, key_seq, at_ms, type, body) VALUES ('key_b', 0, 0, 'x', '{}')",
+    "INSERT INTO events (key_id, key_seq, at_ms, type, body) VALUES ('key_b', 1, 0, 'x', 'not json')",
+];
+
+/// A key row stores `token` only as its SHA-256 (`hash`) and shown `prefix`.
+pub fn assert_stored_as_hash(hash: &str, prefix: &str, token: &str) {
+    use sha2::Digest as _;
+    assert_eq!(hash, hex::encode(sha2::Sha256::digest(token.as_bytes())));
+    assert_eq!(prefix, &token[..12]);
+}
+
+/// Six handles opened at once by `open`, each adding a key: each then sees all six.
+pub async fn open_six_at_once<F, Fut>(open: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Arc<dyn Store>> + Send + 'static,
+{
+    let opens: Vec<_> = (0..6)
+        .map(|i| {
+            let opening = open();
+            tokio::spawn(async move {
+                let store = opening.await;
+                store
+                    .create_key(&format!("k{i}"), Scope::Read)
+                    .await
+                    .expect("create");
+                store
+            })
+        })
+        .collect();
+    let mut stores = Vec::new();
+    for open in opens {
+        stores.push(open.await.expect("task"));
+    }
+    for store in &stores {
+        assert_eq!(store.list_keys().await.expect("list").len(), 6);
     }
 }
 
