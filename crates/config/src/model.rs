@@ -53,6 +53,13 @@ impl Redaction {
 }
 
 impl Config {
+    /// The operator's settings for tool `tool` of upstream `server`
+    /// (`[upstreams.NAME.tools.TOOL]`), if any: the one lookup planning,
+    /// apply and the tool pins share.
+    pub fn tool_settings(&self, server: &str, tool: &str) -> Option<&ToolOverride> {
+        self.upstreams.get(server)?.tools.get(tool)
+    }
+
     /// A configuration with every setting at its default: `[gateway]`
     /// defaults and the built-in modes. For configs built in code, such as
     /// the CLI's zero-config demo.

@@ -278,7 +278,7 @@ impl Gateway {
 
     /// How long a step claim holds without renewal, in ms.
     pub fn lease_ms(&self) -> i64 {
-        i64::try_from(self.config.gateway.lease.as_millis()).unwrap_or(30_000)
+        operator::lease_ms(&self.config)
     }
 
     /// How long a question to the person waits for an answer.
@@ -288,7 +288,7 @@ impl Gateway {
 
     /// How long a plan lives, in ms.
     pub fn ttl_ms(&self) -> i64 {
-        i64::try_from(self.config.gateway.plan_ttl.as_millis()).unwrap_or(i64::MAX)
+        operator::ttl_ms(&self.config)
     }
 
     /// The config the gateway was built from.

@@ -207,9 +207,7 @@ pub async fn plan_write(
         .ok_or_else(|| internal("its input schema cannot be canonicalised"))?;
     let settings = gw
         .config()
-        .upstreams
-        .get(&tool.upstream)
-        .and_then(|u| u.tools.get(&tool.original))
+        .tool_settings(&tool.upstream, &tool.original)
         .cloned()
         .unwrap_or_default();
 

@@ -107,9 +107,7 @@ pub enum PinError {
 /// catalog: override, trusted annotations, else destructive).
 pub fn effect_of(config: &Config, server: &str, tool: &str, definition: &Value) -> Effect {
     let upstream = config.upstreams.get(server);
-    let over = upstream
-        .and_then(|u| u.tools.get(tool))
-        .and_then(|o| o.effect);
+    let over = config.tool_settings(server, tool).and_then(|o| o.effect);
     let trust = upstream.is_some_and(|u| u.trust_annotations);
     let hint = |name: &str| {
         definition

@@ -423,9 +423,7 @@ async fn call_step(
             };
             let settings = gw
                 .config()
-                .upstreams
-                .get(&record.server)
-                .and_then(|u| u.tools.get(&record.tool))
+                .tool_settings(&record.server, &record.tool)
                 .cloned()
                 .unwrap_or_default();
             let pick = |p: &str| {

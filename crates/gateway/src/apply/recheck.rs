@@ -104,11 +104,7 @@ pub(super) async fn recheck(
         }
     }
     // The preview must still show the target as it was when planned.
-    let settings = gw
-        .config()
-        .upstreams
-        .get(&record.server)
-        .and_then(|u| u.tools.get(&record.tool));
+    let settings = gw.config().tool_settings(&record.server, &record.tool);
     if let (Some(preview_tool), Some(planned_version)) = (
         settings.and_then(|s| s.preview.clone()),
         record.target_version.clone(),
