@@ -83,6 +83,11 @@ struct RunArgs {
     /// Phases to skip: passthrough, sdk, everything, planning, scale.
     #[arg(long, value_delimiter = ',', value_name = "PHASE")]
     skip: Vec<String>,
+    /// Interleaved rounds per measurement (default 5, 2 with --quick):
+    /// more rounds narrow a figure's spread on a noisy machine, for an A/B
+    /// of a small change.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=100))]
+    rounds: Option<u16>,
     /// The repository root (default: where this crate was built from).
     #[arg(long, value_name = "DIR")]
     repo: Option<PathBuf>,
@@ -205,11 +210,14 @@ async fn run(args: RunArgs) -> Result<()> {
         Some(p) => p.clone(),
         None => build_plangate(&repo)?,
     };
-    let sizes = if args.quick {
+    let mut sizes = if args.quick {
         Sizes::quick()
     } else {
         Sizes::full()
     };
+    if let Some(rounds) = args.rounds {
+        sizes.rounds = usize::from(rounds);
+    }
     let mut ctx = Ctx {
         exe: std::env::current_exe()?,
         plangate: plangate.clone(),
