@@ -255,16 +255,29 @@ pub(crate) enum AuditCommand {
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum ModeCommand {
-    /// Set the mode of a key; in force at the key's next call, and told to
-    /// its agent once.
+    /// Set the mode of a key, and lock or unlock it; in force at the key's
+    /// next call, and told to its agent once.
+    ///
+    /// A locked key's agent cannot change its mode, end its session or
+    /// leave plan mode, and its plans run only after a person approves
+    /// them (as for a `plan`-scope key).
     Set {
         #[command(flatten)]
         source: ConfigSourceArgs,
         /// The key's name or id.
         #[arg(long)]
         key: String,
-        /// The mode: `default` or one defined in the config (e.g. `plan`).
-        mode: String,
+        /// The mode: `default`, `plan` or one defined in the config. May be
+        /// left out with --unlock (the key keeps its mode).
+        #[arg(required_unless_present = "unlock")]
+        mode: Option<String>,
+        /// Lock the key in this mode: only an operator can change it.
+        #[arg(long, conflicts_with = "unlock")]
+        lock: bool,
+        /// Unlock the key: its agent may change its mode again (also frees
+        /// it from `[gateway] default_mode_locked`).
+        #[arg(long)]
+        unlock: bool,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,

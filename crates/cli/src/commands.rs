@@ -403,16 +403,20 @@ pub fn operator_name() -> String {
         .unwrap_or_else(|_| "operator".to_owned())
 }
 
-/// `plangate mode set --key NAME MODE`: appends a `mode_set` by the operator
-/// to the key's log.
+/// `plangate mode set --key NAME [MODE] [--lock|--unlock]`: the operator
+/// sets the key's mode and lock ([`plangate_gateway::operator::set_mode`]).
 pub async fn mode_set(
     config: &Config,
     store: std::sync::Arc<dyn Store>,
     key: &str,
-    mode: &str,
+    mode: Option<&str>,
+    change: plangate_gateway::operator::LockChange,
     as_json: bool,
 ) -> Result<()> {
-    if !config.modes.contains(mode) {
+    use plangate_gateway::operator::LockChange;
+    if let Some(mode) = mode
+        && !config.modes.contains(mode)
+    {
         return Err(UsageError(format!(
             "mode {mode:?} is not defined; use one of {}",
             config.modes.names().join(", ")
@@ -425,36 +429,47 @@ pub async fn mode_set(
         ))
         .into());
     };
-    let log = plangate_gateway::key_log::KeyLog::new(store);
     let operator = operator_name();
-    let event = plangate_core::Event {
-        at_ms: plangate_store::now_ms(),
-        key_id: api_key.id.clone(),
-        actor: plangate_core::Actor::Operator {
-            name: operator.clone(),
-        },
-        channel: plangate_core::Channel::Cli,
-        kind: plangate_core::EventKind::ModeSet {
-            mode: mode.to_owned(),
-        },
-    };
-    log.transact(&api_key.id, |_| {
-        Ok::<_, std::convert::Infallible>((vec![event.clone()], ()))
-    })
-    .await?
-    .unwrap_or_else(|never| match never {});
+    let acting =
+        plangate_gateway::operator::acting(&api_key, &operator, plangate_core::Channel::Cli);
+    let log = plangate_gateway::key_log::KeyLog::new(store);
+    let in_force =
+        plangate_gateway::operator::set_mode(&log, config, &acting, mode, change).await?;
+    let name = &api_key.name;
+    let now = &in_force.spec.name;
     if as_json {
         outln!(
             "{}",
             serde_json::to_string_pretty(&json!({
-                "key": api_key.name, "key_id": api_key.id, "mode": mode, "set_by": operator,
+                "key": name, "key_id": api_key.id, "mode": now,
+                "plan_mode": in_force.spec.plan_mode(),
+                "mode_locked": in_force.locked_by, "set_by": operator,
             }))?
         );
-    } else {
-        outln!(
-            "key {:?} is now in mode {mode}; in force at its next call",
-            api_key.name
-        );
+        return Ok(());
+    }
+    let lead = match (change, mode) {
+        (LockChange::Unlock, None) => format!("key {name:?} is unlocked, in mode {now}"),
+        (LockChange::Unlock, Some(_)) => format!("key {name:?} is now in mode {now}, unlocked"),
+        _ => format!("key {name:?} is now in mode {now}"),
+    };
+    match in_force.locked_by {
+        Some(by) => {
+            let why = match (change, by) {
+                (LockChange::Lock, _) => "locked",
+                (_, plangate_core::LockedBy::Operator) => "still locked",
+                // An unlock that leaves the config's lock cannot happen
+                // (the unlock frees the key); a plain set of a config-held
+                // key locks it explicitly.
+                (_, plangate_core::LockedBy::Config) => "locked by [gateway] default_mode_locked",
+            };
+            outln!(
+                "{lead}, {why}: its agent cannot change the mode, end its session or leave plan mode, and its plans run only after a person approves them (`plangate plans approve --key {name}` or the web console). In force at its next call. `plangate mode set --key {name} --unlock` lets its agent change the mode again."
+            );
+        }
+        None => outln!(
+            "{lead}; in force at its next call, and its agent may change it (`--lock` holds it there)"
+        ),
     }
     Ok(())
 }

@@ -179,11 +179,37 @@ async fn run(cli: Cli) -> Result<()> {
             source,
             key,
             mode,
+            lock,
+            unlock,
             json,
         }) => {
-            let config = load_config(&source, &data_dir)?;
+            // `plan` and `default` are always defined: setting them needs
+            // no upstream config, so a broken or absent one cannot keep an
+            // operator from locking an agent down.
+            let config = match load_config(&source, &data_dir) {
+                Ok(config) => config,
+                Err(e)
+                    if mode.as_deref().is_none_or(|m| {
+                        m == plangate_core::PLAN_MODE || m == plangate_core::DEFAULT_MODE
+                    }) =>
+                {
+                    eprintln!(
+                        "note: the config was not loaded ({e:#}); `plan` and `default` need none"
+                    );
+                    plangate_config::Config::new(
+                        plangate_config::ConfigSource::Builtin("built-in modes only"),
+                        Default::default(),
+                    )
+                }
+                Err(e) => return Err(e),
+            };
             let store = open_store(&data_dir).await?;
-            commands::mode_set(&config, store, &key, &mode, json).await
+            let change = match (lock, unlock) {
+                (true, _) => plangate_gateway::operator::LockChange::Lock,
+                (_, true) => plangate_gateway::operator::LockChange::Unlock,
+                _ => plangate_gateway::operator::LockChange::Keep,
+            };
+            commands::mode_set(&config, store, &key, mode.as_deref(), change, json).await
         }
         Command::Plans(cmd) => plans_command(cmd, &data_dir).await,
         Command::Audit(AuditCommand::Export {
@@ -391,7 +417,7 @@ async fn serve(args: ServeArgs, data_dir: &Path) -> Result<()> {
             );
             if store.list_keys().await?.iter().all(|k| !k.is_active()) {
                 eprintln!(
-                    "no API keys yet: create one with `plangate --data-dir {} keys create --name NAME --scope write`",
+                    "no API keys yet: create the agent's with `plangate --data-dir {} keys create --name agent --scope plan` (its writes become plan steps that wait for your approval)",
                     data_dir.display()
                 );
             }

@@ -167,7 +167,8 @@ fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
 
 // === list ===
 
-/// `plangate plans list`: every key with a plan (open steps or a session).
+/// `plangate plans list`: every key with a plan (open steps or a session)
+/// or an operator's lock on its mode.
 pub async fn list(config: &Config, store: Arc<dyn Store>, as_json: bool) -> Result<()> {
     let log = KeyLog::new(store.clone());
     let keys: BTreeMap<String, ApiKey> = store
@@ -188,10 +189,12 @@ pub async fn list(config: &Config, store: Arc<dyn Store>, as_json: bool) -> Resu
             revoked_at_ms: None,
         });
         let state = refresh(&log, &key, config).await?;
-        if state.open_steps().next().is_none() && state.session_id.is_none() {
+        let operator_locked = matches!(state.lock, Some(plangate_core::ModeLock::Locked { .. }));
+        if state.open_steps().next().is_none() && state.session_id.is_none() && !operator_locked {
             continue;
         }
-        let mode = config.modes.resolve(state.mode.as_deref()).0;
+        let in_force = config.modes.in_force(&state);
+        let mode = &in_force.spec;
         let get = |s: StepStatus| count(&state, s);
         rows.push(json!({
             "key": key.name,
@@ -200,6 +203,7 @@ pub async fn list(config: &Config, store: Arc<dyn Store>, as_json: bool) -> Resu
             "revoked": !key.is_active(),
             "mode": mode.name,
             "plan_mode": mode.plan_mode(),
+            "mode_locked": in_force.locked_by,
             "waiting": get(StepStatus::Planned),
             "running": get(StepStatus::Running),
             "failed": get(StepStatus::Failed),
@@ -212,7 +216,9 @@ pub async fn list(config: &Config, store: Arc<dyn Store>, as_json: bool) -> Resu
         return print_json(&Value::Array(rows));
     }
     if rows.is_empty() {
-        outln!("no plans: no key has steps waiting, running, failed or in doubt");
+        outln!(
+            "no plans: no key has steps waiting, running, failed or in doubt, a session, or a locked mode"
+        );
         return Ok(());
     }
     let table: Vec<[String; 8]> = rows
@@ -225,7 +231,13 @@ pub async fn list(config: &Config, store: Arc<dyn Store>, as_json: bool) -> Resu
                 } else {
                     name.to_owned()
                 },
-                r["mode"].as_str().unwrap_or_default().to_owned(),
+                match r["mode_locked"].as_str() {
+                    Some(by) => format!(
+                        "{} (locked by {by})",
+                        r["mode"].as_str().unwrap_or_default()
+                    ),
+                    None => r["mode"].as_str().unwrap_or_default().to_owned(),
+                },
                 r["waiting"].to_string(),
                 r["running"].to_string(),
                 r["failed"].to_string(),
@@ -266,12 +278,17 @@ pub async fn show(config: &Config, store: Arc<dyn Store>, key: &str, as_json: bo
         return print_json(&view);
     }
     outln!(
-        "key {} ({}, scope {}): mode {}{}",
+        "key {} ({}, scope {}): mode {}{}{}",
         view.key,
         view.key_id,
         view.scope,
         view.mode,
-        if view.plan_mode { " (plan mode)" } else { "" }
+        if view.plan_mode { " (plan mode)" } else { "" },
+        match view.mode_locked {
+            Some(plangate_core::LockedBy::Operator) => ", locked by an operator",
+            Some(plangate_core::LockedBy::Config) => ", locked by [gateway] default_mode_locked",
+            None => "",
+        }
     );
     if let Some(n) = &view.notice {
         outln!("note: {n}");
@@ -437,8 +454,9 @@ pub async fn retry(
 /// `plangate plans apply --key NAME [--digest D] [STEP…]`: a person says
 /// yes to a key's plan and applies it — every waiting step, or only the
 /// named waiting or failed ones. The yes is recorded first
-/// (`review_answered`, approve, by the operator, for that digest), then the
-/// steps run bound to the digest, through a gateway built in this process.
+/// (`review_answered`, approve, by the operator, for the digest of exactly
+/// the steps it runs), then the steps run bound to the plan's digest,
+/// through a gateway built in this process.
 pub async fn apply_cmd(
     config: Config,
     store: Arc<dyn Store>,
@@ -488,7 +506,15 @@ pub async fn apply_cmd(
     let acting = cli_acting(&key);
     let outcome = async {
         operator::require_upstreams(&gw, selected.iter().filter_map(|id| state.step(id)))?;
-        operator::approve(gw.log(), &key, acting.actor(), Channel::Cli, &digest, true).await?;
+        // The yes covers exactly the steps this apply runs, in order: the
+        // digest of those steps (the plan's digest when all waiting run).
+        let runs = plangate_core::plan_digest(
+            selected
+                .iter()
+                .filter_map(|id| state.step(id))
+                .map(|s| &s.record),
+        );
+        operator::approve(gw.log(), &key, acting.actor(), Channel::Cli, &runs, true).await?;
         let request = ApplyRequest {
             step_ids: (!named.is_empty()).then(|| named.to_vec()),
             plan_digest: Some(digest.clone()),

@@ -349,7 +349,7 @@ fn an_unknown_key_lists_the_allowed_keys() {
         &errors,
         &[(
             "gateway.anon",
-            "anonymous, allowed_hosts, allowed_origins, max_request_bytes, max_sessions, max_sessions_per_key, namespace, tool_prefix, max_steps, plan_ttl, lease, review_timeout, header_read_timeout, rate_limit and cached_keys",
+            "anonymous, default_mode, default_mode_locked, allowed_hosts, allowed_origins, max_request_bytes, max_sessions, max_sessions_per_key, namespace, tool_prefix, max_steps, plan_ttl, lease, review_timeout, header_read_timeout, rate_limit and cached_keys",
         )],
     );
 }
@@ -673,6 +673,42 @@ fn wrong_types_and_bad_gateway_values_are_named() {
     // allowed_hosts[0] is reported only once the list's types are right.
     let errors = toml_err(&with_gateway("allowed_hosts = [\"http://example.com\"]"));
     assert_parts(&errors, &[("gateway.allowed_hosts[0]", "without scheme")]);
+}
+
+#[test]
+fn a_default_mode_names_a_mode_and_may_lock_every_key_in_it() {
+    let config = toml_ok(&with_gateway(
+        "default_mode = \"plan\"\ndefault_mode_locked = true",
+    ));
+    assert_eq!(config.modes.default_name(), "plan");
+    assert!(config.modes.default_locked());
+    // A mode of the operator's own may be the default, unlocked.
+    let config = toml_ok(
+        &("[gateway]\ndefault_mode = \"careful\"\n".to_owned()
+            + &modes(&[("careful", "access = \"write\"\nover_access = \"ask\"")])),
+    );
+    assert_eq!(config.modes.default_name(), "careful");
+    assert!(!config.modes.default_locked());
+    // Nothing said: every key starts in default, unlocked.
+    let config = toml_ok(&with_gateway(""));
+    assert_eq!(config.modes.default_name(), "default");
+    assert!(!config.modes.default_locked());
+    assert_gateway_refuses(
+        "default_mode",
+        &[
+            ("\"careful\"", "not a mode: use one of default, plan"),
+            ("1", "must be a string"),
+        ],
+    );
+    assert_gateway_refuses("default_mode_locked", &[("\"yes\"", "true or false")]);
+    // Locking every key in default (no cap) would look like enforcement
+    // and be none.
+    let errors = toml_err(&with_gateway("default_mode_locked = true"));
+    assert_says(
+        &errors,
+        "gateway.default_mode_locked",
+        &["set default_mode = \"plan\""],
+    );
 }
 
 #[test]

@@ -41,6 +41,10 @@ pub enum Code {
     ReviewDeclined,
     /// The client cannot be asked (no elicitation, stateless transport).
     ElicitationUnsupported,
+    /// An operator (or config) locked the key's mode: the agent cannot
+    /// change it, end the session or leave plan mode; only an operator can
+    /// unlock it.
+    ModeLocked,
     /// The tool's definition is new or changed since it was pinned; an
     /// operator must accept it first.
     ToolQuarantined,
@@ -57,7 +61,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, in DESIGN §8 order; for docs, catalogs and tests.
-    pub const ALL: [Code; 17] = [
+    pub const ALL: [Code; 18] = [
         Code::PlanNeedsKey,
         Code::PlanFull,
         Code::PlanChanged,
@@ -71,6 +75,7 @@ impl Code {
         Code::NotInPlanMode,
         Code::ReviewDeclined,
         Code::ElicitationUnsupported,
+        Code::ModeLocked,
         Code::ToolQuarantined,
         Code::RateLimited,
         Code::StoreUnavailable,
@@ -93,6 +98,7 @@ impl Code {
             Code::NotInPlanMode => "not_in_plan_mode",
             Code::ReviewDeclined => "review_declined",
             Code::ElicitationUnsupported => "elicitation_unsupported",
+            Code::ModeLocked => "mode_locked",
             Code::ToolQuarantined => "tool_quarantined",
             Code::RateLimited => "rate_limited",
             Code::StoreUnavailable => "store_unavailable",
@@ -231,6 +237,7 @@ mod tests {
                 "not_in_plan_mode",
                 "review_declined",
                 "elicitation_unsupported",
+                "mode_locked",
                 "tool_quarantined",
                 "rate_limited",
                 "store_unavailable",

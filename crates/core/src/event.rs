@@ -111,6 +111,16 @@ pub enum EventKind {
         /// The mode's name; `default` for no cap.
         mode: String,
     },
+    /// An operator locked the key's mode at `mode`: until unlocked, that
+    /// mode is in force whatever the agent asks, and the key's plans need
+    /// an approval from outside it (DESIGN §9 "Locked modes").
+    ModeLocked {
+        /// The mode locked in.
+        mode: String,
+    },
+    /// An operator unlocked the key's mode: its agent may change it again,
+    /// and `[gateway] default_mode_locked` no longer applies to the key.
+    ModeUnlocked,
     /// `begin_session`: a session started and the plan's life (re)started.
     /// The mode itself is set by the `mode_set` appended beside it.
     SessionBegun {
@@ -306,6 +316,8 @@ macro_rules! event_types {
 
 event_types! {
     ModeSet => "mode_set",
+    ModeLocked => "mode_locked",
+    ModeUnlocked => "mode_unlocked",
     SessionBegun => "session_begun",
     StepPlanned => "step_planned",
     StepDeduplicated => "step_deduplicated",
@@ -700,6 +712,10 @@ pub(crate) mod tests {
             EventKind::ModeSet {
                 mode: "plan".into(),
             },
+            EventKind::ModeLocked {
+                mode: "plan".into(),
+            },
+            EventKind::ModeUnlocked,
             EventKind::SessionBegun {
                 session_id: "ses_1".into(),
                 mode: "plan".into(),
@@ -801,7 +817,11 @@ pub(crate) mod tests {
     #[test]
     fn every_event_round_trips_through_its_json_and_names_its_type() {
         let kinds = every_kind();
-        assert_eq!(kinds.len(), 16, "one of each type of DESIGN §6");
+        assert_eq!(
+            kinds.len(),
+            18,
+            "one of each type of DESIGN §6, and the mode lock's two"
+        );
         for kind in kinds {
             let e = event(kind);
             let json = serde_json::to_value(&e).unwrap();

@@ -14,7 +14,11 @@
 //!
 //! # Rules
 //!
-//! * `mode_set`: the last one wins; none ⇒ `default`.
+//! * `mode_set`: the last one wins; none ⇒ `default` (or the configured
+//!   `default_mode`: [`crate::Modes::in_force`] reads the state).
+//! * `mode_locked` / `mode_unlocked`: the last one is the operator's word on
+//!   the key's lock ([`ModeLock`]); while locked, the locked mode is in
+//!   force whatever `mode_set` says.
 //! * `session_begun` sets the session and (re)starts the plan's life at the
 //!   event's time. The mode is set by the `mode_set` appended beside it.
 //! * `step_planned` appends the step as `planned`. If no life is running,
@@ -188,13 +192,42 @@ pub struct Approval {
     pub review_id: Option<String>,
 }
 
+/// An operator's last word on a key's mode lock (`mode_locked` /
+/// `mode_unlocked`). No word at all is `None` in [`KeyState::lock`], and
+/// then `[gateway] default_mode_locked` decides.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum ModeLock {
+    /// Locked at `mode`.
+    Locked {
+        /// The mode in force while locked.
+        mode: String,
+        /// Who locked it.
+        by: Actor,
+        /// When.
+        at_ms: i64,
+    },
+    /// Unlocked: the agent sets its mode, and the config's lock does not
+    /// apply to this key.
+    Unlocked {
+        /// Who unlocked it.
+        by: Actor,
+        /// When.
+        at_ms: i64,
+    },
+}
+
 /// Everything one key's log says: the mode in force and the plan.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KeyState {
     /// The seq of the last event folded (0 = none).
     pub last_seq: i64,
-    /// The last `mode_set`; `None` ⇒ `default`.
+    /// The last `mode_set`; `None` ⇒ `default` (or the configured
+    /// default mode).
     pub mode: Option<String>,
+    /// The last `mode_locked` / `mode_unlocked`; `None` if there was none.
+    #[serde(default)]
+    pub lock: Option<ModeLock>,
     /// The session begun and not ended.
     pub session_id: Option<String>,
     /// When the plan's current life started; `None` while no life runs.
@@ -222,6 +255,7 @@ impl Default for KeyState {
         KeyState {
             last_seq: 0,
             mode: None,
+            lock: None,
             session_id: None,
             life_started_at_ms: None,
             steps: Vec::new(),
@@ -300,6 +334,19 @@ impl KeyState {
         let at = event.at_ms;
         match &event.kind {
             EventKind::ModeSet { mode } => self.mode = Some(mode.clone()),
+            EventKind::ModeLocked { mode } => {
+                self.lock = Some(ModeLock::Locked {
+                    mode: mode.clone(),
+                    by: event.actor.clone(),
+                    at_ms: at,
+                });
+            }
+            EventKind::ModeUnlocked => {
+                self.lock = Some(ModeLock::Unlocked {
+                    by: event.actor.clone(),
+                    at_ms: at,
+                });
+            }
             EventKind::SessionBegun { session_id, .. } => {
                 self.session_id = Some(session_id.clone());
                 self.start_life(at);

@@ -45,6 +45,7 @@ pub mod redact;
 pub mod rules;
 pub mod scope;
 pub mod secrets;
+pub mod sentence;
 pub mod template;
 pub mod time;
 pub mod view;
@@ -61,11 +62,11 @@ pub use event::{
     Actor, Channel, Event, EventKind, EventType, LandsOn, StepError, StepErrorCode, StepRecord,
     Verdict, Where,
 };
-pub use fold::{Approval, KeyState, Step, StepStatus};
+pub use fold::{Approval, KeyState, ModeLock, Step, StepStatus};
 pub use json_text::JsonText;
 pub use mode::{
-    DEFAULT_MODE, ModeError, ModeSpec, Modes, OverAccess, PLAN_MODE, ParseOverAccessError,
-    validate_mode_name,
+    DEFAULT_MODE, InForce, LockedBy, ModeError, ModeSpec, Modes, OverAccess, PLAN_MODE,
+    ParseOverAccessError, validate_mode_name,
 };
 pub use names::{
     MAX_EXPOSED_NAME_LEN, NAMESPACE_SEPARATOR, NameError, assign_names, expose_name, expose_uri,
@@ -81,7 +82,8 @@ pub use redact::{
 };
 pub use scope::{ParseScopeError, Scope};
 pub use secrets::{restore_secrets, split_secrets};
-pub use template::{generic_effect, render_template, validate_template};
+pub use sentence::{CallFacts, generic_effect};
+pub use template::{render_template, validate_template};
 pub use time::format_time_ms;
 pub use view::{
     Applied, KeyPlanView, Outcome, PlanSummary, PlanView, PlannedStep, PlannedWrite, Receipt,

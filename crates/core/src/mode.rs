@@ -142,10 +142,60 @@ pub fn validate_mode_name(name: &str) -> Result<(), ModeError> {
 }
 
 /// The configured modes: the built-in `plan` (unless overridden) plus the
-/// operator's, and `default`.
+/// operator's, and `default`; and the mode of a key that never set one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Modes {
     defined: BTreeMap<String, ModeSpec>,
+    /// The mode of a key whose log sets none (`[gateway] default_mode`).
+    default: String,
+    /// Whether every key without an operator's lock or unlock is locked at
+    /// `default` (`[gateway] default_mode_locked`).
+    default_locked: bool,
+}
+
+/// Who holds a key's mode lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LockedBy {
+    /// An operator locked this key (`plangate mode set --lock`, the
+    /// console).
+    Operator,
+    /// `[gateway] default_mode_locked`: no operator has locked or unlocked
+    /// this key, and the config locks every such key.
+    Config,
+}
+
+impl LockedBy {
+    /// Who can lift the lock, in words for the refusal.
+    pub fn describe(self) -> &'static str {
+        match self {
+            LockedBy::Operator => "an operator locked this key's mode",
+            LockedBy::Config => {
+                "plangate's config locks the mode of every key ([gateway] default_mode_locked)"
+            }
+        }
+    }
+}
+
+/// The mode in force for one key, and whether its agent may change it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InForce {
+    /// The mode.
+    pub spec: ModeSpec,
+    /// Set once when the recorded mode is no longer defined (see
+    /// [`Modes::resolve`]).
+    pub notice: Option<String>,
+    /// Who locked it, if it is locked.
+    pub locked_by: Option<LockedBy>,
+}
+
+impl InForce {
+    /// Whether the agent is held in this mode: it cannot choose another,
+    /// end its session or leave plan mode, and its plans need an approval
+    /// from outside the key.
+    pub fn locked(&self) -> bool {
+        self.locked_by.is_some()
+    }
 }
 
 impl Default for Modes {
@@ -163,7 +213,54 @@ impl Modes {
         for m in configured {
             defined.insert(m.name.clone(), m);
         }
-        Modes { defined }
+        Modes {
+            defined,
+            default: DEFAULT_MODE.to_owned(),
+            default_locked: false,
+        }
+    }
+
+    /// The same modes with `name` (`default` or a defined mode, checked by
+    /// the config) as the mode of keys that set none, locked for every key
+    /// without an operator's word if `locked`.
+    pub fn with_default(mut self, name: &str, locked: bool) -> Modes {
+        self.default = name.to_owned();
+        self.default_locked = locked;
+        self
+    }
+
+    /// The mode of a key that never set one.
+    pub fn default_name(&self) -> &str {
+        &self.default
+    }
+
+    /// Whether keys without an operator's lock or unlock are locked.
+    pub fn default_locked(&self) -> bool {
+        self.default_locked
+    }
+
+    /// The mode in force for a key's folded state — the one reading of
+    /// mode and lock every channel uses:
+    ///
+    /// * an operator's lock: the locked mode, locked;
+    /// * an operator's unlock: the last `mode_set`, else the default mode;
+    /// * no operator word and `default_mode_locked`: the default mode,
+    ///   locked, whatever the agent set before;
+    /// * otherwise the last `mode_set`, else the default mode.
+    pub fn in_force(&self, state: &crate::KeyState) -> InForce {
+        use crate::fold::ModeLock;
+        let (recorded, locked_by) = match &state.lock {
+            Some(ModeLock::Locked { mode, .. }) => (Some(mode.as_str()), Some(LockedBy::Operator)),
+            Some(ModeLock::Unlocked { .. }) => (state.mode.as_deref(), None),
+            None if self.default_locked => (Some(self.default.as_str()), Some(LockedBy::Config)),
+            None => (state.mode.as_deref(), None),
+        };
+        let (spec, notice) = self.resolve(recorded);
+        InForce {
+            spec,
+            notice,
+            locked_by,
+        }
     }
 
     /// Every mode an agent may choose: `default` first, then the defined
@@ -179,11 +276,12 @@ impl Modes {
         name == DEFAULT_MODE || self.defined.contains_key(name)
     }
 
-    /// The mode in force for a recorded name. `None` (nothing recorded) is
-    /// `default`. A recorded name that is no longer defined reads as the
-    /// built-in `plan` — fail closed — and the second value says so once.
+    /// The mode a recorded name stands for. `None` (nothing recorded) is the
+    /// configured default mode. A recorded name that is no longer defined
+    /// reads as the built-in `plan` — fail closed — and the second value
+    /// says so once. A key's mode in force is [`Modes::in_force`].
     pub fn resolve(&self, recorded: Option<&str>) -> (ModeSpec, Option<String>) {
-        match recorded {
+        match recorded.or(Some(self.default.as_str())) {
             None | Some(DEFAULT_MODE) => (ModeSpec::default_mode(), None),
             Some(name) => match self.defined.get(name) {
                 Some(spec) => (spec.clone(), None),

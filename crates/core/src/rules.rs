@@ -9,7 +9,7 @@
 //! [`Refused`] into its own words (a tool refusal, a CLI error, a console
 //! answer) under the same stable [`Code`].
 
-use crate::{Actor, Approval, Code, EventKind, KeyState, Scope, StepStatus};
+use crate::{Actor, Approval, Code, EventKind, InForce, KeyState, LockedBy, Scope, StepStatus};
 
 /// Why a rule refused: the same for every channel.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +35,13 @@ pub enum Refused {
         /// The digest that needs the approval.
         digest: String,
     },
+    /// The key's mode is locked and the agent asked to change it.
+    ModeLocked {
+        /// The locked mode.
+        mode: String,
+        /// Who locked it.
+        by: LockedBy,
+    },
 }
 
 impl std::fmt::Display for Refused {
@@ -57,6 +64,11 @@ impl std::fmt::Display for Refused {
                 f,
                 "this plan runs only after a person outside this key approves digest {digest} (an operator, or a write key)"
             ),
+            Refused::ModeLocked { mode, by } => write!(
+                f,
+                "{} at {mode:?}: the agent cannot change the mode, end its session or leave plan mode, and only an operator can unlock it",
+                by.describe()
+            ),
         }
     }
 }
@@ -70,6 +82,7 @@ impl Refused {
             }
             Refused::Expired(_) => Code::PlanExpired,
             Refused::ReadScope | Refused::NotApproved { .. } => Code::Forbidden,
+            Refused::ModeLocked { .. } => Code::ModeLocked,
         }
     }
 }
@@ -211,6 +224,49 @@ pub fn apply_selection(state: &KeyState, selection: Selection<'_>) -> Result<Vec
     }
     ordered.sort();
     Ok(ordered.into_iter().map(|(_, id)| id).collect())
+}
+
+// === locked modes ===
+
+/// What an agent asks to do to its own mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModeChange<'a> {
+    /// `begin_session` with this mode.
+    Begin(&'a str),
+    /// `end_session` (back to `default`).
+    End,
+    /// `exit_plan_mode` (back to `default` once approved).
+    ExitPlanMode,
+}
+
+/// Whether the agent may make `change` while `in_force` is in force
+/// (DESIGN §9 "Locked modes"): anything while unlocked; under a lock only
+/// a `begin_session` with the locked mode itself, which restarts the
+/// plan's life and changes no mode. `exit_plan_mode` is refused before
+/// anyone is asked.
+pub fn may_change_mode(in_force: &InForce, change: ModeChange<'_>) -> Result<(), Refused> {
+    let Some(by) = in_force.locked_by else {
+        return Ok(());
+    };
+    match change {
+        ModeChange::Begin(mode) if mode == in_force.spec.name => Ok(()),
+        _ => Err(Refused::ModeLocked {
+            mode: in_force.spec.name.clone(),
+            by,
+        }),
+    }
+}
+
+/// The scope a key's plan is approved and applied under: its own, except
+/// that a `write` key in a locked mode is held like a `plan` key — its own
+/// client's yes does not count and it cannot apply its plan until a person
+/// outside it approves (DESIGN §9).
+pub fn approval_scope(scope: Scope, in_force: &InForce) -> Scope {
+    if scope == Scope::Write && in_force.locked() {
+        Scope::Plan
+    } else {
+        scope
+    }
 }
 
 // === approvals ===
@@ -597,5 +653,111 @@ mod tests {
         let kinds = lease_cleanup(&state, 6_000, 10_000);
         assert_eq!(kinds.len(), 1);
         assert!(matches!(&kinds[0], EventKind::StepInDoubt { .. }));
+    }
+
+    // === locked modes ===
+
+    fn operator() -> Actor {
+        Actor::Operator { name: "ops".into() }
+    }
+
+    fn agent_event(kind: EventKind) -> Event {
+        event(
+            kind,
+            Actor::Agent {
+                key_id: "key_1".into(),
+                key_name: "laptop".into(),
+                scope: Some(Scope::Write),
+            },
+        )
+    }
+
+    fn fold(events: &[Event]) -> KeyState {
+        KeyState::fold(events.iter().enumerate().map(|(i, e)| (i as i64 + 1, e)))
+    }
+
+    #[test]
+    fn an_operator_lock_holds_its_mode_whatever_the_agent_set_after() {
+        let modes = crate::Modes::default();
+        let state = fold(&[
+            event(
+                EventKind::ModeSet {
+                    mode: "plan".into(),
+                },
+                operator(),
+            ),
+            event(
+                EventKind::ModeLocked {
+                    mode: "plan".into(),
+                },
+                operator(),
+            ),
+            agent_event(EventKind::ModeSet {
+                mode: "default".into(),
+            }),
+        ]);
+        let in_force = modes.in_force(&state);
+        assert_eq!(in_force.spec.name, "plan");
+        assert_eq!(in_force.locked_by, Some(LockedBy::Operator));
+        // Only a begin_session with the locked mode itself goes through.
+        assert_eq!(
+            may_change_mode(&in_force, ModeChange::Begin("plan")),
+            Ok(())
+        );
+        for change in [
+            ModeChange::Begin("default"),
+            ModeChange::End,
+            ModeChange::ExitPlanMode,
+        ] {
+            let refused = may_change_mode(&in_force, change).unwrap_err();
+            assert_eq!(refused.code(), Code::ModeLocked, "{change:?}");
+            assert!(refused.to_string().contains("only an operator can unlock"));
+        }
+        // A locked write key is held like a plan key for approvals.
+        assert_eq!(approval_scope(Scope::Write, &in_force), Scope::Plan);
+        assert_eq!(approval_scope(Scope::Read, &in_force), Scope::Read);
+        // Unlocked, the agent's own mode_set is in force again.
+        let mut unlocked = state.clone();
+        unlocked.apply(10, &event(EventKind::ModeUnlocked, operator()));
+        let in_force = modes.in_force(&unlocked);
+        assert_eq!(in_force.spec.name, "default");
+        assert!(!in_force.locked());
+        assert_eq!(may_change_mode(&in_force, ModeChange::End), Ok(()));
+        assert_eq!(approval_scope(Scope::Write, &in_force), Scope::Write);
+    }
+
+    #[test]
+    fn the_configured_lock_holds_every_key_without_an_operator_word() {
+        let modes = crate::Modes::default().with_default("plan", true);
+        // A fresh key, and one whose agent set default before: both plan,
+        // locked by config.
+        for state in [
+            KeyState::default(),
+            fold(&[agent_event(EventKind::ModeSet {
+                mode: "default".into(),
+            })]),
+        ] {
+            let in_force = modes.in_force(&state);
+            assert_eq!(in_force.spec.name, "plan");
+            assert_eq!(in_force.locked_by, Some(LockedBy::Config));
+        }
+        // An operator's unlock frees the key from the configured lock.
+        let state = fold(&[
+            event(EventKind::ModeUnlocked, operator()),
+            agent_event(EventKind::ModeSet {
+                mode: "default".into(),
+            }),
+        ]);
+        let in_force = modes.in_force(&state);
+        assert_eq!(in_force.spec.name, "default");
+        assert!(!in_force.locked());
+        // A default mode without the lock is only where a key starts.
+        let modes = crate::Modes::default().with_default("plan", false);
+        assert_eq!(modes.in_force(&KeyState::default()).spec.name, "plan");
+        assert!(!modes.in_force(&KeyState::default()).locked());
+        let set = fold(&[agent_event(EventKind::ModeSet {
+            mode: "default".into(),
+        })]);
+        assert_eq!(modes.in_force(&set).spec.name, "default");
     }
 }

@@ -4,16 +4,13 @@
 //! An operator may configure a template per tool, such as
 //! `"Update page {id}: {title}."`; `{name}` is the top-level argument
 //! `name` and `{{` / `}}` are literal braces. Without one, a generic
-//! sentence names tool, target and fields. Templates are only ever given
+//! sentence names tool, target and values ([`crate::sentence`]). Templates are only ever given
 //! redacted arguments, and rendering redacts again, so a sentence never
 //! shows a secret.
 
 use serde_json::Value;
 
-use crate::{Effect, REDACTED, is_secret_key, redact};
-
-/// How many field names the generic sentence lists before "and N more".
-const MAX_LISTED_FIELDS: usize = 8;
+use crate::{REDACTED, is_secret_key, redact};
 
 enum Piece<'a> {
     Text(&'a str),
@@ -109,40 +106,6 @@ pub fn render_template(template: &str, redacted_args: &Value) -> String {
     out
 }
 
-/// The sentence used when a tool has neither template nor preview tool:
-/// `"Call update_page on site (write) on target 42, setting id, title."`.
-///
-/// Fields are the top-level argument names (never their values); a call
-/// without arguments says so, and one whose arguments are not an object
-/// says that instead.
-pub fn generic_effect(
-    server: &str,
-    tool: &str,
-    effect: Effect,
-    redacted_args: &Value,
-    target: Option<&str>,
-) -> String {
-    let mut out = format!("Call {tool} on {server} ({effect})");
-    if let Some(target) = target {
-        out.push_str(&format!(" on target {target}"));
-    }
-    match redacted_args {
-        Value::Object(map) if !map.is_empty() => {
-            let names: Vec<&str> = map.keys().map(String::as_str).collect();
-            let listed = names.len().min(MAX_LISTED_FIELDS);
-            out.push_str(", setting ");
-            out.push_str(&names[..listed].join(", "));
-            if names.len() > listed {
-                out.push_str(&format!(" and {} more", names.len() - listed));
-            }
-        }
-        Value::Object(_) | Value::Null => out.push_str(" with no arguments"),
-        _ => out.push_str(" with arguments that are not an object"),
-    }
-    out.push('.');
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -190,40 +153,5 @@ mod tests {
         }
         assert_eq!(validate_template(""), Ok(()));
         assert_eq!(validate_template("no fields"), Ok(()));
-    }
-
-    #[test]
-    fn the_generic_sentence_names_tool_target_and_fields() {
-        let args = json!({"id": 42, "title": "x"});
-        assert_eq!(
-            generic_effect("site", "update_page", Effect::Write, &args, Some("42")),
-            "Call update_page on site (write) on target 42, setting id, title."
-        );
-        assert_eq!(
-            generic_effect("fs", "wipe", Effect::Destructive, &json!({}), None),
-            "Call wipe on fs (destructive) with no arguments."
-        );
-        assert_eq!(
-            generic_effect("fs", "wipe", Effect::Destructive, &json!([1]), None),
-            "Call wipe on fs (destructive) with arguments that are not an object."
-        );
-        let many: Value = (0..10)
-            .map(|i| (format!("f{i}"), json!(i)))
-            .collect::<serde_json::Map<_, _>>()
-            .into();
-        let s = generic_effect("s", "t", Effect::Write, &many, None);
-        assert!(s.ends_with("f7 and 2 more."), "{s}");
-    }
-
-    #[test]
-    fn the_generic_sentence_never_shows_values() {
-        let s = generic_effect(
-            "s",
-            "login",
-            Effect::Write,
-            &json!({"password": "[redacted]", "user": "bob"}),
-            None,
-        );
-        assert_eq!(s, "Call login on s (write), setting password, user.");
     }
 }

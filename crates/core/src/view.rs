@@ -183,6 +183,10 @@ pub struct PlanView {
     pub mode: String,
     /// Whether it is a plan-like mode.
     pub plan_mode: bool,
+    /// Who locked the mode (`operator` or `config`), `null` if the agent
+    /// may change it: a locked key's plan needs a person outside the key.
+    #[serde(default)]
+    pub mode_locked: Option<crate::LockedBy>,
     /// Seconds left in the plan's life.
     pub expires_in: Option<i64>,
     /// How many steps are waiting.
@@ -215,6 +219,9 @@ pub struct KeyPlanView {
     pub mode: String,
     /// Whether it is a plan-like mode.
     pub plan_mode: bool,
+    /// Who locked the mode (`operator` or `config`), `null` if unlocked.
+    #[serde(default)]
+    pub mode_locked: Option<crate::LockedBy>,
     /// Seconds left in the plan's life.
     pub expires_in: Option<i64>,
     /// How many steps are waiting.

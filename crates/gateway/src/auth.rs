@@ -76,10 +76,10 @@ impl Denied {
     pub fn message(self, transport: &str) -> String {
         let how = match transport {
             "stdio" => {
-                "create one with `plangate keys create --name NAME --scope write` and set it as PLANGATE_KEY in the environment of `plangate serve` (in your client's MCP server config)"
+                "create one with `plangate keys create --name NAME --scope plan` (plan: its writes wait for a person's approval) and set it as PLANGATE_KEY in the environment of `plangate serve` (in your client's MCP server config)"
             }
             _ => {
-                "create one with `plangate keys create --name NAME --scope write` and send it as `Authorization: Bearer <key>`"
+                "create one with `plangate keys create --name NAME --scope plan` (plan: its writes wait for a person's approval) and send it as `Authorization: Bearer <key>`"
             }
         };
         match self {

@@ -50,7 +50,10 @@ pub(crate) async fn follow(gw: Weak<Gateway>) {
                 .extend(page.iter().map(|e| e.key_id.clone()));
             let mut keys: Vec<&str> = page
                 .iter()
-                .filter(|e| e.kind == plangate_core::EventType::ModeSet)
+                .filter(|e| {
+                    use plangate_core::EventType::{ModeLocked, ModeSet, ModeUnlocked};
+                    e.kind == ModeSet || e.kind == ModeLocked || e.kind == ModeUnlocked
+                })
                 .map(|e| e.key_id.as_str())
                 .collect();
             keys.sort_unstable();

@@ -180,6 +180,9 @@ pub async fn serve(
     use tower::ServiceExt as _;
 
     let header_read_timeout = gw.config().gateway.header_read_timeout;
+    if let Ok(local) = listener.local_addr() {
+        gw.set_console_url(format!("http://{local}/console"));
+    }
     let app = router(gw, shutdown.clone());
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     loop {

@@ -119,6 +119,9 @@ pub struct Gateway {
     metrics: metrics::Metrics,
     trimmer: Arc<memory::Trimmer>,
     shutdown: CancellationToken,
+    /// Where this process serves the web console, once `serve --http`
+    /// listens: refusals tell a plan-scope agent where its person approves.
+    console_url: std::sync::OnceLock<String>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -207,6 +210,7 @@ impl Gateway {
             metrics: metrics::Metrics::default(),
             trimmer: Arc::default(),
             shutdown: CancellationToken::new(),
+            console_url: std::sync::OnceLock::new(),
         });
         // The pins as they stand, before any upstream is judged against them.
         if let Err(e) = gw.reload_pins().await {
@@ -315,6 +319,26 @@ impl Gateway {
     /// question.
     pub fn parked(&self) -> &parked::Parked {
         &self.parked
+    }
+
+    /// Notes where this process serves the web console (the first call
+    /// wins: one process serves one address).
+    pub fn set_console_url(&self, url: String) {
+        let _ = self.console_url.set(url);
+    }
+
+    /// How a person approves key `key_name`'s plan, in words for a refusal
+    /// or a step's note: the web console's address when this process serves
+    /// one, else the CLI command.
+    pub fn how_to_approve(&self, key_name: &str) -> String {
+        match self.console_url.get() {
+            Some(url) => format!(
+                "a person approves it in the web console at {url} (or with `plangate plans approve --key {key_name}`)"
+            ),
+            None => format!(
+                "a person approves it with `plangate plans approve --key {key_name}` (or in the web console of `plangate serve --http`)"
+            ),
+        }
     }
 
     /// Call counters and latencies for `/metrics`.

@@ -206,9 +206,15 @@ pub async fn refresh(
 /// never sealed) with its attempts, the digest and whether that digest is
 /// approved by someone whose approval counts for this key (DESIGN §7).
 pub fn plan_view(config: &Config, key: &ApiKey, state: &KeyState, now: i64) -> KeyPlanView {
-    let (mode, notice) = config.modes.resolve(state.mode.as_deref());
+    let in_force = config.modes.in_force(state);
     let digest = state.plan_digest();
-    let approved = rules::is_approved(state, &digest, &key.id, key.scope);
+    let approved = rules::is_approved(
+        state,
+        &digest,
+        &key.id,
+        rules::approval_scope(key.scope, &in_force),
+    );
+    let (mode, notice) = (in_force.spec, in_force.notice);
     KeyPlanView {
         key: key.name.clone(),
         key_id: key.id.clone(),
@@ -216,6 +222,7 @@ pub fn plan_view(config: &Config, key: &ApiKey, state: &KeyState, now: i64) -> K
         revoked: !key.is_active(),
         mode: mode.name.clone(),
         plan_mode: mode.plan_mode(),
+        mode_locked: in_force.locked_by,
         expires_in: expires_in(state, now, ttl_ms(config)),
         pending_steps: state.planned_steps().count(),
         plan_digest: digest,
@@ -223,6 +230,61 @@ pub fn plan_view(config: &Config, key: &ApiKey, state: &KeyState, now: i64) -> K
         steps: state.open_steps().map(StepView::for_person).collect(),
         notice,
     }
+}
+
+/// What a person's `mode set` does to the key's lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockChange {
+    /// Lock the key in the mode set.
+    Lock,
+    /// Unlock it: its agent sets its mode again, and `[gateway]
+    /// default_mode_locked` no longer holds it.
+    Unlock,
+    /// Neither: a locked key stays locked (in the new mode), an unlocked
+    /// one stays unlocked.
+    Keep,
+}
+
+/// A person sets `acting`'s key's mode (`mode`, or the mode it is in when
+/// `None`, which only an unlock may leave out) and lock: one append of
+/// `mode_set` and `mode_locked`/`mode_unlocked` as needed, so the mode and
+/// its lock never read apart. A key locked (by an operator or by config)
+/// and set without `--lock`/`--unlock` stays locked, in the new mode: an
+/// operator moving a held agent does not free it by the way. Returns the
+/// mode in force after.
+pub async fn set_mode(
+    log: &KeyLog,
+    config: &Config,
+    acting: &Acting,
+    mode: Option<&str>,
+    lock: LockChange,
+) -> Result<plangate_core::InForce, LogError> {
+    let modes = &config.modes;
+    let (state, ()) = log
+        .transact(&acting.key.id, |state| {
+            let before = modes.in_force(state);
+            let mut events = Vec::new();
+            if let Some(mode) = mode {
+                events.push(acting.event(EventKind::ModeSet {
+                    mode: mode.to_owned(),
+                }));
+            }
+            let target = mode.unwrap_or(&before.spec.name).to_owned();
+            match lock {
+                LockChange::Lock => {
+                    events.push(acting.event(EventKind::ModeLocked { mode: target }))
+                }
+                LockChange::Keep if before.locked() && mode.is_some() => {
+                    events.push(acting.event(EventKind::ModeLocked { mode: target }));
+                }
+                LockChange::Keep => {}
+                LockChange::Unlock => events.push(acting.event(EventKind::ModeUnlocked)),
+            }
+            Ok::<_, std::convert::Infallible>((events, ()))
+        })
+        .await?
+        .unwrap_or_else(|never| match never {});
+    Ok(modes.in_force(&state))
 }
 
 /// A person drops steps of `acting`'s key: the `named` waiting, failed or

@@ -6,11 +6,12 @@
 //! and recording the step in the key's log — and answers with the core's
 //! typed [`plangate_core::PlannedWrite`].
 
+use plangate_core::rules;
 use plangate_core::view::AnswerCode;
 use plangate_core::{
-    Actor, Code, Effect, Event, EventKind, JsonText, KeyState, LandsOn, ModeSpec, PlanSummary,
-    PlannedStep, PlannedWrite, StepRecord, Where, arguments_fingerprint, generic_effect,
-    render_template,
+    Actor, CallFacts, Code, Effect, Event, EventKind, InForce, JsonText, KeyState, LandsOn,
+    ModeSpec, PlanSummary, PlannedStep, PlannedWrite, Scope, StepRecord, Where,
+    arguments_fingerprint, generic_effect, render_template,
 };
 use plangate_store::now_ms;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, JsonObject};
@@ -180,7 +181,7 @@ async fn preview(
 pub async fn plan_write(
     gw: &Gateway,
     acting: &Acting,
-    mode: &ModeSpec,
+    in_force: &InForce,
     tool: &CatalogTool,
     arguments: JsonObject,
     reason: PlanReason,
@@ -245,6 +246,10 @@ pub async fn plan_write(
             }
         }
     }
+    let lands_where = match settings.lands_on {
+        plangate_config::LandsOnSetting::Copy => Where::Copy,
+        _ => Where::Live,
+    };
     let predicted_effect = predicted
         .or_else(|| {
             settings
@@ -253,29 +258,39 @@ pub async fn plan_write(
                 .map(|t| render_template(t, &redacted))
         })
         .unwrap_or_else(|| {
-            generic_effect(
-                &tool.upstream,
-                &tool.original,
-                tool.effect,
-                &redacted,
-                target.as_deref(),
-            )
+            generic_effect(&CallFacts {
+                server: &tool.upstream,
+                tool: &tool.original,
+                effect: tool.effect,
+                arguments: &redacted,
+                schema: Some(&tool.tool.input_schema),
+                target: target.as_deref(),
+                lands: lands_where,
+            })
         });
     let lands_on = LandsOn {
-        where_: match settings.lands_on {
-            plangate_config::LandsOnSetting::Copy => Where::Copy,
-            _ => Where::Live,
-        },
+        where_: lands_where,
         target,
         copy_id: None,
         note: settings.lands_on_note.clone(),
     };
     let approval_required = tool.effect == Effect::Destructive;
+    // Whose yes runs it: for a plan key (or a locked mode) a person outside
+    // the key; for a write key its own apply is the yes (DESIGN §7).
+    let outside = rules::approval_scope(acting.key.scope, in_force) == Scope::Plan;
     let approval_note = approval_required.then(|| {
-        format!(
-            "Destructive: {} may destroy or overwrite data. It needs the person's explicit yes; applying the plan is that yes.",
-            tool.exposed
-        )
+        if outside {
+            format!(
+                "Destructive: {} may destroy or overwrite data. It runs only after {}.",
+                tool.exposed,
+                gw.how_to_approve(&acting.key.name)
+            )
+        } else {
+            format!(
+                "Destructive: {} may destroy or overwrite data. It needs the person's explicit yes; applying the plan is that yes.",
+                tool.exposed
+            )
+        }
     });
 
     let step_id = plangate_store::new_id("step_").map_err(Refusal::internal)?;
@@ -358,9 +373,20 @@ pub async fn plan_write(
         deduplicated,
         "write planned"
     );
-    Ok(planned_answer(gw, &state, step, mode, reason, deduplicated))
+    let approver = outside.then(|| gw.how_to_approve(&acting.key.name));
+    Ok(planned_answer(
+        gw,
+        &state,
+        step,
+        &in_force.spec,
+        reason,
+        deduplicated,
+        approver,
+    ))
 }
 
+/// The planned-write answer; `approver` says how a person outside the key
+/// approves, when the key's own apply is not the yes.
 fn planned_answer(
     gw: &Gateway,
     state: &KeyState,
@@ -368,6 +394,7 @@ fn planned_answer(
     mode: &ModeSpec,
     reason: PlanReason,
     deduplicated: bool,
+    approver: Option<String>,
 ) -> CallToolResult {
     let prefix = &gw.config().gateway.tool_prefix;
     let r = &step.record;
@@ -381,10 +408,16 @@ fn planned_answer(
     } else {
         ""
     };
-    let message = format!(
-        "{why}: nothing was written. This write is step {} of the plan.{dedup} Show the person the plan and call {prefix}apply_plan only after they say yes; sending the write again does not run it.",
-        r.position
-    );
+    let message = match approver {
+        Some(approver) => format!(
+            "{why}: nothing was written. This write is step {} of the plan.{dedup} Show the person the plan in plain words: it runs only after {approver}; then call {prefix}apply_plan. Sending the write again does not run it.",
+            r.position
+        ),
+        None => format!(
+            "{why}: nothing was written. This write is step {} of the plan.{dedup} Show the person the plan and call {prefix}apply_plan only after they say yes; sending the write again does not run it.",
+            r.position
+        ),
+    };
     let body = PlannedWrite {
         code: AnswerCode::PlanStep,
         planned: true,

@@ -401,7 +401,20 @@ pub async fn exit_plan_mode(
         .state(&acting.key.id)
         .await
         .map_err(crate::tools::log_failed)?;
-    let mode = gw.config().modes.resolve(state.mode.as_deref()).0;
+    let in_force = gw.config().modes.in_force(&state);
+    // Under a lock the agent cannot leave: refused before anyone is asked.
+    plangate_core::rules::may_change_mode(
+        &in_force,
+        plangate_core::rules::ModeChange::ExitPlanMode,
+    )
+    .map_err(|refused| {
+        crate::tools::locked(
+            &refused,
+            &acting.key.name,
+            "nobody was asked and nothing was applied",
+        )
+    })?;
+    let mode = in_force.spec;
     if !mode.plan_mode() {
         return Err(Refusal::new(
             Code::NotInPlanMode,

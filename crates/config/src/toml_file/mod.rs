@@ -20,8 +20,10 @@ use upstreams::upstreams;
 
 const TOP_KEYS: [&str; 4] = ["gateway", "modes", "redaction", "upstreams"];
 const REDACTION_KEYS: [&str; 2] = ["names", "patterns"];
-const GATEWAY_KEYS: [&str; 15] = [
+const GATEWAY_KEYS: [&str; 17] = [
     "anonymous",
+    "default_mode",
+    "default_mode_locked",
     "allowed_hosts",
     "allowed_origins",
     "max_request_bytes",
@@ -78,19 +80,28 @@ pub fn parse_toml(text: &str, origin: &Path, env: &dyn Env) -> Result<Config, Co
             None
         }
     };
+    let default_mode = match (table.get("gateway"), &modes) {
+        (Some(node), Some(defined)) => default_mode(&mut c, node, defined),
+        _ => Some((plangate_core::DEFAULT_MODE.to_owned(), false)),
+    };
     let redaction = match table.get("redaction") {
         Some(node) => redaction(&mut c, node),
         None => Some(Redaction::default()),
     };
-    let config = gateway.zip(upstreams).zip(modes).zip(redaction).map(
-        |(((gateway, upstreams), modes), redaction)| Config {
-            source: ConfigSource::Toml(origin.to_path_buf()),
-            gateway,
-            upstreams,
-            modes: Modes::new(modes),
-            redaction,
-        },
-    );
+    let config = gateway
+        .zip(upstreams)
+        .zip(modes)
+        .zip(redaction)
+        .zip(default_mode)
+        .map(
+            |((((gateway, upstreams), modes), redaction), (default, locked))| Config {
+                source: ConfigSource::Toml(origin.to_path_buf()),
+                gateway,
+                upstreams,
+                modes: Modes::new(modes).with_default(&default, locked),
+                redaction,
+            },
+        );
     c.finish(config)
 }
 
@@ -240,6 +251,8 @@ fn gateway(c: &mut Checker<'_>, node: &toml::Value) -> Option<GatewaySettings> {
                 let value = duration_in(c, &key, v, "review_timeout", MAX_LEASE);
                 value.map(|d| settings.as_mut().map(|s| s.review_timeout = d))
             }
+            // Read beside the modes they name: [`default_mode`].
+            "default_mode" | "default_mode_locked" => Some(None),
             _ => Some(None), // reported by unknown_keys
         };
         if ok.is_none() {
@@ -247,6 +260,67 @@ fn gateway(c: &mut Checker<'_>, node: &toml::Value) -> Option<GatewaySettings> {
         }
     }
     settings
+}
+
+/// `[gateway] default_mode` (the mode of every key that sets none:
+/// `default`, `plan` or a defined mode) and `default_mode_locked` (every key
+/// without an operator's lock or unlock is held in it). Locking keys in
+/// `default` would hold agents out of plan mode while looking like
+/// enforcement, so it is refused.
+fn default_mode(
+    c: &mut Checker<'_>,
+    gateway: &toml::Value,
+    defined: &[ModeSpec],
+) -> Option<(String, bool)> {
+    let Some(table) = gateway.as_table() else {
+        return Some((plangate_core::DEFAULT_MODE.to_owned(), false));
+    };
+    let mut ok = true;
+    let mut name = plangate_core::DEFAULT_MODE.to_owned();
+    if let Some(v) = table.get("default_mode") {
+        match c.raw_str("gateway.default_mode", v) {
+            Some(n)
+                if n == plangate_core::DEFAULT_MODE
+                    || n == PLAN_MODE
+                    || defined.iter().any(|m| m.name == n) =>
+            {
+                name = n.to_owned();
+            }
+            Some(n) => {
+                let mut names: Vec<&str> = vec![plangate_core::DEFAULT_MODE, PLAN_MODE];
+                names.extend(
+                    defined
+                        .iter()
+                        .map(|m| m.name.as_str())
+                        .filter(|m| *m != PLAN_MODE),
+                );
+                c.error(
+                    "gateway.default_mode",
+                    format!(
+                        "default_mode {n:?} is not a mode: use one of {} (or define [modes.{n}])",
+                        names.join(", ")
+                    ),
+                );
+                ok = false;
+            }
+            None => ok = false,
+        }
+    }
+    let mut locked = false;
+    if let Some(v) = table.get("default_mode_locked") {
+        match c.bool("gateway.default_mode_locked", v) {
+            Some(b) => locked = b,
+            None => ok = false,
+        }
+    }
+    if ok && locked && name == plangate_core::DEFAULT_MODE {
+        c.error(
+            "gateway.default_mode_locked",
+            "default_mode_locked = true would hold every key in mode \"default\" (no cap) and out of plan mode: set default_mode = \"plan\" (or another mode) beside it",
+        );
+        ok = false;
+    }
+    ok.then_some((name, locked))
 }
 
 /// A rate like `"120/min"` ([`RateLimit::parse`]).

@@ -130,13 +130,25 @@ pub async fn apply_plan(
             }
             let applier = match &acting.operator {
                 Some(_) => Applier::Operator,
+                // A locked write key is held like a plan key.
                 None => Applier::Key {
                     id: &acting.key.id,
-                    scope: acting.key.scope,
+                    scope: rules::approval_scope(
+                        acting.key.scope,
+                        &gw.config().modes.in_force(&view),
+                    ),
                 },
             };
-            rules::may_apply(&view, &current, applier)
-                .map_err(|refused| Refusal::new(refused.code(), format!("{refused}. Nothing was run")))?;
+            rules::may_apply(&view, &current, applier).map_err(|refused| {
+                let next = match &refused {
+                    Refused::NotApproved { .. } => format!(
+                        ". Nothing was run: {}, then call {prefix}apply_plan again",
+                        gw.how_to_approve(&acting.key.name)
+                    ),
+                    _ => ". Nothing was run".to_owned(),
+                };
+                Refusal::new(refused.code(), format!("{refused}{next}"))
+            })?;
             let selection = match &request.step_ids {
                 None => Selection::Waiting,
                 Some(ids) => Selection::Named(ids),

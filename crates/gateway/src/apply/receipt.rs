@@ -47,7 +47,7 @@ pub(super) fn receipt(
             "Applied {applied}, failed {failed}, in doubt {in_doubt}, not run {not_run}. Steps not run are still waiting; a failed step can be applied again by naming it; an in-doubt step may have reached the server and only a person can retry it."
         )
     };
-    let mode = gw.config().modes.resolve(state.mode.as_deref()).0;
+    let mode = gw.config().modes.in_force(state).spec;
     let body = Receipt {
         success,
         code: AnswerCode::PlanApplied,

@@ -106,7 +106,8 @@ impl GatewayHandler {
             Ok(state) => state,
             Err(e) => return refuse(Refusal::store(e, "nothing was run or planned")),
         };
-        let (mode, notice) = self.tell_mode(state.mode.as_deref(), &cx).await;
+        let (in_force, notice) = self.tell_mode(&state, &cx).await;
+        let mode = &in_force.spec;
         let acting = Acting {
             key: key.clone(),
             channel: self.channel(),
@@ -114,7 +115,7 @@ impl GatewayHandler {
         };
         let explicit = checked.explicit;
         // Act.
-        match decide(tool.effect, CallerScope::Key(key.scope), &mode, explicit) {
+        match decide(tool.effect, CallerScope::Key(key.scope), mode, explicit) {
             Decision::Run => {
                 let response = self.forward(&caller, tool, checked.forward, &cx).await?;
                 Ok(with_notice(response, notice))
@@ -130,7 +131,7 @@ impl GatewayHandler {
                 let planned = Box::pin(plan::plan_write(
                     &self.gw,
                     &acting,
-                    &mode,
+                    &in_force,
                     tool,
                     checked.arguments,
                     reason,
@@ -144,10 +145,10 @@ impl GatewayHandler {
             }
             Decision::Refuse(code) => refuse(Refusal::new(
                 code,
-                refused_message(code, tool, Some((key, &mode)), prefix),
+                refused_message(code, tool, Some((key, mode)), prefix),
             )),
             Decision::Ask => {
-                match Box::pin(self.ask_first(&acting, &mode, tool, checked, &cx)).await {
+                match Box::pin(self.ask_first(&acting, mode, tool, checked, &cx)).await {
                     Ok(Asked::Run(forward)) => {
                         let response = self.forward(&caller, tool, forward, &cx).await?;
                         Ok(with_notice(response, notice))
@@ -337,7 +338,7 @@ fn refused_message(
 ) -> String {
     match (code, keyed) {
         (Code::PlanNeedsKey, _) => format!(
-            "{} is a {} tool; callers without an API key may only read and can never plan. Create a key with `plangate keys create --name NAME --scope write`",
+            "{} is a {} tool; callers without an API key may only read and can never plan. Create a key with `plangate keys create --name NAME --scope plan`",
             tool.exposed, tool.effect
         ),
         (Code::Forbidden, Some((key, _))) => format!(

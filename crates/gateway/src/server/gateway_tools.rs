@@ -40,7 +40,7 @@ impl GatewayHandler {
         };
         let arguments = request.arguments.clone().unwrap_or_default();
         let notice = match self.gw.log().state(&key.id).await {
-            Ok(state) => self.tell_mode(state.mode.as_deref(), cx).await.1,
+            Ok(state) => self.tell_mode(&state, cx).await.1,
             Err(_) => None,
         };
         let call = match Call::read(tool, &arguments, &self.gw.config().modes.names()) {
@@ -89,7 +89,7 @@ impl GatewayHandler {
         };
         // What this session did to the mode is no news to its agent.
         if resync && let Ok(state) = self.gw.log().state(&key.id).await {
-            self.set_seen_mode(self.gw.config().modes.resolve(state.mode.as_deref()).0);
+            self.set_seen_mode(self.gw.config().modes.in_force(&state));
         }
         if tools_changed {
             let _ = cx.peer.notify_tool_list_changed().await;

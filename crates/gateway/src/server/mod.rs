@@ -24,7 +24,7 @@ use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::json;
 
-use plangate_core::{Channel, DEFAULT_MODE, ModeSpec, OverAccess};
+use plangate_core::{Channel, DEFAULT_MODE, InForce, KeyState, ModeSpec, OverAccess};
 use rmcp::model::ContentBlock;
 use serde_json::Value;
 
@@ -70,6 +70,7 @@ pub struct GatewayHandler {
 #[derive(Default)]
 struct SeenMode {
     spec: Option<ModeSpec>,
+    locked: bool,
     told_undefined: bool,
 }
 
@@ -112,49 +113,52 @@ impl GatewayHandler {
     }
 
     /// Notes the mode in force for this session. Returns what to tell the
-    /// agent — only when what it can do changed since it last heard (or a
-    /// recorded mode is no longer defined, once) — and whether the tool
-    /// list changed (plan mode on or off).
-    fn observe_mode(&self, spec: &ModeSpec, undefined: Option<String>) -> (Option<String>, bool) {
+    /// agent — only when what it can do changed since it last heard (the
+    /// mode's caps, or its lock), or a recorded mode is no longer defined
+    /// (once) — and whether the tool list changed (plan mode on or off).
+    fn observe_mode(&self, in_force: &InForce) -> (Option<String>, bool) {
+        let spec = &in_force.spec;
         let mut seen = self.seen.lock();
         let previous = seen.spec.replace(spec.clone());
+        let was_locked = std::mem::replace(&mut seen.locked, in_force.locked());
         let mut notice = None;
         let mut list_changed = false;
         match &previous {
-            None if spec.name != DEFAULT_MODE => notice = Some(describe_mode(spec, false)),
+            None if spec.name != DEFAULT_MODE || in_force.locked() => {
+                notice = Some(describe_mode(in_force, false));
+            }
             Some(p) if (p.access, p.over_access) != (spec.access, spec.over_access) => {
-                notice = Some(describe_mode(spec, true));
+                notice = Some(describe_mode(in_force, true));
                 list_changed = p.plan_mode() != spec.plan_mode();
+            }
+            Some(_) if was_locked != in_force.locked() => {
+                notice = Some(describe_mode(in_force, true));
             }
             _ => {}
         }
-        if let Some(u) = undefined
+        if let Some(u) = &in_force.notice
             && !seen.told_undefined
         {
             seen.told_undefined = true;
             notice = Some(match notice {
                 Some(n) => format!("{u}. {n}"),
-                None => u,
+                None => u.clone(),
             });
         }
         (notice, list_changed)
     }
 
-    /// Whether the mode recorded for key `key_id` is a plan-like mode.
+    /// Whether the mode in force for key `key_id` is a plan-like mode.
     async fn in_plan_mode(&self, key_id: &str) -> Result<bool, crate::key_log::LogError> {
         let state = self.gw.log().state(key_id).await?;
-        Ok(self
-            .gw
-            .config()
-            .modes
-            .resolve(state.mode.as_deref())
-            .0
-            .plan_mode())
+        Ok(self.gw.config().modes.in_force(&state).spec.plan_mode())
     }
 
     /// Records a mode this session set itself (nothing to tell).
-    fn set_seen_mode(&self, spec: ModeSpec) {
-        self.seen.lock().spec = Some(spec);
+    fn set_seen_mode(&self, in_force: InForce) {
+        let mut seen = self.seen.lock();
+        seen.locked = in_force.locked();
+        seen.spec = Some(in_force.spec);
     }
 
     /// The caller of this request, or the JSON-RPC error that explains why
@@ -181,22 +185,24 @@ impl GatewayHandler {
         })
     }
 
-    /// Resolves the mode recorded for this session's key and notes it
-    /// ([`Self::observe_mode`]): tells the client its tool list changed
-    /// when plan mode went on or off. Returns the mode and the notice for
-    /// the agent.
+    /// The mode in force for this session's key ([`Modes::in_force`]),
+    /// noted ([`Self::observe_mode`]): tells the client its tool list
+    /// changed when plan mode went on or off. Returns the mode and the
+    /// notice for the agent.
+    ///
+    /// [`Modes::in_force`]: plangate_core::Modes::in_force
     async fn tell_mode(
         &self,
-        recorded: Option<&str>,
+        state: &KeyState,
         cx: &RequestContext<RoleServer>,
-    ) -> (ModeSpec, Option<String>) {
-        let (mode, undefined) = self.gw.config().modes.resolve(recorded);
-        let (notice, list_changed) = self.observe_mode(&mode, undefined);
+    ) -> (InForce, Option<String>) {
+        let in_force = self.gw.config().modes.in_force(state);
+        let (notice, list_changed) = self.observe_mode(&in_force);
         if list_changed {
             // Boxed: see `call`'s note on the size of its task.
             let _ = Box::pin(cx.peer.notify_tool_list_changed()).await;
         }
-        (mode, notice)
+        (in_force, notice)
     }
 }
 
@@ -499,10 +505,18 @@ fn with_notice(response: CallToolResponse, notice: Option<String>) -> CallToolRe
 }
 
 /// A sentence telling the agent what a mode lets it do.
-fn describe_mode(spec: &ModeSpec, changed: bool) -> String {
+fn describe_mode(in_force: &InForce, changed: bool) -> String {
+    let spec = &in_force.spec;
     let verb = if changed { "is now" } else { "is" };
+    let lock = match in_force.locked_by {
+        Some(by) => format!(
+            " It is locked: {}; you cannot change it, end the session or leave plan mode, and a person outside your key approves the plan before it runs.",
+            by.describe()
+        ),
+        None => String::new(),
+    };
     if spec.name == DEFAULT_MODE {
-        return format!("The mode {verb} default: calls run as your API key allows.");
+        return format!("The mode {verb} default: calls run as your API key allows.{lock}");
     }
     let above = match spec.over_access {
         OverAccess::Plan => "become plan steps for the person to review",
@@ -515,7 +529,7 @@ fn describe_mode(spec: &ModeSpec, changed: bool) -> String {
         Effect::Destructive => "every call runs".to_owned(),
     };
     format!(
-        "The mode {verb} {}: {runs}; calls above {} {above}.",
+        "The mode {verb} {}: {runs}; calls above {} {above}.{lock}",
         spec.name, spec.access
     )
 }

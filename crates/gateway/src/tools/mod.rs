@@ -7,7 +7,9 @@
 
 use std::sync::Arc;
 
-use plangate_core::{Code, EventKind, KeyState, ModeSpec, PlanView, StepStatus, StepView, Where};
+use plangate_core::{
+    Code, EventKind, InForce, KeyState, ModeSpec, PlanView, StepStatus, StepView, Where,
+};
 use plangate_store::now_ms;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
@@ -16,7 +18,7 @@ use crate::Gateway;
 use crate::acting::Acting;
 use crate::plan::{expires_in, expiry_due, structured};
 use crate::refusal::Refusal;
-use plangate_core::rules::{self, Refused, Selection};
+use plangate_core::rules::{self, ModeChange, Refused, Selection};
 
 pub mod args;
 pub use args::{Call, SessionCall};
@@ -214,10 +216,18 @@ pub async fn call(
             }
             let session_id = plangate_store::new_id("ses_").map_err(Refusal::internal)?;
             let before = gw.log().state(&acting.key.id).await.map_err(log_failed)?;
-            let was_plan = modes.resolve(before.mode.as_deref()).0.plan_mode();
+            let was_plan = modes.in_force(&before).spec.plan_mode();
             let (state, ()) = gw
                 .log()
                 .transact(&acting.key.id, |state| {
+                    // Under a lock only the locked mode itself may begin
+                    // (it restarts the plan's life); checked on the state
+                    // the events join, so an operator's lock between two
+                    // reads still holds.
+                    rules::may_change_mode(&modes.in_force(state), ModeChange::Begin(mode))
+                        .map_err(|refused| {
+                            locked(&refused, &acting.key.name, "no session was begun")
+                        })?;
                     let mut events = Vec::new();
                     if let Some(e) = expiry_due(state, now_ms(), ttl_ms, acting) {
                         events.push(e);
@@ -233,7 +243,7 @@ pub async fn call(
                 })
                 .await
                 .map_err(log_failed)??;
-            let spec = modes.resolve(Some(mode)).0;
+            let spec = modes.in_force(&state).spec;
             let instructions = session_instructions(&gw.config().gateway.tool_prefix, &spec);
             let body = json!({
                 "success": true,
@@ -262,9 +272,18 @@ pub async fn call(
                 })
                 .await
                 .map_err(log_failed)??;
-            let (spec, notice) = modes.resolve(state.mode.as_deref());
+            let InForce {
+                spec,
+                notice,
+                locked_by,
+            } = modes.in_force(&state);
             let digest = state.plan_digest();
-            let approved = is_approved(&state, &digest, acting);
+            let approved = rules::is_approved(
+                &state,
+                &digest,
+                &acting.key.id,
+                rules::approval_scope(acting.key.scope, &modes.in_force(&state)),
+            );
             let steps = step_list(&state);
             let pending = state.planned_steps().count();
             let expired_recently = state.open_steps().next().is_none()
@@ -286,6 +305,7 @@ pub async fn call(
                 success: true,
                 mode: spec.name.clone(),
                 plan_mode: spec.plan_mode(),
+                mode_locked: locked_by,
                 expires_in: expires_in(&state, now_ms(), ttl_ms),
                 pending_steps: pending,
                 plan_digest: digest,
@@ -367,10 +387,19 @@ pub async fn call(
         }
         SessionCall::EndSession => {
             let before = gw.log().state(&acting.key.id).await.map_err(log_failed)?;
-            let was_plan = modes.resolve(before.mode.as_deref()).0.plan_mode();
+            let was_plan = modes.in_force(&before).spec.plan_mode();
             let (_, discarded) = gw
                 .log()
                 .transact(&acting.key.id, |state| {
+                    rules::may_change_mode(&modes.in_force(state), ModeChange::End).map_err(
+                        |refused| {
+                            locked(
+                                &refused,
+                                &acting.key.name,
+                                "the session goes on and no step was dropped",
+                            )
+                        },
+                    )?;
                     let ids: Vec<String> = state
                         .open_steps()
                         .filter(|s| s.status != StepStatus::Running)
@@ -384,22 +413,36 @@ pub async fn call(
                             mode: plangate_core::DEFAULT_MODE.to_owned(),
                         }),
                     ];
-                    Ok::<_, Refusal>((events, ids.len()))
+                    Ok::<_, Refusal>((events, ids))
                 })
                 .await
                 .map_err(log_failed)??;
-            let body = json!({"success": true, "discarded_steps": discarded});
-            let text =
-                format!("Session ended: mode is default; {discarded} waiting step(s) dropped.");
+            let body = json!({
+                "success": true,
+                "discarded_steps": discarded.len(),
+                "discarded": discarded,
+            });
+            let text = match discarded.len() {
+                0 => "Session ended: the mode is default; no step was waiting.".to_owned(),
+                n => format!(
+                    "Session ended: the mode is default; {n} step(s) of the plan were discarded and will not run: {}.",
+                    discarded.join(", ")
+                ),
+            };
             Ok((answer(body, text), was_plan))
         }
     }
 }
 
-/// Whether the current digest is approved for this key
-/// ([`plangate_core::rules::is_approved`]).
-pub fn is_approved(state: &KeyState, digest: &str, acting: &Acting) -> bool {
-    rules::is_approved(state, digest, &acting.key.id, acting.key.scope)
+/// A lock's refusal on a session tool: what happened, that `nothing` did,
+/// and who can unlock.
+pub(crate) fn locked(refused: &Refused, key_name: &str, nothing: &str) -> Refusal {
+    Refusal::new(
+        refused.code(),
+        format!(
+            "{refused}. Nothing changed: {nothing}. Keep working in this mode — plan your writes and let the person review them; only an operator can unlock it (`plangate mode set --key {key_name} --unlock`)"
+        ),
+    )
 }
 
 /// What a session's agent is told about working through plangate (DESIGN
