@@ -329,14 +329,25 @@ impl Gateway {
 
     /// How a person approves key `key_name`'s plan, in words for a refusal
     /// or a step's note: the web console's address when this process serves
-    /// one, else the CLI command.
-    pub fn how_to_approve(&self, key_name: &str) -> String {
+    /// one, and the CLI commands, with the plan's `digest` when known.
+    pub fn how_to_approve(&self, key_name: &str, digest: Option<&str>) -> String {
+        let cli = format!(
+            "`plangate plans show --key {key_name}`, then `plangate plans approve --key {key_name} --digest {}`",
+            digest.unwrap_or("D")
+        );
+        let shown = if digest.is_some() {
+            ""
+        } else {
+            " (D: the digest it shows)"
+        };
         match self.console_url.get() {
-            Some(url) => format!(
-                "a person approves it in the web console at {url} (or with `plangate plans approve --key {key_name}`)"
-            ),
+            Some(url) => {
+                format!(
+                    "a person reviews and approves it in the web console at {url} (or with {cli}{shown})"
+                )
+            }
             None => format!(
-                "a person approves it with `plangate plans approve --key {key_name}` (or in the web console of `plangate serve --http`)"
+                "a person reviews and approves it with {cli}{shown}, or in the web console of `plangate serve --http`"
             ),
         }
     }

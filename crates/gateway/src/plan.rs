@@ -283,7 +283,7 @@ pub async fn plan_write(
             format!(
                 "Destructive: {} may destroy or overwrite data. It runs only after {}.",
                 tool.exposed,
-                gw.how_to_approve(&acting.key.name)
+                gw.how_to_approve(&acting.key.name, None)
             )
         } else {
             format!(
@@ -373,7 +373,7 @@ pub async fn plan_write(
         deduplicated,
         "write planned"
     );
-    let approver = outside.then(|| gw.how_to_approve(&acting.key.name));
+    let approver = outside.then(|| gw.how_to_approve(&acting.key.name, None));
     Ok(planned_answer(
         gw,
         &state,

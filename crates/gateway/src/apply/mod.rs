@@ -141,9 +141,9 @@ pub async fn apply_plan(
             };
             rules::may_apply(&view, &current, applier).map_err(|refused| {
                 let next = match &refused {
-                    Refused::NotApproved { .. } => format!(
-                        ". Nothing was run: {}, then call {prefix}apply_plan again",
-                        gw.how_to_approve(&acting.key.name)
+                    Refused::NotApproved { digest } => format!(
+                        ". Nothing was run: {}; then call {prefix}apply_plan again",
+                        gw.how_to_approve(&acting.key.name, Some(digest))
                     ),
                     _ => ". Nothing was run".to_owned(),
                 };

@@ -440,7 +440,7 @@ pub(crate) fn locked(refused: &Refused, key_name: &str, nothing: &str) -> Refusa
     Refusal::new(
         refused.code(),
         format!(
-            "{refused}. Nothing changed: {nothing}. Keep working in this mode — plan your writes and let the person review them; only an operator can unlock it (`plangate mode set --key {key_name} --unlock`)"
+            "{refused} (`plangate mode set --key {key_name} --unlock`). Nothing changed: {nothing}. Keep working in this mode: plan your writes and let the person review them"
         ),
     )
 }
