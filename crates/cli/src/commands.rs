@@ -8,7 +8,7 @@ use std::path::Path;
 use crate::output::outln;
 
 use anyhow::Result;
-use plangate_config::{Config, ConfigSource, GatewaySettings, Transport, UpstreamConfig};
+use plangate_config::{Config, ConfigSource, Transport, UpstreamConfig};
 use plangate_core::Scope;
 use plangate_store::{ApiKey, OperatorToken, Store, format_time_ms};
 use serde_json::json;
@@ -38,13 +38,10 @@ pub fn demo_config(exe: &Path, state: &Path) -> Config {
         call_timeout: plangate_config::DEFAULT_CALL_TIMEOUT,
         tools: plangate_config::demo_tool_overrides(),
     };
-    Config {
-        source: ConfigSource::Builtin("the embedded demo site (no config file found)"),
-        gateway: GatewaySettings::default(),
-        modes: plangate_core::Modes::default(),
-        upstreams: BTreeMap::from([("site".to_owned(), site)]),
-        redaction: plangate_config::Redaction::default(),
-    }
+    Config::new(
+        ConfigSource::Builtin("the embedded demo site (no config file found)"),
+        BTreeMap::from([("site".to_owned(), site)]),
+    )
 }
 
 /// How a config source is named in logs.

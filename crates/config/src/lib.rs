@@ -41,7 +41,7 @@ pub use env::{Env, ProcessEnv};
 pub use error::{ConfigError, ConfigErrors};
 pub use mcp_json::parse_mcp_json;
 pub use model::{
-    Anonymous, Config, ConfigSource, DEFAULT_ALLOWED_HOSTS, DEFAULT_CACHED_KEYS,
+    Anonymous, Audit, Config, ConfigSource, DEFAULT_ALLOWED_HOSTS, DEFAULT_CACHED_KEYS,
     DEFAULT_CALL_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_LEASE, DEFAULT_MAX_REQUEST_BYTES,
     DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_KEY, DEFAULT_MAX_STEPS, DEFAULT_PLAN_TTL,
     DEFAULT_TOOL_PREFIX, GatewaySettings, LandsOnSetting, MAX_CACHED_KEYS, MAX_CALL_TIMEOUT,

@@ -30,6 +30,18 @@ pub struct Config {
     pub modes: Modes,
     /// What counts as a secret beyond the built-in rules (`[redaction]`).
     pub redaction: Redaction,
+    /// What the audit log records beyond every call that is not a read
+    /// (`[audit]`).
+    pub audit: Audit,
+}
+
+/// `[audit]`: every call that is not a read is always on the record
+/// (`call_recorded`); reads too with `reads = true`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Audit {
+    /// Record reads as well (one durable write per read: it costs the
+    /// passthrough path, so it is off by default).
+    pub reads: bool,
 }
 
 /// An operator's own secret names and credential shapes (`[redaction]`),
@@ -70,6 +82,7 @@ impl Config {
             upstreams,
             modes: Modes::default(),
             redaction: Redaction::default(),
+            audit: Audit::default(),
         }
     }
 

@@ -359,7 +359,7 @@ fn an_unknown_top_level_table_lists_the_allowed_tables() {
     let errors = toml_err("[mode.careful]\naccess = \"write\"\n[upstreams.a]\ncommand = \"x\"\n");
     assert_eq!(
         error_at(&errors, "mode"),
-        "unknown table \"mode\": allowed top-level tables are gateway, modes, redaction and upstreams"
+        "unknown table \"mode\": allowed top-level tables are audit, gateway, modes, redaction and upstreams"
     );
 }
 
@@ -709,6 +709,19 @@ fn a_default_mode_names_a_mode_and_may_lock_every_key_in_it() {
         "gateway.default_mode_locked",
         &["set default_mode = \"plan\""],
     );
+}
+
+#[test]
+fn audit_reads_is_off_unless_asked_for() {
+    assert!(!toml_ok(&and_upstream_a("")).audit.reads);
+    assert!(
+        toml_ok(&and_upstream_a("[audit]\nreads = true\n"))
+            .audit
+            .reads
+    );
+    let errors = toml_err(&and_upstream_a("[audit]\nreads = \"yes\"\nwrites = true\n"));
+    assert_says(&errors, "audit.reads", &["true or false"]);
+    assert_says(&errors, "audit.writes", &["allowed keys are reads"]);
 }
 
 #[test]

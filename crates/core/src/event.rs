@@ -238,6 +238,12 @@ pub enum EventKind {
         /// The waiting steps that expired.
         step_ids: Vec<String>,
     },
+    /// A call that is not a read (or any call, with `[audit] reads`), as
+    /// it was decided and ended ([`crate::CallRecord`]).
+    CallRecorded {
+        /// The call.
+        call: crate::CallRecord,
+    },
     /// An upstream's first listing, trusted as it was (log
     /// [`crate::TOOLS_LOG`]).
     ToolsPinned {
@@ -333,6 +339,7 @@ event_types! {
     ApplyFinished => "apply_finished",
     SessionEnded => "session_ended",
     PlanExpired => "plan_expired",
+    CallRecorded => "call_recorded",
     ToolsPinned => "tools_pinned",
     ToolQuarantined => "tool_quarantined",
     ToolAccepted => "tool_accepted",
@@ -785,6 +792,23 @@ pub(crate) mod tests {
             EventKind::PlanExpired {
                 step_ids: vec!["step_3".into()],
             },
+            EventKind::CallRecorded {
+                call: crate::CallRecord {
+                    server: "fs".into(),
+                    tool: "write_file".into(),
+                    exposed_as: "fs__write_file".into(),
+                    effect: Effect::Destructive,
+                    arguments: Some(JsonText::from_value(
+                        &json!({"path": "/a", "token": "[redacted]"}),
+                    )),
+                    decision: crate::CallDecision::Run,
+                    outcome: crate::CallOutcome::Ok,
+                    code: None,
+                    step_id: None,
+                    duration_ms: 3,
+                    repeated: 0,
+                },
+            },
         ]
     }
 
@@ -819,8 +843,8 @@ pub(crate) mod tests {
         let kinds = every_kind();
         assert_eq!(
             kinds.len(),
-            18,
-            "one of each type of DESIGN §6, and the mode lock's two"
+            19,
+            "one of each type of DESIGN §6, the mode lock's two and call_recorded"
         );
         for kind in kinds {
             let e = event(kind);

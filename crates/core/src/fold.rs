@@ -352,7 +352,9 @@ impl KeyState {
                 self.start_life(at);
             }
             EventKind::StepPlanned { step } => self.plan_step(step, at),
-            EventKind::StepDeduplicated { .. } | EventKind::ReviewRequested { .. } => {}
+            EventKind::StepDeduplicated { .. }
+            | EventKind::ReviewRequested { .. }
+            | EventKind::CallRecorded { .. } => {}
             // Tool pins live in their own log ([`crate::TOOLS_LOG`]).
             EventKind::ToolsPinned { .. }
             | EventKind::ToolQuarantined { .. }

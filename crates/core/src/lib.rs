@@ -28,6 +28,7 @@
 //! [`KeyState::fold`]: a projection a store keeps for speed is the same fold
 //! applied event by event, never a second implementation.
 
+pub mod call_record;
 pub mod canonical;
 pub mod code;
 pub mod decision;
@@ -50,6 +51,7 @@ pub mod template;
 pub mod time;
 pub mod view;
 
+pub use call_record::{CallDecision, CallOutcome, CallRecord};
 pub use canonical::{CanonicalError, MAX_SAFE_INTEGER, canonical_json, check_safe_integers};
 pub use code::{AccessCode, Code, ParseCodeError};
 pub use decision::{CallerScope, Decision, decide, decide_before_state};

@@ -23,6 +23,7 @@ pub mod acting;
 pub mod apply;
 pub mod apps;
 pub mod auth;
+pub mod call_log;
 pub mod catalog;
 pub mod console;
 mod follow;
@@ -122,6 +123,8 @@ pub struct Gateway {
     /// Where this process serves the web console, once `serve --http`
     /// listens: refusals tell a plan-scope agent where its person approves.
     console_url: std::sync::OnceLock<String>,
+    /// Coalescing of repeated refusals in the audit log.
+    call_log: call_log::CallLog,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -211,6 +214,7 @@ impl Gateway {
             trimmer: Arc::default(),
             shutdown: CancellationToken::new(),
             console_url: std::sync::OnceLock::new(),
+            call_log: call_log::CallLog::default(),
         });
         // The pins as they stand, before any upstream is judged against them.
         if let Err(e) = gw.reload_pins().await {
@@ -350,6 +354,11 @@ impl Gateway {
                 "a person reviews and approves it with {cli}{shown}, or in the web console of `plangate serve --http`"
             ),
         }
+    }
+
+    /// The audit log's coalescing of repeated refusals.
+    pub fn call_log(&self) -> &call_log::CallLog {
+        &self.call_log
     }
 
     /// Call counters and latencies for `/metrics`.

@@ -176,17 +176,35 @@ async fn preview(
     }))
 }
 
-/// Plans a write: the step record, recorded durably in the key's log, and
-/// the planned-write answer of DESIGN §5.
+/// A write to plan: the tool, its checked arguments, why it is planned and
+/// when the call arrived (for its record).
+pub struct Write<'a> {
+    /// The tool called.
+    pub tool: &'a CatalogTool,
+    /// Its arguments, checked against its schema.
+    pub arguments: JsonObject,
+    /// Why it is planned rather than run.
+    pub reason: PlanReason,
+    /// When the call arrived.
+    pub started: std::time::Instant,
+}
+
+/// Plans a write: the step record, recorded durably in the key's log with
+/// the call's record (one append), and the planned-write answer of DESIGN
+/// §5.
 pub async fn plan_write(
     gw: &Gateway,
     acting: &Acting,
     in_force: &InForce,
-    tool: &CatalogTool,
-    arguments: JsonObject,
-    reason: PlanReason,
+    write: Write<'_>,
     known: Option<KeyState>,
 ) -> Result<CallToolResult, Refusal> {
+    let Write {
+        tool,
+        arguments,
+        reason,
+        started,
+    } = write;
     let args = Value::Object(arguments.clone());
     let redactor = gw.redactor();
     let (redacted, secrets) = redactor.split(&args);
@@ -319,11 +337,31 @@ pub async fn plan_write(
                 view.apply(view.last_seq + 1, &expired);
                 events.push(expired);
             }
+            // The call's record goes in the same append as its step.
+            let call = |step_id: &str| {
+                let mut record = crate::call_log::record_of(
+                    gw,
+                    &acting.key.id,
+                    crate::call_log::Call {
+                        tool,
+                        arguments: None,
+                        decision: plangate_core::CallDecision::Plan,
+                        outcome: plangate_core::CallOutcome::Planned,
+                        code: None,
+                        started,
+                    },
+                );
+                if let Some(r) = record.as_mut() {
+                    r.step_id = Some(step_id.to_owned());
+                }
+                record.map(|call| acting.event(EventKind::CallRecorded { call }))
+            };
             if let Some(existing) = view.find_planned_duplicate(&fingerprint) {
                 let step_id = existing.record.step_id.clone();
                 events.push(acting.event(EventKind::StepDeduplicated {
                     step_id: step_id.clone(),
                 }));
+                events.extend(call(&step_id));
                 return Ok((events, (step_id, true)));
             }
             if view.open_steps().count() >= max_steps {
@@ -355,6 +393,7 @@ pub async fn plan_write(
                 definition_hash: Some(tool.definition_hash.clone()),
             };
             events.push(acting.event(EventKind::StepPlanned { step: record }));
+            events.extend(call(&step_id));
             Ok((events, (step_id.clone(), false)))
         })
         .await

@@ -123,6 +123,30 @@ fn targets_for(r: &Report, via: &str, build: &str) -> Vec<TargetRow> {
         );
     }
 
+    // 3b. A direct write, on the record (`call_recorded`, one durable
+    // append), costs no more than planning the same write.
+    for a in r.apply.iter().filter(|a| a.build == build) {
+        let planned = r
+            .planning
+            .iter()
+            .find(|p| p.build == build && p.store == a.store && p.keys == 1);
+        let t = format!(
+            "direct write, recorded, ≤ a planned write ({}, 1 key)",
+            a.store
+        );
+        match planned {
+            Some(p) if a.passthrough_put_ms.is_finite() => row(
+                &t,
+                format!(
+                    "{:.3} ms vs {:.3} ms planned",
+                    a.passthrough_put_ms, p.write.p50_ms
+                ),
+                Some(a.passthrough_put_ms <= p.write.p50_ms),
+            ),
+            _ => row(&t, "not measured".into(), None),
+        }
+    }
+
     // 4. Apply overhead ≤ 1 ms per step.
     for a in r.apply.iter().filter(|a| a.build == build) {
         row(

@@ -11,14 +11,16 @@ use crate::duration::{format_duration, parse_duration};
 use crate::env::Env;
 use crate::error::ConfigErrors;
 use crate::model::{
-    Anonymous, Config, ConfigSource, GatewaySettings, MAX_CACHED_KEYS, MAX_LEASE, MAX_PLAN_TTL,
-    MAX_REQUEST_BYTES_LIMIT, MAX_SESSIONS_LIMIT, MAX_STEPS_LIMIT, Namespace, RateLimit, Redaction,
+    Anonymous, Audit, Config, ConfigSource, GatewaySettings, MAX_CACHED_KEYS, MAX_LEASE,
+    MAX_PLAN_TTL, MAX_REQUEST_BYTES_LIMIT, MAX_SESSIONS_LIMIT, MAX_STEPS_LIMIT, Namespace,
+    RateLimit, Redaction,
 };
 
 mod upstreams;
 use upstreams::upstreams;
 
-const TOP_KEYS: [&str; 4] = ["gateway", "modes", "redaction", "upstreams"];
+const TOP_KEYS: [&str; 5] = ["audit", "gateway", "modes", "redaction", "upstreams"];
+const AUDIT_KEYS: [&str; 1] = ["reads"];
 const REDACTION_KEYS: [&str; 2] = ["names", "patterns"];
 const GATEWAY_KEYS: [&str; 17] = [
     "anonymous",
@@ -80,6 +82,10 @@ pub fn parse_toml(text: &str, origin: &Path, env: &dyn Env) -> Result<Config, Co
             None
         }
     };
+    let audit = match table.get("audit") {
+        Some(node) => audit(&mut c, node),
+        None => Some(Audit::default()),
+    };
     let default_mode = match (table.get("gateway"), &modes) {
         (Some(node), Some(defined)) => default_mode(&mut c, node, defined),
         _ => Some((plangate_core::DEFAULT_MODE.to_owned(), false)),
@@ -93,13 +99,15 @@ pub fn parse_toml(text: &str, origin: &Path, env: &dyn Env) -> Result<Config, Co
         .zip(modes)
         .zip(redaction)
         .zip(default_mode)
+        .zip(audit)
         .map(
-            |((((gateway, upstreams), modes), redaction), (default, locked))| Config {
+            |(((((gateway, upstreams), modes), redaction), (default, locked)), audit)| Config {
                 source: ConfigSource::Toml(origin.to_path_buf()),
                 gateway,
                 upstreams,
                 modes: Modes::new(modes).with_default(&default, locked),
                 redaction,
+                audit,
             },
         );
     c.finish(config)
@@ -468,6 +476,19 @@ fn redaction(c: &mut Checker<'_>, node: &toml::Value) -> Option<Redaction> {
     }
     let (names, patterns) = (names?, patterns?);
     ok.then_some(Redaction { names, patterns })
+}
+
+/// `[audit]`.
+fn audit(c: &mut Checker<'_>, node: &toml::Value) -> Option<Audit> {
+    let entries = c.table("audit", node, "a table")?;
+    c.unknown_keys("audit", &entries, &AUDIT_KEYS);
+    let mut audit = Audit::default();
+    for (k, v) in entries {
+        if k == "reads" {
+            audit.reads = c.bool("audit.reads", v)?;
+        }
+    }
+    Some(audit)
 }
 
 // === modes ===

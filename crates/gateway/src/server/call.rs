@@ -4,8 +4,11 @@
 //! at any stage is a tool result with a stable code, and nothing after it
 //! runs.
 
+use std::time::Instant;
+
 use plangate_core::{
-    CallerScope, Code, Decision, ModeSpec, Scope, check_safe_integers, decide, decide_before_state,
+    CallDecision, CallOutcome, CallerScope, Code, Decision, ModeSpec, Scope, check_safe_integers,
+    decide, decide_before_state,
 };
 use rmcp::model::{CallToolRequestParams, CallToolResponse, JsonObject};
 use rmcp::service::RequestContext;
@@ -51,10 +54,23 @@ impl GatewayHandler {
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         self.gw.note_call();
+        let started = Instant::now();
         // Authenticate.
         let caller = self.caller(&cx).await?;
         if let Err(refusal) = self.within_rate(&caller, &request.name) {
             tracing::info!(tool = %request.name, caller = caller.label(), "call refused: rate limited");
+            let catalog = self.gw.catalog();
+            if let Some(tool) = catalog.tool(&request.name) {
+                Box::pin(self.on_record(
+                    &caller,
+                    tool,
+                    None,
+                    CallDecision::Refuse,
+                    (CallOutcome::Refused, Some(refusal.code)),
+                    started,
+                ))
+                .await;
+            }
             return Ok(refusal.into_result().into());
         }
         let prefix = &self.gw.config().gateway.tool_prefix;
@@ -68,17 +84,30 @@ impl GatewayHandler {
             Ok(tool) => tool,
             Err(refusal) => return Ok(refusal.into_result().into()),
         };
-        let refuse = |refusal: Refusal| -> Result<CallToolResponse, ErrorData> {
-            self.gw
-                .metrics()
-                .record(&tool.upstream, &tool.original, Outcome::Refused, None);
-            tracing::info!(tool = %tool.exposed, caller = caller.label(), code = refusal.code.as_str(), "call refused");
-            Ok(refusal.into_result().into())
+        // Every refusal from here on is metered, logged and on the record.
+        let refuse = |refusal: Refusal, decision: CallDecision, arguments: Option<Value>| {
+            let caller = &caller;
+            async move {
+                self.gw
+                    .metrics()
+                    .record(&tool.upstream, &tool.original, Outcome::Refused, None);
+                tracing::info!(tool = %tool.exposed, caller = caller.label(), code = refusal.code.as_str(), "call refused");
+                self.on_record(
+                    caller,
+                    tool,
+                    arguments.as_ref(),
+                    decision,
+                    (CallOutcome::Refused, Some(refusal.code)),
+                    started,
+                )
+                .await;
+                Ok::<_, ErrorData>(refusal.into_result().into())
+            }
         };
         // Validate.
         let checked = match validate(tool, prefix, request) {
             Ok(checked) => checked,
-            Err(refusal) => return refuse(refusal),
+            Err(refusal) => return Box::pin(refuse(refusal, CallDecision::Refuse, None)).await,
         };
         // Decide: what needs no key state first (a read runs; an anonymous
         // write is refused), then the whole table with the key's mode.
@@ -88,6 +117,17 @@ impl GatewayHandler {
         };
         let key = match (&caller, decide_before_state(tool.effect, scope)) {
             (_, Some(Decision::Run)) => {
+                if matches!(caller, Caller::Key(_)) && crate::call_log::records(&self.gw, tool) {
+                    return Box::pin(self.run_recorded(
+                        &caller,
+                        tool,
+                        checked,
+                        CallDecision::Run,
+                        started,
+                        &cx,
+                    ))
+                    .await;
+                }
                 return self.forward(&caller, tool, checked.forward, &cx).await;
             }
             (Caller::Key(key), None) => key,
@@ -96,15 +136,24 @@ impl GatewayHandler {
                     Some(Decision::Refuse(code)) => code,
                     _ => Code::PlanNeedsKey,
                 };
-                return refuse(Refusal::new(
-                    code,
-                    refused_message(code, tool, None, prefix),
-                ));
+                return Box::pin(refuse(
+                    Refusal::new(code, refused_message(code, tool, None, prefix)),
+                    CallDecision::Refuse,
+                    Some(checked.value),
+                ))
+                .await;
             }
         };
         let state = match self.gw.log().state(&key.id).await {
             Ok(state) => state,
-            Err(e) => return refuse(Refusal::store(e, "nothing was run or planned")),
+            Err(e) => {
+                return Box::pin(refuse(
+                    Refusal::store(e, "nothing was run or planned"),
+                    CallDecision::Refuse,
+                    Some(checked.value),
+                ))
+                .await;
+            }
         };
         let (in_force, notice) = self.tell_mode(&state, &cx).await;
         let mode = &in_force.spec;
@@ -117,7 +166,15 @@ impl GatewayHandler {
         // Act.
         match decide(tool.effect, CallerScope::Key(key.scope), mode, explicit) {
             Decision::Run => {
-                let response = self.forward(&caller, tool, checked.forward, &cx).await?;
+                let response = Box::pin(self.run_recorded(
+                    &caller,
+                    tool,
+                    checked,
+                    CallDecision::Run,
+                    started,
+                    &cx,
+                ))
+                .await?;
                 Ok(with_notice(response, notice))
             }
             Decision::Plan => {
@@ -128,36 +185,140 @@ impl GatewayHandler {
                 } else {
                     PlanReason::Mode
                 };
+                let value = checked.value.clone();
+                let write = plan::Write {
+                    tool,
+                    arguments: checked.arguments,
+                    reason,
+                    started,
+                };
                 let planned = Box::pin(plan::plan_write(
                     &self.gw,
                     &acting,
                     &in_force,
-                    tool,
-                    checked.arguments,
-                    reason,
+                    write,
                     Some(state),
                 ))
                 .await;
                 match planned {
                     Ok(result) => Ok(with_notice(result.into(), notice)),
-                    Err(refusal) => refuse(refusal),
+                    Err(refusal) => {
+                        Box::pin(refuse(refusal, CallDecision::Plan, Some(value))).await
+                    }
                 }
             }
-            Decision::Refuse(code) => refuse(Refusal::new(
-                code,
-                refused_message(code, tool, Some((key, mode)), prefix),
-            )),
+            Decision::Refuse(code) => {
+                Box::pin(refuse(
+                    Refusal::new(code, refused_message(code, tool, Some((key, mode)), prefix)),
+                    CallDecision::Refuse,
+                    Some(checked.value),
+                ))
+                .await
+            }
             Decision::Ask => {
+                let value = checked.value.clone();
                 match Box::pin(self.ask_first(&acting, mode, tool, checked, &cx)).await {
                     Ok(Asked::Run(forward)) => {
-                        let response = self.forward(&caller, tool, forward, &cx).await?;
+                        let checked = Checked {
+                            forward,
+                            arguments: JsonObject::new(),
+                            value,
+                            explicit,
+                        };
+                        let response = Box::pin(self.run_recorded(
+                            &caller,
+                            tool,
+                            checked,
+                            CallDecision::Ask,
+                            started,
+                            &cx,
+                        ))
+                        .await?;
                         Ok(with_notice(response, notice))
                     }
-                    Ok(Asked::Pending(response)) => Ok(response),
-                    Err(refusal) => refuse(refusal),
+                    Ok(Asked::Pending(response)) => {
+                        Box::pin(self.on_record(
+                            &caller,
+                            tool,
+                            Some(&value),
+                            CallDecision::Ask,
+                            (CallOutcome::Pending, None),
+                            started,
+                        ))
+                        .await;
+                        Ok(response)
+                    }
+                    Err(refusal) => Box::pin(refuse(refusal, CallDecision::Ask, Some(value))).await,
                 }
             }
         }
+    }
+
+    /// Sends a checked call upstream and records how it ended before its
+    /// answer goes back.
+    async fn run_recorded(
+        &self,
+        caller: &Caller,
+        tool: &CatalogTool,
+        checked: Checked,
+        decision: CallDecision,
+        started: Instant,
+        cx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let answer = self.forward(caller, tool, checked.forward, cx).await;
+        let (outcome, code) = crate::call_log::outcome_of(&answer);
+        let ended = (outcome, code);
+        self.on_record_code(caller, tool, Some(&checked.value), decision, ended, started)
+            .await;
+        answer
+    }
+
+    /// Records a call of `caller` (a key's; calls without one have no log)
+    /// as [`crate::call_log`] says.
+    async fn on_record(
+        &self,
+        caller: &Caller,
+        tool: &CatalogTool,
+        arguments: Option<&Value>,
+        decision: CallDecision,
+        (outcome, code): (CallOutcome, Option<Code>),
+        started: Instant,
+    ) {
+        let ended = (outcome, code.map(|c| c.as_str().to_owned()));
+        self.on_record_code(caller, tool, arguments, decision, ended, started)
+            .await;
+    }
+
+    async fn on_record_code(
+        &self,
+        caller: &Caller,
+        tool: &CatalogTool,
+        arguments: Option<&Value>,
+        decision: CallDecision,
+        (outcome, code): (CallOutcome, Option<String>),
+        started: Instant,
+    ) {
+        let Caller::Key(key) = caller else {
+            return;
+        };
+        let acting = Acting {
+            key: key.clone(),
+            channel: self.channel(),
+            operator: None,
+        };
+        crate::call_log::record(
+            &self.gw,
+            &acting,
+            crate::call_log::Call {
+                tool,
+                arguments,
+                decision,
+                outcome,
+                code,
+                started,
+            },
+        )
+        .await;
     }
 
     /// The per-key and per-tool rate limits.

@@ -58,6 +58,7 @@ pub fn config(names: &[&str], namespace: Namespace) -> Config {
             .map(|n| ((*n).to_owned(), upstream_config(n)))
             .collect(),
         redaction: plangate_config::Redaction::default(),
+        audit: plangate_config::Audit::default(),
     }
 }
 

@@ -1,0 +1,209 @@
+//! Every call on the record (DESIGN §9): each call of a key that is not a
+//! read — run, planned, asked or refused — becomes a durable
+//! `call_recorded` event in that key's log before its answer goes back
+//! (a planned one in the same append as its step: [`crate::plan`]);
+//! `[audit] reads = true` records reads too.
+//!
+//! Refusals an agent can repeat at no cost (`forbidden`,
+//! `forbidden_by_mode`, `rate_limited`) are coalesced per key and code:
+//! the first in a minute is written, the rest are counted and the count
+//! rides on the next one written (`repeated`), so a loop of refused calls
+//! cannot force a write (and an fsync) each. Counts not yet written when
+//! the process stops are lost; the refusals themselves were answered.
+//!
+//! Calls without a key are not recorded: they have no log, and they can
+//! only read (or be refused `plan_needs_key`).
+
+use std::time::{Duration, Instant};
+
+use hashlink::LruCache;
+use parking_lot::Mutex;
+use plangate_core::{CallDecision, CallOutcome, CallRecord, Code, EventKind, JsonText};
+use rmcp::ErrorData;
+use rmcp::model::CallToolResponse;
+use serde_json::Value;
+
+use crate::acting::Acting;
+use crate::{CatalogTool, Gateway};
+
+/// How long one written refusal stands for the same key and code.
+const WINDOW: Duration = Duration::from_secs(60);
+
+/// The most (key, code) windows held; the least recently used goes first
+/// (its count is lost, its next refusal is written).
+const MAX_WINDOWS: usize = 10_000;
+
+/// Refusals counted rather than written one by one.
+const COALESCED: [Code; 3] = [Code::Forbidden, Code::ForbiddenByMode, Code::RateLimited];
+
+struct Window {
+    since: Instant,
+    counted: u32,
+}
+
+/// The coalescing windows of one process.
+pub struct CallLog {
+    windows: Mutex<LruCache<(String, Code), Window>>,
+}
+
+impl Default for CallLog {
+    fn default() -> Self {
+        CallLog {
+            windows: Mutex::new(LruCache::new(MAX_WINDOWS)),
+        }
+    }
+}
+
+impl CallLog {
+    /// Whether a refusal `code` of `key_id` is written now: `Some(n)` with
+    /// the `n` counted since the last one written, or `None` to count it.
+    fn admit(&self, key_id: &str, code: Code, now: Instant) -> Option<u32> {
+        if !COALESCED.contains(&code) {
+            return Some(0);
+        }
+        let mut windows = self.windows.lock();
+        let k = (key_id.to_owned(), code);
+        match windows.get_mut(&k) {
+            Some(w) if now.duration_since(w.since) < WINDOW => {
+                w.counted = w.counted.saturating_add(1);
+                None
+            }
+            Some(w) => {
+                let counted = w.counted;
+                *w = Window {
+                    since: now,
+                    counted: 0,
+                };
+                Some(counted)
+            }
+            None => {
+                windows.insert(
+                    k,
+                    Window {
+                        since: now,
+                        counted: 0,
+                    },
+                );
+                Some(0)
+            }
+        }
+    }
+}
+
+/// One call to record: what was called, decided and how it ended.
+pub struct Call<'a> {
+    /// The tool called.
+    pub tool: &'a CatalogTool,
+    /// Its arguments as sent (redacted here), if they were read.
+    pub arguments: Option<&'a Value>,
+    /// The decision.
+    pub decision: CallDecision,
+    /// The end.
+    pub outcome: CallOutcome,
+    /// The refusal's or error's code.
+    pub code: Option<String>,
+    /// When the call arrived.
+    pub started: Instant,
+}
+
+/// Whether calls of `tool` are recorded: every call that is not a read,
+/// and reads with `[audit] reads`.
+pub fn records(gw: &Gateway, tool: &CatalogTool) -> bool {
+    tool.effect > plangate_core::Effect::Read || gw.config().audit.reads
+}
+
+/// The record of `call` (arguments redacted), or `None` when it is a
+/// refusal counted into the next one.
+pub fn record_of(gw: &Gateway, key_id: &str, call: Call<'_>) -> Option<CallRecord> {
+    let repeated = match (call.outcome, call.code.as_deref()) {
+        (CallOutcome::Refused, Some(code)) => match code.parse::<Code>() {
+            Ok(code) => gw.call_log().admit(key_id, code, Instant::now())?,
+            Err(_) => 0,
+        },
+        _ => 0,
+    };
+    let arguments = call
+        .arguments
+        .map(|v| JsonText::from_value(&gw.redactor().split(v).0));
+    Some(CallRecord {
+        server: call.tool.upstream.clone(),
+        tool: call.tool.original.clone(),
+        exposed_as: call.tool.exposed.clone(),
+        effect: call.tool.effect,
+        arguments,
+        decision: call.decision,
+        outcome: call.outcome,
+        code: call.code,
+        step_id: None,
+        duration_ms: u64::try_from(call.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        repeated,
+    })
+}
+
+/// Records `call` of `acting`'s key durably, unless it is not recorded
+/// ([`records`]) or is counted into a later record. A store failure is
+/// logged: the call was answered (or run) already, and its answer is not
+/// changed by the audit log failing.
+pub async fn record(gw: &Gateway, acting: &Acting, call: Call<'_>) {
+    if !records(gw, call.tool) {
+        return;
+    }
+    let tool = call.tool.exposed.clone();
+    let Some(record) = record_of(gw, &acting.key.id, call) else {
+        return;
+    };
+    let event = acting.event(EventKind::CallRecorded { call: record });
+    let appended = gw
+        .log()
+        .transact(&acting.key.id, |_| {
+            Ok::<_, std::convert::Infallible>((vec![event.clone()], ()))
+        })
+        .await;
+    if let Err(e) = appended {
+        tracing::error!(key = %acting.key.name, tool = %tool, "the call could not be recorded in the audit log: {e}");
+    }
+}
+
+/// How a forwarded call ended, for its record: the outcome and a code.
+pub fn outcome_of(answer: &Result<CallToolResponse, ErrorData>) -> (CallOutcome, Option<String>) {
+    match answer {
+        Ok(CallToolResponse::Complete(result)) if result.is_error == Some(true) => {
+            let code = result
+                .structured_content
+                .as_ref()
+                .and_then(|s| s.get("code"))
+                .and_then(Value::as_str)
+                .unwrap_or("upstream_error")
+                .to_owned();
+            (CallOutcome::Error, Some(code))
+        }
+        Ok(CallToolResponse::Complete(_)) => (CallOutcome::Ok, None),
+        Ok(_) => (CallOutcome::Pending, None),
+        Err(_) => (CallOutcome::Error, Some("upstream_error".to_owned())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_repeated_refusal_is_counted_then_written_with_its_count() {
+        let log = CallLog::default();
+        let t0 = Instant::now();
+        assert_eq!(log.admit("k", Code::Forbidden, t0), Some(0));
+        for _ in 0..5 {
+            assert_eq!(log.admit("k", Code::Forbidden, t0), None);
+        }
+        // Another key, another code: windows of their own.
+        assert_eq!(log.admit("j", Code::Forbidden, t0), Some(0));
+        assert_eq!(log.admit("k", Code::RateLimited, t0), Some(0));
+        // A refusal not coalesced is always written.
+        assert_eq!(log.admit("k", Code::InvalidArguments, t0), Some(0));
+        assert_eq!(log.admit("k", Code::InvalidArguments, t0), Some(0));
+        // After the window the next one is written, carrying the five.
+        let later = t0 + WINDOW + Duration::from_millis(1);
+        assert_eq!(log.admit("k", Code::Forbidden, later), Some(5));
+        assert_eq!(log.admit("k", Code::Forbidden, later), None);
+    }
+}
