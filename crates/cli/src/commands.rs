@@ -284,6 +284,7 @@ pub async fn config_check(
                     "offered": t.offered(),
                     "withheld": t.withheld.as_ref().map(|w| w.reason(t, &config.gateway.tool_prefix)),
                     "pin": pin_note(t),
+                    "profile": t.profile.map(|(name, _)| name),
                 })
             })
             .collect();
@@ -327,7 +328,7 @@ pub async fn config_check(
                 u.trust_annotations
             );
         }
-        let rows: Vec<[String; 5]> = catalog
+        let rows: Vec<[String; 6]> = catalog
             .tools
             .iter()
             .map(|t| {
@@ -341,11 +342,19 @@ pub async fn config_check(
                         (None, true) => "yes".into(),
                     },
                     pin_note(t),
+                    match t.profile {
+                        Some((name, p)) if p.preview.is_some() => format!("{name} (preview)"),
+                        Some((name, _)) => name.to_owned(),
+                        None => "-".to_owned(),
+                    },
                 ]
             })
             .collect();
         outln!();
-        print_table(&["TOOL", "EFFECT", "FROM", "OFFERED", "PIN"], &rows);
+        print_table(
+            &["TOOL", "EFFECT", "FROM", "OFFERED", "PIN", "PROFILE"],
+            &rows,
+        );
         for t in &catalog.tools {
             if let Some(why) = &t.withheld {
                 outln!("{}", why.reason(t, &config.gateway.tool_prefix));

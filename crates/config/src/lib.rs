@@ -32,6 +32,7 @@ mod error;
 mod mcp_json;
 mod model;
 mod planning;
+pub mod profiles;
 mod toml_file;
 
 use std::path::{Path, PathBuf};

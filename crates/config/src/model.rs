@@ -178,6 +178,9 @@ pub struct GatewaySettings {
     /// 1 h.
     #[serde(serialize_with = "serialize_duration")]
     pub review_timeout: Duration,
+    /// The most bytes of a step's preview (a diff, a state) kept and
+    /// shown; a longer one is cut and says so. Its digest covers it all.
+    pub max_preview_bytes: usize,
     /// How many keys' folded states (mode and plan) a process keeps in
     /// memory, least recently used first out; any other key is folded
     /// from the store when it is used. Bounds memory whatever the number
@@ -187,6 +190,10 @@ pub struct GatewaySettings {
 
 /// The default `Host` headers for `serve --http`: loopback only.
 pub const DEFAULT_ALLOWED_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+
+/// The default `gateway.max_preview_bytes`: 64 KiB, a diff a person can
+/// still read.
+pub const DEFAULT_MAX_PREVIEW_BYTES: usize = 64 * 1024;
 
 /// The default `gateway.max_request_bytes`: 4 MiB, rmcp's HTTP default.
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
@@ -262,6 +269,7 @@ impl Default for GatewaySettings {
             lease: DEFAULT_LEASE,
             review_timeout: Duration::from_secs(600),
             cached_keys: DEFAULT_CACHED_KEYS,
+            max_preview_bytes: DEFAULT_MAX_PREVIEW_BYTES,
         }
     }
 }

@@ -30,7 +30,7 @@ pub fn hmac_hex(key: &[u8; 32], data: &[u8]) -> String {
     hex::encode(mac.finalize().into_bytes())
 }
 
-fn sha256_hex(data: &[u8]) -> String {
+pub(crate) fn sha256_hex(data: &[u8]) -> String {
     hex::encode(Sha256::digest(data))
 }
 
@@ -82,13 +82,19 @@ fn digest_entry(step: &StepRecord) -> Value {
     if let Some(hash) = &step.definition_hash {
         m.insert("definition_hash".into(), Value::from(hash.as_str()));
     }
+    // DESIGN §9: what the person saw of the target is covered too; a step
+    // without a preview (or whose preview failed) has no before_digest.
+    if let Some(d) = step.preview.as_ref().and_then(|p| p.before_digest()) {
+        m.insert("before_digest".into(), Value::from(d));
+    }
     Value::Object(m)
 }
 
 /// `"sha256:"` + hex SHA-256 of the canonical JSON array of the given
 /// steps, in position order, each as `{step_id, position, server, tool,
-/// arguments, effect, schema_hash}` (plus `definition_hash` when the step
-/// has one) with the keyed arguments. Pass only the
+/// arguments, effect, schema_hash}` (plus `definition_hash` and the
+/// preview's `before_digest` when the step has them) with the keyed
+/// arguments. Pass only the
 /// `planned` steps; they are sorted by position (then id) here, so the
 /// caller's order does not matter. An empty plan has a digest too.
 ///

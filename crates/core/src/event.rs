@@ -547,6 +547,11 @@ pub struct StepRecord {
     /// steps planned before definitions were pinned.
     #[serde(default)]
     pub definition_hash: Option<String>,
+    /// What the write would change, as the upstream showed it when
+    /// planned ([`crate::Preview`]); apply takes it again and runs the
+    /// step only if the target's `before_digest` is the same.
+    #[serde(default)]
+    pub preview: Option<crate::Preview>,
 }
 
 impl StepRecord {
@@ -584,6 +589,8 @@ struct StepRecordWire {
     target_version: Option<Value>,
     #[serde(default)]
     definition_hash: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    preview: Option<crate::Preview>,
 }
 
 impl From<StepRecord> for StepRecordWire {
@@ -608,6 +615,7 @@ impl From<StepRecord> for StepRecordWire {
             planned_at_ms: r.planned_at_ms,
             target_version: r.target_version,
             definition_hash: r.definition_hash,
+            preview: r.preview,
         }
     }
 }
@@ -633,6 +641,7 @@ impl From<StepRecordWire> for StepRecord {
             planned_at_ms: w.planned_at_ms,
             target_version: w.target_version,
             definition_hash: w.definition_hash,
+            preview: w.preview,
         }
     }
 }
@@ -696,6 +705,7 @@ pub(crate) mod tests {
             planned_at_ms: 1_000,
             target_version: None,
             definition_hash: None,
+            preview: None,
         }
     }
 

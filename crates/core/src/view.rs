@@ -152,6 +152,9 @@ pub struct PlannedStep {
     /// Why, when a rule says so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_note: Option<String>,
+    /// What it would change, as the upstream showed it when planned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<crate::Preview>,
 }
 
 impl PlannedStep {
@@ -170,6 +173,7 @@ impl PlannedStep {
             lands_on: r.lands_on.clone(),
             approval_required: r.approval_required,
             approval_note: r.approval_note.clone(),
+            preview: r.preview.clone(),
         }
     }
 }

@@ -54,6 +54,12 @@ pub struct CatalogTool {
     /// [`plangate_core::definition_hash`] of the whole definition as the
     /// upstream listed it: what pins and planned steps bind.
     pub definition_hash: String,
+    /// The built-in profile matched by the upstream's identity and the
+    /// tool's schema, with its name ([`plangate_config::profiles`]).
+    pub profile: Option<(
+        &'static str,
+        &'static plangate_config::profiles::ToolProfile,
+    )>,
 }
 
 /// Why plangate withholds an upstream tool that config enables.
@@ -305,6 +311,11 @@ impl Catalog {
                     validator,
                     schema_hash,
                     definition_hash,
+                    profile: plangate_config::profiles::profile_for(
+                        up.server_name.as_deref(),
+                        &tool.name,
+                        &tool.input_schema,
+                    ),
                 });
             }
 

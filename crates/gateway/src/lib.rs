@@ -36,6 +36,7 @@ pub mod metrics;
 pub mod operator;
 pub mod parked;
 pub mod plan;
+pub mod preview;
 pub mod quick_json;
 pub mod rate;
 pub mod refusal;

@@ -60,6 +60,31 @@ pub fn structured<T: serde::Serialize>(view: &T, text: String) -> CallToolResult
 /// The value at JSON `pointer` in `args` as text (a string as is, anything
 /// else as JSON; null and absent are none): how a configured pointer names
 /// a target, a copy, a link or a snapshot.
+/// What a profile's target pointer names, in words: a list by its items'
+/// names (`name`, `entityName`, `from`→`to`), anything else as
+/// [`pointer_text`] gives it.
+fn target_text(args: &Value, pointer: &str) -> Option<String> {
+    let Some(Value::Array(items)) = args.pointer(pointer) else {
+        return pointer_text(args, pointer);
+    };
+    let names: Vec<String> = items
+        .iter()
+        .map(|item| match item {
+            Value::String(s) => s.clone(),
+            Value::Object(o) => match (o.get("from"), o.get("to")) {
+                (Some(Value::String(f)), Some(Value::String(t))) => format!("{f} → {t}"),
+                _ => ["name", "entityName", "id"]
+                    .iter()
+                    .find_map(|k| o.get(*k).and_then(Value::as_str))
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| item.to_string()),
+            },
+            other => other.to_string(),
+        })
+        .collect();
+    (!names.is_empty()).then(|| names.join(", "))
+}
+
 pub(crate) fn pointer_text(args: &Value, pointer: &str) -> Option<String> {
     match args.pointer(pointer)? {
         Value::String(s) => Some(s.clone()),
@@ -224,16 +249,18 @@ pub async fn plan_write(
         .schema_hash
         .clone()
         .ok_or_else(|| internal("its input schema cannot be canonicalised"))?;
-    let settings = gw
-        .config()
-        .tool_settings(&tool.upstream, &tool.original)
-        .cloned()
-        .unwrap_or_default();
+    let configured = gw.config().tool_settings(&tool.upstream, &tool.original);
+    let has_settings = configured.is_some();
+    let settings = configured.cloned().unwrap_or_default();
+    // A built-in profile fills in what the operator did not set.
+    let profile = tool.profile.map(|(_, p)| p);
 
-    let mut target = settings
-        .target
-        .as_deref()
-        .and_then(|p| pointer_text(&redacted, p));
+    let mut target = match settings.target.as_deref() {
+        Some(p) => pointer_text(&redacted, p),
+        None => profile
+            .and_then(|p| p.target.as_deref())
+            .and_then(|p| target_text(&redacted, p)),
+    };
     let mut target_version = None;
     let mut predicted = None;
     let mut known = known;
@@ -264,8 +291,26 @@ pub async fn plan_write(
             }
         }
     }
-    let lands_where = match settings.lands_on {
-        plangate_config::LandsOnSetting::Copy => Where::Copy,
+    // The profile's preview: the upstream's own read (or dry run) of the
+    // target, with the real arguments; what it shows is scrubbed.
+    let mut step_preview = None;
+    if let Some(spec) = crate::preview::spec_of(gw, tool) {
+        let state = match known.take() {
+            Some(state) => state,
+            None => gw
+                .log()
+                .state(&acting.key.id)
+                .await
+                .map_err(|e| Refusal::store(e, "nothing was planned"))?,
+        };
+        let secrets = known_secrets(gw, &state, &secrets);
+        known = Some(state);
+        step_preview =
+            Some(crate::preview::take(gw, tool, spec, &args, &secrets, target.clone()).await);
+    }
+    let lands_where = match (has_settings, settings.lands_on, profile) {
+        (false, _, Some(p)) if p.lands_on.as_deref() == Some("copy") => Where::Copy,
+        (_, plangate_config::LandsOnSetting::Copy, _) => Where::Copy,
         _ => Where::Live,
     };
     let predicted_effect = predicted
@@ -273,7 +318,16 @@ pub async fn plan_write(
             settings
                 .predicted_effect
                 .as_deref()
-                .map(|t| render_template(t, &redacted))
+                .or(profile.and_then(|p| p.predicted_effect.as_deref()))
+                .map(|t| {
+                    let named = target.as_deref().unwrap_or("?");
+                    let t = t.replace("{@target}", &named.replace('{', "{{").replace('}', "}}"));
+                    let sentence = render_template(&t, &redacted);
+                    match &step_preview {
+                        Some(p) => format!("{sentence}: {}.", p.summary()),
+                        None => format!("{sentence}."),
+                    }
+                })
         })
         .unwrap_or_else(|| {
             generic_effect(&CallFacts {
@@ -391,6 +445,7 @@ pub async fn plan_write(
                 planned_at_ms: planned_at,
                 target_version: target_version.clone(),
                 definition_hash: Some(tool.definition_hash.clone()),
+                preview: step_preview.clone(),
             };
             events.push(acting.event(EventKind::StepPlanned { step: record }));
             events.extend(call(&step_id));

@@ -22,13 +22,14 @@ use upstreams::upstreams;
 const TOP_KEYS: [&str; 5] = ["audit", "gateway", "modes", "redaction", "upstreams"];
 const AUDIT_KEYS: [&str; 1] = ["reads"];
 const REDACTION_KEYS: [&str; 2] = ["names", "patterns"];
-const GATEWAY_KEYS: [&str; 17] = [
+const GATEWAY_KEYS: [&str; 18] = [
     "anonymous",
     "default_mode",
     "default_mode_locked",
     "allowed_hosts",
     "allowed_origins",
     "max_request_bytes",
+    "max_preview_bytes",
     "max_sessions",
     "max_sessions_per_key",
     "namespace",
@@ -217,6 +218,12 @@ fn gateway(c: &mut Checker<'_>, node: &toml::Value) -> Option<GatewaySettings> {
                     )
                     .and_then(|n| usize::try_from(n).ok());
                 value.map(|n| settings.as_mut().map(|s| s.max_request_bytes = n))
+            }
+            "max_preview_bytes" => {
+                let value = c
+                    .integer_in(&key, v, "max_preview_bytes", 1024..=16 * 1024 * 1024)
+                    .and_then(|n| usize::try_from(n).ok());
+                value.map(|n| settings.as_mut().map(|s| s.max_preview_bytes = n))
             }
             "max_sessions" | "max_sessions_per_key" => {
                 let name = key.rsplit('.').next().unwrap_or_default().to_owned();

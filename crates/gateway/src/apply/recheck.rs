@@ -103,6 +103,24 @@ pub(super) async fn recheck(
             ));
         }
     }
+    // A profile's preview: the target must be as the person saw it.
+    if let (Some(planned), Some(spec)) = (
+        record.preview.as_ref().and_then(|p| p.before_digest()),
+        crate::preview::spec_of(gw, tool),
+    ) {
+        let real = restore_secrets(&record.arguments.value(), secrets);
+        if let Err(why) =
+            crate::preview::still_as_seen(gw, &record.server, spec, &real, planned).await
+        {
+            return Err(fail(
+                Code::StaleTarget,
+                format!(
+                    "{}: the person approved it as it was then. Nothing was sent; plan the write again so they review it as it is now",
+                    gw.redactor().scrub_text(&why, secrets)
+                ),
+            ));
+        }
+    }
     // The preview must still show the target as it was when planned.
     let settings = gw.config().tool_settings(&record.server, &record.tool);
     if let (Some(preview_tool), Some(planned_version)) = (

@@ -282,6 +282,10 @@ pub struct Upstream {
     pub resources: Vec<Resource>,
     /// Resource templates the upstream listed (empty if it has none).
     pub resource_templates: Vec<ResourceTemplate>,
+    /// The name it gave in `initialize` (`serverInfo.name`): what matches
+    /// a built-in profile ([`plangate_config::profiles`]), never the
+    /// config's name for it.
+    pub server_name: Option<String>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -387,6 +391,9 @@ impl Upstream {
         } else {
             (Vec::new(), Vec::new())
         };
+        let server_name = peer
+            .peer_info()
+            .and_then(|info| info.server_info.as_ref().map(|s| s.name.clone()));
         Ok(Upstream {
             config,
             peer,
@@ -395,6 +402,7 @@ impl Upstream {
             prompts,
             resources,
             resource_templates,
+            server_name,
         })
     }
 }

@@ -1,0 +1,229 @@
+//! Plans a person can read, on the servers people use (issue: enforcement
+//! and readable plans): the official `server-filesystem` and
+//! `server-memory` behind plangate, matched to their built-in profiles by
+//! what they say they are. A planned `write_file` names its path and
+//! carries a diff of exactly the lines it changes (a new file: that it
+//! creates it); `plans show` prints the diff; a file changed between
+//! approval and apply makes its step `stale_target` and stays as the person
+//! last saw it; `create_entities` previews which entities exist already.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::*;
+use serde_json::json;
+
+/// A scratch dir with a filesystem root holding `existing.txt`, a config
+/// of the real filesystem and memory servers, and a `plan` key `agent`.
+struct World {
+    scratch: Scratch,
+    root: PathBuf,
+    config: String,
+    token: String,
+}
+
+fn world() -> World {
+    let peers = peers();
+    let scratch = Scratch::new();
+    let root = scratch.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(
+        root.join("existing.txt"),
+        "line one\nline two\nline three\n",
+    )
+    .unwrap();
+    let fs_js = peers.js("@modelcontextprotocol/server-filesystem/dist/index.js");
+    let memory_js = peers.js("@modelcontextprotocol/server-memory/dist/index.js");
+    let memory_file = scratch.path().join("memory.jsonl");
+    let config = scratch.write(
+        "plangate.toml",
+        &format!(
+            "[upstreams.fs]\ncommand = \"node\"\nargs = [{:?}, {:?}]\n\n[upstreams.memory]\ncommand = \"node\"\nargs = [{:?}]\nenv = {{ MEMORY_FILE_PATH = {:?} }}\n",
+            fs_js.display().to_string(),
+            root.display().to_string(),
+            memory_js.display().to_string(),
+            memory_file.display().to_string(),
+        ),
+    );
+    let token = scratch.create_key("agent", "plan");
+    World {
+        scratch,
+        root,
+        config: config.display().to_string(),
+        token,
+    }
+}
+
+/// Runs an operator command that must succeed; returns stdout.
+fn op_ok(scratch: &Scratch, args: &[&str]) -> String {
+    succeeded(args, &scratch.run(args))
+}
+
+#[tokio::test]
+async fn a_file_write_shows_its_diff_and_a_file_changed_after_approval_is_not_overwritten() {
+    let w = world();
+    let agent = config_client(&w.scratch, &w.config, &w.token).await;
+    let existing = w.root.join("existing.txt");
+    let new = w.root.join("notes.md");
+
+    // A new file: the step names it and says it creates it.
+    let created = ok(
+        &agent,
+        "fs__write_file",
+        json!({"path": new, "content": "hello\nworld\n"}),
+    )
+    .await;
+    assert_eq!(created["code"], "plan_step");
+    let sentence = created["predicted_effect"].as_str().unwrap();
+    assert!(sentence.contains("notes.md"), "{sentence}");
+    assert!(sentence.contains("creates it (2 lines)"), "{sentence}");
+    let p = &created["preview"];
+    assert_eq!(p["kind"], "diff", "{created}");
+    assert_eq!(p["creates"], true);
+    assert!(
+        p["diff"].as_str().unwrap().starts_with("--- /dev/null\n"),
+        "{p}"
+    );
+    assert!(p["before_digest"].as_str().unwrap().starts_with("sha256:"));
+
+    // An overwrite: a diff of exactly the line that changes.
+    let changed = ok(
+        &agent,
+        "fs__write_file",
+        json!({"path": existing, "content": "line one\nline 2\nline three\n"}),
+    )
+    .await;
+    let p = &changed["preview"];
+    assert_eq!(p["creates"], false, "{changed}");
+    assert_eq!(
+        (p["added"].as_u64(), p["removed"].as_u64()),
+        (Some(1), Some(1))
+    );
+    let diff = p["diff"].as_str().unwrap();
+    assert!(diff.contains("\n-line two\n+line 2\n"), "{diff}");
+    assert_ne!(created["predicted_effect"], changed["predicted_effect"]);
+    assert!(
+        !existing.with_file_name("notes.md").exists(),
+        "planning wrote"
+    );
+
+    // The person reads the same in `plans show` (plain: not a terminal).
+    let shown = op_ok(&w.scratch, &["plans", "show", "--key", "agent"]);
+    assert!(shown.contains("-line two\n+line 2\n"), "{shown}");
+    assert!(
+        shown.contains("+++ ") && shown.contains("notes.md"),
+        "{shown}"
+    );
+    assert!(!shown.contains('\u{1b}'), "colour when piped:\n{shown}");
+
+    // The person approves; then someone changes the file; then the agent
+    // applies. The new file is written; the changed one is not touched.
+    let digest = get_plan(&agent).await["plan_digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    op_ok(
+        &w.scratch,
+        &["plans", "approve", "--key", "agent", "--digest", &digest],
+    );
+    std::fs::write(&existing, "line one\nsomeone else's line\nline three\n").unwrap();
+    let receipt = call_body(
+        &agent,
+        "plangate_apply_plan",
+        json!({"plan_digest": digest, "continue_on_error": true}),
+    )
+    .await;
+    assert_eq!(receipt["applied"], 1, "{receipt}");
+    assert_eq!(receipt["failed"], 1, "{receipt}");
+    let stale = receipt["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["step_id"] == changed["step_id"])
+        .unwrap();
+    assert_eq!(stale["outcome"], "failed", "{stale}");
+    assert_eq!(stale["error"]["code"], "stale_target", "{stale}");
+    assert!(
+        stale["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("changed since the plan was reviewed"),
+        "{stale}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&existing).unwrap(),
+        "line one\nsomeone else's line\nline three\n",
+        "the file the person never saw was overwritten"
+    );
+    assert_eq!(std::fs::read_to_string(&new).unwrap(), "hello\nworld\n");
+    // Naming the stale step again never runs it against the new content.
+    let again = call_body(
+        &agent,
+        "plangate_apply_plan",
+        json!({"step_ids": [changed["step_id"]]}),
+    )
+    .await;
+    assert_ne!(again["applied"], 1, "{again}");
+    assert_eq!(
+        std::fs::read_to_string(&existing).unwrap(),
+        "line one\nsomeone else's line\nline three\n"
+    );
+    agent.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn memory_writes_preview_which_entities_exist_and_edit_file_uses_the_servers_dry_run() {
+    let w = world();
+    let agent = config_client(&w.scratch, &w.config, &w.token).await;
+    let entity = |name: &str| json!({"name": name, "entityType": "person", "observations": []});
+    // Alice exists once an operator applied her creation.
+    ok(
+        &agent,
+        "memory__create_entities",
+        json!({"entities": [entity("Alice")]}),
+    )
+    .await;
+    let config = w.config.clone();
+    op_ok(
+        &w.scratch,
+        &["plans", "apply", "--key", "agent", "--config", &config],
+    );
+    let both = ok(
+        &agent,
+        "memory__create_entities",
+        json!({"entities": [entity("Alice"), entity("Bob")]}),
+    )
+    .await;
+    let sentence = both["predicted_effect"].as_str().unwrap();
+    assert!(sentence.contains("Alice, Bob"), "{sentence}");
+    assert!(sentence.contains("1 of them exist already"), "{sentence}");
+    let p = &both["preview"];
+    assert_eq!(p["kind"], "state", "{both}");
+    assert_eq!(p["state"]["entities"][0]["name"], "Alice", "{p}");
+
+    // edit_file: the server's own dry run is the diff; nothing is written.
+    let existing = w.root.join("existing.txt");
+    let edit = ok(
+        &agent,
+        "fs__edit_file",
+        json!({"path": existing, "edits": [{"oldText": "line three", "newText": "line 3"}]}),
+    )
+    .await;
+    let diff = edit["preview"]["diff"].as_str().unwrap();
+    assert!(
+        diff.contains("-line three") && diff.contains("+line 3"),
+        "{diff}"
+    );
+    assert!(!diff.contains("```"), "{diff}");
+    assert_eq!(
+        std::fs::read_to_string(&existing).unwrap(),
+        "line one\nline two\nline three\n",
+        "the dry run wrote"
+    );
+    // `config check` names the profile that matched.
+    let checked = op_ok(&w.scratch, &["config", "check", "--config", &config]);
+    assert!(checked.contains("server-filesystem"), "{checked}");
+    agent.cancel().await.unwrap();
+}

@@ -1,0 +1,267 @@
+//! Built-in server profiles ([`PROFILES_TOML`]): how plangate describes,
+//! targets and previews the writes of servers people use, as data shipped
+//! in the binary.
+//!
+//! A profile is matched by what the upstream *is*, never by what the
+//! operator called it: the `serverInfo.name` it gives in `initialize`, and
+//! for each tool its name and a schema fingerprint (every property the
+//! profile relies on is in the tool's `inputSchema`). An operator's
+//! `[upstreams.NAME.tools.TOOL]` settings win over a profile's, field by
+//! field ([`crate::ToolOverride`]).
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The built-in profiles, as shipped.
+pub const PROFILES_TOML: &str = include_str!("profiles.toml");
+
+/// One server's profile.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// The `serverInfo.name` values of the server's `initialize` answer.
+    pub server_info: Vec<String>,
+    /// Its tools, by the server's own names.
+    pub tools: BTreeMap<String, ToolProfile>,
+}
+
+/// How one tool's writes are described and previewed.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolProfile {
+    /// Properties the tool's `inputSchema` must have for the profile to
+    /// apply (its schema fingerprint).
+    pub schema: Vec<String>,
+    /// A sentence template ([`plangate_core::render_template`]).
+    pub predicted_effect: Option<String>,
+    /// A JSON pointer into the arguments: what the write changes.
+    pub target: Option<String>,
+    /// `live` or `copy`.
+    #[serde(default)]
+    pub lands_on: Option<String>,
+    /// How to see the target before the write.
+    pub preview: Option<PreviewSpec>,
+}
+
+/// Whether a preview shows text (a diff) or structured state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PreviewKind {
+    /// The target is text: the preview is a unified diff.
+    Diff,
+    /// The target is structured: the preview is its state.
+    State,
+}
+
+/// An argument of the preview's read: one pointer, or several whose
+/// matches are joined into one list.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum ArgSource {
+    /// One pointer (`*` walks every item of a list).
+    One(String),
+    /// Several, their matches joined.
+    Many(Vec<String>),
+}
+
+/// How to see a target with the upstream's own tools (see
+/// `profiles.toml` for each field).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PreviewSpec {
+    /// Diff or state.
+    pub kind: PreviewKind,
+    /// The upstream's read tool.
+    pub read: String,
+    /// The read's arguments, from the call's.
+    pub arguments: BTreeMap<String, ArgSource>,
+    /// Diff: pointer to the new text in the call's arguments.
+    pub text: Option<String>,
+    /// Diff: the tool itself, with these arguments added, answers the diff.
+    pub dry_run: Option<Map<String, Value>>,
+    /// An error answer containing this means the target does not exist.
+    pub missing: Option<String>,
+    /// Lines of the read's text starting with these are left out.
+    #[serde(default)]
+    pub ignore_lines: Vec<String>,
+    /// State: pointer to a list in the state read, whose length is
+    /// `{count}` in `summary`.
+    pub count: Option<String>,
+    /// State: the state in a sentence.
+    pub summary: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    profiles: BTreeMap<String, Profile>,
+}
+
+/// The built-in profiles by name, parsed once.
+pub fn builtin_profiles() -> &'static BTreeMap<String, Profile> {
+    static PARSED: OnceLock<BTreeMap<String, Profile>> = OnceLock::new();
+    PARSED.get_or_init(|| match toml::from_str::<File>(PROFILES_TOML) {
+        Ok(file) => file.profiles,
+        // A test proves the shipped file parses; should it not, plangate
+        // runs without profiles rather than not at all.
+        Err(_) => BTreeMap::new(),
+    })
+}
+
+/// The profile of tool `tool` (with `input_schema`) of a server that says
+/// it is `server_name`: its profile's name and settings, if one matches.
+pub fn profile_for(
+    server_name: Option<&str>,
+    tool: &str,
+    input_schema: &Map<String, Value>,
+) -> Option<(&'static str, &'static ToolProfile)> {
+    let server_name = server_name?;
+    let properties = input_schema.get("properties").and_then(Value::as_object);
+    builtin_profiles().iter().find_map(|(name, profile)| {
+        if !profile.server_info.iter().any(|s| s == server_name) {
+            return None;
+        }
+        let t = profile.tools.get(tool)?;
+        let fits = t
+            .schema
+            .iter()
+            .all(|p| properties.is_some_and(|props| props.contains_key(p)));
+        fits.then_some((name.as_str(), t))
+    })
+}
+
+/// The values at `pointer` in `value`: a JSON pointer whose `*` segments
+/// walk every item of a list (or value of an object). Without `*`, at most
+/// one value.
+pub fn select<'v>(value: &'v Value, pointer: &str) -> Vec<&'v Value> {
+    let mut current = vec![value];
+    if pointer.is_empty() {
+        return current;
+    }
+    for raw in pointer.trim_start_matches('/').split('/') {
+        let segment = raw.replace("~1", "/").replace("~0", "~");
+        current = current
+            .into_iter()
+            .flat_map(|v| -> Vec<&Value> {
+                match (segment.as_str(), v) {
+                    ("*", Value::Array(items)) => items.iter().collect(),
+                    ("*", Value::Object(map)) => map.values().collect(),
+                    (s, Value::Array(items)) => s
+                        .parse::<usize>()
+                        .ok()
+                        .and_then(|i| items.get(i))
+                        .into_iter()
+                        .collect(),
+                    (s, Value::Object(map)) => map.get(s).into_iter().collect(),
+                    _ => Vec::new(),
+                }
+            })
+            .collect();
+    }
+    current
+}
+
+/// The read's arguments for a call with `arguments`: each source's match
+/// (one pointer without `*`: the value itself; otherwise a list).
+pub fn read_arguments(spec: &PreviewSpec, arguments: &Value) -> Map<String, Value> {
+    spec.arguments
+        .iter()
+        .filter_map(|(name, source)| {
+            let value = match source {
+                ArgSource::One(p) if !p.contains('*') => {
+                    select(arguments, p).first().cloned()?.clone()
+                }
+                ArgSource::One(p) => {
+                    Value::Array(select(arguments, p).into_iter().cloned().collect())
+                }
+                ArgSource::Many(ps) => Value::Array(
+                    ps.iter()
+                        .flat_map(|p| select(arguments, p))
+                        .cloned()
+                        .collect(),
+                ),
+            };
+            Some((name.clone(), value))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_shipped_profiles_parse_and_name_their_tools() {
+        let file: File = toml::from_str(PROFILES_TOML).unwrap();
+        assert!(file.profiles.contains_key("server-filesystem"));
+        assert!(file.profiles.contains_key("server-memory"));
+        assert_eq!(builtin_profiles().len(), file.profiles.len());
+        for (name, p) in &file.profiles {
+            for (tool, t) in &p.tools {
+                if let Some(template) = &t.predicted_effect {
+                    plangate_core::validate_template(template)
+                        .unwrap_or_else(|e| panic!("{name}.{tool}: {e}"));
+                }
+                if let Some(spec) = &t.preview {
+                    match spec.kind {
+                        PreviewKind::Diff => assert!(
+                            spec.text.is_some() || spec.dry_run.is_some(),
+                            "{name}.{tool}: a diff needs text or dry_run"
+                        ),
+                        PreviewKind::State => {}
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_profile_matches_by_server_identity_and_schema_never_by_name_alone() {
+        let schema = json!({"type": "object", "properties": {"path": {}, "content": {}}});
+        let schema = schema.as_object().unwrap();
+        let (name, t) =
+            profile_for(Some("secure-filesystem-server"), "write_file", schema).unwrap();
+        assert_eq!(name, "server-filesystem");
+        assert_eq!(t.target.as_deref(), Some("/path"));
+        // Another server with a tool of the same name: no profile.
+        assert!(profile_for(Some("my-files"), "write_file", schema).is_none());
+        assert!(profile_for(None, "write_file", schema).is_none());
+        // The same server, a tool whose schema lacks what the profile uses.
+        let other = json!({"properties": {"file": {}}});
+        assert!(
+            profile_for(
+                Some("secure-filesystem-server"),
+                "write_file",
+                other.as_object().unwrap()
+            )
+            .is_none()
+        );
+    }
+
+    #[test]
+    fn pointers_walk_lists_with_a_star() {
+        let args = json!({"entities": [{"name": "a"}, {"name": "b"}], "path": "/x"});
+        assert_eq!(
+            select(&args, "/entities/*/name"),
+            [&json!("a"), &json!("b")]
+        );
+        assert_eq!(select(&args, "/path"), [&json!("/x")]);
+        assert!(select(&args, "/nope").is_empty());
+        let spec: PreviewSpec = toml::from_str(
+            "kind = \"state\"\nread = \"open_nodes\"\narguments = { names = \"/entities/*/name\", at = \"/path\", both = [\"/path\", \"/entities/0/name\"] }",
+        )
+        .unwrap();
+        let read = read_arguments(&spec, &args);
+        assert_eq!(
+            Value::Object(read),
+            json!({"names": ["a", "b"], "at": "/x", "both": ["/x", "a"]})
+        );
+    }
+}
