@@ -227,3 +227,86 @@ async fn memory_writes_preview_which_entities_exist_and_edit_file_uses_the_serve
     assert!(checked.contains("server-filesystem"), "{checked}");
     agent.cancel().await.unwrap();
 }
+
+/// `git -C dir ARGS…`, which must succeed.
+fn git(dir: &std::path::Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+}
+
+#[tokio::test]
+async fn a_commit_through_the_reference_git_server_shows_the_staged_diff_and_goes_stale_when_staging_changes()
+ {
+    let peers = peers();
+    let scratch = Scratch::new();
+    let repo = scratch.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["config", "user.email", "t@example.com"]);
+    git(&repo, &["config", "user.name", "T"]);
+    std::fs::write(repo.join("a.txt"), "one\ntwo\n").unwrap();
+    git(&repo, &["add", "a.txt"]);
+    git(&repo, &["commit", "-q", "-m", "first"]);
+    std::fs::write(repo.join("a.txt"), "one\nTWO\n").unwrap();
+    git(&repo, &["add", "a.txt"]);
+    let config = scratch.write(
+        "plangate.toml",
+        &format!(
+            "[upstreams.git]\ncommand = {:?}\nargs = [\"-m\", \"mcp_server_git\", \"--repository\", {:?}]\n",
+            peers.python.display().to_string(),
+            repo.display().to_string()
+        ),
+    );
+    let config = config.display().to_string();
+    let token = scratch.create_key("agent", "plan");
+    let agent = config_client(&scratch, &config, &token).await;
+    let step = ok(
+        &agent,
+        "git_commit",
+        json!({"repo_path": repo, "message": "second"}),
+    )
+    .await;
+    let sentence = step["predicted_effect"].as_str().unwrap();
+    assert!(sentence.contains("second"), "{sentence}");
+    let diff = step["preview"]["diff"].as_str().unwrap();
+    assert!(diff.contains("-two") && diff.contains("+TWO"), "{diff}");
+    // Staging changes after approval: the commit would record what the
+    // person never saw, so it does not run.
+    let digest = get_plan(&agent).await["plan_digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    succeeded(
+        &["plans", "approve"],
+        &scratch.run(&["plans", "approve", "--key", "agent", "--digest", &digest]),
+    );
+    std::fs::write(repo.join("b.txt"), "sneaked in\n").unwrap();
+    git(&repo, &["add", "b.txt"]);
+    let receipt = call_body(
+        &agent,
+        "plangate_apply_plan",
+        json!({"plan_digest": digest}),
+    )
+    .await;
+    assert_eq!(
+        receipt["steps"][0]["error"]["code"], "stale_target",
+        "{receipt}"
+    );
+    let log = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&repo)
+        .args(["log", "--oneline"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&log.stdout).lines().count(),
+        1,
+        "a commit ran"
+    );
+    agent.cancel().await.unwrap();
+}

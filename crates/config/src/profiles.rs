@@ -78,8 +78,12 @@ pub struct PreviewSpec {
     pub read: String,
     /// The read's arguments, from the call's.
     pub arguments: BTreeMap<String, ArgSource>,
-    /// Diff: pointer to the new text in the call's arguments.
+    /// Diff: pointer to the new text in the call's arguments; `"="` for
+    /// none (the write removes or empties the target).
     pub text: Option<String>,
+    /// Diff: the read's own answer is the diff.
+    #[serde(default)]
+    pub read_is_diff: bool,
     /// Diff: the tool itself, with these arguments added, answers the diff.
     pub dry_run: Option<Map<String, Value>>,
     /// An error answer containing this means the target does not exist.
@@ -165,12 +169,14 @@ pub fn select<'v>(value: &'v Value, pointer: &str) -> Vec<&'v Value> {
 }
 
 /// The read's arguments for a call with `arguments`: each source's match
-/// (one pointer without `*`: the value itself; otherwise a list).
+/// (one pointer without `*`: the value itself; otherwise a list; `=VALUE`:
+/// the string VALUE).
 pub fn read_arguments(spec: &PreviewSpec, arguments: &Value) -> Map<String, Value> {
     spec.arguments
         .iter()
         .filter_map(|(name, source)| {
             let value = match source {
+                ArgSource::One(p) if p.starts_with('=') => Value::String(p[1..].to_owned()),
                 ArgSource::One(p) if !p.contains('*') => {
                     select(arguments, p).first().cloned()?.clone()
                 }
@@ -202,6 +208,8 @@ mod tests {
         let file: File = toml::from_str(PROFILES_TOML).unwrap();
         assert!(file.profiles.contains_key("server-filesystem"));
         assert!(file.profiles.contains_key("server-memory"));
+        assert!(file.profiles.contains_key("git"));
+        assert!(file.profiles.contains_key("github"));
         assert_eq!(builtin_profiles().len(), file.profiles.len());
         for (name, p) in &file.profiles {
             for (tool, t) in &p.tools {
@@ -212,8 +220,8 @@ mod tests {
                 if let Some(spec) = &t.preview {
                     match spec.kind {
                         PreviewKind::Diff => assert!(
-                            spec.text.is_some() || spec.dry_run.is_some(),
-                            "{name}.{tool}: a diff needs text or dry_run"
+                            spec.text.is_some() || spec.dry_run.is_some() || spec.read_is_diff,
+                            "{name}.{tool}: a diff needs text, dry_run or read_is_diff"
                         ),
                         PreviewKind::State => {}
                     }
@@ -255,13 +263,13 @@ mod tests {
         assert_eq!(select(&args, "/path"), [&json!("/x")]);
         assert!(select(&args, "/nope").is_empty());
         let spec: PreviewSpec = toml::from_str(
-            "kind = \"state\"\nread = \"open_nodes\"\narguments = { names = \"/entities/*/name\", at = \"/path\", both = [\"/path\", \"/entities/0/name\"] }",
+            "kind = \"state\"\nread = \"open_nodes\"\narguments = { names = \"/entities/*/name\", at = \"/path\", both = [\"/path\", \"/entities/0/name\"], kind = \"=local\" }",
         )
         .unwrap();
         let read = read_arguments(&spec, &args);
         assert_eq!(
             Value::Object(read),
-            json!({"names": ["a", "b"], "at": "/x", "both": ["/x", "a"]})
+            json!({"names": ["a", "b"], "at": "/x", "both": ["/x", "a"], "kind": "local"})
         );
     }
 }

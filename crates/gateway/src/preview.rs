@@ -38,9 +38,20 @@ impl Seen {
     }
 }
 
-/// A result's text: `structuredContent.content` when it is a string,
-/// else its text blocks joined.
+/// A result's text: the first embedded text resource (a file's contents,
+/// as GitHub's server answers), else `structuredContent.content` when it
+/// is a string, else its text blocks joined.
 fn text_of(result: &CallToolResult) -> String {
+    let embedded = result
+        .content
+        .iter()
+        .find_map(|c| match &c.as_resource()?.resource {
+            rmcp::model::ResourceContents::TextResourceContents { text, .. } => Some(text.clone()),
+            _ => None,
+        });
+    if let Some(text) = embedded {
+        return text;
+    }
     if let Some(Value::String(s)) = result
         .structured_content
         .as_ref()
@@ -139,6 +150,22 @@ pub async fn take(
                 Seen::Text(t) => Some(t.as_str()),
                 Seen::State(_) => return unavailable("the read answered no text".to_owned()),
             };
+            if spec.read_is_diff {
+                // The read itself shows what the write would do.
+                let diff = strip_fences(before.unwrap_or(""));
+                let added = count_lines(&diff, '+');
+                let removed = count_lines(&diff, '-');
+                let (diff, truncated) = plangate_core::preview::cut(scrub(&diff), cap);
+                return Preview::Diff {
+                    target: label,
+                    before_digest,
+                    diff,
+                    creates: false,
+                    added,
+                    removed,
+                    truncated,
+                };
+            }
             if let Some(extra) = &spec.dry_run {
                 // The server's own dry run: the tool itself, told not to
                 // write, answers the diff.
@@ -168,10 +195,11 @@ pub async fn take(
                     truncated,
                 };
             }
-            let after = spec
-                .text
-                .as_deref()
-                .and_then(|p| select(real_args, p).first().and_then(|v| v.as_str()));
+            let after = match spec.text.as_deref() {
+                Some("=") => Some(""),
+                Some(p) => select(real_args, p).first().and_then(|v| v.as_str()),
+                None => None,
+            };
             let Some(after) = after else {
                 return unavailable("the call carries no new text to compare".to_owned());
             };

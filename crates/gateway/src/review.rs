@@ -181,6 +181,9 @@ fn plan_question(
                 .map(|n| format!(". {n}"))
                 .unwrap_or_default()
         ));
+        if let Some(p) = &r.preview {
+            lines.extend(preview_excerpt(p));
+        }
     }
     let first = state.open_steps().map(|s| s.record.planned_at_ms).min();
     lines.push(String::new());
@@ -195,6 +198,38 @@ fn plan_question(
     ));
     lines.push("Approve to apply exactly these steps now; keep planning to send the agent back with your feedback.".to_owned());
     lines.join("\n")
+}
+
+/// The most lines of a step's diff or state the question shows.
+const QUESTION_PREVIEW_LINES: usize = 12;
+
+/// A step's preview for the question: its first lines, indented, then how
+/// many more there are (the whole preview is in `get_plan`, `plans show`
+/// and the console).
+fn preview_excerpt(p: &plangate_core::Preview) -> Vec<String> {
+    use plangate_core::Preview;
+    let text = match p {
+        Preview::Diff { diff, .. } => diff.clone(),
+        Preview::State { state, .. } => match state {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Null => String::new(),
+            other => serde_json::to_string_pretty(other).unwrap_or_default(),
+        },
+        Preview::Unavailable { reason, .. } => return vec![format!("   (no preview: {reason})")],
+    };
+    let all: Vec<&str> = text.lines().collect();
+    let mut out: Vec<String> = all
+        .iter()
+        .take(QUESTION_PREVIEW_LINES)
+        .map(|l| format!("   {l}"))
+        .collect();
+    if all.len() > QUESTION_PREVIEW_LINES {
+        out.push(format!(
+            "   … {} more line(s) (the whole preview: get_plan, plans show, the console)",
+            all.len() - QUESTION_PREVIEW_LINES
+        ));
+    }
+    out
 }
 
 fn review_declined(message: String, feedback: Option<&str>) -> CallToolResult {
