@@ -284,7 +284,7 @@ pub async fn config_check(
                     "offered": t.offered(),
                     "withheld": t.withheld.as_ref().map(|w| w.reason(t, &config.gateway.tool_prefix)),
                     "pin": pin_note(t),
-                    "profile": t.profile.map(|(name, _)| name),
+                    "profile": t.profile.as_ref().map(|m| m.name.clone()),
                 })
             })
             .collect();
@@ -342,9 +342,9 @@ pub async fn config_check(
                         (None, true) => "yes".into(),
                     },
                     pin_note(t),
-                    match t.profile {
-                        Some((name, p)) if p.preview.is_some() => format!("{name} (preview)"),
-                        Some((name, _)) => name.to_owned(),
+                    match t.profile.as_deref() {
+                        Some(m) if m.tool.preview.is_some() => format!("{} (preview)", m.name),
+                        Some(m) => m.name.clone(),
                         None => "-".to_owned(),
                     },
                 ]

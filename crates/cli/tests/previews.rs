@@ -118,6 +118,26 @@ async fn a_file_write_shows_its_diff_and_a_file_changed_after_approval_is_not_ov
     );
     assert!(!shown.contains('\u{1b}'), "colour when piped:\n{shown}");
 
+    // The agent cannot run or apply it itself, nor leave: a plan key's
+    // writes are planned in every mode, and its apply waits for a person.
+    let no = call_body(&agent, "plangate_apply_plan", json!({})).await;
+    assert_eq!(no["code"], "forbidden", "{no}");
+    begin(&agent, "default").await;
+    let still = ok(
+        &agent,
+        "fs__write_file",
+        json!({"path": w.root.join("sneaky.txt"), "content": "x"}),
+    )
+    .await;
+    assert_eq!(still["code"], "plan_step", "{still}");
+    assert!(!w.root.join("sneaky.txt").exists());
+    call_body(
+        &agent,
+        "plangate_discard_plan",
+        json!({"step_ids": [still["step_id"]]}),
+    )
+    .await;
+
     // The person approves; then someone changes the file; then the agent
     // applies. The new file is written; the changed one is not touched.
     let digest = get_plan(&agent).await["plan_digest"]

@@ -33,6 +33,9 @@ pub struct Config {
     /// What the audit log records beyond every call that is not a read
     /// (`[audit]`).
     pub audit: Audit,
+    /// The operator's own server profiles (`[profiles.NAME]`), matched
+    /// before the built-in ones ([`crate::profiles`]).
+    pub profiles: BTreeMap<String, crate::profiles::Profile>,
 }
 
 /// `[audit]`: every call that is not a read is always on the record
@@ -83,6 +86,7 @@ impl Config {
             modes: Modes::default(),
             redaction: Redaction::default(),
             audit: Audit::default(),
+            profiles: BTreeMap::new(),
         }
     }
 

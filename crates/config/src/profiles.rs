@@ -115,26 +115,80 @@ pub fn builtin_profiles() -> &'static BTreeMap<String, Profile> {
     })
 }
 
+/// A profile matched to one tool: the profile's name and the tool's
+/// settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Matched {
+    /// The profile's name (`server-filesystem`, or the operator's own).
+    pub name: String,
+    /// How the tool's writes are described and previewed.
+    pub tool: ToolProfile,
+}
+
 /// The profile of tool `tool` (with `input_schema`) of a server that says
-/// it is `server_name`: its profile's name and settings, if one matches.
+/// it is `server_name`: the operator's own profiles (`[profiles.NAME]` in
+/// plangate.toml) first, then the built-in ones.
 pub fn profile_for(
+    configured: &BTreeMap<String, Profile>,
     server_name: Option<&str>,
     tool: &str,
     input_schema: &Map<String, Value>,
-) -> Option<(&'static str, &'static ToolProfile)> {
+) -> Option<Matched> {
     let server_name = server_name?;
     let properties = input_schema.get("properties").and_then(Value::as_object);
-    builtin_profiles().iter().find_map(|(name, profile)| {
-        if !profile.server_info.iter().any(|s| s == server_name) {
-            return None;
+    configured
+        .iter()
+        .chain(builtin_profiles().iter())
+        .find_map(|(name, profile)| {
+            if !profile.server_info.iter().any(|s| s == server_name) {
+                return None;
+            }
+            let t = profile.tools.get(tool)?;
+            let fits = t
+                .schema
+                .iter()
+                .all(|p| properties.is_some_and(|props| props.contains_key(p)));
+            fits.then(|| Matched {
+                name: name.clone(),
+                tool: t.clone(),
+            })
+        })
+}
+
+/// Checks one profile as a config states it: its templates, `lands_on`
+/// values and preview kinds. Each error is the key at fault (below the
+/// profile: `tools.TOOL.FIELD`) and what is allowed.
+pub fn check_profile(profile: &Profile) -> Vec<(String, String)> {
+    let mut errors = Vec::new();
+    for (tool, t) in &profile.tools {
+        if let Some(template) = &t.predicted_effect
+            && let Err(e) = plangate_core::validate_template(template)
+        {
+            errors.push((format!("tools.{tool}.predicted_effect"), e));
         }
-        let t = profile.tools.get(tool)?;
-        let fits = t
-            .schema
-            .iter()
-            .all(|p| properties.is_some_and(|props| props.contains_key(p)));
-        fits.then_some((name.as_str(), t))
-    })
+        if let Some(l) = &t.lands_on
+            && l != "live"
+            && l != "copy"
+        {
+            errors.push((
+                format!("tools.{tool}.lands_on"),
+                format!("{l:?} is not allowed: use \"live\" or \"copy\""),
+            ));
+        }
+        if let Some(spec) = &t.preview
+            && spec.kind == PreviewKind::Diff
+            && spec.text.is_none()
+            && spec.dry_run.is_none()
+            && !spec.read_is_diff
+        {
+            errors.push((
+                format!("tools.{tool}.preview"),
+                "a diff needs `text` (the new text's pointer), `dry_run` or `read_is_diff = true`"
+                    .to_owned(),
+            ));
+        }
+    }
+    errors
 }
 
 /// The values at `pointer` in `value`: a JSON pointer whose `*` segments
@@ -234,23 +288,35 @@ mod tests {
     fn a_profile_matches_by_server_identity_and_schema_never_by_name_alone() {
         let schema = json!({"type": "object", "properties": {"path": {}, "content": {}}});
         let schema = schema.as_object().unwrap();
-        let (name, t) =
-            profile_for(Some("secure-filesystem-server"), "write_file", schema).unwrap();
-        assert_eq!(name, "server-filesystem");
-        assert_eq!(t.target.as_deref(), Some("/path"));
+        let none = BTreeMap::new();
+        let m = profile_for(
+            &none,
+            Some("secure-filesystem-server"),
+            "write_file",
+            schema,
+        )
+        .unwrap();
+        assert_eq!(m.name, "server-filesystem");
+        assert_eq!(m.tool.target.as_deref(), Some("/path"));
         // Another server with a tool of the same name: no profile.
-        assert!(profile_for(Some("my-files"), "write_file", schema).is_none());
-        assert!(profile_for(None, "write_file", schema).is_none());
+        assert!(profile_for(&none, Some("my-files"), "write_file", schema).is_none());
+        assert!(profile_for(&none, None, "write_file", schema).is_none());
         // The same server, a tool whose schema lacks what the profile uses.
         let other = json!({"properties": {"file": {}}});
+        let other = other.as_object().unwrap();
         assert!(
-            profile_for(
-                Some("secure-filesystem-server"),
-                "write_file",
-                other.as_object().unwrap()
-            )
-            .is_none()
+            profile_for(&none, Some("secure-filesystem-server"), "write_file", other).is_none()
         );
+        // An operator's profile comes first, and may name another server.
+        let mine: Profile = toml::from_str(
+            "server_info = [\"my-files\"]\n[tools.write_file]\nschema = [\"path\"]\ntarget = \"/path\"\npredicted_effect = \"Save {path}\"\n",
+        )
+        .unwrap();
+        assert!(check_profile(&mine).is_empty());
+        let configured = BTreeMap::from([("my-files".to_owned(), mine)]);
+        let m = profile_for(&configured, Some("my-files"), "write_file", schema).unwrap();
+        assert_eq!(m.name, "my-files");
+        assert_eq!(m.tool.predicted_effect.as_deref(), Some("Save {path}"));
     }
 
     #[test]

@@ -360,7 +360,7 @@ fn an_unknown_top_level_table_lists_the_allowed_tables() {
     let errors = toml_err("[mode.careful]\naccess = \"write\"\n[upstreams.a]\ncommand = \"x\"\n");
     assert_eq!(
         error_at(&errors, "mode"),
-        "unknown table \"mode\": allowed top-level tables are audit, gateway, modes, redaction and upstreams"
+        "unknown table \"mode\": allowed top-level tables are audit, gateway, modes, profiles, redaction and upstreams"
     );
 }
 
@@ -710,6 +710,33 @@ fn a_default_mode_names_a_mode_and_may_lock_every_key_in_it() {
         "gateway.default_mode_locked",
         &["set default_mode = \"plan\""],
     );
+}
+
+#[test]
+fn an_operators_own_profile_is_read_and_checked() {
+    let config = toml_ok(&and_upstream_a(
+        "[profiles.notes]\nserver_info = [\"notes-server\"]\n[profiles.notes.tools.save]\nschema = [\"path\", \"text\"]\ntarget = \"/path\"\npredicted_effect = \"Save {path}\"\npreview = { kind = \"diff\", read = \"load\", arguments = { path = \"/path\" }, text = \"/text\", missing = \"not found\" }\n",
+    ));
+    let notes = &config.profiles["notes"];
+    assert_eq!(notes.server_info, ["notes-server"]);
+    assert_eq!(notes.tools["save"].preview.as_ref().unwrap().read, "load");
+    let errors = toml_err(&and_upstream_a(
+        "[profiles.bad]\nserver_info = [\"x\"]\n[profiles.bad.tools.t]\nschema = []\npredicted_effect = \"Save {path\"\nlands_on = \"somewhere\"\n",
+    ));
+    assert_says(
+        &errors,
+        "profiles.bad.tools.t.predicted_effect",
+        &["unclosed '{'"],
+    );
+    assert_says(
+        &errors,
+        "profiles.bad.tools.t.lands_on",
+        &["\"live\" or \"copy\""],
+    );
+    let errors = toml_err(&and_upstream_a(
+        "[profiles.odd]\nserver_info = [\"x\"]\ncolour = \"red\"\n",
+    ));
+    assert_says(&errors, "profiles.odd", &["colour", "server_info"]);
 }
 
 #[test]

@@ -48,12 +48,14 @@ fn the_github_profile_matches_the_servers_recorded_tools_and_names_their_targets
         "merge_pull_request",
     ] {
         let schema = schema_of(tool);
-        let (name, profile) = profile_for(Some(server), tool, &schema)
+        let none = Default::default();
+        let matched = profile_for(&none, Some(server), tool, &schema)
             .unwrap_or_else(|| panic!("{tool}: no profile matched its recorded definition"));
-        assert_eq!(name, "github");
+        assert_eq!(matched.name, "github");
+        let profile = &matched.tool;
         // The older serverInfo name matches too; another server's does not.
-        assert!(profile_for(Some("github-mcp-server"), tool, &schema).is_some());
-        assert!(profile_for(Some("gitlab"), tool, &schema).is_none());
+        assert!(profile_for(&none, Some("github-mcp-server"), tool, &schema).is_some());
+        assert!(profile_for(&none, Some("gitlab"), tool, &schema).is_none());
         let props = schema["properties"].as_object().unwrap();
         let target = profile.target.as_deref().unwrap();
         assert!(

@@ -56,10 +56,7 @@ pub struct CatalogTool {
     pub definition_hash: String,
     /// The built-in profile matched by the upstream's identity and the
     /// tool's schema, with its name ([`plangate_config::profiles`]).
-    pub profile: Option<(
-        &'static str,
-        &'static plangate_config::profiles::ToolProfile,
-    )>,
+    pub profile: Option<Arc<plangate_config::profiles::Matched>>,
 }
 
 /// Why plangate withholds an upstream tool that config enables.
@@ -312,10 +309,12 @@ impl Catalog {
                     schema_hash,
                     definition_hash,
                     profile: plangate_config::profiles::profile_for(
+                        &config.profiles,
                         up.server_name.as_deref(),
                         &tool.name,
                         &tool.input_schema,
-                    ),
+                    )
+                    .map(Arc::new),
                 });
             }
 

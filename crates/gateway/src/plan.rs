@@ -253,7 +253,7 @@ pub async fn plan_write(
     let has_settings = configured.is_some();
     let settings = configured.cloned().unwrap_or_default();
     // A built-in profile fills in what the operator did not set.
-    let profile = tool.profile.map(|(_, p)| p);
+    let profile = tool.profile.as_deref().map(|m| &m.tool);
 
     let mut target = match settings.target.as_deref() {
         Some(p) => pointer_text(&redacted, p),

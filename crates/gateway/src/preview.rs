@@ -305,7 +305,7 @@ fn count_lines(diff: &str, sign: char) -> u32 {
 
 /// The profile's preview of `tool`, unless the operator configured a
 /// preview tool of their own for it (theirs wins).
-pub fn spec_of(gw: &Gateway, tool: &CatalogTool) -> Option<&'static PreviewSpec> {
+pub fn spec_of<'t>(gw: &Gateway, tool: &'t CatalogTool) -> Option<&'t PreviewSpec> {
     let configured = gw
         .config()
         .tool_settings(&tool.upstream, &tool.original)
@@ -313,7 +313,9 @@ pub fn spec_of(gw: &Gateway, tool: &CatalogTool) -> Option<&'static PreviewSpec>
     if configured {
         return None;
     }
-    tool.profile.and_then(|(_, p)| p.preview.as_ref())
+    tool.profile
+        .as_deref()
+        .and_then(|m| m.tool.preview.as_ref())
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! `plangate.toml`: plangate's own format, checked strictly — every unknown
 //! key is an error, because a misspelt safety setting must never be ignored.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -19,7 +20,14 @@ use crate::model::{
 mod upstreams;
 use upstreams::upstreams;
 
-const TOP_KEYS: [&str; 5] = ["audit", "gateway", "modes", "redaction", "upstreams"];
+const TOP_KEYS: [&str; 6] = [
+    "audit",
+    "gateway",
+    "modes",
+    "profiles",
+    "redaction",
+    "upstreams",
+];
 const AUDIT_KEYS: [&str; 1] = ["reads"];
 const REDACTION_KEYS: [&str; 2] = ["names", "patterns"];
 const GATEWAY_KEYS: [&str; 18] = [
@@ -83,6 +91,10 @@ pub fn parse_toml(text: &str, origin: &Path, env: &dyn Env) -> Result<Config, Co
             None
         }
     };
+    let profiles = match table.get("profiles") {
+        Some(node) => profiles(&mut c, node),
+        None => Some(BTreeMap::new()),
+    };
     let audit = match table.get("audit") {
         Some(node) => audit(&mut c, node),
         None => Some(Audit::default()),
@@ -101,14 +113,21 @@ pub fn parse_toml(text: &str, origin: &Path, env: &dyn Env) -> Result<Config, Co
         .zip(redaction)
         .zip(default_mode)
         .zip(audit)
+        .zip(profiles)
         .map(
-            |(((((gateway, upstreams), modes), redaction), (default, locked)), audit)| Config {
-                source: ConfigSource::Toml(origin.to_path_buf()),
-                gateway,
-                upstreams,
-                modes: Modes::new(modes).with_default(&default, locked),
-                redaction,
-                audit,
+            |(
+                (((((gateway, upstreams), modes), redaction), (default, locked)), audit),
+                profiles,
+            )| {
+                Config {
+                    source: ConfigSource::Toml(origin.to_path_buf()),
+                    gateway,
+                    upstreams,
+                    modes: Modes::new(modes).with_default(&default, locked),
+                    redaction,
+                    audit,
+                    profiles,
+                }
             },
         );
     c.finish(config)
@@ -483,6 +502,46 @@ fn redaction(c: &mut Checker<'_>, node: &toml::Value) -> Option<Redaction> {
     }
     let (names, patterns) = (names?, patterns?);
     ok.then_some(Redaction { names, patterns })
+}
+
+/// `[profiles.NAME]`: the operator's own server profiles, in the shape of
+/// the built-in ones (`crates/config/src/profiles.toml`).
+fn profiles(
+    c: &mut Checker<'_>,
+    node: &toml::Value,
+) -> Option<BTreeMap<String, crate::profiles::Profile>> {
+    let entries = c.table("profiles", node, "a table of [profiles.NAME] tables")?;
+    let mut out = Some(BTreeMap::new());
+    for (name, value) in entries {
+        let key = child("profiles", name);
+        let parsed = value.clone().try_into::<crate::profiles::Profile>();
+        match parsed {
+            Ok(profile) => {
+                let errors = crate::profiles::check_profile(&profile);
+                if errors.is_empty() {
+                    if let Some(m) = out.as_mut() {
+                        m.insert(name.to_owned(), profile);
+                    }
+                } else {
+                    for (at, e) in errors {
+                        c.error(&format!("{key}.{at}"), e);
+                    }
+                    out = None;
+                }
+            }
+            Err(e) => {
+                c.error(
+                    &key,
+                    format!(
+                        "{}: a profile has server_info = [\"…\"] and [profiles.{name}.tools.TOOL] tables with schema, predicted_effect, target, lands_on and preview (see the built-in profiles in docs/config.md)",
+                        e.message().trim()
+                    ),
+                );
+                out = None;
+            }
+        }
+    }
+    out
 }
 
 /// `[audit]`.

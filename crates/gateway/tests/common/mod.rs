@@ -59,6 +59,7 @@ pub fn config(names: &[&str], namespace: Namespace) -> Config {
             .collect(),
         redaction: plangate_config::Redaction::default(),
         audit: plangate_config::Audit::default(),
+        profiles: Default::default(),
     }
 }
 
