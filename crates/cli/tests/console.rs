@@ -9,7 +9,7 @@
 mod common;
 
 use common::*;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// Runs a command that must succeed and returns its stdout.
 fn ok(scratch: &Scratch, args: &[&str]) -> String {
@@ -175,6 +175,47 @@ async fn the_console_opens_with_an_operator_token_and_closes_when_another_proces
         .await
         .unwrap();
     assert_eq!(mcp.status(), 401);
+
+    // A direct write by the write key is on the record, and the console
+    // lists it among the recent calls, arguments redacted.
+    let agent = http_client(&format!("{base}/mcp"), Some(&api_key))
+        .await
+        .unwrap();
+    let r = call(
+        &agent,
+        "update_option",
+        tagline(json!({"text": "hi", "password": "hunter2-canary"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    agent.cancel().await.unwrap();
+    let body: Value = state(cookie.clone()).await.unwrap().json().await.unwrap();
+    let calls = body["calls"].as_array().unwrap();
+    assert_eq!(calls[0]["tool"], "update_option", "{body}");
+    assert_eq!(calls[0]["key"], "agent");
+    assert_eq!(calls[0]["decision"], "run");
+    assert_eq!(calls[0]["outcome"], "ok");
+    assert_eq!(calls[0]["channel"], "http");
+    assert_eq!(calls[0]["arguments"]["value"]["password"], "[redacted]");
+    assert!(!body.to_string().contains("hunter2-canary"));
+
+    // A plan key's agent is told to approve in this console.
+    let planner = scratch.create_key("planner", "plan");
+    let agent = http_client(&format!("{base}/mcp"), Some(&planner))
+        .await
+        .unwrap();
+    common::ok(&agent, "update_option", tagline("later")).await;
+    let no = call_body(&agent, "plangate_apply_plan", json!({})).await;
+    assert_eq!(no["code"], "forbidden", "{no}");
+    assert!(
+        no["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("{base}/console")),
+        "{no}"
+    );
+    agent.cancel().await.unwrap();
 
     // Another process revokes the token: the session ends at once.
     ok(&scratch, &["operator", "revoke", "ana"]);

@@ -52,10 +52,68 @@ struct ConsoleState {
     /// Held tool definitions, for review.
     #[serde(skip_serializing_if = "Option::is_none")]
     tools: Option<Vec<ToolRow>>,
+    /// The most recent calls on the record (`call_recorded`), newest
+    /// first: what agents did, run, planned or refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    calls: Option<Vec<CallRow>>,
     /// The operator this session belongs to.
     operator: String,
     /// The session's CSRF token, for the page's POSTs.
     csrf: String,
+}
+
+/// One call on the record, as the console lists it.
+#[derive(Serialize)]
+struct CallRow {
+    /// When.
+    at: String,
+    /// The key's name (or id, if the key is gone).
+    key: String,
+    /// Over which channel.
+    channel: plangate_core::Channel,
+    /// The call.
+    #[serde(flatten)]
+    call: plangate_core::CallRecord,
+}
+
+/// How far back the console looks for calls: the last this many events
+/// of the global log (one indexed query), of which it shows the calls.
+const RECENT_EVENTS: i64 = 500;
+
+/// The calls among the newest [`RECENT_EVENTS`] events up to `seq`, newest
+/// first.
+async fn recent_calls(gw: &Gateway, seq: i64) -> Result<Vec<CallRow>, plangate_store::StoreError> {
+    let names: std::collections::HashMap<String, String> = gw
+        .store()
+        .list_keys()
+        .await?
+        .into_iter()
+        .map(|k| (k.id, k.name))
+        .collect();
+    let events = gw
+        .store()
+        .events_since((seq - RECENT_EVENTS).max(0), RECENT_EVENTS)
+        .await?;
+    Ok(events
+        .iter()
+        .rev()
+        .filter(|e| e.kind == plangate_core::EventType::CallRecorded)
+        .filter_map(|e| {
+            let event: plangate_core::Event = serde_json::from_str(e.body.as_str()).ok()?;
+            let plangate_core::EventKind::CallRecorded { call } = event.kind else {
+                return None;
+            };
+            Some(CallRow {
+                at: plangate_store::format_time_ms(e.at_ms),
+                key: names
+                    .get(&e.key_id)
+                    .cloned()
+                    .unwrap_or_else(|| e.key_id.clone()),
+                channel: event.channel,
+                call,
+            })
+        })
+        .collect())
 }
 
 /// `GET /console/api/state`: every key's plan, or — when the global log
@@ -78,11 +136,22 @@ pub(super) async fn state(
                 },
                 None => None,
             };
+            let calls = match &keys {
+                Some(_) => match recent_calls(&gw, seq).await {
+                    Ok(calls) => Some(calls),
+                    Err(e) => {
+                        tracing::error!("console: recent calls: {e}");
+                        None
+                    }
+                },
+                None => None,
+            };
             ok_json(json!(ConsoleState {
                 seq,
                 changed: keys.is_some(),
                 keys,
                 tools,
+                calls,
                 operator: session.operator.name.clone(),
                 csrf: session.csrf.clone(),
             }))
