@@ -337,22 +337,15 @@ impl Gateway {
     /// one, and the CLI commands, with the plan's `digest` when known.
     pub fn how_to_approve(&self, key_name: &str, digest: Option<&str>) -> String {
         let cli = format!(
-            "`plangate plans show --key {key_name}`, then `plangate plans approve --key {key_name} --digest {}`",
-            digest.unwrap_or("D")
+            "`plangate plans show --key {key_name}` then `plangate plans approve --key {key_name} --digest {}`",
+            digest.unwrap_or("<the digest it shows>")
         );
-        let shown = if digest.is_some() {
-            ""
-        } else {
-            " (D: the digest it shows)"
-        };
         match self.console_url.get() {
-            Some(url) => {
-                format!(
-                    "a person reviews and approves it in the web console at {url} (or with {cli}{shown})"
-                )
-            }
+            Some(url) => format!(
+                "a person reviews and approves it in the web console at {url}, or at the CLI: {cli}"
+            ),
             None => format!(
-                "a person reviews and approves it with {cli}{shown}, or in the web console of `plangate serve --http`"
+                "a person reviews and approves it at the CLI: {cli}, or in the web console of `plangate serve --http`"
             ),
         }
     }
