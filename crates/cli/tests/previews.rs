@@ -242,6 +242,59 @@ async fn memory_writes_preview_which_entities_exist_and_edit_file_uses_the_serve
         "line one\nline two\nline three\n",
         "the dry run wrote"
     );
+    // An edit the server cannot make: the step says there is no preview,
+    // and why, instead of dropping it.
+    let impossible = ok(
+        &agent,
+        "fs__edit_file",
+        json!({"path": existing, "edits": [{"oldText": "no such line", "newText": "x"}]}),
+    )
+    .await;
+    assert_eq!(impossible["preview"]["kind"], "unavailable", "{impossible}");
+    assert!(
+        impossible["preview"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("dry run answered an error"),
+        "{impossible}"
+    );
+    // A secret in the new text is redacted in the diff as everywhere.
+    let secret = format!("sk-{}", "A1b2C3d4E5f6G7h8I9j0K1l2");
+    let leaky = ok(
+        &agent,
+        "fs__write_file",
+        json!({"path": w.root.join("env.txt"), "content": format!("KEY={secret}\n")}),
+    )
+    .await;
+    let diff = leaky["preview"]["diff"].as_str().unwrap();
+    assert!(!diff.contains(&secret), "{diff}");
+    assert!(diff.contains("[redacted]"), "{diff}");
+    // A write key's direct write to the real server is on the record.
+    let writer = w.scratch.create_key("writer", "write");
+    let direct = config_client(&w.scratch, &config, &writer).await;
+    let r = call(
+        &direct,
+        "fs__write_file",
+        json!({"path": w.root.join("direct.txt"), "content": "now\n"}),
+    )
+    .await
+    .unwrap();
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(w.root.join("direct.txt")).unwrap(),
+        "now\n"
+    );
+    direct.cancel().await.unwrap();
+    let audit = op_ok(&w.scratch, &["audit", "export", "--key", "writer"]);
+    let run = audit
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["type"] == "call_recorded")
+        .unwrap();
+    assert_eq!(run["call"]["exposed_as"], "fs__write_file", "{run}");
+    assert_eq!(run["call"]["decision"], "run");
+    assert_eq!(run["call"]["outcome"], "ok");
+    assert_eq!(run["call"]["effect"], "destructive");
     // `config check` names the profile that matched.
     let checked = op_ok(&w.scratch, &["config", "check", "--config", &config]);
     assert!(checked.contains("server-filesystem"), "{checked}");

@@ -113,3 +113,28 @@ async fn audit_reads_puts_reads_on_the_record_too() {
     assert_eq!(calls[0]["call"]["outcome"], "ok");
     assert_eq!(calls[0]["call"]["arguments"], json!({"id": 2}));
 }
+
+#[tokio::test]
+async fn messages_over_the_size_cap_are_on_the_record_once_a_minute_per_key() {
+    let (scratch, config, [token]) = demo_keys(
+        "[gateway]\nmax_request_bytes = 1024\n",
+        [("agent", "write")],
+    );
+    let agent = config_client(&scratch, &config, &token).await;
+    for _ in 0..3 {
+        let err = call(&agent, "update_option", tagline("x".repeat(4096)))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("too large"), "{err}");
+    }
+    // The session goes on.
+    ok(&agent, "list_pages", json!({})).await;
+    agent.cancel().await.unwrap();
+    let events = exported(&scratch, "agent");
+    let calls = records(&events);
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0]["call"]["code"], "too_large");
+    assert_eq!(calls[0]["call"]["outcome"], "refused");
+    assert_eq!(calls[0]["call"]["tool"], "");
+    assert_ne!(site_tagline(&scratch), "x".repeat(4096));
+}

@@ -5,7 +5,8 @@
 //! `[audit] reads = true` records reads too.
 //!
 //! Refusals an agent can repeat at no cost (`forbidden`,
-//! `forbidden_by_mode`, `rate_limited`) are coalesced per key and code:
+//! `forbidden_by_mode`, `rate_limited`, `too_large`) are coalesced per key
+//! and code:
 //! the first in a minute is written, the rest are counted and the count
 //! rides on the next one written (`repeated`), so a loop of refused calls
 //! cannot force a write (and an fsync) each. Counts not yet written when
@@ -18,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use hashlink::LruCache;
 use parking_lot::Mutex;
-use plangate_core::{CallDecision, CallOutcome, CallRecord, Code, EventKind, JsonText};
+use plangate_core::{CallDecision, CallOutcome, CallRecord, EventKind, JsonText};
 use rmcp::ErrorData;
 use rmcp::model::CallToolResponse;
 use serde_json::Value;
@@ -34,7 +35,12 @@ const WINDOW: Duration = Duration::from_secs(60);
 const MAX_WINDOWS: usize = 10_000;
 
 /// Refusals counted rather than written one by one.
-const COALESCED: [Code; 3] = [Code::Forbidden, Code::ForbiddenByMode, Code::RateLimited];
+const COALESCED: [&str; 4] = [
+    "forbidden",
+    "forbidden_by_mode",
+    "rate_limited",
+    "too_large",
+];
 
 struct Window {
     since: Instant,
@@ -43,7 +49,7 @@ struct Window {
 
 /// The coalescing windows of one process.
 pub struct CallLog {
-    windows: Mutex<LruCache<(String, Code), Window>>,
+    windows: Mutex<LruCache<(String, String), Window>>,
 }
 
 impl Default for CallLog {
@@ -57,12 +63,12 @@ impl Default for CallLog {
 impl CallLog {
     /// Whether a refusal `code` of `key_id` is written now: `Some(n)` with
     /// the `n` counted since the last one written, or `None` to count it.
-    fn admit(&self, key_id: &str, code: Code, now: Instant) -> Option<u32> {
+    fn admit(&self, key_id: &str, code: &str, now: Instant) -> Option<u32> {
         if !COALESCED.contains(&code) {
             return Some(0);
         }
         let mut windows = self.windows.lock();
-        let k = (key_id.to_owned(), code);
+        let k = (key_id.to_owned(), code.to_owned());
         match windows.get_mut(&k) {
             Some(w) if now.duration_since(w.since) < WINDOW => {
                 w.counted = w.counted.saturating_add(1);
@@ -116,10 +122,7 @@ pub fn records(gw: &Gateway, tool: &CatalogTool) -> bool {
 /// refusal counted into the next one.
 pub fn record_of(gw: &Gateway, key_id: &str, call: Call<'_>) -> Option<CallRecord> {
     let repeated = match (call.outcome, call.code.as_deref()) {
-        (CallOutcome::Refused, Some(code)) => match code.parse::<Code>() {
-            Ok(code) => gw.call_log().admit(key_id, code, Instant::now())?,
-            Err(_) => 0,
-        },
+        (CallOutcome::Refused, Some(code)) => gw.call_log().admit(key_id, code, Instant::now())?,
         _ => 0,
     };
     let arguments = call
@@ -152,6 +155,41 @@ pub async fn record(gw: &Gateway, acting: &Acting, call: Call<'_>) {
     let Some(record) = record_of(gw, &acting.key.id, call) else {
         return;
     };
+    append(gw, acting, record, &tool).await;
+}
+
+/// Records that a message of `acting`'s key was refused `too_large`
+/// before it was read (so its tool is not known: the record names none),
+/// coalesced like every cheap refusal. `bytes` is its declared size.
+pub async fn record_too_large(gw: &Gateway, acting: &Acting, bytes: Option<u64>) {
+    let code = plangate_core::AccessCode::TooLarge;
+    let code = serde_json::to_value(code)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let Some(repeated) = gw.call_log().admit(&acting.key.id, &code, Instant::now()) else {
+        return;
+    };
+    let record = CallRecord {
+        server: String::new(),
+        tool: String::new(),
+        exposed_as: String::new(),
+        // Unread, so unknown: the spec's default for a tool nothing says
+        // about.
+        effect: plangate_core::Effect::Destructive,
+        arguments: bytes.map(|b| JsonText::from_value(&serde_json::json!({"bytes": b}))),
+        decision: CallDecision::Refuse,
+        outcome: CallOutcome::Refused,
+        code: Some(code),
+        step_id: None,
+        duration_ms: 0,
+        repeated,
+    };
+    append(gw, acting, record, "a message over max_request_bytes").await;
+}
+
+/// Appends one record to `acting`'s key's log; a failure is logged.
+async fn append(gw: &Gateway, acting: &Acting, record: CallRecord, what: &str) {
     let event = acting.event(EventKind::CallRecorded { call: record });
     let appended = gw
         .log()
@@ -160,7 +198,7 @@ pub async fn record(gw: &Gateway, acting: &Acting, call: Call<'_>) {
         })
         .await;
     if let Err(e) = appended {
-        tracing::error!(key = %acting.key.name, tool = %tool, "the call could not be recorded in the audit log: {e}");
+        tracing::error!(key = %acting.key.name, call = what, "the call could not be recorded in the audit log: {e}");
     }
 }
 
@@ -191,19 +229,21 @@ mod tests {
     fn a_repeated_refusal_is_counted_then_written_with_its_count() {
         let log = CallLog::default();
         let t0 = Instant::now();
-        assert_eq!(log.admit("k", Code::Forbidden, t0), Some(0));
+        assert_eq!(log.admit("k", "forbidden", t0), Some(0));
         for _ in 0..5 {
-            assert_eq!(log.admit("k", Code::Forbidden, t0), None);
+            assert_eq!(log.admit("k", "forbidden", t0), None);
         }
         // Another key, another code: windows of their own.
-        assert_eq!(log.admit("j", Code::Forbidden, t0), Some(0));
-        assert_eq!(log.admit("k", Code::RateLimited, t0), Some(0));
+        assert_eq!(log.admit("j", "forbidden", t0), Some(0));
+        assert_eq!(log.admit("k", "rate_limited", t0), Some(0));
+        assert_eq!(log.admit("k", "too_large", t0), Some(0));
+        assert_eq!(log.admit("k", "too_large", t0), None);
         // A refusal not coalesced is always written.
-        assert_eq!(log.admit("k", Code::InvalidArguments, t0), Some(0));
-        assert_eq!(log.admit("k", Code::InvalidArguments, t0), Some(0));
+        assert_eq!(log.admit("k", "invalid_arguments", t0), Some(0));
+        assert_eq!(log.admit("k", "invalid_arguments", t0), Some(0));
         // After the window the next one is written, carrying the five.
         let later = t0 + WINDOW + Duration::from_millis(1);
-        assert_eq!(log.admit("k", Code::Forbidden, later), Some(5));
-        assert_eq!(log.admit("k", Code::Forbidden, later), None);
+        assert_eq!(log.admit("k", "forbidden", later), Some(5));
+        assert_eq!(log.admit("k", "forbidden", later), None);
     }
 }

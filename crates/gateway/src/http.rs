@@ -56,7 +56,7 @@ pub fn router(gw: Arc<Gateway>, shutdown: CancellationToken) -> Router {
             session_guard::bind,
         ))
         .route_layer(axum::middleware::from_fn_with_state(
-            gw.config().gateway.max_request_bytes,
+            gw.clone(),
             crate::limits::cap_body,
         ))
         .route_layer(axum::middleware::from_fn_with_state(

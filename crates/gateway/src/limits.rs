@@ -325,7 +325,12 @@ impl<R: AsyncRead + Unpin> AsyncRead for LineCap<R> {
 /// answered `413` with the JSON-RPC error for its id (see the module docs);
 /// anything else goes on (rmcp enforces the same cap on bodies without a
 /// length).
-pub async fn cap_body(State(limit): State<usize>, request: Request, next: Next) -> Response {
+pub async fn cap_body(
+    State(gw): State<std::sync::Arc<crate::Gateway>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let limit = gw.config().gateway.max_request_bytes;
     let declared = request
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -338,6 +343,7 @@ pub async fn cap_body(State(limit): State<usize>, request: Request, next: Next) 
     // keeping none of it; a body that never ends is cut at twice the
     // declared size.
     let mut scanner = IdScanner::default();
+    let request_caller = request.extensions().get::<crate::auth::Caller>().cloned();
     let mut stream = request.into_body().into_data_stream();
     let mut seen: u64 = 0;
     while let Some(Ok(chunk)) = stream.next().await {
@@ -348,6 +354,15 @@ pub async fn cap_body(State(limit): State<usize>, request: Request, next: Next) 
         }
     }
     tracing::warn!(bytes, limit, "HTTP message over max_request_bytes refused");
+    // On the record for a key (the auth middleware ran first).
+    if let Some(crate::auth::Caller::Key(key)) = request_caller {
+        let acting = crate::acting::Acting {
+            key,
+            channel: plangate_core::Channel::Http,
+            operator: None,
+        };
+        crate::call_log::record_too_large(&gw, &acting, Some(bytes)).await;
+    }
     let error = too_large_error(Some(bytes), limit);
     let body = json!({
         "jsonrpc": "2.0",

@@ -249,7 +249,7 @@ impl ServerHandler for GatewayHandler {
     async fn on_custom_request(
         &self,
         request: rmcp::model::CustomRequest,
-        _cx: RequestContext<RoleServer>,
+        cx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CustomResult, ErrorData> {
         const SERVED: [&str; 11] = [
             "initialize",
@@ -271,6 +271,14 @@ impl ServerHandler for GatewayHandler {
                 .as_ref()
                 .and_then(|p| p.get("bytes"))
                 .and_then(Value::as_u64);
+            if let Ok(Caller::Key(key)) = self.caller(&cx).await {
+                let acting = crate::acting::Acting {
+                    key,
+                    channel: self.channel(),
+                    operator: None,
+                };
+                Box::pin(crate::call_log::record_too_large(&self.gw, &acting, bytes)).await;
+            }
             return Err(crate::limits::too_large_error(
                 bytes,
                 self.gw.config().gateway.max_request_bytes,
