@@ -383,3 +383,30 @@ async fn a_commit_through_the_reference_git_server_shows_the_staged_diff_and_goe
     );
     agent.cancel().await.unwrap();
 }
+
+#[tokio::test]
+async fn the_same_write_sent_again_after_its_target_changed_replaces_its_step() {
+    let w = world();
+    let agent = config_client(&w.scratch, &w.config, &w.token).await;
+    let existing = w.root.join("existing.txt");
+    let write = json!({"path": existing, "content": "line one\nline 2\nline three\n"});
+    let first = ok(&agent, "fs__write_file", write.clone()).await;
+    // Unchanged target: the same step answers.
+    let again = ok(&agent, "fs__write_file", write.clone()).await;
+    assert_eq!(again["step_id"], first["step_id"]);
+    assert_eq!(again["deduplicated"], true);
+    // Changed target: a new step with the new preview; the old one goes,
+    // and so does any approval of the plan it was in.
+    let digest = get_plan(&agent).await["plan_digest"].clone();
+    std::fs::write(&existing, "line one\nline two, edited\nline three\n").unwrap();
+    let third = ok(&agent, "fs__write_file", write).await;
+    assert_ne!(third["step_id"], first["step_id"]);
+    assert_eq!(third["deduplicated"], false);
+    let diff = third["preview"]["diff"].as_str().unwrap();
+    assert!(diff.contains("-line two, edited\n+line 2"), "{diff}");
+    let plan = get_plan(&agent).await;
+    assert_eq!(plan["pending_steps"], 1, "{plan}");
+    assert_eq!(plan["steps"][0]["step_id"], third["step_id"]);
+    assert_ne!(plan["plan_digest"], digest);
+    agent.cancel().await.unwrap();
+}

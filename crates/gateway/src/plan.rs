@@ -412,11 +412,23 @@ pub async fn plan_write(
             };
             if let Some(existing) = view.find_planned_duplicate(&fingerprint) {
                 let step_id = existing.record.step_id.clone();
-                events.push(acting.event(EventKind::StepDeduplicated {
-                    step_id: step_id.clone(),
-                }));
-                events.extend(call(&step_id));
-                return Ok((events, (step_id, true)));
+                let seen_then = existing.record.preview.as_ref().and_then(|p| p.before_digest());
+                let seen_now = step_preview.as_ref().and_then(|p| p.before_digest());
+                if seen_then == seen_now {
+                    events.push(acting.event(EventKind::StepDeduplicated {
+                        step_id: step_id.clone(),
+                    }));
+                    events.extend(call(&step_id));
+                    return Ok((events, (step_id, true)));
+                }
+                // The same write, but its target changed since it was
+                // planned: the old step (and any approval of it) goes, and
+                // the write is planned anew with what the target is now.
+                let dropped = acting.event(EventKind::StepsDiscarded {
+                    step_ids: vec![step_id],
+                });
+                view.apply(view.last_seq + 1, &dropped);
+                events.push(dropped);
             }
             if view.open_steps().count() >= max_steps {
                 return Err(Refusal::new(
