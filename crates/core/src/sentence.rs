@@ -15,7 +15,7 @@
 //! (destructive, lands live).`
 //!
 //! The arguments given are already redacted, and every value goes through
-//! [`crate::redact`] again, so a sentence never shows a secret.
+//! [`crate::redact()`] again, so a sentence never shows a secret.
 
 use serde_json::{Map, Value};
 
