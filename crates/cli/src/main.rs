@@ -26,6 +26,7 @@ mod commands;
 mod demo;
 mod output;
 mod plans;
+mod preview_text;
 mod tools;
 
 /// Exit code for bad configuration or usage.

@@ -33,6 +33,7 @@ mod mcp_json;
 mod model;
 mod planning;
 pub mod profiles;
+mod rate_limit;
 mod toml_file;
 
 use std::path::{Path, PathBuf};
