@@ -115,6 +115,28 @@ const MIN_LOGGED_SECRET: usize = 4;
 /// own secrets, whatever their length): what upstream text is scrubbed of,
 /// so a value sealed by one step cannot come back through another step's
 /// preview (the upstream's current state quotes it).
+/// Every secret a preview's answer must be scrubbed of: this call's and
+/// every one the key's log sealed. The key's state is read once and kept
+/// in `known` for the append that follows.
+async fn secrets_to_scrub(
+    gw: &Gateway,
+    acting: &Acting,
+    known: &mut Option<KeyState>,
+    current: &[(String, Value)],
+) -> Result<Vec<(String, Value)>, Refusal> {
+    let state = match known.take() {
+        Some(state) => state,
+        None => gw
+            .log()
+            .state(&acting.key.id)
+            .await
+            .map_err(|e| Refusal::store(e, "nothing was planned"))?,
+    };
+    let secrets = known_secrets(gw, &state, current);
+    *known = Some(state);
+    Ok(secrets)
+}
+
 pub(crate) fn known_secrets(
     gw: &Gateway,
     state: &KeyState,
@@ -268,16 +290,7 @@ pub async fn plan_write(
         // The preview sees the real arguments; whatever it says back is
         // scrubbed of them, and of every secret the key's log holds,
         // before anyone else sees it.
-        let state = match known.take() {
-            Some(state) => state,
-            None => gw
-                .log()
-                .state(&acting.key.id)
-                .await
-                .map_err(|e| Refusal::store(e, "nothing was planned"))?,
-        };
-        let secrets = known_secrets(gw, &state, &secrets);
-        known = Some(state);
+        let secrets = secrets_to_scrub(gw, acting, &mut known, &secrets).await?;
         match preview(gw, tool, preview_tool, &arguments).await {
             Ok(Some(p)) => {
                 predicted = p.effect.map(|e| redactor.scrub_text(&e, &secrets));
@@ -295,16 +308,7 @@ pub async fn plan_write(
     // target, with the real arguments; what it shows is scrubbed.
     let mut step_preview = None;
     if let Some(spec) = crate::preview::spec_of(gw, tool) {
-        let state = match known.take() {
-            Some(state) => state,
-            None => gw
-                .log()
-                .state(&acting.key.id)
-                .await
-                .map_err(|e| Refusal::store(e, "nothing was planned"))?,
-        };
-        let secrets = known_secrets(gw, &state, &secrets);
-        known = Some(state);
+        let secrets = secrets_to_scrub(gw, acting, &mut known, &secrets).await?;
         step_preview =
             Some(crate::preview::take(gw, tool, spec, &args, &secrets, target.clone()).await);
     }

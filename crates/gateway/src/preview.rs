@@ -150,21 +150,25 @@ pub async fn take(
                 Seen::Text(t) => Some(t.as_str()),
                 Seen::State(_) => return unavailable("the read answered no text".to_owned()),
             };
-            if spec.read_is_diff {
-                // The read itself shows what the write would do.
-                let diff = strip_fences(before.unwrap_or(""));
+            // A diff the server wrote itself, counted and cut here.
+            let server_diff = |text: &str, creates: bool| {
+                let diff = strip_fences(text);
                 let added = count_lines(&diff, '+');
                 let removed = count_lines(&diff, '-');
                 let (diff, truncated) = plangate_core::preview::cut(scrub(&diff), cap);
-                return Preview::Diff {
-                    target: label,
-                    before_digest,
+                Preview::Diff {
+                    target: label.clone(),
+                    before_digest: before_digest.clone(),
                     diff,
-                    creates: false,
+                    creates,
                     added,
                     removed,
                     truncated,
-                };
+                }
+            };
+            if spec.read_is_diff {
+                // The read itself shows what the write would do.
+                return server_diff(before.unwrap_or(""), false);
             }
             if let Some(extra) = &spec.dry_run {
                 // The server's own dry run: the tool itself, told not to
@@ -181,19 +185,7 @@ pub async fn take(
                     }
                     Err(e) => return unavailable(e),
                 };
-                let diff = strip_fences(&text_of(&result));
-                let added = count_lines(&diff, '+');
-                let removed = count_lines(&diff, '-');
-                let (diff, truncated) = plangate_core::preview::cut(scrub(&diff), cap);
-                return Preview::Diff {
-                    target: label,
-                    before_digest,
-                    diff,
-                    creates: before.is_none(),
-                    added,
-                    removed,
-                    truncated,
-                };
+                return server_diff(&text_of(&result), before.is_none());
             }
             let after = match spec.text.as_deref() {
                 Some("=") => Some(""),
