@@ -143,6 +143,14 @@ impl<S: Fold> KeyLog<S> {
         Ok(state)
     }
 
+    /// The key's state as this process last saw it, without asking the
+    /// store: for an append that decides nothing from the state (a call's
+    /// record), whose compare-and-set catches a stale one and retries on a
+    /// fresh read.
+    pub fn cached(&self, key_id: &str) -> Option<S> {
+        self.cache.lock().get(key_id)
+    }
+
     /// The key's current state without making it a recently used key: a
     /// key not in memory is folded from the store and not kept. For passes
     /// over every key (the background sweep) that must not fill memory
