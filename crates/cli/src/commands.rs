@@ -36,6 +36,7 @@ pub fn demo_config(exe: &Path, state: &Path) -> Config {
         trust_annotations: true,
         enabled: true,
         call_timeout: plangate_config::DEFAULT_CALL_TIMEOUT,
+        startup_timeout: plangate_config::DEFAULT_STARTUP_TIMEOUT,
         tools: plangate_config::demo_tool_overrides(),
     };
     Config::new(

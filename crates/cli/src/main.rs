@@ -393,6 +393,14 @@ fn load_config(source: &ConfigSourceArgs, data_dir: &Path) -> Result<Config> {
 }
 
 async fn serve(args: ServeArgs, data_dir: &Path) -> Result<()> {
+    // Listed as an upstream of a plangate (the marker it sets on what it
+    // starts): serving would start the same config again, and again.
+    if let Ok(name) = std::env::var(plangate_gateway::upstream::UPSTREAM_MARKER) {
+        return Err(commands::UsageError(format!(
+            "this plangate was started as upstream {name:?} of another plangate, which would start itself again and again: remove the {name:?} entry (the one that runs plangate) from the config or --mcp-config file that plangate serves"
+        ))
+        .into());
+    }
     let config = load_config(&args.source, data_dir)?;
     let store = open_store(data_dir).await?;
     let material = key_material(data_dir)?;

@@ -153,6 +153,7 @@ fn server(
         transport,
         enabled,
         call_timeout: crate::model::DEFAULT_CALL_TIMEOUT,
+        startup_timeout: crate::model::DEFAULT_STARTUP_TIMEOUT,
         tools: BTreeMap::new(),
     })
 }

@@ -349,6 +349,12 @@ pub struct UpstreamConfig {
     /// 1 s to [`MAX_CALL_TIMEOUT`]; default [`DEFAULT_CALL_TIMEOUT`].
     #[serde(serialize_with = "serialize_duration")]
     pub call_timeout: Duration,
+    /// How long one connection attempt may take — start, `initialize` and
+    /// the first lists — before plangate gives up on it (and retries in the
+    /// background). 1 s to [`MAX_CALL_TIMEOUT`]; default
+    /// [`DEFAULT_STARTUP_TIMEOUT`].
+    #[serde(serialize_with = "serialize_duration")]
+    pub startup_timeout: Duration,
     /// Per-tool overrides, keyed by the upstream's own tool name.
     pub tools: BTreeMap<String, ToolOverride>,
 }
@@ -356,6 +362,11 @@ pub struct UpstreamConfig {
 /// The default `call_timeout` of an upstream: 60 seconds, the official
 /// MCP SDKs' default request timeout.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The default `startup_timeout` of an upstream: 30 seconds (an `npx`
+/// package's first download fits; a server that answers nothing in 30 s
+/// is retried in the background).
+pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The longest `call_timeout` allowed: 1 day.
 pub const MAX_CALL_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
@@ -728,6 +739,7 @@ mod tests {
             trust_annotations: true,
             enabled,
             call_timeout: DEFAULT_CALL_TIMEOUT,
+            startup_timeout: DEFAULT_STARTUP_TIMEOUT,
             tools: BTreeMap::new(),
         };
         let mut config = Config::new(

@@ -205,6 +205,7 @@ fn the_documented_example_parses() {
         trust_annotations: true,
         enabled: true,
         call_timeout: plangate_config::DEFAULT_CALL_TIMEOUT,
+        startup_timeout: plangate_config::DEFAULT_STARTUP_TIMEOUT,
         tools: BTreeMap::from([(
             "update_page".to_owned(),
             ToolOverride {
@@ -342,7 +343,7 @@ fn an_unknown_key_lists_the_allowed_keys() {
         &errors,
         &[(
             "upstreams.site.trust",
-            "unknown key \"trust\": allowed keys are command, args, env, cwd, url, headers, ca_file, trust_annotations, enabled, call_timeout and tools",
+            "unknown key \"trust\": allowed keys are command, args, env, cwd, url, headers, ca_file, trust_annotations, enabled, call_timeout, startup_timeout and tools",
         )],
     );
     let errors = toml_err(&with_gateway("anon = \"read\""));

@@ -12,7 +12,7 @@ use crate::model::{
 };
 use crate::planning::{pointer_problem, template_placeholders};
 
-const UPSTREAM_KEYS: [&str; 11] = [
+const UPSTREAM_KEYS: [&str; 12] = [
     "command",
     "args",
     "env",
@@ -23,6 +23,7 @@ const UPSTREAM_KEYS: [&str; 11] = [
     "trust_annotations",
     "enabled",
     "call_timeout",
+    "startup_timeout",
     "tools",
 ];
 const TOOL_KEYS: [&str; 11] = [
@@ -119,6 +120,17 @@ fn upstream(c: &mut Checker<'_>, name: &str, node: &toml::Value) -> Option<Upstr
             )
         })
         .unwrap_or(Some(DEFAULT_CALL_TIMEOUT));
+    let startup_timeout = get("startup_timeout")
+        .map(|n| {
+            duration_in(
+                c,
+                &child(&key, "startup_timeout"),
+                n,
+                "startup_timeout",
+                MAX_CALL_TIMEOUT,
+            )
+        })
+        .unwrap_or(Some(crate::model::DEFAULT_STARTUP_TIMEOUT));
     let tools = get("tools")
         .map(|n| tools(c, &child(&key, "tools"), n))
         .unwrap_or_else(|| Some(BTreeMap::new()));
@@ -130,6 +142,7 @@ fn upstream(c: &mut Checker<'_>, name: &str, node: &toml::Value) -> Option<Upstr
         trust_annotations,
         enabled: enabled?,
         call_timeout: call_timeout?,
+        startup_timeout: startup_timeout?,
         tools: tools?,
     })
 }

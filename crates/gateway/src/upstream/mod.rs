@@ -44,9 +44,58 @@ mod tls;
 pub use call::CallError;
 use tls::{http_client, push_sources};
 
-/// How long an upstream may take to start and answer `initialize` and its
-/// first lists before plangate gives up on that attempt.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The environment variable plangate sets on every upstream it starts,
+/// naming it: a `plangate serve` that finds it set was listed as an
+/// upstream of a plangate, and refuses to start rather than start itself
+/// again and again.
+pub const UPSTREAM_MARKER: &str = "PLANGATE_STARTED_AS_UPSTREAM";
+
+/// How many of an upstream's last stderr lines are kept for its errors.
+const TAIL_LINES: usize = 20;
+/// The longest stderr line kept (in characters); longer ones are cut.
+const TAIL_LINE_CHARS: usize = 500;
+/// How many stderr lines of one upstream reach plangate's log per second;
+/// the rest are counted and said once the flood stops.
+const LOG_LINES_PER_SECOND: u32 = 10;
+
+/// The last lines a stdio upstream wrote to stderr in its current (or
+/// last) attempt: what a person needs to see when it fails to start
+/// ("boom: missing API token"), kept bounded.
+#[derive(Clone, Default)]
+pub struct StderrTail(Arc<parking_lot::Mutex<std::collections::VecDeque<String>>>);
+
+impl StderrTail {
+    fn push(&self, line: &str) {
+        let mut lines = self.0.lock();
+        if lines.len() == TAIL_LINES {
+            lines.pop_front();
+        }
+        lines.push_back(line.chars().take(TAIL_LINE_CHARS).collect());
+    }
+
+    /// The last `n` lines, oldest first, joined by ` | `; `None` if it
+    /// wrote nothing.
+    pub fn last(&self, n: usize) -> Option<String> {
+        let lines = self.0.lock();
+        let skip = lines.len().saturating_sub(n);
+        let text: Vec<&str> = lines
+            .iter()
+            .skip(skip)
+            .map(String::as_str)
+            .filter(|l| !l.trim().is_empty())
+            .collect();
+        (!text.is_empty()).then(|| text.join(" | "))
+    }
+}
+
+/// `reason`, followed by what the upstream last wrote to stderr, if
+/// anything.
+fn with_stderr(reason: String, tail: Option<&StderrTail>) -> String {
+    match tail.and_then(|t| t.last(5)) {
+        Some(lines) => format!("{reason}; its stderr ended with: {lines}"),
+        None => reason,
+    }
+}
 /// How long a request from an upstream (elicitation, sampling) may wait for
 /// the calling client's answer.
 pub const ASK_TIMEOUT: Duration = Duration::from_secs(600);
@@ -110,11 +159,19 @@ pub enum UpstreamError {
         /// What went wrong.
         reason: String,
     },
-    /// Connecting took longer than [`CONNECT_TIMEOUT`].
-    #[error("upstream {name}: no answer within {}s", CONNECT_TIMEOUT.as_secs())]
+    /// Connecting took longer than its `startup_timeout`.
+    #[error(
+        "upstream {name}: no answer within {}s (its startup_timeout){}",
+        after.as_secs(),
+        stderr.as_deref().map(|s| format!("; its stderr ended with: {s}")).unwrap_or_default()
+    )]
     Timeout {
         /// The upstream's name.
         name: String,
+        /// The timeout that ran out.
+        after: Duration,
+        /// What it last wrote to stderr, if anything.
+        stderr: Option<String>,
     },
 }
 
@@ -138,6 +195,8 @@ pub type Connector = Arc<
 pub struct UpstreamClient {
     name: Arc<str>,
     gw: Weak<Gateway>,
+    /// What the upstream writes to stderr in this connection attempt.
+    stderr: StderrTail,
 }
 
 impl UpstreamClient {
@@ -146,6 +205,7 @@ impl UpstreamClient {
         UpstreamClient {
             name: Arc::from(name),
             gw,
+            stderr: StderrTail::default(),
         }
     }
 
@@ -475,6 +535,7 @@ async fn connect_configured(
             let cmd = tokio::process::Command::new(command).configure(|c| {
                 c.args(args);
                 c.envs(env);
+                c.env(UPSTREAM_MARKER, &name);
                 if let Some(dir) = cwd {
                     c.current_dir(dir);
                 }
@@ -488,17 +549,57 @@ async fn connect_configured(
                     command: command.clone(),
                     reason: e.to_string(),
                 })?;
-            if let Some(stderr) = stderr {
+            let tail = Some(client.stderr.clone());
+            let reader = stderr.map(|stderr| {
                 let upstream = name.clone();
+                let tail = tail.clone();
                 tokio::spawn(async move {
                     let mut lines = BufReader::new(stderr).lines();
+                    let mut window = std::time::Instant::now();
+                    let (mut shown, mut hidden) = (0u32, 0u32);
                     while let Ok(Some(line)) = lines.next_line().await {
-                        tracing::debug!(upstream = %upstream, "upstream stderr: {line}");
+                        if let Some(t) = &tail {
+                            t.push(&line);
+                        }
+                        if window.elapsed() >= Duration::from_secs(1) {
+                            if hidden > 0 {
+                                tracing::info!(upstream = %upstream, "upstream stderr: {hidden} more line(s) not logged (over {LOG_LINES_PER_SECOND}/s)");
+                            }
+                            window = std::time::Instant::now();
+                            (shown, hidden) = (0, 0);
+                        }
+                        if shown < LOG_LINES_PER_SECOND {
+                            shown += 1;
+                            let line: String = line.chars().take(TAIL_LINE_CHARS).collect();
+                            tracing::info!(upstream = %upstream, "upstream stderr: {line}");
+                        } else {
+                            hidden += 1;
+                        }
                     }
-                });
-            }
+                })
+            });
             let transport = OrderedProgress::new(transport, &client);
-            client.serve(transport).await.map_err(|e| init_err(&e))
+            match client.serve(transport).await {
+                Ok(session) => Ok(session),
+                Err(e) => {
+                    // The process most likely exited: let its last words
+                    // arrive, then say them with the error.
+                    if let Some(reader) = reader {
+                        let _ = tokio::time::timeout(Duration::from_millis(500), reader).await;
+                    }
+                    // rmcp names its transport's types; a person needs to
+                    // know the process ended, and why (its stderr).
+                    let raw = e.to_string();
+                    let reason = if raw.contains("Broken pipe") {
+                        "the process ended before it read the initialize request".to_owned()
+                    } else if raw.contains("connection closed") {
+                        "the process ended before it answered initialize".to_owned()
+                    } else {
+                        raw
+                    };
+                    Err(init_err(&with_stderr(reason, tail.as_ref())))
+                }
+            }
         }
         Transport::Http {
             url,
@@ -559,15 +660,20 @@ pub async fn connect_once(
     client: UpstreamClient,
 ) -> Result<(Upstream, Session), UpstreamError> {
     let name = config.name.clone();
+    let stderr = client.stderr.clone();
     let attempt = async {
         let session = connector(client).await?;
         let kill = tokio_util::sync::CancellationToken::new();
         let upstream = Upstream::list(config.clone(), session.peer().clone(), kill).await?;
         Ok((upstream, session))
     };
-    match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {
+    match tokio::time::timeout(config.startup_timeout, attempt).await {
         Ok(result) => result,
-        Err(_) => Err(UpstreamError::Timeout { name }),
+        Err(_) => Err(UpstreamError::Timeout {
+            name,
+            after: config.startup_timeout,
+            stderr: stderr.last(5),
+        }),
     }
 }
 

@@ -41,6 +41,7 @@ pub fn upstream_config(name: &str) -> UpstreamConfig {
         trust_annotations: true,
         enabled: true,
         call_timeout: plangate_config::DEFAULT_CALL_TIMEOUT,
+        startup_timeout: plangate_config::DEFAULT_STARTUP_TIMEOUT,
         tools: BTreeMap::new(),
     }
 }
@@ -179,7 +180,13 @@ pub fn failing(name: &str) -> Connector {
     let name = name.to_owned();
     Arc::new(move |_client| {
         let name = name.clone();
-        Box::pin(async move { Err(UpstreamError::Timeout { name }) })
+        Box::pin(async move {
+            Err(UpstreamError::Timeout {
+                name,
+                after: std::time::Duration::from_secs(30),
+                stderr: None,
+            })
+        })
     })
 }
 
