@@ -1,10 +1,7 @@
 //! A step's preview as `plangate plans show` prints it: the diff (coloured
 //! on a terminal, plain when piped or with `NO_COLOR`) or the state.
 
-/// A digest shortened for a heading: `sha256:` and 12 hex digits.
-fn short_digest(d: &str) -> &str {
-    d.get(..19).unwrap_or(d)
-}
+use plangate_core::preview::short_digest;
 
 /// Whether `plans show` colours its diffs: only on a terminal, and never
 /// with `NO_COLOR` set (<https://no-color.org>).

@@ -159,6 +159,12 @@ pub fn unified_diff(
     (text, added, removed, truncated)
 }
 
+/// A digest shortened for people: `sha256:` and its first 12 hex digits
+/// (enough to tell two apart at a glance; the whole one is in the JSON).
+pub fn short_digest(d: &str) -> &str {
+    d.get(..19).unwrap_or(d)
+}
+
 /// `text` cut at a line end at most `max_bytes` long.
 pub fn cut(text: String, max_bytes: usize) -> (String, bool) {
     if text.len() <= max_bytes {

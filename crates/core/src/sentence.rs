@@ -75,20 +75,9 @@ const TARGET_NAMES: &[&str] = &[
 /// Words in a field's schema description that make it a target.
 const TARGET_WORDS: &[&str] = &["path", "file", "url", "uri", "identifier"];
 
-/// Fields whose values are paths, shortened from the left.
-const PATH_NAMES: &[&str] = &[
-    "path",
-    "filepath",
-    "file",
-    "filename",
-    "source",
-    "destination",
-    "src",
-    "dest",
-    "paths",
-    "directory",
-    "dir",
-];
+/// Fields whose values are paths, shortened from the left: the first
+/// [`TARGET_NAMES`], up to `dir`.
+const PATH_NAMES: &[&str] = TARGET_NAMES.split_at(11).0;
 
 /// At most this many targets and other fields are named.
 const MAX_TARGETS: usize = 4;

@@ -267,8 +267,8 @@ pub async fn still_as_seen(
         Seen::Missing => "the target no longer exists".to_owned(),
         _ => format!(
             "the target changed since the plan was reviewed (digest {} then, {} now)",
-            planned.get(..19).unwrap_or(planned),
-            now.get(..19).unwrap_or(&now)
+            plangate_core::preview::short_digest(planned),
+            plangate_core::preview::short_digest(&now)
         ),
     })
 }

@@ -66,7 +66,7 @@ impl GatewayHandler {
                     tool,
                     None,
                     CallDecision::Refuse,
-                    (CallOutcome::Refused, Some(refusal.code)),
+                    (CallOutcome::Refused, Some(refusal.code.as_str().to_owned())),
                     started,
                 ))
                 .await;
@@ -97,7 +97,7 @@ impl GatewayHandler {
                     tool,
                     arguments.as_ref(),
                     decision,
-                    (CallOutcome::Refused, Some(refusal.code)),
+                    (CallOutcome::Refused, Some(refusal.code.as_str().to_owned())),
                     started,
                 )
                 .await;
@@ -268,28 +268,14 @@ impl GatewayHandler {
         let answer = self.forward(caller, tool, checked.forward, cx).await;
         let (outcome, code) = crate::call_log::outcome_of(&answer);
         let ended = (outcome, code);
-        self.on_record_code(caller, tool, Some(&checked.value), decision, ended, started)
+        self.on_record(caller, tool, Some(&checked.value), decision, ended, started)
             .await;
         answer
     }
 
     /// Records a call of `caller` (a key's; calls without one have no log)
-    /// as [`crate::call_log`] says.
+    /// as [`crate::call_log`] says, ending with `outcome` and `code`.
     async fn on_record(
-        &self,
-        caller: &Caller,
-        tool: &CatalogTool,
-        arguments: Option<&Value>,
-        decision: CallDecision,
-        (outcome, code): (CallOutcome, Option<Code>),
-        started: Instant,
-    ) {
-        let ended = (outcome, code.map(|c| c.as_str().to_owned()));
-        self.on_record_code(caller, tool, arguments, decision, ended, started)
-            .await;
-    }
-
-    async fn on_record_code(
         &self,
         caller: &Caller,
         tool: &CatalogTool,
