@@ -7,11 +7,18 @@
 //!   under its own token. A notification that arrives before its mapping is
 //!   registered is held briefly and delivered once the mapping exists.
 //! * **Requests from an upstream** (elicitation, sampling, roots) go to the
-//!   client whose call to that upstream is in progress, handled inside that
-//!   call's own request task so the transport routes them like any request
-//!   related to the call. If no call is in progress, or calls of several
-//!   different clients are (plangate cannot tell which one the upstream
-//!   means), the request is declined.
+//!   client whose call caused them, handled inside that call's own request
+//!   task so the transport routes them like any request related to the
+//!   call. Over HTTP the upstream sends them on the call's own response
+//!   stream, and plangate knows the call exactly
+//!   ([`crate::upstream::related`]). Over stdio nothing on the wire says
+//!   which call a request belongs to: it goes to the one client with calls
+//!   in flight on that upstream (clients whose connection closed do not
+//!   count); if calls of several clients are in flight, or none, it is
+//!   declined and the reason logged — never sent to a client that may not
+//!   be the one asked.
+//! * **Log messages and resource updates** from an upstream: see
+//!   [`crate::notices`].
 //! * **Clients**: every initialized downstream peer is kept so catalog
 //!   changes reach all of them (`notifications/tools/list_changed`).
 
@@ -26,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use rmcp::model::{
     CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
-    ListRootsResult, ProgressNotificationParam, ProgressToken,
+    ListRootsResult, ProgressNotificationParam, ProgressToken, RequestId,
 };
 use rmcp::{ErrorData, Peer, RoleServer};
 use tokio::sync::{mpsc, oneshot};
@@ -80,6 +87,8 @@ struct InFlight {
     upstream: String,
     client_id: u64,
     upstream_token: Option<ProgressToken>,
+    /// The id of the request plangate sent upstream for this call.
+    upstream_request: Option<RequestId>,
     client_token: Option<ProgressToken>,
     asks: mpsc::Sender<Ask>,
     progress: mpsc::UnboundedSender<ProgressNotificationParam>,
@@ -97,14 +106,16 @@ pub struct Hub {
     next_id: AtomicU64,
     inflight: Mutex<Vec<InFlight>>,
     orphans: Mutex<Vec<Orphan>>,
-    clients: Mutex<Vec<Client>>,
+    pub(crate) clients: Mutex<Vec<Client>>,
+    /// Log levels and resource subscriptions ([`crate::notices`]).
+    pub(crate) notices: crate::notices::Notices,
     subscriptions: Mutex<Vec<(u64, rmcp::service::SubscriptionSink, Option<String>)>>,
 }
 
 /// A connected client session and the key it runs as.
-struct Client {
-    peer: Peer<RoleServer>,
-    session: u64,
+pub(crate) struct Client {
+    pub(crate) peer: Peer<RoleServer>,
+    pub(crate) session: u64,
     key_id: Option<String>,
 }
 
@@ -143,6 +154,7 @@ impl Hub {
             upstream: upstream.to_owned(),
             client_id,
             upstream_token: None,
+            upstream_request: None,
             client_token,
             asks: tx,
             progress: ptx,
@@ -155,13 +167,19 @@ impl Hub {
         }
     }
 
-    /// Records the token rmcp put on the upstream request, and delivers any
-    /// progress that raced ahead of it.
-    pub async fn set_upstream_token(&self, guard: &CallGuard<'_>, token: ProgressToken) {
+    /// Records the id of the request sent upstream and the progress token
+    /// rmcp put on it, and delivers any progress that raced ahead of it.
+    pub async fn set_upstream_request(
+        &self,
+        guard: &CallGuard<'_>,
+        request: RequestId,
+        token: ProgressToken,
+    ) {
         let mut calls = self.inflight.lock();
         let Some(call) = calls.iter_mut().find(|c| c.id == guard.id) else {
             return;
         };
+        call.upstream_request = Some(request);
         call.upstream_token = Some(token.clone());
         let Some(client_token) = call.client_token.clone() else {
             return;
@@ -207,22 +225,77 @@ impl Hub {
         }
     }
 
-    /// The ask channel of the one client with calls in flight on
-    /// `upstream`, or `None` if there is no such call or the calls belong to
-    /// several clients.
-    pub fn ask_target(&self, upstream: &str) -> Option<mpsc::Sender<Ask>> {
+    /// Where a request from `upstream` goes: to the call it relates to
+    /// (`related`: the upstream request id its HTTP stream carried), or,
+    /// when that is not known, to the most recent call of the one client
+    /// with calls in flight on `upstream`. `Err` says why it goes nowhere.
+    pub fn ask_target(
+        &self,
+        upstream: &str,
+        related: Option<&RequestId>,
+    ) -> Result<mpsc::Sender<Ask>, &'static str> {
+        let (_, id) = self.call_target(upstream, related)?;
+        self.inflight
+            .lock()
+            .iter()
+            .find(|c| c.id == id)
+            .map(|c| c.asks.clone())
+            .ok_or("the call it relates to has just ended")
+    }
+
+    /// The client session and the in-flight call a message from `upstream`
+    /// belongs to; see [`Hub::ask_target`].
+    pub(crate) fn call_target(
+        &self,
+        upstream: &str,
+        related: Option<&RequestId>,
+    ) -> Result<(u64, u64), &'static str> {
         let calls = self.inflight.lock();
-        let mut on_upstream = calls.iter().filter(|c| c.upstream == upstream);
-        let first = on_upstream.next()?;
-        if on_upstream.any(|c| c.client_id != first.client_id) {
-            return None;
+        if let Some(related) = related {
+            return calls
+                .iter()
+                .find(|c| c.upstream == upstream && c.upstream_request.as_ref() == Some(related))
+                .map(|c| (c.client_id, c.id))
+                .ok_or("the call it relates to is no longer in progress");
+        }
+        let closed = self.closed_sessions();
+        let mut live = calls
+            .iter()
+            .filter(|c| c.upstream == upstream && !closed.contains(&c.client_id));
+        let Some(first) = live.next() else {
+            return Err("no client call to this server is in progress");
+        };
+        if live.any(|c| c.client_id != first.client_id) {
+            return Err(
+                "calls of several clients are in progress on this server and it did not say which one it asks for (over stdio nothing on the wire does)",
+            );
         }
         // The most recent call of that client carries the request.
         calls
             .iter()
             .rev()
-            .find(|c| c.upstream == upstream)
-            .map(|c| c.asks.clone())
+            .find(|c| c.upstream == upstream && c.client_id == first.client_id)
+            .map(|c| (c.client_id, c.id))
+            .ok_or("no client call to this server is in progress")
+    }
+
+    /// Sessions whose client connection has closed.
+    fn closed_sessions(&self) -> Vec<u64> {
+        self.clients
+            .lock()
+            .iter()
+            .filter(|c| c.peer.is_transport_closed())
+            .map(|c| c.session)
+            .collect()
+    }
+
+    /// The peer of client session `session`, if it is still connected.
+    pub(crate) fn client_peer(&self, session: u64) -> Option<Peer<RoleServer>> {
+        self.clients
+            .lock()
+            .iter()
+            .find(|c| c.session == session && !c.peer.is_transport_closed())
+            .map(|c| c.peer.clone())
     }
 
     /// Remembers an initialized client session (numbered `session`,

@@ -33,6 +33,7 @@ pub mod key_log;
 pub mod limits;
 pub mod memory;
 pub mod metrics;
+pub mod notices;
 pub mod operator;
 pub mod parked;
 pub mod plan;

@@ -77,7 +77,7 @@ pub fn start(
                 return;
             }
         };
-        hub.set_upstream_token(&call, handle.progress_token.clone())
+        hub.set_upstream_request(&call, handle.id.clone(), handle.progress_token.clone())
             .await;
         let request_id = handle.id.clone();
         let response = handle.await_response();

@@ -54,6 +54,11 @@ pub(crate) async fn supervise(
                     if was_up_before {
                         g.hub.notify_tools_changed().await;
                     }
+                    // The sessions' log level and subscriptions, set again
+                    // on a new connection (off this task: it may wait on
+                    // the upstream).
+                    let (g2, n2) = (g.clone(), name.clone());
+                    tokio::spawn(async move { crate::notices::restore(&g2, &n2).await });
                 }
                 if let Some(tx) = first.take() {
                     let _ = tx.send(());

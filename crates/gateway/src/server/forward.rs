@@ -116,16 +116,22 @@ impl GatewayHandler {
                                 }
                             }
                         } else {
-                            Box::pin(answer_ask(ask, cx)).await;
+                            // A client that goes away while it is being
+                            // asked cancels its call: the question is
+                            // dropped (the upstream hears a decline) and
+                            // the call stops counting as in flight.
+                            tokio::select! {
+                                () = Box::pin(answer_ask(ask, cx)) => {}
+                                () = cx.ct.cancelled() => {
+                                    return Err(self.cancelled(&running, upstream_name, original, caller));
+                                }
+                            }
                         }
                     }
                     None => break Err(ServiceError::TransportClosed),
                 },
                 () = cx.ct.cancelled() => {
-                    running.cancel();
-                    metrics.record(upstream_name, original, Outcome::Failed, Some(running.started.elapsed()));
-                    tracing::info!(upstream = upstream_name, tool = original, caller = caller.label(), "call cancelled by the client");
-                    return Err(ErrorData::new(ErrorCode::INTERNAL_ERROR, "request cancelled", None));
+                    return Err(self.cancelled(&running, upstream_name, original, caller));
                 }
             }
         };
@@ -134,7 +140,12 @@ impl GatewayHandler {
         drop(running);
         let ms = elapsed.as_secs_f64() * 1000.0;
         match outcome {
-            Ok(ServerResult::CallToolResult(result)) => {
+            Ok(ServerResult::CallToolResult(mut result)) => {
+                // A 2025-11-25 upstream sends none; a 2026-07-28 client
+                // needs it (rmcp drops it for older clients).
+                result
+                    .result_type
+                    .get_or_insert(rmcp::model::ResultType::COMPLETE);
                 let is_error = result.is_error.unwrap_or(false);
                 let kind = if is_error {
                     Outcome::ToolError
@@ -177,6 +188,31 @@ impl GatewayHandler {
                 .call_failed(&upstream, original, e, Some(elapsed))
                 .into()),
         }
+    }
+
+    /// The client cancelled its request (or its session ended): the
+    /// upstream call is cancelled too.
+    fn cancelled(
+        &self,
+        running: &crate::relay::Running,
+        upstream_name: &str,
+        original: &str,
+        caller: &Caller,
+    ) -> ErrorData {
+        running.cancel();
+        self.gw.metrics().record(
+            upstream_name,
+            original,
+            Outcome::Failed,
+            Some(running.started.elapsed()),
+        );
+        tracing::info!(
+            upstream = upstream_name,
+            tool = original,
+            caller = caller.label(),
+            "call cancelled by the client"
+        );
+        ErrorData::new(ErrorCode::INTERNAL_ERROR, "request cancelled", None)
     }
 
     /// A call that got no answer: the upstream is treated as failed (the
@@ -295,7 +331,7 @@ fn forwarded_meta(cx: &RequestContext<RoleServer>) -> Option<rmcp::model::Reques
 
 /// An upstream failure as the JSON-RPC error of a forwarded prompt or
 /// resource read.
-pub(super) fn service_error(upstream: &str, e: ServiceError) -> ErrorData {
+pub(crate) fn service_error(upstream: &str, e: ServiceError) -> ErrorData {
     match e {
         ServiceError::McpError(e) => e,
         other => ErrorData::new(

@@ -17,8 +17,8 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ErrorCode, GetPromptRequestParams, GetPromptResponse,
     Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ResourceContents, ServerCapabilities,
-    ServerConfig,
+    ReadResourceRequestParams, ReadResourceResponse, ResourceContents, ResultType,
+    ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -35,7 +35,8 @@ mod call;
 mod forward;
 mod gateway_tools;
 
-use forward::{service_error, unavailable};
+pub(crate) use forward::service_error;
+use forward::unavailable;
 
 /// The JSON-RPC error code plangate answers when a request has no caller
 /// it could run as (no key, bad key). In the implementation-defined server
@@ -209,14 +210,24 @@ impl GatewayHandler {
 /// Everything plangate's server advertises: prompts, resources, tools (with
 /// list changes) and the MCP Apps extension (`io.modelcontextprotocol/ui`)
 /// for its plan review view. `plangate catalog` prints the same.
+///
+/// Logging, completions and resource subscriptions are relayed to the
+/// upstreams that offer them ([`crate::notices`], [`GatewayHandler::complete`]):
+/// advertised always, since upstreams come and go while a session lasts.
 pub fn server_capabilities() -> ServerCapabilities {
-    ServerCapabilities::builder()
+    let mut caps = ServerCapabilities::builder()
         .enable_prompts()
+        .enable_prompts_list_changed()
         .enable_resources()
+        .enable_resources_list_changed()
+        .enable_resources_subscribe()
         .enable_tools()
         .enable_tool_list_changed()
         .enable_extensions_with(crate::apps::extensions())
-        .build()
+        .build();
+    caps.logging = Some(Default::default());
+    caps.completions = Some(Default::default());
+    caps
 }
 
 impl ServerHandler for GatewayHandler {
@@ -284,7 +295,11 @@ impl ServerHandler for GatewayHandler {
                 self.gw.config().gateway.max_request_bytes,
             ));
         }
-        if SERVED.contains(&method.as_str()) {
+        // 2026-07-28 has no `initialize` (SEP-2575): a request of that
+        // revision asking for it gets method-not-found, like any removed
+        // method.
+        let removed = method == "initialize" && crate::review::modern(&cx);
+        if SERVED.contains(&method.as_str()) && !removed {
             let shape = match method.as_str() {
                 "tools/call" => {
                     " (it needs params.name, a string, and optional params.arguments, an object)"
@@ -415,9 +430,12 @@ impl ServerHandler for GatewayHandler {
         params.arguments = request.arguments;
         // Boxed: rmcp's request futures are kilobytes, and this one would
         // otherwise sit inline in every request's task (see `call_tool`).
-        let result = Box::pin(upstream.timed(upstream.peer().get_prompt(params)))
+        let mut result = Box::pin(upstream.timed(upstream.peer().get_prompt(params)))
             .await
             .map_err(|e| service_error(&prompt.upstream, e))?;
+        // A 2025-11-25 upstream sends none; a 2026-07-28 client needs it
+        // (rmcp drops it for older clients).
+        result.result_type.get_or_insert(ResultType::COMPLETE);
         Ok(result.into())
     }
 
@@ -476,7 +494,20 @@ impl ServerHandler for GatewayHandler {
             ),
         )
         .await
-        .map_err(|e| service_error(&upstream_name, e))?;
+        .map_err(|e| match service_error(&upstream_name, e) {
+            // SEP-2164: a resource-not-found error (-32602; -32002 before
+            // it) names the URI asked for, in plangate's exposed form.
+            mut e
+                if (e.code == ErrorCode::INVALID_PARAMS
+                    || e.code == ErrorCode::RESOURCE_NOT_FOUND)
+                    && e.data.is_none() =>
+            {
+                e.data = Some(json!({"uri": request.uri}));
+                e
+            }
+            e => e,
+        })?;
+        result.result_type.get_or_insert(ResultType::COMPLETE);
         for contents in &mut result.contents {
             let uri = match contents {
                 ResourceContents::TextResourceContents { uri, .. }
@@ -486,6 +517,103 @@ impl ServerHandler for GatewayHandler {
             *uri = plangate_core::expose_uri(ns, uri);
         }
         Ok(result.into())
+    }
+
+    /// `logging/setLevel`: kept for this session and passed on to the
+    /// upstreams ([`crate::notices`]).
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.caller(&cx).await?;
+        crate::notices::set_level(&self.gw, self.session, request.level).await;
+        Ok(())
+    }
+
+    /// `completion/complete`: asked of the upstream that owns the prompt or
+    /// resource template, under its own name for it. An upstream that
+    /// offers no completions gets an empty answer, as the spec allows.
+    async fn complete(
+        &self,
+        request: rmcp::model::CompleteRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CompleteResult, ErrorData> {
+        self.caller(&cx).await?;
+        let catalog = self.gw.catalog();
+        let mut forwarded = request.clone();
+        let upstream_name = match &mut forwarded.r#ref {
+            rmcp::model::Reference::Prompt(p) => {
+                let Some(prompt) = catalog.prompt(&p.name) else {
+                    return Err(ErrorData::invalid_params(
+                        format!("unknown prompt: {}", p.name),
+                        Some(json!({"name": p.name})),
+                    ));
+                };
+                p.name = prompt.original.clone();
+                prompt.upstream.clone()
+            }
+            rmcp::model::Reference::Resource(r) => {
+                let Some((upstream, original)) = catalog.route_uri(&r.uri) else {
+                    return Err(ErrorData::resource_not_found(
+                        format!("unknown resource template: {}", r.uri),
+                        Some(json!({"uri": r.uri})),
+                    ));
+                };
+                r.uri = original;
+                upstream
+            }
+            _ => {
+                return Err(ErrorData::invalid_params(
+                    "completion/complete: unknown kind of ref (use ref/prompt or ref/resource)",
+                    None,
+                ));
+            }
+        };
+        let Some(upstream) = self.gw.upstream(&upstream_name) else {
+            return Err(ErrorData::new(
+                ErrorCode::INTERNAL_ERROR,
+                unavailable(&upstream_name, &self.gw).message,
+                Some(json!({"code": "upstream_unavailable"})),
+            ));
+        };
+        let offers = upstream
+            .peer()
+            .peer_info()
+            .is_some_and(|i| i.capabilities.completions.is_some());
+        if !offers {
+            return Ok(rmcp::model::CompleteResult::default());
+        }
+        forwarded.meta = None;
+        let mut result = Box::pin(upstream.timed(upstream.peer().complete(forwarded)))
+            .await
+            .map_err(|e| service_error(&upstream_name, e))?;
+        result.result_type.get_or_insert(ResultType::COMPLETE);
+        Ok(result)
+    }
+
+    /// `resources/subscribe`: updates of that resource reach this session
+    /// ([`crate::notices`]).
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.caller(&cx).await?;
+        crate::notices::subscribe(&self.gw, self.session, &request.uri).await
+    }
+
+    /// `resources/unsubscribe`.
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.caller(&cx).await?;
+        crate::notices::unsubscribe(&self.gw, self.session, &request.uri).await
     }
 }
 

@@ -24,8 +24,8 @@ use plangate_config::{Transport, UpstreamConfig};
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
     ElicitRequestParams, ElicitResult, ElicitationAction, ErrorCode, Implementation,
-    ListRootsResult, ProgressNotificationParam, Prompt, ProtocolVersion, Resource,
-    ResourceTemplate, Tool,
+    ListRootsResult, LoggingMessageNotificationParam, ProgressNotificationParam, Prompt,
+    ProtocolVersion, Resource, ResourceTemplate, ResourceUpdatedNotificationParam, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::transport::streamable_http_client::{
@@ -40,6 +40,7 @@ use crate::Gateway;
 use crate::hub::Ask;
 
 mod call;
+pub(crate) mod related;
 mod tls;
 pub use call::CallError;
 use tls::{http_client, push_sources};
@@ -214,8 +215,29 @@ impl UpstreamClient {
         UpstreamClient::new(name, Weak::new())
     }
 
-    fn ask_sender(&self) -> Option<tokio::sync::mpsc::Sender<Ask>> {
-        self.gw.upgrade()?.hub().ask_target(&self.name)
+    /// Where a request this upstream sent goes (see
+    /// [`crate::hub::Hub::ask_target`]); `None` after logging why it goes
+    /// nowhere.
+    fn ask_sender(
+        &self,
+        what: &str,
+        cx: &mut RequestContext<RoleClient>,
+    ) -> Option<tokio::sync::mpsc::Sender<Ask>> {
+        // rmcp marks a request with the POST stream it came on (SEP-2260);
+        // plangate's own tag says the same for a stream resumed by GET.
+        let tagged = related::take(&mut cx.meta.0.0);
+        let related = match cx.extensions.get::<rmcp::service::InboundStreamOrigin>() {
+            Some(rmcp::service::InboundStreamOrigin::OutboundRequest(id)) => Some(id.clone()),
+            _ => tagged,
+        };
+        let gw = self.gw.upgrade()?;
+        match gw.hub().ask_target(&self.name, related.as_ref()) {
+            Ok(sender) => Some(sender),
+            Err(why) => {
+                tracing::info!(upstream = %self.name, "{what} from the upstream declined: {why}");
+                None
+            }
+        }
     }
 }
 
@@ -260,23 +282,20 @@ impl ClientHandler for UpstreamClient {
     async fn create_elicitation(
         &self,
         request: ElicitRequestParams,
-        _cx: RequestContext<RoleClient>,
+        mut cx: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
-        match self.ask_sender() {
+        match self.ask_sender("elicitation", &mut cx) {
             Some(sender) => relay(sender, |tx| Ask::Elicit(request, tx), "elicitation").await,
-            None => {
-                tracing::info!(upstream = %self.name, "elicitation declined: no call in progress");
-                Ok(ElicitResult::new(ElicitationAction::Decline))
-            }
+            None => Ok(ElicitResult::new(ElicitationAction::Decline)),
         }
     }
 
     async fn create_message(
         &self,
         request: CreateMessageRequestParams,
-        _cx: RequestContext<RoleClient>,
+        mut cx: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
-        match self.ask_sender() {
+        match self.ask_sender("sampling", &mut cx) {
             Some(sender) => relay(sender, |tx| Ask::Sample(request, tx), "sampling").await,
             None => Err(declined("sampling")),
         }
@@ -284,11 +303,33 @@ impl ClientHandler for UpstreamClient {
 
     async fn list_roots(
         &self,
-        _cx: RequestContext<RoleClient>,
+        mut cx: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
-        match self.ask_sender() {
+        match self.ask_sender("roots/list", &mut cx) {
             Some(sender) => relay(sender, Ask::Roots, "roots/list").await,
             None => Err(declined("roots/list")),
+        }
+    }
+
+    #[allow(deprecated)]
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        mut cx: NotificationContext<RoleClient>,
+    ) {
+        let related = related::take(&mut cx.meta.0.0);
+        if let Some(gw) = self.gw.upgrade() {
+            crate::notices::log_message(&gw, &self.name, related.as_ref(), params).await;
+        }
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _cx: NotificationContext<RoleClient>,
+    ) {
+        if let Some(gw) = self.gw.upgrade() {
+            crate::notices::resource_updated(&gw, &self.name, &params.uri).await;
         }
     }
 
@@ -625,7 +666,10 @@ async fn connect_configured(
             }
             let transport_config =
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
-            let transport = StreamableHttpClientTransport::with_client(http, transport_config);
+            let transport = StreamableHttpClientTransport::with_client(
+                related::Tagging::new(http),
+                transport_config,
+            );
             client.serve(transport).await.map_err(|e| {
                 // A TLS failure (an unknown issuer, say) is named only by
                 // the innermost errors under reqwest's, which rmcp does not

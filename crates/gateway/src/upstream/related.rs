@@ -1,0 +1,281 @@
+//! Which of plangate's calls an HTTP upstream's message belongs to.
+//!
+//! plangate shares one session to an upstream among all its clients, so a
+//! request the upstream sends during a call (elicitation, sampling, roots)
+//! or a log line it emits must be told apart by the call it relates to.
+//! Over Streamable HTTP the upstream sends those on the response stream of
+//! the POST that carried the call — but rmcp's client merges every stream
+//! into one, so that link is lost by the time a handler runs. [`Tagging`]
+//! wraps the HTTP client and writes the posted request's id into each
+//! server request and notification read from that POST's stream (or from a
+//! GET that resumes it), as `_meta["dev.plangate/relatedRequest"]`; the
+//! handlers read it back with [`take`] and remove it, so no client ever
+//! sees the key.
+//!
+//! Over stdio there is no such link on the wire; the hub then decides by
+//! who has calls in flight ([`crate::hub::Hub::ask_target`]).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use http::{HeaderName, HeaderValue};
+use parking_lot::Mutex;
+use rmcp::model::{ClientJsonRpcMessage, RequestId};
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+    StreamableHttpResponseLimits,
+};
+use serde_json::Value;
+
+/// The `_meta` key carrying the related request's id, between the HTTP
+/// client and plangate's handlers only.
+pub const KEY: &str = "dev.plangate/relatedRequest";
+
+/// How many resumable event ids are remembered (the last of each stream).
+const EVENT_IDS: usize = 1024;
+
+/// An HTTP client for rmcp's Streamable HTTP transport that tags messages
+/// with the request whose response stream carried them.
+#[derive(Clone)]
+pub struct Tagging {
+    inner: reqwest::Client,
+    /// The last SSE event id seen on each tagged stream → its request, so a
+    /// stream resumed by GET (`Last-Event-ID`) keeps its tag.
+    resumable: Arc<Mutex<HashMap<String, Value>>>,
+}
+
+impl Tagging {
+    /// Wraps `inner`.
+    pub fn new(inner: reqwest::Client) -> Self {
+        Tagging {
+            inner,
+            resumable: Arc::default(),
+        }
+    }
+
+    fn tag_stream(
+        &self,
+        stream: BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>>,
+        related: Value,
+    ) -> BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>> {
+        let resumable = self.resumable.clone();
+        let mut last_id: Option<String> = None;
+        stream
+            .map(move |item| {
+                item.map(|mut sse| {
+                    if let Some(data) = sse.data.as_mut() {
+                        tag(data, &related);
+                    }
+                    if let Some(id) = &sse.id {
+                        let mut ids = resumable.lock();
+                        if let Some(old) = last_id.replace(id.clone()) {
+                            ids.remove(&old);
+                        }
+                        if ids.len() >= EVENT_IDS {
+                            ids.clear();
+                        }
+                        ids.insert(id.clone(), related.clone());
+                    }
+                    sse
+                })
+            })
+            .boxed()
+    }
+}
+
+/// Adds the tag to a JSON-RPC request or notification from the server
+/// (anything with a `method`); responses and unreadable data stay as they
+/// are.
+fn tag(data: &mut String, related: &Value) {
+    if !data.contains("\"method\"") {
+        return;
+    }
+    let Ok(Value::Object(mut message)) = serde_json::from_str::<Value>(data) else {
+        return;
+    };
+    if !message.contains_key("method") {
+        return;
+    }
+    let params = message
+        .entry("params")
+        .or_insert_with(|| Value::Object(Default::default()));
+    let Value::Object(params) = params else {
+        return;
+    };
+    let meta = params
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(Default::default()));
+    let Value::Object(meta) = meta else {
+        return;
+    };
+    meta.insert(KEY.to_owned(), related.clone());
+    if let Ok(tagged) = serde_json::to_string(&message) {
+        *data = tagged;
+    }
+}
+
+/// Removes the tag from a handler's `_meta` and returns the request it
+/// names.
+pub fn take(meta: &mut serde_json::Map<String, Value>) -> Option<RequestId> {
+    let value = meta.remove(KEY)?;
+    serde_json::from_value(value).ok()
+}
+
+type Error = StreamableHttpError<reqwest::Error>;
+
+impl StreamableHttpClient for Tagging {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, Error> {
+        self.post_message_with_response_limits(
+            uri,
+            message,
+            session_id,
+            auth_header,
+            custom_headers,
+            StreamableHttpResponseLimits::default(),
+        )
+        .await
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, Error> {
+        let related = match &message {
+            ClientJsonRpcMessage::Request(r) => serde_json::to_value(&r.id).ok(),
+            _ => None,
+        };
+        let response = self
+            .inner
+            .post_message_with_response_limits(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                limits,
+            )
+            .await?;
+        Ok(match (response, related) {
+            (StreamableHttpPostResponse::Sse(stream, session), Some(related)) => {
+                StreamableHttpPostResponse::Sse(self.tag_stream(stream, related), session)
+            }
+            (other, _) => other,
+        })
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), Error> {
+        self.inner
+            .delete_session(uri, session_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>>, Error> {
+        self.get_stream_with_max_sse_event_size(
+            uri,
+            session_id,
+            last_event_id,
+            auth_header,
+            custom_headers,
+            StreamableHttpResponseLimits::default().max_sse_event_size,
+        )
+        .await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>>, Error> {
+        let related = last_event_id
+            .as_ref()
+            .and_then(|id| self.resumable.lock().get(id).cloned());
+        let stream = self
+            .inner
+            .get_stream_with_max_sse_event_size(
+                uri,
+                session_id,
+                last_event_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await?;
+        Ok(match related {
+            Some(related) => self.tag_stream(stream, related),
+            None => stream,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn requests_and_notifications_are_tagged_responses_are_not() {
+        let related = json!(7);
+        let mut request =
+            r#"{"jsonrpc":"2.0","id":0,"method":"elicitation/create","params":{"message":"m"}}"#
+                .to_owned();
+        tag(&mut request, &related);
+        let v: Value = serde_json::from_str(&request).unwrap();
+        assert_eq!(v["params"]["_meta"][KEY], 7);
+        assert_eq!(v["params"]["message"], "m");
+
+        let mut note = r#"{"jsonrpc":"2.0","method":"notifications/message"}"#.to_owned();
+        tag(&mut note, &related);
+        let v: Value = serde_json::from_str(&note).unwrap();
+        assert_eq!(v["params"]["_meta"][KEY], 7);
+
+        let response = r#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"\"method\""}]}}"#;
+        let mut same = response.to_owned();
+        tag(&mut same, &related);
+        assert_eq!(same, response);
+    }
+
+    #[test]
+    fn take_removes_the_key() {
+        let mut meta = json!({KEY: "abc", "other": 1})
+            .as_object()
+            .cloned()
+            .unwrap();
+        assert_eq!(take(&mut meta), Some(RequestId::String("abc".into())));
+        assert!(!meta.contains_key(KEY));
+        assert_eq!(take(&mut meta), None);
+    }
+}
