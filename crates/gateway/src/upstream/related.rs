@@ -7,7 +7,7 @@
 //! the POST that carried the call — but rmcp's client merges every stream
 //! into one, so that link is lost by the time a handler runs. [`Tagging`]
 //! wraps the HTTP client and writes the posted request's id into each
-//! server request and notification read from that POST's stream (or from a
+//! server request and log message read from that POST's stream (or from a
 //! GET that resumes it), as `_meta["dev.plangate/relatedRequest"]`; the
 //! handlers read it back with [`take`] and remove it, so no client ever
 //! sees the key.
@@ -85,9 +85,9 @@ impl Tagging {
     }
 }
 
-/// Adds the tag to a JSON-RPC request or notification from the server
-/// (anything with a `method`); responses and unreadable data stay as they
-/// are.
+/// Adds the tag to a JSON-RPC request from the server, or a log message;
+/// responses, other notifications (progress is routed by its token, and
+/// its `_meta` is relayed as it is) and unreadable data stay as they are.
 fn tag(data: &mut String, related: &Value) {
     if !data.contains("\"method\"") {
         return;
@@ -95,8 +95,11 @@ fn tag(data: &mut String, related: &Value) {
     let Ok(Value::Object(mut message)) = serde_json::from_str::<Value>(data) else {
         return;
     };
-    if !message.contains_key("method") {
-        return;
+    let is_request = message.contains_key("id");
+    match message.get("method").and_then(Value::as_str) {
+        Some(_) if is_request => {}
+        Some("notifications/message") => {}
+        _ => return,
     }
     let params = message
         .entry("params")
@@ -261,6 +264,11 @@ mod tests {
         tag(&mut note, &related);
         let v: Value = serde_json::from_str(&note).unwrap();
         assert_eq!(v["params"]["_meta"][KEY], 7);
+
+        let progress = r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}"#;
+        let mut same = progress.to_owned();
+        tag(&mut same, &related);
+        assert_eq!(same, progress);
 
         let response = r#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"\"method\""}]}}"#;
         let mut same = response.to_owned();
