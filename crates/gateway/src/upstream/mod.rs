@@ -40,7 +40,7 @@ use crate::Gateway;
 use crate::hub::Ask;
 
 mod call;
-pub(crate) mod related;
+pub mod related;
 mod tls;
 pub use call::CallError;
 use tls::{http_client, push_sources};
