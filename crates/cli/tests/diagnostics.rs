@@ -83,3 +83,90 @@ fn plangate_listed_as_its_own_upstream_is_refused_with_the_entry_to_remove() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+/// A client that counts `tools/list_changed`.
+#[derive(Clone, Default)]
+struct Counting(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl rmcp::ClientHandler for Counting {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        common::client_info()
+    }
+    async fn on_tool_list_changed(&self, _: rmcp::service::NotificationContext<rmcp::RoleClient>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A slow upstream does not hold plangate back: it serves the others
+/// within seconds, `/readyz` names the one still connecting, and when it
+/// comes up its tools appear and connected clients hear `list_changed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plangate_serves_without_waiting_for_a_slow_upstream() {
+    use rmcp::ServiceExt;
+
+    let scratch = Scratch::new();
+    let state = scratch.path().join("site.json");
+    let config = scratch.write(
+        "plangate.toml",
+        &format!(
+            "[upstreams.slow]\ncommand = \"sh\"\nargs = [\"-c\", \"sleep 9; exec \\\"$0\\\" demo-site --state \\\"$1\\\"\", \"{}\", \"{}\"]\nstartup_timeout = \"60s\"\n\n[upstreams.memo]\ncommand = \"{}\"\nargs = [\"demo-site\", \"--state\", \"{}\"]\n",
+            common::plangate().display(),
+            state.display(),
+            common::plangate().display(),
+            scratch.path().join("memo.json").display(),
+        ),
+    );
+    let started = Instant::now();
+    let gw = common::serve_http(&scratch, &["--config", config.to_str().unwrap()]);
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(8), "serving took {took:?}");
+    assert!(
+        gw.log().contains("still connecting after 5s"),
+        "{}",
+        gw.log()
+    );
+
+    let ready = reqwest::get(format!("http://{}/readyz", gw.addr))
+        .await
+        .unwrap();
+    assert_eq!(ready.status().as_u16(), 503);
+    let body: serde_json::Value = ready.json().await.unwrap();
+    assert_eq!(body["upstreams_down"]["slow"], "connecting", "{body}");
+    assert_eq!(body["upstreams_up"], serde_json::json!(["memo"]), "{body}");
+
+    let token = scratch.create_key("agent", "write");
+    let counting = Counting::default();
+    let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
+        reqwest::Client::new(),
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            gw.url(),
+        )
+        .auth_header(token),
+    );
+    let client = counting.clone().serve(transport).await.unwrap();
+    let names = names_of(client.peer().list_all_tools().await.unwrap());
+    assert!(names.iter().any(|n| n.starts_with("memo__")), "{names:?}");
+    assert!(!names.iter().any(|n| n.starts_with("slow__")), "{names:?}");
+
+    // The slow one comes up (about 9 s after start): its tools appear and
+    // the connected client is told.
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let names = names_of(client.peer().list_all_tools().await.unwrap());
+        if names.iter().any(|n| n.starts_with("slow__")) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "slow never came up: {}",
+            gw.log()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert!(counting.0.load(std::sync::atomic::Ordering::SeqCst) >= 1);
+    let ready = reqwest::get(format!("http://{}/readyz", gw.addr))
+        .await
+        .unwrap();
+    assert_eq!(ready.status().as_u16(), 200);
+    let _ = client.cancel().await;
+}

@@ -143,10 +143,18 @@ fn write<T>(lock: &RwLock<T>, value: T) {
     *lock.write() = value;
 }
 
+/// How long start-up waits for the upstreams' first connection attempts
+/// before plangate serves without the ones still connecting. Long enough
+/// for a server started by `npx` or `uvx` from a warm cache; an upstream
+/// slower than that joins later (its `startup_timeout` bounds each of its
+/// attempts, not the start of plangate).
+pub const FIRST_ATTEMPT_WAIT: Duration = Duration::from_secs(5);
+
 impl Gateway {
     /// Starts a supervisor for every enabled upstream in `config` and waits
-    /// until each has made its first connection attempt. Upstreams that
-    /// cannot be reached are logged and retried; the others serve.
+    /// until each has made its first connection attempt, at most
+    /// [`FIRST_ATTEMPT_WAIT`]. Upstreams that cannot be reached in that
+    /// time are logged and retried in the background; the others serve.
     pub async fn build(
         config: Config,
         store: Arc<dyn Store>,
@@ -238,8 +246,22 @@ impl Gateway {
                 tx,
             ));
         }
-        for rx in first {
-            let _ = rx.await;
+        // Serve as soon as the upstreams that start quickly are up: a slow
+        // or broken one keeps connecting in the background (`/readyz` says
+        // which), and clients hear `list_changed` when it comes.
+        let waited = tokio::time::timeout(FIRST_ATTEMPT_WAIT, async {
+            for rx in first {
+                let _ = rx.await;
+            }
+        })
+        .await;
+        if waited.is_err() {
+            let slow: Vec<String> = gw.down_upstreams().into_keys().collect();
+            tracing::warn!(
+                upstreams = ?slow,
+                "still connecting after {}s; serving without them until they are up (GET /readyz says which are down)",
+                FIRST_ATTEMPT_WAIT.as_secs()
+            );
         }
         gw.rebuild_catalog();
         tokio::spawn(sweep::sweep(Arc::downgrade(&gw)));

@@ -30,7 +30,6 @@ pub(crate) async fn supervise(
         let Some(config) = g.slots.get(&name).map(|s| s.config.clone()) else {
             return;
         };
-        let was_up_before = first.is_none();
         drop(g);
         let client = UpstreamClient::new(&name, gw.clone());
         let attempt = tokio::select! {
@@ -51,9 +50,12 @@ pub(crate) async fn supervise(
                 if let Some(g) = gw.upgrade() {
                     g.judge_tools(&upstream).await;
                     g.set_state(&name, SlotState::Up(Arc::new(upstream)));
-                    if was_up_before {
-                        g.hub.notify_tools_changed().await;
-                    }
+                    // Clients connected meanwhile (a reconnection, or an
+                    // upstream that came up after plangate began to serve)
+                    // hear that the lists changed; before anyone connected
+                    // there is nobody to tell.
+                    g.hub.notify_tools_changed().await;
+                    g.hub.notify_lists_changed().await;
                     // The sessions' log level and subscriptions, set again
                     // on a new connection (off this task: it may wait on
                     // the upstream).
