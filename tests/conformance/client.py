@@ -8,8 +8,9 @@ own example client does), answer an elicitation by accepting with the
 schema's defaults. What the suite checks is what reaches its server:
 plangate's own client side.
 
-Environment: PLANGATE_BIN (the binary), MCP_CONFORMANCE_SCENARIO (set by
-the suite).
+Environment: PLANGATE_BIN (the binary), MCP_CONFORMANCE_SCENARIO and
+MCP_CONFORMANCE_PROTOCOL_VERSION (set by the suite; plangate speaks that
+revision to the scenario's server: `protocol` in its config).
 """
 
 import asyncio
@@ -25,20 +26,41 @@ from mcp.client.stdio import stdio_client
 
 
 async def accept_with_defaults(context, params):
-    """Accepts, filling every field the schema gives a default for."""
+    """Accepts as a person filling the form would: every field the schema
+    gives a default keeps it, a yes/no question is answered yes."""
     schema = getattr(params, "requested_schema", None) or {}
-    content = {
-        name: prop["default"]
-        for name, prop in (schema.get("properties") or {}).items()
-        if isinstance(prop, dict) and "default" in prop
-    }
+    content = {}
+    for name, prop in (schema.get("properties") or {}).items():
+        if not isinstance(prop, dict):
+            continue
+        if "default" in prop:
+            content[name] = prop["default"]
+        elif prop.get("type") == "boolean":
+            content[name] = True
     return types.ElicitResult(action="accept", content=content)
+
+
+# What the agent calls in each scenario, as the suite's own example client
+# does (examples/clients/typescript/everything-client.ts); a scenario may
+# also name its calls in MCP_CONFORMANCE_CONTEXT (`toolCalls`).
+SCENARIO_CALLS = {
+    "http-invalid-tool-headers": [("valid_tool", {"region": "us-west1"})],
+    "sep-2322-client-request-state": [
+        ("test_mrtr_echo_state", {}),
+        ("test_mrtr_unrelated", {}),
+        ("test_mrtr_no_state", {}),
+        ("test_mrtr_no_result_type", {}),
+    ],
+}
 
 
 async def drive(url: str, scenario: str, plangate: str, work: Path) -> None:
     data = work / "data"
     config = work / "plangate.toml"
-    config.write_text(f'[upstreams.server]\nurl = "{url}"\n')
+    # The revision the suite runs the scenario at is the one plangate
+    # speaks to the scenario's server.
+    version = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION", "2025-11-25")
+    config.write_text(f'[upstreams.server]\nurl = "{url}"\nprotocol = "{version}"\n')
     env = dict(os.environ, PLANGATE_DATA_DIR=str(data))
     created = subprocess.run(
         [plangate, "keys", "create", "--name", "conformance", "--scope", "write", "--json"],
@@ -55,9 +77,12 @@ async def drive(url: str, scenario: str, plangate: str, work: Path) -> None:
             theirs = [t for t in tools if not t.name.startswith("plangate_")]
             if scenario == "initialize":
                 return
-            for tool in theirs[:1]:
-                result = await session.call_tool(tool.name, {"a": 2, "b": 3})
-                print(json.dumps({"tool": tool.name, "is_error": result.is_error}), file=sys.stderr)
+            context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+            calls = [(c["name"], c.get("arguments") or {}) for c in context.get("toolCalls") or []]
+            calls = calls or SCENARIO_CALLS.get(scenario) or [(t.name, {"a": 2, "b": 3}) for t in theirs[:1]]
+            for name, arguments in calls:
+                result = await session.call_tool(name, arguments)
+                print(json.dumps({"tool": name, "is_error": result.is_error}), file=sys.stderr)
 
 
 def main() -> None:

@@ -37,6 +37,7 @@ pub fn demo_config(exe: &Path, state: &Path) -> Config {
         enabled: true,
         call_timeout: plangate_config::DEFAULT_CALL_TIMEOUT,
         startup_timeout: plangate_config::DEFAULT_STARTUP_TIMEOUT,
+        protocol: plangate_config::UpstreamProtocol::V2025_11_25,
         tools: plangate_config::demo_tool_overrides(),
     };
     Config::new(

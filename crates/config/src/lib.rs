@@ -49,6 +49,7 @@ pub use model::{
     DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_PREFIX, GatewaySettings, LandsOnSetting, MAX_CACHED_KEYS,
     MAX_CALL_TIMEOUT, MAX_LEASE, MAX_PLAN_TTL, MAX_REQUEST_BYTES_LIMIT, MAX_SESSIONS_LIMIT,
     MAX_STEPS_LIMIT, Namespace, RateLimit, Redaction, ToolOverride, Transport, UpstreamConfig,
+    UpstreamProtocol,
 };
 pub use toml_file::parse_toml;
 

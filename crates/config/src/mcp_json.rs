@@ -154,6 +154,7 @@ fn server(
         enabled,
         call_timeout: crate::model::DEFAULT_CALL_TIMEOUT,
         startup_timeout: crate::model::DEFAULT_STARTUP_TIMEOUT,
+        protocol: crate::model::UpstreamProtocol::V2025_11_25,
         tools: BTreeMap::new(),
     })
 }

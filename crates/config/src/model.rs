@@ -355,8 +355,34 @@ pub struct UpstreamConfig {
     /// [`DEFAULT_STARTUP_TIMEOUT`].
     #[serde(serialize_with = "serialize_duration")]
     pub startup_timeout: Duration,
+    /// Which MCP revision plangate speaks to it.
+    pub protocol: UpstreamProtocol,
     /// Per-tool overrides, keyed by the upstream's own tool name.
     pub tools: BTreeMap<String, ToolOverride>,
+}
+
+/// Which MCP revision plangate speaks to an upstream (`protocol`).
+///
+/// The default is 2025-11-25: plangate relays that revision's whole
+/// feature set (elicitation inside a call, log levels, resource
+/// subscriptions) to every client. A server that also serves 2026-07-28
+/// (stateless, `input_required`) gives its 2025-11-25 clients' features up
+/// on that path, and plangate does not yet translate them, so 2026-07-28 is
+/// asked for per upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub enum UpstreamProtocol {
+    /// `initialize`, sessions: MCP 2025-11-25.
+    #[default]
+    #[serde(rename = "2025-11-25")]
+    V2025_11_25,
+    /// `server/discover`, per-request metadata, `input_required`: MCP
+    /// 2026-07-28; no fallback.
+    #[serde(rename = "2026-07-28")]
+    V2026_07_28,
+    /// Probe with `server/discover`; fall back to 2025-11-25 when the
+    /// server does not serve 2026-07-28.
+    #[serde(rename = "auto")]
+    Auto,
 }
 
 /// The default `call_timeout` of an upstream: 60 seconds, the official
@@ -740,6 +766,7 @@ mod tests {
             enabled,
             call_timeout: DEFAULT_CALL_TIMEOUT,
             startup_timeout: DEFAULT_STARTUP_TIMEOUT,
+            protocol: UpstreamProtocol::default(),
             tools: BTreeMap::new(),
         };
         let mut config = Config::new(

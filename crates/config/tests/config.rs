@@ -206,6 +206,7 @@ fn the_documented_example_parses() {
         enabled: true,
         call_timeout: plangate_config::DEFAULT_CALL_TIMEOUT,
         startup_timeout: plangate_config::DEFAULT_STARTUP_TIMEOUT,
+        protocol: plangate_config::UpstreamProtocol::V2025_11_25,
         tools: BTreeMap::from([(
             "update_page".to_owned(),
             ToolOverride {
@@ -343,7 +344,7 @@ fn an_unknown_key_lists_the_allowed_keys() {
         &errors,
         &[(
             "upstreams.site.trust",
-            "unknown key \"trust\": allowed keys are command, args, env, cwd, url, headers, ca_file, trust_annotations, enabled, call_timeout, startup_timeout and tools",
+            "unknown key \"trust\": allowed keys are command, args, env, cwd, url, headers, ca_file, trust_annotations, enabled, call_timeout, startup_timeout, protocol and tools",
         )],
     );
     let errors = toml_err(&with_gateway("anon = \"read\""));
@@ -1605,6 +1606,30 @@ fn an_upstreams_call_timeout_is_read_and_checked() {
             &["upstreams.a.call_timeout", says],
         );
     }
+}
+
+#[test]
+fn an_upstreams_protocol_is_read_and_checked() {
+    use plangate_config::UpstreamProtocol;
+    let config = toml_ok(
+        "[upstreams.a]\ncommand = \"x\"\nprotocol = \"2026-07-28\"\n[upstreams.b]\nurl = \"http://127.0.0.1:9/mcp\"\nprotocol = \"auto\"\n[upstreams.c]\ncommand = \"y\"\n",
+    );
+    assert_eq!(
+        config.upstreams["a"].protocol,
+        UpstreamProtocol::V2026_07_28
+    );
+    assert_eq!(config.upstreams["b"].protocol, UpstreamProtocol::Auto);
+    assert_eq!(
+        config.upstreams["c"].protocol,
+        UpstreamProtocol::V2025_11_25
+    );
+    assert_shown(
+        "[upstreams.a]\ncommand = \"x\"\nprotocol = \"2026\"\n",
+        &[
+            "upstreams.a.protocol",
+            "protocol \"2026\" is not allowed: use \"2025-11-25\" (the default), \"2026-07-28\" or \"auto\"",
+        ],
+    );
 }
 
 #[test]

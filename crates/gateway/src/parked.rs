@@ -43,7 +43,9 @@ use crate::hub::Ask;
 use crate::refusal::Refusal;
 use crate::relay::Running;
 
-/// The key under which the upstream's request travels in `inputRequests`.
+/// The key under which an upstream's request travels in `inputRequests`
+/// when the upstream gave it none (a 2025-11-25 upstream's own request);
+/// a 2026-07-28 upstream's `input_required` keeps its own keys.
 pub const INPUT_KEY: &str = "upstream";
 
 /// At most this many calls wait for an answer at once; past it, an
@@ -114,7 +116,8 @@ struct ParkedCall {
     tool: String,
     args: String,
     running: Running,
-    pending: Pending,
+    /// The upstream's questions, under their `inputRequests` keys.
+    pending: Vec<(String, Pending)>,
 }
 
 /// What the request state of a parked call binds; the expiry is the
@@ -165,16 +168,34 @@ impl Parked {
         running: Running,
         ask: Ask,
     ) -> Result<CallToolResponse, Box<(Running, Ask)>> {
+        Self::park_many(gw, who, running, vec![(INPUT_KEY.to_owned(), ask)]).map_err(|back| {
+            let (running, mut asks) = *back;
+            let (_, ask) = asks.remove(0);
+            Box::new((running, ask))
+        })
+    }
+
+    /// Parks `running`, whose upstream asked `asks` at once (a 2026-07-28
+    /// upstream's `input_required`, under its keys), and answers the
+    /// client `input_required` with all of them and one signed state. When
+    /// the call cannot be parked, the questions are given back.
+    #[allow(clippy::type_complexity)]
+    pub fn park_many(
+        gw: &Arc<Gateway>,
+        who: Retry<'_>,
+        running: Running,
+        asks: Vec<(String, Ask)>,
+    ) -> Result<CallToolResponse, Box<(Running, Vec<(String, Ask)>)>> {
         let parked = gw.parked();
         if parked.len() >= MAX_PARKED {
             tracing::warn!(
                 limit = MAX_PARKED,
                 "too many calls wait for an answer; declining an upstream's question"
             );
-            return Err(Box::new((running, ask)));
+            return Err(Box::new((running, asks)));
         }
         let Ok(id) = plangate_store::new_id("park_") else {
-            return Err(Box::new((running, ask)));
+            return Err(Box::new((running, asks)));
         };
         let payload = ParkState {
             kid: who.kid.to_owned(),
@@ -189,22 +210,28 @@ impl Parked {
             c.seal_json_with(&payload, &options)
                 .map_err(Refusal::internal)
         }) else {
-            return Err(Box::new((running, ask)));
+            return Err(Box::new((running, asks)));
         };
-        let (request, pending) = match ask {
-            Ask::Elicit(params, tx) => (
-                InputRequest::Elicitation(ElicitRequest::new(params)),
-                Pending::Elicit(tx),
-            ),
-            Ask::Sample(params, tx) => (
-                InputRequest::CreateMessage(CreateMessageRequest::new(params)),
-                Pending::Sample(tx),
-            ),
-            Ask::Roots(tx) => (
-                InputRequest::ListRoots(RequestNoParam::default()),
-                Pending::Roots(tx),
-            ),
-        };
+        let mut requests = std::collections::BTreeMap::new();
+        let mut pending = Vec::with_capacity(asks.len());
+        for (key, ask) in asks {
+            let (request, waiting) = match ask {
+                Ask::Elicit(params, tx) => (
+                    InputRequest::Elicitation(ElicitRequest::new(params)),
+                    Pending::Elicit(tx),
+                ),
+                Ask::Sample(params, tx) => (
+                    InputRequest::CreateMessage(CreateMessageRequest::new(params)),
+                    Pending::Sample(tx),
+                ),
+                Ask::Roots(tx) => (
+                    InputRequest::ListRoots(RequestNoParam::default()),
+                    Pending::Roots(tx),
+                ),
+            };
+            requests.insert(key.clone(), request);
+            pending.push((key, waiting));
+        }
         parked.calls.lock().insert(
             id.clone(),
             ParkedCall {
@@ -227,12 +254,12 @@ impl Parked {
                     tool = call.tool,
                     "an upstream's question got no answer in time; its call is cancelled"
                 );
-                call.pending
-                    .lapse("the client did not answer within gateway.review_timeout");
+                for (_, pending) in call.pending {
+                    pending.lapse("the client did not answer within gateway.review_timeout");
+                }
                 drop(call.running);
             }
         });
-        let requests = std::collections::BTreeMap::from([(INPUT_KEY.to_owned(), request)]);
         Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
             Some(requests),
             Some(sealed),
@@ -296,12 +323,14 @@ impl Parked {
         // The state checks above already bound these; the parked record
         // agrees unless the codec's key changed under us.
         if call.kid != who.kid || call.tool != who.tool || call.args != who.args {
-            call.pending
-                .lapse("the retry did not match the parked call");
+            for (_, pending) in call.pending {
+                pending.lapse("the retry did not match the parked call");
+            }
             return Err(invalid("the request state does not match the parked call"));
         }
-        call.pending
-            .answer(responses.and_then(|r| r.get(INPUT_KEY)));
+        for (key, pending) in call.pending {
+            pending.answer(responses.and_then(|r| r.get(&key)));
+        }
         Ok(call.running)
     }
 }

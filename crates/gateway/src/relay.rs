@@ -3,7 +3,12 @@
 //! reports the upstream's progress, its requests (elicitation, sampling,
 //! roots) and its result, in wire order, to whichever client request is
 //! waiting for it — the first request, or the retry that resumes a parked
-//! call ([`crate::parked`]).
+//! call ([`crate::parked`]). A 2026-07-28 upstream asks by answering
+//! `input_required`: its requests become the same questions to the client,
+//! and the call is sent again with the answers and its request state.
+
+// Sampling and roots are deprecated by SEP-2577 but remain part of MCP.
+#![allow(deprecated)]
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -23,6 +28,9 @@ pub enum CallEvent {
     Progress(ProgressNotificationParam),
     /// A request the upstream sent during the call.
     Ask(Ask),
+    /// The requests of a 2026-07-28 upstream's `input_required`, all asked
+    /// at once, under the upstream's keys.
+    Asks(Vec<(String, Ask)>),
     /// The upstream's answer (or why there is none).
     Done(Result<ServerResult, ServiceError>),
 }
@@ -69,48 +77,77 @@ pub fn start(
     tokio::spawn(async move {
         let hub = gw.hub();
         let mut call = hub.begin_call(up.name(), session, client_token);
-        let sent = up.send_call(params, None).await;
-        let handle = match sent {
-            Ok(handle) => handle,
-            Err(e) => {
-                let _ = tx.send(CallEvent::Done(Err(e)));
-                return;
-            }
-        };
-        hub.set_upstream_request(&call, handle.id.clone(), handle.progress_token.clone())
-            .await;
-        let request_id = handle.id.clone();
-        let response = handle.await_response();
-        tokio::pin!(response);
         // The upstream's call_timeout, restarted by its progress; a
         // question to the client holds it for as long as a person may take.
         let timeout = up.call_timeout();
         let asking = gw.review_timeout().max(crate::upstream::ASK_TIMEOUT) + timeout;
-        let deadline = tokio::time::sleep(timeout);
-        tokio::pin!(deadline);
+        // Over 2026-07-28 the upstream asks by answering `input_required`;
+        // the call is sent again with the answers, so it is kept.
+        let again = up.is_modern().then(|| params.clone());
+        let mut next = Some(params);
+        let mut rounds = 0;
         let outcome = loop {
-            tokio::select! {
-                r = &mut response => break r,
-                Some(ask) = call.asks.recv() => {
-                    deadline.as_mut().reset(tokio::time::Instant::now() + asking);
-                    let _ = tx.send(CallEvent::Ask(ask.from_upstream(up.name())));
+            let Some(params) = next.take() else {
+                break Err(ServiceError::UnexpectedResponse);
+            };
+            let sent = up.send_call(params, None).await;
+            let handle = match sent {
+                Ok(handle) => handle,
+                Err(e) => break Err(e),
+            };
+            hub.set_upstream_request(&call, handle.id.clone(), handle.progress_token.clone())
+                .await;
+            let request_id = handle.id.clone();
+            let response = handle.await_response();
+            tokio::pin!(response);
+            let deadline = tokio::time::sleep(timeout);
+            tokio::pin!(deadline);
+            let answer = loop {
+                tokio::select! {
+                    r = &mut response => break r,
+                    Some(ask) = call.asks.recv() => {
+                        deadline.as_mut().reset(tokio::time::Instant::now() + asking);
+                        let _ = tx.send(CallEvent::Ask(ask.from_upstream(up.name())));
+                    }
+                    Some(p) = call.progress.recv() => {
+                        deadline.as_mut().reset(tokio::time::Instant::now() + timeout);
+                        let _ = tx.send(CallEvent::Progress(p));
+                    }
+                    () = &mut deadline => {
+                        tracing::warn!(upstream = %up.name(), "no answer within call_timeout ({}s); the call was cancelled", timeout.as_secs());
+                        up.cancel_request(request_id, "no answer within plangate's call_timeout").await;
+                        let _ = tx.send(CallEvent::Done(Err(ServiceError::Timeout { timeout })));
+                        return;
+                    }
+                    () = ct.cancelled() => {
+                        // This request path does not cancel upstream on
+                        // drop: tell the upstream by hand.
+                        up.cancel_request(request_id, "cancelled by the client").await;
+                        return;
+                    }
                 }
-                Some(p) = call.progress.recv() => {
-                    deadline.as_mut().reset(tokio::time::Instant::now() + timeout);
-                    let _ = tx.send(CallEvent::Progress(p));
+            };
+            match (answer, &again) {
+                (Ok(ServerResult::InputRequiredResult(asked)), Some(original))
+                    if rounds < MAX_INPUT_ROUNDS =>
+                {
+                    rounds += 1;
+                    let requests = asked.input_requests.unwrap_or_default();
+                    let answers = tokio::select! {
+                        a = ask_client(requests, &tx, up.name(), asking) => a,
+                        () = ct.cancelled() => return,
+                    };
+                    match answers {
+                        Ok(responses) => {
+                            let mut retry = original.clone();
+                            retry.input_responses = Some(responses);
+                            retry.request_state = asked.request_state;
+                            next = Some(retry);
+                        }
+                        Err(e) => break Err(ServiceError::McpError(e)),
+                    }
                 }
-                () = &mut deadline => {
-                    tracing::warn!(upstream = %up.name(), "no answer within call_timeout ({}s); the call was cancelled", timeout.as_secs());
-                    up.cancel_request(request_id, "no answer within plangate's call_timeout").await;
-                    let _ = tx.send(CallEvent::Done(Err(ServiceError::Timeout { timeout })));
-                    return;
-                }
-                () = ct.cancelled() => {
-                    // This request path does not cancel upstream on drop:
-                    // tell the upstream by hand.
-                    up.cancel_request(request_id, "cancelled by the client").await;
-                    return;
-                }
+                (answer, _) => break answer,
             }
         };
         // Progress the upstream sent before its result goes out first.
@@ -126,4 +163,95 @@ pub fn start(
         started: Instant::now(),
         cancel,
     }
+}
+
+/// The most `input_required` rounds one call may take before plangate
+/// gives up on it (an upstream that keeps asking).
+const MAX_INPUT_ROUNDS: usize = 16;
+
+/// Asks the calling client what a 2026-07-28 upstream's `input_required`
+/// asks — each request as a question of the call, exactly as an older
+/// upstream's own `elicitation/create`, `sampling/createMessage` or
+/// `roots/list` would be ([`CallEvent::Ask`]) — and collects the answers
+/// under the upstream's keys for the retry.
+async fn ask_client(
+    requests: rmcp::model::InputRequests,
+    tx: &mpsc::UnboundedSender<CallEvent>,
+    upstream: &str,
+    wait: std::time::Duration,
+) -> Result<rmcp::model::InputResponses, rmcp::ErrorData> {
+    use rmcp::model::InputRequest;
+    use tokio::sync::oneshot;
+    let mut pending = Vec::new();
+    let mut asks = Vec::new();
+    for (key, request) in requests {
+        let (ask, answer) = match request {
+            InputRequest::Elicitation(r) => {
+                let (otx, orx) = oneshot::channel();
+                (
+                    Ask::Elicit(r.params, otx).from_upstream(upstream),
+                    to_value(orx),
+                )
+            }
+            InputRequest::CreateMessage(r) => {
+                let (otx, orx) = oneshot::channel();
+                (Ask::Sample(r.params, otx), to_value(orx))
+            }
+            InputRequest::ListRoots(_) => {
+                let (otx, orx) = oneshot::channel();
+                (Ask::Roots(otx), to_value(orx))
+            }
+            _ => {
+                return Err(rmcp::ErrorData::invalid_request(
+                    format!("upstream {upstream} asked for input plangate cannot relay"),
+                    None,
+                ));
+            }
+        };
+        asks.push((key.clone(), ask));
+        pending.push((key, answer));
+    }
+    let _ = tx.send(CallEvent::Asks(asks));
+    let mut responses = rmcp::model::InputResponses::new();
+    for (key, answer) in pending {
+        let declined = || {
+            rmcp::ErrorData::invalid_request(
+                format!("the client did not answer upstream {upstream}'s question"),
+                None,
+            )
+        };
+        match tokio::time::timeout(wait, answer).await {
+            Ok(Ok(Ok(value))) => {
+                responses.insert(key, value);
+            }
+            Ok(Ok(Err(e))) => return Err(e),
+            _ => return Err(declined()),
+        }
+    }
+    Ok(responses)
+}
+
+/// A typed answer to a question, as the JSON an `inputResponses` entry
+/// holds.
+fn to_value<T: serde::Serialize + Send + 'static>(
+    answer: tokio::sync::oneshot::Receiver<Result<T, rmcp::ErrorData>>,
+) -> tokio::sync::oneshot::Receiver<Result<serde_json::Value, rmcp::ErrorData>> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let value = match answer.await {
+            Ok(Ok(v)) => serde_json::to_value(v).map_err(|e| {
+                rmcp::ErrorData::internal_error(
+                    format!("an answer plangate could not encode: {e}"),
+                    None,
+                )
+            }),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(rmcp::ErrorData::invalid_request(
+                "the question was dropped before it was answered",
+                None,
+            )),
+        };
+        let _ = tx.send(value);
+    });
+    rx
 }

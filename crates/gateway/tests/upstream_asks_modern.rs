@@ -207,25 +207,31 @@ async fn tampered_forged_altered_other_key_and_replayed_retries_answer_nothing()
     assert_eq!(r.gw.parked().len(), 1, "the upstream call waits");
     assert!(r.upstream.answers.lock().unwrap().is_empty());
 
+    // Each bad retry is rejected as invalid params (SEP-2322: a state that
+    // fails verification is rejected), data.code invalid_arguments.
     // Tampered: one character changed.
-    let t = retry(&client, "ask", args.clone(), &tampered(&state), UP, red()).await;
-    assert_eq!(t.is_error, Some(true));
-    assert_eq!(body(&t)["code"], "invalid_arguments", "{t:?}");
+    let t = rejected(&client, "ask", args.clone(), &tampered(&state)).await;
+    assert_eq!(t.code, rmcp::model::ErrorCode::INVALID_PARAMS, "{t:?}");
+    assert_eq!(
+        t.data.as_ref().unwrap()["code"],
+        "invalid_arguments",
+        "{t:?}"
+    );
 
     // Forged: signed with another key.
-    let f = retry(&client, "ask", args.clone(), &forged(), UP, red()).await;
-    assert_eq!(body(&f)["code"], "invalid_arguments");
+    let f = rejected(&client, "ask", args.clone(), &forged()).await;
+    assert_eq!(f.data.as_ref().unwrap()["code"], "invalid_arguments");
 
     // Altered: other arguments than the call the upstream asked about.
-    let a = retry(&client, "ask", json!({"n": 8}), &state, UP, red()).await;
-    assert!(message(&a).contains("arguments differ"), "{a:?}");
+    let a = rejected(&client, "ask", json!({"n": 8}), &state).await;
+    assert!(a.message.contains("arguments differ"), "{a:?}");
 
     // Another key presenting this key's state.
     let other = r.store.create_key("other", Scope::Write).await.unwrap();
     let thief = modern_client_of(r.gw.clone(), &other.token, Seen::default()).await;
-    let o = retry(&thief, "ask", args.clone(), &state, UP, red()).await;
-    assert_eq!(body(&o)["code"], "invalid_arguments");
-    assert!(message(&o).contains("not one plangate issued"), "{o:?}");
+    let o = rejected(&thief, "ask", args.clone(), &state).await;
+    assert_eq!(o.data.as_ref().unwrap()["code"], "invalid_arguments");
+    assert!(o.message.contains("not one plangate issued"), "{o:?}");
 
     assert!(
         r.upstream.answers.lock().unwrap().is_empty(),
@@ -242,8 +248,8 @@ async fn tampered_forged_altered_other_key_and_replayed_retries_answer_nothing()
         "one upstream call"
     );
     // …once: a replay finds nothing waiting.
-    let replay = retry(&client, "ask", args, &state, UP, red()).await;
-    assert!(message(&replay).contains("no call waits"), "{replay:?}");
+    let replay = rejected(&client, "ask", args, &state).await;
+    assert!(replay.message.contains("no call waits"), "{replay:?}");
     assert_eq!(r.upstream.calls.load(Ordering::SeqCst), 1);
     assert_eq!(r.upstream.answers.lock().unwrap().len(), 1);
     client.cancel().await.unwrap();
@@ -269,9 +275,9 @@ async fn a_question_nobody_answers_lapses_and_the_upstream_call_is_cancelled() {
                 == Some(json!("cancel"))
     })
     .await;
-    let late = retry(&client, "ask", json!({}), &state, UP, red()).await;
-    assert_eq!(body(&late)["code"], "invalid_arguments");
-    assert!(message(&late).contains("expired"), "{late:?}");
+    let late = rejected(&client, "ask", json!({}), &state).await;
+    assert_eq!(late.data.as_ref().unwrap()["code"], "invalid_arguments");
+    assert!(late.message.contains("expired"), "{late:?}");
     client.cancel().await.unwrap();
 }
 
@@ -313,4 +319,21 @@ async fn an_ask_mode_asks_first_then_the_upstream_question_follows_on_the_same_c
     );
     assert_eq!(r.upstream.calls.load(Ordering::SeqCst), 1);
     client.cancel().await.unwrap();
+}
+
+/// A retry with `state` that plangate must reject: the JSON-RPC error.
+async fn rejected<C: rmcp::ClientHandler>(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, C>,
+    tool: &str,
+    args: serde_json::Value,
+    state: &str,
+) -> rmcp::ErrorData {
+    let mut p = rmcp::model::CallToolRequestParams::new(tool.to_owned())
+        .with_arguments(args.as_object().cloned().unwrap_or_default());
+    p.request_state = Some(state.to_owned());
+    p.input_responses = Some(std::collections::BTreeMap::from([(UP.to_owned(), red())]));
+    match client.peer().call_tool_once(p).await {
+        Err(rmcp::service::ServiceError::McpError(e)) => e,
+        other => panic!("expected the retry to be rejected, got {other:?}"),
+    }
 }

@@ -9,10 +9,11 @@ use super::{duration_in, effect_value, non_empty_text, rate_limit};
 use crate::check::{Checker, Kind, TransportFields, child, transport};
 use crate::model::{
     DEFAULT_CALL_TIMEOUT, LandsOnSetting, MAX_CALL_TIMEOUT, ToolOverride, UpstreamConfig,
+    UpstreamProtocol,
 };
 use crate::planning::{pointer_problem, template_placeholders};
 
-const UPSTREAM_KEYS: [&str; 12] = [
+const UPSTREAM_KEYS: [&str; 13] = [
     "command",
     "args",
     "env",
@@ -24,6 +25,7 @@ const UPSTREAM_KEYS: [&str; 12] = [
     "enabled",
     "call_timeout",
     "startup_timeout",
+    "protocol",
     "tools",
 ];
 const TOOL_KEYS: [&str; 11] = [
@@ -131,6 +133,9 @@ fn upstream(c: &mut Checker<'_>, name: &str, node: &toml::Value) -> Option<Upstr
             )
         })
         .unwrap_or(Some(crate::model::DEFAULT_STARTUP_TIMEOUT));
+    let protocol = get("protocol")
+        .map(|n| protocol(c, &child(&key, "protocol"), n))
+        .unwrap_or(Some(UpstreamProtocol::default()));
     let tools = get("tools")
         .map(|n| tools(c, &child(&key, "tools"), n))
         .unwrap_or_else(|| Some(BTreeMap::new()));
@@ -143,6 +148,7 @@ fn upstream(c: &mut Checker<'_>, name: &str, node: &toml::Value) -> Option<Upstr
         enabled: enabled?,
         call_timeout: call_timeout?,
         startup_timeout: startup_timeout?,
+        protocol: protocol?,
         tools: tools?,
     })
 }
@@ -276,6 +282,23 @@ fn preview(c: &mut Checker<'_>, key: &str, tool: &str, node: &toml::Value) -> Op
         return None;
     }
     Some(p)
+}
+
+fn protocol(c: &mut Checker<'_>, key: &str, node: &toml::Value) -> Option<UpstreamProtocol> {
+    match c.raw_str(key, node)? {
+        "2025-11-25" => Some(UpstreamProtocol::V2025_11_25),
+        "2026-07-28" => Some(UpstreamProtocol::V2026_07_28),
+        "auto" => Some(UpstreamProtocol::Auto),
+        other => {
+            c.error(
+                key,
+                format!(
+                    "protocol {other:?} is not allowed: use \"2025-11-25\" (the default), \"2026-07-28\" or \"auto\""
+                ),
+            );
+            None
+        }
+    }
 }
 
 fn lands_on(c: &mut Checker<'_>, key: &str, node: &toml::Value) -> Option<LandsOnSetting> {

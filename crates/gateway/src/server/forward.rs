@@ -68,7 +68,14 @@ impl GatewayHandler {
                     request.input_responses.as_ref(),
                 ) {
                     Ok(running) => running,
-                    Err(refusal) => return Ok(refusal.into_result().into()),
+                    // SEP-2322: a request state that fails verification is
+                    // rejected as invalid params, not answered as a result.
+                    Err(refusal) => {
+                        return Err(ErrorData::invalid_params(
+                            refusal.message,
+                            Some(json!({"code": refusal.code})),
+                        ));
+                    }
                 }
             }
             _ => {
@@ -79,6 +86,11 @@ impl GatewayHandler {
                 let mut params = CallToolRequestParams::new(original.to_owned());
                 params.arguments = request.arguments;
                 params.meta = forwarded_meta(cx);
+                // A 2026-07-28 client may answer up front (inputResponses
+                // without a request state); a 2026-07-28 upstream reads them.
+                if upstream.is_modern() {
+                    params.input_responses = request.input_responses;
+                }
                 crate::relay::start(
                     self.gw.clone(),
                     upstream,
@@ -124,6 +136,40 @@ impl GatewayHandler {
                                 () = Box::pin(answer_ask(ask, cx)) => {}
                                 () = cx.ct.cancelled() => {
                                     return Err(self.cancelled(&running, upstream_name, original, caller));
+                                }
+                            }
+                        }
+                    }
+                    Some(CallEvent::Asks(asks)) => {
+                        let (asks, undeclared): (Vec<_>, Vec<_>) =
+                            asks.into_iter().partition(|(_, ask)| declared(cx, ask));
+                        for (_, ask) in undeclared {
+                            decline(ask);
+                        }
+                        if asks.is_empty() {
+                            continue;
+                        }
+                        if modern {
+                            match crate::parked::Parked::park_many(&self.gw, who(), running, asks) {
+                                Ok(response) => {
+                                    tracing::info!(upstream = upstream_name, tool = original, caller = caller.label(), "call waits for the client to answer its upstream's questions");
+                                    return Ok(response);
+                                }
+                                Err(back) => {
+                                    let (back, asks) = *back;
+                                    running = back;
+                                    for (_, ask) in asks {
+                                        decline(ask);
+                                    }
+                                }
+                            }
+                        } else {
+                            for (_, ask) in asks {
+                                tokio::select! {
+                                    () = Box::pin(answer_ask(ask, cx)) => {}
+                                    () = cx.ct.cancelled() => {
+                                        return Err(self.cancelled(&running, upstream_name, original, caller));
+                                    }
                                 }
                             }
                         }

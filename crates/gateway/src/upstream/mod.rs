@@ -20,7 +20,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use plangate_config::{Transport, UpstreamConfig};
+use plangate_config::{Transport, UpstreamConfig, UpstreamProtocol};
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
     ElicitRequestParams, ElicitResult, ElicitationAction, ErrorCode, Implementation,
@@ -409,6 +409,14 @@ impl Upstream {
         &self.peer
     }
 
+    /// Whether plangate speaks MCP 2026-07-28 to this upstream (stateless,
+    /// `input_required` instead of requests to the client).
+    pub fn is_modern(&self) -> bool {
+        self.peer
+            .peer_info()
+            .is_some_and(|info| info.protocol_version >= ProtocolVersion::V_2026_07_28)
+    }
+
     /// How long one call to this upstream may wait for its answer
     /// (`[upstreams.NAME] call_timeout`).
     pub fn call_timeout(&self) -> Duration {
@@ -556,6 +564,37 @@ where
     })
 }
 
+/// Opens the MCP lifecycle the config asks for: `initialize` at
+/// 2025-11-25, `server/discover` at 2026-07-28, or a probe that falls back.
+async fn handshake<T, E, A>(
+    client: UpstreamClient,
+    transport: T,
+    protocol: UpstreamProtocol,
+) -> Result<Session, rmcp::service::ClientInitializeError>
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    let modern = vec![ProtocolVersion::V_2026_07_28];
+    match protocol {
+        UpstreamProtocol::V2025_11_25 => client.serve(transport).await,
+        UpstreamProtocol::V2026_07_28 => {
+            let mode = ClientLifecycleMode::Discover {
+                preferred_versions: modern,
+            };
+            client.serve_with_lifecycle(transport, mode).await
+        }
+        UpstreamProtocol::Auto => {
+            let mode = ClientLifecycleMode::Auto {
+                preferred_versions: modern,
+                legacy_version: Some(ProtocolVersion::V_2025_11_25),
+            };
+            client.serve_with_lifecycle(transport, mode).await
+        }
+    }
+}
+
 async fn connect_configured(
     config: &UpstreamConfig,
     http: Option<Result<reqwest::Client, UpstreamError>>,
@@ -620,7 +659,7 @@ async fn connect_configured(
                 })
             });
             let transport = OrderedProgress::new(transport, &client);
-            match client.serve(transport).await {
+            match handshake(client, transport, config.protocol).await {
                 Ok(session) => Ok(session),
                 Err(e) => {
                     // The process most likely exited: let its last words
@@ -670,7 +709,8 @@ async fn connect_configured(
                 related::Tagging::new(http),
                 transport_config,
             );
-            client.serve(transport).await.map_err(|e| {
+            let transport = OrderedProgress::new(transport, &client);
+            handshake(client, transport, config.protocol).await.map_err(|e| {
                 // A TLS failure (an unknown issuer, say) is named only by
                 // the innermost errors under reqwest's, which rmcp does not
                 // chain as sources: dig them out.

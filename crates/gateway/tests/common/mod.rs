@@ -42,6 +42,7 @@ pub fn upstream_config(name: &str) -> UpstreamConfig {
         enabled: true,
         call_timeout: plangate_config::DEFAULT_CALL_TIMEOUT,
         startup_timeout: plangate_config::DEFAULT_STARTUP_TIMEOUT,
+        protocol: plangate_config::UpstreamProtocol::V2025_11_25,
         tools: BTreeMap::new(),
     }
 }
