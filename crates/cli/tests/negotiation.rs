@@ -1,0 +1,104 @@
+//! Which MCP revision plangate speaks to an upstream (`protocol`): `auto`
+//! speaks 2026-07-28 to a server that serves it — its 2026-only tools are
+//! offered — and falls back to 2025-11-25 at once for one that does not,
+//! on real servers (the conformance suite's reference server over HTTP,
+//! the official server-memory over stdio).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// The conformance suite's reference server on a free loopback port.
+fn reference_server() -> (Proc, String) {
+    peers();
+    let root = repo_root();
+    let dir = root.join(".tools/conformance/server");
+    let node = root.join(".tools/conformance/suite/node_modules/.bin/node");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg("exec \"$0\" node_modules/tsx/dist/cli.mjs everything-server.ts 1>&2")
+        .arg(&node)
+        .current_dir(&dir)
+        .env("PORT", port.to_string())
+        .env(
+            "NODE_OPTIONS",
+            format!("--require {}", dir.join("loopback.cjs").display()),
+        );
+    let proc = Proc::start(cmd, "MCP Conformance Test Server running on ");
+    (proc, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+/// The tools a keyed client sees through `plangate serve --http` with
+/// `config`, and how long serving took.
+async fn tools_through(scratch: &Scratch, config: &str) -> (Vec<String>, Duration, Proc) {
+    let path = scratch.write("plangate.toml", config);
+    let token = scratch.create_key("agent", "write");
+    let started = Instant::now();
+    let gw = serve_http(scratch, &["--config", path.to_str().unwrap()]);
+    let took = started.elapsed();
+    let client = http_client(&gw.url(), Some(&token)).await.unwrap();
+    let names = tool_names(&client).await;
+    let _ = client.cancel().await;
+    (names, took, gw)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_speaks_2026_07_28_to_a_server_that_serves_it() {
+    let (_reference, url) = reference_server();
+    let scratch = Scratch::new();
+    let (names, _, gw) = tools_through(
+        &scratch,
+        &format!("[upstreams.reference]\nurl = \"{url}\"\nprotocol = \"auto\"\n"),
+    )
+    .await;
+    // Offered by the reference server on its 2026-07-28 path only.
+    assert!(
+        names.iter().any(|n| n == "test_input_required_result_elicitation"),
+        "{names:?}\n{}",
+        gw.log()
+    );
+
+    let scratch = Scratch::new();
+    let (names, _, _) = tools_through(
+        &scratch,
+        &format!("[upstreams.reference]\nurl = \"{url}\"\n"),
+    )
+    .await;
+    assert!(
+        !names.iter().any(|n| n == "test_input_required_result_elicitation"),
+        "the default speaks 2025-11-25: {names:?}"
+    );
+    assert!(names.iter().any(|n| n == "test_simple_text"), "{names:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_falls_back_to_2025_11_25_at_once_for_a_server_that_does_not_serve_2026() {
+    let peers = peers();
+    let scratch = Scratch::new();
+    let memory = scratch.path().join("memory.jsonl");
+    let config = format!(
+        "[upstreams.memory]\ncommand = \"node\"\nargs = [\"{}\"]\nenv = {{ MEMORY_FILE_PATH = \"{}\" }}\nprotocol = \"auto\"\n",
+        peers
+            .js("@modelcontextprotocol/server-memory/dist/index.js")
+            .display(),
+        memory.display()
+    );
+    let (names, took, gw) = tools_through(&scratch, &config).await;
+    assert!(
+        names.iter().any(|n| n == "create_entities"),
+        "{names:?}\n{}",
+        gw.log()
+    );
+    // The probe is answered method-not-found and plangate falls back; it
+    // does not sit out rmcp's 10 s discover timeout.
+    assert!(took < Duration::from_secs(8), "serving took {took:?}");
+}
