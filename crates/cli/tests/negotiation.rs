@@ -62,7 +62,9 @@ async fn auto_speaks_2026_07_28_to_a_server_that_serves_it() {
     .await;
     // Offered by the reference server on its 2026-07-28 path only.
     assert!(
-        names.iter().any(|n| n == "test_input_required_result_elicitation"),
+        names
+            .iter()
+            .any(|n| n == "test_input_required_result_elicitation"),
         "{names:?}\n{}",
         gw.log()
     );
@@ -74,7 +76,9 @@ async fn auto_speaks_2026_07_28_to_a_server_that_serves_it() {
     )
     .await;
     assert!(
-        !names.iter().any(|n| n == "test_input_required_result_elicitation"),
+        !names
+            .iter()
+            .any(|n| n == "test_input_required_result_elicitation"),
         "the default speaks 2025-11-25: {names:?}"
     );
     assert!(names.iter().any(|n| n == "test_simple_text"), "{names:?}");

@@ -62,11 +62,14 @@ impl Drop for Running {
 }
 
 /// Sends `params` to `upstream` as the call of client session `session`
-/// (whose progress token, if any, is `client_token`) in a task of its own.
+/// (whose progress token, if any, is `client_token`) in a task of its own;
+/// `request_meta` overrides the request metadata rmcp sets (over
+/// 2026-07-28, the caller's capabilities).
 pub fn start(
     gw: Arc<Gateway>,
     upstream: Arc<Upstream>,
     params: CallToolRequestParams,
+    request_meta: Option<rmcp::model::RequestMetaObject>,
     session: u64,
     client_token: Option<ProgressToken>,
 ) -> Running {
@@ -90,7 +93,7 @@ pub fn start(
             let Some(params) = next.take() else {
                 break Err(ServiceError::UnexpectedResponse);
             };
-            let sent = up.send_call(params, None).await;
+            let sent = up.send_call(params, request_meta.clone()).await;
             let handle = match sent {
                 Ok(handle) => handle,
                 Err(e) => break Err(e),

@@ -61,6 +61,9 @@ pub(crate) async fn supervise(
                     // the upstream).
                     let (g2, n2) = (g.clone(), name.clone());
                     tokio::spawn(async move { crate::notices::restore(&g2, &n2).await });
+                    if let Some(up) = g.upstream(&name).filter(|u| u.is_modern()) {
+                        tokio::spawn(watch_lists(gw.clone(), name.clone(), up.peer().clone()));
+                    }
                 }
                 if let Some(tx) = first.take() {
                     let _ = tx.send(());
@@ -130,6 +133,39 @@ pub(crate) async fn supervise(
 fn jittered(backoff: Duration) -> Duration {
     let ms = u64::try_from(backoff.as_millis()).unwrap_or(u64::MAX);
     Duration::from_millis(ms / 2 + rand::random_range(0..=ms / 2))
+}
+
+/// A 2026-07-28 upstream tells of list changes only on a
+/// `subscriptions/listen` stream: one is held open while the connection
+/// lasts, and each change re-reads the upstream's lists as a 2025-11-25
+/// `list_changed` notification would.
+async fn watch_lists(gw: Weak<Gateway>, name: String, peer: rmcp::Peer<rmcp::RoleClient>) {
+    use rmcp::model::{ServerNotification, SubscriptionFilter};
+    let filter = SubscriptionFilter::builder()
+        .tools_list_changed()
+        .prompts_list_changed()
+        .resources_list_changed()
+        .build();
+    let mut subscription = match peer.listen(filter).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::info!(upstream = %name, "no subscriptions/listen stream ({e}); its list changes are not heard");
+            return;
+        }
+    };
+    while let Ok(Some(notification)) = subscription.next().await {
+        if matches!(
+            notification,
+            ServerNotification::ToolListChangedNotification(_)
+                | ServerNotification::PromptListChangedNotification(_)
+                | ServerNotification::ResourceListChangedNotification(_)
+        ) {
+            tracing::info!(upstream = %name, "upstream lists changed");
+            let Some(g) = gw.upgrade() else { return };
+            let n = name.clone();
+            tokio::spawn(async move { g.refresh_upstream(&n).await });
+        }
+    }
 }
 
 #[cfg(test)]

@@ -88,13 +88,24 @@ impl GatewayHandler {
                 params.meta = forwarded_meta(cx);
                 // A 2026-07-28 client may answer up front (inputResponses
                 // without a request state); a 2026-07-28 upstream reads them.
+                let mut request_meta = None;
                 if upstream.is_modern() {
                     params.input_responses = request.input_responses;
+                    // Over 2026-07-28 capabilities travel with each request:
+                    // the upstream hears what this caller can answer, not
+                    // what plangate could relay for some caller.
+                    let mut meta = rmcp::model::RequestMetaObject::default();
+                    meta.0.0.insert(
+                        "io.modelcontextprotocol/clientCapabilities".to_owned(),
+                        callers_capabilities(cx),
+                    );
+                    request_meta = Some(meta);
                 }
                 crate::relay::start(
                     self.gw.clone(),
                     upstream,
                     params,
+                    request_meta,
                     self.session,
                     cx.meta.get_progress_token(),
                 )
@@ -304,6 +315,20 @@ fn declared(cx: &RequestContext<RoleServer>, ask: &Ask) -> bool {
         Ask::Roots(_) => "roots",
     };
     crate::review::client_capability(cx, what).is_some()
+}
+
+/// What the calling client declared it can answer of an upstream's
+/// questions (elicitation, sampling, roots), as 2026-07-28 request
+/// metadata; the rest of its capabilities concern plangate, not the
+/// upstream.
+fn callers_capabilities(cx: &RequestContext<RoleServer>) -> Value {
+    let mut caps = serde_json::Map::new();
+    for what in ["elicitation", "sampling", "roots"] {
+        if let Some(v) = crate::review::client_capability(cx, what) {
+            caps.insert(what.to_owned(), v);
+        }
+    }
+    Value::Object(caps)
 }
 
 /// Answers an upstream's request the client cannot take: an elicitation is
