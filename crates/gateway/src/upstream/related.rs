@@ -10,7 +10,8 @@
 //! server request and log message read from that POST's stream (or from a
 //! GET that resumes it), as `_meta["dev.plangate/relatedRequest"]`; the
 //! handlers read it back with [`take`] and remove it, so no client ever
-//! sees the key.
+//! sees the key. The tag carries a per-process secret: an upstream that
+//! writes the key into its own `_meta` (over stdio, say) routes nothing.
 //!
 //! Over stdio there is no such link on the wire; the hub then decides by
 //! who has calls in flight ([`crate::hub::Hub::ask_target`]).
@@ -113,17 +114,33 @@ fn tag(data: &mut String, related: &Value) {
     let Value::Object(meta) = meta else {
         return;
     };
-    meta.insert(KEY.to_owned(), related.clone());
+    meta.insert(
+        KEY.to_owned(),
+        serde_json::json!({"request": related, "nonce": nonce()}),
+    );
     if let Ok(tagged) = serde_json::to_string(&message) {
         *data = tagged;
     }
 }
 
+/// A number drawn once per process and carried in every tag: an upstream
+/// never sees a tag (it is removed before anything is relayed), so one
+/// that writes the key into its own `_meta` cannot make plangate route its
+/// message to a call of its choosing.
+fn nonce() -> u64 {
+    static NONCE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *NONCE.get_or_init(rand::random)
+}
+
 /// Removes the tag from a handler's `_meta` and returns the request it
-/// names.
+/// names, if plangate put it there.
 pub fn take(meta: &mut serde_json::Map<String, Value>) -> Option<RequestId> {
     let value = meta.remove(KEY)?;
-    serde_json::from_value(value).ok()
+    if value.get("nonce").and_then(Value::as_u64) != Some(nonce()) {
+        tracing::info!("an upstream's message carried plangate's routing key itself; ignored");
+        return None;
+    }
+    serde_json::from_value(value.get("request")?.clone()).ok()
 }
 
 type Error = StreamableHttpError<reqwest::Error>;
@@ -257,13 +274,13 @@ mod tests {
                 .to_owned();
         tag(&mut request, &related);
         let v: Value = serde_json::from_str(&request).unwrap();
-        assert_eq!(v["params"]["_meta"][KEY], 7);
+        assert_eq!(v["params"]["_meta"][KEY]["request"], 7);
         assert_eq!(v["params"]["message"], "m");
 
         let mut note = r#"{"jsonrpc":"2.0","method":"notifications/message"}"#.to_owned();
         tag(&mut note, &related);
         let v: Value = serde_json::from_str(&note).unwrap();
-        assert_eq!(v["params"]["_meta"][KEY], 7);
+        assert_eq!(v["params"]["_meta"][KEY]["request"], 7);
 
         let progress = r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}"#;
         let mut same = progress.to_owned();
@@ -277,13 +294,24 @@ mod tests {
     }
 
     #[test]
-    fn take_removes_the_key() {
-        let mut meta = json!({KEY: "abc", "other": 1})
-            .as_object()
-            .cloned()
-            .unwrap();
+    fn take_removes_the_key_and_trusts_only_plangates_own_tag() {
+        let mut message = r#"{"jsonrpc":"2.0","id":0,"method":"roots/list"}"#.to_owned();
+        tag(&mut message, &json!("abc"));
+        let v: Value = serde_json::from_str(&message).unwrap();
+        let mut meta = v["params"]["_meta"].as_object().cloned().unwrap();
+        meta.insert("other".into(), json!(1));
         assert_eq!(take(&mut meta), Some(RequestId::String("abc".into())));
         assert!(!meta.contains_key(KEY));
         assert_eq!(take(&mut meta), None);
+
+        // An upstream that writes the key itself routes nothing.
+        let mut forged = json!({KEY: {"request": "abc", "nonce": 1}})
+            .as_object()
+            .cloned()
+            .unwrap();
+        assert_eq!(take(&mut forged), None);
+        assert!(!forged.contains_key(KEY));
+        let mut bare = json!({KEY: "abc"}).as_object().cloned().unwrap();
+        assert_eq!(take(&mut bare), None);
     }
 }
