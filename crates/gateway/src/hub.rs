@@ -106,16 +106,16 @@ pub struct Hub {
     next_id: AtomicU64,
     inflight: Mutex<Vec<InFlight>>,
     orphans: Mutex<Vec<Orphan>>,
-    pub(crate) clients: Mutex<Vec<Client>>,
+    clients: Mutex<Vec<Client>>,
     /// Log levels and resource subscriptions ([`crate::notices`]).
     pub(crate) notices: crate::notices::Notices,
     subscriptions: Mutex<Vec<(u64, rmcp::service::SubscriptionSink, Option<String>)>>,
 }
 
 /// A connected client session and the key it runs as.
-pub(crate) struct Client {
-    pub(crate) peer: Peer<RoleServer>,
-    pub(crate) session: u64,
+struct Client {
+    peer: Peer<RoleServer>,
+    session: u64,
     key_id: Option<String>,
 }
 

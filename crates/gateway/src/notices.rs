@@ -73,12 +73,15 @@ impl Notices {
         levels.values().copied().min_by_key(|l| rank(*l))
     }
 
-    /// Forgets what a session asked for (its connection closed).
+    /// Forgets what a session asked for (its connection closed). A URI
+    /// nobody wants any more stays subscribed upstream until the upstream
+    /// reconnects (its updates then reach no one).
     fn forget(&self, session: u64) {
         self.levels.lock().remove(&session);
-        for sessions in self.subscriptions.lock().values_mut() {
+        self.subscriptions.lock().retain(|_, sessions| {
             sessions.remove(&session);
-        }
+            !sessions.is_empty()
+        });
     }
 }
 
