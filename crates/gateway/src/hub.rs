@@ -67,19 +67,23 @@ impl Ask {
     /// mark.
     pub fn from_upstream(self, upstream: &str) -> Ask {
         match self {
-            Ask::Elicit(params, tx) => {
-                let marked = serde_json::to_value(&params).ok().and_then(|mut v| {
-                    let message = v.get("message")?.as_str()?;
-                    v["message"] = serde_json::Value::String(format!(
-                        "[Asked by the upstream MCP server \"{upstream}\", not by plangate] {message}"
-                    ));
-                    serde_json::from_value(v).ok()
-                });
-                Ask::Elicit(marked.unwrap_or(params), tx)
-            }
+            Ask::Elicit(params, tx) => Ask::Elicit(marked_elicitation(params, upstream), tx),
             other => other,
         }
     }
+}
+
+/// An upstream's elicitation with its message marked as that upstream's
+/// question ([`Ask::from_upstream`]).
+pub fn marked_elicitation(params: ElicitRequestParams, upstream: &str) -> ElicitRequestParams {
+    let marked = serde_json::to_value(&params).ok().and_then(|mut v| {
+        let message = v.get("message")?.as_str()?;
+        v["message"] = serde_json::Value::String(format!(
+            "[Asked by the upstream MCP server \"{upstream}\", not by plangate] {message}"
+        ));
+        serde_json::from_value(v).ok()
+    });
+    marked.unwrap_or(params)
 }
 
 struct InFlight {

@@ -34,6 +34,7 @@ use crate::auth::{self, Caller, Denied};
 mod call;
 mod forward;
 mod gateway_tools;
+mod mrtr;
 
 pub(crate) use forward::service_error;
 use forward::unavailable;
@@ -428,15 +429,22 @@ impl ServerHandler for GatewayHandler {
         };
         let mut params = GetPromptRequestParams::new(prompt.original.clone());
         params.arguments = request.arguments;
-        // Boxed: rmcp's request futures are kilobytes, and this one would
-        // otherwise sit inline in every request's task (see `call_tool`).
-        let mut result = Box::pin(upstream.timed(upstream.peer().get_prompt(params)))
-            .await
-            .map_err(|e| service_error(&prompt.upstream, e))?;
-        // A 2025-11-25 upstream sends none; a 2026-07-28 client needs it
-        // (rmcp drops it for older clients).
-        result.result_type.get_or_insert(ResultType::COMPLETE);
-        Ok(result.into())
+        if !upstream.is_modern() {
+            // Boxed: rmcp's request futures are kilobytes, and this one
+            // would otherwise sit inline in every request's task (see
+            // `call_tool`).
+            let mut result = Box::pin(upstream.timed(upstream.peer().get_prompt(params)))
+                .await
+                .map_err(|e| service_error(&prompt.upstream, e))?;
+            // A 2025-11-25 upstream sends none; a 2026-07-28 client needs
+            // it (rmcp drops it for older clients).
+            result.result_type.get_or_insert(ResultType::COMPLETE);
+            return Ok(result.into());
+        }
+        // A 2026-07-28 upstream may answer input_required (SEP-2322).
+        params.input_responses = request.input_responses;
+        params.request_state = request.request_state;
+        Box::pin(mrtr::get_prompt(&upstream, params, &cx)).await
     }
 
     async fn list_resources(
