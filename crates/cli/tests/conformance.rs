@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Proc, Scratch, peers, plangate, repo_root, serve_http};
+use common::{Proc, Scratch, peers, plangate, reference_server, repo_root, serve_http};
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
     ElicitationAction, Implementation, ProtocolVersion,
@@ -45,32 +45,6 @@ fn conformance_suite_passes_through_plangate_as_it_does_directly() {
         out.status
     );
     assert!(stdout.contains("conformance: no regression"), "{stdout}");
-}
-
-/// The reference server of the conformance suite, on a free loopback port.
-fn reference_server() -> (Proc, String) {
-    peers();
-    let root = repo_root();
-    let dir = root.join(".tools/conformance/server");
-    let node = root.join(".tools/conformance/suite/node_modules/.bin/node");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut cmd = Command::new("sh");
-    // Its banner goes to stdout; Proc reads stderr.
-    cmd.arg("-c")
-        .arg("exec \"$0\" node_modules/tsx/dist/cli.mjs everything-server.ts 1>&2")
-        .arg(&node)
-        .current_dir(&dir)
-        .env("PORT", port.to_string())
-        .env(
-            "NODE_OPTIONS",
-            format!("--require {}", dir.join("loopback.cjs").display()),
-        );
-    let proc = Proc::start(cmd, "MCP Conformance Test Server running on ");
-    (proc, format!("http://127.0.0.1:{port}/mcp"))
 }
 
 /// A client that declares elicitation and answers each question with
@@ -132,6 +106,56 @@ fn elicit(message: &str) -> CallToolRequestParams {
         .with_arguments(json!({"message": message}).as_object().unwrap().clone())
 }
 
+/// Two clients of plangate: A, whose call waits on a question A never
+/// answers (an abandoned call), and B, who then makes the same call.
+struct Two {
+    a: Asked,
+    a_client: rmcp::service::RunningService<RoleClient, Asked>,
+    abandoned:
+        tokio::task::JoinHandle<Result<rmcp::model::CallToolResult, rmcp::service::ServiceError>>,
+    b: Asked,
+    b_client: rmcp::service::RunningService<RoleClient, Asked>,
+    /// What B's call answered (its content, as JSON).
+    text: String,
+}
+
+async fn two_clients(gw: &Proc) -> Two {
+    let a = Asked::new("from A", true);
+    let a_client = connect(&gw.url(), a.clone()).await;
+    let a_peer = a_client.peer().clone();
+    let abandoned = tokio::spawn(async move { a_peer.call_tool(elicit("question for A")).await });
+    tokio::time::timeout(Duration::from_secs(20), a.asked.notified())
+        .await
+        .expect("client A was never asked");
+
+    let b = Asked::new("from B", false);
+    let b_client = connect(&gw.url(), b.clone()).await;
+    let text = call_text(&b_client, "question for B").await;
+    Two {
+        a,
+        a_client,
+        abandoned,
+        b,
+        b_client,
+        text,
+    }
+}
+
+/// B's call of `test_elicitation` with `message`: its content, as JSON.
+async fn call_text(
+    client: &rmcp::service::RunningService<RoleClient, Asked>,
+    message: &str,
+) -> String {
+    let result = tokio::time::timeout(
+        Duration::from_secs(30),
+        client.peer().call_tool(elicit(message)),
+    )
+    .await
+    .expect("B's call never finished")
+    .expect("B's call failed");
+    serde_json::to_string(&result.content).unwrap()
+}
+
 /// Serves plangate over HTTP with the conformance config and `upstream`
 /// (a TOML `[upstreams.reference]` body).
 fn plangate_in_front(scratch: &Scratch, upstream: &str) -> Proc {
@@ -154,24 +178,14 @@ async fn elicitation_reaches_the_client_whose_call_caused_it() {
     let scratch = Scratch::new();
     let gw = plangate_in_front(&scratch, &format!("url = \"{url}\"\n"));
 
-    let a = Asked::new("from A", true);
-    let a_client = connect(&gw.url(), a.clone()).await;
-    let a_peer = a_client.peer().clone();
-    let abandoned = tokio::spawn(async move { a_peer.call_tool(elicit("question for A")).await });
-    tokio::time::timeout(Duration::from_secs(20), a.asked.notified())
-        .await
-        .expect("client A was never asked");
-
-    let b = Asked::new("from B", false);
-    let b_client = connect(&gw.url(), b.clone()).await;
-    let result = tokio::time::timeout(
-        Duration::from_secs(30),
-        b_client.peer().call_tool(elicit("question for B")),
-    )
-    .await
-    .expect("B's call never finished")
-    .expect("B's call failed");
-    let text = serde_json::to_string(&result.content).unwrap();
+    let Two {
+        a,
+        a_client,
+        abandoned,
+        b,
+        b_client,
+        text,
+    } = two_clients(&gw).await;
     assert!(
         text.contains("action=accept") && text.contains("from B"),
         "B's call did not get B's answer: {text}\nplangate log:\n{}",
@@ -211,24 +225,14 @@ async fn over_stdio_an_ambiguous_question_is_declined_and_a_gone_client_does_not
     );
     let gw = plangate_in_front(&scratch, &upstream);
 
-    let a = Asked::new("from A", true);
-    let a_client = connect(&gw.url(), a.clone()).await;
-    let a_peer = a_client.peer().clone();
-    let abandoned = tokio::spawn(async move { a_peer.call_tool(elicit("question for A")).await });
-    tokio::time::timeout(Duration::from_secs(20), a.asked.notified())
-        .await
-        .expect("client A was never asked");
-
-    let b = Asked::new("from B", false);
-    let b_client = connect(&gw.url(), b.clone()).await;
-    let result = tokio::time::timeout(
-        Duration::from_secs(30),
-        b_client.peer().call_tool(elicit("question for B")),
-    )
-    .await
-    .expect("B's call never finished")
-    .expect("B's call failed");
-    let text = serde_json::to_string(&result.content).unwrap();
+    let Two {
+        a,
+        a_client,
+        abandoned,
+        b,
+        b_client,
+        text,
+    } = two_clients(&gw).await;
     assert!(text.contains("action=decline"), "{text}");
     assert!(b.questions.lock().unwrap().is_empty());
     assert_eq!(
@@ -250,14 +254,7 @@ async fn over_stdio_an_ambiguous_question_is_declined_and_a_gone_client_does_not
     let _ = a_client.cancel().await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     loop {
-        let result = tokio::time::timeout(
-            Duration::from_secs(30),
-            b_client.peer().call_tool(elicit("again for B")),
-        )
-        .await
-        .expect("B's call never finished")
-        .expect("B's call failed");
-        let text = serde_json::to_string(&result.content).unwrap();
+        let text = call_text(&b_client, "again for B").await;
         if text.contains("action=accept") && text.contains("from B") {
             break;
         }

@@ -7,35 +7,9 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::*;
-
-/// The conformance suite's reference server on a free loopback port.
-fn reference_server() -> (Proc, String) {
-    peers();
-    let root = repo_root();
-    let dir = root.join(".tools/conformance/server");
-    let node = root.join(".tools/conformance/suite/node_modules/.bin/node");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c")
-        .arg("exec \"$0\" node_modules/tsx/dist/cli.mjs everything-server.ts 1>&2")
-        .arg(&node)
-        .current_dir(&dir)
-        .env("PORT", port.to_string())
-        .env(
-            "NODE_OPTIONS",
-            format!("--require {}", dir.join("loopback.cjs").display()),
-        );
-    let proc = Proc::start(cmd, "MCP Conformance Test Server running on ");
-    (proc, format!("http://127.0.0.1:{port}/mcp"))
-}
 
 /// The tools a keyed client sees through `plangate serve --http` with
 /// `config`, and how long serving took.

@@ -158,27 +158,12 @@ impl Parked {
         self.len() == 0
     }
 
-    /// Parks `running`, whose upstream asked `ask`, and answers the client
-    /// `input_required` with the question and a signed state. When the call
-    /// cannot be parked (too many parked, signing failed), the question is
-    /// given back so the caller can decline it.
-    pub fn park(
-        gw: &Arc<Gateway>,
-        who: Retry<'_>,
-        running: Running,
-        ask: Ask,
-    ) -> Result<CallToolResponse, Box<(Running, Ask)>> {
-        Self::park_many(gw, who, running, vec![(INPUT_KEY.to_owned(), ask)]).map_err(|back| {
-            let (running, mut asks) = *back;
-            let (_, ask) = asks.remove(0);
-            Box::new((running, ask))
-        })
-    }
-
-    /// Parks `running`, whose upstream asked `asks` at once (a 2026-07-28
-    /// upstream's `input_required`, under its keys), and answers the
-    /// client `input_required` with all of them and one signed state. When
-    /// the call cannot be parked, the questions are given back.
+    /// Parks `running`, whose upstream asked `asks` (one request under
+    /// [`INPUT_KEY`], or a 2026-07-28 upstream's `input_required` under its
+    /// own keys), and answers the client `input_required` with all of them
+    /// and one signed state. When the call cannot be parked (too many
+    /// parked, signing failed), the questions are given back so the caller
+    /// can decline them.
     #[allow(clippy::type_complexity)]
     pub fn park_many(
         gw: &Arc<Gateway>,

@@ -22,14 +22,17 @@ use crate::hub::Ask;
 use crate::{Gateway, Upstream};
 
 /// What a forwarded call reports to the request waiting for it.
+// A handful of events per call, each moved once through a channel: the
+// size of `Done` costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 pub enum CallEvent {
     /// Progress, already under the token of the client request that
     /// started the call.
     Progress(ProgressNotificationParam),
-    /// A request the upstream sent during the call.
-    Ask(Ask),
-    /// The requests of a 2026-07-28 upstream's `input_required`, all asked
-    /// at once, under the upstream's keys.
+    /// What the upstream asks the client during the call, under the keys
+    /// a 2026-07-28 client answers them by: one request the upstream sent
+    /// (under [`crate::parked::INPUT_KEY`]), or all the requests of a
+    /// 2026-07-28 upstream's `input_required`, under its own keys.
     Asks(Vec<(String, Ask)>),
     /// The upstream's answer (or why there is none).
     Done(Result<ServerResult, ServiceError>),
@@ -110,7 +113,8 @@ pub fn start(
                     r = &mut response => break r,
                     Some(ask) = call.asks.recv() => {
                         deadline.as_mut().reset(tokio::time::Instant::now() + asking);
-                        let _ = tx.send(CallEvent::Ask(ask.from_upstream(up.name())));
+                        let ask = ask.from_upstream(up.name());
+                        let _ = tx.send(CallEvent::Asks(vec![(crate::parked::INPUT_KEY.to_owned(), ask)]));
                     }
                     Some(p) = call.progress.recv() => {
                         deadline.as_mut().reset(tokio::time::Instant::now() + timeout);
@@ -175,7 +179,7 @@ const MAX_INPUT_ROUNDS: usize = 16;
 /// Asks the calling client what a 2026-07-28 upstream's `input_required`
 /// asks — each request as a question of the call, exactly as an older
 /// upstream's own `elicitation/create`, `sampling/createMessage` or
-/// `roots/list` would be ([`CallEvent::Ask`]) — and collects the answers
+/// `roots/list` would be ([`CallEvent::Asks`]) — and collects the answers
 /// under the upstream's keys for the retry.
 async fn ask_client(
     requests: rmcp::model::InputRequests,

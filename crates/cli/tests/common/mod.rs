@@ -589,3 +589,31 @@ pub fn deliveries(log: &Path) -> std::collections::BTreeMap<u64, u64> {
     }
     out
 }
+
+/// The conformance suite's reference server (installed by
+/// `scripts/install-peers`) on a free loopback port, and its `/mcp` URL.
+#[allow(dead_code)] // not every test binary starts it
+pub fn reference_server() -> (Proc, String) {
+    peers();
+    let root = repo_root();
+    let dir = root.join(".tools/conformance/server");
+    let node = root.join(".tools/conformance/suite/node_modules/.bin/node");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut cmd = Command::new("sh");
+    // Its banner goes to stdout; Proc reads stderr.
+    cmd.arg("-c")
+        .arg("exec \"$0\" node_modules/tsx/dist/cli.mjs everything-server.ts 1>&2")
+        .arg(&node)
+        .current_dir(&dir)
+        .env("PORT", port.to_string())
+        .env(
+            "NODE_OPTIONS",
+            format!("--require {}", dir.join("loopback.cjs").display()),
+        );
+    let proc = Proc::start(cmd, "MCP Conformance Test Server running on ");
+    (proc, format!("http://127.0.0.1:{port}/mcp"))
+}

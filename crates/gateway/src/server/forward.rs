@@ -123,34 +123,6 @@ impl GatewayHandler {
                             let _ = Box::pin(cx.peer.notify_progress(p)).await;
                         }
                     }
-                    Some(CallEvent::Ask(ask)) => {
-                        if !declared(cx, &ask) {
-                            decline(ask);
-                        } else if modern {
-                            match crate::parked::Parked::park(&self.gw, who(), running, ask) {
-                                Ok(response) => {
-                                    tracing::info!(upstream = upstream_name, tool = original, caller = caller.label(), "call waits for the client to answer its upstream's question");
-                                    return Ok(response);
-                                }
-                                Err(back) => {
-                                    let (back, ask) = *back;
-                                    running = back;
-                                    decline(ask);
-                                }
-                            }
-                        } else {
-                            // A client that goes away while it is being
-                            // asked cancels its call: the question is
-                            // dropped (the upstream hears a decline) and
-                            // the call stops counting as in flight.
-                            tokio::select! {
-                                () = Box::pin(answer_ask(ask, cx)) => {}
-                                () = cx.ct.cancelled() => {
-                                    return Err(self.cancelled(&running, upstream_name, original, caller));
-                                }
-                            }
-                        }
-                    }
                     Some(CallEvent::Asks(asks)) => {
                         let (asks, undeclared): (Vec<_>, Vec<_>) =
                             asks.into_iter().partition(|(_, ask)| declared(cx, ask));
@@ -163,7 +135,7 @@ impl GatewayHandler {
                         if modern {
                             match crate::parked::Parked::park_many(&self.gw, who(), running, asks) {
                                 Ok(response) => {
-                                    tracing::info!(upstream = upstream_name, tool = original, caller = caller.label(), "call waits for the client to answer its upstream's questions");
+                                    tracing::info!(upstream = upstream_name, tool = original, caller = caller.label(), "call waits for the client to answer its upstream's question");
                                     return Ok(response);
                                 }
                                 Err(back) => {
@@ -175,6 +147,10 @@ impl GatewayHandler {
                                 }
                             }
                         } else {
+                            // A client that goes away while it is being
+                            // asked cancels its call: the question is
+                            // dropped (the upstream hears a decline) and
+                            // the call stops counting as in flight.
                             for (_, ask) in asks {
                                 tokio::select! {
                                     () = Box::pin(answer_ask(ask, cx)) => {}
