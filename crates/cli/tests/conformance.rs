@@ -272,3 +272,84 @@ async fn over_stdio_an_ambiguous_question_is_declined_and_a_gone_client_does_not
     );
     let _ = b_client.cancel().await;
 }
+
+/// A client that records the log messages it is sent.
+#[derive(Clone, Default)]
+struct Listening(Arc<Mutex<Vec<String>>>);
+
+impl ClientHandler for Listening {
+    fn get_info(&self) -> ClientConfig {
+        common::client_info()
+    }
+
+    #[allow(deprecated)]
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        self.0.lock().unwrap().push(params.data.to_string());
+    }
+}
+
+/// Attack: a second client (another key) connected to the same upstream
+/// listens for log lines while the first client's call runs. The lines the
+/// upstream writes during that call reach the caller only — and not the
+/// other client, which set no level; once it sets one, it hears only lines
+/// that concern no call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstreams_log_lines_about_a_call_reach_that_caller_only() {
+    let (_reference, url) = reference_server();
+    let scratch = Scratch::new();
+    let gw = plangate_in_front(&scratch, &format!("url = \"{url}\"\n"));
+    let caller = Listening::default();
+    let caller_client = caller
+        .clone()
+        .serve(StreamableHttpClientTransport::from_uri(gw.url()))
+        .await
+        .unwrap();
+    let eavesdropper = Listening::default();
+    let eavesdropper_client = eavesdropper
+        .clone()
+        .serve(StreamableHttpClientTransport::from_uri(gw.url()))
+        .await
+        .unwrap();
+    #[allow(deprecated)]
+    eavesdropper_client
+        .peer()
+        .set_level(rmcp::model::SetLevelRequestParams::new(
+            rmcp::model::LoggingLevel::Debug,
+        ))
+        .await
+        .unwrap();
+
+    caller_client
+        .peer()
+        .call_tool(
+            CallToolRequestParams::new("test_tool_with_logging")
+                .with_arguments(serde_json::Map::new()),
+        )
+        .await
+        .unwrap();
+    // Notifications may trail the result by a moment.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while caller.0.lock().unwrap().len() < 3 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let heard = caller.0.lock().unwrap().clone();
+    assert!(
+        heard.iter().any(|l| l.contains("Tool execution started")),
+        "the caller heard {heard:?}\nplangate log:\n{}",
+        gw.log()
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // It may hear the upstream's lines that concern no call (here, the
+    // upstream acknowledging the level it was set to), never the call's.
+    let overheard = eavesdropper.0.lock().unwrap().clone();
+    assert!(
+        !overheard.iter().any(|l| heard.contains(l)),
+        "another client heard the caller's log lines: {overheard:?}"
+    );
+    let _ = caller_client.cancel().await;
+    let _ = eavesdropper_client.cancel().await;
+}
