@@ -187,10 +187,23 @@ async fn ask_client(
     upstream: &str,
     wait: std::time::Duration,
 ) -> Result<rmcp::model::InputResponses, rmcp::ErrorData> {
+    let (asks, answers) = questions(requests, upstream)?;
+    let _ = tx.send(CallEvent::Asks(asks));
+    collect(answers, upstream, wait).await
+}
+
+/// The questions an upstream's `inputRequests` hold, each marked as the
+/// upstream's, and where each answer arrives (as the JSON an
+/// `inputResponses` entry holds).
+#[allow(clippy::type_complexity)]
+pub(crate) fn questions(
+    requests: rmcp::model::InputRequests,
+    upstream: &str,
+) -> Result<(Vec<(String, Ask)>, Vec<(String, Answer)>), rmcp::ErrorData> {
     use rmcp::model::InputRequest;
     use tokio::sync::oneshot;
-    let mut pending = Vec::new();
     let mut asks = Vec::new();
+    let mut answers = Vec::new();
     for (key, request) in requests {
         let (ask, answer) = match request {
             InputRequest::Elicitation(r) => {
@@ -216,23 +229,34 @@ async fn ask_client(
             }
         };
         asks.push((key.clone(), ask));
-        pending.push((key, answer));
+        answers.push((key, answer));
     }
-    let _ = tx.send(CallEvent::Asks(asks));
+    Ok((asks, answers))
+}
+
+/// Where the answer to one question arrives.
+pub(crate) type Answer = tokio::sync::oneshot::Receiver<Result<serde_json::Value, rmcp::ErrorData>>;
+
+/// The answers to [`questions`], under their keys, each waited for at most
+/// `wait`; the first error (or a question left unanswered) ends it.
+pub(crate) async fn collect(
+    answers: Vec<(String, Answer)>,
+    upstream: &str,
+    wait: std::time::Duration,
+) -> Result<rmcp::model::InputResponses, rmcp::ErrorData> {
     let mut responses = rmcp::model::InputResponses::new();
-    for (key, answer) in pending {
-        let declined = || {
-            rmcp::ErrorData::invalid_request(
-                format!("the client did not answer upstream {upstream}'s question"),
-                None,
-            )
-        };
+    for (key, answer) in answers {
         match tokio::time::timeout(wait, answer).await {
             Ok(Ok(Ok(value))) => {
                 responses.insert(key, value);
             }
             Ok(Ok(Err(e))) => return Err(e),
-            _ => return Err(declined()),
+            _ => {
+                return Err(rmcp::ErrorData::invalid_request(
+                    format!("the client did not answer upstream {upstream}'s question"),
+                    None,
+                ));
+            }
         }
     }
     Ok(responses)

@@ -284,7 +284,7 @@ impl GatewayHandler {
 
 /// Whether the client (per request over 2026-07-28, from its handshake
 /// before) declared it can answer what the upstream asked.
-fn declared(cx: &RequestContext<RoleServer>, ask: &Ask) -> bool {
+pub(super) fn declared(cx: &RequestContext<RoleServer>, ask: &Ask) -> bool {
     let what = match ask {
         Ask::Elicit(..) => "elicitation",
         Ask::Sample(..) => "sampling",
@@ -309,7 +309,7 @@ fn callers_capabilities(cx: &RequestContext<RoleServer>) -> Value {
 
 /// Answers an upstream's request the client cannot take: an elicitation is
 /// declined, sampling and roots get an error saying why.
-fn decline(ask: Ask) {
+pub(super) fn decline(ask: Ask) {
     let declined = |what: &str| {
         ErrorData::new(
             ErrorCode::INVALID_REQUEST,
@@ -332,7 +332,7 @@ fn decline(ask: Ask) {
 
 /// Asks the calling client what an upstream asked during its call, inside
 /// the client's own request so the transport relates the two.
-async fn answer_ask(ask: Ask, cx: &RequestContext<RoleServer>) {
+pub(super) async fn answer_ask(ask: Ask, cx: &RequestContext<RoleServer>) {
     let relay_err = |e: ServiceError| match e {
         ServiceError::McpError(e) => e,
         other => ErrorData::new(ErrorCode::INTERNAL_ERROR, other.to_string(), None),

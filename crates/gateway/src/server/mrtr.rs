@@ -10,14 +10,13 @@
 #![allow(deprecated)]
 
 use rmcp::model::{
-    ClientRequest, ElicitResult, ElicitationAction, ErrorCode, GetPromptRequest,
-    GetPromptRequestParams, GetPromptResponse, InputRequest, InputRequiredResult, InputResponses,
-    ResultType, ServerResult,
+    ClientRequest, ErrorCode, GetPromptRequest, GetPromptRequestParams, GetPromptResponse,
+    InputRequest, InputRequiredResult, InputResponses, ResultType, ServerResult,
 };
 use rmcp::service::{RequestContext, ServiceError};
 use rmcp::{ErrorData, RoleServer};
-use serde_json::Value;
 
+use super::forward::{answer_ask, declared, decline};
 use super::service_error;
 use crate::Upstream;
 use crate::hub::marked_elicitation;
@@ -74,53 +73,23 @@ fn marked(mut asked: InputRequiredResult, upstream: &str) -> InputRequiredResult
 }
 
 /// Asks a 2025-11-25 client, inside its own request, what the upstream
-/// asked; a question it declared no support for is declined.
+/// asked — the same questions, asked the same way, as a tool call's
+/// ([`crate::relay::questions`], `forward::answer_ask`); a question it
+/// declared no support for is declined.
 async fn ask_inline(
     requests: rmcp::model::InputRequests,
     cx: &RequestContext<RoleServer>,
     upstream: &str,
 ) -> Result<InputResponses, ErrorData> {
-    let relay_err = |e: ServiceError| match e {
-        ServiceError::McpError(e) => e,
-        other => ErrorData::new(ErrorCode::INTERNAL_ERROR, other.to_string(), None),
-    };
-    let encode = |v: Result<Value, serde_json::Error>| {
-        v.map_err(|e| {
-            ErrorData::internal_error(format!("an answer plangate could not encode: {e}"), None)
-        })
-    };
-    let declared = |what: &str| crate::review::client_capability(cx, what).is_some();
-    let mut responses = InputResponses::new();
-    for (key, request) in requests {
-        let value = match request {
-            InputRequest::Elicitation(r) => {
-                let answer = if declared("elicitation") {
-                    let params = marked_elicitation(r.params, upstream);
-                    cx.peer
-                        .create_elicitation(params)
-                        .await
-                        .map_err(relay_err)?
-                } else {
-                    ElicitResult::new(ElicitationAction::Decline)
-                };
-                encode(serde_json::to_value(answer))?
-            }
-            InputRequest::CreateMessage(r) if declared("sampling") => encode(
-                serde_json::to_value(cx.peer.create_message(r.params).await.map_err(relay_err)?),
-            )?,
-            InputRequest::ListRoots(_) if declared("roots") => encode(serde_json::to_value(
-                cx.peer.list_roots().await.map_err(relay_err)?,
-            ))?,
-            _ => {
-                return Err(ErrorData::invalid_request(
-                    format!(
-                        "upstream {upstream} asked for input the client did not declare it can give"
-                    ),
-                    None,
-                ));
-            }
-        };
-        responses.insert(key, value);
+    let (asks, answers) = crate::relay::questions(requests, upstream)?;
+    for (_, ask) in asks {
+        if declared(cx, &ask) {
+            answer_ask(ask, cx).await;
+        } else {
+            decline(ask);
+        }
     }
-    Ok(responses)
+    // Every question is answered by now; the wait only bounds the
+    // encoding of the answers.
+    crate::relay::collect(answers, upstream, std::time::Duration::from_secs(5)).await
 }
