@@ -271,6 +271,12 @@ pub async fn config_check(
             }
         }
     };
+    // The MCP revision each connected upstream negotiated.
+    let protocol_of = |name: &str| {
+        ups.iter()
+            .find(|u| u.name() == name)
+            .and_then(|u| u.protocol_version())
+    };
     if as_json {
         let tools: Vec<_> = catalog
             .tools
@@ -300,6 +306,7 @@ pub async fn config_check(
                     "trust_annotations": u.trust_annotations,
                     "enabled": u.enabled,
                     "connected": catalog.upstream_names.contains(&u.name),
+                    "protocol": protocol_of(&u.name),
                 })
             })
             .collect();
@@ -317,11 +324,14 @@ pub async fn config_check(
         outln!("config: {source}");
         for u in config.upstreams.values() {
             let state = if !u.enabled {
-                "disabled"
+                "disabled".to_owned()
             } else if catalog.upstream_names.contains(&u.name) {
-                "connected"
+                match protocol_of(&u.name) {
+                    Some(v) => format!("connected (MCP {v})"),
+                    None => "connected".to_owned(),
+                }
             } else {
-                "NOT CONNECTED"
+                "NOT CONNECTED".to_owned()
             };
             outln!(
                 "upstream {} ({}, trust_annotations = {}): {state}",

@@ -409,6 +409,15 @@ impl Upstream {
         &self.peer
     }
 
+    /// The MCP revision negotiated with this upstream (`2025-11-25`,
+    /// `2026-07-28`): what `protocol = "auto"` settled on, shown by
+    /// `config check`.
+    pub fn protocol_version(&self) -> Option<String> {
+        self.peer
+            .peer_info()
+            .map(|info| info.protocol_version.to_string())
+    }
+
     /// Whether plangate speaks MCP 2026-07-28 to this upstream (stateless,
     /// `input_required` instead of requests to the client).
     pub fn is_modern(&self) -> bool {
