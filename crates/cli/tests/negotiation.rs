@@ -10,6 +10,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
+use serde_json::json;
 
 /// The tools a keyed client sees through `plangate serve --http` with
 /// `config`, and how long serving took.
@@ -152,6 +153,187 @@ async fn a_2025_client_answers_a_2026_upstreams_prompt_question_inside_its_reque
         [
             "[Asked by the upstream MCP server \"reference\", not by plangate] What context should the prompt use?"
         ]
+    );
+    let _ = client.cancel().await;
+}
+
+/// A stdio upstream that serves 2026-07-28 (the demo site, an rmcp server):
+/// plangate speaks it there, and plan mode works as at 2025-11-25 — reads
+/// run, a write becomes a step with its preview, the apply runs it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_upstream_at_2026_07_28_plans_and_applies_as_at_2025_11_25() {
+    let (scratch, config, [token]) = demo_keys("", [("agent", "write")]);
+    let text = std::fs::read_to_string(&config).unwrap();
+    let text = text.replacen(
+        "[upstreams.site]\n",
+        "[upstreams.site]\nprotocol = \"2026-07-28\"\n",
+        1,
+    );
+    std::fs::write(&config, text).unwrap();
+    let out = scratch.run(&["config", "check", "--config", &config]);
+    let checked = succeeded(&["config", "check"], &out);
+    assert!(
+        checked.contains(
+            "upstream site (stdio, trust_annotations = true): connected (MCP 2026-07-28)"
+        ),
+        "{checked}"
+    );
+
+    let client = plan_client(&scratch, &config, &token).await;
+    let page = ok(&client, "get_page", json!({"id": 2})).await;
+    assert_eq!(page["title"], "About", "{page}");
+    let step = ok(&client, "update_option", tagline("Fresh bread daily")).await;
+    assert_eq!(step["code"], "plan_step", "{step}");
+    assert!(
+        step["predicted_effect"]
+            .as_str()
+            .unwrap()
+            .contains("Fresh bread daily"),
+        "{step}"
+    );
+    assert_ne!(site_tagline(&scratch), json!("Fresh bread daily"));
+    let digest = get_plan(&client).await["plan_digest"].clone();
+    let receipt = apply_plan(&client, json!({"plan_digest": digest})).await;
+    assert_eq!(receipt["success"], true, "{receipt}");
+    assert_eq!(site_tagline(&scratch), json!("Fresh bread daily"));
+    client.cancel().await.unwrap();
+}
+
+/// A 2025-11-25 client that records the log lines and resource updates
+/// plangate sends it.
+#[derive(Clone, Default)]
+struct Hearing {
+    logs: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    updates: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl rmcp::ClientHandler for Hearing {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        client_info()
+    }
+
+    #[allow(deprecated)]
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        self.logs.lock().unwrap().push(params.data.to_string());
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        self.updates.lock().unwrap().push(params.uri);
+    }
+}
+
+/// Calls `tool` through `peer` and returns its structured answer (or its
+/// text).
+async fn said(
+    peer: &rmcp::Peer<rmcp::RoleClient>,
+    tool: &str,
+    args: serde_json::Value,
+) -> serde_json::Value {
+    let r = peer
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new(tool.to_owned())
+                .with_arguments(args.as_object().cloned().unwrap()),
+        )
+        .await
+        .unwrap();
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+    body(&r)
+}
+
+/// A 2025-11-25 client keeps logging levels and resource subscriptions
+/// when plangate speaks 2026-07-28 to the upstream (the official Python
+/// SDK's server over stdio), where neither `logging/setLevel` nor
+/// `resources/subscribe` exists: the level travels with each request
+/// (`_meta` `logLevel`), the subscription in the upstream's
+/// `subscriptions/listen` filter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2025_client_keeps_log_levels_and_subscriptions_on_a_2026_upstream() {
+    use rmcp::ServiceExt;
+    let python = peers().python.clone();
+    let server = repo_root().join("tests/interop/modern_server.py");
+    let scratch = Scratch::new();
+    let config = scratch.write(
+        "plangate.toml",
+        &format!(
+            "[upstreams.notes]\ncommand = \"{}\"\nargs = [\"{}\"]\nprotocol = \"2026-07-28\"\n",
+            python.display(),
+            server.display()
+        ),
+    );
+    let token = scratch.create_key("agent", "write");
+    let gw = serve_http(&scratch, &["--config", config.to_str().unwrap()]);
+    let hearing = Hearing::default();
+    let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
+        reqwest::Client::new(),
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            gw.url(),
+        )
+        .auth_header(token),
+    );
+    let client = hearing.clone().serve(transport).await.unwrap();
+
+    // No level set: the upstream is asked for no log lines.
+    let loud = said(client.peer(), "shout", json!({"text": "first"})).await;
+    assert_eq!(loud["result"], "FIRST", "{}", gw.log());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(hearing.logs.lock().unwrap().is_empty());
+
+    // Level info: the info line, not the debug one.
+    #[allow(deprecated)]
+    client
+        .peer()
+        .set_level(rmcp::model::SetLevelRequestParams::new(
+            rmcp::model::LoggingLevel::Info,
+        ))
+        .await
+        .unwrap();
+    said(client.peer(), "shout", json!({"text": "second"})).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while hearing.logs.lock().unwrap().is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let logs = hearing.logs.lock().unwrap().clone();
+    assert!(
+        logs.iter().any(|l| l.contains("info: shouted second")),
+        "{logs:?}\n{}",
+        gw.log()
+    );
+    assert!(!logs.iter().any(|l| l.contains("debug:")), "{logs:?}");
+
+    // A subscription: the upstream's update of the note reaches the
+    // subscribed client.
+    #[allow(deprecated)]
+    client
+        .peer()
+        .subscribe(rmcp::model::SubscribeRequestParams::new("memo://note"))
+        .await
+        .unwrap();
+    // The listen stream is opened again with the URI; give it a moment.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut round = 0;
+    while hearing.updates.lock().unwrap().is_empty() && Instant::now() < deadline {
+        round += 1;
+        said(
+            client.peer(),
+            "set_note",
+            json!({"text": format!("round {round}")}),
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let updates = hearing.updates.lock().unwrap().clone();
+    assert!(
+        updates.iter().any(|u| u == "memo://note"),
+        "{updates:?}\n{}",
+        gw.log()
     );
     let _ = client.cancel().await;
 }

@@ -29,6 +29,7 @@
 #![allow(deprecated)]
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use rmcp::model::{
@@ -37,6 +38,7 @@ use rmcp::model::{
 };
 use rmcp::{ErrorData, Peer, RoleServer};
 use serde_json::json;
+use tokio::sync::Notify;
 
 use crate::Gateway;
 
@@ -48,6 +50,9 @@ pub struct Notices {
     levels: Mutex<HashMap<u64, LoggingLevel>>,
     /// (upstream, the upstream's own URI) → the sessions subscribed to it.
     subscriptions: Mutex<BTreeMap<(String, String), BTreeSet<u64>>>,
+    /// Per 2026-07-28 upstream: rung when the URIs subscribed there change,
+    /// so its `subscriptions/listen` stream is opened again with them.
+    listens: Mutex<HashMap<String, Arc<Notify>>>,
 }
 
 /// A level's severity, least severe (most verbose) first, as the spec
@@ -111,6 +116,13 @@ pub async fn set_level(gw: &Gateway, session: u64, level: LoggingLevel) {
     apply_level(gw, None).await;
 }
 
+/// The level session `session` asked for with `logging/setLevel`, if any:
+/// a 2026-07-28 upstream has no such method and reads it with each request
+/// instead (`_meta` `logLevel`).
+pub fn level_of(gw: &Gateway, session: u64) -> Option<LoggingLevel> {
+    gw.hub().notices.levels.lock().get(&session).copied()
+}
+
 /// Sets each upstream that declares logging (or only `only`) to the most
 /// verbose level a session asked for. Failures are logged: a client's
 /// setLevel succeeds for plangate's own filtering either way.
@@ -122,7 +134,8 @@ async fn apply_level(gw: &Gateway, only: Option<&str>) {
         if only.is_some_and(|o| o != name) || !declares(gw, &name, "logging") {
             continue;
         }
-        let Some(up) = gw.upstream(&name) else {
+        // A 2026-07-28 upstream reads the level with each request.
+        let Some(up) = gw.upstream(&name).filter(|up| !up.is_modern()) else {
             continue;
         };
         let sent = up.timed(up.peer().set_level(SetLevelRequestParams::new(floor)));
@@ -248,6 +261,13 @@ async fn upstream_subscribe(
             Some(json!({"upstream": upstream})),
         ));
     }
+    if up.is_modern() {
+        // 2026-07-28 has no resources/subscribe: the URIs travel in the
+        // filter of the upstream's subscriptions/listen stream, opened again
+        // with the new set (`supervisor::watch_lists`).
+        listen_changed(gw, upstream).notify_one();
+        return Ok(());
+    }
     let result = if on {
         Box::pin(up.timed(up.peer().subscribe(SubscribeRequestParams::new(original)))).await
     } else {
@@ -260,6 +280,30 @@ async fn upstream_subscribe(
         .await
     };
     result.map_err(|e| crate::server::service_error(upstream, e))
+}
+
+/// What rings when the URIs subscribed on 2026-07-28 upstream `upstream`
+/// change.
+pub(crate) fn listen_changed(gw: &Gateway, upstream: &str) -> Arc<Notify> {
+    gw.hub()
+        .notices
+        .listens
+        .lock()
+        .entry(upstream.to_owned())
+        .or_default()
+        .clone()
+}
+
+/// The upstream's own URIs some session is subscribed to on `upstream`.
+pub(crate) fn subscribed(gw: &Gateway, upstream: &str) -> Vec<String> {
+    gw.hub()
+        .notices
+        .subscriptions
+        .lock()
+        .keys()
+        .filter(|(u, _)| u == upstream)
+        .map(|(_, uri)| uri.clone())
+        .collect()
 }
 
 /// An update of `uri` (the upstream's own URI) from `upstream`: told to
@@ -296,16 +340,11 @@ pub async fn resource_updated(gw: &Gateway, upstream: &str, uri: &str) {
 /// sessions asked for them.
 pub async fn restore(gw: &Gateway, upstream: &str) {
     apply_level(gw, Some(upstream)).await;
-    let uris: Vec<String> = gw
-        .hub()
-        .notices
-        .subscriptions
-        .lock()
-        .keys()
-        .filter(|(u, _)| u == upstream)
-        .map(|(_, uri)| uri.clone())
-        .collect();
-    for uri in uris {
+    if gw.upstream(upstream).is_some_and(|up| up.is_modern()) {
+        // Its listen stream is opened with the subscriptions as they are.
+        return;
+    }
+    for uri in subscribed(gw, upstream) {
         if let Err(e) = upstream_subscribe(gw, upstream, &uri, true).await {
             tracing::info!(upstream, uri, "resubscribing failed: {}", e.message);
         }

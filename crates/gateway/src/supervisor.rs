@@ -135,36 +135,84 @@ fn jittered(backoff: Duration) -> Duration {
     Duration::from_millis(ms / 2 + rand::random_range(0..=ms / 2))
 }
 
-/// A 2026-07-28 upstream tells of list changes only on a
-/// `subscriptions/listen` stream: one is held open while the connection
-/// lasts, and each change re-reads the upstream's lists as a 2025-11-25
-/// `list_changed` notification would.
+/// A 2026-07-28 upstream tells of list changes and resource updates only
+/// on a `subscriptions/listen` stream: one is held open while the
+/// connection lasts, asking for list changes and for updates of the URIs
+/// sessions subscribed to there ([`crate::notices`]); it is opened again
+/// whenever that set changes. A list change re-reads the upstream's lists
+/// as a 2025-11-25 `list_changed` notification would; an update goes to the
+/// subscribed sessions.
 async fn watch_lists(gw: Weak<Gateway>, name: String, peer: rmcp::Peer<rmcp::RoleClient>) {
     use rmcp::model::{ServerNotification, SubscriptionFilter};
-    let filter = SubscriptionFilter::builder()
-        .tools_list_changed()
-        .prompts_list_changed()
-        .resources_list_changed()
-        .build();
-    let mut subscription = match peer.listen(filter).await {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::info!(upstream = %name, "no subscriptions/listen stream ({e}); its list changes are not heard");
-            return;
-        }
+    let Some(changed) = gw
+        .upgrade()
+        .map(|g| crate::notices::listen_changed(&g, &name))
+    else {
+        return;
     };
-    while let Ok(Some(notification)) = subscription.next().await {
-        if matches!(
-            notification,
-            ServerNotification::ToolListChangedNotification(_)
-                | ServerNotification::PromptListChangedNotification(_)
-                | ServerNotification::ResourceListChangedNotification(_)
-        ) {
-            tracing::info!(upstream = %name, "upstream lists changed");
-            let Some(g) = gw.upgrade() else { return };
-            let n = name.clone();
-            tokio::spawn(async move { g.refresh_upstream(&n).await });
+    loop {
+        let uris = match gw.upgrade() {
+            Some(g) => crate::notices::subscribed(&g, &name),
+            None => return,
+        };
+        let mut filter = SubscriptionFilter::builder()
+            .tools_list_changed()
+            .prompts_list_changed()
+            .resources_list_changed()
+            .build();
+        if !uris.is_empty() {
+            filter.resource_subscriptions = Some(uris);
         }
+        let mut subscription = match peer.listen(filter).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::info!(upstream = %name, "no subscriptions/listen stream ({e}); its list changes and resource updates are not heard");
+                // Opened again when the subscriptions change (or the
+                // upstream reconnects).
+                tokio::select! {
+                    () = changed.notified() => continue,
+                    () = peer_closed(&peer) => return,
+                }
+            }
+        };
+        loop {
+            let notification = tokio::select! {
+                n = subscription.next() => n,
+                () = changed.notified() => break,
+            };
+            let Ok(Some(notification)) = notification else {
+                // The stream ended: wait for a change of subscriptions; a
+                // new connection starts its own watch.
+                tokio::select! {
+                    () = changed.notified() => break,
+                    () = peer_closed(&peer) => return,
+                }
+            };
+            let Some(g) = gw.upgrade() else { return };
+            match notification {
+                ServerNotification::ToolListChangedNotification(_)
+                | ServerNotification::PromptListChangedNotification(_)
+                | ServerNotification::ResourceListChangedNotification(_) => {
+                    tracing::info!(upstream = %name, "upstream lists changed");
+                    let n = name.clone();
+                    tokio::spawn(async move { g.refresh_upstream(&n).await });
+                }
+                ServerNotification::ResourceUpdatedNotification(update) => {
+                    let n = name.clone();
+                    tokio::spawn(async move {
+                        crate::notices::resource_updated(&g, &n, &update.params.uri).await;
+                    });
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Resolves when the connection `peer` belongs to has closed.
+async fn peer_closed(peer: &rmcp::Peer<rmcp::RoleClient>) {
+    while !peer.is_transport_closed() {
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 

@@ -91,15 +91,7 @@ impl GatewayHandler {
                 let mut request_meta = None;
                 if upstream.is_modern() {
                     params.input_responses = request.input_responses;
-                    // Over 2026-07-28 capabilities travel with each request:
-                    // the upstream hears what this caller can answer, not
-                    // what plangate could relay for some caller.
-                    let mut meta = rmcp::model::RequestMetaObject::default();
-                    meta.0.0.insert(
-                        "io.modelcontextprotocol/clientCapabilities".to_owned(),
-                        callers_capabilities(cx),
-                    );
-                    request_meta = Some(meta);
+                    request_meta = Some(modern_meta(&self.gw, self.session, cx));
                 }
                 crate::relay::start(
                     self.gw.clone(),
@@ -297,6 +289,32 @@ pub(super) fn declared(cx: &RequestContext<RoleServer>, ask: &Ask) -> bool {
 /// questions (elicitation, sampling, roots), as 2026-07-28 request
 /// metadata; the rest of its capabilities concern plangate, not the
 /// upstream.
+/// The `_meta` a 2026-07-28 upstream reads with each request (SEP-2575):
+/// what the calling client can answer — capabilities travel with each
+/// request, so the upstream hears this caller's, not what plangate could
+/// relay for some other caller — and the log level the caller asked for: a
+/// 2026-07-28 client's own `logLevel`, or the level a 2025-11-25 client set
+/// with `logging/setLevel`. Without one the upstream sends no log lines.
+pub(super) fn modern_meta(
+    gw: &Gateway,
+    session: u64,
+    cx: &RequestContext<RoleServer>,
+) -> rmcp::model::RequestMetaObject {
+    let mut meta = rmcp::model::RequestMetaObject::default();
+    meta.0.0.insert(
+        "io.modelcontextprotocol/clientCapabilities".to_owned(),
+        callers_capabilities(cx),
+    );
+    if let Some(level) = cx
+        .meta
+        .log_level()
+        .or_else(|| crate::notices::level_of(gw, session))
+    {
+        meta.set_log_level(level);
+    }
+    meta
+}
+
 fn callers_capabilities(cx: &RequestContext<RoleServer>) -> Value {
     let mut caps = serde_json::Map::new();
     for what in ["elicitation", "sampling", "roots"] {

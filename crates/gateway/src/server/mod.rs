@@ -444,7 +444,8 @@ impl ServerHandler for GatewayHandler {
         // A 2026-07-28 upstream may answer input_required (SEP-2322).
         params.input_responses = request.input_responses;
         params.request_state = request.request_state;
-        Box::pin(mrtr::get_prompt(&upstream, params, &cx)).await
+        let meta = forward::modern_meta(&self.gw, self.session, &cx);
+        Box::pin(mrtr::get_prompt(&upstream, params, meta, &cx)).await
     }
 
     async fn list_resources(
@@ -493,16 +494,22 @@ impl ServerHandler for GatewayHandler {
             ));
         };
         let ns = catalog.namespaced.then_some(upstream_name.as_str());
-        // Boxed for the same reason as in `get_prompt`.
-        let mut result = Box::pin(
-            upstream.timed(
-                upstream
-                    .peer()
-                    .read_resource(ReadResourceRequestParams::new(original)),
-            ),
-        )
-        .await
-        .map_err(|e| match service_error(&upstream_name, e) {
+        let mut params = ReadResourceRequestParams::new(original);
+        let answer = if upstream.is_modern() {
+            // A 2026-07-28 upstream may answer input_required (SEP-2322).
+            params.input_responses = request.input_responses;
+            params.request_state = request.request_state;
+            let meta = forward::modern_meta(&self.gw, self.session, &cx);
+            match Box::pin(mrtr::read_resource(&upstream, params, meta, &cx)).await {
+                Ok(Err(asked)) => return Ok(ReadResourceResponse::InputRequired(asked)),
+                Ok(Ok(result)) => Ok(result),
+                Err(e) => Err(e),
+            }
+        } else {
+            // Boxed for the same reason as in `get_prompt`.
+            Box::pin(upstream.timed(upstream.peer().read_resource(params))).await
+        };
+        let mut result = answer.map_err(|e| match service_error(&upstream_name, e) {
             // SEP-2164: a resource-not-found error (-32602; -32002 before
             // it) names the URI asked for, in plangate's exposed form.
             mut e
@@ -593,7 +600,9 @@ impl ServerHandler for GatewayHandler {
         if !offers {
             return Ok(rmcp::model::CompleteResult::default());
         }
-        forwarded.meta = None;
+        forwarded.meta = upstream
+            .is_modern()
+            .then(|| forward::modern_meta(&self.gw, self.session, &cx));
         let mut result = Box::pin(upstream.timed(upstream.peer().complete(forwarded)))
             .await
             .map_err(|e| service_error(&upstream_name, e))?;

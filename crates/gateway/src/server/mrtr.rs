@@ -1,5 +1,5 @@
 //! A 2026-07-28 upstream's `input_required` answer to a request other than
-//! `tools/call` (SEP-2322 allows it for `prompts/get`): a 2026-07-28
+//! `tools/call` (SEP-2322 allows it for `prompts/get` and `resources/read`): a 2026-07-28
 //! client gets it as it is, its questions marked as the upstream's, and
 //! its retry (answers and the upstream's request state) goes back to the
 //! upstream; a 2025-11-25 client is asked inside its own request and
@@ -11,9 +11,10 @@
 
 use rmcp::model::{
     ClientRequest, ErrorCode, GetPromptRequest, GetPromptRequestParams, GetPromptResponse,
-    InputRequest, InputRequiredResult, InputResponses, ResultType, ServerResult,
+    InputRequest, InputRequiredResult, InputResponses, ReadResourceRequest,
+    ReadResourceRequestParams, ReadResourceResult, RequestMetaObject, ResultType, ServerResult,
 };
-use rmcp::service::{RequestContext, ServiceError};
+use rmcp::service::{PeerRequestOptions, RequestContext, ServiceError};
 use rmcp::{ErrorData, RoleServer};
 
 use super::forward::{answer_ask, declared, decline};
@@ -24,32 +25,54 @@ use crate::hub::marked_elicitation;
 /// The most `input_required` rounds one request may take.
 const MAX_ROUNDS: usize = 16;
 
-/// `prompts/get` on a 2026-07-28 upstream.
-pub(super) async fn get_prompt(
+/// How a request to a 2026-07-28 upstream ended after its rounds.
+pub(super) enum Rounds {
+    /// The upstream's final answer.
+    Done(ServerResult),
+    /// Questions for a 2026-07-28 client, marked as the upstream's; its
+    /// retry carries the answers and the upstream's request state.
+    Asked(InputRequiredResult),
+}
+
+/// Sends a request built by `request` (from the answers and request state
+/// of the round before; the first round gets the client's own) to a
+/// 2026-07-28 upstream with `meta`, and goes on while the upstream answers
+/// `input_required`: a 2026-07-28 client gets the questions back, a
+/// 2025-11-25 client is asked inside its own request and plangate retries
+/// for it.
+pub(super) async fn rounds(
     upstream: &Upstream,
-    mut params: GetPromptRequestParams,
+    meta: RequestMetaObject,
+    mut answers: (Option<InputResponses>, Option<String>),
+    request: impl Fn(Option<InputResponses>, Option<String>) -> ClientRequest,
     cx: &RequestContext<RoleServer>,
-) -> Result<GetPromptResponse, ErrorData> {
+) -> Result<Rounds, ErrorData> {
     let name = upstream.name();
     for _ in 0..MAX_ROUNDS {
-        let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params.clone()));
-        let answer = Box::pin(upstream.timed(upstream.peer().send_request(request)))
-            .await
-            .map_err(|e| service_error(name, e))?;
+        let sent = request(answers.0.take(), answers.1.take());
+        let options = PeerRequestOptions::no_options().with_meta(meta.clone());
+        let answer = Box::pin(upstream.timed(async {
+            upstream
+                .peer()
+                .send_request_with_option(sent, options)
+                .await?
+                .await_response()
+                .await
+        }))
+        .await
+        .map_err(|e| service_error(name, e))?;
         match answer {
-            ServerResult::GetPromptResult(mut result) => {
-                result.result_type.get_or_insert(ResultType::COMPLETE);
-                return Ok(result.into());
-            }
             ServerResult::InputRequiredResult(asked) if crate::review::modern(cx) => {
-                return Ok(GetPromptResponse::InputRequired(marked(asked, name)));
+                return Ok(Rounds::Asked(marked(asked, name)));
             }
             ServerResult::InputRequiredResult(asked) => {
                 let requests = asked.input_requests.unwrap_or_default();
-                params.input_responses = Some(ask_inline(requests, cx, name).await?);
-                params.request_state = asked.request_state;
+                answers = (
+                    Some(ask_inline(requests, cx, name).await?),
+                    asked.request_state,
+                );
             }
-            _ => return Err(service_error(name, ServiceError::UnexpectedResponse)),
+            done => return Ok(Rounds::Done(done)),
         }
     }
     Err(ErrorData::new(
@@ -57,6 +80,56 @@ pub(super) async fn get_prompt(
         format!("upstream {name} kept asking for input ({MAX_ROUNDS} rounds); plangate gave up"),
         None,
     ))
+}
+
+/// `prompts/get` on a 2026-07-28 upstream.
+pub(super) async fn get_prompt(
+    upstream: &Upstream,
+    params: GetPromptRequestParams,
+    meta: RequestMetaObject,
+    cx: &RequestContext<RoleServer>,
+) -> Result<GetPromptResponse, ErrorData> {
+    let first = (params.input_responses.clone(), params.request_state.clone());
+    let request = |input_responses, request_state| {
+        let mut params = params.clone();
+        params.input_responses = input_responses;
+        params.request_state = request_state;
+        ClientRequest::GetPromptRequest(GetPromptRequest::new(params))
+    };
+    match rounds(upstream, meta, first, request, cx).await? {
+        Rounds::Done(ServerResult::GetPromptResult(mut result)) => {
+            result.result_type.get_or_insert(ResultType::COMPLETE);
+            Ok(result.into())
+        }
+        Rounds::Asked(asked) => Ok(GetPromptResponse::InputRequired(asked)),
+        Rounds::Done(_) => Err(service_error(
+            upstream.name(),
+            ServiceError::UnexpectedResponse,
+        )),
+    }
+}
+
+/// `resources/read` on a 2026-07-28 upstream: its contents, or its
+/// questions for a 2026-07-28 client.
+pub(super) async fn read_resource(
+    upstream: &Upstream,
+    params: ReadResourceRequestParams,
+    meta: RequestMetaObject,
+    cx: &RequestContext<RoleServer>,
+) -> Result<Result<ReadResourceResult, InputRequiredResult>, ServiceError> {
+    let first = (params.input_responses.clone(), params.request_state.clone());
+    let request = |input_responses, request_state| {
+        let mut params = params.clone();
+        params.input_responses = input_responses;
+        params.request_state = request_state;
+        ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params))
+    };
+    match rounds(upstream, meta, first, request, cx).await {
+        Ok(Rounds::Done(ServerResult::ReadResourceResult(result))) => Ok(Ok(result)),
+        Ok(Rounds::Asked(asked)) => Ok(Err(asked)),
+        Ok(Rounds::Done(_)) => Err(ServiceError::UnexpectedResponse),
+        Err(e) => Err(ServiceError::McpError(e)),
+    }
 }
 
 /// The upstream's questions, each elicitation marked as the upstream's so
