@@ -9,7 +9,8 @@ is no resources/subscribe).
 
 Tools: `shout(text)` (a read; logs one debug and one info line about it),
 `set_note(text)` (a write; changes the resource `memo://note` and publishes
-its update). Resource: `memo://note`.
+its update), `add_echo()` (a write; adds the tool `echo` and publishes the
+tool list change). Resource: `memo://note`.
 """
 
 from __future__ import annotations
@@ -41,6 +42,20 @@ async def set_note(text: str, ctx: Context) -> str:
     note["text"] = text
     await ctx.notify_resource_updated("memo://note")
     return "noted"
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False))
+async def add_echo(ctx: Context) -> str:
+    """Adds the tool `echo` and tells listen streams that the tool list
+    changed."""
+
+    def echo(text: str) -> str:
+        """Says `text` back."""
+        return text
+
+    server.add_tool(echo, annotations=ToolAnnotations(readOnlyHint=True))
+    await ctx.notify_tools_changed()
+    return "added"
 
 
 @server.resource("memo://note", name="note", mime_type="text/plain")

@@ -337,3 +337,178 @@ async fn a_2025_client_keeps_log_levels_and_subscriptions_on_a_2026_upstream() {
     );
     let _ = client.cancel().await;
 }
+
+/// A 2026-07-28 client names the resources it wants updates of in its
+/// `subscriptions/listen` filter: plangate acknowledges those that route to
+/// an upstream that takes subscriptions, and an update of one reaches that
+/// stream (here through a 2026-07-28 upstream's own listen stream, the
+/// official Python SDK's server); so does a change of the upstream's tool
+/// list, which plangate re-reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_client_hears_updates_of_the_resources_in_its_listen_filter() {
+    use rmcp::ClientLifecycleMode;
+    use rmcp::service::ClientServiceExt as _;
+    let python = peers().python.clone();
+    let server = repo_root().join("tests/interop/modern_server.py");
+    let scratch = Scratch::new();
+    let config = scratch.write(
+        "plangate.toml",
+        &format!(
+            "[upstreams.notes]\ncommand = \"{}\"\nargs = [\"{}\"]\nprotocol = \"2026-07-28\"\n",
+            python.display(),
+            server.display()
+        ),
+    );
+    let token = scratch.create_key("agent", "write");
+    let gw = serve_http(&scratch, &["--config", config.to_str().unwrap()]);
+    let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
+        reqwest::Client::new(),
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            gw.url(),
+        )
+        .auth_header(token),
+    );
+    let client = rmcp::model::ClientConfig::default()
+        .serve_with_lifecycle(
+            transport,
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .unwrap();
+    let mut filter = rmcp::model::SubscriptionFilter::builder()
+        .tools_list_changed()
+        .build();
+    filter.resource_subscriptions = Some(vec!["memo://note".into()]);
+    let mut listening = client.peer().listen(filter).await.unwrap();
+    assert_eq!(
+        listening.acknowledged().resource_subscriptions,
+        Some(vec!["memo://note".to_owned()])
+    );
+    // plangate opens its upstream listen stream again with the URI; the
+    // update may take a round or two to be heard.
+    let mut heard = None;
+    for round in 0..20 {
+        said(
+            client.peer(),
+            "set_note",
+            json!({"text": format!("round {round}")}),
+        )
+        .await;
+        if let Ok(Ok(Some(n))) =
+            tokio::time::timeout(Duration::from_millis(500), listening.next()).await
+        {
+            heard = Some(n);
+            break;
+        }
+    }
+    match heard {
+        Some(rmcp::model::ServerNotification::ResourceUpdatedNotification(n)) => {
+            assert_eq!(n.params.uri, "memo://note");
+        }
+        other => panic!("{other:?}\n{}", gw.log()),
+    }
+
+    // The upstream adds a tool and says so on its listen stream: plangate
+    // re-reads its list and tells this client's stream.
+    said(client.peer(), "add_echo", json!({})).await;
+    let changed = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match listening.next().await {
+                Ok(Some(rmcp::model::ServerNotification::ToolListChangedNotification(_))) => {
+                    return true;
+                }
+                Ok(Some(_)) => {}
+                _ => return false,
+            }
+        }
+    })
+    .await;
+    assert_eq!(changed, Ok(true), "{}", gw.log());
+    // plangate re-read the list: the new tool waits for an operator
+    // (pinned definitions; `plangate tools`), as any new tool does.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !gw.log().contains("tools=echo (new)") {
+        assert!(Instant::now() < deadline, "{}", gw.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(listening);
+    let _ = client.cancel().await;
+}
+
+/// The conformance suite's reference server answers `subscriptions/listen`
+/// with an `application/json` body that goes on, one message per line;
+/// plangate reads it line by line, so a change of the server's tool list
+/// (made here by its hidden hook, called directly) reaches plangate's
+/// 2026-07-28 clients.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_stream_sent_as_json_lines_is_heard() {
+    use rmcp::ClientLifecycleMode;
+    use rmcp::service::ClientServiceExt as _;
+    let (_reference, url) = reference_server();
+    let scratch = Scratch::new();
+    let config = scratch.write(
+        "plangate.toml",
+        &format!("[upstreams.reference]\nurl = \"{url}\"\nprotocol = \"2026-07-28\"\n"),
+    );
+    let token = scratch.create_key("agent", "write");
+    let gw = serve_http(&scratch, &["--config", config.to_str().unwrap()]);
+    let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
+        reqwest::Client::new(),
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            gw.url(),
+        )
+        .auth_header(token),
+    );
+    let client = rmcp::model::ClientConfig::default()
+        .serve_with_lifecycle(
+            transport,
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .unwrap();
+    let filter = rmcp::model::SubscriptionFilter::builder()
+        .tools_list_changed()
+        .build();
+    let mut listening = client.peer().listen(filter).await.unwrap();
+
+    let trigger = || async {
+        let meta = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}
+        });
+        reqwest::Client::new()
+            .post(&url)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", "test_trigger_tool_change")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "test_trigger_tool_change", "arguments": {}, "_meta": meta}}))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    };
+    // plangate's own listen stream opens when the upstream connects; give
+    // the change a few tries to find it open.
+    let mut heard = false;
+    for _ in 0..20 {
+        let answer = trigger().await;
+        assert!(answer.contains("Mutation triggered"), "{answer}");
+        if let Ok(Ok(Some(rmcp::model::ServerNotification::ToolListChangedNotification(_)))) =
+            tokio::time::timeout(Duration::from_millis(500), listening.next()).await
+        {
+            heard = true;
+            break;
+        }
+    }
+    assert!(heard, "{}", gw.log());
+    drop(listening);
+    let _ = client.cancel().await;
+}

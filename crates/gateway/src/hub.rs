@@ -341,6 +341,16 @@ impl Hub {
         self.subscriptions.lock().retain(|(i, _, _)| *i != id);
     }
 
+    /// The listen stream [`Hub::add_subscription`] numbered `id`, while it
+    /// lasts.
+    pub fn listen_sink(&self, id: u64) -> Option<rmcp::service::SubscriptionSink> {
+        self.subscriptions
+            .lock()
+            .iter()
+            .find(|(i, _, _)| *i == id)
+            .map(|(_, s, _)| s.clone())
+    }
+
     fn sinks(&self, key_id: Option<&str>) -> Vec<rmcp::service::SubscriptionSink> {
         self.subscriptions
             .lock()
@@ -378,6 +388,10 @@ impl Hub {
         for peer in self.peers(|_| true) {
             let _ = peer.notify_resource_list_changed().await;
             let _ = peer.notify_prompt_list_changed().await;
+        }
+        for sink in self.sinks(None) {
+            let _ = sink.notify_resource_list_changed().await;
+            let _ = sink.notify_prompt_list_changed().await;
         }
     }
 }

@@ -16,12 +16,19 @@
 //!   message that relates to no call goes only to sessions that set a level
 //!   — an upstream's log can speak of other keys' work, so no session hears
 //!   it without asking. With several upstreams the `logger` is prefixed by
-//!   the upstream's name (`site` or `site/LOGGER`).
+//!   the upstream's name (`site` or `site/LOGGER`). A 2026-07-28 upstream
+//!   has no `logging/setLevel`: each request carries its caller's level
+//!   (`_meta` `logLevel`, see `server::forward::modern_meta`), so it logs
+//!   only for callers that asked.
 //! * **Subscriptions.** A session subscribes to an exposed URI; plangate
 //!   subscribes upstream once per URI while any session wants it, and
 //!   unsubscribes when the last one leaves. An update goes to exactly the
 //!   sessions subscribed to that URI, under its exposed URI. After an
 //!   upstream reconnects, its subscriptions and log level are set again.
+//!   A 2026-07-28 upstream has no `resources/subscribe`: its subscribed
+//!   URIs go into the filter of the `subscriptions/listen` stream plangate
+//!   holds open to it (`supervisor::watch_lists`), opened again whenever
+//!   the set changes; an update sent while it reopens is lost.
 
 // Logging and resources/subscribe are deprecated by SEP-2577 and
 // 2026-07-28 but remain part of MCP 2025-11-25, which plangate serves and
@@ -48,11 +55,21 @@ use crate::Gateway;
 pub struct Notices {
     /// Client session → the level it asked for.
     levels: Mutex<HashMap<u64, LoggingLevel>>,
-    /// (upstream, the upstream's own URI) → the sessions subscribed to it.
-    subscriptions: Mutex<BTreeMap<(String, String), BTreeSet<u64>>>,
+    /// (upstream, the upstream's own URI) → who is subscribed to it.
+    subscriptions: Mutex<BTreeMap<(String, String), BTreeSet<Subscriber>>>,
     /// Per 2026-07-28 upstream: rung when the URIs subscribed there change,
     /// so its `subscriptions/listen` stream is opened again with them.
     listens: Mutex<HashMap<String, Arc<Notify>>>,
+}
+
+/// Who asked for a resource's updates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Subscriber {
+    /// A 2025-11-25 client session (`resources/subscribe`).
+    Session(u64),
+    /// A 2026-07-28 client's `subscriptions/listen` stream, by its id in
+    /// the hub ([`crate::hub::Hub::add_subscription`]).
+    Listen(u64),
 }
 
 /// A level's severity, least severe (most verbose) first, as the spec
@@ -84,7 +101,7 @@ impl Notices {
     fn forget(&self, session: u64) {
         self.levels.lock().remove(&session);
         self.subscriptions.lock().retain(|_, sessions| {
-            sessions.remove(&session);
+            sessions.remove(&Subscriber::Session(session));
             !sessions.is_empty()
         });
     }
@@ -188,9 +205,14 @@ async fn send_log(peer: &Peer<RoleServer>, params: LoggingMessageNotificationPar
     }
 }
 
-/// `resources/subscribe` from client session `session` to the exposed
-/// `uri`.
-pub async fn subscribe(gw: &Gateway, session: u64, uri: &str) -> Result<(), ErrorData> {
+/// Whether the exposed `uri` belongs to an upstream that takes resource
+/// subscriptions (a 2026-07-28 client's listen filter keeps only those).
+pub fn can_subscribe(gw: &Gateway, uri: &str) -> bool {
+    route(gw, uri).is_ok_and(|(upstream, _)| declares(gw, &upstream, "subscribe"))
+}
+
+/// `resources/subscribe` from `who` to the exposed `uri`.
+pub async fn subscribe(gw: &Gateway, who: Subscriber, uri: &str) -> Result<(), ErrorData> {
     let (upstream, original) = route(gw, uri)?;
     let first = {
         let mut subs = gw.hub().notices.subscriptions.lock();
@@ -198,34 +220,34 @@ pub async fn subscribe(gw: &Gateway, session: u64, uri: &str) -> Result<(), Erro
             .entry((upstream.clone(), original.clone()))
             .or_default();
         let first = sessions.is_empty();
-        sessions.insert(session);
+        sessions.insert(who);
         first
     };
     if first && let Err(e) = upstream_subscribe(gw, &upstream, &original, true).await {
-        remove(gw, session, &upstream, &original);
+        remove(gw, who, &upstream, &original);
         return Err(e);
     }
     Ok(())
 }
 
-/// `resources/unsubscribe` from client session `session`.
-pub async fn unsubscribe(gw: &Gateway, session: u64, uri: &str) -> Result<(), ErrorData> {
+/// `resources/unsubscribe` from `who`.
+pub async fn unsubscribe(gw: &Gateway, who: Subscriber, uri: &str) -> Result<(), ErrorData> {
     let (upstream, original) = route(gw, uri)?;
-    if remove(gw, session, &upstream, &original) {
+    if remove(gw, who, &upstream, &original) {
         upstream_subscribe(gw, &upstream, &original, false).await?;
     }
     Ok(())
 }
 
-/// Removes a session's subscription; true if nobody is subscribed to the
-/// URI any more.
-fn remove(gw: &Gateway, session: u64, upstream: &str, original: &str) -> bool {
+/// Removes a subscription; true if nobody is subscribed to the URI any
+/// more.
+fn remove(gw: &Gateway, who: Subscriber, upstream: &str, original: &str) -> bool {
     let mut subs = gw.hub().notices.subscriptions.lock();
     let key = (upstream.to_owned(), original.to_owned());
     let Some(sessions) = subs.get_mut(&key) else {
         return false;
     };
-    sessions.remove(&session);
+    sessions.remove(&who);
     if sessions.is_empty() {
         subs.remove(&key);
         return true;
@@ -307,9 +329,9 @@ pub(crate) fn subscribed(gw: &Gateway, upstream: &str) -> Vec<String> {
 }
 
 /// An update of `uri` (the upstream's own URI) from `upstream`: told to
-/// the sessions subscribed to it, under its exposed URI.
+/// the sessions and listen streams subscribed to it, under its exposed URI.
 pub async fn resource_updated(gw: &Gateway, upstream: &str, uri: &str) {
-    let sessions: Vec<u64> = gw
+    let subscribers: Vec<Subscriber> = gw
         .hub()
         .notices
         .subscriptions
@@ -319,19 +341,31 @@ pub async fn resource_updated(gw: &Gateway, upstream: &str, uri: &str) {
         .unwrap_or_default();
     let ns = gw.catalog().namespaced.then_some(upstream);
     let exposed = plangate_core::expose_uri(ns, uri);
-    for session in sessions {
-        match gw.hub().client_peer(session) {
-            Some(peer) => {
-                let params = rmcp::model::ResourceUpdatedNotificationParam::new(exposed.clone());
-                if let Err(e) = Box::pin(peer.notify_resource_updated(params)).await {
-                    tracing::debug!("resource update not delivered: {e}");
+    for who in subscribers {
+        let delivered = match who {
+            Subscriber::Session(session) => match gw.hub().client_peer(session) {
+                Some(peer) => {
+                    let params =
+                        rmcp::model::ResourceUpdatedNotificationParam::new(exposed.clone());
+                    if let Err(e) = Box::pin(peer.notify_resource_updated(params)).await {
+                        tracing::debug!("resource update not delivered: {e}");
+                    }
+                    true
                 }
-            }
-            None => {
-                if remove(gw, session, upstream, uri) {
-                    let _ = upstream_subscribe(gw, upstream, uri, false).await;
+                None => false,
+            },
+            Subscriber::Listen(id) => match gw.hub().listen_sink(id) {
+                Some(sink) => {
+                    if let Err(e) = sink.notify_resource_updated(exposed.clone()).await {
+                        tracing::debug!("resource update not delivered: {e}");
+                    }
+                    true
                 }
-            }
+                None => false,
+            },
+        };
+        if !delivered && remove(gw, who, upstream, uri) {
+            let _ = upstream_subscribe(gw, upstream, uri, false).await;
         }
     }
 }

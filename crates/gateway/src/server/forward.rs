@@ -254,10 +254,18 @@ impl GatewayHandler {
             .metrics()
             .record(name, tool, Outcome::Failed, elapsed);
         tracing::warn!(upstream = name, tool, "tool call got no answer: {error}");
-        if matches!(
-            error,
-            ServiceError::TransportClosed | ServiceError::TransportSend(_)
-        ) {
+        // A 2026-07-28 upstream holds no session: one request it answered
+        // with something unreadable says nothing of the next, so its
+        // connection is kept (and with it the listen stream) unless the
+        // transport itself closed.
+        let broken = match error {
+            ServiceError::TransportClosed => true,
+            ServiceError::TransportSend(_) => {
+                !upstream.is_modern() || upstream.peer().is_transport_closed()
+            }
+            _ => false,
+        };
+        if broken {
             upstream.fail();
         }
         let message = match &error {
@@ -265,7 +273,7 @@ impl GatewayHandler {
                 "upstream {name} did not answer within {} (its call_timeout); plangate cancelled the call. It may still have taken effect: check before calling again, or raise [upstreams.{name}] call_timeout",
                 plangate_config::format_duration(*timeout)
             ),
-            ServiceError::TransportClosed | ServiceError::TransportSend(_) => format!(
+            ServiceError::TransportClosed | ServiceError::TransportSend(_) if broken => format!(
                 "upstream {name} did not answer ({error}); it is being reconnected — try again shortly"
             ),
             _ => format!("upstream {name} did not answer ({error}); try again shortly"),

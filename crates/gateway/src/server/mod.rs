@@ -334,16 +334,28 @@ impl ServerHandler for GatewayHandler {
 
     fn accepted_subscription_filter(
         &self,
-        _requested: &rmcp::model::SubscriptionFilter,
+        requested: &rmcp::model::SubscriptionFilter,
     ) -> Option<rmcp::model::SubscriptionFilter> {
-        // 2026-07-28 clients hear of list changes on a listen stream.
-        Some(
-            rmcp::model::SubscriptionFilter::builder()
-                .tools_list_changed()
-                .prompts_list_changed()
-                .resources_list_changed()
-                .build(),
-        )
+        // 2026-07-28 clients hear of list changes, and of updates of the
+        // resources they name, on a listen stream; a URI no upstream of
+        // plangate serves with subscriptions is left out of the
+        // acknowledgment.
+        let mut accepted = rmcp::model::SubscriptionFilter::builder()
+            .tools_list_changed()
+            .prompts_list_changed()
+            .resources_list_changed()
+            .build();
+        let uris: Vec<String> = requested
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .filter(|uri| crate::notices::can_subscribe(&self.gw, uri))
+            .cloned()
+            .collect();
+        if !uris.is_empty() {
+            accepted.resource_subscriptions = Some(uris);
+        }
+        Some(accepted)
     }
 
     async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), ErrorData> {
@@ -352,7 +364,25 @@ impl ServerHandler for GatewayHandler {
             .gw
             .hub()
             .add_subscription(context.sink().clone(), caller.key_id().map(str::to_owned));
+        let who = crate::notices::Subscriber::Listen(id);
+        let uris = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        let mut subscribed = Vec::new();
+        for uri in uris {
+            match crate::notices::subscribe(&self.gw, who, &uri).await {
+                Ok(()) => subscribed.push(uri),
+                Err(e) => {
+                    tracing::info!(uri, "listen: no updates for this resource: {}", e.message)
+                }
+            }
+        }
         context.cancelled().await;
+        for uri in subscribed {
+            let _ = crate::notices::unsubscribe(&self.gw, who, &uri).await;
+        }
         self.gw.hub().remove_subscription(id);
         Ok(())
     }
@@ -619,7 +649,8 @@ impl ServerHandler for GatewayHandler {
         cx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         self.caller(&cx).await?;
-        crate::notices::subscribe(&self.gw, self.session, &request.uri).await
+        let who = crate::notices::Subscriber::Session(self.session);
+        crate::notices::subscribe(&self.gw, who, &request.uri).await
     }
 
     /// `resources/unsubscribe`.
@@ -630,7 +661,8 @@ impl ServerHandler for GatewayHandler {
         cx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         self.caller(&cx).await?;
-        crate::notices::unsubscribe(&self.gw, self.session, &request.uri).await
+        let who = crate::notices::Subscriber::Session(self.session);
+        crate::notices::unsubscribe(&self.gw, who, &request.uri).await
     }
 }
 

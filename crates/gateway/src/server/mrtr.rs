@@ -27,8 +27,8 @@ const MAX_ROUNDS: usize = 16;
 
 /// How a request to a 2026-07-28 upstream ended after its rounds.
 pub(super) enum Rounds {
-    /// The upstream's final answer.
-    Done(ServerResult),
+    /// The upstream's final answer (boxed: a result is large).
+    Done(Box<ServerResult>),
     /// Questions for a 2026-07-28 client, marked as the upstream's; its
     /// retry carries the answers and the upstream's request state.
     Asked(InputRequiredResult),
@@ -72,7 +72,7 @@ pub(super) async fn rounds(
                     asked.request_state,
                 );
             }
-            done => return Ok(Rounds::Done(done)),
+            done => return Ok(Rounds::Done(Box::new(done))),
         }
     }
     Err(ErrorData::new(
@@ -97,15 +97,17 @@ pub(super) async fn get_prompt(
         ClientRequest::GetPromptRequest(GetPromptRequest::new(params))
     };
     match rounds(upstream, meta, first, request, cx).await? {
-        Rounds::Done(ServerResult::GetPromptResult(mut result)) => {
-            result.result_type.get_or_insert(ResultType::COMPLETE);
-            Ok(result.into())
-        }
+        Rounds::Done(done) => match *done {
+            ServerResult::GetPromptResult(mut result) => {
+                result.result_type.get_or_insert(ResultType::COMPLETE);
+                Ok(result.into())
+            }
+            _ => Err(service_error(
+                upstream.name(),
+                ServiceError::UnexpectedResponse,
+            )),
+        },
         Rounds::Asked(asked) => Ok(GetPromptResponse::InputRequired(asked)),
-        Rounds::Done(_) => Err(service_error(
-            upstream.name(),
-            ServiceError::UnexpectedResponse,
-        )),
     }
 }
 
@@ -125,9 +127,11 @@ pub(super) async fn read_resource(
         ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params))
     };
     match rounds(upstream, meta, first, request, cx).await {
-        Ok(Rounds::Done(ServerResult::ReadResourceResult(result))) => Ok(Ok(result)),
+        Ok(Rounds::Done(done)) => match *done {
+            ServerResult::ReadResourceResult(result) => Ok(Ok(result)),
+            _ => Err(ServiceError::UnexpectedResponse),
+        },
         Ok(Rounds::Asked(asked)) => Ok(Err(asked)),
-        Ok(Rounds::Done(_)) => Err(ServiceError::UnexpectedResponse),
         Err(e) => Err(ServiceError::McpError(e)),
     }
 }

@@ -145,6 +145,135 @@ pub fn take(meta: &mut serde_json::Map<String, Value>) -> Option<RequestId> {
 
 type Error = StreamableHttpError<reqwest::Error>;
 
+/// The longest line of a JSON-lines listen body plangate reads.
+const MAX_LINE: usize = 4 << 20;
+
+/// Whether `message` opens a `subscriptions/listen` stream.
+fn is_listen(message: &ClientJsonRpcMessage) -> bool {
+    matches!(
+        message,
+        ClientJsonRpcMessage::Request(r)
+            if matches!(r.request, rmcp::model::ClientRequest::SubscriptionsListenRequest(_))
+    )
+}
+
+impl Tagging {
+    /// Posts a `subscriptions/listen` request itself. Its answer is a
+    /// stream that lasts as long as the subscription: as SSE, or — as some
+    /// servers send it, the conformance suite's reference server among
+    /// them — an `application/json` body that goes on with one JSON-RPC
+    /// message per line. rmcp's client would wait for such a body to end
+    /// before it read the acknowledgment; plangate reads it line by line,
+    /// so the notifications that follow are heard.
+    async fn post_listen(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, Error> {
+        let mut request = self
+            .inner
+            .post(uri.as_ref())
+            .header(http::header::ACCEPT, "text/event-stream, application/json");
+        if let Some(token) = auth_header {
+            request = request.bearer_auth(token);
+        }
+        for (name, value) in custom_headers {
+            request = request.header(name, value);
+        }
+        if let Some(id) = &session_id {
+            request = request.header("mcp-session-id", id.as_ref());
+        }
+        let response = request
+            .json(&message)
+            .send()
+            .await
+            .map_err(StreamableHttpError::Client)?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(StreamableHttpError::UnexpectedServerResponse(
+                format!("HTTP {status} to subscriptions/listen").into(),
+            ));
+        }
+        let session = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let kind = response
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.to_ascii_lowercase())
+            .unwrap_or_default();
+        if kind.starts_with("text/event-stream") {
+            let stream = sse_stream::SseStream::from_bytes_stream(response.bytes_stream());
+            return Ok(StreamableHttpPostResponse::Sse(stream.boxed(), session));
+        }
+        if kind.starts_with("application/json") {
+            return Ok(StreamableHttpPostResponse::Sse(
+                json_lines(response.bytes_stream().boxed()),
+                session,
+            ));
+        }
+        Err(StreamableHttpError::UnexpectedContentType(Some(kind)))
+    }
+}
+
+/// A body of JSON-RPC messages, one per line, as the events of an SSE
+/// stream (each line one event's data). A line longer than [`MAX_LINE`]
+/// ends the stream with an error.
+fn json_lines<B: AsRef<[u8]> + Send + 'static>(
+    body: BoxStream<'static, Result<B, reqwest::Error>>,
+) -> BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>> {
+    let state = (body, Vec::<u8>::new(), false);
+    futures::stream::unfold(state, |(mut body, mut buf, mut done)| async move {
+        loop {
+            if let Some(end) = buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = buf.drain(..=end).collect();
+                let text = String::from_utf8_lossy(&line).trim().to_owned();
+                if text.is_empty() {
+                    continue;
+                }
+                let event = sse_stream::Sse {
+                    data: Some(text),
+                    ..Default::default()
+                };
+                return Some((Ok(event), (body, buf, done)));
+            }
+            if done {
+                let text = String::from_utf8_lossy(&buf).trim().to_owned();
+                if text.is_empty() {
+                    return None;
+                }
+                buf.clear();
+                let event = sse_stream::Sse {
+                    data: Some(text),
+                    ..Default::default()
+                };
+                return Some((Ok(event), (body, buf, done)));
+            }
+            if buf.len() > MAX_LINE {
+                let e = sse_stream::Error::Body("a line of the listen stream is too long".into());
+                return Some((Err(e), (body, Vec::new(), true)));
+            }
+            match body.next().await {
+                Some(Ok(chunk)) => buf.extend_from_slice(chunk.as_ref()),
+                Some(Err(e)) => {
+                    return Some((
+                        Err(sse_stream::Error::Body(Box::new(e))),
+                        (body, Vec::new(), true),
+                    ));
+                }
+                None => done = true,
+            }
+        }
+    })
+    .boxed()
+}
+
 impl StreamableHttpClient for Tagging {
     type Error = reqwest::Error;
 
@@ -176,6 +305,11 @@ impl StreamableHttpClient for Tagging {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, Error> {
+        if is_listen(&message) {
+            return self
+                .post_listen(uri, message, session_id, auth_header, custom_headers)
+                .await;
+        }
         let related = match &message {
             ClientJsonRpcMessage::Request(r) => serde_json::to_value(&r.id).ok(),
             _ => None,
@@ -265,6 +399,40 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[tokio::test]
+    async fn a_json_lines_body_becomes_one_event_per_message_whatever_the_chunks() {
+        let chunks: Vec<Result<Vec<u8>, reqwest::Error>> = vec![
+            Ok(br#"{"jsonrpc":"2.0","method":"a"}"#.to_vec()),
+            Ok(b"\n\n{\"jsonrpc\":\"2.0\",".to_vec()),
+            Ok(br#""method":"b"}"#.to_vec()),
+            Ok(b"\r\n{\"last\":true}".to_vec()),
+        ];
+        let events: Vec<_> = json_lines(futures::stream::iter(chunks).boxed())
+            .collect()
+            .await;
+        let data: Vec<String> = events
+            .into_iter()
+            .map(|e| e.unwrap().data.unwrap())
+            .collect();
+        assert_eq!(
+            data,
+            [
+                r#"{"jsonrpc":"2.0","method":"a"}"#,
+                r#"{"jsonrpc":"2.0","method":"b"}"#,
+                r#"{"last":true}"#
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn an_endless_line_ends_the_stream_with_an_error() {
+        let chunk = vec![b'x'; MAX_LINE / 4 + 1];
+        let chunks = futures::stream::repeat_with(move || Ok::<_, reqwest::Error>(chunk.clone()));
+        let events: Vec<_> = json_lines(chunks.boxed()).collect().await;
+        assert_eq!(events.len(), 1);
+        assert!(events[0].is_err());
+    }
 
     #[test]
     fn requests_and_notifications_are_tagged_responses_are_not() {
