@@ -120,6 +120,22 @@ pub(crate) enum PlansCommand {
         #[arg(long)]
         json: bool,
     },
+    /// What changed in a key's plan since a revision: steps planned since
+    /// and steps whose status changed (by default since the revision the
+    /// last recorded review saw). Needs only the data dir (or database).
+    Diff {
+        /// The key's name or id.
+        #[arg(long)]
+        key: String,
+        /// The revision to compare from (`plans show` prints the current
+        /// one); default: the one the last review saw, else 0 (the whole
+        /// plan).
+        #[arg(long, value_name = "REV")]
+        since: Option<u64>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Discard the named steps (waiting, failed or in doubt), or every
     /// waiting step if none is named.
     Discard {

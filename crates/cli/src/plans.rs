@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use crate::output::outln;
 
-use anyhow::{Result, anyhow};
+use anyhow::{Context, Result, anyhow};
 use plangate_config::Config;
 use plangate_core::rules::{self, Refused, Selection};
 use plangate_core::{Actor, Channel, KeyState, LandsOn, Receipt, Scope, StepStatus, Where};
@@ -307,6 +307,18 @@ pub async fn show(config: &Config, store: Arc<dyn Store>, key: &str, as_json: bo
         if view.approved { "yes" } else { "no" }
     );
     outln!("plan digest {}", view.plan_digest);
+    outln!(
+        "revision {}{}",
+        view.revision,
+        match view.reviewed_revision {
+            Some(r) if r == view.revision => " (as last reviewed)".to_owned(),
+            Some(r) => format!(
+                " (last reviewed at {r}; `plangate plans diff --key {}` shows what changed)",
+                view.key
+            ),
+            None => String::new(),
+        }
+    );
     outln!();
     let rows: Vec<[String; 7]> = view
         .steps
@@ -351,6 +363,81 @@ pub async fn show(config: &Config, store: Arc<dyn Store>, key: &str, as_json: bo
                 outln!("{line}");
             }
         }
+    }
+    Ok(())
+}
+
+// === diff ===
+
+/// `plangate plans diff --key NAME [--since REV]`: what changed in the
+/// key's plan since revision REV (default: the one the last recorded review
+/// saw), folded from the key's log.
+pub async fn diff(
+    store: Arc<dyn Store>,
+    key: &str,
+    since: Option<u64>,
+    as_json: bool,
+) -> Result<()> {
+    let key = resolve_key(&*store, key).await?;
+    let stored = store.load_events(&key.id, 0).await?;
+    let mut events = Vec::with_capacity(stored.len());
+    for e in &stored {
+        let event: plangate_core::Event = serde_json::from_str(e.body.as_str())
+            .with_context(|| format!("event {} of key {} is not readable", e.seq, key.name))?;
+        events.push((e.key_seq, event));
+    }
+    let now = KeyState::fold(events.iter().map(|(seq, e)| (*seq, e)));
+    let since = since
+        .or_else(|| now.reviews.iter().rev().find_map(|a| a.revision))
+        .unwrap_or(0);
+    if since > now.revision {
+        return Err(UsageError(format!(
+            "key {} is at revision {}; --since {since} is ahead of it [invalid_arguments]; `plangate plans show --key {}` prints the revision",
+            key.name, now.revision, key.name
+        ))
+        .into());
+    }
+    let then = plangate_core::at_revision(events.iter().map(|(seq, e)| (*seq, e)), since);
+    let diff = plangate_core::PlanDiff::between(&then, &now);
+    if as_json {
+        return print_json(&diff);
+    }
+    outln!(
+        "key {}: revision {} → {}",
+        key.name,
+        diff.since,
+        diff.revision
+    );
+    if diff.is_empty() {
+        outln!("nothing changed");
+    }
+    for s in &diff.added {
+        let p = &s.step;
+        outln!(
+            "+ {}. {} [{}] {} — {}",
+            p.position,
+            p.step_id,
+            s.status,
+            p.predicted_effect,
+            lands_on_text(&p.lands_on)
+        );
+    }
+    for c in &diff.status_changed {
+        outln!(
+            "~ {}. {} {} → {}: {}",
+            c.position,
+            c.step_id,
+            c.from,
+            c.to,
+            c.predicted_effect
+        );
+    }
+    if diff.digest_then != diff.digest_now {
+        outln!(
+            "plan digest {} → {} (an approval of the earlier digest does not cover this plan)",
+            diff.digest_then,
+            diff.digest_now
+        );
     }
     Ok(())
 }

@@ -161,6 +161,11 @@ pub enum EventKind {
         plan_digest: String,
         /// The person's words, verbatim.
         feedback: Option<String>,
+        /// The plan's revision ([`crate::KeyState::revision`]) the person
+        /// saw when they answered; absent in answers recorded before
+        /// revisions existed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        revision: Option<u64>,
     },
     /// An apply began.
     ApplyStarted {
@@ -755,6 +760,7 @@ pub(crate) mod tests {
                 verdict: Verdict::KeepPlanning,
                 plan_digest: "sha256:ab".into(),
                 feedback: Some("not the title".into()),
+                revision: Some(3),
             },
             EventKind::ApplyStarted {
                 apply_id: "apl_1".into(),
@@ -948,7 +954,8 @@ pub(crate) mod tests {
                 review_id: None,
                 verdict: Verdict::Approve,
                 plan_digest: "sha256:x".into(),
-                feedback: None
+                feedback: None,
+                revision: None
             }
         );
     }

@@ -190,6 +190,9 @@ pub struct Approval {
     /// answered at most once (a replayed answer is refused).
     #[serde(default)]
     pub review_id: Option<String>,
+    /// The plan's revision the answer was given at, when recorded.
+    #[serde(default)]
+    pub revision: Option<u64>,
 }
 
 /// An operator's last word on a key's mode lock (`mode_locked` /
@@ -248,6 +251,13 @@ pub struct KeyState {
     pub applying_touched_ms: Option<i64>,
     /// Every review answer, in order.
     pub reviews: Vec<Approval>,
+    /// How many times the plan changed: a step planned, deduplicated,
+    /// discarded or expired, or a step's status changed. Folded from the
+    /// log like everything else, so every replica counts the same; a
+    /// review records the revision it saw, and `plans diff` shows what
+    /// changed since.
+    #[serde(default)]
+    pub revision: u64,
 }
 
 impl Default for KeyState {
@@ -263,6 +273,7 @@ impl Default for KeyState {
             applying: None,
             applying_touched_ms: None,
             reviews: Vec::new(),
+            revision: 0,
         }
     }
 }
@@ -303,7 +314,9 @@ impl KeyState {
     /// Applies one event with its seq. Total: an event that does not fit
     /// changes nothing but `last_seq`.
     pub fn apply(&mut self, seq: i64, event: &Event) {
-        self.apply_kind(seq, event);
+        if self.apply_kind(seq, event) {
+            self.revision = self.revision.saturating_add(1);
+        }
         self.touch_apply(event);
     }
 
@@ -329,56 +342,76 @@ impl KeyState {
         }
     }
 
-    fn apply_kind(&mut self, seq: i64, event: &Event) {
+    /// Folds one event; true if it changed the plan (see
+    /// [`KeyState::revision`]).
+    fn apply_kind(&mut self, seq: i64, event: &Event) -> bool {
         self.last_seq = seq;
         let at = event.at_ms;
-        match &event.kind {
-            EventKind::ModeSet { mode } => self.mode = Some(mode.clone()),
+        let changed = match &event.kind {
+            EventKind::ModeSet { mode } => {
+                self.mode = Some(mode.clone());
+                false
+            }
             EventKind::ModeLocked { mode } => {
                 self.lock = Some(ModeLock::Locked {
                     mode: mode.clone(),
                     by: event.actor.clone(),
                     at_ms: at,
                 });
+                false
             }
             EventKind::ModeUnlocked => {
                 self.lock = Some(ModeLock::Unlocked {
                     by: event.actor.clone(),
                     at_ms: at,
                 });
+                false
             }
             EventKind::SessionBegun { session_id, .. } => {
                 self.session_id = Some(session_id.clone());
                 self.start_life(at);
+                false
             }
             EventKind::StepPlanned { step } => self.plan_step(step, at),
-            EventKind::StepDeduplicated { .. }
-            | EventKind::ReviewRequested { .. }
-            | EventKind::CallRecorded { .. } => {}
+            // The agent asked for the same waiting write again: a reviewer
+            // hears of it, though the step is as it was.
+            EventKind::StepDeduplicated { step_id } => self
+                .step(step_id)
+                .is_some_and(|s| s.status == StepStatus::Planned),
+            EventKind::ReviewRequested { .. } | EventKind::CallRecorded { .. } => false,
             // Tool pins live in their own log ([`crate::TOOLS_LOG`]).
             EventKind::ToolsPinned { .. }
             | EventKind::ToolQuarantined { .. }
             | EventKind::ToolAccepted { .. }
-            | EventKind::ToolRejected { .. } => {}
+            | EventKind::ToolRejected { .. } => false,
             EventKind::StepsDiscarded { step_ids } => self.discard(step_ids, at),
             EventKind::ReviewAnswered {
                 verdict,
                 plan_digest,
                 review_id,
+                revision,
                 ..
-            } => self.reviews.push(Approval {
-                plan_digest: plan_digest.clone(),
-                verdict: *verdict,
-                actor: event.actor.clone(),
-                channel: event.channel,
-                at_ms: at,
-                review_id: review_id.clone(),
-            }),
-            EventKind::ApplyStarted { apply_id, .. } => self.applying = Some(apply_id.clone()),
+            } => {
+                self.reviews.push(Approval {
+                    plan_digest: plan_digest.clone(),
+                    verdict: *verdict,
+                    actor: event.actor.clone(),
+                    channel: event.channel,
+                    at_ms: at,
+                    review_id: review_id.clone(),
+                    revision: *revision,
+                });
+                false
+            }
+            EventKind::ApplyStarted { apply_id, .. } => {
+                self.applying = Some(apply_id.clone());
+                false
+            }
             EventKind::ApplyFinished { apply_id, .. } => {
                 if self.applying.as_ref() == Some(apply_id) {
                     self.applying = None;
                 }
+                false
             }
             EventKind::StepStarted {
                 step_id,
@@ -387,7 +420,7 @@ impl KeyState {
                 lease_until_ms,
             } => {
                 let Some(step) = self.step_mut(step_id) else {
-                    return;
+                    return false;
                 };
                 match step.status {
                     StepStatus::Planned | StepStatus::Failed => {
@@ -398,15 +431,18 @@ impl KeyState {
                         step.attempts = step.attempts.saturating_add(1);
                         step.error = None;
                         step.updated_at_ms = at;
+                        true
                     }
+                    // A lease renewed: the plan is as it was.
                     StepStatus::Running
                         if step.apply_id.as_ref() == Some(apply_id)
                             && step.owner.as_ref() == Some(owner) =>
                     {
                         step.lease_until_ms = Some(*lease_until_ms);
                         step.updated_at_ms = at;
+                        false
                     }
-                    _ => {}
+                    _ => false,
                 }
             }
             EventKind::StepApplied {
@@ -415,8 +451,8 @@ impl KeyState {
                 copy_id,
                 links,
                 snapshots,
-            } => {
-                if let Some(step) = self.running_step_mut(step_id) {
+            } => match self.running_step_mut(step_id) {
+                Some(step) => {
                     step.status = StepStatus::Applied;
                     step.result = Some(JsonText::from_value(result));
                     step.copy_id = copy_id.clone();
@@ -424,18 +460,22 @@ impl KeyState {
                     step.snapshots = snapshots.clone();
                     step.lease_until_ms = None;
                     step.updated_at_ms = at;
+                    true
                 }
-            }
-            EventKind::StepFailed { step_id, error } => {
-                if let Some(step) = self.running_step_mut(step_id) {
+                None => false,
+            },
+            EventKind::StepFailed { step_id, error } => match self.running_step_mut(step_id) {
+                Some(step) => {
                     step.status = StepStatus::Failed;
                     step.error = Some(error.clone());
                     step.lease_until_ms = None;
                     step.updated_at_ms = at;
+                    true
                 }
-            }
-            EventKind::StepInDoubt { step_id, reason } => {
-                if let Some(step) = self.running_step_mut(step_id) {
+                None => false,
+            },
+            EventKind::StepInDoubt { step_id, reason } => match self.running_step_mut(step_id) {
+                Some(step) => {
                     step.status = StepStatus::InDoubt;
                     step.error = Some(StepError {
                         code: StepErrorCode::InDoubt,
@@ -444,40 +484,47 @@ impl KeyState {
                     });
                     step.lease_until_ms = None;
                     step.updated_at_ms = at;
+                    true
                 }
-            }
-            EventKind::StepRetried { step_id } => {
-                if let Some(step) = self.step_mut(step_id)
-                    && step.status == StepStatus::InDoubt
-                {
+                None => false,
+            },
+            EventKind::StepRetried { step_id } => match self.step_mut(step_id) {
+                Some(step) if step.status == StepStatus::InDoubt => {
                     step.status = StepStatus::Planned;
                     step.error = None;
                     step.owner = None;
                     step.lease_until_ms = None;
                     step.updated_at_ms = at;
+                    true
                 }
-            }
+                _ => false,
+            },
             EventKind::SessionEnded { discarded } => {
-                self.discard(discarded, at);
+                let changed = self.discard(discarded, at);
                 self.session_id = None;
                 self.life_started_at_ms = None;
+                changed
             }
             EventKind::PlanExpired { step_ids } => {
+                let mut changed = false;
                 for id in step_ids {
                     if let Some(step) = self.step_mut(id)
                         && step.status == StepStatus::Planned
                     {
                         step.status = StepStatus::Expired;
                         step.updated_at_ms = at;
+                        changed = true;
                     }
                 }
                 self.life_started_at_ms = None;
+                changed
             }
-        }
+        };
         // Outside a session, a plan that emptied has no life left.
         if self.session_id.is_none() && !self.has_open_steps() {
             self.life_started_at_ms = None;
         }
+        changed
     }
 
     fn has_open_steps(&self) -> bool {
@@ -492,7 +539,7 @@ impl KeyState {
         self.life_started_at_ms = Some(at);
     }
 
-    fn plan_step(&mut self, record: &StepRecord, at: i64) {
+    fn plan_step(&mut self, record: &StepRecord, at: i64) -> bool {
         let known = self
             .steps
             .iter()
@@ -502,16 +549,18 @@ impl KeyState {
             .iter()
             .any(|s| s.status.is_open() && s.record.position == record.position);
         if known || position_taken {
-            return;
+            return false;
         }
         if self.life_started_at_ms.is_none() {
             self.start_life(at);
         }
         self.next_position = self.next_position.max(record.position.saturating_add(1));
         self.steps.push(Arc::new(Step::new(record.clone(), at)));
+        true
     }
 
-    fn discard(&mut self, step_ids: &[String], at: i64) {
+    fn discard(&mut self, step_ids: &[String], at: i64) -> bool {
+        let mut changed = false;
         for id in step_ids {
             if let Some(step) = self.step_mut(id)
                 && matches!(
@@ -521,8 +570,10 @@ impl KeyState {
             {
                 step.status = StepStatus::Discarded;
                 step.updated_at_ms = at;
+                changed = true;
             }
         }
+        changed
     }
 
     fn step_mut(&mut self, step_id: &str) -> Option<&mut Step> {
@@ -590,6 +641,13 @@ impl KeyState {
         self.life_started_at_ms.map(|t| t.saturating_add(ttl_ms))
     }
 
+    /// The revision a person answering about the plan `digest` saw: the
+    /// current one while the digest is the plan's; `None` once the plan
+    /// moved on (what they saw is then not known).
+    pub fn revision_seen(&self, digest: &str) -> Option<u64> {
+        (self.plan_digest() == digest).then_some(self.revision)
+    }
+
     /// Whether the question `review_id` was already answered.
     pub fn is_answered(&self, review_id: &str) -> bool {
         self.reviews
@@ -611,7 +669,7 @@ impl KeyState {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::collections::BTreeSet;
 
     use proptest::prelude::*;
@@ -620,7 +678,7 @@ mod tests {
     use super::*;
     use crate::event::tests::record;
 
-    fn ev(at_ms: i64, kind: EventKind) -> Event {
+    pub(crate) fn ev(at_ms: i64, kind: EventKind) -> Event {
         Event {
             at_ms,
             key_id: "key_1".into(),
@@ -634,13 +692,13 @@ mod tests {
         }
     }
 
-    fn planned(id: &str, position: u32) -> EventKind {
+    pub(crate) fn planned(id: &str, position: u32) -> EventKind {
         EventKind::StepPlanned {
             step: record(id, position, &format!("tool_{id}"), json!({"id": id})),
         }
     }
 
-    fn started(id: &str, apply: &str) -> EventKind {
+    pub(crate) fn started(id: &str, apply: &str) -> EventKind {
         EventKind::StepStarted {
             step_id: id.into(),
             apply_id: apply.into(),
@@ -929,7 +987,7 @@ mod tests {
                 not_run: 0,
             },
             EventKind::StepDeduplicated {
-                step_id: "a".into(),
+                step_id: "nope".into(),
             },
             EventKind::ReviewRequested {
                 review_id: "r".into(),
@@ -942,6 +1000,22 @@ mod tests {
             expect.last_seq = 42;
             assert_eq!(s, expect, "{}", kind.name());
         }
+        // The same waiting write again changes no step, but the plan's
+        // revision moves: a reviewer hears the agent asked again.
+        let mut s = base.clone();
+        s.apply(
+            42,
+            &ev(
+                999,
+                EventKind::StepDeduplicated {
+                    step_id: "a".into(),
+                },
+            ),
+        );
+        assert_eq!(
+            (s.steps.clone(), s.revision),
+            (base.steps.clone(), base.revision + 1)
+        );
     }
 
     #[test]
@@ -979,6 +1053,7 @@ mod tests {
                 verdict,
                 plan_digest: digest.into(),
                 feedback: None,
+                revision: None,
             },
         };
         let agent = Actor::Agent {
@@ -1045,6 +1120,7 @@ mod tests {
                     verdict: if yes { Verdict::Approve } else { Verdict::Decline },
                     plan_digest: d.into(),
                     feedback: None,
+                    revision: None,
                 }
             }),
             1 => (apply_id(), ids()).prop_map(|(apply_id, step_ids)| EventKind::ApplyStarted {

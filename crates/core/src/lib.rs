@@ -44,6 +44,7 @@ pub mod names;
 pub mod pins;
 pub mod preview;
 pub mod redact;
+pub mod revision;
 pub mod rules;
 pub mod scope;
 pub mod secrets;
@@ -84,6 +85,7 @@ pub use redact::{
     REDACTED, RedactionError, Redactor, is_secret_key, keyed_from_split, redact, redact_text,
     scrub_text, scrub_value,
 };
+pub use revision::{PlanDiff, StatusChange, at_revision};
 pub use scope::{ParseScopeError, Scope};
 pub use secrets::{restore_secrets, split_secrets};
 pub use sentence::{CallFacts, generic_effect};

@@ -528,6 +528,7 @@ mod tests {
                     verdict: Verdict::Approve,
                     plan_digest: digest.clone(),
                     feedback: None,
+                    revision: None,
                 },
                 actor,
             )

@@ -74,6 +74,10 @@ pub struct PlanSummary {
     pub expires_in: Option<i64>,
     /// The plan digest.
     pub plan_digest: String,
+    /// The plan's revision ([`KeyState::revision`]): it advances with
+    /// every change, so a reviewer can tell whether the plan moved since
+    /// they looked.
+    pub revision: u64,
 }
 
 impl PlanSummary {
@@ -88,6 +92,7 @@ impl PlanSummary {
             pending_steps: state.planned_steps().count(),
             expires_in: expires_in(state, now_ms, ttl_ms),
             plan_digest: state.plan_digest(),
+            revision: state.revision,
         }
     }
 }
@@ -197,6 +202,8 @@ pub struct PlanView {
     pub pending_steps: usize,
     /// The plan digest an approval binds.
     pub plan_digest: String,
+    /// The plan's revision: it advances with every change to the plan.
+    pub revision: u64,
     /// Whether that digest is approved by someone whose approval counts.
     pub approved: bool,
     /// Every open step, in plan order.
@@ -232,6 +239,11 @@ pub struct KeyPlanView {
     pub pending_steps: usize,
     /// The plan digest.
     pub plan_digest: String,
+    /// The plan's revision: it advances with every change to the plan.
+    pub revision: u64,
+    /// The revision the last recorded review answer saw, if one recorded
+    /// it: `plans diff` shows what changed since.
+    pub reviewed_revision: Option<u64>,
     /// Whether that digest is approved by someone whose approval counts.
     pub approved: bool,
     /// Every open step, with its attempts.

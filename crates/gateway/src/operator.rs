@@ -226,6 +226,8 @@ pub fn plan_view(config: &Config, key: &ApiKey, state: &KeyState, now: i64) -> K
         expires_in: expires_in(state, now, ttl_ms(config)),
         pending_steps: state.planned_steps().count(),
         plan_digest: digest,
+        revision: state.revision,
+        reviewed_revision: state.reviews.iter().rev().find_map(|a| a.revision),
         approved,
         steps: state.open_steps().map(StepView::for_person).collect(),
         notice,
@@ -364,6 +366,7 @@ pub async fn approve(
                     verdict: Verdict::Approve,
                     plan_digest: digest.to_owned(),
                     feedback: None,
+                    revision: state.revision_seen(digest),
                 },
             };
             Ok((vec![event], current == digest))

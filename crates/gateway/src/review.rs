@@ -401,6 +401,7 @@ async fn take_answer(
                     verdict,
                     plan_digest: digest.clone(),
                     feedback: feedback.clone(),
+                    revision: state.revision_seen(&digest),
                 })],
                 (),
             ))
@@ -660,6 +661,7 @@ async fn ask_and_record(
             verdict,
             plan_digest: digest.to_owned(),
             feedback,
+            revision: None,
         },
     )
     .await?;
@@ -668,8 +670,18 @@ async fn ask_and_record(
 
 async fn record(gw: &Gateway, acting: &Acting, kind: EventKind) -> Result<(), Refusal> {
     gw.log()
-        .transact(&acting.key.id, |_| {
-            Ok::<_, Refusal>((vec![acting.event(kind.clone())], ()))
+        .transact(&acting.key.id, |state| {
+            let mut kind = kind.clone();
+            // An answer records the revision the person saw.
+            if let EventKind::ReviewAnswered {
+                plan_digest,
+                revision,
+                ..
+            } = &mut kind
+            {
+                *revision = state.revision_seen(plan_digest);
+            }
+            Ok::<_, Refusal>((vec![acting.event(kind)], ()))
         })
         .await
         .map_err(crate::tools::log_failed)??;

@@ -309,6 +309,7 @@ pub async fn call(
                 expires_in: expires_in(&state, now_ms(), ttl_ms),
                 pending_steps: pending,
                 plan_digest: digest,
+                revision: state.revision,
                 approved,
                 steps,
                 message: message.clone(),

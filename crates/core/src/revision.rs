@@ -1,0 +1,198 @@
+//! What changed in a key's plan between two revisions.
+//!
+//! Every change to a plan advances its revision ([`KeyState::revision`]),
+//! and a review answer records the revision the person saw. The plan as it
+//! stood at any revision is the fold of the key's log up to the event that
+//! made it ([`at_revision`]); comparing it with the plan now
+//! ([`PlanDiff::between`]) tells a person what moved since they looked —
+//! steps planned since, and steps whose status changed (discarded,
+//! expired, started, applied, failed, in doubt).
+
+use serde::{Deserialize, Serialize};
+
+use crate::event::Event;
+use crate::fold::{KeyState, StepStatus};
+use crate::view::StepView;
+
+/// The plan at revision `revision`: the key's events folded, in seq order,
+/// up to (not including) the first that would take the plan past it. A
+/// revision beyond the last gives the plan now.
+pub fn at_revision<'a>(
+    events: impl IntoIterator<Item = (i64, &'a Event)>,
+    revision: u64,
+) -> KeyState {
+    let mut state = KeyState::default();
+    for (seq, event) in events {
+        if state.revision >= revision {
+            let mut next = state.clone();
+            next.apply(seq, event);
+            if next.revision > revision {
+                break;
+            }
+            state = next;
+        } else {
+            state.apply(seq, event);
+        }
+    }
+    state
+}
+
+/// A step whose status changed between two revisions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatusChange {
+    /// The step.
+    pub step_id: String,
+    /// Its position in the plan.
+    pub position: u32,
+    /// The tool as the agent called it.
+    pub exposed_as: String,
+    /// What it was predicted to do.
+    pub predicted_effect: String,
+    /// Its status then.
+    pub from: StepStatus,
+    /// Its status now.
+    pub to: StepStatus,
+}
+
+/// What changed in a plan between two revisions (`plans diff`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanDiff {
+    /// The revision compared from.
+    pub since: u64,
+    /// The revision now.
+    pub revision: u64,
+    /// Steps planned since, as a person sees them (redacted), in plan
+    /// order.
+    pub added: Vec<StepView>,
+    /// Steps that existed then and whose status changed, in plan order.
+    pub status_changed: Vec<StatusChange>,
+    /// The plan digest then and now: an approval of the earlier digest
+    /// does not cover a plan whose digest changed.
+    pub digest_then: String,
+    /// The plan digest now.
+    pub digest_now: String,
+}
+
+impl PlanDiff {
+    /// What changed from `then` to `now` (the same key's plan at two
+    /// revisions).
+    pub fn between(then: &KeyState, now: &KeyState) -> PlanDiff {
+        let mut added: Vec<StepView> = Vec::new();
+        let mut status_changed = Vec::new();
+        let mut order: Vec<&crate::fold::Step> = now.steps.iter().map(|s| &**s).collect();
+        order.sort_by_key(|s| (s.record.position, s.record.planned_at_ms));
+        for step in order {
+            let id = &step.record.step_id;
+            match then.steps.iter().find(|s| &s.record.step_id == id) {
+                None => added.push(StepView::for_person(step)),
+                Some(before) if before.status != step.status => {
+                    status_changed.push(StatusChange {
+                        step_id: id.clone(),
+                        position: step.record.position,
+                        exposed_as: step.record.exposed_as.clone(),
+                        predicted_effect: step.record.predicted_effect.clone(),
+                        from: before.status,
+                        to: step.status,
+                    });
+                }
+                Some(_) => {}
+            }
+        }
+        PlanDiff {
+            since: then.revision,
+            revision: now.revision,
+            added,
+            status_changed,
+            digest_then: then.plan_digest(),
+            digest_now: now.plan_digest(),
+        }
+    }
+
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.status_changed.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use crate::event::EventKind;
+    use crate::fold::tests::{ev, planned, started};
+
+    fn discarded(ids: &[&str]) -> EventKind {
+        EventKind::StepsDiscarded {
+            step_ids: ids.iter().map(|s| (*s).to_owned()).collect(),
+        }
+    }
+
+    fn events(kinds: Vec<EventKind>) -> Vec<(i64, Event)> {
+        kinds
+            .into_iter()
+            .enumerate()
+            .map(|(i, kind)| {
+                let seq = i64::try_from(i).unwrap() + 1;
+                (seq, ev(seq * 1000, kind))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_change_to_the_plan_advances_the_revision_and_nothing_else_does() {
+        let log = events(vec![
+            planned("a", 1),
+            planned("b", 2),
+            EventKind::ModeSet {
+                mode: "plan".into(),
+            },
+            started("a", "apl_1"),
+            started("a", "apl_1"),
+            discarded(&["b"]),
+            discarded(&["b"]),
+        ]);
+        let state = KeyState::fold(log.iter().map(|(s, e)| (*s, e)));
+        // planned a, planned b, a started, b discarded: the mode, the lease
+        // renewal and the discard of a discarded step change nothing.
+        assert_eq!(state.revision, 4);
+    }
+
+    #[test]
+    fn the_plan_at_a_revision_and_the_diff_to_now() {
+        let log = events(vec![
+            planned("a", 1),
+            planned("b", 2),
+            EventKind::ModeSet {
+                mode: "plan".into(),
+            },
+            planned("c", 3),
+            discarded(&["a"]),
+        ]);
+        let then = at_revision(log.iter().map(|(s, e)| (*s, e)), 2);
+        assert_eq!(then.revision, 2);
+        assert_eq!(then.steps.len(), 2);
+        // The mode change after revision 2 is folded in too; the next plan
+        // change is not.
+        assert_eq!(then.mode.as_deref(), Some("plan"));
+        let now = KeyState::fold(log.iter().map(|(s, e)| (*s, e)));
+        let diff = PlanDiff::between(&then, &now);
+        assert_eq!((diff.since, diff.revision), (2, 4));
+        let added: Vec<_> = diff.added.iter().map(|s| s.step.step_id.as_str()).collect();
+        assert_eq!(added, ["c"]);
+        assert_eq!(diff.status_changed.len(), 1);
+        assert_eq!(diff.status_changed[0].step_id, "a");
+        assert_eq!(
+            (diff.status_changed[0].from, diff.status_changed[0].to),
+            (StepStatus::Planned, StepStatus::Discarded)
+        );
+        assert_ne!(diff.digest_then, diff.digest_now);
+        assert!(PlanDiff::between(&now, &now).is_empty());
+        // A revision past the last is the plan now.
+        assert_eq!(at_revision(log.iter().map(|(s, e)| (*s, e)), 99), now);
+        assert_eq!(
+            at_revision(log.iter().map(|(s, e)| (*s, e)), 0).steps.len(),
+            0
+        );
+    }
+}
