@@ -319,6 +319,21 @@ pub async fn show(config: &Config, store: Arc<dyn Store>, key: &str, as_json: bo
             None => String::new(),
         }
     );
+    if let Some(since) = &view.since_review {
+        let mut said = Vec::new();
+        if !since.added.is_empty() {
+            said.push(format!("{} step(s) planned", since.added.len()));
+        }
+        for c in &since.status_changed {
+            said.push(format!("step {} {} → {}", c.position, c.from, c.to));
+        }
+        if since.digest_changed {
+            said.push("the digest moved (the earlier approval does not cover it)".to_owned());
+        }
+        if !said.is_empty() {
+            outln!("since the last review: {}", said.join("; "));
+        }
+    }
     outln!();
     let rows: Vec<[String; 7]> = view
         .steps
@@ -388,7 +403,7 @@ pub async fn diff(
     }
     let now = KeyState::fold(events.iter().map(|(seq, e)| (*seq, e)));
     let since = since
-        .or_else(|| now.reviews.iter().rev().find_map(|a| a.revision))
+        .or_else(|| now.reviewed.as_ref().map(|r| r.revision))
         .unwrap_or(0);
     if since > now.revision {
         return Err(UsageError(format!(

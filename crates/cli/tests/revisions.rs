@@ -53,6 +53,10 @@ async fn each_change_advances_the_revision_and_plans_diff_shows_what_changed_sin
         op_ok(&scratch, &["plans", "show", "--key", "agent"])
             .contains("revision 3 (as last reviewed)")
     );
+    assert!(
+        get_plan(&client).await.get("since_review").is_none(),
+        "nothing changed since the review"
+    );
     let unchanged = op_ok(&scratch, &["plans", "diff", "--key", "agent"]);
     assert!(unchanged.contains("revision 3 → 3"), "{unchanged}");
     assert!(unchanged.contains("nothing changed"), "{unchanged}");
@@ -67,10 +71,31 @@ async fn each_change_advances_the_revision_and_plans_diff_shows_what_changed_sin
     )
     .await;
     assert_eq!(discarded["success"], true, "{discarded}");
-    assert_eq!(get_plan(&client).await["revision"], 5);
+    let plan = get_plan(&client).await;
+    assert_eq!(plan["revision"], 5);
+    // The agent sees what moved since the person looked.
+    let since = &plan["since_review"];
+    assert_eq!(
+        (
+            since["reviewed_revision"].as_u64(),
+            since["revision"].as_u64()
+        ),
+        (Some(3), Some(5)),
+        "{plan}"
+    );
+    assert_eq!(since["added"], json!([third["step_id"]]));
+    assert_eq!(since["status_changed"][0]["step_id"], first_id);
+    assert_eq!(since["status_changed"][0]["to"], "discarded");
+    assert_eq!(since["digest_changed"], true);
 
     let text = op_ok(&scratch, &["plans", "show", "--key", "agent"]);
     assert!(text.contains("revision 5 (last reviewed at 3;"), "{text}");
+    assert!(
+        text.contains(
+            "since the last review: 1 step(s) planned; step 1 planned → discarded; the digest moved"
+        ),
+        "{text}"
+    );
     let diff = op_json(&scratch, &["plans", "diff", "--key", "agent", "--json"]);
     assert_eq!(
         (diff["since"].as_u64(), diff["revision"].as_u64()),

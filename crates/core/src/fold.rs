@@ -258,6 +258,22 @@ pub struct KeyState {
     /// changed since.
     #[serde(default)]
     pub revision: u64,
+    /// The plan as the last review that recorded its revision saw it: what
+    /// "changed since the last review" is measured against.
+    #[serde(default)]
+    pub reviewed: Option<ReviewedPlan>,
+}
+
+/// The plan as a person saw it when they answered a review: its revision,
+/// digest, and each step's status then.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReviewedPlan {
+    /// The revision they saw.
+    pub revision: u64,
+    /// The digest they answered about.
+    pub plan_digest: String,
+    /// Every step of the key then, with its status.
+    pub steps: Vec<(String, StepStatus)>,
 }
 
 impl Default for KeyState {
@@ -274,6 +290,7 @@ impl Default for KeyState {
             applying_touched_ms: None,
             reviews: Vec::new(),
             revision: 0,
+            reviewed: None,
         }
     }
 }
@@ -401,6 +418,17 @@ impl KeyState {
                     review_id: review_id.clone(),
                     revision: *revision,
                 });
+                if *revision == Some(self.revision) {
+                    self.reviewed = Some(ReviewedPlan {
+                        revision: self.revision,
+                        plan_digest: plan_digest.clone(),
+                        steps: self
+                            .steps
+                            .iter()
+                            .map(|s| (s.record.step_id.clone(), s.status))
+                            .collect(),
+                    });
+                }
                 false
             }
             EventKind::ApplyStarted { apply_id, .. } => {

@@ -114,6 +114,63 @@ impl PlanDiff {
     }
 }
 
+/// What changed since the last review that recorded its revision, as
+/// `get_plan` and `plans show` say it: compact (step ids; the steps
+/// themselves are listed beside it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SinceReview {
+    /// The revision the review saw.
+    pub reviewed_revision: u64,
+    /// The revision now.
+    pub revision: u64,
+    /// Steps planned since, by id, in plan order.
+    pub added: Vec<String>,
+    /// Steps whose status changed since, in plan order.
+    pub status_changed: Vec<StatusChange>,
+    /// Whether the plan digest moved: an approval given then does not
+    /// cover the plan now.
+    pub digest_changed: bool,
+}
+
+impl KeyState {
+    /// What changed since the last review that recorded its revision;
+    /// `None` if no review did, or the plan is as it was then.
+    pub fn since_review(&self) -> Option<SinceReview> {
+        let reviewed = self.reviewed.as_ref()?;
+        if reviewed.revision == self.revision {
+            return None;
+        }
+        let mut order: Vec<&crate::fold::Step> = self.steps.iter().map(|s| &**s).collect();
+        order.sort_by_key(|s| (s.record.position, s.record.planned_at_ms));
+        let mut added = Vec::new();
+        let mut status_changed = Vec::new();
+        for step in order {
+            let id = &step.record.step_id;
+            match reviewed.steps.iter().find(|(sid, _)| sid == id) {
+                None => added.push(id.clone()),
+                Some((_, before)) if *before != step.status => {
+                    status_changed.push(StatusChange {
+                        step_id: id.clone(),
+                        position: step.record.position,
+                        exposed_as: step.record.exposed_as.clone(),
+                        predicted_effect: step.record.predicted_effect.clone(),
+                        from: *before,
+                        to: step.status,
+                    });
+                }
+                Some(_) => {}
+            }
+        }
+        Some(SinceReview {
+            reviewed_revision: reviewed.revision,
+            revision: self.revision,
+            added,
+            status_changed,
+            digest_changed: reviewed.plan_digest != self.plan_digest(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -194,5 +251,42 @@ mod tests {
             at_revision(log.iter().map(|(s, e)| (*s, e)), 0).steps.len(),
             0
         );
+    }
+
+    #[test]
+    fn since_review_counts_from_the_revision_the_last_review_saw() {
+        let mut log = events(vec![planned("a", 1), planned("b", 2)]);
+        let state = KeyState::fold(log.iter().map(|(s, e)| (*s, e)));
+        assert_eq!(state.since_review(), None, "no review yet");
+        let answered = EventKind::ReviewAnswered {
+            review_id: None,
+            verdict: crate::event::Verdict::Approve,
+            plan_digest: state.plan_digest(),
+            feedback: None,
+            revision: Some(state.revision),
+        };
+        log.push((3, ev(3000, answered)));
+        let state = KeyState::fold(log.iter().map(|(s, e)| (*s, e)));
+        assert_eq!(state.since_review(), None, "nothing changed since");
+        log.push((4, ev(4000, planned("c", 3))));
+        log.push((5, ev(5000, discarded(&["a"]))));
+        let state = KeyState::fold(log.iter().map(|(s, e)| (*s, e)));
+        let since = state.since_review().unwrap();
+        assert_eq!((since.reviewed_revision, since.revision), (2, 4));
+        assert_eq!(since.added, ["c"]);
+        assert_eq!(since.status_changed[0].step_id, "a");
+        assert!(since.digest_changed);
+        // An answer that recorded no revision (the plan had moved on) is
+        // not a baseline.
+        let old = EventKind::ReviewAnswered {
+            review_id: None,
+            verdict: crate::event::Verdict::Approve,
+            plan_digest: "sha256:old".into(),
+            feedback: None,
+            revision: None,
+        };
+        log.push((6, ev(6000, old)));
+        let state = KeyState::fold(log.iter().map(|(s, e)| (*s, e)));
+        assert_eq!(state.since_review().unwrap().reviewed_revision, 2);
     }
 }

@@ -204,6 +204,10 @@ pub struct PlanView {
     pub plan_digest: String,
     /// The plan's revision: it advances with every change to the plan.
     pub revision: u64,
+    /// What changed since the last review that recorded its revision
+    /// (absent if none did, or nothing changed since).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since_review: Option<crate::SinceReview>,
     /// Whether that digest is approved by someone whose approval counts.
     pub approved: bool,
     /// Every open step, in plan order.
@@ -244,6 +248,9 @@ pub struct KeyPlanView {
     /// The revision the last recorded review answer saw, if one recorded
     /// it: `plans diff` shows what changed since.
     pub reviewed_revision: Option<u64>,
+    /// What changed since that review (absent if nothing did).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since_review: Option<crate::SinceReview>,
     /// Whether that digest is approved by someone whose approval counts.
     pub approved: bool,
     /// Every open step, with its attempts.

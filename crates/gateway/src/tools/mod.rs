@@ -310,6 +310,7 @@ pub async fn call(
                 pending_steps: pending,
                 plan_digest: digest,
                 revision: state.revision,
+                since_review: state.since_review(),
                 approved,
                 steps,
                 message: message.clone(),
