@@ -279,6 +279,7 @@ async fn a_2025_client_keeps_log_levels_and_subscriptions_on_a_2026_upstream() {
         .auth_header(token),
     );
     let client = hearing.clone().serve(transport).await.unwrap();
+    wait_for_tool(client.peer(), "shout").await;
 
     // No level set: the upstream is asked for no log lines.
     let loud = said(client.peer(), "shout", json!({"text": "first"})).await;
@@ -377,6 +378,7 @@ async fn a_2026_client_hears_updates_of_the_resources_in_its_listen_filter() {
         )
         .await
         .unwrap();
+    wait_for_tool(client.peer(), "set_note").await;
     let mut filter = rmcp::model::SubscriptionFilter::builder()
         .tools_list_changed()
         .build();

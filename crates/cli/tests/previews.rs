@@ -338,6 +338,7 @@ async fn a_commit_through_the_reference_git_server_shows_the_staged_diff_and_goe
     let config = config.display().to_string();
     let token = scratch.create_key("agent", "plan");
     let agent = config_client(&scratch, &config, &token).await;
+    wait_for_tool(agent.peer(), "git_commit").await;
     let step = ok(
         &agent,
         "git_commit",

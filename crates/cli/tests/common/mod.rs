@@ -617,3 +617,24 @@ pub fn reference_server() -> (Proc, String) {
     let proc = Proc::start(cmd, "MCP Conformance Test Server running on ");
     (proc, format!("http://127.0.0.1:{port}/mcp"))
 }
+
+/// Waits (at most a minute) until `tool` is listed to `peer`. plangate
+/// answers `initialize` after at most a few seconds even while an upstream
+/// is still starting, and lists its tools once it is up; a test whose
+/// upstream starts slowly (a Python server on a busy machine) waits for
+/// the tool as an agent would wait for `tools/list_changed`.
+pub async fn wait_for_tool(peer: &rmcp::Peer<RoleClient>, tool: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let listed = peer.list_all_tools().await.unwrap_or_default();
+        if listed.iter().any(|t| t.name == tool) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{tool} was never listed: {:?}",
+            names_of(listed)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
