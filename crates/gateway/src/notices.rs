@@ -36,7 +36,6 @@
 #![allow(deprecated)]
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
 
 use parking_lot::Mutex;
 use rmcp::model::{
@@ -45,7 +44,7 @@ use rmcp::model::{
 };
 use rmcp::{ErrorData, Peer, RoleServer};
 use serde_json::json;
-use tokio::sync::Notify;
+use tokio::sync::watch;
 
 use crate::Gateway;
 
@@ -57,9 +56,11 @@ pub struct Notices {
     levels: Mutex<HashMap<u64, LoggingLevel>>,
     /// (upstream, the upstream's own URI) → who is subscribed to it.
     subscriptions: Mutex<BTreeMap<(String, String), BTreeSet<Subscriber>>>,
-    /// Per 2026-07-28 upstream: rung when the URIs subscribed there change,
-    /// so its `subscriptions/listen` stream is opened again with them.
-    listens: Mutex<HashMap<String, Arc<Notify>>>,
+    /// Per 2026-07-28 upstream: a count bumped when the URIs subscribed
+    /// there change, so its `subscriptions/listen` stream is opened again
+    /// with them. A watch channel: every watcher sees every change, and a
+    /// change made while a stream is being opened is not lost.
+    listens: Mutex<HashMap<String, watch::Sender<u64>>>,
 }
 
 /// Who asked for a resource's updates.
@@ -287,7 +288,7 @@ async fn upstream_subscribe(
         // 2026-07-28 has no resources/subscribe: the URIs travel in the
         // filter of the upstream's subscriptions/listen stream, opened again
         // with the new set (`supervisor::watch_lists`).
-        listen_changed(gw, upstream).notify_one();
+        listen_changed(gw, upstream).send_modify(|n| *n = n.wrapping_add(1));
         return Ok(());
     }
     let result = if on {
@@ -304,15 +305,15 @@ async fn upstream_subscribe(
     result.map_err(|e| crate::server::service_error(upstream, e))
 }
 
-/// What rings when the URIs subscribed on 2026-07-28 upstream `upstream`
-/// change.
-pub(crate) fn listen_changed(gw: &Gateway, upstream: &str) -> Arc<Notify> {
+/// The count bumped when the URIs subscribed on 2026-07-28 upstream
+/// `upstream` change (`subscribe()` it to watch).
+pub(crate) fn listen_changed(gw: &Gateway, upstream: &str) -> watch::Sender<u64> {
     gw.hub()
         .notices
         .listens
         .lock()
         .entry(upstream.to_owned())
-        .or_default()
+        .or_insert_with(|| watch::Sender::new(0))
         .clone()
 }
 

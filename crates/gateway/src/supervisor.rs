@@ -144,13 +144,14 @@ fn jittered(backoff: Duration) -> Duration {
 /// subscribed sessions.
 async fn watch_lists(gw: Weak<Gateway>, name: String, peer: rmcp::Peer<rmcp::RoleClient>) {
     use rmcp::model::{ServerNotification, SubscriptionFilter};
-    let Some(changed) = gw
+    let Some(mut changed) = gw
         .upgrade()
-        .map(|g| crate::notices::listen_changed(&g, &name))
+        .map(|g| crate::notices::listen_changed(&g, &name).subscribe())
     else {
         return;
     };
     loop {
+        changed.borrow_and_update();
         let uris = match gw.upgrade() {
             Some(g) => crate::notices::subscribed(&g, &name),
             None => return,
@@ -170,7 +171,7 @@ async fn watch_lists(gw: Weak<Gateway>, name: String, peer: rmcp::Peer<rmcp::Rol
                 // Opened again when the subscriptions change (or the
                 // upstream reconnects).
                 tokio::select! {
-                    () = changed.notified() => continue,
+                    _ = changed.changed() => continue,
                     () = peer_closed(&peer) => return,
                 }
             }
@@ -178,13 +179,13 @@ async fn watch_lists(gw: Weak<Gateway>, name: String, peer: rmcp::Peer<rmcp::Rol
         loop {
             let notification = tokio::select! {
                 n = subscription.next() => n,
-                () = changed.notified() => break,
+                _ = changed.changed() => break,
             };
             let Ok(Some(notification)) = notification else {
                 // The stream ended: wait for a change of subscriptions; a
                 // new connection starts its own watch.
                 tokio::select! {
-                    () = changed.notified() => break,
+                    _ = changed.changed() => break,
                     () = peer_closed(&peer) => return,
                 }
             };
