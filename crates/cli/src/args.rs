@@ -136,6 +136,23 @@ pub(crate) enum PlansCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Say no to one waiting step, with a reason: it never runs, leaves the
+    /// plan digest (approve the rest), and the agent reads the reason
+    /// verbatim in get_plan and every apply answer. Needs only the data
+    /// dir (or database).
+    Reject {
+        /// The key's name or id.
+        #[arg(long)]
+        key: String,
+        /// The waiting step's id (from `plans show`).
+        step: String,
+        /// Why, in words for the agent (at most 2000 characters).
+        #[arg(long)]
+        reason: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Discard the named steps (waiting, failed or in doubt), or every
     /// waiting step if none is named.
     Discard {

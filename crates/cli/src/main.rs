@@ -289,6 +289,12 @@ async fn plans_command(cmd: PlansCommand, data_dir: &Path) -> Result<()> {
             let config = load_config(&source, data_dir)?;
             plans::show(&config, open_store(data_dir).await?, &key, json).await
         }
+        PlansCommand::Reject {
+            key,
+            step,
+            reason,
+            json,
+        } => plans::reject(open_store(data_dir).await?, &key, &step, &reason, json).await,
         PlansCommand::Diff { key, since, json } => {
             plans::diff(open_store(data_dir).await?, &key, since, json).await
         }

@@ -351,10 +351,11 @@ pub async fn show(config: &Config, store: Arc<dyn Store>, key: &str, as_json: bo
                 } else {
                     "-".to_owned()
                 },
-                s.error
-                    .as_ref()
-                    .map(|e| format!("{}: {}", e.code, e.message))
-                    .unwrap_or_else(|| "-".into()),
+                match (&s.error, &s.rejection) {
+                    (_, Some(r)) => format!("rejected by {}: {}", r.by, r.reason),
+                    (Some(e), None) => format!("{}: {}", e.code, e.message),
+                    (None, None) => "-".into(),
+                },
             ]
         })
         .collect();
@@ -366,7 +367,7 @@ pub async fn show(config: &Config, store: Arc<dyn Store>, key: &str, as_json: bo
             "PREDICTED EFFECT",
             "LANDS ON",
             "APPROVAL",
-            "ERROR",
+            "ERROR / REASON",
         ],
         &rows,
     );
@@ -379,6 +380,47 @@ pub async fn show(config: &Config, store: Arc<dyn Store>, key: &str, as_json: bo
             }
         }
     }
+    Ok(())
+}
+
+// === reject ===
+
+/// `plangate plans reject --key NAME STEP --reason TEXT`: a person says no
+/// to one waiting step.
+pub async fn reject(
+    store: Arc<dyn Store>,
+    key: &str,
+    step: &str,
+    reason: &str,
+    as_json: bool,
+) -> Result<()> {
+    let key = resolve_key(&*store, key).await?;
+    let log = KeyLog::new(store.clone());
+    let hint = format!(
+        "; `plangate plans show --key {}` lists the waiting steps",
+        key.name
+    );
+    let state = operator::reject(&log, &cli_acting(&key), step, reason)
+        .await
+        .map_err(|e| cli_error(e, &hint))?;
+    if as_json {
+        return print_json(&json!({
+            "success": true,
+            "key": key.name,
+            "rejected": step,
+            "reason": reason.trim(),
+            "rejected_by": operator_name(),
+            "pending_steps": state.planned_steps().count(),
+            "plan_digest": state.plan_digest(),
+            "revision": state.revision,
+        }));
+    }
+    outln!(
+        "rejected step {step} of key {}; its agent reads your reason. {} step(s) waiting, plan digest {}",
+        key.name,
+        state.planned_steps().count(),
+        state.plan_digest()
+    );
     Ok(())
 }
 

@@ -135,3 +135,112 @@ async fn each_change_advances_the_revision_and_plans_diff_shows_what_changed_sin
     assert!(said.contains("is at revision 5"), "{said}");
     client.cancel().await.unwrap();
 }
+
+/// A person rejects one waiting step with a reason (`plans reject`, data
+/// dir only): it leaves the digest and never runs; the agent reads the
+/// reason verbatim in `get_plan` and in the apply's receipt; the rest of
+/// the plan applies.
+#[tokio::test]
+async fn a_rejected_step_never_runs_and_its_agent_reads_why() {
+    let (scratch, _config, client) = demo_agent("agent", "write").await;
+    begin(&client, "plan").await;
+    let keep = ok(&client, "update_option", tagline("Fresh bread daily")).await;
+    let drop = ok(&client, "update_page", our_story()).await;
+    let before = get_plan(&client).await;
+    let drop_id = drop["step_id"].as_str().unwrap().to_owned();
+    let reason = "Keep the About title; \"Our story\" is for the blog <b>only</b>";
+
+    let said = op_json(
+        &scratch,
+        &[
+            "plans", "reject", "--key", "agent", &drop_id, "--reason", reason, "--json",
+        ],
+    );
+    assert_eq!(said["success"], true, "{said}");
+    assert_eq!(said["pending_steps"], 1);
+
+    let plan = get_plan(&client).await;
+    assert_ne!(
+        plan["plan_digest"], before["plan_digest"],
+        "the digest leaves it out"
+    );
+    assert_eq!(plan["pending_steps"], 1);
+    let rejected = plan["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["step_id"] == drop_id.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(rejected["status"], "rejected");
+    assert_eq!(rejected["rejection"]["reason"], reason, "verbatim");
+    assert!(
+        rejected["rejection"]["by"]
+            .as_str()
+            .is_some_and(|b| !b.is_empty())
+    );
+    let shown = op_ok(&scratch, &["plans", "show", "--key", "agent"]);
+    assert!(shown.contains("rejected by "), "{shown}");
+
+    // Naming it to apply is refused; the rest applies, and the receipt
+    // repeats the reason.
+    let named = call(
+        &client,
+        "plangate_apply_plan",
+        json!({"step_ids": [drop_id]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(named.is_error, Some(true));
+    assert_eq!(body(&named)["code"], "invalid_arguments");
+    let pages_before = site(&scratch)["pages"].as_array().map(Vec::len);
+    let receipt = apply_plan(&client, json!({"plan_digest": plan["plan_digest"]})).await;
+    assert_eq!(receipt["applied"], 1, "{receipt}");
+    assert_eq!(receipt["steps"][0]["step_id"], keep["step_id"]);
+    assert_eq!(receipt["rejected"][0]["step_id"], drop_id.as_str());
+    assert_eq!(receipt["rejected"][0]["reason"], reason);
+    assert_eq!(site_tagline(&scratch), json!("Fresh bread daily"));
+    // update_page would have made a draft copy of page 2: none was made.
+    assert_eq!(
+        site(&scratch)["pages"].as_array().map(Vec::len),
+        pages_before,
+        "never ran"
+    );
+    let after = get_plan(&client).await;
+    assert!(
+        after["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["step_id"] == drop_id.as_str() && s["status"] == "rejected"),
+        "{after}"
+    );
+
+    // Rejecting again, without a reason, or a step that is not there: bad
+    // input, said with its code; nothing recorded.
+    for (args, says) in [
+        (vec![drop_id.as_str(), "--reason", "again"], "is rejected"),
+        (vec![drop_id.as_str(), "--reason", "  "], "needs a reason"),
+        (vec!["step_nope", "--reason", "x"], "no step"),
+    ] {
+        let mut all = vec!["plans", "reject", "--key", "agent"];
+        all.extend(args);
+        let out = scratch.run(&all);
+        assert_eq!(out.status.code(), Some(2), "{all:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("[invalid_arguments]") && err.contains(says),
+            "{err}"
+        );
+    }
+
+    // The agent may drop it from the plan.
+    let dropped = call_body(
+        &client,
+        "plangate_discard_plan",
+        json!({"step_ids": [drop_id]}),
+    )
+    .await;
+    assert_eq!(dropped["discarded"], json!([drop_id]), "{dropped}");
+    client.cancel().await.unwrap();
+}

@@ -47,6 +47,18 @@ pub enum Actor {
     System,
 }
 
+impl Actor {
+    /// Who acted, as a person reads it: an operator's name, a key's name,
+    /// or `plangate`.
+    pub fn label(&self) -> String {
+        match self {
+            Actor::Operator { name } => name.clone(),
+            Actor::Agent { key_name, .. } => key_name.clone(),
+            Actor::System => "plangate".to_owned(),
+        }
+    }
+}
+
 /// Where an event came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -150,6 +162,14 @@ pub enum EventKind {
         review_id: String,
         /// The digest of the plan shown.
         plan_digest: String,
+    },
+    /// A person rejected a waiting step, saying why: it never runs, is
+    /// outside the plan digest, and its agent is told the reason verbatim.
+    StepRejected {
+        /// The step.
+        step_id: String,
+        /// The person's reason, verbatim.
+        reason: String,
     },
     /// A person answered (or a client answered for them).
     ReviewAnswered {
@@ -333,6 +353,7 @@ event_types! {
     StepPlanned => "step_planned",
     StepDeduplicated => "step_deduplicated",
     StepsDiscarded => "steps_discarded",
+    StepRejected => "step_rejected",
     ReviewRequested => "review_requested",
     ReviewAnswered => "review_answered",
     ApplyStarted => "apply_started",

@@ -81,6 +81,9 @@ pub enum StepStatus {
     Expired,
     /// Dropped from the plan.
     Discarded,
+    /// A person said no to it, with a reason: listed with the plan, never
+    /// run, outside the digest.
+    Rejected,
 }
 
 impl StepStatus {
@@ -89,7 +92,11 @@ impl StepStatus {
     pub fn is_open(self) -> bool {
         matches!(
             self,
-            StepStatus::Planned | StepStatus::Running | StepStatus::Failed | StepStatus::InDoubt
+            StepStatus::Planned
+                | StepStatus::Running
+                | StepStatus::Failed
+                | StepStatus::InDoubt
+                | StepStatus::Rejected
         )
     }
 
@@ -103,6 +110,7 @@ impl StepStatus {
             StepStatus::InDoubt => "in_doubt",
             StepStatus::Expired => "expired",
             StepStatus::Discarded => "discarded",
+            StepStatus::Rejected => "rejected",
         }
     }
 
@@ -152,6 +160,18 @@ pub struct Step {
     pub attempts: u32,
     /// When its status last changed (or its lease was renewed).
     pub updated_at_ms: i64,
+    /// Why a person rejected it, and who.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejection: Option<Rejection>,
+}
+
+/// A person's no to one step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rejection {
+    /// Their reason, verbatim.
+    pub reason: String,
+    /// Who said it (an operator's name, or a key's).
+    pub by: String,
 }
 
 impl Step {
@@ -169,6 +189,7 @@ impl Step {
             error: None,
             attempts: 0,
             updated_at_ms: at_ms,
+            rejection: None,
         }
     }
 }
@@ -402,6 +423,18 @@ impl KeyState {
             | EventKind::ToolAccepted { .. }
             | EventKind::ToolRejected { .. } => false,
             EventKind::StepsDiscarded { step_ids } => self.discard(step_ids, at),
+            EventKind::StepRejected { step_id, reason } => match self.step_mut(step_id) {
+                Some(step) if step.status == StepStatus::Planned => {
+                    step.status = StepStatus::Rejected;
+                    step.rejection = Some(Rejection {
+                        reason: reason.clone(),
+                        by: event.actor.label(),
+                    });
+                    step.updated_at_ms = at;
+                    true
+                }
+                _ => false,
+            },
             EventKind::ReviewAnswered {
                 verdict,
                 plan_digest,
@@ -537,7 +570,7 @@ impl KeyState {
                 let mut changed = false;
                 for id in step_ids {
                     if let Some(step) = self.step_mut(id)
-                        && step.status == StepStatus::Planned
+                        && matches!(step.status, StepStatus::Planned | StepStatus::Rejected)
                     {
                         step.status = StepStatus::Expired;
                         step.updated_at_ms = at;
@@ -593,7 +626,10 @@ impl KeyState {
             if let Some(step) = self.step_mut(id)
                 && matches!(
                     step.status,
-                    StepStatus::Planned | StepStatus::Failed | StepStatus::InDoubt
+                    StepStatus::Planned
+                        | StepStatus::Failed
+                        | StepStatus::InDoubt
+                        | StepStatus::Rejected
                 )
             {
                 step.status = StepStatus::Discarded;

@@ -66,7 +66,7 @@ pub use event::{
     Actor, Channel, Event, EventKind, EventType, LandsOn, StepError, StepErrorCode, StepRecord,
     Verdict, Where,
 };
-pub use fold::{Approval, KeyState, ModeLock, ReviewedPlan, Step, StepStatus};
+pub use fold::{Approval, KeyState, ModeLock, Rejection, ReviewedPlan, Step, StepStatus};
 pub use json_text::JsonText;
 pub use mode::{
     DEFAULT_MODE, InForce, LockedBy, ModeError, ModeSpec, Modes, OverAccess, PLAN_MODE,

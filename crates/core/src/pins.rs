@@ -302,11 +302,7 @@ impl ToolPins {
 }
 
 fn actor_name(event: &Event) -> String {
-    match &event.actor {
-        crate::Actor::Operator { name } => name.clone(),
-        crate::Actor::Agent { key_name, .. } => key_name.clone(),
-        crate::Actor::System => "plangate".to_owned(),
-    }
+    event.actor.label()
 }
 
 /// Which fields of a tool definition differ between two definitions (top

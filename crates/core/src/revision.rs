@@ -254,6 +254,39 @@ mod tests {
     }
 
     #[test]
+    fn a_rejected_step_leaves_the_digest_stays_listed_and_expires_with_the_plan() {
+        let mut log = events(vec![planned("a", 1), planned("b", 2)]);
+        let before = KeyState::fold(log.iter().map(|(s, e)| (*s, e)));
+        let reject = EventKind::StepRejected {
+            step_id: "b".into(),
+            reason: "not this one".into(),
+        };
+        log.push((3, ev(3000, reject.clone())));
+        let state = KeyState::fold(log.iter().map(|(s, e)| (*s, e)));
+        assert_eq!(state.revision, before.revision + 1);
+        assert_ne!(state.plan_digest(), before.plan_digest());
+        let b = state.step("b").unwrap();
+        assert_eq!(b.status, StepStatus::Rejected);
+        assert_eq!(b.rejection.as_ref().unwrap().reason, "not this one");
+        assert_eq!(state.open_steps().count(), 2, "still listed");
+        assert_eq!(state.planned_steps().count(), 1);
+        // Rejecting it again changes nothing; it expires with its plan.
+        log.push((4, ev(4000, reject)));
+        log.push((
+            5,
+            ev(
+                5000,
+                EventKind::PlanExpired {
+                    step_ids: vec!["a".into(), "b".into()],
+                },
+            ),
+        ));
+        let state = KeyState::fold(log.iter().map(|(s, e)| (*s, e)));
+        assert_eq!(state.revision, before.revision + 2);
+        assert_eq!(state.step("b").unwrap().status, StepStatus::Expired);
+    }
+
+    #[test]
     fn since_review_counts_from_the_revision_the_last_review_saw() {
         let mut log = events(vec![planned("a", 1), planned("b", 2)]);
         let state = KeyState::fold(log.iter().map(|(s, e)| (*s, e)));

@@ -97,8 +97,10 @@ pub fn expiring_steps(state: &KeyState, now_ms: i64, ttl_ms: i64) -> Option<Vec<
     if expires > now_ms {
         return None;
     }
+    // Rejected steps leave the plan with it.
     let ids: Vec<String> = state
-        .planned_steps()
+        .open_steps()
+        .filter(|s| matches!(s.status, StepStatus::Planned | StepStatus::Rejected))
         .map(|s| s.record.step_id.clone())
         .collect();
     (!ids.is_empty()).then_some(ids)
@@ -178,7 +180,8 @@ fn waiting(state: &KeyState) -> Vec<String> {
 }
 
 /// The steps a discard takes (DESIGN §5 `discard_plan`): every waiting
-/// step, or the named ones if each is waiting, failed or in doubt. An
+/// step, or the named ones if each is waiting, failed, in doubt or
+/// rejected. An
 /// applied, running or discarded step cannot be discarded; an expired one
 /// never ran (`plan_expired`).
 pub fn discard_selection(
@@ -191,7 +194,10 @@ pub fn discard_selection(
     for id in ids {
         let step = state.step(id).ok_or_else(|| Refused::NoStep(id.clone()))?;
         match step.status {
-            StepStatus::Planned | StepStatus::Failed | StepStatus::InDoubt => {}
+            StepStatus::Planned
+            | StepStatus::Failed
+            | StepStatus::InDoubt
+            | StepStatus::Rejected => {}
             StepStatus::Expired => return Err(Refused::Expired(id.clone())),
             status => {
                 return Err(Refused::Status {

@@ -31,6 +31,9 @@ pub struct StepView {
     /// console), not to the agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempts: Option<u32>,
+    /// Why a person rejected it, and who (status `rejected`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejection: Option<crate::fold::Rejection>,
 }
 
 impl StepView {
@@ -42,6 +45,7 @@ impl StepView {
             planned_at: format_time_ms(step.record.planned_at_ms),
             error: step.error.clone(),
             attempts: None,
+            rejection: step.rejection.clone(),
         }
     }
 
@@ -311,9 +315,47 @@ pub struct Receipt {
     pub plan_mode: bool,
     /// Each selected step, in plan order.
     pub steps: Vec<ReceiptStep>,
+    /// Steps a person rejected: never run, each with the reason verbatim,
+    /// so the agent hears it as it hears "keep planning" feedback.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rejected: Vec<RejectedStep>,
     /// A change of mode the agent had not heard of.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notice: Option<String>,
+}
+
+/// A rejected step as answers list it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RejectedStep {
+    /// The step's id.
+    pub step_id: String,
+    /// Its place in the plan.
+    pub position: u32,
+    /// What it was to do.
+    pub predicted_effect: String,
+    /// The person's reason, verbatim.
+    pub reason: String,
+    /// Who rejected it.
+    pub by: String,
+}
+
+impl RejectedStep {
+    /// Every rejected step of `state`'s plan, in plan order.
+    pub fn all(state: &KeyState) -> Vec<RejectedStep> {
+        state
+            .open_steps()
+            .filter_map(|s| {
+                let r = s.rejection.as_ref()?;
+                (s.status == crate::StepStatus::Rejected).then(|| RejectedStep {
+                    step_id: s.record.step_id.clone(),
+                    position: s.record.position,
+                    predicted_effect: s.record.predicted_effect.clone(),
+                    reason: r.reason.clone(),
+                    by: r.by.clone(),
+                })
+            })
+            .collect()
+    }
 }
 
 /// One step of a [`Receipt`].

@@ -76,6 +76,14 @@ pub enum OperatorError {
     /// Not a plan digest at all.
     #[error("{0:?} is not a plan digest: it looks like sha256: and 64 hex digits")]
     BadDigest(String),
+    /// A rejection needs a reason the agent can act on.
+    #[error(
+        "a rejection needs a reason (1 to {max} characters), for the agent to read; nothing was recorded"
+    )]
+    BadReason {
+        /// The longest reason taken.
+        max: usize,
+    },
     /// An apply of the key's plan is (or may still be) running.
     #[error(
         "an apply of key {key:?}'s plan is still running (or stopped less than a lease ago); step {step} stays in doubt. Try again shortly"
@@ -118,7 +126,8 @@ impl OperatorError {
         match self {
             OperatorError::NoStep { .. }
             | OperatorError::NotInDoubt { .. }
-            | OperatorError::BadDigest(_) => Code::InvalidArguments.as_str(),
+            | OperatorError::BadDigest(_)
+            | OperatorError::BadReason { .. } => Code::InvalidArguments.as_str(),
             OperatorError::Rule { refused, .. } => refused.code().as_str(),
             OperatorError::PlanChanged { .. } => Code::PlanChanged.as_str(),
             OperatorError::ApplyAlive { .. } => Code::ApplyInProgress.as_str(),
@@ -138,6 +147,7 @@ impl OperatorError {
                 | OperatorError::Rule { .. }
                 | OperatorError::NotInDoubt { .. }
                 | OperatorError::BadDigest(_)
+                | OperatorError::BadReason { .. }
         )
     }
 }
@@ -330,6 +340,51 @@ pub async fn discard(
         })
         .await??;
     Ok((state, ids))
+}
+
+/// The longest rejection reason taken, in characters.
+pub const MAX_REASON: usize = 2000;
+
+/// A person rejects one waiting step of `acting`'s key, saying why
+/// (`step_rejected`): it never runs, leaves the plan digest, and its
+/// agent reads the reason verbatim in `get_plan` and every apply answer.
+/// Returns the state after.
+pub async fn reject(
+    log: &KeyLog,
+    acting: &Acting,
+    step_id: &str,
+    reason: &str,
+) -> Result<KeyState, OperatorError> {
+    let reason = reason.trim();
+    if reason.is_empty() || reason.chars().count() > MAX_REASON {
+        return Err(OperatorError::BadReason { max: MAX_REASON });
+    }
+    let key = &acting.key;
+    let (state, ()) = log
+        .transact(&key.id, |state| {
+            let step = state.step(step_id).ok_or_else(|| OperatorError::NoStep {
+                key: key.name.clone(),
+                step: step_id.to_owned(),
+            })?;
+            if step.status != StepStatus::Planned {
+                return Err(OperatorError::Rule {
+                    key: key.name.clone(),
+                    refused: Refused::Status {
+                        step: step_id.to_owned(),
+                        status: step.status,
+                    },
+                });
+            }
+            Ok((
+                vec![acting.event(EventKind::StepRejected {
+                    step_id: step_id.to_owned(),
+                    reason: reason.to_owned(),
+                })],
+                (),
+            ))
+        })
+        .await??;
+    Ok(state)
 }
 
 /// Records `actor`'s yes to `key`'s plan at `digest` over `channel`

@@ -64,7 +64,14 @@ pub(super) fn receipt(
         plan_digest: digest.to_owned(),
         plan_mode: mode.plan_mode(),
         steps,
+        rejected: plangate_core::view::RejectedStep::all(state),
         notice: None,
     };
+    for r in &body.rejected {
+        lines.push(format!(
+            "{}. {} — rejected by {}, not run: {}",
+            r.position, r.predicted_effect, r.by, r.reason
+        ));
+    }
     structured(&body, format!("{message}\n{}", lines.join("\n")))
 }

@@ -334,6 +334,12 @@ pub async fn call(
                         ""
                     }
                 ));
+                if let Some(rejection) = &s.rejection {
+                    text.push_str(&format!(
+                        " — rejected by {}, never runs: {}",
+                        rejection.by, rejection.reason
+                    ));
+                }
             }
             Ok((structured(&body, text), false))
         }
