@@ -181,7 +181,12 @@ fn plan_question(
                 .map(|n| format!(". {n}"))
                 .unwrap_or_default()
         ));
-        if let Some(p) = &r.preview {
+        if let Some(rejection) = &s.rejection {
+            lines.push(format!(
+                "   Rejected by {}, will not run: {}",
+                rejection.by, rejection.reason
+            ));
+        } else if let Some(p) = &r.preview {
             lines.extend(preview_excerpt(p));
         }
     }
@@ -196,7 +201,7 @@ fn plan_question(
             .map(|s| format!("; expires in {} min", (s + 59) / 60))
             .unwrap_or_default()
     ));
-    lines.push("Approve to apply exactly these steps now; keep planning to send the agent back with your feedback.".to_owned());
+    lines.push("Approve to apply exactly the waiting (planned) steps now; keep planning to send the agent back with your feedback.".to_owned());
     lines.join("\n")
 }
 
