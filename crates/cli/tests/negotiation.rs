@@ -26,6 +26,31 @@ async fn tools_through(scratch: &Scratch, config: &str) -> (Vec<String>, Duratio
     (names, took, gw)
 }
 
+/// A 2026-07-28 client of `gw` (plain rmcp, no handler) holding `token`.
+async fn modern_client(
+    gw: &Proc,
+    token: String,
+) -> rmcp::service::RunningService<rmcp::RoleClient, rmcp::model::ClientConfig> {
+    use rmcp::ClientLifecycleMode;
+    use rmcp::service::ClientServiceExt as _;
+    let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
+        reqwest::Client::new(),
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            gw.url(),
+        )
+        .auth_header(token),
+    );
+    rmcp::model::ClientConfig::default()
+        .serve_with_lifecycle(
+            transport,
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_speaks_2026_07_28_to_a_server_that_serves_it() {
     let (_reference, url) = reference_server();
@@ -347,8 +372,6 @@ async fn a_2025_client_keeps_log_levels_and_subscriptions_on_a_2026_upstream() {
 /// list, which plangate re-reads.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2026_client_hears_updates_of_the_resources_in_its_listen_filter() {
-    use rmcp::ClientLifecycleMode;
-    use rmcp::service::ClientServiceExt as _;
     let python = peers().python.clone();
     let server = repo_root().join("tests/interop/modern_server.py");
     let scratch = Scratch::new();
@@ -362,22 +385,7 @@ async fn a_2026_client_hears_updates_of_the_resources_in_its_listen_filter() {
     );
     let token = scratch.create_key("agent", "write");
     let gw = serve_http(&scratch, &["--config", config.to_str().unwrap()]);
-    let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
-        reqwest::Client::new(),
-        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
-            gw.url(),
-        )
-        .auth_header(token),
-    );
-    let client = rmcp::model::ClientConfig::default()
-        .serve_with_lifecycle(
-            transport,
-            ClientLifecycleMode::Discover {
-                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
-            },
-        )
-        .await
-        .unwrap();
+    let client = modern_client(&gw, token).await;
     wait_for_tool(client.peer(), "set_note").await;
     let mut filter = rmcp::model::SubscriptionFilter::builder()
         .tools_list_changed()
@@ -446,8 +454,6 @@ async fn a_2026_client_hears_updates_of_the_resources_in_its_listen_filter() {
 /// 2026-07-28 clients.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listen_stream_sent_as_json_lines_is_heard() {
-    use rmcp::ClientLifecycleMode;
-    use rmcp::service::ClientServiceExt as _;
     let (_reference, url) = reference_server();
     let scratch = Scratch::new();
     let config = scratch.write(
@@ -456,22 +462,7 @@ async fn a_listen_stream_sent_as_json_lines_is_heard() {
     );
     let token = scratch.create_key("agent", "write");
     let gw = serve_http(&scratch, &["--config", config.to_str().unwrap()]);
-    let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
-        reqwest::Client::new(),
-        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
-            gw.url(),
-        )
-        .auth_header(token),
-    );
-    let client = rmcp::model::ClientConfig::default()
-        .serve_with_lifecycle(
-            transport,
-            ClientLifecycleMode::Discover {
-                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
-            },
-        )
-        .await
-        .unwrap();
+    let client = modern_client(&gw, token).await;
     let filter = rmcp::model::SubscriptionFilter::builder()
         .tools_list_changed()
         .build();

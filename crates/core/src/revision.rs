@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::event::Event;
-use crate::fold::{KeyState, StepStatus};
+use crate::fold::{KeyState, Step, StepStatus};
 use crate::view::StepView;
 
 /// The plan at revision `revision`: the key's events folded, in seq order,
@@ -77,31 +77,16 @@ impl PlanDiff {
     /// What changed from `then` to `now` (the same key's plan at two
     /// revisions).
     pub fn between(then: &KeyState, now: &KeyState) -> PlanDiff {
-        let mut added: Vec<StepView> = Vec::new();
-        let mut status_changed = Vec::new();
-        let mut order: Vec<&crate::fold::Step> = now.steps.iter().map(|s| &**s).collect();
-        order.sort_by_key(|s| (s.record.position, s.record.planned_at_ms));
-        for step in order {
-            let id = &step.record.step_id;
-            match then.steps.iter().find(|s| &s.record.step_id == id) {
-                None => added.push(StepView::for_person(step)),
-                Some(before) if before.status != step.status => {
-                    status_changed.push(StatusChange {
-                        step_id: id.clone(),
-                        position: step.record.position,
-                        exposed_as: step.record.exposed_as.clone(),
-                        predicted_effect: step.record.predicted_effect.clone(),
-                        from: before.status,
-                        to: step.status,
-                    });
-                }
-                Some(_) => {}
-            }
-        }
+        let (added, status_changed) = changes(now, |id| {
+            then.steps
+                .iter()
+                .find(|s| s.record.step_id == id)
+                .map(|s| s.status)
+        });
         PlanDiff {
             since: then.revision,
             revision: now.revision,
-            added,
+            added: added.into_iter().map(StepView::for_person).collect(),
             status_changed,
             digest_then: then.plan_digest(),
             digest_now: now.plan_digest(),
@@ -140,27 +125,14 @@ impl KeyState {
         if reviewed.revision == self.revision {
             return None;
         }
-        let mut order: Vec<&crate::fold::Step> = self.steps.iter().map(|s| &**s).collect();
-        order.sort_by_key(|s| (s.record.position, s.record.planned_at_ms));
-        let mut added = Vec::new();
-        let mut status_changed = Vec::new();
-        for step in order {
-            let id = &step.record.step_id;
-            match reviewed.steps.iter().find(|(sid, _)| sid == id) {
-                None => added.push(id.clone()),
-                Some((_, before)) if *before != step.status => {
-                    status_changed.push(StatusChange {
-                        step_id: id.clone(),
-                        position: step.record.position,
-                        exposed_as: step.record.exposed_as.clone(),
-                        predicted_effect: step.record.predicted_effect.clone(),
-                        from: *before,
-                        to: step.status,
-                    });
-                }
-                Some(_) => {}
-            }
-        }
+        let (added, status_changed) = changes(self, |id| {
+            reviewed
+                .steps
+                .iter()
+                .find(|(sid, _)| sid == id)
+                .map(|(_, status)| *status)
+        });
+        let added = added.into_iter().map(|s| s.record.step_id.clone()).collect();
         Some(SinceReview {
             reviewed_revision: reviewed.revision,
             revision: self.revision,
@@ -169,6 +141,35 @@ impl KeyState {
             digest_changed: reviewed.plan_digest != self.plan_digest(),
         })
     }
+}
+
+/// The steps of `now` in plan order that are new (`before` knows nothing
+/// of them), and those whose status differs from what `before` says it
+/// was: the one comparison behind [`PlanDiff::between`] and
+/// [`KeyState::since_review`].
+fn changes(
+    now: &KeyState,
+    before: impl Fn(&str) -> Option<StepStatus>,
+) -> (Vec<&Step>, Vec<StatusChange>) {
+    let mut order: Vec<&Step> = now.steps.iter().map(|s| &**s).collect();
+    order.sort_by_key(|s| (s.record.position, s.record.planned_at_ms));
+    let mut added = Vec::new();
+    let mut status_changed = Vec::new();
+    for step in order {
+        match before(&step.record.step_id) {
+            None => added.push(step),
+            Some(from) if from != step.status => status_changed.push(StatusChange {
+                step_id: step.record.step_id.clone(),
+                position: step.record.position,
+                exposed_as: step.record.exposed_as.clone(),
+                predicted_effect: step.record.predicted_effect.clone(),
+                from,
+                to: step.status,
+            }),
+            Some(_) => {}
+        }
+    }
+    (added, status_changed)
 }
 
 #[cfg(test)]
