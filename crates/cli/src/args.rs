@@ -153,6 +153,30 @@ pub(crate) enum PlansCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Change a waiting step's arguments: it keeps its id and position, is
+    /// checked against the tool's schema and previewed again (so the
+    /// upstreams are started), and an approval that covered it no longer
+    /// does. "[redacted]" in the new arguments keeps the sealed value.
+    Amend {
+        #[command(flatten)]
+        source: ConfigSourceArgs,
+        /// The key's name or id.
+        #[arg(long)]
+        key: String,
+        /// The waiting step's id (from `plans show`).
+        step: String,
+        /// The new arguments, a JSON object (`plans show --json` prints the
+        /// current ones).
+        #[arg(long, value_name = "JSON")]
+        arguments: String,
+        /// The plan revision you looked at (`plans show`): refused
+        /// (plan_changed) if someone amended the step after it.
+        #[arg(long, value_name = "REV")]
+        revision: Option<u64>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Discard the named steps (waiting, failed or in doubt), or every
     /// waiting step if none is named.
     Discard {
@@ -181,16 +205,23 @@ pub(crate) enum PlansCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Record a person's yes to a key's plan at a digest, without applying
-    /// it: what a `plan`-scope key needs before its plan can run. As the
-    /// operator, or — with PLANGATE_KEY set to a `write` key — as that key.
+    /// Record a person's yes to waiting steps of a key's plan, without
+    /// applying them: every waiting step, or only the named ones. The yes
+    /// binds exactly those steps (their digest): it holds while they are
+    /// unchanged, and the agent's apply_plan then runs them (a `plan`-scope
+    /// key's plan runs only approved steps). As the operator, or — with
+    /// PLANGATE_KEY set to a `write` key — as that key. Needs only the
+    /// data dir (or database).
     Approve {
         /// The key whose plan is approved (name or id).
         #[arg(long)]
         key: String,
-        /// The digest you reviewed (`plans show`).
+        /// The plan digest you reviewed (`plans show`); nothing is recorded
+        /// if the plan changed since.
         #[arg(long, value_name = "DIGEST")]
-        digest: String,
+        digest: Option<String>,
+        /// Only these waiting steps (ids from `plans show`).
+        steps: Vec<String>,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,

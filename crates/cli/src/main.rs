@@ -295,6 +295,24 @@ async fn plans_command(cmd: PlansCommand, data_dir: &Path) -> Result<()> {
             reason,
             json,
         } => plans::reject(open_store(data_dir).await?, &key, &step, &reason, json).await,
+        PlansCommand::Amend {
+            source,
+            key,
+            step,
+            arguments,
+            revision,
+            json,
+        } => {
+            let config = load_config(&source, data_dir)?;
+            let store = open_store(data_dir).await?;
+            let material = key_material(data_dir)?;
+            let change = plans::Amendment {
+                step: &step,
+                arguments: &arguments,
+                seen_revision: revision,
+            };
+            plans::amend(config, store, material, &key, change, json).await
+        }
         PlansCommand::Diff { key, since, json } => {
             plans::diff(open_store(data_dir).await?, &key, since, json).await
         }
@@ -318,10 +336,23 @@ async fn plans_command(cmd: PlansCommand, data_dir: &Path) -> Result<()> {
             let material = key_material(data_dir)?;
             plans::retry(config, store, material, &key, &step, json).await
         }
-        PlansCommand::Approve { key, digest, json } => {
+        PlansCommand::Approve {
+            key,
+            digest,
+            steps,
+            json,
+        } => {
             let store = open_store(data_dir).await?;
             let approver = std::env::var("PLANGATE_KEY").ok().filter(|t| !t.is_empty());
-            plans::approve(store, &key, &digest, approver.as_deref(), json).await
+            plans::approve(
+                store,
+                &key,
+                digest.as_deref(),
+                &steps,
+                approver.as_deref(),
+                json,
+            )
+            .await
         }
         PlansCommand::Apply {
             source,

@@ -30,7 +30,7 @@ use crate::output::outln;
 use anyhow::{Context, Result, anyhow};
 use plangate_config::Config;
 use plangate_core::rules::{self, Refused, Selection};
-use plangate_core::{Actor, Channel, KeyState, LandsOn, Receipt, Scope, StepStatus, Where};
+use plangate_core::{Actor, Channel, KeyState, LandsOn, Receipt, Scope, Step, StepStatus, Where};
 use plangate_gateway::Gateway;
 use plangate_gateway::acting::Acting;
 use plangate_gateway::apply::{self, ApplyRequest};
@@ -297,6 +297,7 @@ pub async fn show(config: &Config, store: Arc<dyn Store>, key: &str, as_json: bo
         outln!("no plan: nothing is waiting, running, failed or in doubt");
         return Ok(());
     }
+    let approved = view.steps.iter().filter(|s| s.approved).count();
     outln!(
         "{} step(s) in the plan, {} waiting; expires in {}; approved: {}",
         view.steps.len(),
@@ -304,7 +305,11 @@ pub async fn show(config: &Config, store: Arc<dyn Store>, key: &str, as_json: bo
         view.expires_in
             .map(human_secs)
             .unwrap_or_else(|| "-".into()),
-        if view.approved { "yes" } else { "no" }
+        match approved {
+            _ if view.approved => "yes".to_owned(),
+            0 => "no".to_owned(),
+            n => format!("{n} of {} waiting step(s)", view.pending_steps),
+        }
     );
     outln!("plan digest {}", view.plan_digest);
     outln!(
@@ -335,6 +340,13 @@ pub async fn show(config: &Config, store: Arc<dyn Store>, key: &str, as_json: bo
         }
     }
     outln!();
+    // A step waits for a person's yes when the key cannot approve its own
+    // plan, or when a person has approved part of it (then an apply
+    // without named steps runs only the approved part).
+    let needs_yes = view.scope == Scope::Plan
+        || view.scope == Scope::Read
+        || view.mode_locked.is_some()
+        || approved > 0;
     let rows: Vec<[String; 7]> = view
         .steps
         .iter()
@@ -346,10 +358,16 @@ pub async fn show(config: &Config, store: Arc<dyn Store>, key: &str, as_json: bo
                 p.step_id.clone(),
                 p.predicted_effect.clone(),
                 lands_on_text(&p.lands_on),
-                if p.approval_required {
-                    "required (destructive)".to_owned()
-                } else {
-                    "-".to_owned()
+                match (
+                    s.approved,
+                    needs_yes && s.status == StepStatus::Planned,
+                    p.approval_required,
+                ) {
+                    (true, _, _) => "approved".to_owned(),
+                    (false, true, true) => "needed (destructive)".to_owned(),
+                    (false, true, false) => "needed".to_owned(),
+                    (false, false, true) => "required (destructive)".to_owned(),
+                    (false, false, false) => "-".to_owned(),
                 },
                 match (&s.error, &s.rejection) {
                     (_, Some(r)) => format!("rejected by {}: {}", r.by, r.reason),
@@ -424,6 +442,133 @@ pub async fn reject(
     Ok(())
 }
 
+// === amend ===
+
+/// What `plans amend` changes.
+pub struct Amendment<'a> {
+    /// The waiting step.
+    pub step: &'a str,
+    /// The new arguments, as JSON text.
+    pub arguments: &'a str,
+    /// The plan revision the person looked at (`--revision`).
+    pub seen_revision: Option<u64>,
+}
+
+/// `plangate plans amend --key NAME STEP --arguments JSON [--revision REV]`:
+/// a person changes a waiting step's arguments, through a gateway built in
+/// this process (the tool's schema and preview come from its upstream).
+pub async fn amend(
+    config: Config,
+    store: Arc<dyn Store>,
+    material: KeyMaterial,
+    key: &str,
+    change: Amendment<'_>,
+    as_json: bool,
+) -> Result<()> {
+    let Amendment {
+        step,
+        arguments,
+        seen_revision,
+    } = change;
+    let arguments: Value = serde_json::from_str(arguments).map_err(|e| {
+        UsageError(format!(
+            "--arguments is not JSON ({e}) [invalid_arguments]; give a JSON object, e.g. '{{\"path\": \"/tmp/a.txt\", \"content\": \"hi\"}}'"
+        ))
+    })?;
+    let key = resolve_key(&*store, key).await?;
+    let before = refresh(&KeyLog::new(store.clone()), &key, &config).await?;
+    let hint = format!(
+        "; `plangate plans show --key {}` lists the waiting steps and their arguments",
+        key.name
+    );
+    // A step that cannot be amended is a mistake whatever the upstreams
+    // say: checked before any is started.
+    match before.step(step) {
+        None => {
+            return Err(cli_error(
+                OperatorError::NoStep {
+                    key: key.name.clone(),
+                    step: step.to_owned(),
+                },
+                &hint,
+            ));
+        }
+        Some(s) if s.status != StepStatus::Planned => {
+            return Err(cli_error(
+                OperatorError::Rule {
+                    key: key.name.clone(),
+                    refused: Refused::Status {
+                        step: step.to_owned(),
+                        status: s.status,
+                    },
+                },
+                " (only a waiting step can be amended)",
+            ));
+        }
+        Some(_) => {}
+    }
+    let gw = Gateway::build(config, store, material).await;
+    let outcome =
+        plangate_gateway::amend::amend(&gw, &cli_acting(&key), step, &arguments, seen_revision)
+            .await;
+    gw.shutdown().await;
+    let after = outcome.map_err(|e| match e {
+        OperatorError::StepChanged { .. } => anyhow!("{e} [{}]", e.code()),
+        e => cli_error(e, &hint),
+    })?;
+    let (Some(old), Some(new)) = (before.step(step), after.step(step)) else {
+        return Err(anyhow!(
+            "step {step} is not in key {}'s log after the amendment",
+            key.name
+        ));
+    };
+    let changes =
+        plangate_core::json_diff(&old.record.arguments.value(), &new.record.arguments.value());
+    if as_json {
+        return print_json(&json!({
+            "success": true,
+            "key": key.name,
+            "step": plangate_core::StepView::for_person(new),
+            "arguments_changed": changes,
+            "plan_digest": after.plan_digest(),
+            "revision": after.revision,
+        }));
+    }
+    outln!(
+        "amended step {} ({}. {}) of key {}:",
+        step,
+        new.record.position,
+        new.record.exposed_as,
+        key.name
+    );
+    for line in change_lines(&changes) {
+        outln!("  {line}");
+    }
+    outln!("  now: {}", new.record.predicted_effect);
+    outln!(
+        "plan digest {} (revision {}); an approval that covered this step no longer does: approve it again (`plangate plans approve --key {} {step}`)",
+        after.plan_digest(),
+        after.revision,
+        key.name
+    );
+    Ok(())
+}
+
+/// A JSON diff as lines a person reads: `path: before → after`.
+fn change_lines(changes: &[plangate_core::JsonChange]) -> Vec<String> {
+    let show = |v: &Option<Value>| match v {
+        None => "(none)".to_owned(),
+        Some(v) => v.to_string(),
+    };
+    changes
+        .iter()
+        .map(|c| {
+            let path = if c.path.is_empty() { "/" } else { &c.path };
+            format!("{path}: {} → {}", show(&c.before), show(&c.after))
+        })
+        .collect()
+}
+
 // === diff ===
 
 /// `plangate plans diff --key NAME [--since REV]`: what changed in the
@@ -488,6 +633,24 @@ pub async fn diff(
             c.to,
             c.predicted_effect
         );
+    }
+    for a in &diff.amended {
+        outln!(
+            "* {}. {} amended by {}: {}",
+            a.position,
+            a.step_id,
+            a.by,
+            a.predicted_effect_now
+        );
+        for line in change_lines(&a.arguments) {
+            outln!("    {line}");
+        }
+        if a.preview_changed {
+            outln!(
+                "    its preview changed (`plangate plans show --key {}`)",
+                key.name
+            );
+        }
     }
     if diff.digest_then != diff.digest_now {
         outln!(
@@ -630,14 +793,23 @@ pub async fn apply_cmd(
     } else {
         Selection::Named(named)
     };
-    let selected = rules::apply_selection(&state, selection).map_err(|refused| {
-        let hint = match &refused {
-            Refused::InDoubt(id) => format!(" (`plangate plans retry --key {} {id}`)", key.name),
-            Refused::Status { .. } => " (only waiting or failed steps are applied)".to_owned(),
-            _ => format!("; `plangate plans show --key {}` lists the steps", key.name),
-        };
-        UsageError(format!("{refused}{hint}; nothing was run"))
-    })?;
+    // The same rule as the agent's apply: with part of the plan approved,
+    // only that part runs unless steps are named.
+    let scope = rules::approval_scope(key.scope, &config.modes.in_force(&state));
+    let covered = rules::approved_steps(&state, &key.id, scope);
+    let steps = rules::apply_steps(&state, selection, rules::Applier::Operator, &covered).map_err(
+        |refused| {
+            let hint = match &refused {
+                Refused::InDoubt(id) => {
+                    format!(" (`plangate plans retry --key {} {id}`)", key.name)
+                }
+                Refused::Status { .. } => " (only waiting or failed steps are applied)".to_owned(),
+                _ => format!("; `plangate plans show --key {}` lists the steps", key.name),
+            };
+            UsageError(format!("{refused}{hint}; nothing was run"))
+        },
+    )?;
+    let selected = steps.run;
     if selected.is_empty() {
         let msg = format!("nothing to apply: key {} has no waiting steps", key.name);
         if as_json {
@@ -659,15 +831,28 @@ pub async fn apply_cmd(
     let acting = cli_acting(&key);
     let outcome = async {
         operator::require_upstreams(&gw, selected.iter().filter_map(|id| state.step(id)))?;
-        // The yes covers exactly the steps this apply runs, in order: the
-        // digest of those steps (the plan's digest when all waiting run).
-        let runs = plangate_core::plan_digest(
-            selected
-                .iter()
-                .filter_map(|id| state.step(id))
-                .map(|s| &s.record),
-        );
-        operator::approve(gw.log(), &key, acting.actor(), Channel::Cli, &runs, true).await?;
+        // The yes covers exactly the waiting steps this apply runs (a
+        // failed step named to run again was approved when it first ran).
+        let waiting: Vec<String> = selected
+            .iter()
+            .filter(|id| {
+                state
+                    .step(id)
+                    .is_some_and(|s| s.status == StepStatus::Planned)
+            })
+            .cloned()
+            .collect();
+        if !waiting.is_empty() {
+            operator::approve(
+                gw.log(),
+                &key,
+                acting.actor(),
+                Channel::Cli,
+                Some(&digest),
+                &waiting,
+            )
+            .await?;
+        }
         let request = ApplyRequest {
             step_ids: (!named.is_empty()).then(|| named.to_vec()),
             plan_digest: Some(digest.clone()),
@@ -686,20 +871,24 @@ pub async fn apply_cmd(
     finish_receipt(receipt, as_json)
 }
 
-/// `plans approve --key NAME --digest D`: records a person's yes to the
-/// plan at digest `D` (`review_answered`, approve) — as the operator, or as
-/// the `write` key whose token is given. An approval of a digest that is
-/// not the plan's current one is recorded but never counts.
+/// `plans approve --key NAME [--digest D] [STEP…]`: records a person's yes
+/// to the named waiting steps of a key's plan, or to every waiting step
+/// (`review_answered`, approve, binding the digest of exactly those steps)
+/// — as the operator, or as the `write` key whose token is given. With
+/// `--digest`, nothing is recorded if the plan moved on from it.
 pub async fn approve(
     store: Arc<dyn Store>,
     key: &str,
-    digest: &str,
+    digest: Option<&str>,
+    named: &[String],
     approver_token: Option<&str>,
     as_json: bool,
 ) -> Result<()> {
-    if operator::check_digest(digest).is_err() {
+    if let Some(d) = digest
+        && operator::check_digest(d).is_err()
+    {
         return Err(UsageError(format!(
-            "digest {digest:?} is not a plan digest; `plangate plans show --key {key}` shows it (sha256:…)"
+            "digest {d:?} is not a plan digest; `plangate plans show --key {key}` shows it (sha256:…)"
         ))
         .into());
     }
@@ -732,32 +921,72 @@ pub async fn approve(
         }
     };
     let log = KeyLog::new(store);
-    let (state, counts) =
-        operator::approve(&log, &target, actor.clone(), Channel::Cli, digest, false)
-            .await
-            .map_err(|e| cli_error(e, ""))?;
-    let current = state.plan_digest();
+    let hint = format!(
+        "; `plangate plans show --key {}` lists the waiting steps",
+        target.name
+    );
+    let approved = operator::approve(&log, &target, actor.clone(), Channel::Cli, digest, named)
+        .await
+        .map_err(|e| match e {
+            OperatorError::PlanChanged { .. } => anyhow!(
+                "{e} (`plangate plans show --key {}`, or `plangate plans diff --key {}` for what changed) [{}]",
+                target.name,
+                target.name,
+                e.code()
+            ),
+            e => cli_error(e, &hint),
+        })?;
+    let state = &approved.state;
+    let waiting_unapproved: Vec<&Step> = {
+        // Which yes counts may depend on a lock in the config this command
+        // does not read; the key's own scope is what counts without one.
+        let covered = rules::approved_steps(state, &target.id, target.scope);
+        state
+            .planned_steps()
+            .filter(|s| !covered.contains(s.record.step_id.as_str()))
+            .collect()
+    };
     if as_json {
+        return print_json(&json!({
+            "success": true,
+            "key": target.name,
+            "approved_steps": approved.step_ids,
+            "approved_digest": approved.digest,
+            "plan_digest": state.plan_digest(),
+            "revision": state.revision,
+            "not_approved": waiting_unapproved.iter().map(|s| &s.record.step_id).collect::<Vec<_>>(),
+            "approved_by": actor,
+        }));
+    }
+    outln!(
+        "approved {} step(s) of {:?}'s plan:",
+        approved.step_ids.len(),
+        target.name
+    );
+    for id in &approved.step_ids {
+        if let Some(step) = state.step(id) {
+            outln!(
+                "  {}. {}  {}",
+                step.record.position,
+                step.record.step_id,
+                step.record.predicted_effect
+            );
+        }
+    }
+    if waiting_unapproved.is_empty() {
         outln!(
-            "{}",
-            serde_json::to_string_pretty(&json!({
-                "key": target.name,
-                "digest": digest,
-                "current_digest": current,
-                "counts": counts,
-                "approved_by": actor,
-            }))?
-        );
-    } else if counts {
-        outln!(
-            "approved {:?}'s plan at {digest}; it can be applied now",
+            "every waiting step is approved; the agent's apply_plan (or `plangate plans apply --key {}`) runs them",
             target.name
         );
     } else {
         outln!(
-            "recorded, but {:?}'s plan is now at {current}, not {digest}: this approval will not count. Review the plan again (`plangate plans show --key {}`)",
-            target.name,
-            target.name
+            "{} waiting step(s) are not approved and will not run without a yes: {}",
+            waiting_unapproved.len(),
+            waiting_unapproved
+                .iter()
+                .map(|s| format!("{}. {}", s.record.position, s.record.step_id))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
     Ok(())

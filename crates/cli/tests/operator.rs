@@ -727,15 +727,12 @@ async fn plans_approve_counts_for_the_current_digest_only_and_only_from_outside_
         .unwrap()
         .to_owned();
 
-    // An operator's approval of an older digest is recorded but does not count.
+    // An approval of a digest the plan has moved on from is refused, and
+    // nothing is recorded.
     let stale = format!("sha256:{}", "1".repeat(64));
-    let v = op_json(
-        &scratch,
-        &[
-            "plans", "approve", "--key", "planner", "--digest", &stale, "--json",
-        ],
-    );
-    assert_eq!(v["counts"], false);
+    let out = scratch.run(&["plans", "approve", "--key", "planner", "--digest", &stale]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("[plan_changed]"), "{}", stderr(&out));
     assert_eq!(get_plan(&client).await["approved"], false);
     let r = call(&client, "plangate_apply_plan", json!({}))
         .await
@@ -764,10 +761,8 @@ async fn plans_approve_counts_for_the_current_digest_only_and_only_from_outside_
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(
-        (v["counts"].as_bool(), v["approved_by"]["key_name"].as_str()),
-        (Some(true), Some("writer"))
-    );
+    assert_eq!(v["approved_by"]["key_name"], "writer");
+    assert_eq!(v["not_approved"], json!([]));
     assert_eq!(get_plan(&client).await["approved"], true);
     let receipt = apply_plan(&client, json!({"plan_digest": digest})).await;
     assert_eq!(receipt["applied"], 1, "{receipt}");

@@ -171,16 +171,33 @@ pub enum EventKind {
         /// The person's reason, verbatim.
         reason: String,
     },
+    /// A person changed a waiting step's arguments: the step keeps its id
+    /// and position, and is what `step` says now — redacted, sealed,
+    /// previewed and checked again, so its digest (and any approval that
+    /// bound it) changed.
+    StepAmended {
+        /// The step as amended.
+        step: StepRecord,
+        /// Its redacted arguments before, for the record and the diff.
+        previous_arguments: JsonText,
+    },
     /// A person answered (or a client answered for them).
     ReviewAnswered {
         /// The review answered, when the answer came through one.
         review_id: Option<String>,
         /// The answer.
         verdict: Verdict,
-        /// The digest of the plan answered about.
+        /// The digest answered about: of the whole plan, or — when
+        /// `step_ids` names steps — of exactly those steps in position
+        /// order (the same digest form).
         plan_digest: String,
         /// The person's words, verbatim.
         feedback: Option<String>,
+        /// The steps the answer is about, when a person answered about
+        /// some steps only (`plans approve --key K STEP…`); absent for an
+        /// answer about the whole plan.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        step_ids: Option<Vec<String>>,
         /// The plan's revision ([`crate::KeyState::revision`]) the person
         /// saw when they answered; absent in answers recorded before
         /// revisions existed.
@@ -354,6 +371,7 @@ event_types! {
     StepDeduplicated => "step_deduplicated",
     StepsDiscarded => "steps_discarded",
     StepRejected => "step_rejected",
+    StepAmended => "step_amended",
     ReviewRequested => "review_requested",
     ReviewAnswered => "review_answered",
     ApplyStarted => "apply_started",
@@ -781,6 +799,7 @@ pub(crate) mod tests {
                 verdict: Verdict::KeepPlanning,
                 plan_digest: "sha256:ab".into(),
                 feedback: Some("not the title".into()),
+                step_ids: None,
                 revision: Some(3),
             },
             EventKind::ApplyStarted {
@@ -976,6 +995,7 @@ pub(crate) mod tests {
                 verdict: Verdict::Approve,
                 plan_digest: "sha256:x".into(),
                 feedback: None,
+                step_ids: None,
                 revision: None
             }
         );

@@ -53,6 +53,7 @@
 //! * `review_answered` is recorded in `reviews`; `review_requested` and
 //!   `step_deduplicated` are kept in the log and change nothing here.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 
@@ -163,6 +164,25 @@ pub struct Step {
     /// Why a person rejected it, and who.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rejection: Option<Rejection>,
+    /// The last time a person changed its arguments, if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amendment: Option<Amendment>,
+}
+
+/// A person's change to a waiting step's arguments (the last one).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Amendment {
+    /// Who changed them (an operator's name, or a key's).
+    pub by: String,
+    /// When.
+    pub at_ms: i64,
+    /// How many times the step was amended.
+    pub count: u32,
+    /// The plan's revision this amendment made: a person who saw an
+    /// earlier revision did not see it.
+    pub revision: u64,
+    /// Its redacted arguments before this change.
+    pub previous_arguments: JsonText,
 }
 
 /// A person's no to one step.
@@ -190,6 +210,7 @@ impl Step {
             attempts: 0,
             updated_at_ms: at_ms,
             rejection: None,
+            amendment: None,
         }
     }
 }
@@ -214,6 +235,12 @@ pub struct Approval {
     /// The plan's revision the answer was given at, when recorded.
     #[serde(default)]
     pub revision: Option<u64>,
+    /// The steps the answer is about: those it named, or — for an answer
+    /// about the whole plan — the waiting steps when it was given, if
+    /// its digest was the plan's then. `None`: an answer about a plan
+    /// that had already moved on, which covers no step.
+    #[serde(default)]
+    pub step_ids: Option<Vec<String>>,
 }
 
 /// An operator's last word on a key's mode lock (`mode_locked` /
@@ -291,10 +318,13 @@ pub struct KeyState {
 pub struct ReviewedPlan {
     /// The revision they saw.
     pub revision: u64,
-    /// The digest they answered about.
+    /// The plan's digest then (of every waiting step).
     pub plan_digest: String,
     /// Every step of the key then, with its status.
     pub steps: Vec<(String, StepStatus)>,
+    /// How many times each amended step had been amended then.
+    #[serde(default)]
+    pub amended: Vec<(String, u32)>,
 }
 
 impl Default for KeyState {
@@ -435,14 +465,53 @@ impl KeyState {
                 }
                 _ => false,
             },
+            EventKind::StepAmended {
+                step: amended,
+                previous_arguments,
+            } => match (
+                self.revision.saturating_add(1),
+                self.step_mut(&amended.step_id),
+            ) {
+                (next_revision, Some(step)) if step.status == StepStatus::Planned => {
+                    // The step keeps its place and age whatever the record says.
+                    let mut record = amended.clone();
+                    record.position = step.record.position;
+                    record.planned_at_ms = step.record.planned_at_ms;
+                    step.record = record;
+                    step.amendment = Some(Amendment {
+                        by: event.actor.label(),
+                        at_ms: at,
+                        count: step
+                            .amendment
+                            .as_ref()
+                            .map_or(1, |a| a.count.saturating_add(1)),
+                        revision: next_revision,
+                        previous_arguments: previous_arguments.clone(),
+                    });
+                    step.updated_at_ms = at;
+                    true
+                }
+                _ => false,
+            },
             EventKind::ReviewAnswered {
                 verdict,
                 plan_digest,
                 review_id,
                 revision,
+                step_ids,
                 ..
             } => {
+                // An answer about the whole plan covers the steps waiting
+                // then, so a step planned later is not approved by it.
+                let step_ids = step_ids.clone().or_else(|| {
+                    (self.plan_digest() == *plan_digest).then(|| {
+                        self.planned_steps()
+                            .map(|s| s.record.step_id.clone())
+                            .collect()
+                    })
+                });
                 self.reviews.push(Approval {
+                    step_ids,
                     plan_digest: plan_digest.clone(),
                     verdict: *verdict,
                     actor: event.actor.clone(),
@@ -454,11 +523,18 @@ impl KeyState {
                 if *revision == Some(self.revision) {
                     self.reviewed = Some(ReviewedPlan {
                         revision: self.revision,
-                        plan_digest: plan_digest.clone(),
+                        plan_digest: self.plan_digest(),
                         steps: self
                             .steps
                             .iter()
                             .map(|s| (s.record.step_id.clone(), s.status))
+                            .collect(),
+                        amended: self
+                            .steps
+                            .iter()
+                            .filter_map(|s| {
+                                Some((s.record.step_id.clone(), s.amendment.as_ref()?.count))
+                            })
                             .collect(),
                     });
                 }
@@ -719,16 +795,55 @@ impl KeyState {
             .any(|a| a.review_id.as_deref() == Some(review_id))
     }
 
-    /// Whether the plan with `digest` is approved: among the answers about
-    /// that digest that `counts` accepts (e.g. for a `plan`-scope key, only
-    /// operators and `write` keys), the latest is `approve`. A later
-    /// decline by someone who counts withdraws an approval.
-    pub fn is_approved(&self, digest: &str, counts: impl Fn(&Approval) -> bool) -> bool {
-        self.reviews
+    /// The digest of exactly the steps `ids` (DESIGN §5 form, in position
+    /// order), whatever their status now; `None` if one is not in the
+    /// key's log. An approval of some steps binds this digest.
+    pub fn digest_of(&self, ids: &[String]) -> Option<String> {
+        let records: Option<Vec<&StepRecord>> = ids
             .iter()
-            .rev()
-            .find(|a| a.plan_digest == digest && counts(a))
-            .is_some_and(|a| a.verdict == Verdict::Approve)
+            .map(|id| self.step(id).map(|s| &s.record))
+            .collect();
+        Some(crate::plan_digest(records?))
+    }
+
+    /// The steps covered by a valid approval that `counts` accepts (for a
+    /// `plan`-scope key, only operators' and `write` keys'). An approval
+    /// is valid while the steps it names are unchanged — the digest of
+    /// those steps is still the one approved — whatever else in the plan
+    /// changed; a later answer about the same digest by someone who
+    /// counts decides (a decline withdraws it). A step covered here runs
+    /// only while it is waiting (or failed, when named).
+    pub fn approved_steps(&self, counts: impl Fn(&Approval) -> bool) -> BTreeSet<&str> {
+        let mut decided: Vec<&str> = Vec::new();
+        let mut covered = BTreeSet::new();
+        for a in self.reviews.iter().rev().filter(|a| counts(a)) {
+            if decided.contains(&a.plan_digest.as_str()) {
+                continue;
+            }
+            decided.push(&a.plan_digest);
+            let Some(ids) = a.step_ids.as_deref().filter(|ids| !ids.is_empty()) else {
+                continue;
+            };
+            if a.verdict == Verdict::Approve
+                && self.digest_of(ids).as_deref() == Some(a.plan_digest.as_str())
+            {
+                covered.extend(
+                    ids.iter()
+                        .filter_map(|id| self.step(id))
+                        .map(|s| s.record.step_id.as_str()),
+                );
+            }
+        }
+        covered
+    }
+
+    /// Whether every waiting step is covered by a valid approval that
+    /// `counts` accepts (and at least one step waits): `get_plan`'s
+    /// `approved`.
+    pub fn is_approved(&self, counts: impl Fn(&Approval) -> bool) -> bool {
+        let covered = self.approved_steps(counts);
+        let mut waiting = self.planned_steps().peekable();
+        waiting.peek().is_some() && waiting.all(|s| covered.contains(s.record.step_id.as_str()))
     }
 }
 
@@ -1117,6 +1232,7 @@ pub(crate) mod tests {
                 verdict,
                 plan_digest: digest.into(),
                 feedback: None,
+                step_ids: None,
                 revision: None,
             },
         };
@@ -1127,24 +1243,32 @@ pub(crate) mod tests {
         };
         let only_operators = |a: &Approval| matches!(a.actor, Actor::Operator { .. });
         let mut s = KeyState::default();
-        s.apply(1, &answer(Verdict::Approve, agent.clone(), "d1"));
-        assert!(s.is_approved("d1", |_| true));
+        s.apply(1, &ev(10, planned("a", 1)));
+        let d1 = s.plan_digest();
+        s.apply(2, &answer(Verdict::Approve, agent.clone(), &d1));
+        assert!(s.is_approved(|_| true));
         assert!(
-            !s.is_approved("d1", only_operators),
+            !s.is_approved(only_operators),
             "its own client does not count"
         );
-        s.apply(2, &answer(Verdict::Approve, operator.clone(), "d1"));
-        assert!(s.is_approved("d1", only_operators));
-        assert!(!s.is_approved("d2", only_operators), "bound to the digest");
-        s.apply(3, &answer(Verdict::Decline, agent, "d1"));
+        s.apply(3, &answer(Verdict::Approve, operator.clone(), &d1));
+        assert!(s.is_approved(only_operators));
+        let mut other = s.clone();
+        other.apply(4, &answer(Verdict::Approve, operator.clone(), "sha256:00"));
         assert!(
-            s.is_approved("d1", only_operators),
+            other.reviews[2].step_ids.is_none(),
+            "an answer about another digest covers no step"
+        );
+        s.apply(4, &answer(Verdict::Decline, agent, &d1));
+        assert!(
+            s.is_approved(only_operators),
             "a non-counting answer changes nothing"
         );
-        s.apply(4, &answer(Verdict::Decline, operator, "d1"));
-        assert!(!s.is_approved("d1", only_operators), "withdrawn");
+        s.apply(5, &answer(Verdict::Decline, operator, &d1));
+        assert!(!s.is_approved(only_operators), "withdrawn");
         assert_eq!(s.reviews.len(), 4);
         assert_eq!(s.reviews[1].channel, Channel::Cli);
+        assert_eq!(s.reviews[1].step_ids, Some(vec!["a".to_owned()]));
     }
 
     // === property tests ===
@@ -1184,6 +1308,7 @@ pub(crate) mod tests {
                     verdict: if yes { Verdict::Approve } else { Verdict::Decline },
                     plan_digest: d.into(),
                     feedback: None,
+                    step_ids: None,
                     revision: None,
                 }
             }),

@@ -66,7 +66,9 @@ pub use event::{
     Actor, Channel, Event, EventKind, EventType, LandsOn, StepError, StepErrorCode, StepRecord,
     Verdict, Where,
 };
-pub use fold::{Approval, KeyState, ModeLock, Rejection, ReviewedPlan, Step, StepStatus};
+pub use fold::{
+    Amendment, Approval, KeyState, ModeLock, Rejection, ReviewedPlan, Step, StepStatus,
+};
 pub use json_text::JsonText;
 pub use mode::{
     DEFAULT_MODE, InForce, LockedBy, ModeError, ModeSpec, Modes, OverAccess, PLAN_MODE,
@@ -85,9 +87,11 @@ pub use redact::{
     REDACTED, RedactionError, Redactor, is_secret_key, keyed_from_split, redact, redact_text,
     scrub_text, scrub_value,
 };
-pub use revision::{PlanDiff, SinceReview, StatusChange, at_revision};
+pub use revision::{
+    AmendedStep, JsonChange, PlanDiff, SinceReview, StatusChange, at_revision, json_diff,
+};
 pub use scope::{ParseScopeError, Scope};
-pub use secrets::{restore_secrets, split_secrets};
+pub use secrets::{keep_sealed, restore_secrets, split_secrets};
 pub use sentence::{CallFacts, generic_effect};
 pub use template::{render_template, validate_template};
 pub use time::format_time_ms;

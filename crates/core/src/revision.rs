@@ -9,6 +9,7 @@
 //! expired, started, applied, failed, in doubt).
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::event::Event;
 use crate::fold::{KeyState, Step, StepStatus};
@@ -54,6 +55,48 @@ pub struct StatusChange {
     pub to: StepStatus,
 }
 
+/// A step a person amended between two revisions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AmendedStep {
+    /// The step.
+    pub step_id: String,
+    /// Its position in the plan.
+    pub position: u32,
+    /// The tool as the agent called it.
+    pub exposed_as: String,
+    /// Who amended it last.
+    pub by: String,
+    /// The change to its redacted arguments.
+    pub arguments: Vec<JsonChange>,
+    /// What it was predicted to do then.
+    pub predicted_effect_then: String,
+    /// What it is predicted to do now.
+    pub predicted_effect_now: String,
+    /// Whether its preview (what the upstream showed of the target)
+    /// changed.
+    pub preview_changed: bool,
+}
+
+impl AmendedStep {
+    /// The amendment from `then` to `now` (the same step), if it was amended.
+    fn between(then: &Step, now: &Step) -> Option<AmendedStep> {
+        let by = now.amendment.as_ref()?.by.clone();
+        Some(AmendedStep {
+            step_id: now.record.step_id.clone(),
+            position: now.record.position,
+            exposed_as: now.record.exposed_as.clone(),
+            by,
+            arguments: json_diff(
+                &then.record.arguments.value(),
+                &now.record.arguments.value(),
+            ),
+            predicted_effect_then: then.record.predicted_effect.clone(),
+            predicted_effect_now: now.record.predicted_effect.clone(),
+            preview_changed: then.record.preview != now.record.preview,
+        })
+    }
+}
+
 /// What changed in a plan between two revisions (`plans diff`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PlanDiff {
@@ -66,6 +109,9 @@ pub struct PlanDiff {
     pub added: Vec<StepView>,
     /// Steps that existed then and whose status changed, in plan order.
     pub status_changed: Vec<StatusChange>,
+    /// Steps a person amended since, with the change to their (redacted)
+    /// arguments and what their preview says now, in plan order.
+    pub amended: Vec<AmendedStep>,
     /// The plan digest then and now: an approval of the earlier digest
     /// does not cover a plan whose digest changed.
     pub digest_then: String,
@@ -77,17 +123,17 @@ impl PlanDiff {
     /// What changed from `then` to `now` (the same key's plan at two
     /// revisions).
     pub fn between(then: &KeyState, now: &KeyState) -> PlanDiff {
-        let (added, status_changed) = changes(now, |id| {
-            then.steps
-                .iter()
-                .find(|s| s.record.step_id == id)
-                .map(|s| s.status)
-        });
+        let found = changes(now, |id| then.step(id).map(|s| (s.status, amendments(s))));
         PlanDiff {
             since: then.revision,
             revision: now.revision,
-            added: added.into_iter().map(StepView::for_person).collect(),
-            status_changed,
+            added: found.added.into_iter().map(StepView::for_person).collect(),
+            status_changed: found.status_changed,
+            amended: found
+                .amended
+                .into_iter()
+                .filter_map(|step| AmendedStep::between(then.step(&step.record.step_id)?, step))
+                .collect(),
             digest_then: then.plan_digest(),
             digest_now: now.plan_digest(),
         }
@@ -95,7 +141,7 @@ impl PlanDiff {
 
     /// Whether nothing changed.
     pub fn is_empty(&self) -> bool {
-        self.added.is_empty() && self.status_changed.is_empty()
+        self.added.is_empty() && self.status_changed.is_empty() && self.amended.is_empty()
     }
 }
 
@@ -112,6 +158,10 @@ pub struct SinceReview {
     pub added: Vec<String>,
     /// Steps whose status changed since, in plan order.
     pub status_changed: Vec<StatusChange>,
+    /// Steps a person amended since, by id, in plan order (`plans diff`
+    /// shows how).
+    #[serde(default)]
+    pub amended: Vec<String>,
     /// Whether the plan digest moved: an approval given then does not
     /// cover the plan now.
     pub digest_changed: bool,
@@ -125,51 +175,125 @@ impl KeyState {
         if reviewed.revision == self.revision {
             return None;
         }
-        let (added, status_changed) = changes(self, |id| {
-            reviewed
-                .steps
+        let found = changes(self, |id| {
+            let (_, status) = reviewed.steps.iter().find(|(sid, _)| sid == id)?;
+            let amended = reviewed
+                .amended
                 .iter()
                 .find(|(sid, _)| sid == id)
-                .map(|(_, status)| *status)
+                .map_or(0, |(_, n)| *n);
+            Some((*status, amended))
         });
-        let added = added.into_iter().map(|s| s.record.step_id.clone()).collect();
+        let ids = |steps: Vec<&Step>| {
+            steps
+                .into_iter()
+                .map(|s| s.record.step_id.clone())
+                .collect()
+        };
+        let (added, status_changed, amended) =
+            (ids(found.added), found.status_changed, ids(found.amended));
         Some(SinceReview {
             reviewed_revision: reviewed.revision,
             revision: self.revision,
             added,
             status_changed,
+            amended,
             digest_changed: reviewed.plan_digest != self.plan_digest(),
         })
     }
 }
 
-/// The steps of `now` in plan order that are new (`before` knows nothing
-/// of them), and those whose status differs from what `before` says it
-/// was: the one comparison behind [`PlanDiff::between`] and
+/// What one comparison found: the steps of `now` that are new, those whose
+/// status changed, and those amended since (in plan order).
+struct Changes<'a> {
+    added: Vec<&'a Step>,
+    status_changed: Vec<StatusChange>,
+    amended: Vec<&'a Step>,
+}
+
+/// Compares `now` with what `before` says each step was (its status and
+/// how many times it had been amended; `None` for a step it does not
+/// know): the one comparison behind [`PlanDiff::between`] and
 /// [`KeyState::since_review`].
-fn changes(
-    now: &KeyState,
-    before: impl Fn(&str) -> Option<StepStatus>,
-) -> (Vec<&Step>, Vec<StatusChange>) {
+fn changes(now: &KeyState, before: impl Fn(&str) -> Option<(StepStatus, u32)>) -> Changes<'_> {
     let mut order: Vec<&Step> = now.steps.iter().map(|s| &**s).collect();
     order.sort_by_key(|s| (s.record.position, s.record.planned_at_ms));
-    let mut added = Vec::new();
-    let mut status_changed = Vec::new();
+    let mut found = Changes {
+        added: Vec::new(),
+        status_changed: Vec::new(),
+        amended: Vec::new(),
+    };
     for step in order {
-        match before(&step.record.step_id) {
-            None => added.push(step),
-            Some(from) if from != step.status => status_changed.push(StatusChange {
+        let Some((from, amended_then)) = before(&step.record.step_id) else {
+            found.added.push(step);
+            continue;
+        };
+        if from != step.status {
+            found.status_changed.push(StatusChange {
                 step_id: step.record.step_id.clone(),
                 position: step.record.position,
                 exposed_as: step.record.exposed_as.clone(),
                 predicted_effect: step.record.predicted_effect.clone(),
                 from,
                 to: step.status,
-            }),
-            Some(_) => {}
+            });
+        }
+        if amendments(step) != amended_then {
+            found.amended.push(step);
         }
     }
-    (added, status_changed)
+    found
+}
+
+/// How many times `step` was amended.
+fn amendments(step: &Step) -> u32 {
+    step.amendment.as_ref().map_or(0, |a| a.count)
+}
+
+/// One change between two JSON values, at a JSON pointer (RFC 6901) into
+/// them: a value added, removed or replaced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JsonChange {
+    /// Where, as a JSON pointer (`""` for the whole value).
+    pub path: String,
+    /// The value before; absent when it was added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<Value>,
+    /// The value after; absent when it was removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<Value>,
+}
+
+/// The changes from `before` to `after`, in path order: objects compared
+/// key by key, arrays index by index, anything else as a whole. Meant for
+/// redacted arguments, so a secret shows as `"[redacted]"` on both sides.
+pub fn json_diff(before: &Value, after: &Value) -> Vec<JsonChange> {
+    let mut out = Vec::new();
+    diff_at(String::new(), Some(before), Some(after), &mut out);
+    out
+}
+
+fn diff_at(path: String, before: Option<&Value>, after: Option<&Value>, out: &mut Vec<JsonChange>) {
+    match (before, after) {
+        (Some(Value::Object(a)), Some(Value::Object(b))) => {
+            let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            for k in keys {
+                let escaped = k.replace('~', "~0").replace('/', "~1");
+                diff_at(format!("{path}/{escaped}"), a.get(k), b.get(k), out);
+            }
+        }
+        (Some(Value::Array(a)), Some(Value::Array(b))) => {
+            for i in 0..a.len().max(b.len()) {
+                diff_at(format!("{path}/{i}"), a.get(i), b.get(i), out);
+            }
+        }
+        (a, b) if a == b => {}
+        (a, b) => out.push(JsonChange {
+            path,
+            before: a.cloned(),
+            after: b.cloned(),
+        }),
+    }
 }
 
 #[cfg(test)]
@@ -297,6 +421,7 @@ mod tests {
             verdict: crate::event::Verdict::Approve,
             plan_digest: state.plan_digest(),
             feedback: None,
+            step_ids: None,
             revision: Some(state.revision),
         };
         log.push((3, ev(3000, answered)));
@@ -317,6 +442,7 @@ mod tests {
             verdict: crate::event::Verdict::Approve,
             plan_digest: "sha256:old".into(),
             feedback: None,
+            step_ids: None,
             revision: None,
         };
         log.push((6, ev(6000, old)));

@@ -9,6 +9,8 @@
 //! [`Refused`] into its own words (a tool refusal, a CLI error, a console
 //! answer) under the same stable [`Code`].
 
+use std::collections::BTreeSet;
+
 use crate::{Actor, Approval, Code, EventKind, InForce, KeyState, LockedBy, Scope, StepStatus};
 
 /// Why a rule refused: the same for every channel.
@@ -311,35 +313,73 @@ pub fn approver_counts(actor: &Actor, key_id: &str) -> bool {
     }
 }
 
-/// Whether the plan's `digest` has an approval that counts for key
-/// `key_id` with `scope`.
-pub fn is_approved(state: &KeyState, digest: &str, key_id: &str, scope: Scope) -> bool {
-    state.is_approved(digest, |a| approval_counts(a, key_id, scope))
+/// The steps of `state` covered by a valid approval that counts for key
+/// `key_id` with `scope` ([`KeyState::approved_steps`]).
+pub fn approved_steps<'s>(state: &'s KeyState, key_id: &str, scope: Scope) -> BTreeSet<&'s str> {
+    state.approved_steps(|a| approval_counts(a, key_id, scope))
 }
 
-/// Who may apply the plan at `digest` (DESIGN §5, §7): an operator always;
-/// a `write` key its own plan; a `plan` key only once an approval from
-/// outside it counts for the current digest; a `read` key never.
-pub fn may_apply(state: &KeyState, digest: &str, applier: Applier<'_>) -> Result<(), Refused> {
-    match applier {
-        Applier::Operator => Ok(()),
-        Applier::Key {
-            scope: Scope::Write,
-            ..
-        } => Ok(()),
+/// Whether every waiting step of key `key_id` (with `scope`) is covered by
+/// an approval that counts for it: `get_plan`'s `approved`.
+pub fn is_approved(state: &KeyState, key_id: &str, scope: Scope) -> bool {
+    state.is_approved(|a| approval_counts(a, key_id, scope))
+}
+
+/// What an apply runs, and what it leaves waiting for a person's yes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ApplySteps {
+    /// The steps it runs, in plan order.
+    pub run: Vec<String>,
+    /// Selected steps no approval covers: reported `not_approved` in the
+    /// receipt, left as they are.
+    pub not_approved: Vec<String>,
+}
+
+/// Which steps an apply runs (DESIGN §5, §7, and per-step answers):
+///
+/// * the selection is checked first ([`apply_selection`]): every waiting
+///   step, or the named waiting or failed ones;
+/// * an operator's apply, or a `write` key's, is itself the yes: it runs
+///   every step named, and — with none named — every waiting step, unless
+///   a person has approved part of the plan: then only the waiting steps
+///   `approved` covers run, and the rest are `not_approved`;
+/// * a `plan` key (or a write key held by a lock) runs only steps
+///   `approved` covers; the rest are `not_approved`, and when none is
+///   covered nothing runs and the apply is refused
+///   ([`Refused::NotApproved`], which says how to approve);
+/// * a `read` key never applies.
+///
+/// `approved` comes from [`approved_steps`] for the key whose plan it is.
+pub fn apply_steps(
+    state: &KeyState,
+    selection: Selection<'_>,
+    applier: Applier<'_>,
+    approved: &BTreeSet<&str>,
+) -> Result<ApplySteps, Refused> {
+    let own_yes = match applier {
+        Applier::Operator => true,
         Applier::Key {
             scope: Scope::Read, ..
-        } => Err(Refused::ReadScope),
-        Applier::Key { id, scope } => {
-            if is_approved(state, digest, id, scope) {
-                Ok(())
-            } else {
-                Err(Refused::NotApproved {
-                    digest: digest.to_owned(),
-                })
-            }
-        }
+        } => return Err(Refused::ReadScope),
+        Applier::Key { scope, .. } => scope == Scope::Write,
+    };
+    let selected = apply_selection(state, selection)?;
+    let (run, not_approved): (Vec<String>, Vec<String>) = selected
+        .iter()
+        .cloned()
+        .partition(|id| approved.contains(id.as_str()));
+    if own_yes && (matches!(selection, Selection::Named(_)) || run.is_empty()) {
+        return Ok(ApplySteps {
+            run: selected,
+            not_approved: Vec::new(),
+        });
     }
+    if !own_yes && run.is_empty() && !not_approved.is_empty() {
+        return Err(Refused::NotApproved {
+            digest: state.plan_digest(),
+        });
+    }
+    Ok(ApplySteps { run, not_approved })
 }
 
 #[cfg(test)]
@@ -534,6 +574,7 @@ mod tests {
                     verdict: Verdict::Approve,
                     plan_digest: digest.clone(),
                     feedback: None,
+                    step_ids: None,
                     revision: None,
                 },
                 actor,
@@ -548,29 +589,33 @@ mod tests {
             key_name: id.into(),
             scope: Some(scope),
         };
-        assert_eq!(may_apply(&state, &digest, Applier::Operator), Ok(()));
-        assert_eq!(
-            may_apply(
-                &state,
-                &digest,
-                Applier::Key {
-                    id: "key_1",
-                    scope: Scope::Write
-                }
-            ),
-            Ok(())
-        );
-        assert_eq!(
-            may_apply(
-                &state,
-                &digest,
-                Applier::Key {
-                    id: "key_1",
-                    scope: Scope::Read
-                }
-            ),
-            Err(Refused::ReadScope)
-        );
+        let may = |state: &KeyState, applier: Applier<'_>| {
+            let scope = match applier {
+                Applier::Key { scope, .. } => scope,
+                Applier::Operator => Scope::Plan,
+            };
+            apply_steps(
+                state,
+                Selection::Waiting,
+                applier,
+                &approved_steps(state, "key_1", scope),
+            )
+        };
+        let all = Ok(ApplySteps {
+            run: ids(&["s1"]),
+            not_approved: vec![],
+        });
+        assert_eq!(may(&state, Applier::Operator), all);
+        let write = Applier::Key {
+            id: "key_1",
+            scope: Scope::Write,
+        };
+        assert_eq!(may(&state, write), all);
+        let read = Applier::Key {
+            id: "key_1",
+            scope: Scope::Read,
+        };
+        assert_eq!(may(&state, read), Err(Refused::ReadScope));
         // Its own client's yes, and another plan key's, do not count.
         for actor in [
             agent("key_1", Scope::Plan),
@@ -579,23 +624,166 @@ mod tests {
         ] {
             let seq = state.last_seq + 1;
             state.apply(seq, &answer(actor));
-            assert!(matches!(
-                may_apply(&state, &digest, me),
-                Err(Refused::NotApproved { .. })
-            ));
+            assert!(matches!(may(&state, me), Err(Refused::NotApproved { .. })));
         }
         // Another write key's does; so does an operator's.
         let mut with_write = state.clone();
         let seq = with_write.last_seq + 1;
         with_write.apply(seq, &answer(agent("key_2", Scope::Write)));
-        assert_eq!(may_apply(&with_write, &digest, me), Ok(()));
+        assert_eq!(may(&with_write, me), all);
         let seq = state.last_seq + 1;
         state.apply(seq, &answer(Actor::Operator { name: "ana".into() }));
-        assert_eq!(may_apply(&state, &digest, me), Ok(()));
-        assert!(
-            !is_approved(&state, "sha256:other", "key_1", Scope::Plan),
-            "an approval binds its digest"
+        assert_eq!(may(&state, me), all);
+        assert!(is_approved(&state, "key_1", Scope::Plan));
+        // An approval covers the steps waiting when it was given: a step
+        // planned since is not approved, and the plan as a whole is not.
+        let seq = state.last_seq + 1;
+        state.apply(
+            seq,
+            &system(EventKind::StepPlanned {
+                step: record("s6", 6, "t", json!({"n": 6})),
+            }),
         );
+        assert!(!is_approved(&state, "key_1", Scope::Plan));
+        assert_eq!(
+            may(&state, me),
+            Ok(ApplySteps {
+                run: ids(&["s1"]),
+                not_approved: ids(&["s6"]),
+            })
+        );
+    }
+
+    /// Two waiting steps and an operator's yes to `approve` of them.
+    fn approved_in_part(approve: &[&str]) -> KeyState {
+        let mut state = KeyState::default();
+        for (seq, id) in [(1, "a"), (2, "b"), (3, "c")] {
+            state.apply(
+                seq,
+                &system(EventKind::StepPlanned {
+                    step: record(id, u32::try_from(seq).unwrap_or(0), "t", json!({"id": id})),
+                }),
+            );
+        }
+        let named = ids(approve);
+        let digest = state.digest_of(&named).unwrap_or_default();
+        state.apply(
+            4,
+            &event(
+                EventKind::ReviewAnswered {
+                    review_id: None,
+                    verdict: Verdict::Approve,
+                    plan_digest: digest,
+                    feedback: None,
+                    step_ids: Some(named),
+                    revision: None,
+                },
+                Actor::Operator { name: "ana".into() },
+            ),
+        );
+        state
+    }
+
+    #[test]
+    fn a_yes_to_some_steps_runs_those_and_reports_the_rest_not_approved() {
+        let state = approved_in_part(&["c", "a"]);
+        let covered = approved_steps(&state, "key_1", Scope::Plan);
+        assert_eq!(covered, BTreeSet::from(["a", "c"]));
+        assert!(!is_approved(&state, "key_1", Scope::Plan), "b is not");
+        let partly = Ok(ApplySteps {
+            run: ids(&["a", "c"]),
+            not_approved: ids(&["b"]),
+        });
+        for applier in [
+            Applier::Operator,
+            Applier::Key {
+                id: "key_1",
+                scope: Scope::Write,
+            },
+            Applier::Key {
+                id: "key_1",
+                scope: Scope::Plan,
+            },
+        ] {
+            assert_eq!(
+                apply_steps(&state, Selection::Waiting, applier, &covered),
+                partly,
+                "{applier:?}"
+            );
+        }
+        // Naming steps: an operator's or write key's act is the yes; a plan
+        // key's named step still needs one.
+        let named = ids(&["b"]);
+        assert_eq!(
+            apply_steps(
+                &state,
+                Selection::Named(&named),
+                Applier::Operator,
+                &covered
+            ),
+            Ok(ApplySteps {
+                run: ids(&["b"]),
+                not_approved: vec![]
+            })
+        );
+        let plan_key = Applier::Key {
+            id: "key_1",
+            scope: Scope::Plan,
+        };
+        assert!(matches!(
+            apply_steps(&state, Selection::Named(&named), plan_key, &covered),
+            Err(Refused::NotApproved { .. })
+        ));
+        let both = ids(&["b", "a"]);
+        assert_eq!(
+            apply_steps(&state, Selection::Named(&both), plan_key, &covered),
+            Ok(ApplySteps {
+                run: ids(&["a"]),
+                not_approved: ids(&["b"])
+            })
+        );
+        // A rejected step leaves the plan; the others stay approved.
+        let mut rejected = state.clone();
+        rejected.apply(
+            5,
+            &event(
+                EventKind::StepRejected {
+                    step_id: "c".into(),
+                    reason: "no".into(),
+                },
+                Actor::Operator { name: "ana".into() },
+            ),
+        );
+        assert_eq!(
+            apply_steps(
+                &rejected,
+                Selection::Waiting,
+                plan_key,
+                &approved_steps(&rejected, "key_1", Scope::Plan)
+            ),
+            Ok(ApplySteps {
+                run: ids(&["a"]),
+                not_approved: ids(&["b"])
+            })
+        );
+        // A decline of the same digest by someone who counts withdraws it.
+        let mut withdrawn = state.clone();
+        let digest = withdrawn.reviews[0].plan_digest.clone();
+        withdrawn.apply(
+            5,
+            &event(
+                EventKind::ReviewAnswered {
+                    review_id: None,
+                    verdict: Verdict::Decline,
+                    plan_digest: digest,
+                    feedback: None,
+                    step_ids: Some(ids(&["a", "c"])),
+                    revision: None,
+                },
+                Actor::Operator { name: "ana".into() },
+            ),
+        );
+        assert!(approved_steps(&withdrawn, "key_1", Scope::Plan).is_empty());
     }
 
     /// An apply whose claims hold until 5000, touched at `touched`.

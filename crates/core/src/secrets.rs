@@ -30,6 +30,44 @@ pub fn restore_secrets(redacted: &Value, secrets: &[(String, Value)]) -> Value {
     out
 }
 
+/// A person's new arguments for an amended step, with every `"[redacted]"`
+/// in them standing for the value sealed at the same place in the step
+/// before (`old`, as [`split_secrets`] took it): "keep the secret as it
+/// is", without anyone seeing it. `Err` names the first place (a JSON
+/// pointer) where `"[redacted]"` has no sealed value to stand for.
+pub fn keep_sealed(new: &Value, old: &[(String, Value)]) -> Result<Value, String> {
+    fn walk(v: &mut Value, path: &mut String, old: &[(String, Value)]) -> Result<(), String> {
+        match v {
+            Value::String(s) if s == crate::REDACTED => match old.iter().find(|(p, _)| p == path) {
+                Some((_, sealed)) => *v = sealed.clone(),
+                None => return Err(path.clone()),
+            },
+            Value::Object(m) => {
+                for (k, child) in m.iter_mut() {
+                    let len = path.len();
+                    path.push('/');
+                    path.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                    walk(child, path, old)?;
+                    path.truncate(len);
+                }
+            }
+            Value::Array(items) => {
+                for (i, child) in items.iter_mut().enumerate() {
+                    let len = path.len();
+                    path.push_str(&format!("/{i}"));
+                    walk(child, path, old)?;
+                    path.truncate(len);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+    let mut out = new.clone();
+    walk(&mut out, &mut String::new(), old)?;
+    Ok(out)
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use proptest::prelude::*;
@@ -37,6 +75,28 @@ pub(crate) mod tests {
 
     use super::*;
     use crate::{is_secret_key, redact};
+
+    #[test]
+    fn redacted_in_new_arguments_keeps_the_sealed_value_at_that_place() {
+        let old =
+            json!({"id": 1, "conn": {"token": "s3cret", "host": "a"}, "list": [{"password": "p"}]});
+        let (_, sealed) = split_secrets(&old);
+        let new = json!({"id": 2, "conn": {"token": "[redacted]", "host": "b"}, "list": [{"password": "[redacted]"}]});
+        assert_eq!(
+            keep_sealed(&new, &sealed),
+            Ok(
+                json!({"id": 2, "conn": {"token": "s3cret", "host": "b"}, "list": [{"password": "p"}]})
+            )
+        );
+        // A new secret is taken as given; "[redacted]" where nothing was
+        // sealed is refused by its place.
+        let fresh = json!({"conn": {"token": "new"}});
+        assert_eq!(keep_sealed(&fresh, &sealed), Ok(fresh.clone()));
+        assert_eq!(
+            keep_sealed(&json!({"conn": {"api_key": "[redacted]"}}), &sealed),
+            Err("/conn/api_key".to_owned())
+        );
+    }
 
     #[test]
     fn secrets_come_out_with_their_pointers_and_go_back_in() {

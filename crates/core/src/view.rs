@@ -34,6 +34,28 @@ pub struct StepView {
     /// Why a person rejected it, and who (status `rejected`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rejection: Option<crate::fold::Rejection>,
+    /// The last time a person changed its arguments: who, when, how many
+    /// times, and the redacted arguments before (the step's `arguments`
+    /// are the new ones).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amendment: Option<AmendmentView>,
+    /// A waiting step an approval that counts covers: `apply_plan`
+    /// without `step_ids` runs it. Absent (false) otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub approved: bool,
+}
+
+/// A person's change to a step's arguments, as answers show it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AmendmentView {
+    /// Who changed them.
+    pub by: String,
+    /// When, RFC 3339 UTC.
+    pub at: String,
+    /// How many times the step was amended.
+    pub count: u32,
+    /// The redacted arguments before the last change.
+    pub previous_arguments: JsonText,
 }
 
 impl StepView {
@@ -46,7 +68,22 @@ impl StepView {
             error: step.error.clone(),
             attempts: None,
             rejection: step.rejection.clone(),
+            amendment: step.amendment.as_ref().map(|a| AmendmentView {
+                by: a.by.clone(),
+                at: format_time_ms(a.at_ms),
+                count: a.count,
+                previous_arguments: a.previous_arguments.clone(),
+            }),
+            approved: false,
         }
+    }
+
+    /// Marks the view `approved` when it is waiting and `covered` (from
+    /// [`KeyState::approved_steps`]) holds it.
+    pub fn covered_by(mut self, covered: &std::collections::BTreeSet<&str>) -> StepView {
+        self.approved =
+            self.status == StepStatus::Planned && covered.contains(self.step.step_id.as_str());
+        self
     }
 
     /// `step` as shown to a person: with its attempts.
@@ -276,6 +313,9 @@ pub enum Outcome {
     InDoubt,
     /// Not run: an earlier step failed and `continue_on_error` was off.
     NotRun,
+    /// Not run: no approval that counts covers it (a person approved
+    /// other steps of the plan); it stays waiting.
+    NotApproved,
 }
 
 impl Outcome {
@@ -286,6 +326,7 @@ impl Outcome {
             Outcome::Failed => "failed",
             Outcome::InDoubt => "in_doubt",
             Outcome::NotRun => "not_run",
+            Outcome::NotApproved => "not_approved",
         }
     }
 }
@@ -307,6 +348,9 @@ pub struct Receipt {
     pub in_doubt: u32,
     /// Steps not run.
     pub not_run: u32,
+    /// Steps selected but not run because no approval that counts covers
+    /// them; they stay waiting.
+    pub not_approved: u32,
     /// Destructive steps whose yes was this apply (a write key's).
     pub approved_by_apply: Vec<String>,
     /// The digest applied.
@@ -406,7 +450,8 @@ impl ReceiptStep {
             tool: r.tool.clone(),
             server: r.server.clone(),
             predicted_effect: r.predicted_effect.clone(),
-            approved_by_apply: r.approval_required && outcome != Outcome::NotRun,
+            approved_by_apply: r.approval_required
+                && !matches!(outcome, Outcome::NotRun | Outcome::NotApproved),
             outcome,
             applied: (outcome == Outcome::Applied).then(|| Applied {
                 result: step.result.as_ref().map_or(Value::Null, JsonText::value),

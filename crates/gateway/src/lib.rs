@@ -20,6 +20,7 @@
 //! goes or changes its lists.
 
 pub mod acting;
+pub mod amend;
 pub mod apply;
 pub mod apps;
 pub mod auth;
@@ -370,6 +371,18 @@ impl Gateway {
             None => format!(
                 "a person reviews and approves it at the CLI: {cli}, or in the web console of `plangate serve --http`"
             ),
+        }
+    }
+
+    /// How a person approves some waiting steps of `key_name`'s plan,
+    /// for answers that name steps no approval covers.
+    pub fn how_to_approve_steps(&self, key_name: &str) -> String {
+        let cli = format!("`plangate plans approve --key {key_name} STEP…`");
+        match self.console_url.get() {
+            Some(url) => {
+                format!("a person approves them in the web console at {url}, or at the CLI: {cli}")
+            }
+            None => format!("a person approves them at the CLI: {cli}"),
         }
     }
 

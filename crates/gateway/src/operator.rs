@@ -76,6 +76,28 @@ pub enum OperatorError {
     /// Not a plan digest at all.
     #[error("{0:?} is not a plan digest: it looks like sha256: and 64 hex digits")]
     BadDigest(String),
+    /// New arguments for a step that cannot be taken.
+    #[error("{0}; nothing was recorded")]
+    BadArguments(String),
+    /// The step changed while a person was acting on it (another person
+    /// amended it, or it was applied, discarded or rejected meanwhile).
+    #[error(
+        "step {step} of key {key:?} changed while you were amending it (it is {status} now, or someone else amended it first); nothing was recorded. Look at it again"
+    )]
+    StepChanged {
+        /// The key's name.
+        key: String,
+        /// The step.
+        step: String,
+        /// Its status now.
+        status: StepStatus,
+    },
+    /// Nothing is waiting, so there is nothing to approve.
+    #[error("key {key:?} has no waiting steps to approve; nothing was recorded")]
+    NothingWaiting {
+        /// The key's name.
+        key: String,
+    },
     /// A rejection needs a reason the agent can act on.
     #[error(
         "a rejection needs a reason (1 to {max} characters), for the agent to read; nothing was recorded"
@@ -127,7 +149,10 @@ impl OperatorError {
             OperatorError::NoStep { .. }
             | OperatorError::NotInDoubt { .. }
             | OperatorError::BadDigest(_)
+            | OperatorError::NothingWaiting { .. }
+            | OperatorError::BadArguments(_)
             | OperatorError::BadReason { .. } => Code::InvalidArguments.as_str(),
+            OperatorError::StepChanged { .. } => Code::PlanChanged.as_str(),
             OperatorError::Rule { refused, .. } => refused.code().as_str(),
             OperatorError::PlanChanged { .. } => Code::PlanChanged.as_str(),
             OperatorError::ApplyAlive { .. } => Code::ApplyInProgress.as_str(),
@@ -147,6 +172,8 @@ impl OperatorError {
                 | OperatorError::Rule { .. }
                 | OperatorError::NotInDoubt { .. }
                 | OperatorError::BadDigest(_)
+                | OperatorError::NothingWaiting { .. }
+                | OperatorError::BadArguments(_)
                 | OperatorError::BadReason { .. }
         )
     }
@@ -218,12 +245,9 @@ pub async fn refresh(
 pub fn plan_view(config: &Config, key: &ApiKey, state: &KeyState, now: i64) -> KeyPlanView {
     let in_force = config.modes.in_force(state);
     let digest = state.plan_digest();
-    let approved = rules::is_approved(
-        state,
-        &digest,
-        &key.id,
-        rules::approval_scope(key.scope, &in_force),
-    );
+    let scope = rules::approval_scope(key.scope, &in_force);
+    let approved = rules::is_approved(state, &key.id, scope);
+    let covered = rules::approved_steps(state, &key.id, scope);
     let (mode, notice) = (in_force.spec, in_force.notice);
     KeyPlanView {
         key: key.name.clone(),
@@ -240,7 +264,10 @@ pub fn plan_view(config: &Config, key: &ApiKey, state: &KeyState, now: i64) -> K
         reviewed_revision: state.reviewed.as_ref().map(|r| r.revision),
         since_review: state.since_review(),
         approved,
-        steps: state.open_steps().map(StepView::for_person).collect(),
+        steps: state
+            .open_steps()
+            .map(|s| StepView::for_person(s).covered_by(&covered))
+            .collect(),
         notice,
     }
 }
@@ -387,31 +414,79 @@ pub async fn reject(
     Ok(state)
 }
 
-/// Records `actor`'s yes to `key`'s plan at `digest` over `channel`
-/// (`review_answered`, approve). With `require_current`, a digest that is
-/// not the plan's current one is refused ([`OperatorError::PlanChanged`])
-/// and nothing is recorded — the console binds the digest the person saw;
-/// without it the yes is recorded but never counts. Returns the state
-/// after and whether the approval is for the current digest.
+/// What a person approved (`approve`).
+#[derive(Debug, Clone)]
+pub struct Approved {
+    /// The key's state after the approval was recorded.
+    pub state: KeyState,
+    /// The steps approved, in plan order.
+    pub step_ids: Vec<String>,
+    /// The digest the approval binds: of exactly those steps (DESIGN §5
+    /// form), the plan's digest when they are every waiting step.
+    pub digest: String,
+}
+
+/// Records `actor`'s yes over `channel` to the `named` waiting steps of
+/// `key`'s plan, or to every waiting step when none is named
+/// (`review_answered`, approve, with the step ids and the digest of
+/// exactly those steps). The approval covers those steps while they are
+/// unchanged, whatever else the plan gains or loses; an amendment of one
+/// of them ends it. With `seen`, the plan digest the person looked at, a
+/// plan that moved since is refused ([`OperatorError::PlanChanged`]).
+/// Nothing is recorded when anything is refused.
 pub async fn approve(
     log: &KeyLog,
     key: &ApiKey,
     actor: Actor,
     channel: Channel,
-    digest: &str,
-    require_current: bool,
-) -> Result<(KeyState, bool), OperatorError> {
-    check_digest(digest)?;
-    let (state, counts) = log
+    seen: Option<&str>,
+    named: &[String],
+) -> Result<Approved, OperatorError> {
+    if let Some(d) = seen {
+        check_digest(d)?;
+    }
+    let (state, (step_ids, digest)) = log
         .transact(&key.id, |state| {
             let current = state.plan_digest();
-            if require_current && current != digest {
+            if let Some(seen) = seen
+                && seen != current
+            {
                 return Err(OperatorError::PlanChanged {
                     key: key.name.clone(),
-                    seen: digest.to_owned(),
+                    seen: seen.to_owned(),
                     current,
                 });
             }
+            let mut ids: Vec<&Step> = Vec::new();
+            if named.is_empty() {
+                ids.extend(state.planned_steps());
+            }
+            for id in named {
+                let step = state.step(id).ok_or_else(|| OperatorError::NoStep {
+                    key: key.name.clone(),
+                    step: id.clone(),
+                })?;
+                if step.status != StepStatus::Planned {
+                    return Err(OperatorError::Rule {
+                        key: key.name.clone(),
+                        refused: Refused::Status {
+                            step: id.clone(),
+                            status: step.status,
+                        },
+                    });
+                }
+                if !ids.iter().any(|s| s.record.step_id == *id) {
+                    ids.push(step);
+                }
+            }
+            if ids.is_empty() {
+                return Err(OperatorError::NothingWaiting {
+                    key: key.name.clone(),
+                });
+            }
+            ids.sort_by_key(|s| s.record.position);
+            let step_ids: Vec<String> = ids.iter().map(|s| s.record.step_id.clone()).collect();
+            let digest = plangate_core::plan_digest(ids.iter().map(|s| &s.record));
             let event = plangate_core::Event {
                 at_ms: now_ms(),
                 key_id: key.id.clone(),
@@ -420,15 +495,20 @@ pub async fn approve(
                 kind: EventKind::ReviewAnswered {
                     review_id: None,
                     verdict: Verdict::Approve,
-                    plan_digest: digest.to_owned(),
+                    plan_digest: digest.clone(),
                     feedback: None,
-                    revision: state.revision_seen(digest),
+                    step_ids: Some(step_ids.clone()),
+                    revision: Some(state.revision),
                 },
             };
-            Ok((vec![event], current == digest))
+            Ok((vec![event], (step_ids, digest)))
         })
         .await??;
-    Ok((state, counts))
+    Ok(Approved {
+        state,
+        step_ids,
+        digest,
+    })
 }
 
 /// Fails unless every upstream the steps call is connected, so nothing is

@@ -236,22 +236,22 @@ pub struct Write<'a> {
     pub started: std::time::Instant,
 }
 
-/// Plans a write: the step record, recorded durably in the key's log with
-/// the call's record (one append), and the planned-write answer of DESIGN
-/// §5.
-pub async fn plan_write(
+/// A write's step as planning makes it, before it has a place in the plan
+/// (`position` 0): redacted arguments, keyed fingerprint, sealed secrets
+/// (bound to `step_id`), preview, predicted effect, where it lands and
+/// whether it is destructive. Planning a write and a person amending a
+/// step both make their record here, so an amended step is checked,
+/// previewed, redacted and sealed exactly as a planned one. `known` is the
+/// key's state if already read; it is kept for the append that follows.
+pub(crate) async fn prepare_step(
     gw: &Gateway,
     acting: &Acting,
     in_force: &InForce,
-    write: Write<'_>,
-    known: Option<KeyState>,
-) -> Result<CallToolResult, Refusal> {
-    let Write {
-        tool,
-        arguments,
-        reason,
-        started,
-    } = write;
+    tool: &CatalogTool,
+    arguments: &JsonObject,
+    step_id: String,
+    known: &mut Option<KeyState>,
+) -> Result<StepRecord, Refusal> {
     let args = Value::Object(arguments.clone());
     let redactor = gw.redactor();
     let (redacted, secrets) = redactor.split(&args);
@@ -285,13 +285,12 @@ pub async fn plan_write(
     };
     let mut target_version = None;
     let mut predicted = None;
-    let mut known = known;
     if let Some(preview_tool) = &settings.preview {
         // The preview sees the real arguments; whatever it says back is
         // scrubbed of them, and of every secret the key's log holds,
         // before anyone else sees it.
-        let secrets = secrets_to_scrub(gw, acting, &mut known, &secrets).await?;
-        match preview(gw, tool, preview_tool, &arguments).await {
+        let secrets = secrets_to_scrub(gw, acting, known, &secrets).await?;
+        match preview(gw, tool, preview_tool, arguments).await {
             Ok(Some(p)) => {
                 predicted = p.effect.map(|e| redactor.scrub_text(&e, &secrets));
                 target = target.or(p.target.map(|t| redactor.scrub_text(&t, &secrets)));
@@ -308,7 +307,7 @@ pub async fn plan_write(
     // target, with the real arguments; what it shows is scrubbed.
     let mut step_preview = None;
     if let Some(spec) = crate::preview::spec_of(gw, tool) {
-        let secrets = secrets_to_scrub(gw, acting, &mut known, &secrets).await?;
+        let secrets = secrets_to_scrub(gw, acting, known, &secrets).await?;
         step_preview =
             Some(crate::preview::take(gw, tool, spec, &args, &secrets, target.clone()).await);
     }
@@ -369,7 +368,6 @@ pub async fn plan_write(
         }
     });
 
-    let step_id = plangate_store::new_id("step_").map_err(Refusal::internal)?;
     let sealed_secrets = if secrets.is_empty() {
         None
     } else {
@@ -379,11 +377,62 @@ pub async fn plan_write(
                 .map_err(|e| Refusal::internal(format!("sealing a secret failed: {e}")))?,
         )
     };
-    let ttl_ms = gw.ttl_ms();
-    let max_steps = gw.config().gateway.max_steps as usize;
-    let planned_at = now_ms();
     let arguments = JsonText::from_value(&redacted);
     let keyed_arguments = StepRecord::keyed_unless_same(&arguments, JsonText::from_value(&keyed));
+    Ok(StepRecord {
+        step_id,
+        position: 0,
+        server: tool.upstream.clone(),
+        tool: tool.original.clone(),
+        exposed_as: tool.exposed.clone(),
+        arguments,
+        keyed_arguments,
+        sealed_secrets,
+        fingerprint,
+        effect: tool.effect,
+        schema_hash,
+        predicted_effect,
+        lands_on,
+        approval_required,
+        approval_note,
+        planned_at_ms: now_ms(),
+        target_version,
+        definition_hash: Some(tool.definition_hash.clone()),
+        preview: step_preview,
+    })
+}
+
+/// Plans a write: the step record, recorded durably in the key's log with
+/// the call's record (one append), and the planned-write answer of DESIGN
+/// §5.
+pub async fn plan_write(
+    gw: &Gateway,
+    acting: &Acting,
+    in_force: &InForce,
+    write: Write<'_>,
+    known: Option<KeyState>,
+) -> Result<CallToolResult, Refusal> {
+    let Write {
+        tool,
+        arguments,
+        reason,
+        started,
+    } = write;
+    let step_id = plangate_store::new_id("step_").map_err(Refusal::internal)?;
+    let mut known = known;
+    let prepared = prepare_step(
+        gw,
+        acting,
+        in_force,
+        tool,
+        &arguments,
+        step_id.clone(),
+        &mut known,
+    )
+    .await?;
+    let outside = rules::approval_scope(acting.key.scope, in_force) == Scope::Plan;
+    let ttl_ms = gw.ttl_ms();
+    let max_steps = gw.config().gateway.max_steps as usize;
 
     let outcome = gw
         .log()
@@ -414,10 +463,10 @@ pub async fn plan_write(
                 }
                 record.map(|call| acting.event(EventKind::CallRecorded { call }))
             };
-            if let Some(existing) = view.find_planned_duplicate(&fingerprint) {
+            if let Some(existing) = view.find_planned_duplicate(&prepared.fingerprint) {
                 let step_id = existing.record.step_id.clone();
                 let seen_then = existing.record.preview.as_ref().and_then(|p| p.before_digest());
-                let seen_now = step_preview.as_ref().and_then(|p| p.before_digest());
+                let seen_now = prepared.preview.as_ref().and_then(|p| p.before_digest());
                 if seen_then == seen_now {
                     events.push(acting.event(EventKind::StepDeduplicated {
                         step_id: step_id.clone(),
@@ -442,27 +491,8 @@ pub async fn plan_write(
                     ),
                 ));
             }
-            let record = StepRecord {
-                step_id: step_id.clone(),
-                position: view.next_position,
-                server: tool.upstream.clone(),
-                tool: tool.original.clone(),
-                exposed_as: tool.exposed.clone(),
-                arguments: arguments.clone(),
-                keyed_arguments: keyed_arguments.clone(),
-                sealed_secrets: sealed_secrets.clone(),
-                fingerprint: fingerprint.clone(),
-                effect: tool.effect,
-                schema_hash: schema_hash.clone(),
-                predicted_effect: predicted_effect.clone(),
-                lands_on: lands_on.clone(),
-                approval_required,
-                approval_note: approval_note.clone(),
-                planned_at_ms: planned_at,
-                target_version: target_version.clone(),
-                definition_hash: Some(tool.definition_hash.clone()),
-                preview: step_preview.clone(),
-            };
+            let mut record = prepared.clone();
+            record.position = view.next_position;
             events.push(acting.event(EventKind::StepPlanned { step: record }));
             events.extend(call(&step_id));
             Ok((events, (step_id.clone(), false)))

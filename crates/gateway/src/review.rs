@@ -406,6 +406,7 @@ async fn take_answer(
                     verdict,
                     plan_digest: digest.clone(),
                     feedback: feedback.clone(),
+                    step_ids: None,
                     revision: state.revision_seen(&digest),
                 })],
                 (),
@@ -666,6 +667,7 @@ async fn ask_and_record(
             verdict,
             plan_digest: digest.to_owned(),
             feedback,
+            step_ids: None,
             revision: None,
         },
     )

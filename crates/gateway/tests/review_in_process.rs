@@ -237,6 +237,7 @@ async fn a_plan_keys_own_yes_does_not_apply_but_an_operators_approval_of_the_cur
             verdict: Verdict::Approve,
             plan_digest: digest.to_owned(),
             feedback: None,
+            step_ids: None,
             revision: None,
         };
         vec![((ops, Channel::Cli), answered)]

@@ -97,7 +97,7 @@ pub async fn apply_plan(
     let apply_id = plangate_store::new_id("apply_").map_err(Refusal::internal)?;
 
     // 1. Check and start, atomically.
-    let (state, (selected, digest)) = gw
+    let (state, (selected, not_approved, digest)) = gw
         .log()
         .transact(&acting.key.id, |state| {
             let now = now_ms();
@@ -128,42 +128,40 @@ pub async fn apply_plan(
                     format!("the plan changed since it was reviewed (digest {d} is now {current}); nothing was run. Show the person the plan again ({prefix}get_plan) and apply the digest they approve"),
                 ));
             }
+            let scope = rules::approval_scope(
+                acting.key.scope,
+                &gw.config().modes.in_force(&view),
+            );
             let applier = match &acting.operator {
                 Some(_) => Applier::Operator,
                 // A locked write key is held like a plan key.
                 None => Applier::Key {
                     id: &acting.key.id,
-                    scope: rules::approval_scope(
-                        acting.key.scope,
-                        &gw.config().modes.in_force(&view),
-                    ),
+                    scope,
                 },
             };
-            rules::may_apply(&view, &current, applier).map_err(|refused| {
-                let next = match &refused {
-                    Refused::NotApproved { digest } => format!(
-                        ". Nothing was run: {}; then call {prefix}apply_plan again",
-                        gw.how_to_approve(&acting.key.name, Some(digest))
-                    ),
-                    _ => ". Nothing was run".to_owned(),
-                };
-                Refusal::new(refused.code(), format!("{refused}{next}"))
-            })?;
             let selection = match &request.step_ids {
                 None => Selection::Waiting,
                 Some(ids) => Selection::Named(ids),
             };
-            let selected = rules::apply_selection(&view, selection).map_err(|refused| {
+            let approved = rules::approved_steps(&view, &acting.key.id, scope);
+            let steps = rules::apply_steps(&view, selection, applier, &approved).map_err(|refused| {
                 let hint = match &refused {
+                    Refused::NotApproved { digest } => format!(
+                        ". Nothing was run: {}; then call {prefix}apply_plan again",
+                        gw.how_to_approve(&acting.key.name, Some(digest))
+                    ),
                     Refused::InDoubt(id) => format!(
-                        " (`plangate plans retry --key {} {id}`, or discard it)",
+                        " (`plangate plans retry --key {} {id}`, or discard it). Nothing was run",
                         acting.key.name
                     ),
-                    Refused::Status { .. } => " (only waiting or failed steps can be applied)".to_owned(),
-                    _ => format!("; {prefix}get_plan lists the steps"),
+                    Refused::Status { .. } => " (only waiting or failed steps can be applied). Nothing was run".to_owned(),
+                    Refused::ReadScope => ". Nothing was run".to_owned(),
+                    _ => format!("; {prefix}get_plan lists the steps. Nothing was run"),
                 };
-                Refusal::new(refused.code(), format!("{refused}{hint}. Nothing was run"))
+                Refusal::new(refused.code(), format!("{refused}{hint}"))
             })?;
+            let selected = steps.run;
             if !selected.is_empty() {
                 add(
                     &mut view,
@@ -175,7 +173,7 @@ pub async fn apply_plan(
                     &mut events,
                 );
             }
-            Ok((events, (selected, current)))
+            Ok((events, (selected, steps.not_approved, current)))
         })
         .await
         .map_err(log_failed)??;
@@ -230,6 +228,11 @@ pub async fn apply_plan(
         let _ = p.peer.notify_progress(note).await;
     }
 
+    outcomes.extend(
+        not_approved
+            .into_iter()
+            .map(|id| (id, Outcome::NotApproved)),
+    );
     let count = |o: Outcome| {
         u32::try_from(outcomes.iter().filter(|(_, x)| *x == o).count()).unwrap_or(u32::MAX)
     };
@@ -239,6 +242,7 @@ pub async fn apply_plan(
         count(Outcome::InDoubt),
         count(Outcome::NotRun),
     );
+    let unapproved = count(Outcome::NotApproved);
     let state = if total > 0 {
         gw.log()
             .transact(&acting.key.id, |_| {
@@ -262,8 +266,9 @@ pub async fn apply_plan(
         gw,
         &state,
         &digest,
+        &acting.key.name,
         &outcomes,
-        [applied, failed, in_doubt, not_run],
+        [applied, failed, in_doubt, not_run, unapproved],
     ))
 }
 

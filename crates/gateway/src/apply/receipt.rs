@@ -14,12 +14,15 @@ pub(super) fn receipt(
     gw: &Gateway,
     state: &KeyState,
     digest: &str,
+    key_name: &str,
     outcomes: &[(String, Outcome)],
-    [applied, failed, in_doubt, not_run]: [u32; 4],
+    [applied, failed, in_doubt, not_run, not_approved]: [u32; 5],
 ) -> CallToolResult {
     let mut steps = Vec::new();
     let mut lines = Vec::new();
-    for (step_id, outcome) in outcomes {
+    let mut ordered: Vec<&(String, Outcome)> = outcomes.iter().collect();
+    ordered.sort_by_key(|(id, _)| state.step(id).map(|s| s.record.position));
+    for (step_id, outcome) in ordered {
         let Some(step) = state.step(step_id) else {
             continue;
         };
@@ -31,14 +34,14 @@ pub(super) fn receipt(
             outcome.as_str(),
             step.error
                 .as_ref()
-                .filter(|_| *outcome != Outcome::Applied && *outcome != Outcome::NotRun)
+                .filter(|_| matches!(outcome, Outcome::Failed | Outcome::InDoubt))
                 .map(|e| format!(": {}", e.message))
                 .unwrap_or_default()
         ));
         steps.push(ReceiptStep::of(step, *outcome));
     }
     let success = failed == 0 && in_doubt == 0;
-    let message = if outcomes.is_empty() {
+    let mut message = if outcomes.is_empty() {
         "Nothing to apply: no step is waiting.".to_owned()
     } else if success && not_run == 0 {
         format!("Applied {applied} step(s).")
@@ -47,6 +50,12 @@ pub(super) fn receipt(
             "Applied {applied}, failed {failed}, in doubt {in_doubt}, not run {not_run}. Steps not run are still waiting; a failed step can be applied again by naming it; an in-doubt step may have reached the server and only a person can retry it."
         )
     };
+    if not_approved > 0 {
+        message.push_str(&format!(
+            " {not_approved} step(s) were not run because no person approved them (a person approved other steps of this plan); they are still waiting: {}, or discard them.",
+            gw.how_to_approve_steps(key_name)
+        ));
+    }
     let mode = gw.config().modes.in_force(state).spec;
     let body = Receipt {
         success,
@@ -56,6 +65,7 @@ pub(super) fn receipt(
         failed,
         in_doubt,
         not_run,
+        not_approved,
         approved_by_apply: steps
             .iter()
             .filter(|s| s.approved_by_apply)

@@ -305,9 +305,9 @@ impl From<OperatorError> for ConsoleError {
 fn refused(e: OperatorError) -> ConsoleError {
     let status = match &e {
         e if e.is_bad_input() => StatusCode::BAD_REQUEST,
-        OperatorError::PlanChanged { .. } | OperatorError::ApplyAlive { .. } => {
-            StatusCode::CONFLICT
-        }
+        OperatorError::PlanChanged { .. }
+        | OperatorError::StepChanged { .. }
+        | OperatorError::ApplyAlive { .. } => StatusCode::CONFLICT,
         OperatorError::PlanOutlived { .. } => StatusCode::GONE,
         OperatorError::Refused(_) => StatusCode::CONFLICT,
         OperatorError::UpstreamDown { .. } | OperatorError::Log(_) => {
@@ -321,15 +321,19 @@ fn refused(e: OperatorError) -> ConsoleError {
     ConsoleError::new(status, e.code(), e.to_string())
 }
 
-/// `POST /console/api/approve` body.
+/// `POST /console/api/approve` body: the digest the person saw, and the
+/// steps they approve (none: every waiting step).
 #[derive(Deserialize)]
 pub(super) struct ApproveBody {
     key_id: String,
     plan_digest: String,
+    #[serde(default)]
+    step_ids: Vec<String>,
 }
 
-/// Records the operator's yes to the digest the person saw; refused with
-/// `plan_changed` (nothing recorded) when it is no longer current.
+/// Records the operator's yes to the named waiting steps (or all of them)
+/// of the plan the person saw; refused with `plan_changed` (nothing
+/// recorded) when the plan is no longer at that digest.
 pub(super) async fn approve(
     State(gw): State<Arc<Gateway>>,
     Acting(session): Acting,
@@ -337,21 +341,23 @@ pub(super) async fn approve(
 ) -> Result<Response, ConsoleError> {
     let key = key_by_id(&gw, &body.key_id).await?;
     let acting = operator::acting(&key, &session.operator.name, Channel::Console);
-    let (state, _) = operator::approve(
+    let approved = operator::approve(
         gw.log(),
         &key,
         acting.actor(),
         Channel::Console,
-        &body.plan_digest,
-        true,
+        Some(&body.plan_digest),
+        &body.step_ids,
     )
     .await?;
-    tracing::info!(operator = %session.operator.name, key = %key.name, "console: approved plan");
+    tracing::info!(operator = %session.operator.name, key = %key.name, steps = approved.step_ids.len(), "console: approved steps");
     Ok(ok_json(json!({
         "success": true,
         "key": key.name,
         "plan_digest": body.plan_digest,
-        "current_digest": state.plan_digest(),
+        "approved_steps": approved.step_ids,
+        "approved_digest": approved.digest,
+        "current_digest": approved.state.plan_digest(),
         "approved_by": session.operator.name,
     })))
 }

@@ -189,8 +189,15 @@ pub(crate) fn log_failed(e: crate::key_log::LogError) -> Refusal {
     Refusal::store(e, "nothing was changed — try again")
 }
 
-fn step_list(state: &KeyState) -> Vec<StepView> {
-    state.open_steps().map(StepView::of).collect()
+/// The plan's open steps as the agent sees them, each waiting one marked
+/// `approved` when an approval that counts for the key covers it.
+fn step_list(state: &KeyState, acting: &Acting, gw: &Gateway) -> Vec<StepView> {
+    let scope = rules::approval_scope(acting.key.scope, &gw.config().modes.in_force(state));
+    let covered = rules::approved_steps(state, &acting.key.id, scope);
+    state
+        .open_steps()
+        .map(|s| StepView::of(s).covered_by(&covered))
+        .collect()
 }
 
 /// Runs a session tool for a caller with a key. Returns the result and
@@ -280,11 +287,10 @@ pub async fn call(
             let digest = state.plan_digest();
             let approved = rules::is_approved(
                 &state,
-                &digest,
                 &acting.key.id,
                 rules::approval_scope(acting.key.scope, &modes.in_force(&state)),
             );
-            let steps = step_list(&state);
+            let steps = step_list(&state, acting, gw);
             let pending = state.planned_steps().count();
             let expired_recently = state.open_steps().next().is_none()
                 && state

@@ -1,0 +1,170 @@
+//! A person changes a waiting step's arguments (`plangate plans amend`,
+//! the console): the step keeps its id and position, and becomes what the
+//! new arguments make of it — checked against the tool's schema, previewed
+//! again, redacted and sealed exactly as a planned write
+//! ([`crate::plan::prepare_step`]). `"[redacted]"` in the new arguments
+//! keeps the value sealed there. The plan digest changes, so an approval
+//! that bound the old step no longer covers it.
+//!
+//! Two people amending the same step at once: each read the step before
+//! previewing, and the append checks it is still exactly that step
+//! (compare-and-set on the key's log), so one wins and the other is told
+//! `plan_changed` with nothing recorded.
+
+use plangate_core::{Code, EventKind, KeyState, StepStatus, keep_sealed};
+use serde_json::Value;
+
+use crate::Gateway;
+use crate::acting::Acting;
+use crate::operator::{OperatorError, refresh};
+use crate::plan::{open_secrets, prepare_step};
+use plangate_core::rules::Refused;
+
+/// Why new arguments cannot amend a step (all `invalid_arguments`).
+fn bad(why: String) -> OperatorError {
+    OperatorError::BadArguments(why)
+}
+
+/// Amends waiting step `step_id` of `acting`'s key with `arguments` (a JSON
+/// object). `seen_revision` is the plan revision the person looked at,
+/// when known: if the step was amended after it, the person amended a step
+/// they had not seen, and nothing is recorded. Returns the state after.
+pub async fn amend(
+    gw: &Gateway,
+    acting: &Acting,
+    step_id: &str,
+    arguments: &Value,
+    seen_revision: Option<u64>,
+) -> Result<KeyState, OperatorError> {
+    let key = &acting.key;
+    let state = refresh(gw.log(), acting, gw.ttl_ms(), gw.lease_ms()).await?;
+    let Some(old) = state.step(step_id).cloned() else {
+        return Err(OperatorError::NoStep {
+            key: key.name.clone(),
+            step: step_id.to_owned(),
+        });
+    };
+    if old.status != StepStatus::Planned {
+        return Err(OperatorError::Rule {
+            key: key.name.clone(),
+            refused: Refused::Status {
+                step: step_id.to_owned(),
+                status: old.status,
+            },
+        });
+    }
+    let Value::Object(_) = arguments else {
+        return Err(bad(
+            "the new arguments must be a JSON object, as the tool takes them".to_owned(),
+        ));
+    };
+    let record = &old.record;
+    let catalog = gw.catalog();
+    let Some(tool) = catalog
+        .tools
+        .iter()
+        .find(|t| t.upstream == record.server && t.original == record.tool)
+    else {
+        return Err(OperatorError::UpstreamDown {
+            server: record.server.clone(),
+            why: format!(
+                "{} is not offered now, so the new arguments cannot be checked or previewed",
+                record.tool
+            ),
+        });
+    };
+    if !tool.enabled || tool.withheld.is_some() {
+        return Err(OperatorError::Refused(crate::refusal::Refusal::new(
+            tool.withheld.as_ref().map_or(Code::Forbidden, |w| w.code()),
+            format!(
+                "{} is not offered to agents now, so the step cannot be amended; discard it instead",
+                tool.exposed
+            ),
+        )));
+    }
+    // "[redacted]" keeps the value sealed at that place.
+    let sealed = open_secrets(gw, record).ok_or_else(|| {
+        bad(format!(
+            "step {step_id}'s sealed values cannot be opened with this data dir's keys, so \"[redacted]\" cannot stand for them; give every value"
+        ))
+    })?;
+    let full = keep_sealed(arguments, &sealed).map_err(|at| {
+        bad(format!(
+            "\"[redacted]\" at {at:?} stands for a sealed value, but step {step_id} holds none there; give the value itself"
+        ))
+    })?;
+    if let Err(e) = plangate_core::check_safe_integers(&full) {
+        return Err(bad(format!("{e}; send it as a string or a smaller number")));
+    }
+    if let Err(errors) = tool.check_arguments(&full) {
+        return Err(bad(format!(
+            "the new arguments do not match {}'s input schema: {}",
+            tool.exposed,
+            errors.join("; ")
+        )));
+    }
+    let Value::Object(object) = &full else {
+        return Err(bad("the new arguments must be a JSON object".to_owned()));
+    };
+    let in_force = gw.config().modes.in_force(&state);
+    let mut known = Some(state);
+    let mut amended = prepare_step(
+        gw,
+        acting,
+        &in_force,
+        tool,
+        object,
+        step_id.to_owned(),
+        &mut known,
+    )
+    .await
+    .map_err(OperatorError::Refused)?;
+    if amended.fingerprint == record.fingerprint {
+        return Err(bad(format!(
+            "the new arguments are step {step_id}'s own; nothing changed"
+        )));
+    }
+    // The step keeps its place and age.
+    amended.position = record.position;
+    amended.planned_at_ms = record.planned_at_ms;
+    let seen = old.clone();
+    let (state, ()) = gw
+        .log()
+        .transact(&key.id, |state| {
+            // Exactly the step the person amended, still waiting: else
+            // someone changed it meanwhile (another amendment, an apply, a
+            // discard) and this amendment is of a step that is gone.
+            let unseen = |now: &plangate_core::Step| {
+                seen_revision
+                    .is_some_and(|r| now.amendment.as_ref().is_some_and(|a| a.revision > r))
+            };
+            match state.step(step_id) {
+                Some(now)
+                    if now.status == StepStatus::Planned
+                        && now.record == seen.record
+                        && now.amendment == seen.amendment
+                        && !unseen(now) => {}
+                Some(now) => {
+                    return Err(OperatorError::StepChanged {
+                        key: key.name.clone(),
+                        step: step_id.to_owned(),
+                        status: now.status,
+                    });
+                }
+                None => {
+                    return Err(OperatorError::NoStep {
+                        key: key.name.clone(),
+                        step: step_id.to_owned(),
+                    });
+                }
+            }
+            let event = acting.event(EventKind::StepAmended {
+                step: amended.clone(),
+                previous_arguments: seen.record.arguments.clone(),
+            });
+            Ok((vec![event], ()))
+        })
+        .await??;
+    tracing::info!(key = %key.name, step = %step_id, by = ?acting.operator, "step amended");
+    Ok(state)
+}
