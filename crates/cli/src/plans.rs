@@ -29,17 +29,15 @@ use crate::output::outln;
 
 use anyhow::{Context, Result, anyhow};
 use plangate_config::Config;
-use plangate_core::rules::{self, Refused, Selection};
+use plangate_core::rules::{self, Refused};
 use plangate_core::{Actor, Channel, KeyState, LandsOn, Receipt, Scope, Step, StepStatus, Where};
 use plangate_gateway::Gateway;
 use plangate_gateway::acting::Acting;
-use plangate_gateway::apply::{self, ApplyRequest};
 use plangate_gateway::key_log::KeyLog;
 use plangate_gateway::operator::{self, OperatorError, lease_ms, ttl_ms};
 use plangate_gateway::plan::expires_in;
 use plangate_store::{ApiKey, KeyMaterial, Store, now_ms};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 use crate::commands::{UsageError, operator_name, print_table};
 
@@ -788,87 +786,63 @@ pub async fn apply_cmd(
     }
     let key = resolve_key(&*store, key).await?;
     let state = refresh(&KeyLog::new(store.clone()), &key, &config).await?;
-    let selection = if named.is_empty() {
-        Selection::Waiting
-    } else {
-        Selection::Named(named)
+    // Checked before any upstream is started: a step that cannot run, or a
+    // plan that moved on, is a mistake whatever the world looks like.
+    let hint = |e: &OperatorError| match e {
+        OperatorError::Rule {
+            refused: Refused::InDoubt(id),
+            ..
+        } => format!(
+            " (`plangate plans retry --key {} {id}`); nothing was run",
+            key.name
+        ),
+        OperatorError::Rule {
+            refused: Refused::Status { .. },
+            ..
+        } => " (only waiting or failed steps are applied); nothing was run".to_owned(),
+        _ => format!(
+            "; `plangate plans show --key {}` lists the steps; nothing was run",
+            key.name
+        ),
     };
-    // The same rule as the agent's apply: with part of the plan approved,
-    // only that part runs unless steps are named.
-    let scope = rules::approval_scope(key.scope, &config.modes.in_force(&state));
-    let covered = rules::approved_steps(&state, &key.id, scope);
-    let steps = rules::apply_steps(&state, selection, rules::Applier::Operator, &covered).map_err(
-        |refused| {
-            let hint = match &refused {
-                Refused::InDoubt(id) => {
-                    format!(" (`plangate plans retry --key {} {id}`)", key.name)
-                }
-                Refused::Status { .. } => " (only waiting or failed steps are applied)".to_owned(),
-                _ => format!("; `plangate plans show --key {}` lists the steps", key.name),
-            };
-            UsageError(format!("{refused}{hint}; nothing was run"))
-        },
-    )?;
-    let selected = steps.run;
-    if selected.is_empty() {
+    let selected = operator::steps_to_apply(&config, &key, &state, named)
+        .map_err(|e| {
+            let h = hint(&e);
+            cli_error(e, &h)
+        })?
+        .run;
+    let nothing = || {
         let msg = format!("nothing to apply: key {} has no waiting steps", key.name);
         if as_json {
             return print_json(&json!({"success": true, "applied": 0, "message": msg}));
         }
         outln!("{msg}");
-        return Ok(());
+        Ok(())
+    };
+    if selected.is_empty() {
+        return nothing();
     }
     let current = state.plan_digest();
-    let digest = digest.map(str::to_owned).unwrap_or(current.clone());
-    if digest != current {
+    if let Some(d) = digest
+        && d != current
+    {
         return Err(anyhow!(
-            "apply refused (plan_changed): the plan of key {} is now {current}, not {digest}; nothing was run. Look at it again with `plangate plans show --key {}`",
+            "apply refused (plan_changed): the plan of key {} is now {current}, not {d}; nothing was run. Look at it again with `plangate plans show --key {}`",
             key.name,
             key.name
         ));
     }
     let gw = Gateway::build(config, store, material).await;
-    let acting = cli_acting(&key);
-    let outcome = async {
-        operator::require_upstreams(&gw, selected.iter().filter_map(|id| state.step(id)))?;
-        // The yes covers exactly the waiting steps this apply runs (a
-        // failed step named to run again was approved when it first ran).
-        let waiting: Vec<String> = selected
-            .iter()
-            .filter(|id| {
-                state
-                    .step(id)
-                    .is_some_and(|s| s.status == StepStatus::Planned)
-            })
-            .cloned()
-            .collect();
-        if !waiting.is_empty() {
-            operator::approve(
-                gw.log(),
-                &key,
-                acting.actor(),
-                Channel::Cli,
-                Some(&digest),
-                &waiting,
-            )
-            .await?;
-        }
-        let request = ApplyRequest {
-            step_ids: (!named.is_empty()).then(|| named.to_vec()),
-            plan_digest: Some(digest.clone()),
-            continue_on_error: false,
-        };
-        apply::apply_plan(&gw, &acting, request, None, CancellationToken::new())
-            .await
-            .map_err(OperatorError::Refused)
-    }
-    .await;
+    let outcome = operator::apply_now(&gw, &cli_acting(&key), Some(&current), named).await;
     gw.shutdown().await;
     let receipt = outcome.map_err(|e| match e {
         OperatorError::PlanChanged { .. } => anyhow!("apply refused (plan_changed): {e}"),
         e => anyhow!("{e}"),
     })?;
-    finish_receipt(receipt, as_json)
+    match receipt {
+        Some(receipt) => finish_receipt(receipt, as_json),
+        None => nothing(),
+    }
 }
 
 /// `plans approve --key NAME [--digest D] [STEP…]`: records a person's yes

@@ -38,6 +38,7 @@ pub mod event;
 pub mod fold;
 #[cfg(test)]
 mod fuzz;
+pub mod history;
 pub mod json_text;
 pub mod mode;
 pub mod names;

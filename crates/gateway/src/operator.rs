@@ -511,6 +511,96 @@ pub async fn approve(
     })
 }
 
+/// Which steps a person's apply of `key`'s plan runs now: the same rule as
+/// the agent's ([`rules::apply_steps`] with the person's act as the yes) —
+/// the `named` waiting or failed steps, or every waiting step (only the
+/// approved ones once a person approved part of the plan).
+pub fn steps_to_apply(
+    config: &Config,
+    key: &ApiKey,
+    state: &KeyState,
+    named: &[String],
+) -> Result<rules::ApplySteps, OperatorError> {
+    let selection = if named.is_empty() {
+        Selection::Waiting
+    } else {
+        Selection::Named(named)
+    };
+    let scope = rules::approval_scope(key.scope, &config.modes.in_force(state));
+    let covered = rules::approved_steps(state, &key.id, scope);
+    rules::apply_steps(state, selection, rules::Applier::Operator, &covered).map_err(|refused| {
+        OperatorError::Rule {
+            key: key.name.clone(),
+            refused,
+        }
+    })
+}
+
+/// A person applies `acting`'s key's plan now (`plans apply`, the
+/// console's Apply): checks the plan is still at `seen` (when given),
+/// records the person's yes for exactly the waiting steps it runs
+/// ([`steps_to_apply`]), then runs them through `gw` with the same claims,
+/// fresh checks and at-most-once rule as the agent's `apply_plan`. `None`
+/// when nothing is waiting to run.
+pub async fn apply_now(
+    gw: &Gateway,
+    acting: &Acting,
+    seen: Option<&str>,
+    named: &[String],
+) -> Result<Option<CallToolResult>, OperatorError> {
+    if let Some(d) = seen {
+        check_digest(d)?;
+    }
+    let key = &acting.key;
+    let state = refresh(gw.log(), acting, gw.ttl_ms(), gw.lease_ms()).await?;
+    let run = steps_to_apply(gw.config(), key, &state, named)?.run;
+    if run.is_empty() {
+        return Ok(None);
+    }
+    let current = state.plan_digest();
+    if let Some(seen) = seen
+        && seen != current
+    {
+        return Err(OperatorError::PlanChanged {
+            key: key.name.clone(),
+            seen: seen.to_owned(),
+            current,
+        });
+    }
+    require_upstreams(gw, run.iter().filter_map(|id| state.step(id)))?;
+    // The yes covers exactly the waiting steps this apply runs (a failed
+    // step named to run again was approved when it first ran).
+    let waiting: Vec<String> = run
+        .iter()
+        .filter(|id| {
+            state
+                .step(id)
+                .is_some_and(|s| s.status == StepStatus::Planned)
+        })
+        .cloned()
+        .collect();
+    if !waiting.is_empty() {
+        approve(
+            gw.log(),
+            key,
+            acting.actor(),
+            acting.channel,
+            Some(&current),
+            &waiting,
+        )
+        .await?;
+    }
+    let request = ApplyRequest {
+        step_ids: (!named.is_empty()).then(|| named.to_vec()),
+        plan_digest: Some(current),
+        continue_on_error: false,
+    };
+    apply::apply_plan(gw, acting, request, None, CancellationToken::new())
+        .await
+        .map(Some)
+        .map_err(OperatorError::Refused)
+}
+
 /// Fails unless every upstream the steps call is connected, so nothing is
 /// claimed (or recorded as failed) when the world cannot be reached.
 pub fn require_upstreams<'a>(

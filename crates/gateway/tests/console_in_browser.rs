@@ -568,6 +568,257 @@ async fn an_operator_approves_a_plan_in_the_console_and_only_then_the_agent_appl
     s.stop().await;
 }
 
+/// The demo site's state as it holds it.
+fn site_state(s: &Setup) -> Value {
+    let text = std::fs::read_to_string(s._dir.path().join("site.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// In `section` of the page, the step with `id`: a CSS selector.
+fn step_sel(id: &str) -> String {
+    format!("section.key[data-key=\"planner\"] li.step[data-step-id=\"{id}\"]")
+}
+
+/// A person shapes the plan in the console: approves two steps, amends one
+/// of them (which ends that approval, hostile strings in the new arguments
+/// staying text in the diff), approves the other again, rejects the third
+/// with a reason, and clicks Apply: exactly the approved step runs, the
+/// rest are reported not approved, the agent reads the reason, and the
+/// history names every act and its actor. Screenshots of the diff and the
+/// history go to `target/artifacts/`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_operator_approves_part_amends_rejects_and_applies_in_the_console() {
+    let s = setup().await;
+    let client = client_of(s.gw.clone(), Some(s.agent_token.clone()), Seen::default()).await;
+    let mut ids = Vec::new();
+    for (tool, args) in [
+        (
+            "update_option",
+            json!({"name": "tagline", "value": "Fresh bread"}),
+        ),
+        (
+            "create_menu_item",
+            json!({"menu": "main", "label": "Hours", "url": "/hours"}),
+        ),
+        (
+            "update_option",
+            json!({"name": "site_title", "value": "Bakery"}),
+        ),
+    ] {
+        let planned = call_ok(&client, tool, args).await;
+        let body = planned.structured_content.unwrap();
+        ids.push(body["step_id"].as_str().unwrap().to_owned());
+    }
+    let [tagline, menu, title] = <[String; 3]>::try_from(ids).unwrap();
+
+    let mut b = blocking(Browser::start);
+    let console = format!("{}/console", s.base);
+    let page = blocking(|| {
+        let page = b.open(&console);
+        b.wait_for(&page, "the login form", "document.getElementById('token')");
+        b.log_in(&page, &s.operator_token);
+        b.wait_for(
+            &page,
+            "three steps",
+            "document.querySelectorAll('section.key[data-key=\"planner\"] li.step').length === 3",
+        );
+        // Tick the first two and approve them, by keyboard: focus, space.
+        for id in [&tagline, &menu] {
+            b.click(&page, &format!("{} input.pick", step_sel(id)));
+        }
+        b.wait_for(
+            &page,
+            "the approve-selected button",
+            "document.querySelector('button.approve-picked').textContent === 'Approve selected (2)'",
+        );
+        b.click(&page, "button.approve-picked");
+        b.wait_for(
+            &page,
+            "two approved steps",
+            "document.querySelectorAll('section.key[data-key=\"planner\"] .step-approved').length === 2",
+        );
+        page
+    });
+    let approvals = s.approvals().await;
+    assert_eq!(approvals.len(), 1);
+    assert_eq!(approvals[0]["step_ids"], json!([tagline, menu]));
+
+    // Amend the menu item through the form built from the tool's schema,
+    // with hostile strings: the approval of the pair no longer covers it.
+    blocking(|| {
+        b.click(&page, &format!("{} button.amend-step", step_sel(&menu)));
+        b.wait_for(
+            &page,
+            "the amend form",
+            "document.querySelector('.amend-form input[name=\"label\"]')",
+        );
+        b.type_into(&page, ".amend-form input[name=\"label\"]", ANCHOR);
+        b.type_into(&page, ".amend-form input[name=\"url\"]", JS_LINK);
+        b.click(&page, "button.confirm-amend");
+        b.wait_for(
+            &page,
+            "the amended step, no longer approved",
+            &format!(
+                "document.querySelector('{} .step-amended') && document.querySelectorAll('section.key[data-key=\"planner\"] .step-approved').length === 0",
+                step_sel(&menu).replace('\'', "\\'")
+            ),
+        );
+    });
+    let plan = call(&client, "plangate_get_plan", json!({})).await;
+    let plan = plan.structured_content.unwrap();
+    let amended = plan["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|st| st["step_id"] == menu.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(amended["arguments"]["label"], ANCHOR, "the agent sees it");
+    assert_eq!(amended["amendment"]["by"], "ana");
+    assert_eq!(amended["amendment"]["previous_arguments"]["label"], "Hours");
+    assert_eq!(plan["approved"], false);
+
+    // The diff since the review shows the change as text.
+    blocking(|| {
+        b.click(&page, "section.key[data-key=\"planner\"] button.show-diff");
+        b.wait_for(&page, "the diff", "document.querySelector('pre.diff')");
+        let shown = b.eval(
+            &page,
+            "(() => { const d = document.querySelector('pre.diff'); return { text: d.textContent, markup: document.getElementById('keys').querySelectorAll('img, script, a, iframe, object, svg, form').length, pwned: window.__pwned === undefined ? null : String(window.__pwned) }; })()",
+        );
+        let text = shown["text"].as_str().unwrap();
+        assert!(text.contains("amended by ana"), "{text}");
+        assert!(
+            text.contains(&format!(
+                "/label: {}",
+                serde_json::to_string(ANCHOR).unwrap()
+            )),
+            "{text}"
+        );
+        assert!(text.contains("/label: \"Hours\""), "{text}");
+        assert_eq!(shown["markup"], 0, "hostile text became markup: {shown}");
+        assert_eq!(shown["pwned"], Value::Null, "hostile code ran: {shown}");
+        b.screenshot(&page, &artifacts_dir().join("console-diff.png"));
+    });
+
+    // Approve the tagline alone again, reject the title with a reason.
+    blocking(|| {
+        b.click(&page, &format!("{} input.pick", step_sel(&tagline)));
+        b.click(&page, "button.approve-picked");
+        b.wait_for(
+            &page,
+            "the tagline approved",
+            &format!(
+                "document.querySelector('{} .step-approved')",
+                step_sel(&tagline).replace('\'', "\\'")
+            ),
+        );
+        b.click(&page, &format!("{} button.reject-step", step_sel(&title)));
+        b.wait_for(
+            &page,
+            "the reason box",
+            "document.querySelector('textarea.reason')",
+        );
+        b.type_into(
+            &page,
+            "textarea.reason",
+            "keep the title: <b>Bakery</b> is wrong",
+        );
+        b.click(&page, "button.confirm-reject");
+        b.wait_for(
+            &page,
+            "the rejection",
+            &format!(
+                "document.querySelector('{} .rejection')",
+                step_sel(&title).replace('\'', "\\'")
+            ),
+        );
+        // Apply: exactly the approved step runs.
+        b.click(&page, "section.key[data-key=\"planner\"] button.apply");
+        b.wait_for(
+            &page,
+            "the receipt",
+            "document.querySelector('.receipt') && document.querySelector('.receipt').textContent.includes('not_approved')",
+        );
+    });
+    let site = site_state(&s);
+    assert_eq!(site["options"]["tagline"]["value"], "Fresh bread");
+    let labels: Vec<&str> = site["menus"]["main"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["label"].as_str().unwrap())
+        .collect();
+    assert!(
+        !labels.contains(&ANCHOR),
+        "the amended step was not approved: {labels:?}"
+    );
+    assert_ne!(site["options"]["site_title"]["value"], "Bakery");
+    let plan = call(&client, "plangate_get_plan", json!({})).await;
+    let plan = plan.structured_content.unwrap();
+    let rejected = plan["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|st| st["step_id"] == title.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(
+        rejected["rejection"]["reason"],
+        "keep the title: <b>Bakery</b> is wrong"
+    );
+
+    // The history: every act with its actor, filterable and searchable.
+    blocking(|| {
+        b.click(
+            &page,
+            "section.key[data-key=\"planner\"] button.show-history",
+        );
+        b.wait_for(
+            &page,
+            "the history",
+            "document.querySelectorAll('ol.history li.event').length > 5",
+        );
+        let acts = b.eval(
+            &page,
+            "Array.from(document.querySelectorAll('ol.history li.event')).map(li => li.getAttribute('data-type') + ' | ' + li.querySelector('.actor').textContent)",
+        );
+        let acts: Vec<String> = serde_json::from_value(acts).unwrap();
+        for expected in [
+            "step_amended | ana (operator) over console",
+            "step_rejected | ana (operator) over console",
+            "review_answered | ana (operator) over console",
+            "step_applied | ana (operator) over console",
+            "step_planned | planner (agent) over stdio",
+        ] {
+            assert!(
+                acts.iter().any(|a| a == expected),
+                "{expected} not in {acts:?}"
+            );
+        }
+        assert_eq!(
+            acts[0].split(" | ").next(),
+            Some("apply_finished"),
+            "newest first: {acts:?}"
+        );
+        b.eval(
+            &page,
+            "(() => { const s = document.querySelector('select.history-kind'); s.value = 'step_amended'; s.dispatchEvent(new Event('change')); })()",
+        );
+        b.wait_for(
+            &page,
+            "only the amendment",
+            "document.querySelectorAll('ol.history li.event').length === 1 && document.querySelector('ol.history li.event').getAttribute('data-type') === 'step_amended'",
+        );
+        b.screenshot(&page, &artifacts_dir().join("console-history.png"));
+        let pwned = b.eval(&page, "window.__pwned === undefined");
+        assert_eq!(pwned, json!(true));
+    });
+    drop(b);
+    client.cancel().await.unwrap();
+    s.stop().await;
+}
+
 /// Logs in over plain HTTP (no browser, so no `Origin`): the session
 /// cookie and the CSRF token.
 async fn login(http: &reqwest::Client, base: &str, token: &str) -> Option<(String, String)> {

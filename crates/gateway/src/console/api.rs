@@ -408,3 +408,279 @@ pub(super) async fn retry(
     tracing::info!(operator = %session.operator.name, key = %key.name, "console: retried a step");
     Ok(ok_json(receipt.structured_content.unwrap_or(Value::Null)))
 }
+
+/// `POST /console/api/apply` body: the digest the person saw, and the
+/// steps to run (none: every waiting step — only the approved ones once a
+/// person approved part of the plan).
+#[derive(Deserialize)]
+pub(super) struct ApplyBody {
+    key_id: String,
+    plan_digest: String,
+    #[serde(default)]
+    step_ids: Vec<String>,
+}
+
+/// The person's Apply: the same code as `plangate plans apply`
+/// ([`operator::apply_now`]); the page sees each step's progress through
+/// its live view of the log, and this answers the receipt.
+pub(super) async fn apply(
+    State(gw): State<Arc<Gateway>>,
+    Acting(session): Acting,
+    Body(body): Body<ApplyBody>,
+) -> Result<Response, ConsoleError> {
+    let key = key_by_id(&gw, &body.key_id).await?;
+    let acting = operator::acting(&key, &session.operator.name, Channel::Console);
+    let receipt =
+        operator::apply_now(&gw, &acting, Some(&body.plan_digest), &body.step_ids).await?;
+    tracing::info!(operator = %session.operator.name, key = %key.name, "console: applied steps");
+    Ok(ok_json(match receipt {
+        Some(r) => r.structured_content.unwrap_or(Value::Null),
+        None => json!({
+            "success": true,
+            "code": "plan_applied",
+            "applied": 0,
+            "message": format!("Nothing to apply: key {} has no waiting steps.", key.name),
+            "steps": [],
+        }),
+    }))
+}
+
+/// `POST /console/api/reject` body.
+#[derive(Deserialize)]
+pub(super) struct RejectBody {
+    key_id: String,
+    step_id: String,
+    reason: String,
+}
+
+/// A person's no to one waiting step, with the reason its agent reads.
+pub(super) async fn reject(
+    State(gw): State<Arc<Gateway>>,
+    Acting(session): Acting,
+    Body(body): Body<RejectBody>,
+) -> Result<Response, ConsoleError> {
+    let key = key_by_id(&gw, &body.key_id).await?;
+    let acting = operator::acting(&key, &session.operator.name, Channel::Console);
+    let state = operator::reject(gw.log(), &acting, &body.step_id, &body.reason).await?;
+    tracing::info!(operator = %session.operator.name, key = %key.name, "console: rejected a step");
+    Ok(ok_json(json!({
+        "success": true,
+        "key": key.name,
+        "rejected": body.step_id,
+        "plan_digest": state.plan_digest(),
+        "revision": state.revision,
+    })))
+}
+
+/// `POST /console/api/amend` body: the new arguments, and the plan
+/// revision the person saw.
+#[derive(Deserialize)]
+pub(super) struct AmendBody {
+    key_id: String,
+    step_id: String,
+    arguments: Value,
+    revision: u64,
+}
+
+/// A person's change to a waiting step's arguments, through the same code
+/// as `plangate plans amend`; `plan_changed` if someone amended it after
+/// the revision the person saw.
+pub(super) async fn amend(
+    State(gw): State<Arc<Gateway>>,
+    Acting(session): Acting,
+    Body(body): Body<AmendBody>,
+) -> Result<Response, ConsoleError> {
+    let key = key_by_id(&gw, &body.key_id).await?;
+    let acting = operator::acting(&key, &session.operator.name, Channel::Console);
+    let state = crate::amend::amend(
+        &gw,
+        &acting,
+        &body.step_id,
+        &body.arguments,
+        Some(body.revision),
+    )
+    .await?;
+    tracing::info!(operator = %session.operator.name, key = %key.name, "console: amended a step");
+    let step = state
+        .step(&body.step_id)
+        .map(plangate_core::StepView::for_person);
+    Ok(ok_json(json!({
+        "success": true,
+        "key": key.name,
+        "step": step,
+        "plan_digest": state.plan_digest(),
+        "revision": state.revision,
+    })))
+}
+
+/// `?key_id=…&step_id=…`: one step of a key's plan.
+#[derive(Deserialize)]
+pub(super) struct StepQuery {
+    key_id: String,
+    step_id: String,
+}
+
+/// What the amend form is built from: the step's tool's input schema and
+/// its current (redacted) arguments.
+pub(super) async fn step_form(
+    State(gw): State<Arc<Gateway>>,
+    Viewer(_): Viewer,
+    Query(q): Query<StepQuery>,
+) -> Result<Response, ConsoleError> {
+    let key = key_by_id(&gw, &q.key_id).await?;
+    let state = gw.log().state(&key.id).await.map_err(|e| {
+        tracing::error!("console: event log: {e}");
+        ConsoleError::store_down()
+    })?;
+    let Some(step) = state.step(&q.step_id) else {
+        return Err(refused(OperatorError::NoStep {
+            key: key.name.clone(),
+            step: q.step_id.clone(),
+        }));
+    };
+    let catalog = gw.catalog();
+    let schema = catalog
+        .tools
+        .iter()
+        .find(|t| t.upstream == step.record.server && t.original == step.record.tool)
+        .map(|t| Value::Object((*t.tool.input_schema).clone()));
+    Ok(ok_json(json!({
+        "step_id": step.record.step_id,
+        "exposed_as": step.record.exposed_as,
+        "arguments": step.record.arguments,
+        "input_schema": schema,
+        "revision": state.revision,
+    })))
+}
+
+/// `?key_id=…&since=REV`: what changed since a revision (default: the one
+/// the last review saw).
+#[derive(Deserialize)]
+pub(super) struct DiffQuery {
+    key_id: String,
+    since: Option<u64>,
+}
+
+/// The key's events folded, with their key_seq, in order.
+async fn key_events(
+    gw: &Gateway,
+    key: &ApiKey,
+) -> Result<Vec<(i64, plangate_core::Event)>, ConsoleError> {
+    let stored = gw.store().load_events(&key.id, 0).await.map_err(|e| {
+        tracing::error!("console: event log: {e}");
+        ConsoleError::store_down()
+    })?;
+    let mut events = Vec::with_capacity(stored.len());
+    for e in &stored {
+        match serde_json::from_str::<plangate_core::Event>(e.body.as_str()) {
+            Ok(event) => events.push((e.key_seq, event)),
+            Err(err) => {
+                tracing::error!(key = %key.name, seq = e.key_seq, "console: unreadable event: {err}");
+                return Err(ConsoleError::store_down());
+            }
+        }
+    }
+    Ok(events)
+}
+
+/// The plan's revision diff, as `plangate plans diff` computes it.
+pub(super) async fn diff(
+    State(gw): State<Arc<Gateway>>,
+    Viewer(_): Viewer,
+    Query(q): Query<DiffQuery>,
+) -> Result<Response, ConsoleError> {
+    let key = key_by_id(&gw, &q.key_id).await?;
+    let events = key_events(&gw, &key).await?;
+    let now = plangate_core::KeyState::fold(events.iter().map(|(s, e)| (*s, e)));
+    let since = q
+        .since
+        .or_else(|| now.reviewed.as_ref().map(|r| r.revision))
+        .unwrap_or(0)
+        .min(now.revision);
+    let then = plangate_core::at_revision(events.iter().map(|(s, e)| (*s, e)), since);
+    Ok(ok_json(json!(plangate_core::PlanDiff::between(
+        &then, &now
+    ))))
+}
+
+/// `?key_id=…&before=SEQ&limit=N&kind=TYPE&q=TEXT`: one page of a key's
+/// history, newest first.
+#[derive(Deserialize)]
+pub(super) struct HistoryQuery {
+    key_id: String,
+    before: Option<i64>,
+    limit: Option<usize>,
+    kind: Option<String>,
+    q: Option<String>,
+}
+
+/// The most history entries one page holds.
+const MAX_PAGE: usize = 200;
+
+/// A key's history: every event, newest first, with who, over which
+/// channel and what changed — filtered by type and searched (in the
+/// sentence and the event's redacted body), `limit` at a time.
+pub(super) async fn history(
+    State(gw): State<Arc<Gateway>>,
+    Viewer(_): Viewer,
+    Query(q): Query<HistoryQuery>,
+) -> Result<Response, ConsoleError> {
+    let key = key_by_id(&gw, &q.key_id).await?;
+    let events = key_events(&gw, &key).await?;
+    let entries = plangate_core::history::history(events.iter().map(|(s, e)| (*s, e)));
+    let limit = q.limit.unwrap_or(50).clamp(1, MAX_PAGE);
+    let needle =
+        q.q.as_deref()
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(str::to_lowercase);
+    let kind = q.kind.as_deref().filter(|k| !k.is_empty());
+    let mut kinds: Vec<&str> = entries.iter().map(|e| e.kind.as_str()).collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    let mut page = Vec::new();
+    let mut more = false;
+    for (entry, (_, event)) in entries.iter().zip(&events).rev() {
+        if q.before.is_some_and(|b| entry.key_seq >= b) || kind.is_some_and(|k| entry.kind != k) {
+            continue;
+        }
+        let body = shown_body(event);
+        if let Some(n) = &needle {
+            let hay = format!("{} {} {}", entry.summary, entry.actor.label(), body);
+            if !hay.to_lowercase().contains(n.as_str()) {
+                continue;
+            }
+        }
+        if page.len() == limit {
+            more = true;
+            break;
+        }
+        let mut row = json!(entry);
+        row["event"] = body;
+        page.push(row);
+    }
+    let next_before = if more {
+        page.last().and_then(|r| r["key_seq"].as_i64())
+    } else {
+        None
+    };
+    Ok(ok_json(json!({
+        "key": key.name,
+        "entries": page,
+        "next_before": next_before,
+        "kinds": kinds,
+        "total": entries.len(),
+    })))
+}
+
+/// An event's body as the history shows it: as stored (arguments already
+/// redacted), without sealed ciphertext or keyed HMACs, which tell a
+/// person nothing.
+fn shown_body(event: &plangate_core::Event) -> Value {
+    let mut v = serde_json::to_value(event).unwrap_or(Value::Null);
+    if let Some(step) = v.get_mut("step").and_then(Value::as_object_mut) {
+        step.remove("sealed_secrets");
+        step.remove("keyed_arguments");
+    }
+    v
+}

@@ -82,6 +82,12 @@ pub fn routes() -> Router<Arc<Gateway>> {
         .route("/console/api/discard", post(api::discard))
         .route("/console/api/retry", post(api::retry))
         .route("/console/api/tool", post(api::tool_decision))
+        .route("/console/api/apply", post(api::apply))
+        .route("/console/api/reject", post(api::reject))
+        .route("/console/api/amend", post(api::amend))
+        .route("/console/api/step", get(api::step_form))
+        .route("/console/api/diff", get(api::diff))
+        .route("/console/api/history", get(api::history))
 }
 
 // === headers ===
