@@ -571,6 +571,32 @@ async def ask(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+async def shaping(args: argparse.Namespace) -> dict[str, Any]:
+    """The agent of a plan a person shapes: plans five file writes, says
+    their step ids on one line, waits for a line on stdin (the person has
+    approved, rejected and amended in the console), then reads its plan and
+    applies it."""
+    out: dict[str, Any] = {}
+    async with session(args, args.token) as s:
+        await s.call_tool("plangate_begin_session", {"mode": "plan"})
+        names = await wait_for_tool(s, "write_file")
+        tool = next(n for n in names if n.endswith("write_file"))
+        steps = []
+        for i in range(1, 6):
+            r = await s.call_tool(tool, {"path": os.path.join(args.root, f"step-{i}.txt"), "content": f"step {i} {args.canary}\n"})
+            if r.is_error:
+                raise RuntimeError(f"planning step {i} failed: {texts(r)}")
+            steps.append(r.structured_content["step_id"])
+        sys.stdout.write(json.dumps({"steps": steps}) + "\n")
+        sys.stdout.flush()
+        with anyio.fail_after(300):
+            line = await anyio.to_thread.run_sync(sys.stdin.readline)
+        out["go"] = line.strip()
+        out["plan"] = dump(await s.call_tool("plangate_get_plan", {}))
+        out["receipt"] = dump(await s.call_tool("plangate_apply_plan", {}))
+    return out
+
+
 SCENARIOS = {
     "basics": basics,
     "progress": progress,
@@ -584,6 +610,7 @@ SCENARIOS = {
     "secret": secret,
     "review": review,
     "ask": ask,
+    "shaping": shaping,
 }
 
 

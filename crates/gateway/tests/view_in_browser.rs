@@ -94,6 +94,7 @@ fn result_json(r: &CallToolResult) -> Value {
 /// on screen for the screenshot.
 async fn scenarios(dir: &Path) -> Vec<Value> {
     let (store, token) = store_with_key(dir, Scope::Write).await;
+    let key = store.authenticate(&token).await.unwrap().unwrap();
     let (site, _) = in_process("site", demo(dir.join("site.json")));
     let gw = start(demo_site_config(), store, vec![("site", site)]).await;
     let client = client_of(gw.clone(), Some(token), Seen::default()).await;
@@ -101,12 +102,38 @@ async fn scenarios(dir: &Path) -> Vec<Value> {
 
     let update = json!({"id": 2, "title": IMG, "body": SCRIPT});
     let planned = call_ok(&client, "update_page", update.clone()).await;
-    let menu = json!({"menu": "main", "label": ANCHOR, "url": JS_LINK});
-    call_ok(&client, "create_menu_item", menu).await;
+    let menu = json!({"menu": "main", "label": "Hours", "url": "/hours"});
+    let menu_step = call_ok(&client, "create_menu_item", menu).await;
     let option =
         json!({"name": "tagline", "value": {"html": SVG, "note": BOLD, "api_key": SECRET}});
     call_ok(&client, "update_option", option).await;
-    call_ok(&client, "delete_page", json!({"id": 3})).await;
+    let delete = call_ok(&client, "delete_page", json!({"id": 3})).await;
+    // A person rejects the delete with a hostile reason and amends the menu
+    // item with hostile strings: the view shows both as text.
+    let person = plangate_gateway::operator::acting(&key, "ana", plangate_core::Channel::Console);
+    let step_id = |r: &CallToolResult| {
+        r.structured_content.as_ref().unwrap()["step_id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    plangate_gateway::operator::reject(
+        gw.log(),
+        &person,
+        &step_id(&delete),
+        &format!("keep page 3: {BOLD}"),
+    )
+    .await
+    .unwrap();
+    plangate_gateway::amend::amend(
+        &gw,
+        &person,
+        &step_id(&menu_step),
+        &json!({"menu": "main", "label": ANCHOR, "url": JS_LINK}),
+        None,
+    )
+    .await
+    .unwrap();
 
     let mut plan = result_json(&call(&client, "plangate_get_plan", json!({})).await);
     // A field a later plangate might add: the view must still show it.
@@ -289,7 +316,13 @@ async fn hostile_tool_results_render_as_text_in_headless_chromium_and_the_csp_ho
     assert!(plan["groups"].as_u64().unwrap() >= 8, "{plan}");
     let summary = plan["summary"].as_str().unwrap();
     assert!(summary.contains(digest), "{summary}");
-    assert!(summary.contains("4 step(s), 4 waiting"), "{summary}");
+    assert!(summary.contains("4 step(s), 3 waiting"), "{summary}");
+    assert!(summary.contains("Revision"), "{summary}");
+    assert!(
+        summary.contains("rejected by ana: keep page 3: ") && shows(summary, BOLD),
+        "the rejection and its reason: {summary}"
+    );
+    assert!(summary.contains("was amended by ana"), "{summary}");
     assert!(summary.contains("is destructive"), "{summary}");
     assert!(summary.contains("lands live"), "{summary}");
     let steps = plan["steps_text"].as_str().unwrap();
@@ -297,6 +330,8 @@ async fn hostile_tool_results_render_as_text_in_headless_chromium_and_the_csp_ho
         assert!(shows(steps, s), "get_plan: {s:?} not shown as text");
     }
     assert!(steps.contains("[redacted]"));
+    assert!(steps.contains("Changed by the person"), "{steps}");
+    assert!(steps.contains("- /label: \"Hours\""), "{steps}");
     assert!(steps.contains("copy"), "lands_on copy shown");
     assert!(steps.contains("Destructive:"), "approval note shown");
     let full = plan["json"].as_str().unwrap();
@@ -317,12 +352,12 @@ async fn hostile_tool_results_render_as_text_in_headless_chromium_and_the_csp_ho
     // The receipt: outcomes, copy id, links and snapshots as text.
     let receipt = by_name("receipt");
     let body = &scenarios[1]["result"]["structuredContent"];
-    assert_eq!(receipt["steps"], 4);
+    assert_eq!(receipt["steps"], 3);
     assert!(
         receipt["summary"]
             .as_str()
             .unwrap()
-            .contains("applied 4, failed 0, in doubt 0, not run 0"),
+            .contains("applied 3, failed 0, in doubt 0, not run 0"),
         "{}",
         receipt["summary"]
     );
