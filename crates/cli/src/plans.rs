@@ -118,8 +118,16 @@ pub fn receipt_lines(receipt: &Receipt) -> Vec<String> {
     let mut lines = vec![
         receipt.message.clone(),
         format!(
-            "applied {}, failed {}, in doubt {}, not run {}",
-            receipt.applied, receipt.failed, receipt.in_doubt, receipt.not_run
+            "applied {}, failed {}, in doubt {}, not run {}{}",
+            receipt.applied,
+            receipt.failed,
+            receipt.in_doubt,
+            receipt.not_run,
+            if receipt.not_approved > 0 {
+                format!(", not approved {}", receipt.not_approved)
+            } else {
+                String::new()
+            }
         ),
     ];
     for s in &receipt.steps {
@@ -148,6 +156,12 @@ pub fn receipt_lines(receipt: &Receipt) -> Vec<String> {
             line.push_str(&format!("; error {}: {}", e.code, e.message));
         }
         lines.push(line);
+    }
+    for r in &receipt.rejected {
+        lines.push(format!(
+            "step {} ({}): {} — rejected by {}, not run: {}",
+            r.position, r.step_id, r.predicted_effect, r.by, r.reason
+        ));
     }
     lines.push(format!("plan digest {}", receipt.plan_digest));
     lines
@@ -330,6 +344,9 @@ pub async fn show(config: &Config, store: Arc<dyn Store>, key: &str, as_json: bo
         for c in &since.status_changed {
             said.push(format!("step {} {} → {}", c.position, c.from, c.to));
         }
+        for a in &since.amended {
+            said.push(format!("step {} amended by {}", a.position, a.by));
+        }
         if since.digest_changed {
             said.push("the digest moved (the earlier approval does not cover it)".to_owned());
         }
@@ -364,8 +381,10 @@ pub async fn show(config: &Config, store: Arc<dyn Store>, key: &str, as_json: bo
                     (true, _, _) => "approved".to_owned(),
                     (false, true, true) => "needed (destructive)".to_owned(),
                     (false, true, false) => "needed".to_owned(),
-                    (false, false, true) => "required (destructive)".to_owned(),
-                    (false, false, false) => "-".to_owned(),
+                    (false, false, true) if s.status == StepStatus::Planned => {
+                        "required (destructive)".to_owned()
+                    }
+                    (false, false, _) => "-".to_owned(),
                 },
                 match (&s.error, &s.rejection) {
                     (_, Some(r)) => format!("rejected by {}: {}", r.by, r.reason),
@@ -543,10 +562,17 @@ pub async fn amend(
         outln!("  {line}");
     }
     outln!("  now: {}", new.record.predicted_effect);
+    // Whether a yes covered the step before: then say it no longer does.
+    let covered = rules::approved_steps(&before, &key.id, key.scope).contains(step);
     outln!(
-        "plan digest {} (revision {}); an approval that covered this step no longer does: approve it again (`plangate plans approve --key {} {step}`)",
+        "plan digest {} (revision {}); {}: `plangate plans approve --key {} {step}`",
         after.plan_digest(),
         after.revision,
+        if covered {
+            "the approval that covered this step no longer does, so it runs only after a new yes"
+        } else {
+            "it runs only after a yes to it as it is now"
+        },
         key.name
     );
     Ok(())
@@ -886,8 +912,8 @@ pub async fn approve(
             };
             if !rules::approver_counts(&actor, &target.id) {
                 return Err(UsageError(format!(
-                    "key {:?} cannot approve {:?}'s plan: only the operator or another key of scope write can",
-                    approver.name, target.name
+                    "PLANGATE_KEY is set to key {:?} (scope {}), which cannot approve {:?}'s plan: only the operator or another key of scope write can. Unset PLANGATE_KEY (`env -u PLANGATE_KEY plangate plans approve …`) to approve as the operator",
+                    approver.name, approver.scope, target.name
                 ))
                 .into());
             }

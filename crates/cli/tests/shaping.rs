@@ -157,12 +157,12 @@ async fn a_person_approves_some_steps_rejects_one_amends_one_and_apply_runs_exac
     assert_eq!(changed["amendment"]["previous_arguments"]["content"], "e\n");
     assert_eq!(changed["amendment"]["count"], 1);
     assert!(changed.get("approved").is_none(), "{changed}");
-    assert!(
-        plan["since_review"]["amended"]
-            .as_array()
-            .unwrap()
-            .contains(&json!(e)),
-        "{plan}"
+    // What moved since the last review, with the argument change.
+    let amended_since = &plan["since_review"]["amended"][0];
+    assert_eq!(amended_since["step_id"], json!(e), "{plan}");
+    assert_eq!(
+        amended_since["arguments"],
+        json!([{"path": "/content", "before": "e\n", "after": "amended e\n"}])
     );
     let diff = op_ok(&w.scratch, &["plans", "diff", "--key", "agent"]);
     assert!(diff.contains(&format!("5. {e} amended by")), "{diff}");

@@ -313,18 +313,17 @@ pub struct KeyState {
 }
 
 /// The plan as a person saw it when they answered a review: its revision,
-/// digest, and each step's status then.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// digest, and each step as it was then.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReviewedPlan {
     /// The revision they saw.
     pub revision: u64,
     /// The plan's digest then (of every waiting step).
     pub plan_digest: String,
-    /// Every step of the key then, with its status.
-    pub steps: Vec<(String, StepStatus)>,
-    /// How many times each amended step had been amended then.
-    #[serde(default)]
-    pub amended: Vec<(String, u32)>,
+    /// Every step of the key then, as it was (shared with the fold: a
+    /// snapshot costs a pointer per step).
+    #[serde(with = "shared_steps")]
+    pub steps: Vec<Arc<Step>>,
 }
 
 impl Default for KeyState {
@@ -524,18 +523,7 @@ impl KeyState {
                     self.reviewed = Some(ReviewedPlan {
                         revision: self.revision,
                         plan_digest: self.plan_digest(),
-                        steps: self
-                            .steps
-                            .iter()
-                            .map(|s| (s.record.step_id.clone(), s.status))
-                            .collect(),
-                        amended: self
-                            .steps
-                            .iter()
-                            .filter_map(|s| {
-                                Some((s.record.step_id.clone(), s.amendment.as_ref()?.count))
-                            })
-                            .collect(),
+                        steps: self.steps.clone(),
                     });
                 }
                 false

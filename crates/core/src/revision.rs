@@ -158,10 +158,11 @@ pub struct SinceReview {
     pub added: Vec<String>,
     /// Steps whose status changed since, in plan order.
     pub status_changed: Vec<StatusChange>,
-    /// Steps a person amended since, by id, in plan order (`plans diff`
-    /// shows how).
+    /// Steps a person amended since, in plan order, each with the change
+    /// to its (redacted) arguments since the review and whether its
+    /// preview changed.
     #[serde(default)]
-    pub amended: Vec<String>,
+    pub amended: Vec<AmendedStep>,
     /// Whether the plan digest moved: an approval given then does not
     /// cover the plan now.
     pub digest_changed: bool,
@@ -176,22 +177,29 @@ impl KeyState {
             return None;
         }
         let found = changes(self, |id| {
-            let (_, status) = reviewed.steps.iter().find(|(sid, _)| sid == id)?;
-            let amended = reviewed
-                .amended
+            reviewed
+                .steps
                 .iter()
-                .find(|(sid, _)| sid == id)
-                .map_or(0, |(_, n)| *n);
-            Some((*status, amended))
+                .find(|s| s.record.step_id == id)
+                .map(|s| (s.status, amendments(s)))
         });
-        let ids = |steps: Vec<&Step>| {
-            steps
-                .into_iter()
-                .map(|s| s.record.step_id.clone())
-                .collect()
-        };
-        let (added, status_changed, amended) =
-            (ids(found.added), found.status_changed, ids(found.amended));
+        let added = found
+            .added
+            .into_iter()
+            .map(|s| s.record.step_id.clone())
+            .collect();
+        let amended = found
+            .amended
+            .into_iter()
+            .filter_map(|now| {
+                let then = reviewed
+                    .steps
+                    .iter()
+                    .find(|s| s.record.step_id == now.record.step_id)?;
+                AmendedStep::between(then, now)
+            })
+            .collect();
+        let status_changed = found.status_changed;
         Some(SinceReview {
             reviewed_revision: reviewed.revision,
             revision: self.revision,

@@ -397,16 +397,17 @@ async fn an_operator_approves_part_amends_rejects_and_applies_in_the_console() {
             "three steps",
             "document.querySelectorAll('section.key[data-key=\"planner\"] li.step').length === 3",
         );
-        // Tick the first two and approve them, by keyboard: focus, space.
+        // Tick the first two and approve them, by keyboard: focus, Space
+        // on each box, Enter on the button.
         for id in [&tagline, &menu] {
-            b.click(&page, &format!("{} input.pick", step_sel(id)));
+            b.press(&page, &format!("{} input.pick", step_sel(id)), " ");
         }
         b.wait_for(
             &page,
             "the approve-selected button",
             "document.querySelector('button.approve-picked').textContent === 'Approve selected (2)'",
         );
-        b.click(&page, "button.approve-picked");
+        b.press(&page, "button.approve-picked", "Enter");
         b.wait_for(
             &page,
             "two approved steps",

@@ -221,19 +221,27 @@ impl Browser {
     }
 
     /// Clicks the centre of the first element matching `selector` with
-    /// real mouse events.
+    /// real mouse events, once the page holds still: the element is where
+    /// it was a moment before and nothing covers its centre (a live page
+    /// redraws, and a click at a stale place would hit something else).
     pub fn click(&mut self, session: &str, selector: &str) {
         let sel = serde_json::to_string(selector).unwrap();
-        let at = self.eval(
-            session,
-            &format!(
-                "(() => {{ const e = document.querySelector({sel}); if (!e) return null; e.scrollIntoView({{block: 'center'}}); const r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; }})()"
-            ),
+        let probe = format!(
+            "(() => {{ const e = document.querySelector({sel}); if (!e) return null; e.scrollIntoView({{block: 'center'}}); const r = e.getBoundingClientRect(); const x = r.x + r.width / 2, y = r.y + r.height / 2; const hit = document.elementFromPoint(x, y); return [x, y, !!hit && (hit === e || e.contains(hit))]; }})()"
         );
-        let (x, y) = (
-            at[0].as_f64().unwrap_or_else(|| panic!("no {selector}")),
-            at[1].as_f64().unwrap(),
-        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let (x, y) = loop {
+            let first = self.eval(session, &probe);
+            std::thread::sleep(Duration::from_millis(80));
+            let second = self.eval(session, &probe);
+            if !second.is_null() && first == second && second[2] == json!(true) {
+                break (second[0].as_f64().unwrap(), second[1].as_f64().unwrap());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{selector} is not there to click, or never holds still: {second}"
+            );
+        };
         for kind in ["mousePressed", "mouseReleased"] {
             self.call(
                 Some(session),
@@ -241,6 +249,34 @@ impl Browser {
                 json!({"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1}),
             );
         }
+    }
+
+    /// Focuses the element matching `selector` and presses `key` on it
+    /// (`" "` or `"Enter"`), as a person at the keyboard does.
+    pub fn press(&mut self, session: &str, selector: &str, key: &str) {
+        let sel = serde_json::to_string(selector).unwrap();
+        let focused = self.eval(
+            session,
+            &format!(
+                "(() => {{ const e = document.querySelector({sel}); if (!e) return false; e.focus(); return document.activeElement === e; }})()"
+            ),
+        );
+        assert_eq!(focused, json!(true), "cannot focus {selector}");
+        let (code, vk, text) = match key {
+            " " => ("Space", 32, " "),
+            "Enter" => ("Enter", 13, "\r"),
+            other => panic!("press: no key {other:?}"),
+        };
+        self.call(
+            Some(session),
+            "Input.dispatchKeyEvent",
+            json!({"type": "keyDown", "key": key, "code": code, "windowsVirtualKeyCode": vk, "text": text}),
+        );
+        self.call(
+            Some(session),
+            "Input.dispatchKeyEvent",
+            json!({"type": "keyUp", "key": key, "code": code, "windowsVirtualKeyCode": vk}),
+        );
     }
 
     /// Types `text` into the element matching `selector`, as a keyboard
