@@ -156,7 +156,7 @@ pub(crate) enum PlansCommand {
     /// Change a waiting step's arguments: it keeps its id and position, is
     /// checked against the tool's schema and previewed again (so the
     /// upstreams are started), and an approval that covered it no longer
-    /// does. "[redacted]" in the new arguments keeps the sealed value.
+    /// does. `"[redacted]"` in the new arguments keeps the sealed value.
     Amend {
         #[command(flatten)]
         source: ConfigSourceArgs,

@@ -15,7 +15,7 @@
 //!
 //! `retry` and `apply` run steps, so they build a gateway in this process
 //! from the same config `serve` would use and go through
-//! [`apply::apply_plan`] — the same claims, fresh checks, receipts and
+//! [`plangate_gateway::apply::apply_plan`] — the same claims, fresh checks, receipts and
 //! at-most-once rule as an agent's `apply_plan`.
 //!
 //! The rules themselves (refresh, discard, approve, retry) live in

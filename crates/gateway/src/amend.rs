@@ -2,7 +2,7 @@
 //! the console): the step keeps its id and position, and becomes what the
 //! new arguments make of it — checked against the tool's schema, previewed
 //! again, redacted and sealed exactly as a planned write
-//! ([`crate::plan::prepare_step`]). `"[redacted]"` in the new arguments
+//! (`plan::prepare_step`). `"[redacted]"` in the new arguments
 //! keeps the value sealed there. The plan digest changes, so an approval
 //! that bound the old step no longer covers it.
 //!
