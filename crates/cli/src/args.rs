@@ -70,6 +70,9 @@ pub(crate) enum Command {
     /// Look at and act on keys' plans as a person (operator).
     #[command(subcommand)]
     Plans(PlansCommand),
+    /// Try the operator's rules (`[[rules]]`) on a call without making it.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
     /// Review pinned tool definitions: list, accept or reject quarantined ones.
     #[command(subcommand)]
     Tools(ToolsCommand),
@@ -241,6 +244,34 @@ pub(crate) enum PlansCommand {
         /// Only these steps (waiting or failed), in plan order.
         steps: Vec<String>,
         /// Print the receipt as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum PolicyCommand {
+    /// What a call would come to — the rule that decides it (if any) and
+    /// the decision — with the key's mode in force now; nothing is called.
+    /// The tool's effect class comes from its pinned definition (a gateway
+    /// pins each upstream's tools when it first lists them) or `--effect`.
+    Test {
+        #[command(flatten)]
+        source: ConfigSourceArgs,
+        /// The key whose call it is (name or id).
+        #[arg(long)]
+        key: String,
+        /// The tool as the agent calls it (`write_file`, or `fs__write_file`
+        /// when tools are namespaced).
+        #[arg(long)]
+        tool: String,
+        /// The call's arguments, a JSON object.
+        #[arg(long, value_name = "JSON", default_value = "{}")]
+        arguments: String,
+        /// The tool's effect class, when no definition of it is pinned yet.
+        #[arg(long, value_parser = ["read", "write", "destructive"])]
+        effect: Option<String>,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use args::{
     AuditCommand, Cli, Command, ConfigCommand, ConfigSourceArgs, DemoSiteArgs, KeysCommand,
-    LogFormat, ModeCommand, OperatorCommand, PlansCommand, ServeArgs, ToolsCommand,
+    LogFormat, ModeCommand, OperatorCommand, PlansCommand, PolicyCommand, ServeArgs, ToolsCommand,
 };
 use clap::Parser;
 use plangate_config::{Config, ConfigErrors, ProcessEnv};
@@ -26,6 +26,7 @@ mod commands;
 mod demo;
 mod output;
 mod plans;
+mod policy;
 mod preview_text;
 mod tools;
 
@@ -174,6 +175,23 @@ async fn run(cli: Cli) -> Result<()> {
             commands::config_check(config, pins, json).await
         }
         Command::Tools(cmd) => tools_command(cmd, &data_dir).await,
+        Command::Policy(PolicyCommand::Test {
+            source,
+            key,
+            tool,
+            arguments,
+            effect,
+            json,
+        }) => {
+            let config = load_config(&source, &data_dir)?;
+            let test = policy::Test {
+                key: &key,
+                tool: &tool,
+                arguments: &arguments,
+                effect: effect.as_deref(),
+            };
+            policy::test(&config, open_store(&data_dir).await?, test, json).await
+        }
         Command::DemoSite(args) => demo_site(args).await,
         Command::CountingUpstream { log } => plangate_demo_site::counting::serve_stdio(log).await,
         Command::Mode(ModeCommand::Set {

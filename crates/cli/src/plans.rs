@@ -406,6 +406,13 @@ pub async fn show(config: &Config, store: Arc<dyn Store>, key: &str, as_json: bo
         ],
         &rows,
     );
+    for s in view.steps.iter().filter(|s| s.step.rule.is_some()) {
+        outln!(
+            "step {} was planned by the operator's rule {:?}",
+            s.step.position,
+            s.step.rule.as_deref().unwrap_or_default()
+        );
+    }
     let colour = crate::preview_text::use_colour();
     for s in &view.steps {
         if let Some(p) = &s.step.preview {

@@ -37,6 +37,10 @@ pub struct Config {
     /// The operator's own server profiles (`[profiles.NAME]`), matched
     /// before the built-in ones ([`crate::profiles`]).
     pub profiles: BTreeMap<String, crate::profiles::Profile>,
+    /// Rules over tools and their arguments (`[[rules]]`), in order; every
+    /// one compiled and checked when the file was loaded
+    /// ([`plangate_policy::Policy::compile`]).
+    pub rules: Vec<plangate_policy::RuleSpec>,
 }
 
 /// `[audit]`: every call that is not a read is always on the record
@@ -88,6 +92,7 @@ impl Config {
             redaction: Redaction::default(),
             audit: Audit::default(),
             profiles: BTreeMap::new(),
+            rules: Vec::new(),
         }
     }
 

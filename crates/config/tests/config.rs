@@ -1702,3 +1702,72 @@ fn rate_limits_are_read_and_checked() {
         );
     }
 }
+
+// === rules ===
+
+#[test]
+fn rules_are_read_in_order_and_checked_at_load_with_their_line() {
+    let config = toml_ok(&and_upstream_a(
+        r#"[[rules]]
+name = "scratch-runs"
+when = "effect != 'read' && glob(arguments.path, '/srv/root/scratch/**')"
+outcome = "run"
+
+[[rules]]
+name = "no-env"
+when = "has(arguments.path) && glob(arguments.path, '/**/*.env')"
+outcome = "refuse"
+message = "secrets stay where they are"
+modes = ["plan"]
+
+"#,
+    ));
+    let names: Vec<&str> = config.rules.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["scratch-runs", "no-env"]);
+    assert_eq!(config.rules[1].modes, Some(vec!["plan".to_owned()]));
+    assert_eq!(
+        config.rules[1].message.as_deref(),
+        Some("secrets stay where they are")
+    );
+
+    let errors = toml_err(&and_upstream_a(
+        r#"[[rules]]
+name = "typo"
+when = "tol == 'x'"
+outcome = "run"
+
+[[rules]]
+name = "quiet"
+when = "tool == 'y'"
+outcome = "refuse"
+colour = "red"
+
+[[rules]]
+name = "unknown-mode"
+when = "tool == 'z'"
+outcome = "plan"
+modes = ["careful"]
+
+[[rules]]
+when = "tool == 'w'"
+outcome = "ask"
+"#,
+    ));
+    assert_says(
+        &errors,
+        "rules[0].when",
+        &["\"tol\"", "not a variable", "(line 1)"],
+    );
+    assert_says(
+        &errors,
+        "rules[1].message",
+        &["needs a message", "(line 6)"],
+    );
+    assert_says(&errors, "rules[1].colour", &["unknown key"]);
+    assert_says(&errors, "rules[2].modes", &["\"careful\"", "(line 12)"]);
+    assert_says(&errors, "rules[3].name", &["has no name", "(line 18)"]);
+    assert_shown(
+        &and_upstream_a("[[rules]]\nname = \"x\"\nwhen = \"tool ==\"\noutcome = \"run\"\n"),
+        &["rules[0].when", "not CEL"],
+    );
+}

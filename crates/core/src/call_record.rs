@@ -74,4 +74,9 @@ pub struct CallRecord {
     /// one by one, so they cannot force unbounded writes.
     #[serde(default)]
     pub repeated: u32,
+    /// The operator's rule (`[[rules]]`) that decided the call, when one
+    /// did: a `run` rule is a standing approval and is named here as the
+    /// approver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
 }

@@ -28,6 +28,9 @@ pub enum Code {
     Forbidden,
     /// The mode in force refuses calls above its access.
     ForbiddenByMode,
+    /// An operator's rule (`[[rules]]`, outcome `refuse`) refuses the call;
+    /// the refusal names the rule and carries its message.
+    ForbiddenByRule,
     /// The arguments are not valid for the tool (schema, unsafe integers).
     InvalidArguments,
     /// The target changed since the step was planned (tool, schema, effect,
@@ -61,7 +64,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, in DESIGN §8 order; for docs, catalogs and tests.
-    pub const ALL: [Code; 18] = [
+    pub const ALL: [Code; 19] = [
         Code::PlanNeedsKey,
         Code::PlanFull,
         Code::PlanChanged,
@@ -69,6 +72,7 @@ impl Code {
         Code::ApplyInProgress,
         Code::Forbidden,
         Code::ForbiddenByMode,
+        Code::ForbiddenByRule,
         Code::InvalidArguments,
         Code::StaleTarget,
         Code::UpstreamUnavailable,
@@ -92,6 +96,7 @@ impl Code {
             Code::ApplyInProgress => "apply_in_progress",
             Code::Forbidden => "forbidden",
             Code::ForbiddenByMode => "forbidden_by_mode",
+            Code::ForbiddenByRule => "forbidden_by_rule",
             Code::InvalidArguments => "invalid_arguments",
             Code::StaleTarget => "stale_target",
             Code::UpstreamUnavailable => "upstream_unavailable",
@@ -231,6 +236,7 @@ mod tests {
                 "apply_in_progress",
                 "forbidden",
                 "forbidden_by_mode",
+                "forbidden_by_rule",
                 "invalid_arguments",
                 "stale_target",
                 "upstream_unavailable",

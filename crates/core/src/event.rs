@@ -596,6 +596,10 @@ pub struct StepRecord {
     /// step only if the target's `before_digest` is the same.
     #[serde(default)]
     pub preview: Option<crate::Preview>,
+    /// The operator's rule (`[[rules]]`) that made the call a step, when
+    /// a rule did rather than the mode or the key's scope.
+    #[serde(default)]
+    pub rule: Option<String>,
 }
 
 impl StepRecord {
@@ -635,6 +639,8 @@ struct StepRecordWire {
     definition_hash: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     preview: Option<crate::Preview>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rule: Option<String>,
 }
 
 impl From<StepRecord> for StepRecordWire {
@@ -660,6 +666,7 @@ impl From<StepRecord> for StepRecordWire {
             target_version: r.target_version,
             definition_hash: r.definition_hash,
             preview: r.preview,
+            rule: r.rule,
         }
     }
 }
@@ -686,6 +693,7 @@ impl From<StepRecordWire> for StepRecord {
             target_version: w.target_version,
             definition_hash: w.definition_hash,
             preview: w.preview,
+            rule: w.rule,
         }
     }
 }
@@ -750,6 +758,7 @@ pub(crate) mod tests {
             target_version: None,
             definition_hash: None,
             preview: None,
+            rule: None,
         }
     }
 
@@ -863,6 +872,7 @@ pub(crate) mod tests {
                     step_id: None,
                     duration_ms: 3,
                     repeated: 0,
+                    rule: None,
                 },
             },
         ]

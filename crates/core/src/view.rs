@@ -201,6 +201,9 @@ pub struct PlannedStep {
     /// What it would change, as the upstream showed it when planned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preview: Option<crate::Preview>,
+    /// The operator's rule that made it a step, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
 }
 
 impl PlannedStep {
@@ -220,6 +223,7 @@ impl PlannedStep {
             approval_required: r.approval_required,
             approval_note: r.approval_note.clone(),
             preview: r.preview.clone(),
+            rule: r.rule.clone(),
         }
     }
 }

@@ -127,6 +127,7 @@ pub async fn amend(
     // The step keeps its place and age.
     amended.position = record.position;
     amended.planned_at_ms = record.planned_at_ms;
+    amended.rule = record.rule.clone();
     let seen = old.clone();
     let (state, ()) = gw
         .log()

@@ -5,7 +5,8 @@
 //! `[audit] reads = true` records reads too.
 //!
 //! Refusals an agent can repeat at no cost (`forbidden`,
-//! `forbidden_by_mode`, `rate_limited`, `too_large`) are coalesced per key
+//! `forbidden_by_mode`, `forbidden_by_rule`, `rate_limited`, `too_large`)
+//! are coalesced per key
 //! and code:
 //! the first in a minute is written, the rest are counted and the count
 //! rides on the next one written (`repeated`), so a loop of refused calls
@@ -35,9 +36,10 @@ const WINDOW: Duration = Duration::from_secs(60);
 const MAX_WINDOWS: usize = 10_000;
 
 /// Refusals counted rather than written one by one.
-const COALESCED: [&str; 4] = [
+const COALESCED: [&str; 5] = [
     "forbidden",
     "forbidden_by_mode",
+    "forbidden_by_rule",
     "rate_limited",
     "too_large",
 ];
@@ -110,6 +112,8 @@ pub struct Call<'a> {
     pub code: Option<String>,
     /// When the call arrived.
     pub started: Instant,
+    /// The rule that decided it, if one did.
+    pub rule: Option<String>,
 }
 
 /// Whether calls of `tool` are recorded: every call that is not a read,
@@ -140,6 +144,7 @@ pub fn record_of(gw: &Gateway, key_id: &str, call: Call<'_>) -> Option<CallRecor
         step_id: None,
         duration_ms: u64::try_from(call.started.elapsed().as_millis()).unwrap_or(u64::MAX),
         repeated,
+        rule: call.rule,
     })
 }
 
@@ -184,6 +189,7 @@ pub async fn record_too_large(gw: &Gateway, acting: &Acting, bytes: Option<u64>)
         step_id: None,
         duration_ms: 0,
         repeated,
+        rule: None,
     };
     append(gw, acting, record, "a message over max_request_bytes").await;
 }

@@ -38,6 +38,7 @@ pub mod notices;
 pub mod operator;
 pub mod parked;
 pub mod plan;
+pub mod policy;
 pub mod preview;
 pub mod quick_json;
 pub mod rate;
@@ -128,6 +129,8 @@ pub struct Gateway {
     console_url: std::sync::OnceLock<String>,
     /// Coalescing of repeated refusals in the audit log.
     call_log: call_log::CallLog,
+    /// The operator's rules (`[[rules]]`), compiled once.
+    policy: Arc<plangate_policy::Policy>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -198,7 +201,9 @@ impl Gateway {
             plangate_core::Redactor::builtin().clone()
         });
         let rates = rate::RateLimits::new(&config);
+        let policy = policy::compile(&config);
         let gw = Arc::new(Gateway {
+            policy,
             redactor,
             rates,
             config,
@@ -384,6 +389,11 @@ impl Gateway {
             }
             None => format!("a person approves them at the CLI: {cli}"),
         }
+    }
+
+    /// The operator's rules, compiled.
+    pub fn policy(&self) -> &plangate_policy::Policy {
+        &self.policy
     }
 
     /// The audit log's coalescing of repeated refusals.

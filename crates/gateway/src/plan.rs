@@ -30,6 +30,8 @@ pub enum PlanReason {
     Scope,
     /// The call asked for it with `"_plangate_plan": true`.
     Explicit,
+    /// An operator's rule (`[[rules]]`, outcome `plan`) decided it.
+    Rule,
 }
 
 /// The event that expires the plan's waiting steps, if its life is over.
@@ -234,6 +236,8 @@ pub struct Write<'a> {
     pub reason: PlanReason,
     /// When the call arrived.
     pub started: std::time::Instant,
+    /// The operator's rule that decided to plan it, if one did.
+    pub rule: Option<String>,
 }
 
 /// A write's step as planning makes it, before it has a place in the plan
@@ -399,6 +403,7 @@ pub(crate) async fn prepare_step(
         target_version,
         definition_hash: Some(tool.definition_hash.clone()),
         preview: step_preview,
+        rule: None,
     })
 }
 
@@ -417,6 +422,7 @@ pub async fn plan_write(
         arguments,
         reason,
         started,
+        rule,
     } = write;
     let step_id = plangate_store::new_id("step_").map_err(Refusal::internal)?;
     let mut known = known;
@@ -456,6 +462,7 @@ pub async fn plan_write(
                         outcome: plangate_core::CallOutcome::Planned,
                         code: None,
                         started,
+                        rule: rule.clone(),
                     },
                 );
                 if let Some(r) = record.as_mut() {
@@ -493,6 +500,7 @@ pub async fn plan_write(
             }
             let mut record = prepared.clone();
             record.position = view.next_position;
+            record.rule = rule.clone();
             events.push(acting.event(EventKind::StepPlanned { step: record }));
             events.extend(call(&step_id));
             Ok((events, (step_id.clone(), false)))
@@ -519,7 +527,7 @@ pub async fn plan_write(
         &state,
         step,
         &in_force.spec,
-        reason,
+        (reason, rule),
         deduplicated,
         approver,
     ))
@@ -532,7 +540,7 @@ fn planned_answer(
     state: &KeyState,
     step: &plangate_core::Step,
     mode: &ModeSpec,
-    reason: PlanReason,
+    (reason, rule): (PlanReason, Option<String>),
     deduplicated: bool,
     approver: Option<String>,
 ) -> CallToolResult {
@@ -542,6 +550,10 @@ fn planned_answer(
         PlanReason::Mode => format!("{} mode", capitalize(&mode.name)),
         PlanReason::Scope => "This API key plans every write".to_owned(),
         PlanReason::Explicit => "You asked to plan this write".to_owned(),
+        PlanReason::Rule => format!(
+            "The operator's rule {:?} plans this write",
+            rule.as_deref().unwrap_or("?")
+        ),
     };
     let dedup = if deduplicated {
         " It is the same write as an existing step, so the plan did not grow."

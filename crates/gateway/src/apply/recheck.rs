@@ -103,6 +103,41 @@ pub(super) async fn recheck(
             ));
         }
     }
+    // A refuse rule added (or matching) since the step was planned stops
+    // it: the operator's "never" holds at apply too.
+    if !gw.policy().is_empty() {
+        let real = restore_secrets(&record.arguments.value(), secrets);
+        let mode = match gw.log().state(&acting.key.id).await {
+            Ok(state) => gw.config().modes.in_force(&state).spec.name,
+            Err(_) => gw.config().modes.default_name().to_owned(),
+        };
+        let call = plangate_policy::Call {
+            key_name: &acting.key.name,
+            scope: acting.key.scope.as_str(),
+            upstream: &record.server,
+            tool: &record.tool,
+            exposed: &tool.exposed,
+            effect: tool.effect,
+            mode: &mode,
+            arguments: &real,
+        };
+        let resolver = crate::policy::resolver_for(gw.config(), &record.server);
+        if let Some(m) = gw.policy().decide(&call, resolver)
+            && m.outcome == plangate_policy::Outcome::Refuse
+        {
+            return Err(fail(
+                Code::ForbiddenByRule,
+                gw.redactor().scrub_text(
+                    &format!(
+                        "the operator's rule {:?} refuses it now: {}. Nothing was sent",
+                        m.rule,
+                        m.message.unwrap_or("")
+                    ),
+                    secrets,
+                ),
+            ));
+        }
+    }
     // A profile's preview: the target must be as the person saw it.
     if let (Some(planned), Some(spec)) = (
         record.preview.as_ref().and_then(|p| p.before_digest()),

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use plangate_core::{
     CallDecision, CallOutcome, CallerScope, Code, Decision, ModeSpec, Scope, check_safe_integers,
-    decide, decide_before_state,
+    decide_before_state,
 };
 use rmcp::model::{CallToolRequestParams, CallToolResponse, JsonObject};
 use rmcp::service::RequestContext;
@@ -21,10 +21,11 @@ use crate::CatalogTool;
 use crate::acting::Acting;
 use crate::auth::Caller;
 use crate::catalog::Catalog;
-use crate::metrics::Outcome;
+use crate::metrics::Outcome as Metered;
 use crate::plan::{self, PlanReason};
 use crate::refusal::Refusal;
 use crate::tools::GatewayTool;
+use plangate_policy::Outcome;
 
 /// The argument that asks for a single write to be planned.
 const PLAN_FLAG: &str = "_plangate_plan";
@@ -65,7 +66,7 @@ impl GatewayHandler {
                     &caller,
                     tool,
                     None,
-                    CallDecision::Refuse,
+                    (CallDecision::Refuse, None),
                     (CallOutcome::Refused, Some(refusal.code.as_str().to_owned())),
                     started,
                 ))
@@ -90,13 +91,13 @@ impl GatewayHandler {
             async move {
                 self.gw
                     .metrics()
-                    .record(&tool.upstream, &tool.original, Outcome::Refused, None);
+                    .record(&tool.upstream, &tool.original, Metered::Refused, None);
                 tracing::info!(tool = %tool.exposed, caller = caller.label(), code = refusal.code.as_str(), "call refused");
                 self.on_record(
                     caller,
                     tool,
                     arguments.as_ref(),
-                    decision,
+                    (decision, None),
                     (CallOutcome::Refused, Some(refusal.code.as_str().to_owned())),
                     started,
                 )
@@ -110,19 +111,26 @@ impl GatewayHandler {
             Err(refusal) => return Box::pin(refuse(refusal, CallDecision::Refuse, None)).await,
         };
         // Decide: what needs no key state first (a read runs; an anonymous
-        // write is refused), then the whole table with the key's mode.
+        // write is refused), then the whole table with the key's mode. With
+        // rules, every call of a key reads its mode (rules may be scoped
+        // to modes), and a rule decides before the mode's default.
         let scope = match &caller {
             Caller::Key(key) => CallerScope::Key(key.scope),
             Caller::Anonymous => CallerScope::Anonymous,
         };
+        let ruled = !self.gw.policy().is_empty();
         let key = match (&caller, decide_before_state(tool.effect, scope)) {
+            (Caller::Key(key), _) if ruled => key,
+            (Caller::Anonymous, _) if ruled => {
+                return Box::pin(self.anonymous_ruled(&caller, tool, checked, started, &cx)).await;
+            }
             (_, Some(Decision::Run)) => {
                 if matches!(caller, Caller::Key(_)) && crate::call_log::records(&self.gw, tool) {
                     return Box::pin(self.run_recorded(
                         &caller,
                         tool,
                         checked,
-                        CallDecision::Run,
+                        (CallDecision::Run, None),
                         started,
                         &cx,
                     ))
@@ -163,14 +171,28 @@ impl GatewayHandler {
             operator: None,
         };
         let explicit = checked.explicit;
+        // The operator's rule, if one decides; else the mode's table.
+        let rule = if ruled {
+            rule_for(&self.gw, tool, &caller, &mode.name, &checked.value)
+        } else {
+            None
+        };
+        let decision = plangate_policy::decision(
+            rule.as_ref().map(|r| r.outcome),
+            tool.effect,
+            key.scope,
+            mode,
+            explicit,
+        );
+        let rule_name = rule.as_ref().map(|r| r.name.clone());
         // Act.
-        match decide(tool.effect, CallerScope::Key(key.scope), mode, explicit) {
+        match decision {
             Decision::Run => {
                 let response = Box::pin(self.run_recorded(
                     &caller,
                     tool,
                     checked,
-                    CallDecision::Run,
+                    (CallDecision::Run, rule_name),
                     started,
                     &cx,
                 ))
@@ -178,7 +200,9 @@ impl GatewayHandler {
                 Ok(with_notice(response, notice))
             }
             Decision::Plan => {
-                let reason = if explicit {
+                let reason = if rule.as_ref().is_some_and(|r| r.outcome == Outcome::Plan) {
+                    PlanReason::Rule
+                } else if explicit {
                     PlanReason::Explicit
                 } else if key.scope == Scope::Plan {
                     PlanReason::Scope
@@ -191,6 +215,7 @@ impl GatewayHandler {
                     arguments: checked.arguments,
                     reason,
                     started,
+                    rule: rule_name.clone(),
                 };
                 let planned = Box::pin(plan::plan_write(
                     &self.gw,
@@ -206,6 +231,18 @@ impl GatewayHandler {
                         Box::pin(refuse(refusal, CallDecision::Plan, Some(value))).await
                     }
                 }
+            }
+            Decision::Refuse(Code::ForbiddenByRule) => {
+                let message = rule.as_ref().map(|r| r.refusal(tool)).unwrap_or_default();
+                Box::pin(self.refuse_ruled(
+                    &caller,
+                    tool,
+                    Refusal::new(Code::ForbiddenByRule, message),
+                    Some(checked.value),
+                    (CallDecision::Refuse, rule_name),
+                    started,
+                ))
+                .await
             }
             Decision::Refuse(code) => {
                 Box::pin(refuse(
@@ -229,7 +266,7 @@ impl GatewayHandler {
                             &caller,
                             tool,
                             checked,
-                            CallDecision::Ask,
+                            (CallDecision::Ask, rule_name),
                             started,
                             &cx,
                         ))
@@ -241,17 +278,100 @@ impl GatewayHandler {
                             &caller,
                             tool,
                             Some(&value),
-                            CallDecision::Ask,
+                            (CallDecision::Ask, rule_name),
                             (CallOutcome::Pending, None),
                             started,
                         ))
                         .await;
                         Ok(response)
                     }
+                    Err(refusal) if rule_name.is_some() => {
+                        Box::pin(self.refuse_ruled(
+                            &caller,
+                            tool,
+                            refusal,
+                            Some(value),
+                            (CallDecision::Ask, rule_name),
+                            started,
+                        ))
+                        .await
+                    }
                     Err(refusal) => Box::pin(refuse(refusal, CallDecision::Ask, Some(value))).await,
                 }
             }
         }
+    }
+
+    /// A call without a key when there are rules: they are evaluated in the
+    /// default mode; a read runs unless a rule refuses it (or asks, which a
+    /// caller without a key cannot be), and a write is refused as ever.
+    async fn anonymous_ruled(
+        &self,
+        caller: &Caller,
+        tool: &CatalogTool,
+        checked: Checked,
+        started: Instant,
+        cx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let prefix = &self.gw.config().gateway.tool_prefix;
+        let mode = self.gw.config().modes.default_name().to_owned();
+        let rule = rule_for(&self.gw, tool, caller, &mode, &checked.value);
+        let effect = match rule.as_ref().map(|r| r.outcome) {
+            Some(Outcome::Effect(e)) => e,
+            _ => tool.effect,
+        };
+        match rule.as_ref().map(|r| r.outcome) {
+            Some(Outcome::Refuse) | Some(Outcome::Ask) => {
+                let rule = rule.as_ref();
+                let message = rule.map(|r| r.refusal(tool)).unwrap_or_default();
+                let name = rule.map(|r| r.name.clone());
+                Box::pin(self.refuse_ruled(
+                    caller,
+                    tool,
+                    Refusal::new(Code::ForbiddenByRule, message),
+                    Some(checked.value),
+                    (CallDecision::Refuse, name),
+                    started,
+                ))
+                .await
+            }
+            _ if effect == plangate_core::Effect::Read => {
+                self.forward(caller, tool, checked.forward, cx).await
+            }
+            _ => Ok(Refusal::new(
+                Code::PlanNeedsKey,
+                refused_message(Code::PlanNeedsKey, tool, None, prefix),
+            )
+            .into_result()
+            .into()),
+        }
+    }
+
+    /// Refuses a call on a rule's word: metered, logged and recorded with
+    /// the rule's name.
+    async fn refuse_ruled(
+        &self,
+        caller: &Caller,
+        tool: &CatalogTool,
+        refusal: Refusal,
+        arguments: Option<Value>,
+        (decision, rule): (CallDecision, Option<String>),
+        started: Instant,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.gw
+            .metrics()
+            .record(&tool.upstream, &tool.original, Metered::Refused, None);
+        tracing::info!(tool = %tool.exposed, caller = caller.label(), rule = rule.as_deref().unwrap_or(""), "call refused by a rule");
+        self.on_record(
+            caller,
+            tool,
+            arguments.as_ref(),
+            (decision, rule),
+            (CallOutcome::Refused, Some(refusal.code.as_str().to_owned())),
+            started,
+        )
+        .await;
+        Ok(refusal.into_result().into())
     }
 
     /// Sends a checked call upstream and records how it ended before its
@@ -261,14 +381,14 @@ impl GatewayHandler {
         caller: &Caller,
         tool: &CatalogTool,
         checked: Checked,
-        decision: CallDecision,
+        decided: (CallDecision, Option<String>),
         started: Instant,
         cx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let answer = self.forward(caller, tool, checked.forward, cx).await;
         let (outcome, code) = crate::call_log::outcome_of(&answer);
         let ended = (outcome, code);
-        self.on_record(caller, tool, Some(&checked.value), decision, ended, started)
+        self.on_record(caller, tool, Some(&checked.value), decided, ended, started)
             .await;
         answer
     }
@@ -280,7 +400,7 @@ impl GatewayHandler {
         caller: &Caller,
         tool: &CatalogTool,
         arguments: Option<&Value>,
-        decision: CallDecision,
+        (decision, rule): (CallDecision, Option<String>),
         (outcome, code): (CallOutcome, Option<String>),
         started: Instant,
     ) {
@@ -302,6 +422,7 @@ impl GatewayHandler {
                 outcome,
                 code,
                 started,
+                rule,
             },
         )
         .await;
@@ -472,6 +593,70 @@ fn validate(
         arguments,
         value,
         explicit,
+    })
+}
+
+/// The rule that decided a call, owned (the policy lends its names).
+struct Ruled {
+    name: String,
+    outcome: Outcome,
+    message: Option<String>,
+    error: Option<String>,
+}
+
+impl Ruled {
+    /// What the agent is told when the rule refuses (or asks, where asking
+    /// cannot be).
+    fn refusal(&self, tool: &CatalogTool) -> String {
+        let said = self.message.as_deref().unwrap_or("");
+        let mut text = match self.outcome {
+            Outcome::Ask => format!(
+                "{} needs a person's yes by the operator's rule {:?}, and a caller without an API key cannot be asked; nothing was run",
+                tool.exposed, self.name
+            ),
+            _ => format!(
+                "{} was refused by the operator's rule {:?}: {said}. Nothing was run or planned; if this call is wanted, ask the operator about that rule",
+                tool.exposed, self.name
+            ),
+        };
+        if let Some(e) = &self.error {
+            text.push_str(&format!(
+                " (the rule's condition could not be evaluated for this call — {e} — and a refuse rule refuses when in doubt)"
+            ));
+        }
+        text
+    }
+}
+
+/// The operator's rule that decides `tool`'s call with `arguments` by
+/// `caller` in `mode`, if one does.
+fn rule_for(
+    gw: &crate::Gateway,
+    tool: &CatalogTool,
+    caller: &Caller,
+    mode: &str,
+    arguments: &Value,
+) -> Option<Ruled> {
+    let (name, scope) = match caller {
+        Caller::Key(key) => (key.name.as_str(), key.scope.as_str()),
+        Caller::Anonymous => ("", "anonymous"),
+    };
+    let call = plangate_policy::Call {
+        key_name: name,
+        scope,
+        upstream: &tool.upstream,
+        tool: &tool.original,
+        exposed: &tool.exposed,
+        effect: tool.effect,
+        mode,
+        arguments,
+    };
+    let resolver = crate::policy::resolver_for(gw.config(), &tool.upstream);
+    gw.policy().decide(&call, resolver).map(|m| Ruled {
+        name: m.rule.to_owned(),
+        outcome: m.outcome,
+        message: m.message.map(str::to_owned),
+        error: m.error,
     })
 }
 

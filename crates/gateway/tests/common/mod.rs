@@ -62,6 +62,7 @@ pub fn config(names: &[&str], namespace: Namespace) -> Config {
         redaction: plangate_config::Redaction::default(),
         audit: plangate_config::Audit::default(),
         profiles: Default::default(),
+        rules: Vec::new(),
     }
 }
 

@@ -1,0 +1,219 @@
+//! `plangate policy test`: what the operator's rules (`[[rules]]`) make of
+//! a call, without making it — the same evaluation and the same decision
+//! function as dispatch ([`plangate_policy::Policy::decide`],
+//! [`plangate_policy::decision`]), with the key's mode in force now and
+//! the tool's effect class from its pinned definition.
+
+use std::sync::Arc;
+
+use anyhow::Result;
+use plangate_config::Config;
+use plangate_core::{Code, Decision, Effect, TOOLS_LOG, ToolPins};
+use plangate_gateway::key_log::KeyLog;
+use plangate_gateway::tool_pins::effect_of;
+use plangate_store::Store;
+use serde_json::{Value, json};
+
+use crate::commands::UsageError;
+use crate::output::outln;
+use crate::plans::resolve_key;
+
+/// The argument that asks for one write to be planned (as dispatch reads
+/// it: taken out before the rules see the arguments).
+const PLAN_FLAG: &str = "_plangate_plan";
+
+/// What `policy test` is asked.
+pub struct Test<'a> {
+    /// The key (name or id).
+    pub key: &'a str,
+    /// The tool as the agent calls it.
+    pub tool: &'a str,
+    /// The arguments, as JSON text.
+    pub arguments: &'a str,
+    /// The effect class, when given.
+    pub effect: Option<&'a str>,
+}
+
+/// The upstream and tool `exposed` names, and its effect class: from the
+/// pinned definitions (`UPSTREAM__TOOL`, or a tool name one upstream has).
+fn find_tool(
+    config: &Config,
+    pins: &ToolPins,
+    exposed: &str,
+    effect: Option<Effect>,
+) -> Result<(String, String, Effect)> {
+    let mut found: Vec<(String, String, Option<Value>)> = Vec::new();
+    for (server, tools) in &pins.tools {
+        for (tool, pin) in tools {
+            let namespaced = format!("{server}__{tool}");
+            if tool == exposed || namespaced == exposed {
+                let definition = pin.accepted.as_ref().map(|a| a.definition.value());
+                found.push((server.clone(), tool.clone(), definition));
+            }
+        }
+    }
+    if found.is_empty()
+        && let Some((server, tool)) = exposed.split_once("__")
+        && config.upstreams.contains_key(server)
+    {
+        found.push((server.to_owned(), tool.to_owned(), None));
+    }
+    if found.is_empty() && config.upstreams.len() == 1 {
+        let server = config.upstreams.keys().next().cloned().unwrap_or_default();
+        found.push((server, exposed.to_owned(), None));
+    }
+    match found.as_slice() {
+        [(server, tool, definition)] => {
+            let effect = match (effect, definition) {
+                (Some(e), _) => e,
+                (None, Some(d)) => effect_of(config, server, tool, d),
+                (None, None) => match config.tool_settings(server, tool).and_then(|o| o.effect) {
+                    Some(e) => e,
+                    None => {
+                        return Err(UsageError(format!(
+                            "no definition of {exposed} is pinned yet, so its effect class is not known [invalid_arguments]: start plangate once so it lists {server}'s tools, or give --effect read|write|destructive"
+                        ))
+                        .into());
+                    }
+                },
+            };
+            Ok((server.clone(), tool.clone(), effect))
+        }
+        [] => Err(UsageError(format!(
+            "no upstream offers a tool called {exposed} [invalid_arguments]: `plangate tools list` shows the pinned ones"
+        ))
+        .into()),
+        several => Err(UsageError(format!(
+            "{exposed} is a tool of several upstreams ({}) [invalid_arguments]: name it as UPSTREAM__{exposed}",
+            several
+                .iter()
+                .map(|(s, _, _)| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+        .into()),
+    }
+}
+
+fn effect_named(word: &str) -> Option<Effect> {
+    match word {
+        "read" => Some(Effect::Read),
+        "write" => Some(Effect::Write),
+        "destructive" => Some(Effect::Destructive),
+        _ => None,
+    }
+}
+
+/// `plangate policy test --key K --tool T [--arguments JSON] [--effect E]`.
+pub async fn test(
+    config: &Config,
+    store: Arc<dyn Store>,
+    t: Test<'_>,
+    as_json: bool,
+) -> Result<()> {
+    let mut arguments: Value = serde_json::from_str(t.arguments).map_err(|e| {
+        UsageError(format!(
+            "--arguments is not JSON ({e}) [invalid_arguments]; give a JSON object, e.g. '{{\"path\": \"/tmp/a.txt\"}}'"
+        ))
+    })?;
+    let Some(object) = arguments.as_object_mut() else {
+        return Err(UsageError(
+            "--arguments must be a JSON object, as the tool takes them [invalid_arguments]"
+                .to_owned(),
+        )
+        .into());
+    };
+    let explicit = object.remove(PLAN_FLAG) == Some(Value::Bool(true));
+    let key = resolve_key(&*store, t.key).await?;
+    let state = KeyLog::new(store.clone()).state(&key.id).await?;
+    let pins = KeyLog::<ToolPins>::with_capacity(store, 1)
+        .state(TOOLS_LOG)
+        .await?;
+    let in_force = config.modes.in_force(&state);
+    let mode = in_force.spec;
+    let (server, tool, effect) = find_tool(config, &pins, t.tool, t.effect.and_then(effect_named))?;
+    let policy = plangate_gateway::policy::compile(config);
+    let call = plangate_policy::Call {
+        key_name: &key.name,
+        scope: key.scope.as_str(),
+        upstream: &server,
+        tool: &tool,
+        exposed: t.tool,
+        effect,
+        mode: &mode.name,
+        arguments: &arguments,
+    };
+    let resolver = plangate_gateway::policy::resolver_for(config, &server);
+    let matched = policy.decide(&call, resolver);
+    // A read with no rule runs for everyone, before any mode is read.
+    let decision = match (&matched, effect) {
+        (None, Effect::Read) => Decision::Run,
+        _ => plangate_policy::decision(
+            matched.as_ref().map(|m| m.outcome),
+            effect,
+            key.scope,
+            &mode,
+            explicit,
+        ),
+    };
+    let (word, code) = match decision {
+        Decision::Run => ("run", None),
+        Decision::Plan => ("plan", None),
+        Decision::Ask => ("ask", None),
+        Decision::Refuse(code) => ("refuse", Some(code)),
+    };
+    if as_json {
+        let body = json!({
+            "key": key.name,
+            "scope": key.scope,
+            "mode": mode.name,
+            "upstream": server,
+            "tool": tool,
+            "exposed": t.tool,
+            "effect": effect,
+            "explicit_plan": explicit,
+            "rule": matched.as_ref().map(|m| json!({
+                "name": m.rule,
+                "outcome": m.outcome.as_str(),
+                "message": m.message,
+                "error": m.error,
+            })),
+            "decision": word,
+            "code": code.map(Code::as_str),
+        });
+        outln!("{}", serde_json::to_string_pretty(&body)?);
+        return Ok(());
+    }
+    outln!(
+        "key {} (scope {}), mode {}; {} is {server}'s {tool} ({effect})",
+        key.name,
+        key.scope,
+        mode.name,
+        t.tool
+    );
+    match &matched {
+        Some(m) => {
+            outln!("rule {:?} decides: {}", m.rule, m.outcome.as_str());
+            if let Some(e) = &m.error {
+                outln!(
+                    "  its condition could not be evaluated ({e}); a refuse rule refuses when in doubt"
+                );
+            }
+        }
+        None => outln!("no rule matches: the mode and the key's scope decide"),
+    }
+    let why = match (decision, code) {
+        (Decision::Run, _) => "sent to the upstream at once",
+        (Decision::Plan, _) => "planned: a step of the key's plan, nothing written",
+        (Decision::Ask, _) => "the person is asked first",
+        (_, Some(Code::ForbiddenByRule)) => "refused by the rule (forbidden_by_rule)",
+        (_, Some(Code::Forbidden)) => "refused: the key's scope allows reads only (forbidden)",
+        (_, Some(Code::ForbiddenByMode)) => "refused by the mode (forbidden_by_mode)",
+        _ => "refused",
+    };
+    outln!("decision: {word} — {why}");
+    if let Some(m) = matched.as_ref().and_then(|m| m.message) {
+        outln!("the agent would be told: {m}");
+    }
+    Ok(())
+}

@@ -1,0 +1,347 @@
+//! Rules over tools and their arguments (`[[rules]]`), on the official
+//! `server-filesystem` in plan mode: writes under `ROOT/scratch` run (and
+//! are recorded with the rule's name), a write elsewhere is planned,
+//! `scratch/../x` and a symlink out of scratch are planned rather than run,
+//! anything named `*.env` is refused with the rule's message, `move_file`
+//! asks; a `plan` key's scratch write runs on the rule's standing
+//! approval; a refuse rule added after planning stops the step at apply.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+use serde_json::{Value, json};
+
+struct World {
+    scratch: Scratch,
+    root: PathBuf,
+    config: String,
+}
+
+fn rules(root: &Path) -> String {
+    let root = root.display();
+    format!(
+        r#"
+[[rules]]
+name = "no-env"
+when = "has(arguments.path) && glob(arguments.path, '/**/*.env')"
+outcome = "refuse"
+message = "env files hold secrets; a person edits them by hand"
+
+[[rules]]
+name = "scratch-runs"
+when = "effect != 'read' && has(arguments.path) && glob(arguments.path, '{root}/scratch/**')"
+outcome = "run"
+modes = ["plan"]
+
+[[rules]]
+name = "moves-ask"
+when = "tool == 'move_file'"
+outcome = "ask"
+"#
+    )
+}
+
+fn world(extra: &str) -> World {
+    let scratch = Scratch::new();
+    let root = std::fs::canonicalize(scratch.path()).unwrap().join("root");
+    std::fs::create_dir_all(root.join("scratch")).unwrap();
+    std::fs::create_dir_all(root.join("secrets")).unwrap();
+    std::os::unix::fs::symlink(root.join("secrets"), root.join("scratch/link")).unwrap();
+    let fs_js = peers().js("@modelcontextprotocol/server-filesystem/dist/index.js");
+    let config = scratch.write(
+        "plangate.toml",
+        &format!(
+            "[upstreams.fs]\ncommand = \"node\"\nargs = [{:?}, {:?}]\n{}{extra}",
+            fs_js.display().to_string(),
+            root.display().to_string(),
+            rules(&root),
+        ),
+    );
+    World {
+        scratch,
+        root,
+        config: config.display().to_string(),
+    }
+}
+
+fn write(path: &Path, content: &str) -> Value {
+    json!({"path": path, "content": content})
+}
+
+/// Writes `content` to `path` through `agent` and checks it ran at once
+/// (no plan step) and is on disk.
+async fn ran_directly(agent: &Client, path: &Path, content: &str) {
+    let ran = call_body(agent, "write_file", write(path, content)).await;
+    assert_ne!(ran["code"], "plan_step", "{ran}");
+    assert_eq!(std::fs::read_to_string(path).unwrap(), content);
+}
+
+/// The `call_recorded` events of the audit export.
+fn calls(scratch: &Scratch) -> Vec<Value> {
+    let out = scratch.run(&["audit", "export"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["type"] == "call_recorded")
+        .map(|e| e["call"].clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn in_plan_mode_scratch_writes_run_others_are_planned_env_files_are_refused_and_moves_ask() {
+    let w = world("");
+    let token = w.scratch.create_key("agent", "write");
+    let agent = plan_client(&w.scratch, &w.config, &token).await;
+
+    // Under scratch: runs at once, on the rule's word.
+    ran_directly(&agent, &w.root.join("scratch/a.txt"), "a").await;
+
+    // Elsewhere: planned by the mode; nothing written.
+    let planned = ok(&agent, "write_file", write(&w.root.join("b.txt"), "b")).await;
+    assert_eq!(planned["code"], "plan_step");
+    assert!(planned.get("rule").is_none(), "{planned}");
+    assert!(!w.root.join("b.txt").exists());
+
+    // Walking out of scratch, by `..` or by a symlink: planned, not run.
+    for sneaky in [
+        w.root.join("scratch/../c.txt"),
+        w.root.join("scratch/link/d.txt"),
+    ] {
+        let planned = ok(&agent, "write_file", write(&sneaky, "x")).await;
+        assert_eq!(planned["code"], "plan_step", "{sneaky:?}: {planned}");
+    }
+    assert!(!w.root.join("c.txt").exists());
+    assert!(!w.root.join("secrets/d.txt").exists());
+
+    // Anything named *.env: refused with the rule's message — a read too.
+    for (tool, args) in [
+        ("write_file", write(&w.root.join("scratch/prod.env"), "K=V")),
+        (
+            "read_text_file",
+            json!({"path": w.root.join("scratch/prod.env")}),
+        ),
+    ] {
+        let refused = call(&agent, tool, args).await.unwrap();
+        assert_eq!(refused.is_error, Some(true), "{refused:?}");
+        let body = body(&refused);
+        assert_eq!(body["code"], "forbidden_by_rule", "{body}");
+        let message = body["message"].as_str().unwrap();
+        assert!(message.contains("\"no-env\""), "{message}");
+        assert!(message.contains("a person edits them by hand"), "{message}");
+    }
+    assert!(!w.root.join("scratch/prod.env").exists());
+
+    // move_file asks the person first: this client cannot be asked, so it
+    // is told so, and nothing moves.
+    let asked = call(
+        &agent,
+        "move_file",
+        json!({"source": w.root.join("scratch/a.txt"), "destination": w.root.join("moved.txt")}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(body(&asked)["code"], "elicitation_unsupported", "{asked:?}");
+    assert!(w.root.join("scratch/a.txt").exists());
+
+    // `policy test` says the same of each call, without making it.
+    let tested = |tool: &str, args: Value| -> (String, Value) {
+        let text = args.to_string();
+        let out = w.scratch.run(&[
+            "policy",
+            "test",
+            "--config",
+            &w.config,
+            "--key",
+            "agent",
+            "--tool",
+            tool,
+            "--arguments",
+            &text,
+            "--json",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        (
+            v["decision"].as_str().unwrap().to_owned(),
+            v["rule"]["name"].clone(),
+        )
+    };
+    let cases = [
+        (
+            "write_file",
+            write(&w.root.join("scratch/a2.txt"), "a"),
+            "run",
+            json!("scratch-runs"),
+        ),
+        (
+            "write_file",
+            write(&w.root.join("b2.txt"), "b"),
+            "plan",
+            Value::Null,
+        ),
+        (
+            "write_file",
+            write(&w.root.join("scratch/../c.txt"), "c"),
+            "plan",
+            Value::Null,
+        ),
+        (
+            "write_file",
+            write(&w.root.join("scratch/link/d.txt"), "d"),
+            "plan",
+            Value::Null,
+        ),
+        (
+            "write_file",
+            write(&w.root.join("scratch/prod.env"), "K"),
+            "refuse",
+            json!("no-env"),
+        ),
+        (
+            "read_text_file",
+            json!({"path": w.root.join("scratch/prod.env")}),
+            "refuse",
+            json!("no-env"),
+        ),
+        (
+            "read_text_file",
+            json!({"path": w.root.join("scratch/a.txt")}),
+            "run",
+            Value::Null,
+        ),
+        (
+            "move_file",
+            json!({"source": "/x", "destination": "/y"}),
+            "ask",
+            json!("moves-ask"),
+        ),
+    ];
+    for (tool, args, decision, rule) in cases {
+        assert_eq!(
+            tested(tool, args.clone()),
+            (decision.to_owned(), rule),
+            "{tool} {args}"
+        );
+    }
+    let text = succeeded(
+        &["policy", "test"],
+        &w.scratch.run(&[
+            "policy",
+            "test",
+            "--config",
+            &w.config,
+            "--key",
+            "agent",
+            "--tool",
+            "write_file",
+            "--arguments",
+            &write(&w.root.join("scratch/x.env"), "K").to_string(),
+        ]),
+    );
+    assert!(text.contains("rule \"no-env\" decides: refuse"), "{text}");
+    assert!(
+        text.contains("the agent would be told: env files hold secrets"),
+        "{text}"
+    );
+
+    // The record names the rule that decided each call.
+    let recorded = calls(&w.scratch);
+    let by_rule =
+        |rule: &str| -> Vec<&Value> { recorded.iter().filter(|c| c["rule"] == rule).collect() };
+    let ran = by_rule("scratch-runs");
+    assert_eq!(ran.len(), 1, "{recorded:#?}");
+    assert_eq!(
+        (ran[0]["decision"].as_str(), ran[0]["outcome"].as_str()),
+        (Some("run"), Some("ok"))
+    );
+    // The refused write (reads are on the record only with [audit] reads).
+    let refused = by_rule("no-env");
+    assert_eq!(refused.len(), 1, "{recorded:#?}");
+    assert!(refused.iter().all(|c| c["code"] == "forbidden_by_rule"));
+    assert!(!by_rule("moves-ask").is_empty(), "{recorded:#?}");
+    agent.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_run_rule_is_a_standing_approval_for_a_plan_key_and_a_refuse_rule_holds_at_apply() {
+    let w = world("");
+    let token = w.scratch.create_key("planner", "plan");
+    let agent = plan_client(&w.scratch, &w.config, &token).await;
+    // The rule lets it run.
+    ran_directly(&agent, &w.root.join("scratch/p.txt"), "p").await;
+    let planned = ok(&agent, "write_file", write(&w.root.join("later.txt"), "l")).await;
+    assert_eq!(planned["code"], "plan_step");
+    agent.cancel().await.unwrap();
+
+    // The operator adds a rule refusing it, then applies: the step fails
+    // forbidden_by_rule and nothing is written.
+    let stricter = w.scratch.write(
+        "stricter.toml",
+        &std::fs::read_to_string(&w.config).unwrap().replace(
+            "[[rules]]\nname = \"no-env\"",
+            "[[rules]]\nname = \"no-later\"\nwhen = \"has(arguments.path) && arguments.path.endsWith('later.txt')\"\noutcome = \"refuse\"\nmessage = \"not that one\"\n\n[[rules]]\nname = \"no-env\"",
+        ),
+    );
+    let out = w.scratch.run(&[
+        "plans",
+        "apply",
+        "--config",
+        stricter.to_str().unwrap(),
+        "--key",
+        "planner",
+        "--json",
+    ]);
+    let receipt: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(receipt["failed"], 1, "{receipt}");
+    assert_eq!(
+        receipt["steps"][0]["error"]["code"], "forbidden_by_rule",
+        "{receipt}"
+    );
+    assert!(
+        receipt["steps"][0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"no-later\""),
+        "{receipt}"
+    );
+    assert!(!w.root.join("later.txt").exists());
+}
+
+#[tokio::test]
+async fn a_plan_rule_plans_a_write_in_the_default_mode_and_the_step_names_it() {
+    let w = world(
+        "\n[[rules]]\nname = \"dirs-plan\"\nwhen = \"tool == 'create_directory'\"\noutcome = \"plan\"\n",
+    );
+    let token = w.scratch.create_key("agent", "write");
+    // No session: the default mode, where writes run.
+    let agent = config_client(&w.scratch, &w.config, &token).await;
+    let dir = w.root.join("newdir");
+    let planned = ok(&agent, "create_directory", json!({"path": dir})).await;
+    assert_eq!(planned["code"], "plan_step", "{planned}");
+    assert_eq!(planned["rule"], "dirs-plan");
+    assert!(
+        planned["message"]
+            .as_str()
+            .unwrap()
+            .contains("rule \"dirs-plan\""),
+        "{planned}"
+    );
+    assert!(!dir.exists());
+    let plan = get_plan(&agent).await;
+    assert_eq!(plan["steps"][0]["rule"], "dirs-plan");
+    let shown = succeeded(
+        &["plans", "show"],
+        &w.scratch.run(&["plans", "show", "--key", "agent"]),
+    );
+    assert!(
+        shown.contains("planned by the operator's rule \"dirs-plan\""),
+        "{shown}"
+    );
+    // Another write still runs in the default mode.
+    ran_directly(&agent, &w.root.join("free.txt"), "f").await;
+    agent.cancel().await.unwrap();
+}
