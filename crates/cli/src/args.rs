@@ -253,8 +253,9 @@ pub(crate) enum PlansCommand {
 pub(crate) enum PolicyCommand {
     /// What a call would come to — the rule that decides it (if any) and
     /// the decision — with the key's mode in force now; nothing is called.
-    /// The tool's effect class comes from its pinned definition (a gateway
-    /// pins each upstream's tools when it first lists them) or `--effect`.
+    /// The tool's effect class is the gateway's: the upstreams are
+    /// connected and list their tools (none is called), else the pinned
+    /// definition, else `--effect`.
     Test {
         #[command(flatten)]
         source: ConfigSourceArgs,
@@ -268,7 +269,7 @@ pub(crate) enum PolicyCommand {
         /// The call's arguments, a JSON object.
         #[arg(long, value_name = "JSON", default_value = "{}")]
         arguments: String,
-        /// The tool's effect class, when no definition of it is pinned yet.
+        /// The tool's effect class (then no upstream is contacted).
         #[arg(long, value_parser = ["read", "write", "destructive"])]
         effect: Option<String>,
         /// Print JSON instead of text.

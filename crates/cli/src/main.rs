@@ -190,7 +190,8 @@ async fn run(cli: Cli) -> Result<()> {
                 arguments: &arguments,
                 effect: effect.as_deref(),
             };
-            policy::test(&config, open_store(&data_dir).await?, test, json).await
+            let store = open_store(&data_dir).await?;
+            policy::test(config, store, key_material(&data_dir)?, test, json).await
         }
         Command::DemoSite(args) => demo_site(args).await,
         Command::CountingUpstream { log } => plangate_demo_site::counting::serve_stdio(log).await,

@@ -2,7 +2,9 @@
 //! a call, without making it — the same evaluation and the same decision
 //! function as dispatch ([`plangate_policy::Policy::decide`],
 //! [`plangate_policy::decision`]), with the key's mode in force now and
-//! the tool's effect class from its pinned definition.
+//! the tool's effect class as the gateway classes it: from the upstream's
+//! live tool list (its tools are listed, none is called), else its pinned
+//! definition, else `--effect`.
 
 use std::sync::Arc;
 
@@ -11,7 +13,7 @@ use plangate_config::Config;
 use plangate_core::{Code, Decision, Effect, TOOLS_LOG, ToolPins};
 use plangate_gateway::key_log::KeyLog;
 use plangate_gateway::tool_pins::effect_of;
-use plangate_store::Store;
+use plangate_store::{KeyMaterial, Store};
 use serde_json::{Value, json};
 
 use crate::commands::UsageError;
@@ -71,7 +73,7 @@ fn find_tool(
                     Some(e) => e,
                     None => {
                         return Err(UsageError(format!(
-                            "no definition of {exposed} is pinned yet, so its effect class is not known [invalid_arguments]: start plangate once so it lists {server}'s tools, or give --effect read|write|destructive"
+                            "{server} is not reachable and no definition of {exposed} is pinned, so its effect class is not known [invalid_arguments]: check the upstream (`plangate config check`), or give --effect read|write|destructive"
                         ))
                         .into());
                     }
@@ -104,13 +106,34 @@ fn effect_named(word: &str) -> Option<Effect> {
     }
 }
 
-/// `plangate policy test --key K --tool T [--arguments JSON] [--effect E]`.
-pub async fn test(
+/// The upstream, tool and effect class of `exposed` in a gateway's live
+/// catalog: the upstreams are connected and list their tools (nothing is
+/// called), exactly as dispatch would see them. `None` when no connected
+/// upstream offers it.
+async fn live_tool(
     config: &Config,
     store: Arc<dyn Store>,
+    material: KeyMaterial,
+    exposed: &str,
+) -> Option<(String, String, Effect)> {
+    let gw = plangate_gateway::Gateway::build(config.clone(), store, material).await;
+    let found = gw
+        .catalog()
+        .tool(exposed)
+        .map(|t| (t.upstream.clone(), t.original.clone(), t.effect));
+    gw.shutdown().await;
+    found
+}
+
+/// `plangate policy test --key K --tool T [--arguments JSON] [--effect E]`.
+pub async fn test(
+    config: Config,
+    store: Arc<dyn Store>,
+    material: KeyMaterial,
     t: Test<'_>,
     as_json: bool,
 ) -> Result<()> {
+    let config = &config;
     let mut arguments: Value = serde_json::from_str(t.arguments).map_err(|e| {
         UsageError(format!(
             "--arguments is not JSON ({e}) [invalid_arguments]; give a JSON object, e.g. '{{\"path\": \"/tmp/a.txt\"}}'"
@@ -126,12 +149,22 @@ pub async fn test(
     let explicit = object.remove(PLAN_FLAG) == Some(Value::Bool(true));
     let key = resolve_key(&*store, t.key).await?;
     let state = KeyLog::new(store.clone()).state(&key.id).await?;
-    let pins = KeyLog::<ToolPins>::with_capacity(store, 1)
-        .state(TOOLS_LOG)
-        .await?;
     let in_force = config.modes.in_force(&state);
     let mode = in_force.spec;
-    let (server, tool, effect) = find_tool(config, &pins, t.tool, t.effect.and_then(effect_named))?;
+    let given = t.effect.and_then(effect_named);
+    let live = match given {
+        Some(_) => None,
+        None => live_tool(config, store.clone(), material, t.tool).await,
+    };
+    let (server, tool, effect) = match live {
+        Some(found) => found,
+        None => {
+            let pins = KeyLog::<ToolPins>::with_capacity(store, 1)
+                .state(TOOLS_LOG)
+                .await?;
+            find_tool(config, &pins, t.tool, given)?
+        }
+    };
     let policy = plangate_gateway::policy::compile(config);
     let call = plangate_policy::Call {
         key_name: &key.name,
