@@ -29,6 +29,7 @@ mod passthrough;
 mod planning;
 mod procs;
 mod report;
+mod rules;
 mod scale;
 mod stats;
 mod upstream;
@@ -80,7 +81,7 @@ struct RunArgs {
     /// Do not use PostgreSQL.
     #[arg(long)]
     no_postgres: bool,
-    /// Phases to skip: passthrough, sdk, everything, planning, scale.
+    /// Phases to skip: passthrough, sdk, everything, planning, scale, rules.
     #[arg(long, value_delimiter = ',', value_name = "PHASE")]
     skip: Vec<String>,
     /// Interleaved rounds per measurement (default 5, 2 with --quick):
@@ -300,6 +301,9 @@ async fn run(args: RunArgs) -> Result<()> {
     }
     if !skip("scale") {
         scale::run(&mut ctx).await?;
+    }
+    if !skip("rules") {
+        rules::run(&mut ctx)?;
     }
     if let Some(mode) = sqlite_journal_mode(&run_dir).await {
         durability[0] = durability[0].replace("see below", &mode);

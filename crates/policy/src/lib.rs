@@ -232,6 +232,82 @@ impl Guard {
     }
 }
 
+/// Comparisons in `expr` that can never hold, as errors: a guarded
+/// variable (a string of the call) compared with something that is not a
+/// string, `effect` with a word that is not an effect class, `mode` with a
+/// mode the config does not define. CEL checks none of this itself; a rule
+/// that says `effect == 'writes'` would silently never match.
+fn never_true(expr: &cel::parser::Expression, modes: &[String]) -> Vec<String> {
+    use cel::common::ast::{Expr, LiteralValue};
+    let mut out = Vec::new();
+    let mut todo = vec![expr];
+    while let Some(e) = todo.pop() {
+        match &e.expr {
+            Expr::Call(call) => {
+                todo.extend(call.target.as_deref());
+                todo.extend(call.args.iter());
+                let pair = match (call.func_name.as_str(), call.args.as_slice()) {
+                    ("_==_" | "_!=_", [a, b]) => match (&a.expr, &b.expr) {
+                        (Expr::Ident(v), _) => Some((v, vec![b])),
+                        (_, Expr::Ident(v)) => Some((v, vec![a])),
+                        _ => None,
+                    },
+                    ("@in", [a, b]) => match (&a.expr, &b.expr) {
+                        (Expr::Ident(v), Expr::List(list)) => {
+                            Some((v, list.elements.iter().collect()))
+                        }
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                let Some((var, others)) = pair else { continue };
+                if !GUARDED.contains(&var.as_str()) {
+                    continue;
+                }
+                for other in others {
+                    let Expr::Literal(lit) = &other.expr else {
+                        continue;
+                    };
+                    let LiteralValue::String(text) = lit else {
+                        out.push(format!(
+                            "the condition compares {var}, a string, with something that is not a string: that is never true"
+                        ));
+                        continue;
+                    };
+                    let text = text.inner();
+                    if var == "effect" && effect_of(text).is_none() {
+                        out.push(format!(
+                            "the condition compares effect with {text:?}, which it never is: effect is \"read\", \"write\" or \"destructive\""
+                        ));
+                    }
+                    if var == "mode" && !modes.iter().any(|m| m == text) {
+                        out.push(format!(
+                            "the condition compares mode with {text:?}, which is not a mode: the modes are {}",
+                            modes.join(", ")
+                        ));
+                    }
+                }
+            }
+            // A comprehension may name its own variable like one of ours;
+            // what it compares then is not the call's.
+            Expr::Comprehension(c) if GUARDED.contains(&c.iter_var.as_str()) => {}
+            Expr::Comprehension(c) => {
+                todo.extend([
+                    &c.iter_range,
+                    &c.accu_init,
+                    &c.loop_cond,
+                    &c.loop_step,
+                    &c.result,
+                ]);
+            }
+            Expr::List(list) => todo.extend(list.elements.iter()),
+            Expr::Select(select) => todo.push(&select.operand),
+            _ => {}
+        }
+    }
+    out
+}
+
 /// `VAR == 'lit'`, `'lit' == VAR` or `VAR in ['a', 'b']` for a guarded
 /// variable: the variable and the values it must have.
 fn literal_constraint(e: &cel::parser::Expression) -> Option<(&'static str, Vec<String>)> {
@@ -518,6 +594,9 @@ impl Policy {
                             "the condition calls {f:?}, which is not a function here: use CEL's standard ones, path(p) or glob(p, pattern)"
                         ),
                     );
+                }
+                for never in never_true(program.expression(), modes) {
+                    bad("when", never);
                 }
             }
             if let (Some(program), Some(outcome)) = (program, outcome) {
@@ -848,6 +927,34 @@ mod tests {
             "{}",
             errors[1].message
         );
+    }
+
+    #[test]
+    fn a_comparison_that_can_never_hold_is_reported() {
+        for (when, says) in [
+            ("effect == 'writes'", "effect with \"writes\""),
+            (
+                "tool == 'x' || mode == 'careful'",
+                "\"careful\", which is not a mode",
+            ),
+            ("tool == 3", "not a string"),
+            ("upstream in ['fs', 2]", "not a string"),
+        ] {
+            let errors = Policy::compile(&[rule("r", when, "run")], &modes()).unwrap_err();
+            assert!(errors[0].message.contains(says), "{when}: {errors:?}");
+        }
+        // Fine: strings of ours, an argument compared with a number, and a
+        // comprehension's own variable.
+        for when in [
+            "effect == 'write' && mode == 'plan'",
+            "arguments.count == 3",
+            "arguments.items.exists(tool, tool == 3)",
+        ] {
+            assert!(
+                Policy::compile(&[rule("r", when, "run")], &modes()).is_ok(),
+                "{when}"
+            );
+        }
     }
 
     #[test]

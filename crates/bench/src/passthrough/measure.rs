@@ -118,6 +118,7 @@ fn order_key(r: &PassRow) -> (u8, usize, u8, String, u8) {
         "direct" => 0,
         "plangate" => 1,
         "candidate" => 2,
+        "plangate-rules" => 1,
         _ => 3,
     };
     (

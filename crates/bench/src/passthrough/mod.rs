@@ -106,9 +106,10 @@ async fn start_server(
     Ok(p)
 }
 
-/// Direct and plangate builds: their failure fails the run.
+/// Direct and plangate builds (with rules too): their failure fails the
+/// run.
 fn ours(via: &str) -> bool {
-    matches!(via, "direct" | "plangate" | "candidate")
+    matches!(via, "direct" | "plangate" | "candidate" | "plangate-rules")
 }
 
 /// Adds `added` and the ratios against the direct row of the same client

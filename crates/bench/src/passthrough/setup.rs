@@ -47,6 +47,16 @@ pub(super) async fn setup(ctx: &mut Ctx, running: &mut Running) -> Result<Vec<Cf
         Gateway::start(&ctx.plangate, "plangate-http-stdio-up", &cfg_stdio, &store).await?;
     let token = g1.key().await?;
     let (g2, _) = Gateway::start(&ctx.plangate, "plangate-http-http-up", &cfg_http, &store).await?;
+    // The same gateway with 100 rules, none matching `echo`: what rules
+    // add to a passthrough call.
+    let cfg_rules = ctx.run_dir.join("passthrough-stdio-upstream-rules.toml");
+    std::fs::write(
+        &cfg_rules,
+        std::fs::read_to_string(&cfg_stdio)?
+            + &crate::rules::toml(&crate::rules::named_rules(crate::rules::RULES)),
+    )?;
+    let (g_rules, _) =
+        Gateway::start(&ctx.plangate, "plangate-http-rules", &cfg_rules, &store).await?;
 
     cfgs.push(Cfg::new(
         "http-direct",
@@ -106,8 +116,18 @@ pub(super) async fn setup(ctx: &mut Ctx, running: &mut Running) -> Result<Vec<Cf
         ctx::plangate_stdio(&ctx.plangate, &cfg_http, &store, &token),
         "echo",
     ));
+    cfgs.push(Cfg::new(
+        "http-plangate-rules",
+        "plangate, 100 rules",
+        "http",
+        "stdio",
+        "plangate-rules",
+        g_rules.target(&token),
+        "echo",
+    ));
     running.gateways.push(g1);
     running.gateways.push(g2);
+    running.gateways.push(g_rules);
     if let Some(cand) = ctx.candidate.clone() {
         let (g3, _) =
             Gateway::start(&cand.path, "candidate-http-stdio-up", &cfg_stdio, &store).await?;

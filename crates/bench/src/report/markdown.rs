@@ -171,6 +171,26 @@ pub fn markdown(r: &Report) -> String {
         out.push('\n');
     }
 
+    if !r.rules.is_empty() {
+        let _ = writeln!(
+            out,
+            "### Rules (`[[rules]]`): evaluating them for a call none matches (in process)\n"
+        );
+        let _ = writeln!(out, "| rules | kind | p50 µs | p99 µs | calls |");
+        let _ = writeln!(out, "|---|---|---|---|---|");
+        for row in &r.rules {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {:.2} | {:.2} | {} |",
+                row.rules, row.case, row.p50_us, row.p99_us, row.samples
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\nA rule that names its tool (`tool == '…' && …`) is passed over for other tools without being evaluated; one that does not is evaluated for every call. The passthrough rows \"plangate, 100 rules\" are the whole call through a gateway with 100 rules of the first kind.\n"
+        );
+    }
+
     if let Some(s) = &r.scale {
         let _ = writeln!(
             out,

@@ -29,6 +29,10 @@ pub struct Report {
     pub planning: Vec<PlanRow>,
     pub apply: Vec<ApplyRow>,
     pub scale: Option<Scale>,
+    /// What operators' rules (`[[rules]]`) cost: evaluating 100 of them
+    /// for a call that none matches, in process.
+    #[serde(default)]
+    pub rules: Vec<RulesRow>,
     /// Parts (peers, stores) that could not be measured, and why.
     pub not_measured: Vec<NotMeasured>,
     pub targets: Vec<TargetRow>,
@@ -106,6 +110,22 @@ pub struct PassRow {
     pub ratio_p50: Option<f64>,
     pub ratio_p99: Option<f64>,
     pub ratio_throughput: Option<f64>,
+}
+
+/// Evaluating a set of rules for one passthrough call none of them
+/// matches (`plangate_policy::Policy::decide`), in process.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RulesRow {
+    /// What kind of rules.
+    pub case: String,
+    /// How many.
+    pub rules: usize,
+    /// Calls evaluated.
+    pub samples: usize,
+    #[serde(deserialize_with = "crate::stats::nan_if_null")]
+    pub p50_us: f64,
+    #[serde(deserialize_with = "crate::stats::nan_if_null")]
+    pub p99_us: f64,
 }
 
 /// Planned writes on one store with some concurrent keys.
