@@ -362,7 +362,7 @@ fn an_unknown_top_level_table_lists_the_allowed_tables() {
     let errors = toml_err("[mode.careful]\naccess = \"write\"\n[upstreams.a]\ncommand = \"x\"\n");
     assert_eq!(
         error_at(&errors, "mode"),
-        "unknown table \"mode\": allowed top-level tables are audit, gateway, modes, profiles, redaction and upstreams"
+        "unknown table \"mode\": allowed top-level tables are audit, gateway, modes, profiles, redaction, rules and upstreams"
     );
 }
 

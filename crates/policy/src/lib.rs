@@ -403,7 +403,15 @@ thread_local! {
 fn resolved(p: &str) -> String {
     let normal = paths::normalize(p);
     RESOLVER.with(|r| match r.borrow().as_ref() {
-        Some(resolver) => paths::normalize(&resolver.resolve(normal)),
+        Some(resolver) => {
+            let out = resolver.resolve(normal);
+            // A resolver that changed nothing hands back a normal path.
+            if out.contains("/.") || out.contains("//") || (out.len() > 1 && out.ends_with('/')) {
+                paths::normalize(&out)
+            } else {
+                out
+            }
+        }
         None => normal,
     })
 }
@@ -415,7 +423,7 @@ fn root() -> Context<'static, 'static> {
     // Neither name is a standard function, so adding them cannot fail.
     let _ = context.add_function("path", |p: Arc<String>| resolved(&p));
     let _ = context.add_function("glob", |p: Arc<String>, pattern: Arc<String>| {
-        paths::glob(&resolved(&p), &pattern)
+        paths::glob_normalized(&resolved(&p), &pattern)
     });
     context
 }

@@ -66,14 +66,17 @@ pub fn normalize(path: &str) -> String {
 /// else matches itself. `/srv/scratch/**` matches `/srv/scratch` and
 /// everything under it.
 pub fn glob(path: &str, pattern: &str) -> bool {
-    let path = normalize(path);
+    glob_normalized(&normalize(path), pattern)
+}
+
+/// [`glob`] for a `path` already normalised (and resolved): only the
+/// pattern is normalised here.
+pub(crate) fn glob_normalized(path: &str, pattern: &str) -> bool {
     let pattern = normalize(pattern);
-    let p: Vec<&str> = split(&path);
-    let g: Vec<&str> = split(&pattern);
     if path.starts_with('/') != pattern.starts_with('/') {
         return false;
     }
-    components(&p, &g)
+    components(&split(path), &split(&pattern))
 }
 
 fn split(s: &str) -> Vec<&str> {
@@ -89,6 +92,17 @@ fn components(path: &[&str], pattern: &[&str]) -> bool {
 /// Matches one component against one pattern component (`*`, `?`, and
 /// literal characters).
 fn component(text: &str, pattern: &str) -> bool {
+    if !pattern.contains(['*', '?']) {
+        return text == pattern;
+    }
+    if text.is_ascii() && pattern.is_ascii() {
+        return wildcard(
+            text.as_bytes(),
+            pattern.as_bytes(),
+            |g| *g == b'*',
+            |t, g| *g == b'?' || g == t,
+        );
+    }
     let t: Vec<char> = text.chars().collect();
     let g: Vec<char> = pattern.chars().collect();
     wildcard(&t, &g, |g| *g == '*', |t, g| *g == '?' || g == t)
