@@ -507,29 +507,12 @@ pub async fn amend(
     );
     // A step that cannot be amended is a mistake whatever the upstreams
     // say: checked before any is started.
-    match before.step(step) {
-        None => {
-            return Err(cli_error(
-                OperatorError::NoStep {
-                    key: key.name.clone(),
-                    step: step.to_owned(),
-                },
-                &hint,
-            ));
-        }
-        Some(s) if s.status != StepStatus::Planned => {
-            return Err(cli_error(
-                OperatorError::Rule {
-                    key: key.name.clone(),
-                    refused: Refused::Status {
-                        step: step.to_owned(),
-                        status: s.status,
-                    },
-                },
-                " (only a waiting step can be amended)",
-            ));
-        }
-        Some(_) => {}
+    if let Err(e) = operator::waiting_step(&before, &key, step) {
+        let why = match e {
+            OperatorError::NoStep { .. } => hint.clone(),
+            _ => " (only a waiting step can be amended)".to_owned(),
+        };
+        return Err(cli_error(e, &why));
     }
     let gw = Gateway::build(config, store, material).await;
     let outcome =

@@ -50,16 +50,7 @@ fn world(extra: &str) -> World {
     std::fs::create_dir_all(root.join("scratch")).unwrap();
     std::fs::create_dir_all(root.join("secrets")).unwrap();
     std::os::unix::fs::symlink(root.join("secrets"), root.join("scratch/link")).unwrap();
-    let fs_js = peers().js("@modelcontextprotocol/server-filesystem/dist/index.js");
-    let config = scratch.write(
-        "plangate.toml",
-        &format!(
-            "[upstreams.fs]\ncommand = \"node\"\nargs = [{:?}, {:?}]\n{}{extra}",
-            fs_js.display().to_string(),
-            root.display().to_string(),
-            rules(&root),
-        ),
-    );
+    let config = filesystem_config(&scratch, &root, &format!("{}{extra}", rules(&root)));
     World {
         scratch,
         root,

@@ -27,15 +27,7 @@ fn world() -> World {
     let scratch = Scratch::new();
     let root = scratch.path().join("root");
     std::fs::create_dir_all(&root).unwrap();
-    let fs_js = peers().js("@modelcontextprotocol/server-filesystem/dist/index.js");
-    let config = scratch.write(
-        "plangate.toml",
-        &format!(
-            "[upstreams.fs]\ncommand = \"node\"\nargs = [{:?}, {:?}]\n",
-            fs_js.display().to_string(),
-            root.display().to_string(),
-        ),
-    );
+    let config = filesystem_config(&scratch, &root, "");
     let token = scratch.create_key("agent", "plan");
     World {
         scratch,

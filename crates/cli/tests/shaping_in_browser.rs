@@ -34,15 +34,7 @@ fn a_person_shapes_the_agents_plan_in_the_console_and_apply_runs_exactly_what_th
     let scratch = Scratch::new();
     let root = scratch.path().join("root");
     std::fs::create_dir_all(&root).unwrap();
-    let fs_js = peers().js("@modelcontextprotocol/server-filesystem/dist/index.js");
-    let config = scratch.write(
-        "plangate.toml",
-        &format!(
-            "[upstreams.fs]\ncommand = \"node\"\nargs = [{:?}, {:?}]\n",
-            fs_js.display().to_string(),
-            root.display().to_string(),
-        ),
-    );
+    let config = filesystem_config(&scratch, &root, "");
     let token = scratch.create_key("agent", "plan");
     let out = scratch.run(&["operator", "token", "--name", "ana"]);
     assert!(out.status.success(), "{}", stderr(&out));

@@ -829,7 +829,12 @@ impl KeyState {
     /// `counts` accepts (and at least one step waits): `get_plan`'s
     /// `approved`.
     pub fn is_approved(&self, counts: impl Fn(&Approval) -> bool) -> bool {
-        let covered = self.approved_steps(counts);
+        self.covers_waiting(&self.approved_steps(counts))
+    }
+
+    /// Whether `covered` (from [`KeyState::approved_steps`]) holds every
+    /// waiting step, and at least one step waits.
+    pub fn covers_waiting(&self, covered: &BTreeSet<&str>) -> bool {
         let mut waiting = self.planned_steps().peekable();
         waiting.peek().is_some() && waiting.all(|s| covered.contains(s.record.step_id.as_str()))
     }

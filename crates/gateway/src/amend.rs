@@ -18,7 +18,6 @@ use crate::Gateway;
 use crate::acting::Acting;
 use crate::operator::{OperatorError, refresh};
 use crate::plan::{open_secrets, prepare_step};
-use plangate_core::rules::Refused;
 
 /// Why new arguments cannot amend a step (all `invalid_arguments`).
 fn bad(why: String) -> OperatorError {
@@ -38,21 +37,7 @@ pub async fn amend(
 ) -> Result<KeyState, OperatorError> {
     let key = &acting.key;
     let state = refresh(gw.log(), acting, gw.ttl_ms(), gw.lease_ms()).await?;
-    let Some(old) = state.step(step_id).cloned() else {
-        return Err(OperatorError::NoStep {
-            key: key.name.clone(),
-            step: step_id.to_owned(),
-        });
-    };
-    if old.status != StepStatus::Planned {
-        return Err(OperatorError::Rule {
-            key: key.name.clone(),
-            refused: Refused::Status {
-                step: step_id.to_owned(),
-                status: old.status,
-            },
-        });
-    }
+    let old = crate::operator::waiting_step(&state, key, step_id)?.clone();
     let Value::Object(_) = arguments else {
         return Err(bad(
             "the new arguments must be a JSON object, as the tool takes them".to_owned(),

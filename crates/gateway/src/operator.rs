@@ -246,8 +246,8 @@ pub fn plan_view(config: &Config, key: &ApiKey, state: &KeyState, now: i64) -> K
     let in_force = config.modes.in_force(state);
     let digest = state.plan_digest();
     let scope = rules::approval_scope(key.scope, &in_force);
-    let approved = rules::is_approved(state, &key.id, scope);
     let covered = rules::approved_steps(state, &key.id, scope);
+    let approved = state.covers_waiting(&covered);
     let (mode, notice) = (in_force.spec, in_force.notice);
     KeyPlanView {
         key: key.name.clone(),
@@ -369,6 +369,30 @@ pub async fn discard(
     Ok((state, ids))
 }
 
+/// Waiting step `step_id` of `key`'s plan in `state`, or why a person
+/// cannot act on it as a waiting step: it is not in the plan, or it is no
+/// longer waiting. Approve, reject and amend all start here.
+pub fn waiting_step<'s>(
+    state: &'s KeyState,
+    key: &ApiKey,
+    step_id: &str,
+) -> Result<&'s Step, OperatorError> {
+    let step = state.step(step_id).ok_or_else(|| OperatorError::NoStep {
+        key: key.name.clone(),
+        step: step_id.to_owned(),
+    })?;
+    if step.status != StepStatus::Planned {
+        return Err(OperatorError::Rule {
+            key: key.name.clone(),
+            refused: Refused::Status {
+                step: step_id.to_owned(),
+                status: step.status,
+            },
+        });
+    }
+    Ok(step)
+}
+
 /// The longest rejection reason taken, in characters.
 pub const MAX_REASON: usize = 2000;
 
@@ -389,20 +413,8 @@ pub async fn reject(
     let key = &acting.key;
     let (state, ()) = log
         .transact(&key.id, |state| {
-            let step = state.step(step_id).ok_or_else(|| OperatorError::NoStep {
-                key: key.name.clone(),
-                step: step_id.to_owned(),
-            })?;
-            if step.status != StepStatus::Planned {
-                return Err(OperatorError::Rule {
-                    key: key.name.clone(),
-                    refused: Refused::Status {
-                        step: step_id.to_owned(),
-                        status: step.status,
-                    },
-                });
-            }
-            Ok((
+            waiting_step(state, key, step_id)?;
+            Ok::<_, OperatorError>((
                 vec![acting.event(EventKind::StepRejected {
                     step_id: step_id.to_owned(),
                     reason: reason.to_owned(),
@@ -462,19 +474,7 @@ pub async fn approve(
                 ids.extend(state.planned_steps());
             }
             for id in named {
-                let step = state.step(id).ok_or_else(|| OperatorError::NoStep {
-                    key: key.name.clone(),
-                    step: id.clone(),
-                })?;
-                if step.status != StepStatus::Planned {
-                    return Err(OperatorError::Rule {
-                        key: key.name.clone(),
-                        refused: Refused::Status {
-                            step: id.clone(),
-                            status: step.status,
-                        },
-                    });
-                }
+                let step = waiting_step(state, key, id)?;
                 if !ids.iter().any(|s| s.record.step_id == *id) {
                     ids.push(step);
                 }

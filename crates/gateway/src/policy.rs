@@ -3,7 +3,7 @@
 //! needs from the world — where a symlink on this machine leads.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use plangate_config::{Config, Transport};
 use plangate_policy::{Lexical, PathResolver, Policy};
@@ -81,9 +81,12 @@ pub fn compile(config: &Config) -> Arc<Policy> {
 /// a local process, lexically for a remote server (its files are not
 /// here).
 pub fn resolver_for(config: &Config, upstream: &str) -> Arc<dyn PathResolver> {
+    // Made once: a call with rules clones a pointer, allocates nothing.
+    static LOCAL: LazyLock<Arc<dyn PathResolver>> = LazyLock::new(|| Arc::new(LocalFs));
+    static LEXICAL: LazyLock<Arc<dyn PathResolver>> = LazyLock::new(|| Arc::new(Lexical));
     match config.upstreams.get(upstream).map(|u| &u.transport) {
-        Some(Transport::Stdio { .. }) => Arc::new(LocalFs),
-        _ => Arc::new(Lexical),
+        Some(Transport::Stdio { .. }) => LOCAL.clone(),
+        _ => LEXICAL.clone(),
     }
 }
 

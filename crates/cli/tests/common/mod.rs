@@ -509,6 +509,20 @@ pub fn menu_labels(site: &Value) -> Vec<String> {
         .collect()
 }
 
+/// A plangate.toml in `scratch` with the official `server-filesystem` as
+/// upstream `fs`, serving `root`, followed by `extra` (e.g. `[[rules]]`).
+pub fn filesystem_config(scratch: &Scratch, root: &Path, extra: &str) -> PathBuf {
+    let fs_js = peers().js("@modelcontextprotocol/server-filesystem/dist/index.js");
+    scratch.write(
+        "plangate.toml",
+        &format!(
+            "[upstreams.fs]\ncommand = \"node\"\nargs = [{:?}, {:?}]\n{extra}",
+            fs_js.display().to_string(),
+            root.display().to_string(),
+        ),
+    )
+}
+
 /// A plangate.toml in `scratch` with the demo site as upstream `site`
 /// (state in `site.json`) and the demo's shipped per-tool settings,
 /// preceded by `extra` (e.g. `[gateway]` or `[modes.*]` tables).

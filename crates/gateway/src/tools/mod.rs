@@ -7,9 +7,7 @@
 
 use std::sync::Arc;
 
-use plangate_core::{
-    Code, EventKind, InForce, KeyState, ModeSpec, PlanView, StepStatus, StepView, Where,
-};
+use plangate_core::{Code, EventKind, InForce, ModeSpec, PlanView, StepStatus, StepView, Where};
 use plangate_store::now_ms;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
@@ -189,17 +187,6 @@ pub(crate) fn log_failed(e: crate::key_log::LogError) -> Refusal {
     Refusal::store(e, "nothing was changed — try again")
 }
 
-/// The plan's open steps as the agent sees them, each waiting one marked
-/// `approved` when an approval that counts for the key covers it.
-fn step_list(state: &KeyState, acting: &Acting, gw: &Gateway) -> Vec<StepView> {
-    let scope = rules::approval_scope(acting.key.scope, &gw.config().modes.in_force(state));
-    let covered = rules::approved_steps(state, &acting.key.id, scope);
-    state
-        .open_steps()
-        .map(|s| StepView::of(s).covered_by(&covered))
-        .collect()
-}
-
 /// Runs a session tool for a caller with a key. Returns the result and
 /// whether plan mode (and so the tool list) changed.
 pub async fn call(
@@ -279,18 +266,22 @@ pub async fn call(
                 })
                 .await
                 .map_err(log_failed)??;
+            let in_force = modes.in_force(&state);
+            // Each waiting step is marked `approved` when an approval that
+            // counts for the key covers it; the plan is when all are.
+            let scope = rules::approval_scope(acting.key.scope, &in_force);
+            let covered = rules::approved_steps(&state, &acting.key.id, scope);
+            let approved = state.covers_waiting(&covered);
+            let steps: Vec<StepView> = state
+                .open_steps()
+                .map(|s| StepView::of(s).covered_by(&covered))
+                .collect();
             let InForce {
                 spec,
                 notice,
                 locked_by,
-            } = modes.in_force(&state);
+            } = in_force;
             let digest = state.plan_digest();
-            let approved = rules::is_approved(
-                &state,
-                &acting.key.id,
-                rules::approval_scope(acting.key.scope, &modes.in_force(&state)),
-            );
-            let steps = step_list(&state, acting, gw);
             let pending = state.planned_steps().count();
             let expired_recently = state.open_steps().next().is_none()
                 && state
