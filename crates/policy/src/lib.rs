@@ -938,6 +938,39 @@ mod tests {
     }
 
     #[test]
+    fn no_rule_widens_a_read_key_and_a_plan_keys_own_yes_never_counts() {
+        let plan = ModeSpec::builtin_plan();
+        for outcome in [Outcome::Run, Outcome::Plan, Outcome::Ask] {
+            assert_eq!(
+                decision(Some(outcome), Effect::Write, Scope::Read, &plan, false),
+                Decision::Refuse(Code::Forbidden),
+                "{outcome:?}"
+            );
+        }
+        assert_eq!(
+            decision(
+                Some(Outcome::Ask),
+                Effect::Destructive,
+                Scope::Plan,
+                &plan,
+                false
+            ),
+            Decision::Plan,
+            "its own client cannot say yes"
+        );
+        assert_eq!(
+            decision(Some(Outcome::Run), Effect::Write, Scope::Write, &plan, true),
+            Decision::Plan,
+            "a write the agent asked to plan stays planned"
+        );
+        assert_eq!(
+            decision(Some(Outcome::Run), Effect::Write, Scope::Plan, &plan, false),
+            Decision::Run,
+            "a standing approval"
+        );
+    }
+
+    #[test]
     fn a_comparison_that_can_never_hold_is_reported() {
         for (when, says) in [
             ("effect == 'writes'", "effect with \"writes\""),
