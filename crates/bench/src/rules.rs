@@ -2,8 +2,10 @@
 //! process, for a passthrough call none of them matches — the work dispatch
 //! adds to every call when rules are configured. Two kinds: rules that name
 //! their tool (`tool == '…' && …`), which the policy passes over without
-//! evaluating, and rules that do not, each of which is evaluated. The
-//! passthrough phase also measures the whole call through plangate with
+//! evaluating, and rules that do not, each of which is evaluated — once
+//! with paths taken as written (an upstream elsewhere) and once with
+//! symlinks resolved on this machine, as for a local upstream like
+//! server-filesystem. The passthrough phase also measures the whole call through plangate with
 //! the first kind configured, beside the same call without rules.
 
 use std::sync::Arc;
@@ -11,6 +13,7 @@ use std::time::Instant;
 
 use anyhow::{Result, anyhow};
 use plangate_core::Effect;
+use plangate_gateway::policy::LocalFs;
 use plangate_policy::{Call, Lexical, PathResolver, Policy, RuleSpec};
 use serde_json::json;
 
@@ -63,8 +66,13 @@ fn unnamed_rules(n: usize) -> Vec<RuleSpec> {
         .collect()
 }
 
-fn measure(policy: &Policy, samples: usize) -> (f64, f64) {
-    let args = json!({"message": "hello", "path": "/home/me/notes/a.txt"});
+fn measure(
+    policy: &Policy,
+    resolver: Arc<dyn PathResolver>,
+    path: &str,
+    samples: usize,
+) -> (f64, f64) {
+    let args = json!({"message": "hello", "path": path});
     let call = Call {
         key_name: "bench",
         scope: "write",
@@ -75,7 +83,6 @@ fn measure(policy: &Policy, samples: usize) -> (f64, f64) {
         mode: "default",
         arguments: &args,
     };
-    let resolver: Arc<dyn PathResolver> = Arc::new(Lexical);
     for _ in 0..samples / 10 {
         std::hint::black_box(policy.decide(&call, resolver.clone()));
     }
@@ -95,13 +102,35 @@ fn measure(policy: &Policy, samples: usize) -> (f64, f64) {
 pub fn run(ctx: &mut Ctx) -> Result<()> {
     let samples = if ctx.report.meta.quick { 2_000 } else { 20_000 };
     let modes = vec!["default".to_owned(), "plan".to_owned()];
-    for (case, rules) in [
-        ("naming their tool (passed over)", named_rules(RULES)),
-        ("not naming a tool (each evaluated)", unnamed_rules(RULES)),
-    ] {
+    // A file that exists, under a directory that does, as an agent's
+    // write to a local upstream names one.
+    let dir = std::env::temp_dir().join(format!("plangate-bench-rules-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("notes"))?;
+    std::fs::write(dir.join("notes/a.txt"), "a")?;
+    let local = dir.join("notes/a.txt").to_string_lossy().into_owned();
+    let lexical: Arc<dyn PathResolver> = Arc::new(Lexical);
+    let on_this_machine: Arc<dyn PathResolver> = Arc::new(LocalFs);
+    let cases = [
+        (
+            "naming their tool (passed over)",
+            named_rules(RULES),
+            lexical.clone(),
+        ),
+        (
+            "not naming a tool (each evaluated)",
+            unnamed_rules(RULES),
+            lexical,
+        ),
+        (
+            "not naming a tool, symlinks resolved (local upstream)",
+            unnamed_rules(RULES),
+            on_this_machine,
+        ),
+    ];
+    let measured: Result<()> = cases.into_iter().try_for_each(|(case, rules, resolver)| {
         let policy = Policy::compile(&rules, &modes)
             .map_err(|e| anyhow!("the bench's rules do not compile: {e:?}"))?;
-        let (p50_us, p99_us) = measure(&policy, samples);
+        let (p50_us, p99_us) = measure(&policy, resolver, &local, samples);
         eprintln!("bench: rules: {RULES} {case}: p50 {p50_us:.2} µs, p99 {p99_us:.2} µs");
         ctx.report.rules.push(RulesRow {
             case: case.to_owned(),
@@ -110,6 +139,8 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
             p50_us,
             p99_us,
         });
-    }
-    Ok(())
+        Ok(())
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    measured
 }

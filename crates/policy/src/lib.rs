@@ -394,25 +394,42 @@ pub struct Call<'a> {
     pub arguments: &'a Value,
 }
 
+/// The resolver of the call being evaluated, and the paths it resolved
+/// for this call so far: many rules look at the same argument, and
+/// resolving symlinks costs system calls, so each path is resolved once
+/// per call.
+struct Lent {
+    resolver: Arc<dyn PathResolver>,
+    seen: Vec<(String, String)>,
+}
+
 thread_local! {
-    /// The resolver of the call being evaluated: CEL functions are plain
-    /// closures, so the one evaluation in progress on this thread lends it.
-    static RESOLVER: RefCell<Option<Arc<dyn PathResolver>>> = const { RefCell::new(None) };
+    /// What the call being evaluated lends: CEL functions are plain
+    /// closures, so the one evaluation in progress on this thread lends
+    /// its resolver here.
+    static RESOLVER: RefCell<Option<Lent>> = const { RefCell::new(None) };
 }
 
 fn resolved(p: &str) -> String {
-    let normal = paths::normalize(p);
-    RESOLVER.with(|r| match r.borrow().as_ref() {
-        Some(resolver) => {
-            let out = resolver.resolve(normal);
+    RESOLVER.with(|r| match r.borrow_mut().as_mut() {
+        Some(lent) => {
+            if let Some((_, out)) = lent.seen.iter().find(|(path, _)| path == p) {
+                return out.clone();
+            }
+            let out = lent.resolver.resolve(paths::normalize(p));
             // A resolver that changed nothing hands back a normal path.
-            if out.contains("/.") || out.contains("//") || (out.len() > 1 && out.ends_with('/')) {
+            let out = if out.contains("/.")
+                || out.contains("//")
+                || (out.len() > 1 && out.ends_with('/'))
+            {
                 paths::normalize(&out)
             } else {
                 out
-            }
+            };
+            lent.seen.push((p.to_owned(), out.clone()));
+            out
         }
-        None => normal,
+        None => paths::normalize(p),
     })
 }
 
@@ -674,7 +691,12 @@ impl Policy {
                 RESOLVER.with(|r| r.borrow_mut().take());
             }
         }
-        RESOLVER.with(|r| *r.borrow_mut() = Some(resolver));
+        RESOLVER.with(|r| {
+            *r.borrow_mut() = Some(Lent {
+                resolver,
+                seen: Vec::new(),
+            })
+        });
         let _lend = Lend;
         ROOT.with(|root| {
             // The call's variables, made once and only if a rule gets as
@@ -1089,5 +1111,40 @@ mod tests {
         let c = call("write_file", Effect::Write, &args);
         assert!(policy.decide(&c, Arc::new(Lexical)).is_some());
         assert!(policy.decide(&c, Arc::new(Linked)).is_none());
+    }
+
+    /// Counts what it is asked to resolve.
+    #[derive(Default)]
+    struct Counting(std::sync::atomic::AtomicUsize);
+
+    impl PathResolver for Counting {
+        fn resolve(&self, path: String) -> String {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            path
+        }
+    }
+
+    #[test]
+    fn each_path_is_resolved_once_per_call_however_many_rules_look_at_it() {
+        let specs: Vec<RuleSpec> = (0..20)
+            .map(|i| {
+                rule(
+                    &format!("r{i}"),
+                    &format!(
+                        "glob(arguments.path, '/srv/{i}/**') || path(arguments.to) == '/x{i}'"
+                    ),
+                    "run",
+                )
+            })
+            .collect();
+        let policy = Policy::compile(&specs, &modes()).unwrap();
+        let args = json!({"path": "/srv/a/../b", "to": "/y"});
+        let counting = Arc::new(Counting::default());
+        let c = call("write_file", Effect::Write, &args);
+        assert_eq!(policy.decide(&c, counting.clone()), None);
+        assert_eq!(counting.0.load(std::sync::atomic::Ordering::Relaxed), 2);
+        // The next call resolves afresh: a link may have changed since.
+        assert_eq!(policy.decide(&c, counting.clone()), None);
+        assert_eq!(counting.0.load(std::sync::atomic::Ordering::Relaxed), 4);
     }
 }
