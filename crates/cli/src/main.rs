@@ -75,18 +75,37 @@ fn main() -> ExitCode {
                 eprintln!("plangate: {usage}");
                 return ExitCode::from(EXIT_CONFIG);
             }
-            // The reader of stdout went away (`| head`): end quietly, as
-            // the default SIGPIPE would (see `output`).
+            // The reader of stdout went away (`| head`): end quietly, with
+            // success (see `output`).
             if e.chain().any(|c| {
                 c.downcast_ref::<std::io::Error>()
                     .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
             }) {
                 return ExitCode::from(output::BROKEN_PIPE_STATUS);
             }
-            eprintln!("plangate: {e:#}");
+            eprintln!("plangate: {}", chain_text(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// An error and its causes as one line, `context: cause: cause`, leaving
+/// out a cause whose text the line already ends with (an error that
+/// prints its source, as the store's i/o errors do, would otherwise say
+/// the operating system's message twice).
+fn chain_text(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.ends_with(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
 }
 
 /// Logs go to stderr only: over stdio, stdout is the MCP protocol.
@@ -158,7 +177,7 @@ async fn run(cli: Cli) -> Result<()> {
             }
         }
         Command::Config(ConfigCommand::Check { source, json }) => {
-            let config = load_config(&source, &data_dir)?;
+            let config = config_to_call(&source, &data_dir).await?;
             // The pins, when the store can be read, so changed definitions
             // are flagged; config check works without a store too.
             let pins = match open_store(&data_dir).await {
@@ -183,7 +202,7 @@ async fn run(cli: Cli) -> Result<()> {
             effect,
             json,
         }) => {
-            let config = load_config(&source, &data_dir)?;
+            let config = config_to_call(&source, &data_dir).await?;
             let test = policy::Test {
                 key: &key,
                 tool: &tool,
@@ -214,7 +233,8 @@ async fn run(cli: Cli) -> Result<()> {
                     }) =>
                 {
                     eprintln!(
-                        "note: the config was not loaded ({e:#}); `plan` and `default` need none"
+                        "note: the config was not loaded ({}); `plan` and `default` need none",
+                        chain_text(&e)
                     );
                     plangate_config::Config::new(
                         plangate_config::ConfigSource::Builtin("built-in modes only"),
@@ -322,7 +342,7 @@ async fn plans_command(cmd: PlansCommand, data_dir: &Path) -> Result<()> {
             revision,
             json,
         } => {
-            let config = load_config(&source, data_dir)?;
+            let config = config_to_call(&source, data_dir).await?;
             let store = open_store(data_dir).await?;
             let material = key_material(data_dir)?;
             let change = plans::Amendment {
@@ -350,7 +370,7 @@ async fn plans_command(cmd: PlansCommand, data_dir: &Path) -> Result<()> {
             step,
             json,
         } => {
-            let config = load_config(&source, data_dir)?;
+            let config = config_to_call(&source, data_dir).await?;
             let store = open_store(data_dir).await?;
             let material = key_material(data_dir)?;
             plans::retry(config, store, material, &key, &step, json).await
@@ -380,7 +400,7 @@ async fn plans_command(cmd: PlansCommand, data_dir: &Path) -> Result<()> {
             steps,
             json,
         } => {
-            let config = load_config(&source, data_dir)?;
+            let config = config_to_call(&source, data_dir).await?;
             let store = open_store(data_dir).await?;
             let material = key_material(data_dir)?;
             plans::apply_cmd(
@@ -451,6 +471,46 @@ fn load_config(source: &ConfigSourceArgs, data_dir: &Path) -> Result<Config> {
     ))
 }
 
+/// The config for a command that calls upstreams (`plans apply|retry`,
+/// `config check`). When none was found and the data dir's plans name
+/// upstreams the embedded demo site does not have, starting the demo would
+/// answer for the wrong servers (and leave its state file in the data
+/// dir): the command refuses and says which config to pass.
+async fn config_to_call(source: &ConfigSourceArgs, data_dir: &Path) -> Result<Config> {
+    let config = load_config(source, data_dir)?;
+    if !matches!(config.source, plangate_config::ConfigSource::Builtin(_)) {
+        return Ok(config);
+    }
+    // Nothing to compare with when there is no store yet.
+    let Ok(store) = open_store(data_dir).await else {
+        return Ok(config);
+    };
+    let log = plangate_gateway::key_log::KeyLog::new(store.clone());
+    let mut named = std::collections::BTreeSet::new();
+    for key_id in store.keys_with_events().await? {
+        let Ok(state) = log.state(&key_id).await else {
+            continue;
+        };
+        named.extend(
+            state
+                .steps
+                .iter()
+                .map(|s| s.record.server.clone())
+                .filter(|u| !config.upstreams.contains_key(u)),
+        );
+    }
+    if named.is_empty() {
+        return Ok(config);
+    }
+    let named: Vec<String> = named.into_iter().map(|u| format!("{u:?}")).collect();
+    Err(commands::UsageError(format!(
+        "no config was found (no --config, --mcp-config, PLANGATE_CONFIG or ./plangate.toml here), and the plans in data dir {} name upstream(s) {} that the embedded demo site does not have: pass the config `plangate serve` was given, e.g. --config /path/to/plangate.toml or --mcp-config /path/to/mcp.json",
+        data_dir.display(),
+        named.join(", ")
+    ))
+    .into())
+}
+
 async fn serve(args: ServeArgs, data_dir: &Path) -> Result<()> {
     // Listed as an upstream of a plangate (the marker it sets on what it
     // starts): serving would start the same config again, and again.
@@ -460,6 +520,12 @@ async fn serve(args: ServeArgs, data_dir: &Path) -> Result<()> {
         ))
         .into());
     }
+    // Bind before anything starts: a port in use is the first thing said,
+    // not the last after every upstream came up.
+    let listener = match &args.http {
+        Some(addr) => Some(listen(addr).await?),
+        None => None,
+    };
     let config = load_config(&args.source, data_dir)?;
     let store = open_store(data_dir).await?;
     let material = key_material(data_dir)?;
@@ -473,11 +539,8 @@ async fn serve(args: ServeArgs, data_dir: &Path) -> Result<()> {
         tools = catalog.tools.len(),
         "plangate ready"
     );
-    let result = match args.http {
-        Some(addr) => {
-            let listener = tokio::net::TcpListener::bind(&addr)
-                .await
-                .map_err(|e| commands::UsageError(format!("cannot listen on {addr}: {e}")))?;
+    let result = match listener {
+        Some(listener) => {
             let local = listener.local_addr()?;
             eprintln!("plangate serving http://{local}/mcp");
             eprintln!(
@@ -501,6 +564,21 @@ async fn serve(args: ServeArgs, data_dir: &Path) -> Result<()> {
         }
         None => {
             let token = std::env::var("PLANGATE_KEY").ok().filter(|t| !t.is_empty());
+            // A key made with another data dir is the usual reason a
+            // stdio agent is refused: say so where the client logs stderr.
+            if let Some(token) = &token
+                && let Ok(None) = store.authenticate(token).await
+            {
+                let active = store
+                    .list_keys()
+                    .await
+                    .map(|keys| keys.iter().filter(|k| k.is_active()).count())
+                    .unwrap_or(0);
+                eprintln!(
+                    "plangate: PLANGATE_KEY is not an active key of data dir {} ({active} active key(s) there); every call will be refused. If the key was made with another --data-dir or PLANGATE_DATA_DIR (or --database), give the same one here; `plangate keys list` shows a data dir's keys",
+                    data_dir.display()
+                );
+            }
             tokio::select! {
                 r = plangate_gateway::serve_stdio(gw.clone(), token) => r.map_err(anyhow::Error::from),
                 () = wait_for_signal() => Ok(()),
@@ -509,6 +587,31 @@ async fn serve(args: ServeArgs, data_dir: &Path) -> Result<()> {
     };
     gw.shutdown().await;
     result
+}
+
+/// Binds `--http ADDR`, with errors that say what to give instead: a bare
+/// port gets the address forms it could mean, a port in use says so.
+async fn listen(addr: &str) -> Result<tokio::net::TcpListener> {
+    if !addr.is_empty() && addr.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(commands::UsageError(format!(
+            "--http {addr}: give an address with the port, e.g. 127.0.0.1:{addr} (this machine only) or 0.0.0.0:{addr} (every interface)"
+        ))
+        .into());
+    }
+    tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        let why = match e.kind() {
+            std::io::ErrorKind::AddrInUse => format!(
+                "another process is already listening there: stop it, or choose another port (e.g. {})",
+                addr.rsplit_once(':')
+                    .map_or_else(|| "127.0.0.1:0".to_owned(), |(host, _)| format!("{host}:0 for any free one"))
+            ),
+            std::io::ErrorKind::InvalidInput => {
+                "not an address: use HOST:PORT, e.g. 127.0.0.1:7070".to_owned()
+            }
+            _ => e.to_string(),
+        };
+        commands::UsageError(format!("cannot listen on {addr}: {why}")).into()
+    })
 }
 
 async fn wait_for_signal() {
@@ -533,9 +636,7 @@ async fn demo_site(args: DemoSiteArgs) -> Result<()> {
     match args.http {
         None => plangate_demo_site::serve_stdio(state).await,
         Some(addr) => {
-            let listener = tokio::net::TcpListener::bind(&addr)
-                .await
-                .map_err(|e| commands::UsageError(format!("cannot listen on {addr}: {e}")))?;
+            let listener = listen(&addr).await?;
             eprintln!(
                 "demo-site listening on http://{}/mcp",
                 listener.local_addr()?

@@ -1,13 +1,15 @@
 //! What the CLI prints on stdout. A reader that goes away (`plangate plans
-//! list | head -1`) ends the command the way the default `SIGPIPE` would —
-//! quietly, exit status 141 — instead of a panic in `println!` (Rust ignores
-//! `SIGPIPE`, so a write to a closed pipe is an error to handle).
+//! list | head -1`) ends the command quietly with status 0 — the reader
+//! took what it wanted, so a script under `set -o pipefail` does not fail
+//! — instead of a panic in `println!` (Rust ignores `SIGPIPE`, so a write
+//! to a closed pipe is an error to handle).
 
 use std::fmt;
 use std::io::{ErrorKind, Write};
 
-/// The exit status of a process the shell saw killed by `SIGPIPE`.
-pub const BROKEN_PIPE_STATUS: u8 = 128 + 13;
+/// The exit status when stdout's reader went away: success, since the
+/// reader chose to stop reading.
+pub const BROKEN_PIPE_STATUS: u8 = 0;
 
 /// Writes one line to stdout.
 pub fn line(args: fmt::Arguments<'_>) {

@@ -208,6 +208,13 @@ pub async fn list(config: &Config, store: Arc<dyn Store>, as_json: bool) -> Resu
         let in_force = config.modes.in_force(&state);
         let mode = &in_force.spec;
         let get = |s: StepStatus| count(&state, s);
+        // Waiting steps a person's yes covers (a plan key's own yes never
+        // counts), as `plans show` and `get_plan` say.
+        let covered = rules::approved_steps(&state, &key.id, key.scope);
+        let approved = state
+            .planned_steps()
+            .filter(|s| covered.contains(s.record.step_id.as_str()))
+            .count();
         rows.push(json!({
             "key": key.name,
             "key_id": key.id,
@@ -217,6 +224,7 @@ pub async fn list(config: &Config, store: Arc<dyn Store>, as_json: bool) -> Resu
             "plan_mode": mode.plan_mode(),
             "mode_locked": in_force.locked_by,
             "waiting": get(StepStatus::Planned),
+            "approved": approved,
             "running": get(StepStatus::Running),
             "failed": get(StepStatus::Failed),
             "in_doubt": get(StepStatus::InDoubt),
@@ -233,7 +241,7 @@ pub async fn list(config: &Config, store: Arc<dyn Store>, as_json: bool) -> Resu
         );
         return Ok(());
     }
-    let table: Vec<[String; 8]> = rows
+    let table: Vec<[String; 9]> = rows
         .iter()
         .map(|r| {
             let name = r["key"].as_str().unwrap_or_default();
@@ -251,6 +259,12 @@ pub async fn list(config: &Config, store: Arc<dyn Store>, as_json: bool) -> Resu
                     None => r["mode"].as_str().unwrap_or_default().to_owned(),
                 },
                 r["waiting"].to_string(),
+                match (r["approved"].as_u64(), r["waiting"].as_u64()) {
+                    (Some(0), _) | (_, Some(0)) => "-".to_owned(),
+                    (Some(a), Some(w)) if a == w => "all".to_owned(),
+                    (Some(a), Some(w)) => format!("{a} of {w}"),
+                    _ => "-".to_owned(),
+                },
                 r["running"].to_string(),
                 r["failed"].to_string(),
                 r["in_doubt"].to_string(),
@@ -267,6 +281,7 @@ pub async fn list(config: &Config, store: Arc<dyn Store>, as_json: bool) -> Resu
             "KEY",
             "MODE",
             "WAITING",
+            "APPROVED",
             "RUNNING",
             "FAILED",
             "IN DOUBT",

@@ -714,6 +714,20 @@ async fn no_other_key_and_no_anonymous_caller_can_answer_cancel_read_or_close_a_
     assert_eq!(menu_labels(&site(&scratch)), ["Home", "About", "Contact"]);
     let plan = as_a(r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"plangate_get_plan","arguments":{}}}"#.into()).await.unwrap().text().await.unwrap();
     assert!(plan.contains("\"pending_steps\":1"), "{plan}");
+
+    // Its owner ends the session: 204, the session gone (HTTP clients
+    // such as the Python SDK warn on anything but 200 or 204).
+    let ended = http
+        .delete(&url)
+        .bearer_auth(&a)
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ended.status(), 204);
+    let after = as_a(r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"plangate_get_plan","arguments":{}}}"#.into()).await.unwrap();
+    assert_eq!(after.status(), 404, "the session is gone");
 }
 
 #[tokio::test]

@@ -100,6 +100,15 @@ async fn a_person_approves_some_steps_rejects_one_amends_one_and_apply_runs_exac
             "{s}: {plan}"
         );
     }
+    // `plans list` says how far the approvals go.
+    let listed = op_json(&w.scratch, &["plans", "list", "--json"]);
+    assert_eq!(listed[0]["waiting"], 5, "{listed}");
+    assert_eq!(listed[0]["approved"], 4, "{listed}");
+    let table = op_ok(&w.scratch, &["plans", "list"]);
+    assert!(
+        table.contains("APPROVED") && table.contains("4 of 5"),
+        "{table}"
+    );
 
     // d rejected with a reason; e amended, which ends its approval.
     op_ok(

@@ -187,13 +187,20 @@ impl<'a> Checker<'a> {
         t
     }
 
-    /// Records every key of `entries` not in `allowed`.
+    /// Records every key of `entries` not in `allowed`, with the allowed
+    /// key it was probably meant to be.
     pub(crate) fn unknown_keys<N>(&mut self, key: &str, entries: &[(&str, &N)], allowed: &[&str]) {
         for (k, _) in entries {
             if !allowed.contains(k) {
+                let hint = did_you_mean(k, allowed)
+                    .map(|m| format!("did you mean {m:?}? "))
+                    .unwrap_or_default();
                 self.error(
                     &child(key, k),
-                    format!("unknown key {k:?}: allowed keys are {}", list(allowed)),
+                    format!(
+                        "unknown key {k:?}: {hint}allowed keys are {}",
+                        list(allowed)
+                    ),
                 );
             }
         }
@@ -541,5 +548,62 @@ mod tests {
         assert_eq!(child("upstreams", "my.server"), "upstreams.\"my.server\"");
         assert_eq!(index("upstreams.site.args", 2), "upstreams.site.args[2]");
         assert_eq!(list(&["a", "b", "c"]), "a, b and c");
+    }
+}
+
+/// The word of `known` that `word` most likely misspells: the same but for
+/// case, or at most two edits away (one for short words) — insertions,
+/// deletions, substitutions, or two letters swapped.
+pub(crate) fn did_you_mean<'k>(word: &str, known: &[&'k str]) -> Option<&'k str> {
+    let lower = word.to_ascii_lowercase();
+    let limit = if word.chars().count() <= 4 { 1 } else { 2 };
+    known
+        .iter()
+        .map(|k| (k, edit_distance(&lower, &k.to_ascii_lowercase())))
+        .filter(|(_, d)| *d <= limit)
+        .min_by_key(|(_, d)| *d)
+        .map(|(k, _)| *k)
+}
+
+/// Optimal string alignment distance: Levenshtein plus adjacent swaps.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = best;
+        }
+    }
+    d[a.len()][b.len()]
+}
+
+#[cfg(test)]
+mod spelling_tests {
+    use super::did_you_mean;
+
+    #[test]
+    fn a_misspelt_key_is_matched_to_the_one_meant() {
+        let known = ["command", "args", "env", "cwd", "url", "headers"];
+        assert_eq!(did_you_mean("comand", &known), Some("command"));
+        assert_eq!(did_you_mean("Command", &known), Some("command"));
+        assert_eq!(did_you_mean("agrs", &known), Some("args"));
+        assert_eq!(did_you_mean("header", &known), Some("headers"));
+        assert_eq!(did_you_mean("autoApprove", &known), None);
+        assert_eq!(did_you_mean("timeout", &known), None);
+        assert_eq!(did_you_mean("type", &known), None);
     }
 }

@@ -16,6 +16,24 @@ use crate::env::Env;
 use crate::error::ConfigErrors;
 use crate::model::{Config, ConfigSource, UpstreamConfig};
 
+/// The fields of a server entry plangate reads.
+const KNOWN_FIELDS: [&str; 10] = [
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "type",
+    "transport",
+    "disabled",
+    "envFile",
+];
+
+/// Other clients' fields that are near one plangate reads but mean
+/// something else: never taken for a misspelling.
+const IGNORED_FIELDS: [&str; 1] = ["enabled"];
+
 const SSE_MESSAGE: &str = "legacy SSE-only upstreams are not supported: use the server's Streamable HTTP endpoint (often ending in /mcp) with \"type\": \"http\"";
 
 /// Parses and validates the text of an MCP client's JSON config
@@ -120,6 +138,21 @@ fn server(
     };
     let entries = c.table(key, node, "an object")?;
     let get = |k: &str| entries.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+    // Fields of other clients are ignored, but one that misspells a field
+    // plangate reads (`"comand"`) would silently drop what it says.
+    for (field, _) in &entries {
+        if KNOWN_FIELDS.contains(field) || IGNORED_FIELDS.contains(field) {
+            continue;
+        }
+        if let Some(meant) = crate::check::did_you_mean(field, &KNOWN_FIELDS)
+            && get(meant).is_none()
+        {
+            c.error(
+                &child(key, field),
+                format!("unknown field {field:?}: did you mean {meant:?}?"),
+            );
+        }
+    }
     if get("envFile").is_some() {
         c.error(
             &child(key, "envFile"),

@@ -1771,3 +1771,35 @@ outcome = "ask"
         &["rules[0].when", "not CEL"],
     );
 }
+
+#[test]
+fn a_misspelt_field_of_a_server_entry_is_named_with_the_one_meant() {
+    let errors = json_err(r#"{"mcpServers": {"fs": {"comand": "npx", "args": []}}}"#);
+    assert_eq!(
+        error_at(&errors, "mcpServers.fs.comand"),
+        "unknown field \"comand\": did you mean \"command\"?"
+    );
+    // Other clients' own fields stay ignored, and so does a near miss
+    // beside the field itself.
+    json_ok(
+        r#"{"mcpServers": {"fs": {"command": "npx", "comand": "x", "autoApprove": [], "timeout": 5}}}"#,
+    );
+    let errors = toml_err("[upstreams.fs]\ncomand = \"npx\"\n");
+    let message = error_at(&errors, "upstreams.fs.comand");
+    assert!(
+        message.starts_with("unknown key \"comand\": did you mean \"command\"? allowed keys are"),
+        "{message}"
+    );
+}
+
+#[test]
+fn json_given_as_plangate_toml_points_at_mcp_config() {
+    let errors = toml_err("{\n  \"mcpServers\": {}\n}\n");
+    let message = error_at(&errors, "");
+    assert!(
+        message.starts_with("toml syntax error at line 1"),
+        "{message}"
+    );
+    assert!(message.contains("looks like JSON"), "{message}");
+    assert!(message.contains("--mcp-config FILE"), "{message}");
+}

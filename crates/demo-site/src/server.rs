@@ -72,6 +72,22 @@ impl DemoSite {
                 SiteState::load(&path)?;
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // Its directory too (owner-only): the demo's state lives in
+                // plangate's data dir, which a first command may not have
+                // made yet.
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    let mut builder = std::fs::DirBuilder::new();
+                    builder.recursive(true);
+                    #[cfg(unix)]
+                    {
+                        use std::os::unix::fs::DirBuilderExt;
+                        builder.mode(0o700);
+                    }
+                    builder.create(dir).map_err(|source| DemoError::Io {
+                        path: dir.to_path_buf(),
+                        source,
+                    })?;
+                }
                 SiteState::seed().save(&path)?;
             }
             Err(source) => return Err(DemoError::Io { path, source }),

@@ -468,6 +468,23 @@ async fn corrupt_state_file_is_an_error_not_a_reseed() {
 }
 
 #[tokio::test]
+async fn a_state_file_in_a_directory_not_made_yet_is_seeded_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("data/dir/site.json");
+    DemoSite::open(&path).unwrap();
+    assert!(state(&path)["pages"].is_array() || state(&path)["pages"].is_object());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path().join("data/dir"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700);
+    }
+}
+
+#[tokio::test]
 async fn pages_are_readable_as_resources() {
     let h = harness().await;
     let resources = h.client.list_all_resources().await.unwrap();

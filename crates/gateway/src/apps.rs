@@ -146,7 +146,9 @@ pub fn catalog(config: &Config) -> Value {
         .map(tool_json)
         .collect();
     let response = read_view_json();
-    let versions: Vec<Value> = ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25)
+    // The front negotiates every revision rmcp knows (its default
+    // `supported_protocol_versions`), 2026-07-28 included.
+    let versions: Vec<Value> = ProtocolVersion::KNOWN_VERSIONS
         .iter()
         .map(|v| json!(v.to_string()))
         .collect();

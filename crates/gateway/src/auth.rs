@@ -76,7 +76,7 @@ impl Denied {
     pub fn message(self, transport: &str) -> String {
         let how = match transport {
             "stdio" => {
-                "create one with `plangate keys create --name NAME --scope plan` (plan: its writes wait for a person's approval) and set it as PLANGATE_KEY in the environment of `plangate serve` (in your client's MCP server config)"
+                "create one with `plangate keys create --name NAME --scope plan` (plan: its writes wait for a person's approval) and set it as PLANGATE_KEY in the environment of `plangate serve` (in your client's MCP server config); a key made with another data dir is unknown here, so give `plangate serve` the same --data-dir or PLANGATE_DATA_DIR (its log names the one it uses)"
             }
             _ => {
                 "create one with `plangate keys create --name NAME --scope plan` (plan: its writes wait for a person's approval) and send it as `Authorization: Bearer <key>`"

@@ -237,11 +237,16 @@ pub async fn bind(
                     return next.run(request).await;
                 }
             }
-            let response = next.run(request).await;
-            let closed = (method == Method::DELETE && response.status().is_success())
-                || response.status() == StatusCode::NOT_FOUND;
-            if closed {
+            let mut response = next.run(request).await;
+            let ended = method == Method::DELETE && response.status().is_success();
+            if ended || response.status() == StatusCode::NOT_FOUND {
                 sessions.forget(&session);
+            }
+            // The session is gone when the answer leaves: 204, as HTTP
+            // clients expect of a DELETE that is done, not rmcp's 202
+            // ("accepted, still to happen").
+            if ended && response.status() == StatusCode::ACCEPTED {
+                *response.status_mut() = StatusCode::NO_CONTENT;
             }
             response
         }

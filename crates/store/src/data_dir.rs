@@ -57,6 +57,17 @@ impl DataDir {
     /// owner-only, with a warning that says so.
     pub fn open(path: impl Into<PathBuf>) -> Result<DataDir, StoreError> {
         let path = path.into();
+        // A file where the directory (or one of its parents) should be:
+        // say so, not the operating system's "File exists".
+        if let Some(file) = path
+            .ancestors()
+            .find(|a| a.exists())
+            .filter(|a| !a.is_dir())
+        {
+            return Err(StoreError::NotADirectory {
+                path: file.to_path_buf(),
+            });
+        }
         create_private_dir(&path).map_err(|e| StoreError::io(&path, e))?;
         #[cfg(unix)]
         trust::check_dir(&path)?;
@@ -429,6 +440,23 @@ mod tests {
         let dir = DataDir::open(tmp.path().join("a/b")).expect("open");
         assert!(dir.path().is_dir());
         assert_eq!(dir.sqlite_path(), tmp.path().join("a/b/plangate.db"));
+    }
+
+    #[test]
+    fn a_file_where_the_data_dir_should_be_is_named_as_such() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let file = tmp.path().join("f");
+        fs::write(&file, "x").expect("write");
+        for path in [file.clone(), file.join("below")] {
+            let err = DataDir::open(&path).expect_err("a file is no data dir");
+            assert_eq!(err.code(), "data_dir_not_a_directory");
+            let text = err.to_string();
+            assert!(
+                text.starts_with(&format!("{} is a file", file.display())),
+                "{text}"
+            );
+            assert!(!text.contains("os error"), "{text}");
+        }
     }
 
     #[cfg(unix)]

@@ -78,6 +78,13 @@ pub enum StoreError {
         /// What is wrong and what to do about it.
         reason: String,
     },
+    /// The data dir names a file, or lies under one: a data dir is a
+    /// directory (created when missing).
+    #[error("{path} is a file, not a directory: the data dir must be a directory (plangate creates it when it does not exist); pass another --data-dir or PLANGATE_DATA_DIR", path = path.display())]
+    NotADirectory {
+        /// The file in the way.
+        path: PathBuf,
+    },
     /// The operating system's random number generator failed.
     #[error("the operating system's random number generator failed: {0}")]
     Random(String),
@@ -166,6 +173,7 @@ impl StoreError {
             StoreError::BadKeyMaterial { .. } => "bad_key_material",
             StoreError::KeyFileInvalid { .. } => "key_file_invalid",
             StoreError::Untrusted { .. } => "untrusted_data_dir",
+            StoreError::NotADirectory { .. } => "data_dir_not_a_directory",
             StoreError::Random(_) => "random_unavailable",
             StoreError::WalUnavailable { .. } => "wal_unavailable",
             StoreError::SchemaTooNew { .. } => "schema_too_new",

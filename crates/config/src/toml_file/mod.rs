@@ -169,6 +169,14 @@ fn syntax_error(text: &str, origin: &Path, e: &toml::de::Error) -> ConfigErrors 
         }
         None => format!("toml syntax error: {message}"),
     };
+    // A client's JSON given where plangate.toml belongs.
+    let message = if text.trim_start().starts_with('{') {
+        format!(
+            "{message} (this looks like JSON: an MCP client's config, {{\"mcpServers\": …}} or {{\"servers\": …}}, is given with --mcp-config FILE, not --config)"
+        )
+    } else {
+        message
+    };
     ConfigErrors::single(origin.to_path_buf(), "", message)
 }
 
