@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 #[derive(Parser, Debug)]
 #[command(
     name = "plangate",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("PLANGATE_COMMIT"), ")"),
     about = "An MCP gateway that gives any MCP server an enforced plan mode."
 )]
 pub(crate) struct Cli {
@@ -56,6 +56,20 @@ pub(crate) enum Command {
     Config(ConfigCommand),
     /// Run the demo website as an MCP server (the embedded demo upstream).
     DemoSite(DemoSiteArgs),
+    /// Print the shell completion script: `source <(plangate completions
+    /// bash)`, or save it where your shell loads completions from.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), or write one page per command into
+    /// --dir: `plangate man | man -l -`.
+    Man {
+        /// Write plangate.1 and a page per subcommand here instead.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// A counting MCP server for race and crash trials: records every
     /// delivery of its `bump` tool in a log file (stdio only).
     #[command(hide = true)]

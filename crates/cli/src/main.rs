@@ -213,6 +213,31 @@ async fn run(cli: Cli) -> Result<()> {
             policy::test(config, store, key_material(&data_dir)?, test, json).await
         }
         Command::DemoSite(args) => demo_site(args).await,
+        Command::Completions { shell } => {
+            use clap::CommandFactory as _;
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "plangate", &mut out);
+            output::write_all(&out)
+        }
+        Command::Man { dir } => {
+            use clap::CommandFactory as _;
+            let command = Cli::command();
+            match dir {
+                Some(dir) => {
+                    std::fs::create_dir_all(&dir)
+                        .with_context(|| format!("cannot create {}", dir.display()))?;
+                    clap_mangen::generate_to(command, &dir)
+                        .with_context(|| format!("cannot write pages into {}", dir.display()))?;
+                    eprintln!("wrote the manual pages into {}", dir.display());
+                    Ok(())
+                }
+                None => {
+                    let mut out = Vec::new();
+                    clap_mangen::Man::new(command).render(&mut out)?;
+                    output::write_all(&out)
+                }
+            }
+        }
         Command::CountingUpstream { log } => plangate_demo_site::counting::serve_stdio(log).await,
         Command::Mode(ModeCommand::Set {
             source,

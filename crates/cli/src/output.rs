@@ -25,6 +25,18 @@ pub fn line(args: fmt::Arguments<'_>) {
     }
 }
 
+/// Writes `bytes` to stdout as they are (a completion script, a manual
+/// page), ending quietly like [`line()`] when the reader went away.
+pub fn write_all(bytes: &[u8]) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == ErrorKind::BrokenPipe => {
+            std::process::exit(i32::from(BROKEN_PIPE_STATUS))
+        }
+        other => Ok(other?),
+    }
+}
+
 /// `println!` for the CLI's output: see [`line()`].
 macro_rules! outln {
     () => {
