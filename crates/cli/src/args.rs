@@ -56,6 +56,38 @@ pub(crate) enum Command {
     Config(ConfigCommand),
     /// Run the demo website as an MCP server (the embedded demo upstream).
     DemoSite(DemoSiteArgs),
+    /// Put plangate in front of the MCP servers a client (Claude Desktop,
+    /// Cursor, Claude Code, VS Code) already has: they move into a plangate
+    /// config, and the client's file gets one entry that starts plangate
+    /// with a new key. `--dry-run` shows both changes first; `plangate
+    /// unwrap` puts the file back.
+    Wrap {
+        #[command(flatten)]
+        target: WrapTarget,
+        /// The scope of the key the client gets.
+        #[arg(long, value_enum, default_value = "plan")]
+        scope: ScopeArg,
+        /// The key's name (default: the client's, e.g. `cursor`).
+        #[arg(long, value_name = "NAME")]
+        key_name: Option<String>,
+        /// Where the plangate config goes (default: DATA_DIR/wrapped/).
+        #[arg(long, value_name = "FILE")]
+        to: Option<PathBuf>,
+        /// Print the diff of both files; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Take plangate out again: the client's file gets back exactly what
+    /// `wrap` found (or, when the client changed the file since, its
+    /// servers, keeping the rest). The key and the plangate config stay.
+    Unwrap {
+        #[command(flatten)]
+        target: WrapTarget,
+        /// Restore the original even though the server map was changed
+        /// since wrap (the current file is saved beside it first).
+        #[arg(long)]
+        force: bool,
+    },
     /// Print the shell completion script: `source <(plangate completions
     /// bash)`, or save it where your shell loads completions from.
     Completions {
@@ -392,6 +424,24 @@ pub(crate) enum ModeCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// Which client file `wrap` and `unwrap` work on.
+#[derive(Args, Debug)]
+pub(crate) struct WrapTarget {
+    /// The client's config file.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) from: Option<PathBuf>,
+    /// The client, to find its file in its documented place:
+    /// claude-desktop, cursor, claude-code or vscode (default: whichever
+    /// one has servers).
+    #[arg(long, value_name = "CLIENT", conflicts_with = "from", value_parser = ["claude-desktop", "cursor", "claude-code", "vscode"])]
+    pub(crate) client: Option<String>,
+    /// The project whose files (.mcp.json, .cursor/mcp.json,
+    /// .vscode/mcp.json, or its entry in ~/.claude.json) are meant
+    /// (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) project: Option<PathBuf>,
 }
 
 /// Where the upstream configuration comes from.

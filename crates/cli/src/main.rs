@@ -29,6 +29,7 @@ mod plans;
 mod policy;
 mod preview_text;
 mod tools;
+mod wrap;
 
 /// Exit code for bad configuration or usage.
 const EXIT_CONFIG: u8 = 2;
@@ -213,6 +214,34 @@ async fn run(cli: Cli) -> Result<()> {
             policy::test(config, store, key_material(&data_dir)?, test, json).await
         }
         Command::DemoSite(args) => demo_site(args).await,
+        Command::Wrap {
+            target,
+            scope,
+            key_name,
+            to,
+            dry_run,
+        } => {
+            let args = wrap::Wrap {
+                target: wrap::Target {
+                    from: target.from,
+                    client: target.client,
+                    project: target.project,
+                },
+                scope: scope.into(),
+                key_name,
+                to,
+                dry_run,
+            };
+            wrap::wrap(args, &data_dir, async || open_store(&data_dir).await).await
+        }
+        Command::Unwrap { target, force } => {
+            let target = wrap::Target {
+                from: target.from,
+                client: target.client,
+                project: target.project,
+            };
+            wrap::unwrap(target, force, &data_dir).await
+        }
         Command::Completions { shell } => {
             use clap::CommandFactory as _;
             let mut out = Vec::new();

@@ -24,6 +24,7 @@
 #![doc = include_str!("../../../docs/config.md")]
 
 mod check;
+pub mod clients;
 mod demo;
 mod duration;
 pub use duration::{format_duration, parse_duration};

@@ -259,7 +259,7 @@ fn kind(
 /// JSON with comments (`//`, `/* */`) and trailing commas, as VS Code
 /// accepts, turned into plain JSON. Removed characters become spaces and
 /// newlines stay, so syntax errors keep their line and column.
-fn strip_jsonc(text: &str) -> String {
+pub(crate) fn strip_jsonc(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
     let mut in_string = false;
