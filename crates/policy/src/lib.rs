@@ -230,6 +230,21 @@ impl Guard {
             values.iter().any(|v| v == value)
         })
     }
+
+    /// [`Guard::admits`] for a call whose mode is not known yet: only the
+    /// tool's names and effect are compared.
+    fn admits_tool(&self, tool: &Tool<'_>) -> bool {
+        self.allowed.iter().all(|(var, values)| {
+            let value = match *var {
+                "tool" => tool.tool,
+                "upstream" => tool.upstream,
+                "exposed" => tool.exposed,
+                "effect" => tool.effect.as_str(),
+                _ => return true,
+            };
+            values.iter().any(|v| v == value)
+        })
+    }
 }
 
 /// Comparisons in `expr` that can never hold, as errors: a guarded
@@ -373,6 +388,19 @@ pub struct Matched<'p> {
     pub error: Option<String>,
 }
 
+/// The tool of a call, before anything else about the call is known.
+#[derive(Debug, Clone, Copy)]
+pub struct Tool<'a> {
+    /// The upstream.
+    pub upstream: &'a str,
+    /// The upstream's own tool name.
+    pub tool: &'a str,
+    /// The name the agent called.
+    pub exposed: &'a str,
+    /// The tool's effect class.
+    pub effect: Effect,
+}
+
 /// One call, as the rules see it.
 #[derive(Debug, Clone, Copy)]
 pub struct Call<'a> {
@@ -463,6 +491,16 @@ impl Policy {
     /// Whether there are no rules (dispatch then skips evaluation).
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
+    }
+
+    /// Whether any rule could decide a call of `tool`, whatever its
+    /// caller, mode and arguments: false when every rule's condition says
+    /// outright that it is about other tools (`tool == '…'`, `upstream in
+    /// […]`, `effect == '…'`). Dispatch then skips the rules — and reading
+    /// the key's mode they might need — so rules about other tools cost a
+    /// call nothing.
+    pub fn may_decide(&self, tool: &Tool<'_>) -> bool {
+        self.rules.iter().any(|rule| rule.guard.admits_tool(tool))
     }
 
     /// How many rules there are.
@@ -1146,5 +1184,36 @@ mod tests {
         // The next call resolves afresh: a link may have changed since.
         assert_eq!(policy.decide(&c, counting.clone()), None);
         assert_eq!(counting.0.load(std::sync::atomic::Ordering::Relaxed), 4);
+    }
+
+    #[test]
+    fn rules_about_other_tools_are_known_not_to_decide_before_the_mode_is_read() {
+        let tool = |name: &'static str, effect| Tool {
+            upstream: "fs",
+            tool: name,
+            exposed: name,
+            effect,
+        };
+        let named = Policy::compile(
+            &[
+                rule("moves", "tool == 'move_file' && mode == 'plan'", "ask"),
+                rule(
+                    "writes",
+                    "effect == 'write' && glob(arguments.path, '/x/**')",
+                    "run",
+                ),
+            ],
+            &modes(),
+        )
+        .unwrap();
+        assert!(named.may_decide(&tool("move_file", Effect::Destructive)));
+        assert!(named.may_decide(&tool("write_file", Effect::Write)));
+        assert!(!named.may_decide(&tool("read_file", Effect::Read)));
+        let unnamed = Policy::compile(
+            &[rule("any", "glob(arguments.path, '/x/**')", "plan")],
+            &modes(),
+        )
+        .unwrap();
+        assert!(unnamed.may_decide(&tool("read_file", Effect::Read)));
     }
 }

@@ -118,7 +118,14 @@ impl GatewayHandler {
             Caller::Key(key) => CallerScope::Key(key.scope),
             Caller::Anonymous => CallerScope::Anonymous,
         };
-        let ruled = !self.gw.policy().is_empty();
+        // Rules about other tools (a guard says so) cost nothing here.
+        let ruled = !self.gw.policy().is_empty()
+            && self.gw.policy().may_decide(&plangate_policy::Tool {
+                upstream: &tool.upstream,
+                tool: &tool.original,
+                exposed: &tool.exposed,
+                effect: tool.effect,
+            });
         let key = match (&caller, decide_before_state(tool.effect, scope)) {
             (Caller::Key(key), _) if ruled => key,
             (Caller::Anonymous, _) if ruled => {
