@@ -24,6 +24,7 @@ mod audit;
 mod catalog;
 mod commands;
 mod demo;
+mod otel;
 mod output;
 mod plans;
 mod policy;
@@ -40,7 +41,6 @@ fn main() -> ExitCode {
         Command::Serve(_) => "info,rmcp=warn",
         _ => "warn",
     };
-    init_tracing(cli.log_format, default_filter);
     // A stdio server has one client: one worker thread serves it without
     // handing each message between threads (every hand-off is a thread
     // wake-up, and sixteen agents each running plangate on two cores pay
@@ -65,7 +65,27 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
+    // Traces from what serves or calls upstreams; not from the demo site
+    // or the counting upstream a plangate starts (same binary, same
+    // environment), which make no spans of their own.
+    let traced = !matches!(
+        cli.command,
+        Command::DemoSite(_)
+            | Command::CountingUpstream { .. }
+            | Command::Completions { .. }
+            | Command::Man { .. }
+    );
+    let traces = init_tracing(
+        cli.log_format,
+        default_filter,
+        traced.then(|| runtime.handle()),
+    );
+    let outcome = runtime.block_on(run(cli));
+    // The last spans go out before the process ends.
+    if let Some(provider) = traces {
+        let _ = provider.shutdown();
+    }
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             if let Some(errors) = e.downcast_ref::<ConfigErrors>() {
@@ -110,8 +130,14 @@ fn chain_text(e: &anyhow::Error) -> String {
 }
 
 /// Logs go to stderr only: over stdio, stdout is the MCP protocol.
-/// `PLANGATE_LOG` takes an `EnvFilter` directive (e.g. `debug`).
-fn init_tracing(format: LogFormat, default_filter: &str) {
+/// `PLANGATE_LOG` takes an `EnvFilter` directive (e.g. `debug`). When the
+/// environment names an OTLP collector, the gateway's spans go there too
+/// ([`otel`]); the provider returned is shut down at exit.
+fn init_tracing(
+    format: LogFormat,
+    default_filter: &str,
+    runtime: Option<&tokio::runtime::Handle>,
+) -> Option<opentelemetry_sdk::trace::SdkTracerProvider> {
     use std::io::IsTerminal;
     use tracing_subscriber::Layer as _;
     use tracing_subscriber::layer::SubscriberExt as _;
@@ -124,7 +150,10 @@ fn init_tracing(format: LogFormat, default_filter: &str) {
     // values must never reach a log line, whatever PLANGATE_LOG says.
     let no_payloads = tracing_subscriber::filter::filter_fn(|meta| {
         let target = meta.target();
-        if target == "rmcp::service" || target.starts_with("rmcp::service::") {
+        if target == plangate_gateway::telemetry::TARGET {
+            // Spans for OpenTelemetry only: log lines stay as they are.
+            false
+        } else if target == "rmcp::service" || target.starts_with("rmcp::service::") {
             *meta.level() <= tracing::Level::ERROR
         } else if target == "rmcp" || target.starts_with("rmcp::") {
             *meta.level() <= tracing::Level::WARN
@@ -140,9 +169,30 @@ fn init_tracing(format: LogFormat, default_filter: &str) {
         LogFormat::Text => layer.boxed(),
         LogFormat::Json => layer.json().boxed(),
     };
+    let provider = match runtime.filter(|_| otel::wanted()) {
+        Some(runtime) => match otel::provider(runtime.clone()) {
+            Ok(provider) => Some(provider),
+            Err(e) => {
+                eprintln!("plangate: traces are not exported: {e:#}");
+                None
+            }
+        },
+        None => None,
+    };
+    let traces = provider.as_ref().map(|provider| {
+        use opentelemetry::trace::TracerProvider as _;
+        plangate_gateway::telemetry::enable();
+        tracing_opentelemetry::layer()
+            .with_tracer(provider.tracer("plangate"))
+            .with_filter(tracing_subscriber::filter::filter_fn(|meta| {
+                meta.target() == plangate_gateway::telemetry::TARGET
+            }))
+    });
     tracing_subscriber::registry()
         .with(layer.with_filter(no_payloads).with_filter(filter))
+        .with(traces)
         .init();
+    provider
 }
 
 async fn run(cli: Cli) -> Result<()> {

@@ -42,7 +42,11 @@ pub fn router(gw: Arc<Gateway>, shutdown: CancellationToken) -> Router {
         },
     );
     let mcp = StreamableHttpService::new(
-        move || Ok(GatewayHandler::http(factory_gw.clone())),
+        move || {
+            Ok(crate::server::Traced(GatewayHandler::http(
+                factory_gw.clone(),
+            )))
+        },
         manager,
         config,
     );

@@ -50,6 +50,7 @@ pub mod session_guard;
 pub mod stdio;
 mod supervisor;
 mod sweep;
+pub mod telemetry;
 pub mod tool_pins;
 pub mod tools;
 pub mod upstream;
@@ -605,7 +606,7 @@ pub fn reserved_names(config: &Config) -> BTreeSet<String> {
 pub async fn serve_stdio(gw: Arc<Gateway>, token: Option<String>) -> Result<(), std::io::Error> {
     use rmcp::ServiceExt;
     let limit = gw.config().gateway.max_request_bytes;
-    let handler = GatewayHandler::stdio(gw, token);
+    let handler = server::Traced(GatewayHandler::stdio(gw, token));
     let (reader, writer) = stdio::transport();
     let running = handler
         .serve((limits::LineCap::new(reader, limit), writer))

@@ -513,6 +513,8 @@ pub async fn plan_write(
             "the step just recorded is not in the log",
         ));
     };
+    crate::telemetry::note("plangate.step.id", step_id.clone());
+    crate::telemetry::note("plangate.plan.digest", state.plan_digest());
     tracing::info!(
         key = %acting.key.name,
         tool = %tool.exposed,

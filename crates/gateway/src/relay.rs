@@ -17,6 +17,7 @@ use rmcp::model::{CallToolRequestParams, ProgressNotificationParam, ProgressToke
 use rmcp::service::ServiceError;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use crate::hub::Ask;
 use crate::{Gateway, Upstream};
@@ -80,6 +81,11 @@ pub fn start(
     let cancel = CancellationToken::new();
     let ct = cancel.clone();
     let up = upstream.clone();
+    let span = crate::telemetry::upstream_span(
+        upstream.name(),
+        &params.name,
+        upstream.network_transport(),
+    );
     tokio::spawn(async move {
         let hub = gw.hub();
         let mut call = hub.begin_call(up.name(), session, client_token);
@@ -121,12 +127,14 @@ pub fn start(
                         let _ = tx.send(CallEvent::Progress(p));
                     }
                     () = &mut deadline => {
+                        crate::telemetry::failed(&tracing::Span::current(), "timeout");
                         tracing::warn!(upstream = %up.name(), "no answer within call_timeout ({}s); the call was cancelled", timeout.as_secs());
                         up.cancel_request(request_id, "no answer within plangate's call_timeout").await;
                         let _ = tx.send(CallEvent::Done(Err(ServiceError::Timeout { timeout })));
                         return;
                     }
                     () = ct.cancelled() => {
+                        crate::telemetry::failed(&tracing::Span::current(), "cancelled");
                         // This request path does not cancel upstream on
                         // drop: tell the upstream by hand.
                         up.cancel_request(request_id, "cancelled by the client").await;
@@ -162,8 +170,15 @@ pub fn start(
             let _ = tx.send(CallEvent::Progress(p));
         }
         drop(call);
+        if let Err(e) = &outcome {
+            crate::telemetry::failed(&tracing::Span::current(), &crate::telemetry::service_error_kind(e));
+        } else if let Ok(ServerResult::CallToolResult(r)) = &outcome
+            && r.is_error == Some(true)
+        {
+            crate::telemetry::failed(&tracing::Span::current(), "tool_error");
+        }
         let _ = tx.send(CallEvent::Done(outcome));
-    });
+    }.instrument(span));
     Running {
         events: rx,
         upstream,

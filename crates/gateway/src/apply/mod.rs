@@ -12,6 +12,7 @@
 //! that deduplicates by it never applies a step twice even then.
 
 use std::time::Duration;
+use tracing::Instrument as _;
 
 use plangate_core::{
     Code, EventKind, KeyState, StepError, StepErrorCode, StepStatus, restore_secrets,
@@ -83,8 +84,26 @@ pub fn lease_cleanup(
         .collect()
 }
 
-/// Runs `apply_plan` for `acting`'s key and returns the receipt.
+/// Runs `apply_plan` for `acting`'s key and returns the receipt, in a
+/// span of its own (`apply_plan`, with the plan digest) when tracing is on.
 pub async fn apply_plan(
+    gw: &Gateway,
+    acting: &Acting,
+    request: ApplyRequest,
+    progress: Option<Progress>,
+    cancel: CancellationToken,
+) -> Result<CallToolResult, Refusal> {
+    let span = crate::telemetry::internal_span("apply_plan");
+    let result = apply_plan_in_span(gw, acting, request, progress, cancel)
+        .instrument(span.clone())
+        .await;
+    if let Err(refusal) = &result {
+        crate::telemetry::failed(&span, refusal.code.as_str());
+    }
+    result
+}
+
+async fn apply_plan_in_span(
     gw: &Gateway,
     acting: &Acting,
     request: ApplyRequest,
@@ -177,6 +196,8 @@ pub async fn apply_plan(
         })
         .await
         .map_err(log_failed)??;
+    crate::telemetry::note("plangate.plan.digest", digest.clone());
+    crate::telemetry::note("plangate.apply.id", apply_id.clone());
 
     let total = selected.len();
     let mut outcomes: Vec<(String, Outcome)> = Vec::new();
@@ -202,6 +223,12 @@ pub async fn apply_plan(
                 .with_message(format!("step {} of {total}: {predicted}", i + 1));
             let _ = p.peer.notify_progress(note).await;
         }
+        let step_span = crate::telemetry::internal_span("apply step");
+        if !step_span.is_none() {
+            use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+            step_span.set_attribute("plangate.step.id", step_id.clone());
+            step_span.set_attribute("plangate.plan.digest", digest.clone());
+        }
         let (outcome, recorded, after) = run_step(
             gw,
             acting,
@@ -211,7 +238,11 @@ pub async fn apply_plan(
             std::mem::take(&mut carry),
             known.take(),
         )
+        .instrument(step_span.clone())
         .await?;
+        if matches!(outcome, Outcome::Failed | Outcome::InDoubt) {
+            crate::telemetry::failed(&step_span, outcome_code(&outcome));
+        }
         carry = recorded;
         known = after;
         if matches!(outcome, Outcome::Failed | Outcome::InDoubt) && !request.continue_on_error {
@@ -580,5 +611,13 @@ async fn renew_lease(
         if let Err(e) = renewed {
             tracing::warn!(step = %step_id, "lease renewal failed: {e}");
         }
+    }
+}
+
+/// A failed step's `error.type`.
+fn outcome_code(outcome: &Outcome) -> &'static str {
+    match outcome {
+        Outcome::InDoubt => "in_doubt",
+        _ => "step_failed",
     }
 }

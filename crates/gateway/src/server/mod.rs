@@ -35,6 +35,9 @@ mod call;
 mod forward;
 mod gateway_tools;
 mod mrtr;
+mod traced;
+
+pub use traced::Traced;
 
 pub(crate) use forward::service_error;
 use forward::unavailable;

@@ -19,6 +19,7 @@ use rmcp::model::{
 use rmcp::service::{PeerRequestOptions, RequestHandle, ServiceError};
 use rmcp::{ErrorData, RoleClient};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use super::Upstream;
 use crate::metrics::{Metrics, Outcome};
@@ -89,6 +90,14 @@ impl Upstream {
         meta: Option<RequestMetaObject>,
     ) -> Result<RequestHandle<RoleClient>, ServiceError> {
         let mut options = PeerRequestOptions::no_options();
+        // The trace context of the span in force, when tracing is on.
+        let meta = if crate::telemetry::enabled() {
+            let mut meta = meta.unwrap_or_default();
+            crate::telemetry::inject(&mut meta.0.0);
+            Some(meta)
+        } else {
+            meta
+        };
         if let Some(meta) = meta {
             options = options.with_meta(meta);
         }
@@ -123,7 +132,21 @@ impl Upstream {
     ) -> Result<CallToolResult, CallError> {
         let tool = params.name.to_string();
         let started = Instant::now();
-        let answer = self.await_call(params, meta, cancel).await;
+        let span = crate::telemetry::upstream_span(self.name(), &tool, self.network_transport());
+        let answer = self
+            .await_call(params, meta, cancel)
+            .instrument(span.clone())
+            .await;
+        match &answer {
+            Ok(result) if result.is_error == Some(true) => {
+                crate::telemetry::failed(&span, "tool_error")
+            }
+            Ok(_) => {}
+            Err(CallError::Rpc(e)) => crate::telemetry::failed(&span, &e.code.0.to_string()),
+            Err(CallError::Timeout(_)) => crate::telemetry::failed(&span, "timeout"),
+            Err(CallError::Cancelled) => crate::telemetry::failed(&span, "cancelled"),
+            Err(_) => crate::telemetry::failed(&span, "upstream_unavailable"),
+        }
         let outcome = match &answer {
             Ok(result) if result.is_error == Some(true) => Outcome::ToolError,
             Ok(_) => Outcome::Ok,

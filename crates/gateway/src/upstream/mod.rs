@@ -399,6 +399,15 @@ impl std::fmt::Debug for Upstream {
 }
 
 impl Upstream {
+    /// How plangate reaches it, as OpenTelemetry's `network.transport`
+    /// says: `pipe` (a child process) or `tcp` (HTTP).
+    pub fn network_transport(&self) -> &'static str {
+        match self.config.transport {
+            plangate_config::Transport::Stdio { .. } => "pipe",
+            plangate_config::Transport::Http { .. } => "tcp",
+        }
+    }
+
     /// The upstream's configured name.
     pub fn name(&self) -> &str {
         &self.config.name
