@@ -375,18 +375,30 @@ fn build_plangate(repo: &Path) -> Result<PathBuf> {
     Ok(bin)
 }
 
-/// The commit checked out, read from `.git` without running git.
+/// The commit checked out, read from `.git` without running git: a
+/// repository's own, or a worktree's (`.git` a file naming its git dir,
+/// whose branches live in the main repository's, its `commondir`).
 fn git_commit(repo: &Path) -> Option<String> {
-    let git = repo.join(".git");
+    let mut git = repo.join(".git");
+    if let Ok(pointer) = std::fs::read_to_string(&git)
+        && let Some(dir) = pointer.trim().strip_prefix("gitdir: ")
+    {
+        git = repo.join(dir);
+    }
+    let common = std::fs::read_to_string(git.join("commondir"))
+        .map(|c| git.join(c.trim()))
+        .unwrap_or_else(|_| git.clone());
     let head = std::fs::read_to_string(git.join("HEAD")).ok()?;
     let head = head.trim();
     let Some(reference) = head.strip_prefix("ref: ") else {
         return Some(head.to_owned());
     };
-    if let Ok(c) = std::fs::read_to_string(git.join(reference)) {
-        return Some(c.trim().to_owned());
+    for dir in [&git, &common] {
+        if let Ok(c) = std::fs::read_to_string(dir.join(reference)) {
+            return Some(c.trim().to_owned());
+        }
     }
-    let packed = std::fs::read_to_string(git.join("packed-refs")).ok()?;
+    let packed = std::fs::read_to_string(common.join("packed-refs")).ok()?;
     packed
         .lines()
         .find(|l| l.ends_with(reference))
