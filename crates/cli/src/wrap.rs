@@ -588,6 +588,13 @@ pub async fn wrap(
         client.label(),
         file.display()
     );
+    if args.scope == Scope::Plan {
+        outln!(
+            "Review and run what it plans: plangate plans show --key {name}, then plangate plans apply --key {name} --config {}",
+            config_path.display(),
+            name = created.key.name,
+        );
+    }
     Ok(())
 }
 
