@@ -287,10 +287,21 @@ async fn a_client_without_a_key_is_told_how_to_create_one() {
         .await
         .unwrap();
     assert_eq!(response.status(), 401);
-    assert!(response.headers().contains_key("www-authenticate"));
+    // A challenge that is not OAuth's (plangate has no authorization
+    // server), and a JSON-RPC error body clients show as it is.
+    let challenge = response.headers()["www-authenticate"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        challenge.starts_with("ApiKey realm=\"plangate\""),
+        "{challenge}"
+    );
     let body: serde_json::Value = response.json().await.unwrap();
-    assert_eq!(body["error"], "key_required");
-    assert!(mentions(&body["message"], "plangate keys create"));
+    assert_eq!(body["jsonrpc"], "2.0", "{body}");
+    assert_eq!(body["error"]["code"], -32001, "{body}");
+    assert_eq!(body["error"]["data"]["code"], "key_required", "{body}");
+    assert!(mentions(&body["error"]["message"], "plangate keys create"));
     assert!(http_client(&gw.url(), None).await.is_err());
     assert!(
         http_client(&gw.url(), Some("pgk_not-a-real-key"))

@@ -888,18 +888,24 @@ fn http_call_without_a_bearer_is_refused_with_401() {
     let out = world.client("no_bearer", Transport::Http(&gw), &[]);
     assert_eq!(out["status"], 401, "{out}");
     assert_eq!(out["call_status"], 401, "{out}");
+    // Not a Bearer challenge: the SDK would take it for OAuth.
     assert!(
         out["www_authenticate"]
             .as_str()
             .unwrap_or_default()
-            .contains("Bearer"),
+            .starts_with("ApiKey "),
         "{out}"
     );
-    assert_eq!(out["body"]["error"], "key_required", "{out}");
-    // The SDK's own client cannot open a session either (it reports the
-    // 401 as "Server returned an error response").
+    assert_eq!(
+        out["body"]["error"]["data"]["code"], "key_required",
+        "{out}"
+    );
+    // The SDK's own client cannot open a session either, and what it
+    // reports is plangate's message: how to get a key.
     assert_ne!(out["sdk"], "connected", "the SDK connected without a key");
-    assert!(!out["sdk_errors"].as_array().unwrap().is_empty(), "{out}");
+    let errors = out["sdk_errors"].to_string();
+    assert!(errors.contains("plangate needs an API key"), "{out}");
+    assert!(errors.contains("plangate keys create"), "{out}");
     let (_, metrics) = http_get(&gw, "/metrics");
     assert!(
         !metrics.contains("plangate_tool_calls_total{"),

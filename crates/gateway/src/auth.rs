@@ -213,14 +213,31 @@ pub async fn require_caller(
                 Denied::StoreDown => StatusCode::SERVICE_UNAVAILABLE,
                 _ => StatusCode::UNAUTHORIZED,
             };
+            // A JSON-RPC error, as the same refusal is over stdio: MCP
+            // clients (the Python SDK among them) show a JSON-RPC error
+            // body of a non-2xx answer as the error of their request, so
+            // the person reads how to get a key instead of "Server returned
+            // an error response".
             let body = json!({
-                "error": denied.code(),
-                "message": denied.message("http"),
+                "jsonrpc": "2.0",
+                "id": null,
+                "error": {
+                    "code": crate::server::UNAUTHORIZED.0,
+                    "message": denied.message("http"),
+                    "data": {"code": denied.code()},
+                },
             });
             let mut response = (status, axum::Json(body)).into_response();
+            // RFC 9110 wants a challenge with a 401. Not `Bearer`: MCP
+            // clients take a Bearer challenge for OAuth and go looking for
+            // an authorization server plangate does not have (issue: OAuth
+            // is configured separately); the key is still sent as
+            // `Authorization: Bearer <key>`.
             response.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Bearer realm=\"plangate\""),
+                HeaderValue::from_static(
+                    "ApiKey realm=\"plangate\", header=\"Authorization: Bearer <key>\"",
+                ),
             );
             response
         }

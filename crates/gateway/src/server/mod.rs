@@ -45,7 +45,7 @@ use forward::unavailable;
 /// The JSON-RPC error code plangate answers when a request has no caller
 /// it could run as (no key, bad key). In the implementation-defined server
 /// range; `data.code` carries the stable name.
-const UNAUTHORIZED: ErrorCode = ErrorCode(-32001);
+pub(crate) const UNAUTHORIZED: ErrorCode = ErrorCode(-32001);
 
 /// Where a session's requests come from.
 enum Origin {
