@@ -1008,6 +1008,26 @@ fn inspector(world: &World, method_args: &[&str]) -> Value {
 }
 
 #[test]
+fn inspector_cli_without_a_key_shows_how_to_get_one_and_starts_no_oauth() {
+    let world = World::new(Options::default());
+    let gw = world.serve_http();
+    let cli = world
+        .peers
+        .js("@modelcontextprotocol/inspector/cli/build/cli.js");
+    let mut cmd = Command::new("node");
+    cmd.arg(cli)
+        .arg("--cli")
+        .arg(gw.url())
+        .args(["--transport", "http", "--method", "tools/list"]);
+    let (status, stdout, stderr) = run(&mut cmd, "the Inspector CLI");
+    assert!(!status.success(), "connected without a key:\n{stdout}");
+    let said = format!("{stdout}\n{stderr}");
+    assert!(said.contains("plangate needs an API key"), "{said}");
+    assert!(said.contains("plangate keys create"), "{said}");
+    assert!(!said.to_lowercase().contains("oauth"), "{said}");
+}
+
+#[test]
 fn inspector_cli_lists_and_calls_tools_through_plangate() {
     let world = World::new(Options::default());
     let listed = inspector(&world, &["--method", "tools/list"]);
