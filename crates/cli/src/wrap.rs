@@ -114,6 +114,24 @@ fn claude_desktop_file(home: &Path) -> PathBuf {
     }
 }
 
+/// Where VS Code keeps a user's own files (`mcp.json` among them).
+fn vscode_user_dir(home: &Path) -> PathBuf {
+    if cfg!(target_os = "macos") {
+        home.join("Library/Application Support/Code/User")
+    } else if cfg!(windows) {
+        std::env::var_os("APPDATA")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| home.join("AppData/Roaming"))
+            .join("Code/User")
+    } else {
+        std::env::var_os("XDG_CONFIG_HOME")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| home.join(".config"))
+            .join("Code/User")
+    }
+}
+
 /// The documented files of `client`, most specific first: a project's
 /// before the user's.
 fn documented(client: Client, project: &Path, home: &Path) -> Vec<PathBuf> {
@@ -124,7 +142,10 @@ fn documented(client: Client, project: &Path, home: &Path) -> Vec<PathBuf> {
             home.join(".cursor/mcp.json"),
         ],
         Client::ClaudeCode => vec![project.join(".mcp.json"), home.join(".claude.json")],
-        Client::VsCode => vec![project.join(".vscode/mcp.json")],
+        Client::VsCode => vec![
+            project.join(".vscode/mcp.json"),
+            vscode_user_dir(home).join("mcp.json"),
+        ],
         Client::Other => Vec::new(),
     }
 }
@@ -395,7 +416,10 @@ pub async fn wrap(
     }
 
     let origin_dir = file.parent().unwrap_or(Path::new("/")).to_owned();
-    if client == Client::VsCode {
+    // A workspace's file: `${workspaceFolder}` is the folder holding its
+    // `.vscode` (in the user's file it could be any workspace, so it stays
+    // and is named as an error below).
+    if client == Client::VsCode && origin_dir.file_name().is_some_and(|n| n == ".vscode") {
         let workspace = origin_dir.parent().unwrap_or(&origin_dir).to_owned();
         let home = home().unwrap_or_default();
         for entry in servers.values_mut() {

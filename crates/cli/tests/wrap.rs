@@ -244,6 +244,22 @@ fn a_vs_code_file_with_comments_keeps_them_and_its_inputs() {
 }
 
 #[test]
+fn the_vs_code_user_file_is_found_in_its_place_and_round_trips() {
+    let home = Home::new();
+    let file = home.file(
+        "home/.config/Code/User/mcp.json",
+        &format!(
+            "{{\n  \"servers\": {{\n    \"fs\": {}\n  }}\n}}\n",
+            filesystem_entry(&home.project().join("files"))
+        ),
+    );
+    let out = home.plangate(&["wrap", "--client", "vscode", "--dry-run"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains(&format!("--- {}", file.display())));
+    round_trip(&home, &file, &["servers", "plangate"], &[]);
+}
+
+#[test]
 fn claude_code_project_servers_in_the_home_file_come_back_with_the_clients_own_changes_kept() {
     let home = Home::new();
     let project = home.project().display().to_string();

@@ -25,7 +25,8 @@ pub enum Client {
     /// Claude Code: a project's `.mcp.json`, or `~/.claude.json` (user
     /// servers, or a project's under `projects`), `mcpServers`.
     ClaudeCode,
-    /// VS Code: a workspace's `.vscode/mcp.json`, `servers`.
+    /// VS Code: a workspace's `.vscode/mcp.json` or the user's
+    /// `Code/User/mcp.json`, `servers`.
     VsCode,
     /// Any other file in the common `mcpServers` shape.
     Other,
@@ -78,7 +79,8 @@ impl Client {
             (_, "claude_desktop_config.json") => Client::ClaudeDesktop,
             (_, ".claude.json" | ".mcp.json") => Client::ClaudeCode,
             (".cursor", "mcp.json") => Client::Cursor,
-            (".vscode", "mcp.json") => Client::VsCode,
+            // A workspace's, or the user's (`Code/User/mcp.json`).
+            (".vscode" | "User", "mcp.json") => Client::VsCode,
             _ => Client::Other,
         }
     }
