@@ -96,39 +96,22 @@ fn absolute(path: &Path) -> Result<PathBuf> {
     Ok(std::fs::canonicalize(&path).unwrap_or(path))
 }
 
-/// Where Claude Desktop keeps its config on this system.
-fn claude_desktop_file(home: &Path) -> PathBuf {
+/// Where desktop applications keep their per-user config on this system
+/// (Claude Desktop's `Claude/`, VS Code's `Code/User/`): Application
+/// Support on macOS, `%APPDATA%` on Windows, `$XDG_CONFIG_HOME` (else
+/// `~/.config`) elsewhere.
+fn app_config_dir(home: &Path) -> PathBuf {
     if cfg!(target_os = "macos") {
-        home.join("Library/Application Support/Claude/claude_desktop_config.json")
+        home.join("Library/Application Support")
     } else if cfg!(windows) {
         std::env::var_os("APPDATA")
             .map(PathBuf::from)
             .unwrap_or_else(|| home.join("AppData/Roaming"))
-            .join("Claude/claude_desktop_config.json")
     } else {
         std::env::var_os("XDG_CONFIG_HOME")
             .filter(|d| !d.is_empty())
             .map(PathBuf::from)
             .unwrap_or_else(|| home.join(".config"))
-            .join("Claude/claude_desktop_config.json")
-    }
-}
-
-/// Where VS Code keeps a user's own files (`mcp.json` among them).
-fn vscode_user_dir(home: &Path) -> PathBuf {
-    if cfg!(target_os = "macos") {
-        home.join("Library/Application Support/Code/User")
-    } else if cfg!(windows) {
-        std::env::var_os("APPDATA")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| home.join("AppData/Roaming"))
-            .join("Code/User")
-    } else {
-        std::env::var_os("XDG_CONFIG_HOME")
-            .filter(|d| !d.is_empty())
-            .map(PathBuf::from)
-            .unwrap_or_else(|| home.join(".config"))
-            .join("Code/User")
     }
 }
 
@@ -136,7 +119,9 @@ fn vscode_user_dir(home: &Path) -> PathBuf {
 /// before the user's.
 fn documented(client: Client, project: &Path, home: &Path) -> Vec<PathBuf> {
     match client {
-        Client::ClaudeDesktop => vec![claude_desktop_file(home)],
+        Client::ClaudeDesktop => {
+            vec![app_config_dir(home).join("Claude/claude_desktop_config.json")]
+        }
         Client::Cursor => vec![
             project.join(".cursor/mcp.json"),
             home.join(".cursor/mcp.json"),
@@ -144,7 +129,7 @@ fn documented(client: Client, project: &Path, home: &Path) -> Vec<PathBuf> {
         Client::ClaudeCode => vec![project.join(".mcp.json"), home.join(".claude.json")],
         Client::VsCode => vec![
             project.join(".vscode/mcp.json"),
-            vscode_user_dir(home).join("mcp.json"),
+            app_config_dir(home).join("Code/User/mcp.json"),
         ],
         Client::Other => Vec::new(),
     }

@@ -144,22 +144,6 @@ pub fn parse(text: &str) -> Result<(Value, Node), String> {
     Ok((value, p.value(0)?))
 }
 
-/// The places of `text`'s values (JSON with comments and trailing commas,
-/// as VS Code allows). Spans are byte ranges of `text` itself.
-pub fn parse_spans(text: &str) -> Result<Node, String> {
-    let plain = strip_jsonc(text);
-    // serde_json says what is wrong, with a line and column, first.
-    if let Err(e) = serde_json::from_str::<Value>(&plain) {
-        return Err(format!("not valid JSON: {e}"));
-    }
-    let mut p = Scanner {
-        b: plain.as_bytes(),
-        text: &plain,
-        i: 0,
-    };
-    p.value(0)
-}
-
 struct Scanner<'a> {
     b: &'a [u8],
     text: &'a str,
@@ -508,7 +492,7 @@ mod tests {
 
     #[test]
     fn the_server_map_is_found_to_the_byte_with_comments_and_trailing_commas() {
-        let root = parse_spans(VSCODE).unwrap();
+        let (_, root) = parse(VSCODE).unwrap();
         let servers = root.find(&["servers".to_owned()]).unwrap();
         let text = &VSCODE[servers.span()];
         assert!(text.starts_with("{\n\t\t\"fs\""), "{text}");
