@@ -472,6 +472,12 @@ pub(crate) struct ServeArgs {
     /// Serve Streamable HTTP at http://ADDR/mcp, e.g. 127.0.0.1:7070.
     #[arg(long, value_name = "ADDR")]
     pub(crate) http: Option<String>,
+    /// Reload the config whenever its file changes (checked every second),
+    /// as `SIGHUP` always does: upstreams added, removed or changed are
+    /// started, stopped or restarted; a file with mistakes is refused and
+    /// the running config stays.
+    #[arg(long)]
+    pub(crate) watch_config: bool,
 }
 
 #[derive(Subcommand, Debug)]

@@ -631,10 +631,30 @@ async fn serve(args: ServeArgs, data_dir: &Path) -> Result<()> {
         None => None,
     };
     let config = load_config(&args.source, data_dir)?;
+    let watched = match (&config.source, args.watch_config) {
+        (_, false) => None,
+        (
+            plangate_config::ConfigSource::Toml(path)
+            | plangate_config::ConfigSource::McpJson(path),
+            true,
+        ) => Some(path.clone()),
+        (plangate_config::ConfigSource::Builtin(what), true) => {
+            return Err(commands::UsageError(format!(
+                "--watch-config: there is no config file to watch (plangate serves {what}); give one with --config FILE or --mcp-config FILE"
+            ))
+            .into());
+        }
+    };
     let store = open_store(data_dir).await?;
     let material = key_material(data_dir)?;
     let source = config.source.clone();
     let gw = plangate_gateway::Gateway::build(config, store.clone(), material).await;
+    let reloader = tokio::spawn(reload_when_asked(
+        gw.clone(),
+        args.source.clone(),
+        data_dir.to_owned(),
+        watched,
+    ));
     let catalog = gw.catalog();
     tracing::info!(
         config = %commands::describe_source(&source),
@@ -689,8 +709,64 @@ async fn serve(args: ServeArgs, data_dir: &Path) -> Result<()> {
             }
         }
     };
+    reloader.abort();
     gw.shutdown().await;
     result
+}
+
+/// Reloads the config on `SIGHUP` and, with `--watch-config`, when the
+/// file's content changes (checked every second; a change is read again
+/// after a moment, so an editor's half-written file is not taken). A file
+/// with mistakes is refused with every one of them in the log, and the
+/// running config stays.
+async fn reload_when_asked(
+    gw: Arc<plangate_gateway::Gateway>,
+    source: ConfigSourceArgs,
+    data_dir: PathBuf,
+    watched: Option<PathBuf>,
+) {
+    #[cfg(unix)]
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+    let fingerprint = |path: &Path| std::fs::read(path).ok();
+    let mut seen = watched.as_deref().and_then(fingerprint);
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let hup = async {
+            #[cfg(unix)]
+            if let Some(h) = hangup.as_mut() {
+                return h.recv().await;
+            }
+            std::future::pending::<Option<()>>().await
+        };
+        let why = tokio::select! {
+            Some(()) = hup => "SIGHUP".to_owned(),
+            _ = tick.tick(), if watched.is_some() => {
+                let Some(path) = watched.as_deref() else { continue };
+                let now = fingerprint(path);
+                if now == seen {
+                    continue;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                seen = fingerprint(path);
+                format!("{} changed", path.display())
+            }
+        };
+        match load_config(&source, &data_dir) {
+            Err(e) => {
+                let what = match e.downcast_ref::<ConfigErrors>() {
+                    Some(errors) => format!("the configuration has errors:\n{errors}"),
+                    None => chain_text(&e),
+                };
+                tracing::error!("config not reloaded ({why}); the running config stays: {what}");
+            }
+            Ok(config) => {
+                let from = commands::describe_source(&config.source);
+                let done = gw.reload(config).await;
+                tracing::info!(config = %from, "config reloaded ({why}): {done}");
+            }
+        }
+    }
 }
 
 /// Binds `--http ADDR`, with errors that say what to give instead: a bare

@@ -97,17 +97,56 @@ enum SlotState {
     },
 }
 
+/// One configured upstream and its supervisor. A reload that changes an
+/// upstream's settings replaces its slot: the old supervisor is stopped
+/// through `stop` and writes only to its own slot, so it cannot touch the
+/// new one's state.
 struct Slot {
     config: UpstreamConfig,
     state: RwLock<SlotState>,
+    /// Stops this slot's supervisor (and closes its session): cancelled
+    /// when a reload removes or replaces the upstream, and with the
+    /// gateway's shutdown (a child token of it).
+    stop: CancellationToken,
+}
+
+/// A config and what is compiled from it, swapped whole by
+/// [`Gateway::reload`] so a call sees one generation of each.
+struct Loaded {
+    config: Arc<Config>,
+    redactor: Arc<plangate_core::Redactor>,
+    rates: Arc<rate::RateLimits>,
+    policy: Arc<plangate_policy::Policy>,
+}
+
+impl Loaded {
+    /// Compiles `config`; `previous` lends the rate limiters whose limits
+    /// did not change, so a reload does not hand out fresh allowances.
+    fn compile(config: Config, previous: Option<&rate::RateLimits>) -> Loaded {
+        // A loaded config's rules were checked when it was read; one built
+        // in code has none of its own.
+        let redactor = config.redaction.redactor().unwrap_or_else(|e| {
+            tracing::error!("[redaction]: {e}; only the built-in rules apply");
+            plangate_core::Redactor::builtin().clone()
+        });
+        let rates = rate::RateLimits::carried(&config, previous);
+        let policy = policy::compile(&config);
+        Loaded {
+            config: Arc::new(config),
+            redactor: Arc::new(redactor),
+            rates: Arc::new(rates),
+            policy,
+        }
+    }
 }
 
 /// A running gateway: config, store, upstream sessions and the catalog
 /// built from them. Shared by every client session.
 pub struct Gateway {
-    config: Config,
-    redactor: plangate_core::Redactor,
-    rates: rate::RateLimits,
+    /// The config in force and what is compiled from it.
+    loaded: RwLock<Arc<Loaded>>,
+    /// Serializes reloads (a SIGHUP and a file change at once).
+    reloading: tokio::sync::Mutex<()>,
     store: Arc<dyn Store>,
     material: KeyMaterial,
     log: Arc<key_log::KeyLog>,
@@ -116,7 +155,7 @@ pub struct Gateway {
     /// The pins as last read: what the catalog is built against.
     pinned: RwLock<Arc<ToolPins>>,
     owner: String,
-    slots: BTreeMap<String, Slot>,
+    slots: RwLock<BTreeMap<String, Arc<Slot>>>,
     catalog: RwLock<Arc<Catalog>>,
     hub: hub::Hub,
     parked: parked::Parked,
@@ -130,8 +169,6 @@ pub struct Gateway {
     console_url: std::sync::OnceLock<String>,
     /// Coalescing of repeated refusals in the audit log.
     call_log: call_log::CallLog,
-    /// The operator's rules (`[[rules]]`), compiled once.
-    policy: Arc<plangate_policy::Policy>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -181,33 +218,16 @@ impl Gateway {
         material: KeyMaterial,
         connectors: BTreeMap<String, Connector>,
     ) -> Arc<Gateway> {
+        let shutdown = CancellationToken::new();
         let slots = config
             .enabled_upstreams()
             .filter(|u| connectors.contains_key(&u.name))
-            .map(|u| {
-                (
-                    u.name.clone(),
-                    Slot {
-                        config: u.clone(),
-                        state: RwLock::new(SlotState::Connecting),
-                    },
-                )
-            })
+            .map(|u| (u.name.clone(), Slot::new(u.clone(), &shutdown)))
             .collect();
         let cached_keys = config.gateway.cached_keys as usize;
-        // A loaded config's rules were checked when it was read; one built
-        // in code has none of its own.
-        let redactor = config.redaction.redactor().unwrap_or_else(|e| {
-            tracing::error!("[redaction]: {e}; only the built-in rules apply");
-            plangate_core::Redactor::builtin().clone()
-        });
-        let rates = rate::RateLimits::new(&config);
-        let policy = policy::compile(&config);
         let gw = Arc::new(Gateway {
-            policy,
-            redactor,
-            rates,
-            config,
+            loaded: RwLock::new(Arc::new(Loaded::compile(config, None))),
+            reloading: tokio::sync::Mutex::new(()),
             log: Arc::new(key_log::KeyLog::<plangate_core::KeyState>::with_capacity(
                 store.clone(),
                 cached_keys,
@@ -221,7 +241,7 @@ impl Gateway {
             ),
             store,
             material,
-            slots,
+            slots: RwLock::new(slots),
             catalog: RwLock::new(Arc::new(Catalog::default())),
             hub: hub::Hub::default(),
             parked: parked::Parked::default(),
@@ -229,7 +249,7 @@ impl Gateway {
             watch: parking_lot::Mutex::new(sweep::SweepWatch::default()),
             metrics: metrics::Metrics::default(),
             trimmer: Arc::default(),
-            shutdown: CancellationToken::new(),
+            shutdown,
             console_url: std::sync::OnceLock::new(),
             call_log: call_log::CallLog::default(),
         });
@@ -239,29 +259,11 @@ impl Gateway {
                 "cannot read the tool pins: {e}; every upstream tool is held back until they can be read"
             );
         }
-        let mut first = Vec::new();
-        for (name, connector) in connectors {
-            if !gw.slots.contains_key(&name) {
-                continue;
-            }
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            first.push(rx);
-            tokio::spawn(supervisor::supervise(
-                Arc::downgrade(&gw),
-                name,
-                connector,
-                tx,
-            ));
-        }
+        let first = gw.supervise(connectors);
         // Serve as soon as the upstreams that start quickly are up: a slow
         // or broken one keeps connecting in the background (`/readyz` says
         // which), and clients hear `list_changed` when it comes.
-        let waited = tokio::time::timeout(FIRST_ATTEMPT_WAIT, async {
-            for rx in first {
-                let _ = rx.await;
-            }
-        })
-        .await;
+        let waited = first_attempts(first).await;
         if waited.is_err() {
             let slow: Vec<String> = gw.down_upstreams().into_keys().collect();
             tracing::warn!(
@@ -280,13 +282,13 @@ impl Gateway {
     /// What counts as a secret here: the built-in rules plus config's
     /// `[redaction]`. Every split, key, redaction and scrub of the gateway
     /// goes through it, so what is hidden is what is sealed.
-    pub fn redactor(&self) -> &plangate_core::Redactor {
-        &self.redactor
+    pub fn redactor(&self) -> Arc<plangate_core::Redactor> {
+        self.loaded.read().redactor.clone()
     }
 
     /// The configured rate limits.
-    pub fn rates(&self) -> &rate::RateLimits {
-        &self.rates
+    pub fn rates(&self) -> Arc<rate::RateLimits> {
+        self.loaded.read().rates.clone()
     }
 
     /// Notes a call for the memory trimmer ([`memory`]): freed memory is
@@ -317,22 +319,23 @@ impl Gateway {
 
     /// How long a step claim holds without renewal, in ms.
     pub fn lease_ms(&self) -> i64 {
-        operator::lease_ms(&self.config)
+        operator::lease_ms(&self.config())
     }
 
     /// How long a question to the person waits for an answer.
     pub fn review_timeout(&self) -> Duration {
-        self.config.gateway.review_timeout
+        self.config().gateway.review_timeout
     }
 
     /// How long a plan lives, in ms.
     pub fn ttl_ms(&self) -> i64 {
-        operator::ttl_ms(&self.config)
+        operator::ttl_ms(&self.config())
     }
 
-    /// The config the gateway was built from.
-    pub fn config(&self) -> &Config {
-        &self.config
+    /// The config in force: the one the gateway was built from, or the
+    /// last one [`Gateway::reload`] took.
+    pub fn config(&self) -> Arc<Config> {
+        self.loaded.read().config.clone()
     }
 
     /// The store holding keys and the event log.
@@ -392,9 +395,9 @@ impl Gateway {
         }
     }
 
-    /// The operator's rules, compiled.
-    pub fn policy(&self) -> &plangate_policy::Policy {
-        &self.policy
+    /// The operator's rules, compiled (once per load).
+    pub fn policy(&self) -> Arc<plangate_policy::Policy> {
+        self.loaded.read().policy.clone()
     }
 
     /// The audit log's coalescing of repeated refusals.
@@ -414,7 +417,8 @@ impl Gateway {
 
     /// A connected upstream by name.
     pub fn upstream(&self, name: &str) -> Option<Arc<Upstream>> {
-        match read(&self.slots.get(name)?.state) {
+        let slot = self.slots.read().get(name)?.clone();
+        match read(&slot.state) {
             SlotState::Up(up) => Some(up),
             _ => None,
         }
@@ -424,6 +428,7 @@ impl Gateway {
     /// the reason.
     pub fn down_upstreams(&self) -> BTreeMap<String, String> {
         self.slots
+            .read()
             .iter()
             .filter_map(|(name, slot)| match read(&slot.state) {
                 SlotState::Up(_) => None,
@@ -436,6 +441,7 @@ impl Gateway {
     /// Names of the upstreams currently connected.
     pub fn up_upstreams(&self) -> Vec<String> {
         self.slots
+            .read()
             .iter()
             .filter(|(_, slot)| matches!(read(&slot.state), SlotState::Up(_)))
             .map(|(name, _)| name.clone())
@@ -532,7 +538,7 @@ impl Gateway {
     fn rebuild_catalog(&self) {
         let mut up = Vec::new();
         let mut gone = Vec::new();
-        for slot in self.slots.values() {
+        for slot in self.slots.read().values() {
             match read(&slot.state) {
                 SlotState::Up(u) => up.push(u),
                 SlotState::Down { last: Some(u), .. } => gone.push(u),
@@ -540,21 +546,21 @@ impl Gateway {
             }
         }
         let pins = self.pins();
-        let catalog = Catalog::build(
-            &self.config,
-            &up,
-            &gone,
-            &reserved_names(&self.config),
-            Some(&pins),
-        );
+        let config = self.config();
+        let catalog = Catalog::build(&config, &up, &gone, &reserved_names(&config), Some(&pins));
         write(&self.catalog, Arc::new(catalog));
     }
 
-    fn set_state(&self, name: &str, state: SlotState) {
-        if let Some(slot) = self.slots.get(name) {
-            write(&slot.state, state);
-        }
+    /// Sets a slot's state and rebuilds the catalog. A slot a reload
+    /// removed or replaced is written to, but is no longer in the catalog.
+    fn set_state(&self, slot: &Slot, state: SlotState) {
+        write(&slot.state, state);
         self.rebuild_catalog();
+    }
+
+    /// The slot serving upstream `name` now.
+    fn slot(&self, name: &str) -> Option<Arc<Slot>> {
+        self.slots.read().get(name).cloned()
     }
 
     /// Re-reads an upstream's lists after it said they changed, rebuilds the
@@ -566,12 +572,135 @@ impl Gateway {
         match current.relisted().await {
             Ok(fresh) => {
                 self.judge_tools(&fresh).await;
-                self.set_state(name, SlotState::Up(Arc::new(fresh)));
+                // Not if a reload replaced the upstream meanwhile.
+                let Some(slot) = self.slot(name).filter(
+                    |s| matches!(read(&s.state), SlotState::Up(ref u) if Arc::ptr_eq(u, &current)),
+                ) else {
+                    return;
+                };
+                self.set_state(&slot, SlotState::Up(Arc::new(fresh)));
                 self.hub.notify_tools_changed().await;
                 self.hub.notify_lists_changed().await;
             }
             Err(e) => tracing::warn!(upstream = name, "refreshing lists failed: {e}"),
         }
+    }
+
+    /// Starts a supervisor for every upstream in `connectors` that has a
+    /// slot. Returns what resolves once each has made its first attempt.
+    fn supervise(
+        self: &Arc<Self>,
+        connectors: BTreeMap<String, Connector>,
+    ) -> Vec<(String, tokio::sync::oneshot::Receiver<()>)> {
+        let mut first = Vec::new();
+        for (name, connector) in connectors {
+            let Some(slot) = self.slot(&name) else {
+                continue;
+            };
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            first.push((name.clone(), rx));
+            tokio::spawn(supervisor::supervise(
+                Arc::downgrade(self),
+                slot,
+                name,
+                connector,
+                tx,
+            ));
+        }
+        first
+    }
+
+    /// Takes `config` in place of the running one without a restart
+    /// (`SIGHUP`, or a change of the watched file): upstreams added are
+    /// started, removed ones stopped (their child processes end), changed
+    /// ones restarted, unchanged ones keep their sessions; rules,
+    /// redaction, modes, rate limits (counters kept where a limit did not
+    /// change) and every other setting read per call apply to the next
+    /// call. Settings that shape the listener or the store
+    /// ([`RESTART_ONLY`]) keep their running values until a restart, and
+    /// the answer says which changed. Connected clients hear that the
+    /// lists changed; plans stay as they are, and a step whose tool is no
+    /// longer served fails its re-check at apply.
+    ///
+    /// Waits for the started upstreams' first connection attempts, at
+    /// most [`FIRST_ATTEMPT_WAIT`], so the answer can say which are up.
+    pub async fn reload(self: &Arc<Self>, config: Config) -> Reloaded {
+        let connectors = config
+            .enabled_upstreams()
+            .map(|u| (u.name.clone(), upstream::connector_for(u)))
+            .collect();
+        self.reload_with(config, connectors).await
+    }
+
+    /// Like [`Gateway::reload`], with the connector of each upstream
+    /// given (only those that start are used).
+    pub async fn reload_with(
+        self: &Arc<Self>,
+        mut config: Config,
+        mut connectors: BTreeMap<String, Connector>,
+    ) -> Reloaded {
+        let _one_at_a_time = self.reloading.lock().await;
+        let old = self.config();
+        let mut report = Reloaded {
+            kept_until_restart: keep_restart_only(&old, &mut config),
+            ..Reloaded::default()
+        };
+        let loaded = Loaded::compile(config, Some(&self.rates()));
+        let config = loaded.config.clone();
+        write(&self.loaded, Arc::new(loaded));
+        let mut stopped = Vec::new();
+        let mut start = BTreeMap::new();
+        {
+            let mut slots = self.slots.write();
+            let wanted: BTreeMap<&str, &UpstreamConfig> = config
+                .enabled_upstreams()
+                .map(|u| (u.name.as_str(), u))
+                .collect();
+            slots.retain(|name, slot| match wanted.get(name.as_str()) {
+                Some(u) if **u == slot.config => {
+                    report.unchanged.push(name.clone());
+                    true
+                }
+                changed => {
+                    if changed.is_some() {
+                        report.restarted.push(name.clone());
+                    } else {
+                        report.removed.push(name.clone());
+                    }
+                    stopped.push(slot.clone());
+                    false
+                }
+            });
+            for (name, u) in wanted {
+                if slots.contains_key(name) {
+                    continue;
+                }
+                let Some(connector) = connectors.remove(name) else {
+                    continue;
+                };
+                if !report.restarted.iter().any(|r| r == name) {
+                    report.added.push(name.to_owned());
+                }
+                slots.insert(name.to_owned(), Slot::new(u.clone(), &self.shutdown));
+                start.insert(name.to_owned(), connector);
+            }
+        }
+        for slot in &stopped {
+            slot.stop.cancel();
+        }
+        self.rebuild_catalog();
+        self.hub.notify_tools_changed().await;
+        self.hub.notify_lists_changed().await;
+        let first = self.supervise(start);
+        let _ = first_attempts(first).await;
+        let down = self.down_upstreams();
+        report.not_up = report
+            .added
+            .iter()
+            .chain(&report.restarted)
+            .filter_map(|name| down.get(name).map(|why| (name.clone(), why.clone())))
+            .collect();
+        report
     }
 
     /// Stops every supervisor and closes every upstream session (child
@@ -582,6 +711,7 @@ impl Gateway {
         for _ in 0..50 {
             if self
                 .slots
+                .read()
                 .values()
                 .all(|s| !matches!(read(&s.state), SlotState::Up(_)))
             {
@@ -589,6 +719,118 @@ impl Gateway {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    }
+}
+
+impl Slot {
+    fn new(config: UpstreamConfig, shutdown: &CancellationToken) -> Arc<Slot> {
+        Arc::new(Slot {
+            config,
+            state: RwLock::new(SlotState::Connecting),
+            stop: shutdown.child_token(),
+        })
+    }
+}
+
+/// Waits until every upstream in `first` has made its first connection
+/// attempt, at most [`FIRST_ATTEMPT_WAIT`]; `Err` when the wait ran out.
+async fn first_attempts(
+    first: Vec<(String, tokio::sync::oneshot::Receiver<()>)>,
+) -> Result<(), tokio::time::error::Elapsed> {
+    tokio::time::timeout(FIRST_ATTEMPT_WAIT, async {
+        for (_, rx) in first {
+            let _ = rx.await;
+        }
+    })
+    .await
+}
+
+/// The settings a running gateway cannot change: they shaped the HTTP
+/// listener (hosts, origins, sizes, sessions, timeouts) or the store's
+/// cache when the process started. A reload keeps their running values and
+/// says which changed; a restart applies them.
+pub const RESTART_ONLY: [&str; 7] = [
+    "gateway.allowed_hosts",
+    "gateway.allowed_origins",
+    "gateway.max_request_bytes",
+    "gateway.max_sessions",
+    "gateway.max_sessions_per_key",
+    "gateway.header_read_timeout",
+    "gateway.cached_keys",
+];
+
+/// Puts `running`'s values of the [`RESTART_ONLY`] settings into `new`, so
+/// the config in force says what is in force; returns the names of those
+/// that `new` had changed.
+fn keep_restart_only(running: &Config, new: &mut Config) -> Vec<&'static str> {
+    let (r, n) = (&running.gateway, &mut new.gateway);
+    let mut kept = Vec::new();
+    macro_rules! keep {
+        ($field:ident, $name:literal) => {
+            if r.$field != n.$field {
+                kept.push($name);
+                n.$field = r.$field.clone();
+            }
+        };
+    }
+    keep!(allowed_hosts, "gateway.allowed_hosts");
+    keep!(allowed_origins, "gateway.allowed_origins");
+    keep!(max_request_bytes, "gateway.max_request_bytes");
+    keep!(max_sessions, "gateway.max_sessions");
+    keep!(max_sessions_per_key, "gateway.max_sessions_per_key");
+    keep!(header_read_timeout, "gateway.header_read_timeout");
+    keep!(cached_keys, "gateway.cached_keys");
+    kept
+}
+
+/// What [`Gateway::reload`] did, for the operator's log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reloaded {
+    /// Upstreams started because the new config has them.
+    pub added: Vec<String>,
+    /// Upstreams stopped because the new config no longer has them (or
+    /// disables them).
+    pub removed: Vec<String>,
+    /// Upstreams whose settings changed: stopped and started again.
+    pub restarted: Vec<String>,
+    /// Upstreams whose sessions were kept.
+    pub unchanged: Vec<String>,
+    /// [`RESTART_ONLY`] settings the new config changed, still at their
+    /// running values.
+    pub kept_until_restart: Vec<&'static str>,
+    /// Upstreams added or restarted that were not up after the first
+    /// attempt, with the reason (they keep trying in the background).
+    pub not_up: BTreeMap<String, String>,
+}
+
+impl std::fmt::Display for Reloaded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let list = |v: &[String]| {
+            if v.is_empty() {
+                "none".to_owned()
+            } else {
+                v.join(", ")
+            }
+        };
+        write!(
+            f,
+            "upstreams added: {}; removed: {}; restarted: {}; unchanged: {}",
+            list(&self.added),
+            list(&self.removed),
+            list(&self.restarted),
+            list(&self.unchanged)
+        )?;
+        for (name, why) in &self.not_up {
+            write!(f, "; {name} is not up yet ({why}), still trying")?;
+        }
+        if !self.kept_until_restart.is_empty() {
+            write!(
+                f,
+                "; changed but kept at their running values until plangate restarts: {}",
+                self.kept_until_restart.join(", ")
+            )?;
+        }
+        Ok(())
     }
 }
 

@@ -553,7 +553,7 @@ pub async fn apply_now(
     }
     let key = &acting.key;
     let state = refresh(gw.log(), acting, gw.ttl_ms(), gw.lease_ms()).await?;
-    let run = steps_to_apply(gw.config(), key, &state, named)?.run;
+    let run = steps_to_apply(&gw.config(), key, &state, named)?.run;
     if run.is_empty() {
         return Ok(None);
     }

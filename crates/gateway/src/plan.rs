@@ -275,7 +275,8 @@ pub(crate) async fn prepare_step(
         .schema_hash
         .clone()
         .ok_or_else(|| internal("its input schema cannot be canonicalised"))?;
-    let configured = gw.config().tool_settings(&tool.upstream, &tool.original);
+    let config = gw.config();
+    let configured = config.tool_settings(&tool.upstream, &tool.original);
     let has_settings = configured.is_some();
     let settings = configured.cloned().unwrap_or_default();
     // A built-in profile fills in what the operator did not set.

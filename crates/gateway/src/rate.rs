@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
+use std::sync::Arc;
 use std::time::Duration;
 
 use governor::clock::{Clock, DefaultClock};
@@ -22,8 +23,8 @@ use crate::refusal::Refusal;
 
 /// The limits of one gateway.
 pub struct RateLimits {
-    per_key: Option<(RateLimit, DefaultKeyedRateLimiter<String>)>,
-    per_tool: HashMap<(String, String), (RateLimit, DefaultDirectRateLimiter)>,
+    per_key: Option<(RateLimit, Arc<DefaultKeyedRateLimiter<String>>)>,
+    per_tool: HashMap<(String, String), (RateLimit, Arc<DefaultDirectRateLimiter>)>,
     clock: DefaultClock,
 }
 
@@ -39,20 +40,37 @@ fn quota(limit: RateLimit) -> Quota {
 impl RateLimits {
     /// The limits `config` sets.
     pub fn new(config: &Config) -> RateLimits {
-        let per_key = config
-            .gateway
-            .rate_limit
-            .map(|l| (l, RateLimiter::keyed(quota(l))));
+        Self::carried(config, None)
+    }
+
+    /// The limits `config` sets, keeping `previous`'s counters for every
+    /// limit that stayed the same (a reload of the config must not hand
+    /// every key a fresh allowance).
+    pub fn carried(config: &Config, previous: Option<&RateLimits>) -> RateLimits {
+        let per_key = config.gateway.rate_limit.map(|l| {
+            let kept = previous
+                .and_then(|p| p.per_key.as_ref())
+                .filter(|(was, _)| *was == l)
+                .map(|(_, limiter)| limiter.clone());
+            (
+                l,
+                kept.unwrap_or_else(|| Arc::new(RateLimiter::keyed(quota(l)))),
+            )
+        });
         let per_tool = config
             .upstreams
             .values()
             .flat_map(|u| {
                 u.tools.iter().filter_map(|(tool, o)| {
                     o.rate_limit.map(|l| {
-                        (
-                            (u.name.clone(), tool.clone()),
-                            (l, RateLimiter::direct(quota(l))),
-                        )
+                        let at = (u.name.clone(), tool.clone());
+                        let kept = previous
+                            .and_then(|p| p.per_tool.get(&at))
+                            .filter(|(was, _)| *was == l)
+                            .map(|(_, limiter)| limiter.clone());
+                        let limiter =
+                            kept.unwrap_or_else(|| Arc::new(RateLimiter::direct(quota(l))));
+                        (at, (l, limiter))
                     })
                 })
             })
@@ -121,4 +139,36 @@ fn refusal(what: String, wait: Duration) -> Refusal {
     );
     refusal.retry_after_ms = Some(ms);
     refusal
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use plangate_config::ConfigSource;
+
+    fn limited(limit: &str) -> Config {
+        let mut config = Config::new(ConfigSource::Builtin("test"), Default::default());
+        config.gateway.rate_limit = RateLimit::parse(limit);
+        config
+    }
+
+    /// A reload must not hand every key a fresh allowance: an unchanged
+    /// limit keeps its counters, a changed one starts anew.
+    #[test]
+    fn a_reload_keeps_the_counters_of_limits_that_did_not_change() {
+        let before = RateLimits::new(&limited("1/h"));
+        assert!(before.check(Some("k"), "k", None).is_ok());
+        assert!(before.check(Some("k"), "k", None).is_err());
+
+        let same = RateLimits::carried(&limited("1/h"), Some(&before));
+        let refused = same.check(Some("k"), "k", None).unwrap_err();
+        assert_eq!(refused.code, Code::RateLimited);
+
+        let changed = RateLimits::carried(&limited("2/h"), Some(&same));
+        assert!(changed.check(Some("k"), "k", None).is_ok());
+
+        let off = RateLimits::carried(&limited("off"), Some(&changed));
+        assert!(!off.active());
+    }
 }

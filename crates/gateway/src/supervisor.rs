@@ -6,7 +6,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use crate::upstream::{self, Connector, UpstreamClient};
-use crate::{Gateway, SlotState, read};
+use crate::{Gateway, Slot, SlotState, read};
 
 /// First wait before reconnecting a failed upstream; doubles up to
 /// [`MAX_BACKOFF`], and starts over once a session has lasted a minute.
@@ -15,9 +15,11 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// Keeps one upstream connected: connect, wait for the session to end, mark
-/// it down, wait (with backoff), reconnect — until the gateway shuts down.
+/// it down, wait (with backoff), reconnect — until the gateway shuts down
+/// or a reload removes or replaces `slot` (its `stop` token).
 pub(crate) async fn supervise(
     gw: Weak<Gateway>,
+    slot: Arc<Slot>,
     name: String,
     connector: Connector,
     first: tokio::sync::oneshot::Sender<()>,
@@ -25,12 +27,11 @@ pub(crate) async fn supervise(
     let mut first = Some(first);
     let mut backoff = FIRST_BACKOFF;
     loop {
-        let Some(g) = gw.upgrade() else { return };
-        let shutdown = g.shutdown.clone();
-        let Some(config) = g.slots.get(&name).map(|s| s.config.clone()) else {
+        if gw.strong_count() == 0 {
             return;
-        };
-        drop(g);
+        }
+        let shutdown = slot.stop.clone();
+        let config = slot.config.clone();
         let client = UpstreamClient::new(&name, gw.clone());
         let attempt = tokio::select! {
             r = upstream::connect_once(&config, &connector, client) => r,
@@ -49,7 +50,7 @@ pub(crate) async fn supervise(
                 let since = Instant::now();
                 if let Some(g) = gw.upgrade() {
                     g.judge_tools(&upstream).await;
-                    g.set_state(&name, SlotState::Up(Arc::new(upstream)));
+                    g.set_state(&slot, SlotState::Up(Arc::new(upstream)));
                     // Clients connected meanwhile (a reconnection, or an
                     // upstream that came up after plangate began to serve)
                     // hear that the lists changed; before anyone connected
@@ -61,7 +62,9 @@ pub(crate) async fn supervise(
                     // the upstream).
                     let (g2, n2) = (g.clone(), name.clone());
                     tokio::spawn(async move { crate::notices::restore(&g2, &n2).await });
-                    if let Some(up) = g.upstream(&name).filter(|u| u.is_modern()) {
+                    if let SlotState::Up(up) = read(&slot.state)
+                        && up.is_modern()
+                    {
                         tokio::spawn(watch_lists(gw.clone(), name.clone(), up.peer().clone()));
                     }
                 }
@@ -78,16 +81,20 @@ pub(crate) async fn supervise(
                     () = shutdown.cancelled() => {
                         session_ct.cancel();
                         if let Some(g) = gw.upgrade() {
-                            g.set_state(&name, SlotState::Down { reason: "shut down".into(), last: None });
+                            g.set_state(&slot, SlotState::Down { reason: "shut down".into(), last: None });
                         }
+                        tracing::info!(upstream = %name, "upstream stopped");
                         return;
                     }
                 };
                 tracing::warn!(upstream = %name, "upstream disconnected: {ended}; reconnecting");
                 if let Some(g) = gw.upgrade() {
-                    let last = g.upstream(&name);
+                    let last = match read(&slot.state) {
+                        SlotState::Up(up) => Some(up),
+                        _ => None,
+                    };
                     g.set_state(
-                        &name,
+                        &slot,
                         SlotState::Down {
                             reason: "disconnected; reconnecting".into(),
                             last,
@@ -102,12 +109,12 @@ pub(crate) async fn supervise(
             Err(e) => {
                 tracing::error!("{e}");
                 if let Some(g) = gw.upgrade() {
-                    let last = match g.slots.get(&name).map(|s| read(&s.state)) {
-                        Some(SlotState::Down { last, .. }) => last,
+                    let last = match read(&slot.state) {
+                        SlotState::Down { last, .. } => last,
                         _ => None,
                     };
                     g.set_state(
-                        &name,
+                        &slot,
                         SlotState::Down {
                             reason: e.to_string(),
                             last,

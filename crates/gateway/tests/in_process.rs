@@ -333,7 +333,7 @@ async fn an_upstream_list_change_refreshes_the_catalog_and_a_new_tool_waits_for_
     );
     plangate_gateway::tool_pins::decide(
         &operator_log,
-        gw.config(),
+        &gw.config(),
         "odd",
         "grown",
         None,

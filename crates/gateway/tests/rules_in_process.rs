@@ -141,7 +141,8 @@ fn dispatch_decides_each_generated_call_as_the_rules_decision_function_says() {
                 mode: "plan",
                 arguments: &arguments,
             };
-            let matched = gw.policy().decide(&asked, Arc::new(Lexical));
+            let policy = gw.policy();
+            let matched = policy.decide(&asked, Arc::new(Lexical));
             let expected = said(plangate_policy::decision(
                 matched.as_ref().map(|m| m.outcome),
                 t.effect,

@@ -121,7 +121,7 @@ pub(super) async fn recheck(
             mode: &mode,
             arguments: &real,
         };
-        let resolver = crate::policy::resolver_for(gw.config(), &record.server);
+        let resolver = crate::policy::resolver_for(&gw.config(), &record.server);
         if let Some(m) = gw.policy().decide(&call, resolver)
             && m.outcome == plangate_policy::Outcome::Refuse
         {
@@ -157,7 +157,8 @@ pub(super) async fn recheck(
         }
     }
     // The preview must still show the target as it was when planned.
-    let settings = gw.config().tool_settings(&record.server, &record.tool);
+    let config = gw.config();
+    let settings = config.tool_settings(&record.server, &record.tool);
     if let (Some(preview_tool), Some(planned_version)) = (
         settings.and_then(|s| s.preview.clone()),
         record.target_version.clone(),

@@ -190,7 +190,7 @@ async fn plans(
         if state.open_steps().next().is_none() && state.session_id.is_none() {
             continue;
         }
-        out.push(operator::plan_view(config, &key, &state, now_ms()));
+        out.push(operator::plan_view(&config, &key, &state, now_ms()));
     }
     // Refreshing may have appended (expiry, leases): report the seq after.
     let seq = store.last_seq().await?;
@@ -201,7 +201,7 @@ async fn plans(
 /// rows as `plangate tools list`).
 async fn held_tools(gw: &Gateway) -> Result<Vec<ToolRow>, crate::key_log::LogError> {
     let pins = gw.pins_log().state(plangate_core::TOOLS_LOG).await?;
-    Ok(crate::tool_pins::rows(&pins, gw.config())
+    Ok(crate::tool_pins::rows(&pins, &gw.config())
         .into_iter()
         .filter(|r| r.held_hash.is_some())
         .collect())
@@ -245,7 +245,7 @@ pub(super) async fn tool_decision(
     };
     match crate::tool_pins::decide(
         gw.pins_log(),
-        gw.config(),
+        &gw.config(),
         &body.server,
         &body.tool,
         Some(&body.definition_hash),

@@ -658,7 +658,7 @@ fn rule_for(
         mode,
         arguments,
     };
-    let resolver = crate::policy::resolver_for(gw.config(), &tool.upstream);
+    let resolver = crate::policy::resolver_for(&gw.config(), &tool.upstream);
     gw.policy().decide(&call, resolver).map(|m| Ruled {
         name: m.rule.to_owned(),
         outcome: m.outcome,

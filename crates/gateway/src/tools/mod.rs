@@ -73,7 +73,7 @@ fn object(v: Value) -> Arc<JsonObject> {
 /// The gateway tools a session lists: `exit_plan_mode` only while a
 /// plan-like mode is in force (DESIGN §4).
 pub fn definitions(gw: &Gateway, plan_mode: bool) -> Vec<Tool> {
-    definitions_for(gw.config(), plan_mode)
+    definitions_for(&gw.config(), plan_mode)
 }
 
 /// The gateway tools a gateway built from `config` lists; the plan tools
