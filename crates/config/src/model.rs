@@ -41,7 +41,52 @@ pub struct Config {
     /// one compiled and checked when the file was loaded
     /// ([`plangate_policy::Policy::compile`]).
     pub rules: Vec<plangate_policy::RuleSpec>,
+    /// Who may call besides API-key holders (`[auth]`).
+    pub auth: Auth,
 }
+
+/// `[auth]`: callers besides API-key holders. API keys always work.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Auth {
+    /// `[auth.oauth]`: plangate as an OAuth 2.1 protected resource (the
+    /// MCP authorization spec), when set.
+    pub oauth: Option<OAuth>,
+}
+
+/// `[auth.oauth]`: plangate accepts access tokens (RFC 9068 JWTs) issued
+/// for its own resource URL by the authorization servers named here, and
+/// says so in its RFC 9728 metadata, so MCP clients can sign their person
+/// in. Each token's `scope` maps to a plangate scope per request; the
+/// caller is the identity `(issuer, identity_claim)`, with one plan of its
+/// own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OAuth {
+    /// This server's resource URL, as clients reach it (e.g.
+    /// `https://plangate.example.com/mcp`): the audience every token must
+    /// name (RFC 8707), and the `resource` of the metadata. `https://`
+    /// except on loopback; no query or fragment.
+    pub resource: String,
+    /// The issuer identifiers of the authorization servers trusted,
+    /// exactly as they appear in tokens' `iss`. `https://` except on
+    /// loopback.
+    pub issuers: Vec<String>,
+    /// The claim that names the caller (`sub` by default; `email` or
+    /// `preferred_username` where the provider sets them).
+    pub identity_claim: String,
+    /// Token scope → plangate scope; the widest one a token holds wins. A
+    /// token with none of these scopes is refused `insufficient_scope`.
+    pub scopes: BTreeMap<String, plangate_core::Scope>,
+    /// How far a token's `exp` and `nbf` may be off this machine's clock
+    /// (`clock_skew`, in seconds, 0 to 300; default 60).
+    #[serde(serialize_with = "serialize_duration")]
+    pub clock_skew: Duration,
+}
+
+/// The default `auth.oauth.clock_skew`: 60 s.
+pub const DEFAULT_CLOCK_SKEW: Duration = Duration::from_secs(60);
+
+/// The default `auth.oauth.identity_claim`.
+pub const DEFAULT_IDENTITY_CLAIM: &str = "sub";
 
 /// `[audit]`: every call that is not a read is always on the record
 /// (`call_recorded`); reads too with `reads = true`.
@@ -93,6 +138,7 @@ impl Config {
             audit: Audit::default(),
             profiles: BTreeMap::new(),
             rules: Vec::new(),
+            auth: Auth::default(),
         }
     }
 

@@ -362,7 +362,7 @@ fn an_unknown_top_level_table_lists_the_allowed_tables() {
     let errors = toml_err("[mode.careful]\naccess = \"write\"\n[upstreams.a]\ncommand = \"x\"\n");
     assert_eq!(
         error_at(&errors, "mode"),
-        "unknown table \"mode\": allowed top-level tables are audit, gateway, modes, profiles, redaction, rules and upstreams"
+        "unknown table \"mode\": allowed top-level tables are audit, auth, gateway, modes, profiles, redaction, rules and upstreams"
     );
 }
 
@@ -1802,4 +1802,83 @@ fn json_given_as_plangate_toml_points_at_mcp_config() {
     );
     assert!(message.contains("looks like JSON"), "{message}");
     assert!(message.contains("--mcp-config FILE"), "{message}");
+}
+
+const SITE: &str = "[upstreams.site]\ncommand = \"node\"\n";
+
+#[test]
+fn auth_oauth_names_the_resource_the_issuers_and_the_scope_mapping() {
+    let config = toml_ok(&format!(
+        r#"{SITE}
+[auth.oauth]
+resource = "https://plangate.example.com/mcp"
+issuers = ["https://id.example.com", "http://127.0.0.1:9400"]
+[auth.oauth.scopes]
+"mcp:read" = "read"
+"mcp:plan" = "plan"
+"mcp:write" = "write"
+"#
+    ));
+    let oauth = config.auth.oauth.unwrap();
+    assert_eq!(oauth.resource, "https://plangate.example.com/mcp");
+    assert_eq!(
+        oauth.issuers,
+        ["https://id.example.com", "http://127.0.0.1:9400"]
+    );
+    assert_eq!(oauth.identity_claim, "sub", "the default");
+    assert_eq!(oauth.scopes["mcp:plan"], plangate_core::Scope::Plan);
+    assert_eq!(oauth.scopes.len(), 3);
+    // Without [auth], no OAuth.
+    assert_eq!(toml_ok(SITE).auth.oauth, None);
+}
+
+#[test]
+fn every_mistake_in_auth_oauth_is_reported_with_what_to_write() {
+    let errors = toml_err(&format!(
+        r#"{SITE}
+[auth.oauth]
+resource = "http://plangate.example.com/mcp#x"
+issuers = ["http://id.example.com", "ftp://x"]
+identity_claim = ""
+audience = "x"
+[auth.oauth.scopes]
+"mcp:read" = "reader"
+"two words" = "read"
+"#
+    ));
+    assert_says(
+        &errors,
+        "auth.oauth.resource",
+        &["must not have a query or fragment"],
+    );
+    assert_says(
+        &errors,
+        "auth.oauth.issuers[0]",
+        &["not loopback", "use https://"],
+    );
+    assert_says(&errors, "auth.oauth.issuers[1]", &["not supported"]);
+    assert_says(&errors, "auth.oauth.audience", &["unknown key"]);
+    assert_says(&errors, "auth.oauth.identity_claim", &["empty"]);
+    assert_says(
+        &errors,
+        "auth.oauth.scopes.\"mcp:read\"",
+        &["unknown scope \"reader\""],
+    );
+    assert_says(&errors, "auth.oauth.scopes.\"two words\"", &["one word"]);
+
+    let errors = toml_err(&format!("{SITE}\n[auth.oauth]\n"));
+    assert_says(&errors, "auth.oauth.resource", &["missing", "resource = "]);
+    assert_says(&errors, "auth.oauth.issuers", &["missing"]);
+    assert_says(
+        &errors,
+        "auth.oauth.scopes",
+        &["missing", "\"mcp:plan\" = \"plan\""],
+    );
+    let errors = toml_err(&format!(
+        "{SITE}\n[auth.oauth]\nresource = \"https://a.example/mcp\"\nissuers = []\nscopes = {{}}\n"
+    ));
+    assert_says(&errors, "auth.oauth.issuers", &["empty"]);
+    assert_says(&errors, "auth.oauth.scopes", &["empty"]);
+    let errors = toml_err(&format!("{SITE}\n[auth]\nsaml = 1\n"));
+    assert_says(&errors, "auth.saml", &["unknown key"]);
 }

@@ -159,11 +159,21 @@ pub enum AccessCode {
     CrossSiteRequest,
     /// A console POST without its session's CSRF token (403).
     CsrfTokenInvalid,
+    /// An OAuth access token that is not valid here: malformed, expired,
+    /// for another resource, from an issuer not trusted, badly signed, or
+    /// its identity revoked (401).
+    InvalidToken,
+    /// A valid OAuth access token whose scopes map to no plangate scope
+    /// (403).
+    InsufficientScope,
+    /// A trusted authorization server's keys could not be fetched to check
+    /// a token (503).
+    IssuerUnavailable,
 }
 
 impl AccessCode {
     /// Every access code.
-    pub const ALL: [AccessCode; 8] = [
+    pub const ALL: [AccessCode; 11] = [
         AccessCode::KeyRequired,
         AccessCode::InvalidKey,
         AccessCode::SessionKeyMismatch,
@@ -172,6 +182,9 @@ impl AccessCode {
         AccessCode::Unauthorized,
         AccessCode::CrossSiteRequest,
         AccessCode::CsrfTokenInvalid,
+        AccessCode::InvalidToken,
+        AccessCode::InsufficientScope,
+        AccessCode::IssuerUnavailable,
     ];
 
     /// The stable string.
@@ -185,6 +198,9 @@ impl AccessCode {
             AccessCode::Unauthorized => "unauthorized",
             AccessCode::CrossSiteRequest => "cross_site_request",
             AccessCode::CsrfTokenInvalid => "csrf_token_invalid",
+            AccessCode::InvalidToken => "invalid_token",
+            AccessCode::InsufficientScope => "insufficient_scope",
+            AccessCode::IssuerUnavailable => "issuer_unavailable",
         }
     }
 }

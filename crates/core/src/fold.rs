@@ -167,6 +167,13 @@ pub struct Step {
     /// The last time a person changed its arguments, if one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub amendment: Option<Amendment>,
+    /// The scope of the agent that planned it, when the event says (an
+    /// OAuth identity's scope is its token's, so it can differ between
+    /// steps of one plan): a step planned under `plan` keeps needing a
+    /// person outside the plan's owner, whatever token applies it
+    /// ([`crate::rules::approval_scope_for`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planned_scope: Option<crate::Scope>,
 }
 
 /// A person's change to a waiting step's arguments (the last one).
@@ -211,6 +218,7 @@ impl Step {
             updated_at_ms: at_ms,
             rejection: None,
             amendment: None,
+            planned_scope: None,
         }
     }
 }
@@ -439,7 +447,13 @@ impl KeyState {
                 self.start_life(at);
                 false
             }
-            EventKind::StepPlanned { step } => self.plan_step(step, at),
+            EventKind::StepPlanned { step } => {
+                let scope = match &event.actor {
+                    Actor::Agent { scope, .. } => *scope,
+                    _ => None,
+                };
+                self.plan_step(step, at, scope)
+            }
             // The agent asked for the same waiting write again: a reviewer
             // hears of it, though the step is as it was.
             EventKind::StepDeduplicated { step_id } => self
@@ -664,7 +678,7 @@ impl KeyState {
         self.life_started_at_ms = Some(at);
     }
 
-    fn plan_step(&mut self, record: &StepRecord, at: i64) -> bool {
+    fn plan_step(&mut self, record: &StepRecord, at: i64, scope: Option<crate::Scope>) -> bool {
         let known = self
             .steps
             .iter()
@@ -680,7 +694,9 @@ impl KeyState {
             self.start_life(at);
         }
         self.next_position = self.next_position.max(record.position.saturating_add(1));
-        self.steps.push(Arc::new(Step::new(record.clone(), at)));
+        let mut step = Step::new(record.clone(), at);
+        step.planned_scope = scope;
+        self.steps.push(Arc::new(step));
         true
     }
 

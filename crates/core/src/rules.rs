@@ -277,6 +277,22 @@ pub fn approval_scope(scope: Scope, in_force: &InForce) -> Scope {
     }
 }
 
+/// [`approval_scope`] for applying `state`'s plan: also `plan` when one of
+/// its open steps was planned under `plan` scope. An OAuth identity's
+/// scope is its token's, per request; a plan made with a `plan` token must
+/// not be applied on the agent's own say-so once it holds a `write` token.
+pub fn approval_scope_for(state: &KeyState, scope: Scope, in_force: &InForce) -> Scope {
+    let scope = approval_scope(scope, in_force);
+    let held = state
+        .open_steps()
+        .any(|s| s.planned_scope == Some(Scope::Plan));
+    if scope == Scope::Write && held {
+        Scope::Plan
+    } else {
+        scope
+    }
+}
+
 // === approvals ===
 
 /// Who is applying a plan.

@@ -51,7 +51,7 @@ impl Caller {
 }
 
 /// Why a request has no caller it could run as.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Denied {
     /// No key was presented and anonymous access is off.
     NoKey,
@@ -59,21 +59,66 @@ pub enum Denied {
     BadKey,
     /// The key store could not be read.
     StoreDown,
+    /// An OAuth access token was presented and refused.
+    Token(crate::oauth::Rejected),
+    /// The token is valid but an operator revoked its identity.
+    IdentityRevoked(String),
 }
 
 impl Denied {
     /// The stable code sent with the refusal.
-    pub fn code(self) -> &'static str {
+    pub fn code(&self) -> &'static str {
+        use crate::oauth::Rejected;
         match self {
             Denied::NoKey => AccessCode::KeyRequired.as_str(),
             Denied::BadKey => AccessCode::InvalidKey.as_str(),
             Denied::StoreDown => Code::StoreUnavailable.as_str(),
+            Denied::Token(Rejected::Invalid(_)) | Denied::IdentityRevoked(_) => {
+                AccessCode::InvalidToken.as_str()
+            }
+            Denied::Token(Rejected::NoScope { .. }) => AccessCode::InsufficientScope.as_str(),
+            Denied::Token(Rejected::Unavailable(_)) => AccessCode::IssuerUnavailable.as_str(),
+        }
+    }
+
+    /// The HTTP status of the refusal.
+    pub fn status(&self) -> StatusCode {
+        use crate::oauth::Rejected;
+        match self {
+            Denied::StoreDown | Denied::Token(Rejected::Unavailable(_)) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            Denied::Token(Rejected::NoScope { .. }) => StatusCode::FORBIDDEN,
+            _ => StatusCode::UNAUTHORIZED,
         }
     }
 
     /// What happened and how to fix it, for a person reading a client's
     /// error pane.
-    pub fn message(self, transport: &str) -> String {
+    pub fn message(&self, transport: &str) -> String {
+        use crate::oauth::Rejected;
+        match self {
+            Denied::Token(Rejected::Invalid(why)) => {
+                return format!("plangate refused the access token: {why}");
+            }
+            Denied::Token(Rejected::NoScope { had }) => {
+                return format!(
+                    "the access token is valid but none of its scopes ({}) gives access to plangate: ask your identity provider's administrator for one of the scopes plangate's metadata lists (scopes_supported)",
+                    if had.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        had.join(" ")
+                    }
+                );
+            }
+            Denied::Token(Rejected::Unavailable(why)) => return why.clone(),
+            Denied::IdentityRevoked(name) => {
+                return format!(
+                    "an operator revoked identity {name} on this plangate (`plangate keys revoke`); its tokens are refused"
+                );
+            }
+            _ => {}
+        }
         let how = match transport {
             "stdio" => {
                 "create one with `plangate keys create --name NAME --scope plan` (plan: its writes wait for a person's approval) and set it as PLANGATE_KEY in the environment of `plangate serve` (in your client's MCP server config); a key made with another data dir is unknown here, so give `plangate serve` the same --data-dir or PLANGATE_DATA_DIR (its log names the one it uses)"
@@ -88,6 +133,7 @@ impl Denied {
             Denied::StoreDown => {
                 "plangate cannot read its key store; see the gateway's log".to_owned()
             }
+            Denied::Token(_) | Denied::IdentityRevoked(_) => String::new(),
         }
     }
 }
@@ -107,6 +153,9 @@ const KEY_CACHE_MAX: usize = 4096;
 /// its next request; in between, a request costs a small file read instead
 /// of a store query. Stores without an epoch are asked every time.
 pub struct KeyCache {
+    /// Each entry: the key, the epoch it was checked at, and until when it
+    /// may be used (at most [`KEY_MAX_AGE`]; an access token's own expiry
+    /// when sooner).
     keys: parking_lot::Mutex<LruCache<[u8; 32], (ApiKey, KeyEpoch, std::time::Instant)>>,
 }
 
@@ -121,15 +170,19 @@ impl Default for KeyCache {
 impl KeyCache {
     fn get(&self, hash: &[u8; 32], epoch: KeyEpoch) -> Option<ApiKey> {
         let mut keys = self.keys.lock();
-        let (key, at_epoch, at) = keys.get(hash)?;
-        (*at_epoch == epoch && at.elapsed() < KEY_MAX_AGE).then(|| key.clone())
+        let (key, at_epoch, until) = keys.get(hash)?;
+        (*at_epoch == epoch && std::time::Instant::now() < *until).then(|| key.clone())
     }
 
     fn put(&self, hash: [u8; 32], key: ApiKey, epoch: KeyEpoch) {
+        self.put_until(hash, key, epoch, KEY_MAX_AGE);
+    }
+
+    /// Like `put`, used for at most `life` (capped at [`KEY_MAX_AGE`]).
+    fn put_until(&self, hash: [u8; 32], key: ApiKey, epoch: KeyEpoch, life: std::time::Duration) {
+        let until = std::time::Instant::now() + life.min(KEY_MAX_AGE);
         // Past KEY_CACHE_MAX keys the least recently used one goes.
-        self.keys
-            .lock()
-            .insert(hash, (key, epoch, std::time::Instant::now()));
+        self.keys.lock().insert(hash, (key, epoch, until));
     }
 }
 
@@ -146,7 +199,15 @@ pub async fn resolve(gw: &Gateway, token: Option<&str>) -> Result<Caller, Denied
             {
                 return Ok(Caller::Key(key));
             }
-            authenticate(gw, token, hash, epoch).await
+            // API keys have their prefix; anything else is an access
+            // token when OAuth is configured.
+            let config = gw.config();
+            match &config.auth.oauth {
+                Some(oauth) if !token.starts_with(plangate_store::TOKEN_PREFIX) => {
+                    authenticate_token(gw, oauth, token, hash, epoch).await
+                }
+                _ => authenticate(gw, token, hash, epoch).await,
+            }
         }
         None => match gw.config().gateway.anonymous {
             Anonymous::Read => Ok(Caller::Anonymous),
@@ -176,6 +237,55 @@ async fn authenticate(
             }
         }
     }
+}
+
+/// An OAuth access token's caller: its identity's row (recorded on its
+/// first request; refused if an operator revoked it), with the scope this
+/// token maps to. Cached like a key, so a revocation is seen at once.
+async fn authenticate_token(
+    gw: &Gateway,
+    oauth: &plangate_config::OAuth,
+    token: &str,
+    hash: [u8; 32],
+    epoch: Option<KeyEpoch>,
+) -> Result<Caller, Denied> {
+    let verified = gw
+        .oauth()
+        .verify(oauth, token)
+        .await
+        .map_err(Denied::Token)?;
+    let row = match gw
+        .store()
+        .ensure_identity(&verified.identity, verified.scope)
+        .await
+    {
+        Ok(row) => row,
+        Err(e) => {
+            tracing::error!("key store: {e}");
+            return Err(Denied::StoreDown);
+        }
+    };
+    if !row.is_active() {
+        return Err(Denied::IdentityRevoked(row.name));
+    }
+    let key = ApiKey {
+        scope: verified.scope,
+        ..row
+    };
+    if let Some(epoch) = epoch {
+        // Never past the token's own expiry (with the allowed skew).
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let left = (verified.expires_at + oauth.clock_skew.as_secs()).saturating_sub(now);
+        gw.key_cache().put_until(
+            hash,
+            key.clone(),
+            epoch,
+            std::time::Duration::from_secs(left),
+        );
+    }
+    Ok(Caller::Key(key))
 }
 
 /// How much of a refused request's body is read before the answer.
@@ -209,10 +319,17 @@ pub async fn require_caller(
             // a socket with unread request bytes makes the kernel reset the
             // connection, and the client may then lose the 401 itself.
             let _ = axum::body::to_bytes(request.into_body(), REFUSED_BODY_LIMIT).await;
-            let status = match denied {
-                Denied::StoreDown => StatusCode::SERVICE_UNAVAILABLE,
-                _ => StatusCode::UNAUTHORIZED,
-            };
+            let status = denied.status();
+            let config = gw.config();
+            let oauth = config.auth.oauth.as_ref();
+            let mut message = denied.message("http");
+            if let (Denied::NoKey | Denied::BadKey, Some(oauth)) = (&denied, oauth) {
+                message.push_str(&format!(
+                    ". Or sign in through your MCP client: plangate accepts access tokens from {} (its OAuth metadata: {})",
+                    oauth.issuers.join(", "),
+                    crate::oauth::metadata_url(&oauth.resource)
+                ));
+            }
             // A JSON-RPC error, as the same refusal is over stdio: MCP
             // clients (the Python SDK among them) show a JSON-RPC error
             // body of a non-2xx answer as the error of their request, so
@@ -223,23 +340,64 @@ pub async fn require_caller(
                 "id": null,
                 "error": {
                     "code": crate::server::UNAUTHORIZED.0,
-                    "message": denied.message("http"),
+                    "message": message,
                     "data": {"code": denied.code()},
                 },
             });
             let mut response = (status, axum::Json(body)).into_response();
-            // RFC 9110 wants a challenge with a 401. Not `Bearer`: MCP
-            // clients take a Bearer challenge for OAuth and go looking for
-            // an authorization server plangate does not have (issue: OAuth
-            // is configured separately); the key is still sent as
-            // `Authorization: Bearer <key>`.
-            response.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static(
-                    "ApiKey realm=\"plangate\", header=\"Authorization: Bearer <key>\"",
-                ),
-            );
+            if let Some(challenge) = challenge(&denied, oauth) {
+                response
+                    .headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, challenge);
+            }
             response
         }
     }
+}
+
+/// The `WWW-Authenticate` challenge of a refusal. With `[auth.oauth]`, a
+/// Bearer challenge naming plangate's RFC 9728 metadata, so an MCP client
+/// can sign its person in (with `error` for a refused token, RFC 6750 §3).
+/// Without it, not `Bearer`: MCP clients take a Bearer challenge for OAuth
+/// and go looking for an authorization server plangate does not have; the
+/// key is still sent as `Authorization: Bearer <key>` (RFC 9110 wants some
+/// challenge with a 401).
+fn challenge(denied: &Denied, oauth: Option<&plangate_config::OAuth>) -> Option<HeaderValue> {
+    use crate::oauth::Rejected;
+    let Some(oauth) = oauth else {
+        return (denied.status() == StatusCode::UNAUTHORIZED).then(|| {
+            HeaderValue::from_static(
+                "ApiKey realm=\"plangate\", header=\"Authorization: Bearer <key>\"",
+            )
+        });
+    };
+    // A quoted-string holds no `"` or `\` here, nor anything outside
+    // visible ASCII.
+    let quoted = |s: &str| -> String {
+        s.chars()
+            .filter(|c| c.is_ascii_graphic() && *c != '"' && *c != '\\' || *c == ' ')
+            .collect()
+    };
+    let metadata = quoted(&crate::oauth::metadata_url(&oauth.resource));
+    let text = match denied {
+        Denied::Token(Rejected::Invalid(why)) => format!(
+            "Bearer error=\"invalid_token\", error_description=\"{}\", resource_metadata=\"{metadata}\"",
+            quoted(why)
+        ),
+        Denied::IdentityRevoked(_) => format!(
+            "Bearer error=\"invalid_token\", error_description=\"identity revoked by an operator\", resource_metadata=\"{metadata}\""
+        ),
+        Denied::Token(Rejected::NoScope { .. }) => {
+            let scopes: Vec<&str> = oauth.scopes.keys().map(String::as_str).collect();
+            format!(
+                "Bearer error=\"insufficient_scope\", scope=\"{}\", resource_metadata=\"{metadata}\"",
+                quoted(&scopes.join(" "))
+            )
+        }
+        Denied::NoKey | Denied::BadKey => {
+            format!("Bearer resource_metadata=\"{metadata}\"")
+        }
+        Denied::StoreDown | Denied::Token(Rejected::Unavailable(_)) => return None,
+    };
+    HeaderValue::from_str(&text).ok()
 }

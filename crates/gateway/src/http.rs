@@ -81,7 +81,46 @@ pub fn router(gw: Arc<Gateway>, shutdown: CancellationToken) -> Router {
                 )),
         )
         .route("/healthz", get(healthz))
+        .route(
+            "/.well-known/oauth-protected-resource",
+            get(protected_resource),
+        )
+        .route(
+            "/.well-known/oauth-protected-resource/{*path}",
+            get(protected_resource),
+        )
         .with_state(gw)
+}
+
+/// RFC 9728 protected resource metadata, when `[auth.oauth]` is
+/// configured: at the path its resource URL gives
+/// ([`crate::oauth::metadata_path`]) and at the root form, which clients
+/// try next. Public (the same for everyone, readable cross-origin, as
+/// browser-based MCP clients fetch it); 404 without OAuth.
+async fn protected_resource(State(gw): State<Arc<Gateway>>, uri: axum::http::Uri) -> Response {
+    let config = gw.config();
+    match &config.auth.oauth {
+        Some(oauth)
+            if uri.path() == crate::oauth::metadata_path(&oauth.resource)
+                || uri.path() == "/.well-known/oauth-protected-resource" =>
+        {
+            (
+                [(axum::http::header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")],
+                axum::Json(crate::oauth::metadata(oauth)),
+            )
+                .into_response()
+        }
+        Some(_) => (
+            StatusCode::NOT_FOUND,
+            axum::Json(json!({"error": "not_found", "message": "plangate protects one resource; its metadata is at the path of its resource URL"})),
+        )
+            .into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            axum::Json(json!({"error": "not_found", "message": "plangate takes API keys here, not OAuth ([auth.oauth] is not configured): send `Authorization: Bearer <key>` with a key from `plangate keys create`"})),
+        )
+            .into_response(),
+    }
 }
 
 /// Whether the request's `Host` (without its port) is one config allows —

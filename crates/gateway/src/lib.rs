@@ -35,6 +35,7 @@ pub mod limits;
 pub mod memory;
 pub mod metrics;
 pub mod notices;
+pub mod oauth;
 pub mod operator;
 pub mod parked;
 pub mod plan;
@@ -169,6 +170,8 @@ pub struct Gateway {
     console_url: std::sync::OnceLock<String>,
     /// Coalescing of repeated refusals in the audit log.
     call_log: call_log::CallLog,
+    /// Checks OAuth access tokens (`[auth.oauth]`); holds issuers' keys.
+    oauth: oauth::Verifier,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -252,6 +255,7 @@ impl Gateway {
             shutdown,
             console_url: std::sync::OnceLock::new(),
             call_log: call_log::CallLog::default(),
+            oauth: oauth::Verifier::default(),
         });
         // The pins as they stand, before any upstream is judged against them.
         if let Err(e) = gw.reload_pins().await {
@@ -398,6 +402,11 @@ impl Gateway {
     /// The operator's rules, compiled (once per load).
     pub fn policy(&self) -> Arc<plangate_policy::Policy> {
         self.loaded.read().policy.clone()
+    }
+
+    /// The OAuth access-token checker.
+    pub fn oauth(&self) -> &oauth::Verifier {
+        &self.oauth
     }
 
     /// The audit log's coalescing of repeated refusals.

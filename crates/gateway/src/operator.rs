@@ -245,7 +245,7 @@ pub async fn refresh(
 pub fn plan_view(config: &Config, key: &ApiKey, state: &KeyState, now: i64) -> KeyPlanView {
     let in_force = config.modes.in_force(state);
     let digest = state.plan_digest();
-    let scope = rules::approval_scope(key.scope, &in_force);
+    let scope = rules::approval_scope_for(state, key.scope, &in_force);
     let covered = rules::approved_steps(state, &key.id, scope);
     let approved = state.covers_waiting(&covered);
     let (mode, notice) = (in_force.spec, in_force.notice);
@@ -526,7 +526,7 @@ pub fn steps_to_apply(
     } else {
         Selection::Named(named)
     };
-    let scope = rules::approval_scope(key.scope, &config.modes.in_force(state));
+    let scope = rules::approval_scope_for(state, key.scope, &config.modes.in_force(state));
     let covered = rules::approved_steps(state, &key.id, scope);
     rules::apply_steps(state, selection, rules::Applier::Operator, &covered).map_err(|refused| {
         OperatorError::Rule {

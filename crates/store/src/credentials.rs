@@ -118,6 +118,41 @@ where
         Ok(CreatedKey { key, token })
     }
 
+    pub(crate) async fn ensure_identity(
+        &self,
+        identity: &crate::keys::Identity,
+        scope: Scope,
+    ) -> Result<ApiKey, StoreError> {
+        // A row no token can match: the SHA-256 of random bytes nobody
+        // keeps (the column is unique and required).
+        let never = hex::encode(crate::random::random_bytes::<32>()?);
+        let sql = concat!(
+            "INSERT INTO api_keys (id, name, scope, token_sha256, prefix, created_at_ms)
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING RETURNING ",
+            key_columns!()
+        );
+        let inserted = sqlx::query(sql)
+            .bind(identity.id.clone())
+            .bind(identity.name.clone())
+            .bind(scope.as_str())
+            .bind(never)
+            .bind(crate::keys::IDENTITY_PREFIX)
+            .bind(now_ms())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| insert_error(e, || StoreError::KeyNameTaken(identity.name.clone())))?;
+        if let Some(row) = inserted {
+            tracing::info!(key_id = %identity.id, name = %identity.name, "first request of an OAuth identity: recorded");
+            return key_from_row(&row);
+        }
+        let sql = concat!("SELECT ", key_columns!(), " FROM api_keys WHERE id = $1");
+        let row = sqlx::query(sql)
+            .bind(identity.id.clone())
+            .fetch_one(&self.pool)
+            .await?;
+        key_from_row(&row)
+    }
+
     pub(crate) async fn list_keys(&self) -> Result<Vec<ApiKey>, StoreError> {
         let sql = concat!("SELECT ", key_columns!(), " FROM api_keys ORDER BY seq");
         let rows = sqlx::query(sql).fetch_all(&self.pool).await?;

@@ -124,6 +124,45 @@ pub fn validate_key_name(name: &str) -> Result<(), StoreError> {
     }
 }
 
+/// What [`ApiKey::prefix`] holds for the row of an OAuth identity: it
+/// has no token of its own.
+pub const IDENTITY_PREFIX: &str = "oauth";
+
+/// A caller known by an authorization server's token rather than an API
+/// key: `(issuer, claim value)`. It gets a row among the keys, so its plan,
+/// mode and audit trail work as a key's do, operators name it in `plans`,
+/// `mode set` and `audit export`, and `keys revoke` shuts it out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// `key_` + 16 hex of a SHA-256 over the issuer and the value: the
+    /// same identity on every replica and after every restart.
+    pub id: String,
+    /// `ISSUER#VALUE`, e.g. `https://id.example.com#alice` (an issuer
+    /// identifier has no fragment, so `#` cannot be ambiguous).
+    pub name: String,
+}
+
+impl Identity {
+    /// The identity `value` of the claim that names callers, as issued by
+    /// `issuer`.
+    pub fn new(issuer: &str, value: &str) -> Identity {
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(format!("plangate oauth identity\n{issuer}\n{value}"));
+        Identity {
+            id: format!("{KEY_ID_PREFIX}{}", hex::encode(&digest[..8])),
+            name: format!("{issuer}#{value}"),
+        }
+    }
+}
+
+impl ApiKey {
+    /// Whether this row is an OAuth identity's ([`Identity`]), not a key
+    /// with a token.
+    pub fn is_identity(&self) -> bool {
+        self.prefix == IDENTITY_PREFIX
+    }
+}
+
 /// Whether `s` has the shape of a key id (`key_` + 16 lowercase hex).
 pub(crate) fn looks_like_key_id(s: &str) -> bool {
     s.strip_prefix(KEY_ID_PREFIX).is_some_and(|rest| {

@@ -56,7 +56,8 @@ pub use data_dir::{DataDir, KeyMaterial, SEAL_KEY_VAR, SIGNING_KEY_VAR, default_
 pub use error::StoreError;
 pub use events::{NewEvent, StoredEvent};
 pub use keys::{
-    ApiKey, CreatedKey, MAX_KEY_NAME_LEN, SHOWN_PREFIX_LEN, TOKEN_PREFIX, validate_key_name,
+    ApiKey, CreatedKey, IDENTITY_PREFIX, Identity, MAX_KEY_NAME_LEN, SHOWN_PREFIX_LEN,
+    TOKEN_PREFIX, validate_key_name,
 };
 pub use operators::{
     CreatedOperatorToken, OPERATOR_TOKEN_PREFIX, OperatorToken, validate_operator_name,
@@ -89,6 +90,15 @@ pub trait Credentials: Send + Sync + 'static {
     /// ([`StoreError::InvalidKeyName`]) and unique among keys not revoked
     /// ([`StoreError::KeyNameTaken`]).
     async fn create_key(&self, name: &str, scope: Scope) -> Result<CreatedKey, StoreError>;
+
+    /// The row of OAuth identity `identity`, recorded (with `scope`, the
+    /// one its first token carried) on its first request; an existing row
+    /// is returned as it is — revoked if an operator revoked it.
+    async fn ensure_identity(
+        &self,
+        identity: &Identity,
+        scope: Scope,
+    ) -> Result<ApiKey, StoreError>;
 
     /// Every key, revoked ones included, in order of creation.
     async fn list_keys(&self) -> Result<Vec<ApiKey>, StoreError>;

@@ -64,7 +64,7 @@ use crate::{
     ApiKey, CreatedKey, CreatedOperatorToken, NewEvent, OperatorToken, Store, StoreError,
     StoredEvent, now_ms,
 };
-use crate::{Credentials, EventLog};
+use crate::{Credentials, EventLog, Identity};
 
 /// The advisory lock key migrations hold: "plangate" in ASCII. It is
 /// database-wide, so two plangate schemas in one database migrate one after
@@ -493,6 +493,14 @@ where
 impl Credentials for PostgresStore {
     async fn create_key(&self, name: &str, scope: Scope) -> Result<CreatedKey, StoreError> {
         self.credentials.create_key(name, scope).await
+    }
+
+    async fn ensure_identity(
+        &self,
+        identity: &Identity,
+        scope: Scope,
+    ) -> Result<ApiKey, StoreError> {
+        self.credentials.ensure_identity(identity, scope).await
     }
 
     async fn list_keys(&self) -> Result<Vec<ApiKey>, StoreError> {

@@ -27,7 +27,7 @@ use crate::{
     ApiKey, CreatedKey, CreatedOperatorToken, KeyEpoch, NewEvent, OperatorToken, Store, StoreError,
     StoredEvent, now_ms,
 };
-use crate::{Credentials, EventLog};
+use crate::{Credentials, EventLog, Identity};
 
 /// How long a statement waits for another process's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -441,6 +441,14 @@ where
 impl Credentials for SqliteStore {
     async fn create_key(&self, name: &str, scope: Scope) -> Result<CreatedKey, StoreError> {
         self.credentials.create_key(name, scope).await
+    }
+
+    async fn ensure_identity(
+        &self,
+        identity: &Identity,
+        scope: Scope,
+    ) -> Result<ApiKey, StoreError> {
+        self.credentials.ensure_identity(identity, scope).await
     }
 
     async fn list_keys(&self) -> Result<Vec<ApiKey>, StoreError> {

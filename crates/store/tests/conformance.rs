@@ -125,6 +125,7 @@ conformance!(
     operator_names_are_unique_among_active_tokens_and_invalid_ones_store_nothing,
     an_operator_token_revoked_through_one_handle_fails_through_another,
     many_writers_on_many_keys_keep_each_compare_and_set_and_every_append_whole,
+    an_oauth_identity_is_recorded_once_found_by_name_and_revocable,
 );
 
 async fn create_list_revoke_authenticate_round_trip(f: Fixture) {
@@ -1116,4 +1117,41 @@ async fn many_writers_on_many_keys_keep_each_compare_and_set_and_every_append_wh
     assert_eq!(fresh.expect("fresh append"), 51);
     assert_eq!(store.last_key_seq("key_0").await.expect("read"), 50);
     assert_eq!(store.last_key_seq("key_1").await.expect("read"), 51);
+}
+
+async fn an_oauth_identity_is_recorded_once_found_by_name_and_revocable(f: Fixture) {
+    use plangate_store::Identity;
+    let store = f.open().await;
+    let alice = Identity::new("https://id.example.com", "alice");
+    assert_eq!(alice.name, "https://id.example.com#alice");
+    assert!(alice.id.starts_with("key_") && alice.id.len() == 20);
+    assert_eq!(alice, Identity::new("https://id.example.com", "alice"));
+    assert_ne!(alice.id, Identity::new("https://other.example", "alice").id);
+
+    let first = store.ensure_identity(&alice, Scope::Plan).await.expect("store");
+    assert_eq!(
+        (first.id.as_str(), first.name.as_str()),
+        (alice.id.as_str(), alice.name.as_str())
+    );
+    assert!(first.is_identity() && first.is_active());
+    assert_eq!(first.scope, Scope::Plan);
+    // Seen again (with a wider token): the same row, unchanged.
+    let again = store.ensure_identity(&alice, Scope::Write).await.expect("store");
+    assert_eq!(again, first);
+    assert_eq!(
+        store.find_key(&alice.name).await.expect("store"),
+        Some(first.clone())
+    );
+    assert_eq!(
+        store.find_key(&alice.id).await.expect("store"),
+        Some(first.clone())
+    );
+    // No token authenticates as it.
+    assert_eq!(store.authenticate("pgk_").await.expect("store"), None);
+    // Revoked, it stays revoked.
+    store.revoke_key(&alice.name).await.expect("store");
+    let after = store.ensure_identity(&alice, Scope::Plan).await.expect("store");
+    assert!(!after.is_active());
+    // Keys keep their own rule: no key may take an identity's name.
+    assert!(store.create_key(&alice.name, Scope::Read).await.is_err());
 }

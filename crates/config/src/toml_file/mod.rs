@@ -12,7 +12,7 @@ use crate::duration::{format_duration, parse_duration};
 use crate::env::Env;
 use crate::error::ConfigErrors;
 use crate::model::{
-    Anonymous, Audit, Config, ConfigSource, GatewaySettings, MAX_CACHED_KEYS, MAX_LEASE,
+    Anonymous, Audit, Auth, Config, ConfigSource, GatewaySettings, MAX_CACHED_KEYS, MAX_LEASE,
     MAX_PLAN_TTL, MAX_REQUEST_BYTES_LIMIT, MAX_SESSIONS_LIMIT, MAX_STEPS_LIMIT, Namespace,
     RateLimit, Redaction,
 };
@@ -20,8 +20,9 @@ use crate::model::{
 mod upstreams;
 use upstreams::upstreams;
 
-const TOP_KEYS: [&str; 7] = [
+const TOP_KEYS: [&str; 8] = [
     "audit",
+    "auth",
     "gateway",
     "modes",
     "profiles",
@@ -31,6 +32,14 @@ const TOP_KEYS: [&str; 7] = [
 ];
 const RULE_KEYS: [&str; 6] = ["name", "when", "modes", "outcome", "message", "effect"];
 const AUDIT_KEYS: [&str; 1] = ["reads"];
+const AUTH_KEYS: [&str; 1] = ["oauth"];
+const OAUTH_KEYS: [&str; 5] = [
+    "resource",
+    "issuers",
+    "identity_claim",
+    "scopes",
+    "clock_skew",
+];
 const REDACTION_KEYS: [&str; 2] = ["names", "patterns"];
 const GATEWAY_KEYS: [&str; 18] = [
     "anonymous",
@@ -101,6 +110,10 @@ pub fn parse_toml(text: &str, origin: &Path, env: &dyn Env) -> Result<Config, Co
         Some(node) => audit(&mut c, node),
         None => Some(Audit::default()),
     };
+    let auth = match table.get("auth") {
+        Some(node) => auth(&mut c, node),
+        None => Some(Auth::default()),
+    };
     let default_mode = match (table.get("gateway"), &modes) {
         (Some(node), Some(defined)) => default_mode(&mut c, node, defined),
         _ => Some((plangate_core::DEFAULT_MODE.to_owned(), false)),
@@ -122,13 +135,17 @@ pub fn parse_toml(text: &str, origin: &Path, env: &dyn Env) -> Result<Config, Co
         .zip(audit)
         .zip(profiles)
         .zip(rules)
+        .zip(auth)
         .map(
             |(
                 (
-                    (((((gateway, upstreams), modes), redaction), (default, locked)), audit),
-                    profiles,
+                    (
+                        (((((gateway, upstreams), modes), redaction), (default, locked)), audit),
+                        profiles,
+                    ),
+                    rules,
                 ),
-                rules,
+                auth,
             )| {
                 Config {
                     source: ConfigSource::Toml(origin.to_path_buf()),
@@ -139,6 +156,7 @@ pub fn parse_toml(text: &str, origin: &Path, env: &dyn Env) -> Result<Config, Co
                     audit,
                     profiles,
                     rules,
+                    auth,
                 }
             },
         );
@@ -575,6 +593,180 @@ fn audit(c: &mut Checker<'_>, node: &toml::Value) -> Option<Audit> {
         }
     }
     Some(audit)
+}
+
+// === auth ===
+
+/// `[auth]`.
+fn auth(c: &mut Checker<'_>, node: &toml::Value) -> Option<Auth> {
+    let entries = c.table("auth", node, "a table")?;
+    c.unknown_keys("auth", &entries, &AUTH_KEYS);
+    let mut auth = Auth::default();
+    for (k, v) in entries {
+        if k == "oauth" {
+            auth.oauth = Some(oauth(c, v)?);
+        }
+    }
+    Some(auth)
+}
+
+/// `[auth.oauth]`: every field checked, so a token can never be judged
+/// against a resource or issuer that is not what the operator meant.
+fn oauth(c: &mut Checker<'_>, node: &toml::Value) -> Option<crate::model::OAuth> {
+    let entries = c.table("auth.oauth", node, "a table")?;
+    c.unknown_keys("auth.oauth", &entries, &OAUTH_KEYS);
+    let get = |k: &str| entries.iter().find(|(key, _)| *key == k).map(|(_, v)| *v);
+    let mut ok = true;
+    let resource = match get("resource") {
+        Some(v) => oauth_url(c, "auth.oauth.resource", v, "resource"),
+        None => {
+            c.error(
+                "auth.oauth.resource",
+                "missing: the URL clients reach this server at, e.g. resource = \"https://plangate.example.com/mcp\" (every token must be issued for it)",
+            );
+            None
+        }
+    };
+    let issuers = match get("issuers") {
+        Some(v) => match c.string_list("auth.oauth.issuers", v) {
+            Some(list) if list.is_empty() => {
+                c.error(
+                    "auth.oauth.issuers",
+                    "empty: name at least one authorization server, e.g. issuers = [\"https://id.example.com\"]",
+                );
+                None
+            }
+            Some(list) => {
+                let mut checked = Vec::new();
+                for (i, issuer) in list.iter().enumerate() {
+                    let key = index("auth.oauth.issuers", i);
+                    match oauth_url(c, &key, &toml::Value::String(issuer.clone()), "issuer") {
+                        Some(u) => checked.push(u),
+                        None => ok = false,
+                    }
+                }
+                Some(checked)
+            }
+            None => None,
+        },
+        None => {
+            c.error(
+                "auth.oauth.issuers",
+                "missing: the authorization servers whose tokens are accepted, e.g. issuers = [\"https://id.example.com\"]",
+            );
+            None
+        }
+    };
+    let identity_claim = match get("identity_claim") {
+        Some(v) => c.non_empty_string("auth.oauth.identity_claim", v),
+        None => Some(crate::model::DEFAULT_IDENTITY_CLAIM.to_owned()),
+    };
+    let scopes = match get("scopes") {
+        Some(v) => oauth_scopes(c, v),
+        None => {
+            c.error(
+                "auth.oauth.scopes",
+                "missing: map token scopes to plangate scopes, e.g. [auth.oauth.scopes] \"mcp:plan\" = \"plan\" (a token with none of them is refused)",
+            );
+            None
+        }
+    };
+    let clock_skew = match get("clock_skew") {
+        Some(v) => c
+            .integer_in("auth.oauth.clock_skew", v, "clock_skew (seconds)", 0..=300)
+            .and_then(|n| u64::try_from(n).ok())
+            .map(Duration::from_secs),
+        None => Some(crate::model::DEFAULT_CLOCK_SKEW),
+    };
+    let (resource, issuers, identity_claim, scopes, clock_skew) =
+        (resource?, issuers?, identity_claim?, scopes?, clock_skew?);
+    ok.then_some(crate::model::OAuth {
+        resource,
+        issuers,
+        identity_claim,
+        scopes,
+        clock_skew,
+    })
+}
+
+/// `[auth.oauth.scopes]`: token scope → `read`, `plan` or `write`.
+fn oauth_scopes(
+    c: &mut Checker<'_>,
+    node: &toml::Value,
+) -> Option<BTreeMap<String, plangate_core::Scope>> {
+    let entries = c.table(
+        "auth.oauth.scopes",
+        node,
+        "a table of token scope = \"read\" | \"plan\" | \"write\"",
+    )?;
+    if entries.is_empty() {
+        c.error(
+            "auth.oauth.scopes",
+            "empty: map at least one token scope, e.g. \"mcp:plan\" = \"plan\"",
+        );
+        return None;
+    }
+    let mut out = BTreeMap::new();
+    let mut ok = true;
+    for (token_scope, v) in entries {
+        let key = child("auth.oauth.scopes", token_scope);
+        if token_scope.is_empty() || token_scope.contains(char::is_whitespace) {
+            c.error(
+                &key,
+                "a token scope is one word without spaces (RFC 6749 §3.3)",
+            );
+            ok = false;
+            continue;
+        }
+        let Some(text) = c.string(&key, v) else {
+            ok = false;
+            continue;
+        };
+        match text.parse::<plangate_core::Scope>() {
+            Ok(scope) => {
+                out.insert(token_scope.to_owned(), scope);
+            }
+            Err(e) => {
+                c.error(&key, e.to_string());
+                ok = false;
+            }
+        }
+    }
+    ok.then_some(out)
+}
+
+/// A URL of `[auth.oauth]`: `https://`, or `http://` on a loopback host
+/// only (a token or key set fetched in the clear could be swapped on the
+/// way); no query or fragment.
+fn oauth_url(c: &mut Checker<'_>, key: &str, node: &toml::Value, what: &str) -> Option<String> {
+    let url = c.url(key, node)?;
+    let lower = url.to_ascii_lowercase();
+    if url.contains(['?', '#']) {
+        c.error(
+            key,
+            format!("{what} {url:?} must not have a query or fragment"),
+        );
+        return None;
+    }
+    if let Some(rest) = lower.strip_prefix("http://") {
+        let authority = rest.split('/').next().unwrap_or_default();
+        let host = match authority.strip_prefix('[') {
+            Some(v6) => v6.split(']').next().unwrap_or_default(),
+            None => authority.split(':').next().unwrap_or_default(),
+        };
+        let loopback = host == "localhost"
+            || host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        if !loopback {
+            c.error(
+                key,
+                format!("{what} {url:?} uses http:// on a host that is not loopback: use https:// (http:// is allowed for 127.0.0.1, ::1 and localhost only)"),
+            );
+            return None;
+        }
+    }
+    Some(url)
 }
 
 // === rules ===

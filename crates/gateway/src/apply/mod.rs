@@ -147,7 +147,8 @@ async fn apply_plan_in_span(
                     format!("the plan changed since it was reviewed (digest {d} is now {current}); nothing was run. Show the person the plan again ({prefix}get_plan) and apply the digest they approve"),
                 ));
             }
-            let scope = rules::approval_scope(
+            let scope = rules::approval_scope_for(
+                &view,
                 acting.key.scope,
                 &gw.config().modes.in_force(&view),
             );

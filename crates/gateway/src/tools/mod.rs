@@ -269,7 +269,7 @@ pub async fn call(
             let in_force = modes.in_force(&state);
             // Each waiting step is marked `approved` when an approval that
             // counts for the key covers it; the plan is when all are.
-            let scope = rules::approval_scope(acting.key.scope, &in_force);
+            let scope = rules::approval_scope_for(&state, acting.key.scope, &in_force);
             let covered = rules::approved_steps(&state, &acting.key.id, scope);
             let approved = state.covers_waiting(&covered);
             let steps: Vec<StepView> = state

@@ -63,6 +63,7 @@ pub fn config(names: &[&str], namespace: Namespace) -> Config {
         audit: plangate_config::Audit::default(),
         profiles: Default::default(),
         rules: Vec::new(),
+        auth: Default::default(),
     }
 }
 

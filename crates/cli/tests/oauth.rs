@@ -1,0 +1,442 @@
+//! plangate as an OAuth 2.1 protected resource, against a real
+//! authorization server (oidc-provider, pinned in `tests/oauth`, started
+//! here on 127.0.0.1) and the official MCP Python SDK's OAuth client.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::{Proc, Scratch, peers, repo_root};
+use serde_json::{Value, json};
+
+/// A running oidc-provider; killed on drop.
+struct Provider {
+    child: Child,
+    issuer: String,
+}
+
+impl Drop for Provider {
+    fn drop(&mut self) {
+        common::kill_tree(&mut self.child);
+    }
+}
+
+/// Starts the fixture authorization server for `resources`, tokens living
+/// `ttl` seconds.
+fn provider(resources: &[&str], ttl: u64) -> Provider {
+    peers();
+    let tools = repo_root().join(".tools/oauth");
+    let mut cmd = Command::new(tools.join("node_modules/.bin/node"));
+    cmd.arg(tools.join("provider.mjs"))
+        .args(["--port", "0", "--ttl", &ttl.to_string()])
+        .args(["--scopes", "mcp:read mcp:plan mcp:write"]);
+    for r in resources {
+        cmd.args(["--resource", r]);
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    let issuer = line
+        .trim()
+        .strip_prefix("oidc-provider listening on ")
+        .unwrap_or_else(|| panic!("provider said {line:?}"))
+        .to_owned();
+    Provider { child, issuer }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `application/x-www-form-urlencoded` of `pairs`.
+fn encoded(pairs: &[(&str, &str)]) -> String {
+    let enc = |s: &str| {
+        s.bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect::<String>()
+    };
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{}={}", enc(k), enc(v)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// A client-credentials token of the provider's `machine` client for
+/// `resource` with `scope`.
+async fn machine_token(p: &Provider, resource: &str, scope: &str) -> String {
+    let mut form = vec![("grant_type", "client_credentials"), ("resource", resource)];
+    if !scope.is_empty() {
+        form.push(("scope", scope));
+    }
+    let body: Value = reqwest::Client::new()
+        .post(format!("{}/token", p.issuer))
+        .basic_auth("machine", Some("machine-secret"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(encoded(&form))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    body["access_token"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no token: {body}"))
+        .to_owned()
+}
+
+/// An `initialize` POST with `token` (and a session id): status, the
+/// `WWW-Authenticate` header and the body.
+async fn initialize(url: &str, token: Option<&str>, session: Option<&str>) -> (u16, String, Value) {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "t", "version": "0"}}
+        }));
+    if let Some(t) = token {
+        request = request.bearer_auth(t);
+    }
+    if let Some(s) = session {
+        request = request.header("mcp-session-id", s);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let challenge = response
+        .headers()
+        .get("www-authenticate")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    let text = response.text().await.unwrap();
+    let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (status, challenge, body)
+}
+
+/// plangate in front of the official memory server, with `[auth.oauth]`
+/// trusting `issuers`, on a port chosen beforehand (the resource URL is in
+/// the config).
+fn plangate(scratch: &Scratch, port: u16, issuers: &[&str]) -> Proc {
+    let memory = peers().js("@modelcontextprotocol/server-memory/dist/index.js");
+    let issuers: Vec<String> = issuers.iter().map(|i| format!("{i:?}")).collect();
+    let config = scratch.write(
+        "plangate.toml",
+        &format!(
+            r#"[upstreams.memory]
+command = "node"
+args = [{memory:?}]
+env = {{ MEMORY_FILE_PATH = {file:?} }}
+
+[auth.oauth]
+resource = "http://127.0.0.1:{port}/mcp"
+issuers = [{issuers}]
+clock_skew = 0
+[auth.oauth.scopes]
+"mcp:read" = "read"
+"mcp:plan" = "plan"
+"mcp:write" = "write"
+"#,
+            memory = memory.display().to_string(),
+            file = scratch.path().join("memory.jsonl").display().to_string(),
+            issuers = issuers.join(", "),
+        ),
+    );
+    let mut cmd = scratch.command(&[
+        "serve",
+        "--http",
+        &format!("127.0.0.1:{port}"),
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    cmd.env("PLANGATE_LOG", "debug");
+    Proc::start(cmd, "plangate serving ")
+}
+
+/// The Python SDK's OAuth client, signing in as `user` and making `calls`.
+fn python_client(url: &str, user: &str, calls: &[(&str, Value)]) -> Vec<Value> {
+    let p = peers();
+    let mut cmd = Command::new(&p.python);
+    cmd.arg(repo_root().join("tests/oauth/client.py"))
+        .args(["--url", url, "--user", user]);
+    for (tool, args) in calls {
+        cmd.args(["--call", tool, &args.to_string()]);
+    }
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "client.py failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn call_text(lines: &[Value], i: usize) -> Value {
+    let line = &lines[i + 1];
+    assert_eq!(line["is_error"], false, "{line}");
+    match &line["structured"] {
+        Value::Null => serde_json::from_str(line["text"].as_str().unwrap()).unwrap(),
+        s => s.clone(),
+    }
+}
+
+fn never_written(scratch: &Scratch, gw: &Proc, tokens: &[&str]) {
+    let mut stored = Vec::new();
+    for entry in std::fs::read_dir(scratch.data_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            stored.extend(std::fs::read(&path).unwrap());
+        }
+    }
+    let log = gw.log();
+    for token in tokens {
+        assert!(!log.contains(token), "a token is in plangate's log");
+        let bytes = token.as_bytes();
+        assert!(
+            !stored.windows(bytes.len()).any(|w| w == bytes),
+            "a token is in the data dir"
+        );
+    }
+}
+
+fn identity_of(issuer: &str, user: &str) -> String {
+    format!("{issuer}#{user}")
+}
+
+/// The done-when path: the Python SDK discovers plangate's metadata,
+/// signs its person in at the provider and calls tools as that identity;
+/// the plan it makes is its own, invisible to another person.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_signs_in_and_each_identity_has_its_own_plan() {
+    let scratch = Scratch::new();
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let idp = provider(&[&url], 3600);
+    let gw = plangate(&scratch, port, &[&idp.issuer]);
+
+    // What a client finds first.
+    let (status, challenge, body) = initialize(&url, None, None).await;
+    assert_eq!(status, 401);
+    let metadata_url = format!("http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp");
+    assert_eq!(
+        challenge,
+        format!("Bearer resource_metadata=\"{metadata_url}\"")
+    );
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("sign in through your MCP client"),
+        "{message}"
+    );
+    let metadata: Value = reqwest::get(&metadata_url)
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(metadata["resource"], url.as_str());
+    assert_eq!(metadata["authorization_servers"], json!([idp.issuer]));
+    assert_eq!(
+        metadata["scopes_supported"],
+        json!(["mcp:plan", "mcp:read", "mcp:write"])
+    );
+
+    // Alice signs in; her write runs (write scope, default mode) and is
+    // on her record.
+    let entity = |name: &str| json!({"entities": [{"name": name, "entityType": "person", "observations": []}]});
+    let alice = python_client(
+        &url,
+        "alice",
+        &[
+            ("create_entities", entity("Ada")),
+            ("plangate_begin_session", json!({"mode": "plan"})),
+            ("create_entities", entity("Grace")),
+            ("plangate_get_plan", json!({})),
+        ],
+    );
+    assert!(
+        alice[0]["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("create_entities")),
+        "{}",
+        alice[0]
+    );
+    let planned = call_text(&alice, 2);
+    assert_eq!(planned["code"], "plan_step", "{planned}");
+    let plan = call_text(&alice, 3);
+    assert_eq!(plan["pending_steps"], 1, "{plan}");
+    let graph = std::fs::read_to_string(scratch.path().join("memory.jsonl")).unwrap();
+    assert!(graph.contains("Ada") && !graph.contains("Grace"), "{graph}");
+
+    // Bob, another person of the same provider, has a plan of his own.
+    let bob = python_client(&url, "bob", &[("plangate_get_plan", json!({}))]);
+    let his = call_text(&bob, 0);
+    assert_eq!(his["pending_steps"], 0, "{his}");
+
+    // Operators name identities as ISSUER#USER.
+    let alice_name = identity_of(&idp.issuer, "alice");
+    let args = ["keys", "list", "--json"];
+    let keys = common::parsed(&args, &common::succeeded(&args, &scratch.run(&args)));
+    let names: Vec<&str> = keys
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&alice_name.as_str()), "{keys}");
+    let args = ["plans", "show", "--key", &alice_name, "--json"];
+    let shown = common::parsed(&args, &common::succeeded(&args, &scratch.run(&args)));
+    assert_eq!(shown["pending_steps"], 1, "{shown}");
+    drop(gw);
+}
+
+/// Every token plangate must refuse is refused 401 before anything runs:
+/// for another resource, from an issuer not trusted, expired, not a JWT;
+/// one with no mapped scope is 403; a session opened with a good token
+/// does not let a bad one in; a step planned with a `plan` token is not
+/// applied on the same identity's `write` token; no token is ever logged
+/// or stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_tokens_are_refused_and_a_plan_token_s_steps_wait_for_a_person() {
+    let scratch = Scratch::new();
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let other = "http://127.0.0.1:9/other";
+    let idp = provider(&[&url, other], 3600);
+    let stranger = provider(&[&url], 3600);
+    let brief = provider(&[&url], 2);
+    let gw = plangate(&scratch, port, &[&idp.issuer, &brief.issuer]);
+
+    let good = machine_token(&idp, &url, "mcp:read").await;
+    let (status, _, body) = initialize(&url, Some(&good), None).await;
+    assert_eq!(status, 200, "{body}");
+
+    let refused = |status: u16, challenge: &str, body: &Value, says: &str| {
+        assert_eq!(status, 401, "{body}");
+        assert!(
+            challenge.starts_with("Bearer error=\"invalid_token\""),
+            "{challenge}"
+        );
+        assert!(challenge.contains("resource_metadata="), "{challenge}");
+        assert_eq!(body["error"]["data"]["code"], "invalid_token", "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{message}");
+    };
+    let elsewhere = machine_token(&idp, other, "mcp:write").await;
+    let (s, c, b) = initialize(&url, Some(&elsewhere), None).await;
+    refused(s, &c, &b, "issued for another resource");
+    let foreign = machine_token(&stranger, &url, "mcp:write").await;
+    let (s, c, b) = initialize(&url, Some(&foreign), None).await;
+    refused(s, &c, &b, "is not one plangate trusts");
+    let short = machine_token(&brief, &url, "mcp:write").await;
+    let (s, _, b) = initialize(&url, Some(&short), None).await;
+    assert_eq!(s, 200, "valid while it lasts: {b}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (s, c, b) = initialize(&url, Some(&short), None).await;
+    refused(s, &c, &b, "has expired");
+    let (s, c, b) = initialize(&url, Some("not.a.token"), None).await;
+    refused(s, &c, &b, "neither a plangate API key");
+
+    // Valid, but no scope plangate knows.
+    let scopeless = machine_token(&idp, &url, "").await;
+    let (s, c, b) = initialize(&url, Some(&scopeless), None).await;
+    assert_eq!(s, 403, "{b}");
+    assert!(
+        c.starts_with("Bearer error=\"insufficient_scope\", scope=\"mcp:plan mcp:read mcp:write\""),
+        "{c}"
+    );
+    assert_eq!(b["error"]["data"]["code"], "insufficient_scope");
+
+    // A session opened with a good token: a bad token with its id is
+    // still refused 401 (the token is checked before the session).
+    let client = common::http_client(&url, Some(&good)).await.unwrap();
+    let session = {
+        let response = reqwest::Client::new()
+            .post(&url)
+            .bearer_auth(&good)
+            .header("accept", "application/json, text/event-stream")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                           "clientInfo": {"name": "t", "version": "0"}}}))
+            .send()
+            .await
+            .unwrap();
+        response.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (s, c, b) = initialize(&url, Some(&foreign), Some(&session)).await;
+    refused(s, &c, &b, "is not one plangate trusts");
+    client.cancel().await.unwrap();
+
+    // The machine identity plans under a `plan` token...
+    let plan_token = machine_token(&idp, &url, "mcp:plan").await;
+    let planner = common::http_client(&url, Some(&plan_token)).await.unwrap();
+    let step = common::ok(
+        &planner,
+        "create_entities",
+        json!({"entities": [{"name": "Planned", "entityType": "x", "observations": []}]}),
+    )
+    .await;
+    assert_eq!(step["code"], "plan_step", "{step}");
+    planner.cancel().await.unwrap();
+    // ...and its `write` token cannot apply that step on its own say-so.
+    let write_token = machine_token(&idp, &url, "mcp:write").await;
+    let writer = common::http_client(&url, Some(&write_token)).await.unwrap();
+    let answer = common::call(&writer, "plangate_apply_plan", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(answer.is_error, Some(true), "{answer:?}");
+    let answer = common::body(&answer);
+    assert_eq!(answer["code"], "forbidden", "{answer}");
+    assert!(
+        answer["message"]
+            .as_str()
+            .unwrap()
+            .contains("runs only after a person outside this key approves"),
+        "{answer}"
+    );
+    writer.cancel().await.unwrap();
+    assert!(
+        !std::fs::read_to_string(scratch.path().join("memory.jsonl"))
+            .unwrap_or_default()
+            .contains("Planned"),
+        "nothing ran"
+    );
+
+    never_written(
+        &scratch,
+        &gw,
+        &[
+            &good,
+            &elsewhere,
+            &foreign,
+            &short,
+            &scopeless,
+            &plan_token,
+            &write_token,
+        ],
+    );
+}
