@@ -125,6 +125,9 @@ pub(crate) enum Command {
     /// Export the event log.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Sign in to upstreams behind OAuth.
+    #[command(subcommand)]
+    Upstream(UpstreamCommand),
     /// See plan mode work, start to finish, in one offline run (a temporary
     /// data dir and a fresh demo site; nothing of yours is touched).
     Demo {
@@ -293,6 +296,37 @@ pub(crate) enum PlansCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum UpstreamCommand {
+    /// Sign plangate in to an upstream behind OAuth (`[upstreams.NAME.oauth]`):
+    /// prints the URL to open in a browser, waits for the authorization
+    /// server to send the browser back to a port on this machine, and
+    /// seals the tokens into the data dir (or database), where every
+    /// `plangate serve` of it finds them and refreshes them.
+    Login {
+        #[command(flatten)]
+        source: ConfigSourceArgs,
+        /// The upstream's name in the config.
+        name: String,
+        /// How long to wait for the browser to come back, e.g. "5m".
+        #[arg(long, default_value = "5m", value_parser = parse_wait)]
+        timeout: std::time::Duration,
+    },
+    /// Forget an upstream's OAuth tokens (the authorization server may
+    /// still hold its grant: revoke it there too).
+    Logout {
+        #[command(flatten)]
+        source: ConfigSourceArgs,
+        /// The upstream's name in the config.
+        name: String,
+    },
+}
+
+fn parse_wait(text: &str) -> Result<std::time::Duration, String> {
+    plangate_config::parse_duration(text)
+        .ok_or_else(|| format!("{text:?} is not a duration like \"5m\" or \"90s\""))
 }
 
 #[derive(Subcommand, Debug)]

@@ -39,6 +39,7 @@ pub fn demo_config(exe: &Path, state: &Path) -> Config {
         startup_timeout: plangate_config::DEFAULT_STARTUP_TIMEOUT,
         protocol: plangate_config::UpstreamProtocol::V2025_11_25,
         tools: plangate_config::demo_tool_overrides(),
+        oauth: None,
     };
     Config::new(
         ConfigSource::Builtin("the embedded demo site (no config file found)"),
@@ -220,12 +221,18 @@ pub async fn operator_revoke(store: &dyn Store, operator: &str, as_json: bool) -
 pub async fn config_check(
     config: Config,
     pins: Option<plangate_core::ToolPins>,
+    vault: Option<plangate_gateway::upstream::oauth::Vault>,
     as_json: bool,
 ) -> Result<()> {
     let source = describe_source(&config.source);
     use plangate_gateway::upstream::{UpstreamClient, connect_once, connector_for};
-    let attempts = config.enabled_upstreams().map(|u| async move {
-        connect_once(u, &connector_for(u), UpstreamClient::detached(&u.name)).await
+    let attempts = config.enabled_upstreams().map(|u| {
+        // Upstreams behind OAuth connect with the tokens in the store.
+        let client = match &vault {
+            Some(v) => UpstreamClient::detached_with(&u.name, v.clone()),
+            None => UpstreamClient::detached(&u.name),
+        };
+        async move { connect_once(u, &connector_for(u), client).await }
     });
     let mut ups = Vec::new();
     let mut sessions = Vec::new();

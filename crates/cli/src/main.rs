@@ -13,6 +13,7 @@ use anyhow::{Context, Result};
 use args::{
     AuditCommand, Cli, Command, ConfigCommand, ConfigSourceArgs, DemoSiteArgs, KeysCommand,
     LogFormat, ModeCommand, OperatorCommand, PlansCommand, PolicyCommand, ServeArgs, ToolsCommand,
+    UpstreamCommand,
 };
 use clap::Parser;
 use plangate_config::{Config, ConfigErrors, ProcessEnv};
@@ -30,6 +31,7 @@ mod plans;
 mod policy;
 mod preview_text;
 mod tools;
+mod upstream;
 mod wrap;
 
 /// Exit code for bad configuration or usage.
@@ -231,20 +233,41 @@ async fn run(cli: Cli) -> Result<()> {
             let config = config_to_call(&source, &data_dir).await?;
             // The pins, when the store can be read, so changed definitions
             // are flagged; config check works without a store too.
-            let pins = match open_store(&data_dir).await {
+            let (pins, vault) = match open_store(&data_dir).await {
                 Ok(store) => {
-                    plangate_gateway::key_log::KeyLog::<plangate_core::ToolPins>::with_capacity(
-                        store, 1,
-                    )
-                    .state(plangate_core::TOOLS_LOG)
-                    .await
-                    .ok()
+                    let pins =
+                        plangate_gateway::key_log::KeyLog::<plangate_core::ToolPins>::with_capacity(
+                            store.clone(),
+                            1,
+                        )
+                        .state(plangate_core::TOOLS_LOG)
+                        .await
+                        .ok();
+                    let vault = key_material(&data_dir).ok().map(|material| {
+                        plangate_gateway::upstream::oauth::Vault { store, material }
+                    });
+                    (pins, vault)
                 }
-                Err(_) => None,
+                Err(_) => (None, None),
             };
-            commands::config_check(config, pins, json).await
+            commands::config_check(config, pins, vault, json).await
         }
         Command::Tools(cmd) => tools_command(cmd, &data_dir).await,
+        Command::Upstream(cmd) => {
+            let (UpstreamCommand::Login { source, name, .. }
+            | UpstreamCommand::Logout { source, name }) = &cmd;
+            let config = load_config(source, &data_dir)?;
+            let vault = plangate_gateway::upstream::oauth::Vault {
+                store: open_store(&data_dir).await?,
+                material: key_material(&data_dir)?,
+            };
+            match &cmd {
+                UpstreamCommand::Login { timeout, .. } => {
+                    upstream::login(&config, name, vault, *timeout).await
+                }
+                UpstreamCommand::Logout { .. } => upstream::logout(&config, name, vault).await,
+            }
+        }
         Command::Policy(PolicyCommand::Test {
             source,
             key,

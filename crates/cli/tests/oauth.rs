@@ -440,3 +440,115 @@ async fn bad_tokens_are_refused_and_a_plan_token_s_steps_wait_for_a_person() {
         ],
     );
 }
+
+/// Whether any file of `dir` holds a JWT in the clear (every JWT starts
+/// with `eyJ`, the base64 of `{"`).
+fn holds_a_jwt(dir: &std::path::Path) -> bool {
+    std::fs::read_dir(dir).unwrap().any(|entry| {
+        let path = entry.unwrap().path();
+        path.is_file()
+            && std::fs::read(&path)
+                .unwrap()
+                .windows(3)
+                .any(|w| w == b"eyJ")
+    })
+}
+
+/// An upstream behind OAuth: `plangate upstream login` signs plangate in
+/// (the test plays the person at the provider's pages), the tokens are
+/// sealed in the data dir, `serve` reaches the upstream with them and
+/// refreshes them across an expiry. The upstream is another plangate,
+/// protected by the same provider.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_login_signs_plangate_in_and_serve_refreshes_the_token() {
+    let inner_scratch = Scratch::new();
+    let port = free_port();
+    let inner_url = format!("http://127.0.0.1:{port}/mcp");
+    let idp = provider(&[&inner_url], 2);
+    let inner = plangate(&inner_scratch, port, &[&idp.issuer]);
+
+    let outer = Scratch::new();
+    let config = outer.write(
+        "plangate.toml",
+        &format!("[upstreams.inner]\nurl = {inner_url:?}\n[upstreams.inner.oauth]\n"),
+    );
+    let config = config.to_str().unwrap();
+
+    // Before any login, the upstream says how to sign in.
+    let args = ["config", "check", "--config", config];
+    let out = outer.run(&args);
+    let said = format!("{}{}", common::stdout(&out), common::stderr(&out));
+    assert!(said.contains("plangate upstream login inner"), "{said}");
+
+    let mut login = outer
+        .command(&[
+            "upstream",
+            "login",
+            "inner",
+            "--config",
+            config,
+            "--timeout",
+            "60s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    BufReader::new(login.stdout.take().unwrap())
+        .read_line(&mut url)
+        .unwrap();
+    assert!(url.starts_with(&idp.issuer), "{url}");
+    let person = Command::new(&peers().python)
+        .arg(repo_root().join("tests/oauth/consent.py"))
+        .args(["--user", "carol", url.trim()])
+        .output()
+        .unwrap();
+    assert!(
+        person.status.success(),
+        "{}",
+        String::from_utf8_lossy(&person.stderr)
+    );
+    let done = login.wait_with_output().unwrap();
+    let told = String::from_utf8_lossy(&done.stderr).into_owned();
+    assert!(done.status.success(), "{told}");
+    assert!(told.contains("signed in to upstream inner"), "{told}");
+    assert!(!holds_a_jwt(&outer.data_dir()), "tokens are sealed at rest");
+
+    // serve reaches it with the token, and again after it expired.
+    let token = outer.create_key("agent", "write");
+    let client = common::config_client(&outer, config, &token).await;
+    let names = common::tool_names(&client).await;
+    assert!(names.contains(&"read_graph".to_owned()), "{names:?}");
+    let graph = common::call(&client, "read_graph", json!({}))
+        .await
+        .unwrap();
+    assert_ne!(graph.is_error, Some(true), "{graph:?}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let again = common::call(&client, "read_graph", json!({}))
+        .await
+        .unwrap();
+    assert_ne!(again.is_error, Some(true), "after the expiry: {again:?}");
+    client.cancel().await.unwrap();
+    assert!(
+        !holds_a_jwt(&outer.data_dir()),
+        "refreshed tokens are sealed too"
+    );
+
+    // The upstream saw the person who signed in.
+    let args = ["keys", "list", "--json"];
+    let keys = common::succeeded(&args, &inner_scratch.run(&args));
+    assert!(keys.contains(&identity_of(&idp.issuer, "carol")), "{keys}");
+    assert!(
+        !inner.log().contains("eyJ"),
+        "no token in the upstream's log"
+    );
+
+    // Logout forgets the tokens: the upstream asks for a login again.
+    let args = ["upstream", "logout", "inner", "--config", config];
+    common::succeeded(&args, &outer.run(&args));
+    let args = ["config", "check", "--config", config];
+    let out = outer.run(&args);
+    let said = format!("{}{}", common::stdout(&out), common::stderr(&out));
+    assert!(said.contains("plangate upstream login inner"), "{said}");
+}

@@ -50,7 +50,7 @@ pub use model::{
     DEFAULT_MAX_STEPS, DEFAULT_PLAN_TTL, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_PREFIX,
     GatewaySettings, LandsOnSetting, MAX_CACHED_KEYS, MAX_CALL_TIMEOUT, MAX_LEASE, MAX_PLAN_TTL,
     MAX_REQUEST_BYTES_LIMIT, MAX_SESSIONS_LIMIT, MAX_STEPS_LIMIT, Namespace, OAuth, RateLimit,
-    Redaction, ToolOverride, Transport, UpstreamConfig, UpstreamProtocol,
+    Redaction, ToolOverride, Transport, UpstreamConfig, UpstreamOAuth, UpstreamProtocol,
 };
 pub use toml_file::parse_toml;
 

@@ -189,6 +189,7 @@ fn server(
         startup_timeout: crate::model::DEFAULT_STARTUP_TIMEOUT,
         protocol: crate::model::UpstreamProtocol::V2025_11_25,
         tools: BTreeMap::new(),
+        oauth: None,
     })
 }
 

@@ -410,6 +410,48 @@ pub struct UpstreamConfig {
     pub protocol: UpstreamProtocol,
     /// Per-tool overrides, keyed by the upstream's own tool name.
     pub tools: BTreeMap<String, ToolOverride>,
+    /// `[upstreams.NAME.oauth]`: an HTTP upstream behind OAuth, reached
+    /// with the tokens `plangate upstream login NAME` obtained.
+    pub oauth: Option<UpstreamOAuth>,
+}
+
+/// `[upstreams.NAME.oauth]`: how plangate signs in to an HTTP upstream
+/// that is an OAuth protected resource. The authorization server is found
+/// from the upstream's RFC 9728 metadata; the client is the one configured
+/// here, else one registered dynamically at the first login.
+#[derive(Clone, PartialEq, Eq, Serialize)]
+pub struct UpstreamOAuth {
+    /// The scopes to ask for; empty: those the upstream's metadata lists.
+    pub scopes: Vec<String>,
+    /// A client registered beforehand at the authorization server; `None`:
+    /// register one dynamically (RFC 7591) at login.
+    pub client_id: Option<String>,
+    /// That client's secret (a confidential client); never shown.
+    #[serde(serialize_with = "serialize_redacted_option")]
+    pub client_secret: Option<String>,
+}
+
+impl fmt::Debug for UpstreamOAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UpstreamOAuth")
+            .field("scopes", &self.scopes)
+            .field("client_id", &self.client_id)
+            .field(
+                "client_secret",
+                &self.client_secret.as_ref().map(|_| REDACTED),
+            )
+            .finish()
+    }
+}
+
+fn serialize_redacted_option<S: serde::Serializer>(
+    v: &Option<String>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(_) => s.serialize_str(REDACTED),
+        None => s.serialize_none(),
+    }
 }
 
 /// Which MCP revision plangate speaks to an upstream (`protocol`).
@@ -819,6 +861,7 @@ mod tests {
             startup_timeout: DEFAULT_STARTUP_TIMEOUT,
             protocol: UpstreamProtocol::default(),
             tools: BTreeMap::new(),
+            oauth: None,
         };
         let mut config = Config::new(
             ConfigSource::Builtin("test"),

@@ -215,6 +215,7 @@ fn the_documented_example_parses() {
                 ..ToolOverride::default()
             },
         )]),
+        oauth: None,
     };
     assert_eq!(
         config.upstreams,
@@ -344,7 +345,7 @@ fn an_unknown_key_lists_the_allowed_keys() {
         &errors,
         &[(
             "upstreams.site.trust",
-            "unknown key \"trust\": allowed keys are command, args, env, cwd, url, headers, ca_file, trust_annotations, enabled, call_timeout, startup_timeout, protocol and tools",
+            "unknown key \"trust\": allowed keys are command, args, env, cwd, url, headers, ca_file, trust_annotations, enabled, call_timeout, startup_timeout, protocol, tools and oauth",
         )],
     );
     let errors = toml_err(&with_gateway("anon = \"read\""));
@@ -1881,4 +1882,60 @@ audience = "x"
     assert_says(&errors, "auth.oauth.scopes", &["empty"]);
     let errors = toml_err(&format!("{SITE}\n[auth]\nsaml = 1\n"));
     assert_says(&errors, "auth.saml", &["unknown key"]);
+}
+
+#[test]
+fn an_http_upstream_may_sign_in_with_oauth_and_its_secret_is_never_shown() {
+    let config = toml_ok(
+        r#"[upstreams.gh]
+url = "https://mcp.example.com/mcp"
+[upstreams.gh.oauth]
+scopes = ["repo", "read:org"]
+client_id = "plangate-team"
+client_secret = "${MY_TOKEN}"
+"#,
+    );
+    let oauth = config.upstreams["gh"].oauth.clone().unwrap();
+    assert_eq!(oauth.scopes, ["repo", "read:org"]);
+    assert_eq!(oauth.client_id.as_deref(), Some("plangate-team"));
+    assert_eq!(oauth.client_secret.as_deref(), Some("tok-123"));
+    assert!(!format!("{oauth:?}").contains("tok-123"));
+    assert!(!serde_json::to_string(&config).unwrap().contains("tok-123"));
+    // The least: an empty table (dynamic registration, the upstream's scopes).
+    let config =
+        toml_ok("[upstreams.gh]\nurl = \"https://mcp.example.com/mcp\"\n[upstreams.gh.oauth]\n");
+    assert_eq!(
+        config.upstreams["gh"].oauth.clone().unwrap().client_id,
+        None
+    );
+
+    let errors = toml_err(
+        r#"[upstreams.local]
+command = "node"
+[upstreams.local.oauth]
+[upstreams.gh]
+url = "https://mcp.example.com/mcp"
+headers = { Authorization = "Bearer x" }
+[upstreams.gh.oauth]
+client_secret = "s"
+flow = "device"
+"#,
+    );
+    assert_says(
+        &errors,
+        "upstreams.local.oauth",
+        &["for upstreams reached by url"],
+    );
+    assert_says(
+        &errors,
+        "upstreams.gh.oauth.client_secret",
+        &["needs the client_id"],
+    );
+    assert_says(&errors, "upstreams.gh.oauth.flow", &["unknown key"]);
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.key == "upstreams.gh.oauth" && e.message.contains("Authorization header")),
+        "{errors}"
+    );
 }

@@ -153,6 +153,45 @@ where
         key_from_row(&row)
     }
 
+    pub(crate) async fn upstream_credentials(
+        &self,
+        name: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query("SELECT sealed FROM upstream_credentials WHERE name = $1")
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(match row {
+            Some(row) => Some(sqlx::Row::try_get::<String, _>(&row, "sealed")?),
+            None => None,
+        })
+    }
+
+    pub(crate) async fn save_upstream_credentials(
+        &self,
+        name: &str,
+        sealed: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO upstream_credentials (name, sealed, updated_at_ms) VALUES ($1, $2, $3)
+             ON CONFLICT (name) DO UPDATE SET sealed = excluded.sealed, updated_at_ms = excluded.updated_at_ms",
+        )
+        .bind(name)
+        .bind(sealed)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub(crate) async fn clear_upstream_credentials(&self, name: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM upstream_credentials WHERE name = $1")
+            .bind(name)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     pub(crate) async fn list_keys(&self) -> Result<Vec<ApiKey>, StoreError> {
         let sql = concat!("SELECT ", key_columns!(), " FROM api_keys ORDER BY seq");
         let rows = sqlx::query(sql).fetch_all(&self.pool).await?;

@@ -103,6 +103,17 @@ pub trait Credentials: Send + Sync + 'static {
     /// Every key, revoked ones included, in order of creation.
     async fn list_keys(&self) -> Result<Vec<ApiKey>, StoreError>;
 
+    /// The OAuth credentials held for upstream `name`, as sealed
+    /// ([`seal`]) by the gateway; `None` before `plangate upstream login`.
+    async fn upstream_credentials(&self, name: &str) -> Result<Option<String>, StoreError>;
+
+    /// Replaces upstream `name`'s sealed OAuth credentials (a login, a
+    /// refresh); every replica reads them from here.
+    async fn save_upstream_credentials(&self, name: &str, sealed: &str) -> Result<(), StoreError>;
+
+    /// Forgets upstream `name`'s OAuth credentials.
+    async fn clear_upstream_credentials(&self, name: &str) -> Result<(), StoreError>;
+
     /// Revokes the active key with that name, or the key with that id, and
     /// returns it as now stored. [`StoreError::KeyNotFound`] if neither
     /// exists.

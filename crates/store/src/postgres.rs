@@ -166,6 +166,17 @@ const MIGRATIONS: &[Migration] = &[
     );
     CREATE UNIQUE INDEX operator_tokens_active_name ON operator_tokens (name) WHERE revoked_at_ms IS NULL;",
     ),
+    // OAuth credentials plangate holds for upstreams behind OAuth
+    // (`plangate upstream login`), sealed with the seal key: one row per
+    // upstream, shared by every replica.
+    (
+        4,
+        "CREATE TABLE upstream_credentials (
+        name           TEXT    NOT NULL PRIMARY KEY,
+        sealed         TEXT    NOT NULL,
+        updated_at_ms  BIGINT NOT NULL
+    );",
+    ),
 ];
 
 /// The event columns, as [`event_from_row`] reads them: the `json` body
@@ -505,6 +516,20 @@ impl Credentials for PostgresStore {
 
     async fn list_keys(&self) -> Result<Vec<ApiKey>, StoreError> {
         self.credentials.list_keys().await
+    }
+
+    async fn upstream_credentials(&self, name: &str) -> Result<Option<String>, StoreError> {
+        self.credentials.upstream_credentials(name).await
+    }
+
+    async fn save_upstream_credentials(&self, name: &str, sealed: &str) -> Result<(), StoreError> {
+        self.credentials
+            .save_upstream_credentials(name, sealed)
+            .await
+    }
+
+    async fn clear_upstream_credentials(&self, name: &str) -> Result<(), StoreError> {
+        self.credentials.clear_upstream_credentials(name).await
     }
 
     async fn revoke_key(&self, name_or_id: &str) -> Result<ApiKey, StoreError> {

@@ -126,6 +126,7 @@ conformance!(
     an_operator_token_revoked_through_one_handle_fails_through_another,
     many_writers_on_many_keys_keep_each_compare_and_set_and_every_append_whole,
     an_oauth_identity_is_recorded_once_found_by_name_and_revocable,
+    upstream_credentials_are_saved_replaced_and_cleared,
 );
 
 async fn create_list_revoke_authenticate_round_trip(f: Fixture) {
@@ -1128,7 +1129,10 @@ async fn an_oauth_identity_is_recorded_once_found_by_name_and_revocable(f: Fixtu
     assert_eq!(alice, Identity::new("https://id.example.com", "alice"));
     assert_ne!(alice.id, Identity::new("https://other.example", "alice").id);
 
-    let first = store.ensure_identity(&alice, Scope::Plan).await.expect("store");
+    let first = store
+        .ensure_identity(&alice, Scope::Plan)
+        .await
+        .expect("store");
     assert_eq!(
         (first.id.as_str(), first.name.as_str()),
         (alice.id.as_str(), alice.name.as_str())
@@ -1136,7 +1140,10 @@ async fn an_oauth_identity_is_recorded_once_found_by_name_and_revocable(f: Fixtu
     assert!(first.is_identity() && first.is_active());
     assert_eq!(first.scope, Scope::Plan);
     // Seen again (with a wider token): the same row, unchanged.
-    let again = store.ensure_identity(&alice, Scope::Write).await.expect("store");
+    let again = store
+        .ensure_identity(&alice, Scope::Write)
+        .await
+        .expect("store");
     assert_eq!(again, first);
     assert_eq!(
         store.find_key(&alice.name).await.expect("store"),
@@ -1150,8 +1157,46 @@ async fn an_oauth_identity_is_recorded_once_found_by_name_and_revocable(f: Fixtu
     assert_eq!(store.authenticate("pgk_").await.expect("store"), None);
     // Revoked, it stays revoked.
     store.revoke_key(&alice.name).await.expect("store");
-    let after = store.ensure_identity(&alice, Scope::Plan).await.expect("store");
+    let after = store
+        .ensure_identity(&alice, Scope::Plan)
+        .await
+        .expect("store");
     assert!(!after.is_active());
     // Keys keep their own rule: no key may take an identity's name.
     assert!(store.create_key(&alice.name, Scope::Read).await.is_err());
+}
+
+async fn upstream_credentials_are_saved_replaced_and_cleared(f: Fixture) {
+    let store = f.open().await;
+    assert_eq!(store.upstream_credentials("gh").await.expect("load"), None);
+    store
+        .save_upstream_credentials("gh", "v1.first")
+        .await
+        .expect("save");
+    store
+        .save_upstream_credentials("other", "v1.x")
+        .await
+        .expect("save");
+    store
+        .save_upstream_credentials("gh", "v1.second")
+        .await
+        .expect("replace");
+    assert_eq!(
+        store
+            .upstream_credentials("gh")
+            .await
+            .expect("load")
+            .as_deref(),
+        Some("v1.second")
+    );
+    store.clear_upstream_credentials("gh").await.expect("clear");
+    assert_eq!(store.upstream_credentials("gh").await.expect("load"), None);
+    assert_eq!(
+        store
+            .upstream_credentials("other")
+            .await
+            .expect("load")
+            .as_deref(),
+        Some("v1.x")
+    );
 }

@@ -13,7 +13,7 @@ use crate::model::{
 };
 use crate::planning::{pointer_problem, template_placeholders};
 
-const UPSTREAM_KEYS: [&str; 13] = [
+const UPSTREAM_KEYS: [&str; 14] = [
     "command",
     "args",
     "env",
@@ -27,6 +27,7 @@ const UPSTREAM_KEYS: [&str; 13] = [
     "startup_timeout",
     "protocol",
     "tools",
+    "oauth",
 ];
 const TOOL_KEYS: [&str; 11] = [
     "effect",
@@ -139,6 +140,10 @@ fn upstream(c: &mut Checker<'_>, name: &str, node: &toml::Value) -> Option<Upstr
     let tools = get("tools")
         .map(|n| tools(c, &child(&key, "tools"), n))
         .unwrap_or_else(|| Some(BTreeMap::new()));
+    let oauth = match get("oauth") {
+        Some(n) => oauth(c, &key, kind, fields.headers, n).map(Some),
+        None => Some(None),
+    };
     let transport = transport?;
     let trust_annotations = trust?.unwrap_or_else(|| transport.default_trust_annotations());
     name_ok.then_some(UpstreamConfig {
@@ -150,6 +155,69 @@ fn upstream(c: &mut Checker<'_>, name: &str, node: &toml::Value) -> Option<Upstr
         startup_timeout: startup_timeout?,
         protocol: protocol?,
         tools: tools?,
+        oauth: oauth?,
+    })
+}
+
+const OAUTH_KEYS: [&str; 3] = ["scopes", "client_id", "client_secret"];
+
+/// `[upstreams.NAME.oauth]`: only for a `url` upstream, and not beside an
+/// `Authorization` header (the token is plangate's to send).
+fn oauth(
+    c: &mut Checker<'_>,
+    key: &str,
+    kind: Option<Kind>,
+    headers: Option<&toml::Value>,
+    node: &toml::Value,
+) -> Option<crate::model::UpstreamOAuth> {
+    let key = child(key, "oauth");
+    let entries = c.table(&key, node, "a table")?;
+    c.unknown_keys(&key, &entries, &OAUTH_KEYS);
+    let mut ok = true;
+    if kind == Some(Kind::Stdio) {
+        c.error(
+            &key,
+            "OAuth is for upstreams reached by url: a stdio server is started by plangate and needs no sign-in (give it credentials in env)",
+        );
+        ok = false;
+    }
+    let has_authorization = headers
+        .and_then(toml::Value::as_table)
+        .is_some_and(|h| h.keys().any(|k| k.eq_ignore_ascii_case("authorization")));
+    if has_authorization {
+        c.error(
+            &key,
+            "both an Authorization header and [oauth]: remove the header, plangate sends the OAuth token",
+        );
+        ok = false;
+    }
+    let get = |k: &str| entries.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+    let scopes = match get("scopes") {
+        Some(v) => c.string_list(&child(&key, "scopes"), v),
+        None => Some(Vec::new()),
+    };
+    let client_id = match get("client_id") {
+        Some(v) => c.non_empty_string(&child(&key, "client_id"), v).map(Some),
+        None => Some(None),
+    };
+    let client_secret = match get("client_secret") {
+        Some(v) => c
+            .non_empty_string(&child(&key, "client_secret"), v)
+            .map(Some),
+        None => Some(None),
+    };
+    if let (Some(None), Some(Some(_))) = (&client_id, &client_secret) {
+        c.error(
+            &child(&key, "client_secret"),
+            "a client_secret needs the client_id it belongs to",
+        );
+        ok = false;
+    }
+    let (scopes, client_id, client_secret) = (scopes?, client_id?, client_secret?);
+    ok.then_some(crate::model::UpstreamOAuth {
+        scopes,
+        client_id,
+        client_secret,
     })
 }
 

@@ -40,6 +40,7 @@ use crate::Gateway;
 use crate::hub::Ask;
 
 mod call;
+pub mod oauth;
 pub mod related;
 mod tls;
 pub use call::CallError;
@@ -198,6 +199,9 @@ pub struct UpstreamClient {
     gw: Weak<Gateway>,
     /// What the upstream writes to stderr in this connection attempt.
     stderr: StderrTail,
+    /// Where its OAuth credentials are, when there is no gateway to ask
+    /// (`config check`).
+    vault: Option<oauth::Vault>,
 }
 
 impl UpstreamClient {
@@ -207,12 +211,31 @@ impl UpstreamClient {
             name: Arc::from(name),
             gw,
             stderr: StderrTail::default(),
+            vault: None,
         }
     }
 
     /// A handler that reports to no gateway (for `config check`).
     pub fn detached(name: &str) -> Self {
         UpstreamClient::new(name, Weak::new())
+    }
+
+    /// [`UpstreamClient::detached`], with OAuth credentials from `vault`.
+    pub fn detached_with(name: &str, vault: oauth::Vault) -> Self {
+        UpstreamClient {
+            vault: Some(vault),
+            ..UpstreamClient::new(name, Weak::new())
+        }
+    }
+
+    /// Where this upstream's OAuth credentials are.
+    fn vault(&self) -> Option<oauth::Vault> {
+        self.vault.clone().or_else(|| {
+            self.gw.upgrade().map(|g| oauth::Vault {
+                store: g.store().clone(),
+                material: g.material().clone(),
+            })
+        })
     }
 
     /// Where a request this upstream sent goes (see
@@ -723,12 +746,34 @@ async fn connect_configured(
             }
             let transport_config =
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
-            let transport = StreamableHttpClientTransport::with_client(
-                related::Tagging::new(http),
-                transport_config,
-            );
-            let transport = OrderedProgress::new(transport, &client);
-            handshake(client, transport, config.protocol).await.map_err(|e| {
+            let shaken = match &config.oauth {
+                None => {
+                    let transport = StreamableHttpClientTransport::with_client(
+                        related::Tagging::new(http),
+                        transport_config,
+                    );
+                    let transport = OrderedProgress::new(transport, &client);
+                    handshake(client, transport, config.protocol).await
+                }
+                // Every request asks the manager for a token, which
+                // refreshes it first when it is about to expire.
+                Some(settings) => {
+                    let vault = client.vault().ok_or_else(|| {
+                        init_err(&"its OAuth credentials are in plangate's store, which this command has not opened")
+                    })?;
+                    let manager = oauth::manager_for(config, url, settings, vault).await?;
+                    let transport = StreamableHttpClientTransport::with_client(
+                        rmcp::transport::auth::AuthClient::new(
+                            related::Tagging::new(http),
+                            manager,
+                        ),
+                        transport_config,
+                    );
+                    let transport = OrderedProgress::new(transport, &client);
+                    handshake(client, transport, config.protocol).await
+                }
+            };
+            shaken.map_err(|e| {
                 // A TLS failure (an unknown issuer, say) is named only by
                 // the innermost errors under reqwest's, which rmcp does not
                 // chain as sources: dig them out.

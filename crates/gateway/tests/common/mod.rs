@@ -44,6 +44,7 @@ pub fn upstream_config(name: &str) -> UpstreamConfig {
         startup_timeout: plangate_config::DEFAULT_STARTUP_TIMEOUT,
         protocol: plangate_config::UpstreamProtocol::V2025_11_25,
         tools: BTreeMap::new(),
+        oauth: None,
     }
 }
 

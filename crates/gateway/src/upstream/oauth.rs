@@ -1,0 +1,232 @@
+//! HTTP upstreams behind OAuth (`[upstreams.NAME.oauth]`): plangate as an
+//! OAuth client, through rmcp's own client (`rmcp::transport::auth`):
+//! discovery from the upstream's RFC 9728 metadata, dynamic client
+//! registration or a configured client, authorization code with PKCE and
+//! the RFC 8707 `resource`, and refresh before expiry on every request.
+//!
+//! Credentials live in the store sealed with the seal key
+//! ([`SealedCredentials`]), so every replica uses (and refreshes) the same
+//! ones and none is ever in plaintext at rest; `plangate upstream login`
+//! ([`begin_login`], [`finish_login`]) puts them there.
+
+use std::sync::Arc;
+
+use plangate_config::{UpstreamConfig, UpstreamOAuth};
+use plangate_store::{KeyMaterial, Store};
+use rmcp::transport::auth::{
+    AuthError, AuthorizationManager, CredentialRefreshGuard, CredentialStore, OAuthClientConfig,
+    StoredCredentials,
+};
+
+use super::UpstreamError;
+
+/// Where upstreams' OAuth credentials are kept: the store, sealed.
+#[derive(Clone)]
+pub struct Vault {
+    /// The store (SQLite or PostgreSQL) holding them.
+    pub store: Arc<dyn Store>,
+    /// The seal key that seals them.
+    pub material: KeyMaterial,
+}
+
+/// The name a dynamically registered client gives itself.
+const CLIENT_NAME: &str = "plangate";
+
+/// One upstream's credentials in the vault, as rmcp's credential store.
+/// Sealed with the upstream's name bound in, so one upstream's sealed value
+/// copied to another's row does not open.
+pub struct SealedCredentials {
+    vault: Vault,
+    name: String,
+    /// One refresh at a time in this process.
+    refreshing: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl SealedCredentials {
+    /// Upstream `name`'s credentials in `vault`.
+    pub fn new(vault: Vault, name: &str) -> Self {
+        SealedCredentials {
+            vault,
+            name: name.to_owned(),
+            refreshing: Arc::default(),
+        }
+    }
+
+    fn associated_data(&self) -> Vec<u8> {
+        format!("plangate upstream credentials\n{}", self.name).into_bytes()
+    }
+}
+
+fn store_error(e: impl std::fmt::Display) -> AuthError {
+    AuthError::CredentialStoreError(e.to_string())
+}
+
+#[async_trait::async_trait]
+impl CredentialStore for SealedCredentials {
+    async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
+        let Some(sealed) = self
+            .vault
+            .store
+            .upstream_credentials(&self.name)
+            .await
+            .map_err(store_error)?
+        else {
+            return Ok(None);
+        };
+        let plain =
+            plangate_store::seal::unseal(&self.vault.material, &sealed, &self.associated_data())
+                .map_err(store_error)?;
+        serde_json::from_slice(&plain)
+            .map(Some)
+            .map_err(store_error)
+    }
+
+    async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
+        let plain = serde_json::to_vec(&credentials).map_err(store_error)?;
+        let sealed =
+            plangate_store::seal::seal(&self.vault.material, &plain, &self.associated_data())
+                .map_err(store_error)?;
+        self.vault
+            .store
+            .save_upstream_credentials(&self.name, &sealed)
+            .await
+            .map_err(store_error)
+    }
+
+    async fn clear(&self) -> Result<(), AuthError> {
+        self.vault
+            .store
+            .clear_upstream_credentials(&self.name)
+            .await
+            .map_err(store_error)
+    }
+
+    async fn acquire_refresh_guard(&self) -> Result<Option<CredentialRefreshGuard>, AuthError> {
+        let guard = self.refreshing.clone().lock_owned().await;
+        Ok(Some(CredentialRefreshGuard::new(guard)))
+    }
+}
+
+/// The redirect URI a configured (pre-registered) client is set up with
+/// when only refreshing: no browser comes back to it.
+const NO_REDIRECT: &str = "http://127.0.0.1/plangate-refresh-only";
+
+/// The manager that gives `config`'s requests their access token,
+/// refreshing it when it is about to expire, with credentials from
+/// `vault`. Fails with how to sign in when there are none.
+pub(super) async fn manager_for(
+    config: &UpstreamConfig,
+    url: &str,
+    oauth: &UpstreamOAuth,
+    vault: Vault,
+) -> Result<AuthorizationManager, UpstreamError> {
+    let name = &config.name;
+    let failed = |reason: String| UpstreamError::Initialize {
+        name: name.clone(),
+        reason,
+    };
+    let mut manager = AuthorizationManager::new(url)
+        .await
+        .map_err(|e| failed(format!("OAuth: {e}")))?;
+    manager.set_credential_store(SealedCredentials::new(vault, name));
+    let signed_in = manager
+        .initialize_from_store()
+        .await
+        .map_err(|e| failed(format!("OAuth: cannot read its credentials: {e}")))?;
+    if !signed_in {
+        return Err(failed(format!(
+            "it is behind OAuth and plangate has not signed in to it: run `plangate upstream login {name}` with this config and data dir (or database)"
+        )));
+    }
+    if let (Some(id), Some(secret)) = (&oauth.client_id, &oauth.client_secret) {
+        manager
+            .configure_client(
+                OAuthClientConfig::new(id.clone(), NO_REDIRECT).with_client_secret(secret.clone()),
+            )
+            .map_err(|e| failed(format!("OAuth: {e}")))?;
+    }
+    Ok(manager)
+}
+
+/// A sign-in under way: the manager that will exchange the code, and the
+/// URL the person opens.
+pub struct Login {
+    manager: AuthorizationManager,
+    /// The authorization URL to open in a browser.
+    pub url: String,
+}
+
+/// Starts signing in to upstream `config` (an HTTP upstream with
+/// `[oauth]`): finds its authorization server, registers a client unless
+/// one is configured, and makes the authorization URL (PKCE, `state`,
+/// `resource`) that comes back to `redirect_uri`.
+pub async fn begin_login(
+    config: &UpstreamConfig,
+    vault: Vault,
+    redirect_uri: &str,
+) -> Result<Login, String> {
+    let plangate_config::Transport::Http { url, .. } = &config.transport else {
+        return Err(format!("upstream {} is not reached by url", config.name));
+    };
+    let Some(oauth) = &config.oauth else {
+        return Err(format!(
+            "upstream {} has no [upstreams.{}.oauth] table",
+            config.name, config.name
+        ));
+    };
+    let mut manager = AuthorizationManager::new(url.as_str())
+        .await
+        .map_err(|e| e.to_string())?;
+    manager.set_credential_store(SealedCredentials::new(vault, &config.name));
+    let found = manager
+        .resolve_metadata()
+        .await
+        .map_err(|e| format!("cannot find its authorization server: {e}"))?;
+    manager.set_metadata(found.metadata);
+    let scopes: Vec<String> = if oauth.scopes.is_empty() {
+        manager.select_initial_scopes(&[]).await
+    } else {
+        oauth.scopes.clone()
+    };
+    let scope_refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
+    match &oauth.client_id {
+        Some(id) => {
+            let mut client =
+                OAuthClientConfig::new(id.clone(), redirect_uri).with_scopes(scopes.clone());
+            if let Some(secret) = &oauth.client_secret {
+                client = client.with_client_secret(secret.clone());
+            }
+            manager
+                .configure_client(client)
+                .map_err(|e| e.to_string())?;
+        }
+        None => {
+            manager
+                .register_client(CLIENT_NAME, redirect_uri, &scope_refs)
+                .await
+                .map_err(|e| format!("cannot register plangate as a client there: {e}"))?;
+        }
+    }
+    let url = manager
+        .get_authorization_url(&scope_refs)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(Login { manager, url })
+}
+
+/// Finishes a sign-in with what the authorization server sent back to the
+/// redirect URI: exchanges the code (checking `state`, and `iss` when
+/// sent) and seals the tokens into the vault.
+pub async fn finish_login(
+    login: &Login,
+    code: &str,
+    state: &str,
+    issuer: Option<&str>,
+) -> Result<(), String> {
+    login
+        .manager
+        .exchange_code_for_token_with_issuer(code, state, issuer)
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
