@@ -60,8 +60,20 @@ async def drive(url: str, scenario: str, plangate: str, work: Path) -> None:
     # The revision the suite runs the scenario at is the one plangate
     # speaks to the scenario's server.
     version = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION", "2025-11-25")
-    config.write_text(f'[upstreams.server]\nurl = "{url}"\nprotocol = "{version}"\n')
+    context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    text = f'[upstreams.server]\nurl = "{url}"\nprotocol = "{version}"\n'
+    if scenario.startswith("auth/"):
+        # The scenario's server is behind OAuth: plangate signs in to it
+        # first (`plangate upstream login`), with the client the scenario
+        # registered beforehand when it names one.
+        text += "[upstreams.server.oauth]\n"
+        for field in ("client_id", "client_secret"):
+            if context.get(field):
+                text += f'{field} = {json.dumps(context[field])}\n'
+    config.write_text(text)
     env = dict(os.environ, PLANGATE_DATA_DIR=str(data))
+    if scenario.startswith("auth/"):
+        await login(plangate, config, env)
     created = subprocess.run(
         [plangate, "keys", "create", "--name", "conformance", "--scope", "write", "--json"],
         env=env, check=True, capture_output=True, text=True,
@@ -77,12 +89,35 @@ async def drive(url: str, scenario: str, plangate: str, work: Path) -> None:
             theirs = [t for t in tools if not t.name.startswith("plangate_")]
             if scenario == "initialize":
                 return
-            context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
             calls = [(c["name"], c.get("arguments") or {}) for c in context.get("toolCalls") or []]
             calls = calls or SCENARIO_CALLS.get(scenario) or [(t.name, {"a": 2, "b": 3}) for t in theirs[:1]]
             for name, arguments in calls:
                 result = await session.call_tool(name, arguments)
                 print(json.dumps({"tool": name, "is_error": result.is_error}), file=sys.stderr)
+
+
+async def login(plangate: str, config: Path, env: dict) -> None:
+    """`plangate upstream login server`, with this process as the person's
+    browser: the suite's authorization server approves at once, so
+    following its redirects brings the code back to plangate's loopback
+    listener."""
+    import httpx2
+
+    proc = subprocess.Popen(
+        [plangate, "upstream", "login", "server", "--config", str(config), "--timeout", "60s"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    url = proc.stdout.readline().strip()
+    if url:
+        async with httpx2.AsyncClient(follow_redirects=True, timeout=30) as http:
+            try:
+                await http.get(url)
+            except httpx2.HTTPError as e:
+                print(f"login: following the authorization URL: {e}", file=sys.stderr)
+    _, err = proc.communicate(timeout=90)
+    print(err, file=sys.stderr)
+    if proc.returncode != 0:
+        raise SystemExit(f"plangate upstream login failed ({proc.returncode})")
 
 
 def main() -> None:

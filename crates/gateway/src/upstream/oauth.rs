@@ -178,8 +178,11 @@ pub async fn begin_login(
         .await
         .map_err(|e| e.to_string())?;
     manager.set_credential_store(SealedCredentials::new(vault, &config.name));
+    // The upstream's own 401 challenge names its metadata (which may live
+    // anywhere) and the scope it wants; without one, the well-known paths.
+    let challenge = challenge_of(url).await;
     let found = manager
-        .resolve_metadata()
+        .resolve_metadata_from_challenge(challenge.as_deref())
         .await
         .map_err(|e| format!("cannot find its authorization server: {e}"))?;
     manager.set_metadata(found.metadata);
@@ -212,6 +215,39 @@ pub async fn begin_login(
         .await
         .map_err(|e| e.to_string())?;
     Ok(Login { manager, url })
+}
+
+/// The `WWW-Authenticate` header of the upstream's answer to an
+/// `initialize` without a token, if it answered 401.
+async fn challenge_of(url: &str) -> Option<String> {
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(std::time::Duration::from_secs(15))
+        .build()
+        .ok()?;
+    let response = http
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(
+            serde_json::json!({
+                "jsonrpc": "2.0", "id": 0, "method": "initialize",
+                "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                           "clientInfo": {"name": "plangate", "version": env!("CARGO_PKG_VERSION")}}
+            })
+            .to_string(),
+        )
+        .send()
+        .await
+        .ok()?;
+    if response.status() != reqwest::StatusCode::UNAUTHORIZED {
+        return None;
+    }
+    response
+        .headers()
+        .get(reqwest::header::WWW_AUTHENTICATE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
 }
 
 /// Finishes a sign-in with what the authorization server sent back to the
