@@ -70,9 +70,13 @@ async def drive(url: str, scenario: str, plangate: str, work: Path) -> None:
         for field in ("client_id", "client_secret"):
             if context.get(field):
                 text += f'{field} = {json.dumps(context[field])}\n'
+        # A machine client gets its own tokens: no person, no login.
+        machine = "client-credentials" in scenario
+        if machine:
+            text += 'grant = "client_credentials"\n'
     config.write_text(text)
     env = dict(os.environ, PLANGATE_DATA_DIR=str(data))
-    if scenario.startswith("auth/"):
+    if scenario.startswith("auth/") and not machine:
         await login(plangate, config, env)
     created = subprocess.run(
         [plangate, "keys", "create", "--name", "conformance", "--scope", "write", "--json"],

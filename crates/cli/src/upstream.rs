@@ -47,6 +47,16 @@ struct Callback {
 /// Signs plangate in to upstream `name`.
 pub async fn login(config: &Config, name: &str, vault: Vault, timeout: Duration) -> Result<()> {
     let upstream = oauth_upstream(config, name)?;
+    if upstream
+        .oauth
+        .as_ref()
+        .is_some_and(|o| o.grant == plangate_config::OAuthGrant::ClientCredentials)
+    {
+        return Err(UsageError(format!(
+            "upstream {name:?} signs in as a machine client (grant = \"client_credentials\"): plangate gets its tokens itself whenever it connects, so there is no login; `plangate config check` shows whether it works"
+        ))
+        .into());
+    }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .context("cannot listen on a loopback port for the browser to come back to")?;

@@ -552,3 +552,51 @@ async fn upstream_login_signs_plangate_in_and_serve_refreshes_the_token() {
     let said = format!("{}{}", common::stdout(&out), common::stderr(&out));
     assert!(said.contains("plangate upstream login inner"), "{said}");
 }
+
+/// A machine upstream (`grant = "client_credentials"`): no login; plangate
+/// asks for its own tokens, again once one has expired, and keeps none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_credentials_upstream_gets_its_own_tokens_without_a_login() {
+    let inner_scratch = Scratch::new();
+    let port = free_port();
+    let inner_url = format!("http://127.0.0.1:{port}/mcp");
+    let idp = provider(&[&inner_url], 2);
+    let _inner = plangate(&inner_scratch, port, &[&idp.issuer]);
+
+    let outer = Scratch::new();
+    let config = outer.write(
+        "plangate.toml",
+        &format!(
+            "[upstreams.inner]\nurl = {inner_url:?}\n[upstreams.inner.oauth]\ngrant = \"client_credentials\"\nclient_id = \"machine\"\nclient_secret = \"machine-secret\"\nscopes = [\"mcp:write\"]\n"
+        ),
+    );
+    let config = config.to_str().unwrap();
+    let args = ["upstream", "login", "inner", "--config", config];
+    let out = outer.run(&args);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        common::stderr(&out).contains("there is no login"),
+        "{}",
+        common::stderr(&out)
+    );
+
+    let token = outer.create_key("agent", "write");
+    let client = common::config_client(&outer, config, &token).await;
+    let graph = common::call(&client, "read_graph", json!({}))
+        .await
+        .unwrap();
+    assert_ne!(graph.is_error, Some(true), "{graph:?}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let again = common::call(&client, "read_graph", json!({}))
+        .await
+        .unwrap();
+    assert_ne!(again.is_error, Some(true), "after the expiry: {again:?}");
+    client.cancel().await.unwrap();
+    assert!(!holds_a_jwt(&outer.data_dir()));
+    let args = ["keys", "list", "--json"];
+    let keys = common::succeeded(&args, &inner_scratch.run(&args));
+    assert!(
+        keys.contains(&identity_of(&idp.issuer, "machine")),
+        "{keys}"
+    );
+}

@@ -49,8 +49,8 @@ pub use model::{
     DEFAULT_LEASE, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_KEY,
     DEFAULT_MAX_STEPS, DEFAULT_PLAN_TTL, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_PREFIX,
     GatewaySettings, LandsOnSetting, MAX_CACHED_KEYS, MAX_CALL_TIMEOUT, MAX_LEASE, MAX_PLAN_TTL,
-    MAX_REQUEST_BYTES_LIMIT, MAX_SESSIONS_LIMIT, MAX_STEPS_LIMIT, Namespace, OAuth, RateLimit,
-    Redaction, ToolOverride, Transport, UpstreamConfig, UpstreamOAuth, UpstreamProtocol,
+    MAX_REQUEST_BYTES_LIMIT, MAX_SESSIONS_LIMIT, MAX_STEPS_LIMIT, Namespace, OAuth, OAuthGrant,
+    RateLimit, Redaction, ToolOverride, Transport, UpstreamConfig, UpstreamOAuth, UpstreamProtocol,
 };
 pub use toml_file::parse_toml;
 

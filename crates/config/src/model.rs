@@ -429,6 +429,21 @@ pub struct UpstreamOAuth {
     /// That client's secret (a confidential client); never shown.
     #[serde(serialize_with = "serialize_redacted_option")]
     pub client_secret: Option<String>,
+    /// How plangate gets its tokens.
+    pub grant: OAuthGrant,
+}
+
+/// `grant` of `[upstreams.NAME.oauth]`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OAuthGrant {
+    /// A person signs in once (`plangate upstream login`); the tokens are
+    /// refreshed from then on.
+    #[default]
+    AuthorizationCode,
+    /// A machine upstream: plangate asks for a token with its client id
+    /// and secret whenever it needs one (no person, nothing stored).
+    ClientCredentials,
 }
 
 impl fmt::Debug for UpstreamOAuth {

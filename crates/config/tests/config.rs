@@ -1932,6 +1932,28 @@ flow = "device"
         &["needs the client_id"],
     );
     assert_says(&errors, "upstreams.gh.oauth.flow", &["unknown key"]);
+    let grant_errors = toml_err(
+        r#"[upstreams.a]
+url = "https://a.example/mcp"
+[upstreams.a.oauth]
+grant = "device"
+[upstreams.b]
+url = "https://b.example/mcp"
+[upstreams.b.oauth]
+grant = "client_credentials"
+client_id = "machine"
+"#,
+    );
+    assert_says(
+        &grant_errors,
+        "upstreams.a.oauth.grant",
+        &["not supported", "client_credentials"],
+    );
+    assert_says(
+        &grant_errors,
+        "upstreams.b.oauth.grant",
+        &["needs the client_id and client_secret"],
+    );
     assert!(
         errors
             .iter()

@@ -159,7 +159,7 @@ fn upstream(c: &mut Checker<'_>, name: &str, node: &toml::Value) -> Option<Upstr
     })
 }
 
-const OAUTH_KEYS: [&str; 3] = ["scopes", "client_id", "client_secret"];
+const OAUTH_KEYS: [&str; 4] = ["scopes", "client_id", "client_secret", "grant"];
 
 /// `[upstreams.NAME.oauth]`: only for a `url` upstream, and not beside an
 /// `Authorization` header (the token is plangate's to send).
@@ -213,11 +213,36 @@ fn oauth(
         );
         ok = false;
     }
-    let (scopes, client_id, client_secret) = (scopes?, client_id?, client_secret?);
+    let grant = match get("grant") {
+        Some(v) => match c.string(&child(&key, "grant"), v).as_deref() {
+            Some("authorization_code") => Some(crate::model::OAuthGrant::AuthorizationCode),
+            Some("client_credentials") => Some(crate::model::OAuthGrant::ClientCredentials),
+            Some(other) => {
+                c.error(
+                    &child(&key, "grant"),
+                    format!("grant {other:?} is not supported: use \"authorization_code\" (a person signs in with `plangate upstream login`) or \"client_credentials\" (a machine client with client_id and client_secret)"),
+                );
+                None
+            }
+            None => None,
+        },
+        None => Some(crate::model::OAuthGrant::AuthorizationCode),
+    };
+    if grant == Some(crate::model::OAuthGrant::ClientCredentials)
+        && !matches!((&client_id, &client_secret), (Some(Some(_)), Some(Some(_))))
+    {
+        c.error(
+            &child(&key, "grant"),
+            "client_credentials needs the client_id and client_secret of a client registered at the authorization server",
+        );
+        ok = false;
+    }
+    let (scopes, client_id, client_secret, grant) = (scopes?, client_id?, client_secret?, grant?);
     ok.then_some(crate::model::UpstreamOAuth {
         scopes,
         client_id,
         client_secret,
+        grant,
     })
 }
 

@@ -755,6 +755,18 @@ async fn connect_configured(
                     let transport = OrderedProgress::new(transport, &client);
                     handshake(client, transport, config.protocol).await
                 }
+                // A machine client asks for its own tokens when needed.
+                Some(settings)
+                    if settings.grant == plangate_config::OAuthGrant::ClientCredentials =>
+                {
+                    let machine = oauth::MachineTokens::new(config, url, settings).await?;
+                    let transport = StreamableHttpClientTransport::with_client(
+                        related::Tagging::with_machine_tokens(http, Arc::new(machine)),
+                        transport_config,
+                    );
+                    let transport = OrderedProgress::new(transport, &client);
+                    handshake(client, transport, config.protocol).await
+                }
                 // Every request asks the manager for a token, which
                 // refreshes it first when it is about to expire.
                 Some(settings) => {

@@ -42,6 +42,9 @@ const EVENT_IDS: usize = 1024;
 #[derive(Clone)]
 pub struct Tagging {
     inner: reqwest::Client,
+    /// A client-credentials upstream's tokens: each request without a
+    /// token of its own gets the current one.
+    machine: Option<Arc<super::oauth::MachineTokens>>,
     /// The last SSE event id seen on each tagged stream → its request, so a
     /// stream resumed by GET (`Last-Event-ID`) keeps its tag.
     resumable: Arc<Mutex<HashMap<String, Value>>>,
@@ -52,7 +55,28 @@ impl Tagging {
     pub fn new(inner: reqwest::Client) -> Self {
         Tagging {
             inner,
+            machine: None,
             resumable: Arc::default(),
+        }
+    }
+
+    /// Wraps `inner`, sending `machine`'s token with every request.
+    pub(super) fn with_machine_tokens(
+        inner: reqwest::Client,
+        machine: Arc<super::oauth::MachineTokens>,
+    ) -> Self {
+        Tagging {
+            machine: Some(machine),
+            ..Tagging::new(inner)
+        }
+    }
+
+    /// The token a request goes with: its own, else the machine token.
+    async fn token(&self, auth_header: Option<String>) -> Option<String> {
+        match (auth_header, &self.machine) {
+            (Some(own), _) => Some(own),
+            (None, Some(machine)) => machine.token().await,
+            (None, None) => None,
         }
     }
 
@@ -305,6 +329,7 @@ impl StreamableHttpClient for Tagging {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, Error> {
+        let auth_header = self.token(auth_header).await;
         if is_listen(&message) {
             return self
                 .post_listen(uri, message, session_id, auth_header, custom_headers)
@@ -340,6 +365,7 @@ impl StreamableHttpClient for Tagging {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), Error> {
+        let auth_header = self.token(auth_header).await;
         self.inner
             .delete_session(uri, session_id, auth_header, custom_headers)
             .await
@@ -373,6 +399,7 @@ impl StreamableHttpClient for Tagging {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>>, Error> {
+        let auth_header = self.token(auth_header).await;
         let related = last_event_id
             .as_ref()
             .and_then(|id| self.resumable.lock().get(id).cloned());
