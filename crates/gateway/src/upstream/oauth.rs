@@ -184,7 +184,9 @@ impl MachineTokens {
         let mut manager = AuthorizationManager::new(url)
             .await
             .map_err(|e| failed(e.to_string()))?;
-        let challenge = challenge_of(url).await;
+        let challenge = challenge_of(url)
+            .await
+            .map_err(|e| failed(format!("cannot reach it: {e}")))?;
         let found = manager
             .resolve_metadata_from_challenge(challenge.as_deref())
             .await
@@ -290,7 +292,9 @@ pub async fn begin_login(
     manager.set_credential_store(SealedCredentials::new(vault, &config.name));
     // The upstream's own 401 challenge names its metadata (which may live
     // anywhere) and the scope it wants; without one, the well-known paths.
-    let challenge = challenge_of(url).await;
+    let challenge = challenge_of(url)
+        .await
+        .map_err(|e| format!("cannot reach it at {url}: {e}"))?;
     let found = manager
         .resolve_metadata_from_challenge(challenge.as_deref())
         .await
@@ -328,13 +332,14 @@ pub async fn begin_login(
 }
 
 /// The `WWW-Authenticate` header of the upstream's answer to an
-/// `initialize` without a token, if it answered 401.
-async fn challenge_of(url: &str) -> Option<String> {
+/// `initialize` without a token, if it answered 401; `Err` when it could
+/// not be reached at all.
+async fn challenge_of(url: &str) -> Result<Option<String>, String> {
     let http = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(std::time::Duration::from_secs(15))
         .build()
-        .ok()?;
+        .map_err(|e| e.to_string())?;
     let response = http
         .post(url)
         .header("accept", "application/json, text/event-stream")
@@ -349,15 +354,23 @@ async fn challenge_of(url: &str) -> Option<String> {
         )
         .send()
         .await
-        .ok()?;
+        .map_err(|e| {
+            let mut why = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(s) = source {
+                why = format!("{why}: {s}");
+                source = s.source();
+            }
+            why
+        })?;
     if response.status() != reqwest::StatusCode::UNAUTHORIZED {
-        return None;
+        return Ok(None);
     }
-    response
+    Ok(response
         .headers()
         .get(reqwest::header::WWW_AUTHENTICATE)
         .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
+        .map(str::to_owned))
 }
 
 /// Finishes a sign-in with what the authorization server sent back to the
