@@ -27,11 +27,16 @@ impl Drop for Provider {
 /// Starts the fixture authorization server for `resources`, tokens living
 /// `ttl` seconds.
 fn provider(resources: &[&str], ttl: u64) -> Provider {
+    provider_on(0, resources, ttl)
+}
+
+/// [`provider`] on `port` (0: any free one).
+fn provider_on(port: u16, resources: &[&str], ttl: u64) -> Provider {
     peers();
     let tools = repo_root().join(".tools/oauth");
     let mut cmd = Command::new(tools.join("node_modules/.bin/node"));
     cmd.arg(tools.join("provider.mjs"))
-        .args(["--port", "0", "--ttl", &ttl.to_string()])
+        .args(["--port", &port.to_string(), "--ttl", &ttl.to_string()])
         .args(["--scopes", "mcp:read mcp:plan mcp:write"]);
     for r in resources {
         cmd.args(["--resource", r]);
@@ -599,4 +604,106 @@ async fn a_client_credentials_upstream_gets_its_own_tokens_without_a_login() {
         keys.contains(&identity_of(&idp.issuer, "machine")),
         "{keys}"
     );
+}
+
+/// Signs the outer plangate in to `inner_url`'s upstream as `user`.
+fn upstream_login(outer: &Scratch, config: &str, idp: &Provider, user: &str) {
+    let mut login = outer
+        .command(&[
+            "upstream",
+            "login",
+            "inner",
+            "--config",
+            config,
+            "--timeout",
+            "60s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    BufReader::new(login.stdout.take().unwrap())
+        .read_line(&mut url)
+        .unwrap();
+    assert!(url.starts_with(&idp.issuer), "{url}");
+    let person = Command::new(&peers().python)
+        .arg(repo_root().join("tests/oauth/consent.py"))
+        .args(["--user", user, url.trim()])
+        .output()
+        .unwrap();
+    assert!(
+        person.status.success(),
+        "{}",
+        String::from_utf8_lossy(&person.stderr)
+    );
+    let done = login.wait_with_output().unwrap();
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+}
+
+/// The upstream's entry in `/readyz`, once `check` holds of it (at most 90 s).
+async fn readyz_until(gw: &Proc, check: impl Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        let ready: Value = reqwest::get(format!("http://{}/readyz", gw.addr))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if check(&ready) {
+            return ready;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{ready}\n{}",
+            gw.log()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// When the authorization server refuses to refresh (here: it restarted
+/// and knows neither the client nor the grant), the upstream goes down on
+/// `/readyz` saying to sign in again, not call by call; a new login brings
+/// it back without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_refresh_puts_the_upstream_down_until_a_new_login() {
+    let inner_scratch = Scratch::new();
+    let port = free_port();
+    let inner_url = format!("http://127.0.0.1:{port}/mcp");
+    let idp_port = free_port();
+    let idp = provider_on(idp_port, &[&inner_url], 3);
+    let _inner = plangate(&inner_scratch, port, &[&idp.issuer]);
+    let outer = Scratch::new();
+    let config = outer.write(
+        "plangate.toml",
+        &format!("[upstreams.inner]\nurl = {inner_url:?}\n[upstreams.inner.oauth]\n"),
+    );
+    let config = config.to_str().unwrap();
+    upstream_login(&outer, config, &idp, "erin");
+    let gw = common::serve_http(&outer, &["--config", config]);
+    readyz_until(&gw, |r| r["status"] == "ready").await;
+
+    let issuer = idp.issuer.clone();
+    drop(idp);
+    let idp = provider_on(idp_port, &[&inner_url], 3);
+    assert_eq!(idp.issuer, issuer);
+    // Disconnected first, then down with the reason.
+    let down = readyz_until(&gw, |r| {
+        r["upstreams_down"]["inner"]
+            .as_str()
+            .is_some_and(|why| why.contains("sign-in"))
+    })
+    .await;
+    let why = down["upstreams_down"]["inner"].as_str().unwrap();
+    assert!(why.contains("its OAuth sign-in no longer works"), "{why}");
+    assert!(why.contains("plangate upstream login inner"), "{why}");
+
+    upstream_login(&outer, config, &idp, "erin");
+    readyz_until(&gw, |r| r["status"] == "ready").await;
 }

@@ -774,15 +774,24 @@ async fn connect_configured(
                         init_err(&"its OAuth credentials are in plangate's store, which this command has not opened")
                     })?;
                     let manager = oauth::manager_for(config, url, settings, vault).await?;
-                    let transport = StreamableHttpClientTransport::with_client(
-                        rmcp::transport::auth::AuthClient::new(
-                            related::Tagging::new(http),
-                            manager,
-                        ),
-                        transport_config,
+                    let auth = rmcp::transport::auth::AuthClient::new(
+                        related::Tagging::new(http),
+                        manager,
                     );
+                    let watched = auth.auth_manager.clone();
+                    let transport =
+                        StreamableHttpClientTransport::with_client(auth, transport_config);
                     let transport = OrderedProgress::new(transport, &client);
-                    handshake(client, transport, config.protocol).await
+                    let shaken = handshake(client, transport, config.protocol).await;
+                    if let Ok(session) = &shaken {
+                        oauth::watch_grant(
+                            name.clone(),
+                            watched,
+                            session.peer().clone(),
+                            session.cancellation_token(),
+                        );
+                    }
+                    shaken
                 }
             };
             shaken.map_err(|e| {

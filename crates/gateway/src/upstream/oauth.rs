@@ -145,7 +145,68 @@ pub(super) async fn manager_for(
             )
             .map_err(|e| failed(format!("OAuth: {e}")))?;
     }
-    Ok(manager)
+    // A token now (refreshed if it is about to expire): a grant the
+    // authorization server no longer honours is said here, on /readyz,
+    // not as the upstream's 401 on the first call.
+    match manager.get_access_token().await {
+        Ok(_) => Ok(manager),
+        Err(e) if refused(&e) => Err(failed(refused_sign_in(name))),
+        Err(e) => Err(failed(format!("OAuth: cannot get an access token: {e}"))),
+    }
+}
+
+/// Whether the authorization server itself said no (a revoked or expired
+/// grant, `invalid_grant`; a client it no longer knows, `invalid_client`):
+/// only a new sign-in helps. Anything else (the network, a 5xx) may pass.
+fn refused(e: &AuthError) -> bool {
+    match e {
+        AuthError::AuthorizationRequired | AuthError::TokenRefreshRejected(_) => true,
+        // rmcp names only invalid_grant as final; an OAuth error answer
+        // (as opposed to no answer) is final too.
+        AuthError::TokenRefreshFailed(text) => text.contains("Server returned error response"),
+        _ => false,
+    }
+}
+
+/// Why an upstream whose grant was refused is down, and what to do.
+fn refused_sign_in(name: &str) -> String {
+    format!(
+        "its OAuth sign-in no longer works (the authorization server refused to refresh the token: the grant was revoked or expired): run `plangate upstream login {name}` again"
+    )
+}
+
+/// How often a connected upstream's token is checked (and refreshed when
+/// due) between calls.
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Keeps a connected upstream's token fresh between calls, and ends its
+/// session (`session`) when the authorization server refuses a refresh:
+/// the supervisor then reconnects, and the upstream is down on `/readyz`
+/// saying to sign in again, instead of failing call by call.
+pub(super) fn watch_grant(
+    name: String,
+    manager: Arc<tokio::sync::Mutex<AuthorizationManager>>,
+    peer: rmcp::Peer<rmcp::RoleClient>,
+    session: rmcp::service::RunningServiceCancellationToken,
+) {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(WATCH_EVERY).await;
+            if peer.is_transport_closed() {
+                return;
+            }
+            let checked = manager.lock().await.get_access_token().await;
+            match checked {
+                Ok(_) => {}
+                Err(e) if refused(&e) => {
+                    tracing::warn!(upstream = %name, "{}: {e}", refused_sign_in(&name));
+                    session.cancel();
+                    return;
+                }
+                Err(e) => tracing::warn!(upstream = %name, "cannot refresh its OAuth token: {e}"),
+            }
+        }
+    });
 }
 
 /// The tokens of a `client_credentials` upstream (a machine client): asked
