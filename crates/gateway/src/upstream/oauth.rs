@@ -450,3 +450,46 @@ pub async fn finish_login(
         .map(|_| ())
         .map_err(|e| e.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    /// Sealed with the upstream's name bound in: what upstream `a` holds
+    /// cannot be made to open as upstream `b`'s, and nothing is stored in
+    /// the clear.
+    #[tokio::test]
+    async fn credentials_are_sealed_and_bound_to_their_upstream() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = plangate_store::open_sqlite(&dir.path().join("p.db"))
+            .await
+            .unwrap();
+        let vault = Vault {
+            store: store.clone(),
+            material: KeyMaterial::new([7; 32], [8; 32]),
+        };
+        let a = SealedCredentials::new(vault.clone(), "a");
+        let b = SealedCredentials::new(vault, "b");
+        let creds = StoredCredentials::new(
+            "client-secret-id-42".to_owned(),
+            None,
+            vec!["s".to_owned()],
+            Some(1),
+        );
+        a.save(creds).await.unwrap();
+        let sealed = store.upstream_credentials("a").await.unwrap().unwrap();
+        assert!(!sealed.contains("client-secret-id-42"));
+        assert_eq!(
+            a.load().await.unwrap().unwrap().client_id,
+            "client-secret-id-42"
+        );
+        store.save_upstream_credentials("b", &sealed).await.unwrap();
+        assert!(
+            b.load().await.is_err(),
+            "a's sealed value must not open as b's"
+        );
+        a.clear().await.unwrap();
+        assert!(a.load().await.unwrap().is_none());
+    }
+}
