@@ -59,6 +59,9 @@ fn key_json(k: &ApiKey) -> serde_json::Value {
     json!({
         "id": k.id,
         "name": k.name,
+        // An OAuth identity's scope is its token's, per request; the row
+        // keeps its first token's.
+        "kind": if k.is_identity() { "oauth_identity" } else { "api_key" },
         "scope": k.scope,
         "prefix": k.prefix,
         "created_at": format_time_ms(k.created_at_ms),
@@ -106,7 +109,11 @@ pub async fn keys_list(store: &dyn Store, as_json: bool) -> Result<()> {
         .map(|k| {
             [
                 k.name.clone(),
-                k.scope.to_string(),
+                if k.is_identity() {
+                    "per token".to_owned()
+                } else {
+                    k.scope.to_string()
+                },
                 k.prefix.clone(),
                 k.id.clone(),
                 format_time_ms(k.created_at_ms),

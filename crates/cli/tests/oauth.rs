@@ -310,6 +310,14 @@ async fn the_python_sdk_signs_in_and_each_identity_has_its_own_plan() {
         .map(|k| k["name"].as_str().unwrap())
         .collect();
     assert!(names.contains(&alice_name.as_str()), "{keys}");
+    let row = keys
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["name"] == alice_name.as_str())
+        .unwrap();
+    assert_eq!(row["kind"], "oauth_identity", "{row}");
+    assert_eq!(row["prefix"], "oauth", "{row}");
     let args = ["plans", "show", "--key", &alice_name, "--json"];
     let shown = common::parsed(&args, &common::succeeded(&args, &scratch.run(&args)));
     assert_eq!(shown["pending_steps"], 1, "{shown}");
