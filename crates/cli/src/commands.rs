@@ -495,6 +495,7 @@ pub async fn mode_set(
                 // key locks it explicitly.
                 (_, plangate_core::LockedBy::Config) => "locked by [gateway] default_mode_locked",
             };
+            let name = plangate_core::shell_word(name);
             outln!(
                 "{lead}, {why}: its agent cannot change the mode, end its session or leave plan mode, and its plans run only after a person approves them (the web console, or `plangate plans show --key {name}` then `plangate plans approve --key {name} --digest D`). In force at its next call. `plangate mode set --key {name} --unlock` lets its agent change the mode again."
             );

@@ -346,7 +346,7 @@ pub async fn show(config: &Config, store: Arc<dyn Store>, key: &str, as_json: bo
             Some(r) if r == view.revision => " (as last reviewed)".to_owned(),
             Some(r) => format!(
                 " (last reviewed at {r}; `plangate plans diff --key {}` shows what changed)",
-                view.key
+                plangate_core::shell_word(&view.key)
             ),
             None => String::new(),
         }
@@ -455,7 +455,7 @@ pub async fn reject(
     let log = KeyLog::new(store.clone());
     let hint = format!(
         "; `plangate plans show --key {}` lists the waiting steps",
-        key.name
+        plangate_core::shell_word(&key.name)
     );
     let state = operator::reject(&log, &cli_acting(&key), step, reason)
         .await
@@ -518,7 +518,7 @@ pub async fn amend(
     let before = refresh(&KeyLog::new(store.clone()), &key, &config).await?;
     let hint = format!(
         "; `plangate plans show --key {}` lists the waiting steps and their arguments",
-        key.name
+        plangate_core::shell_word(&key.name)
     );
     // A step that cannot be amended is a mistake whatever the upstreams
     // say: checked before any is started.
@@ -578,7 +578,7 @@ pub async fn amend(
         } else {
             "it runs only after a yes to it as it is now"
         },
-        key.name
+        plangate_core::shell_word(&key.name)
     );
     Ok(())
 }
@@ -624,7 +624,7 @@ pub async fn diff(
     if since > now.revision {
         return Err(UsageError(format!(
             "key {} is at revision {}; --since {since} is ahead of it [invalid_arguments]; `plangate plans show --key {}` prints the revision",
-            key.name, now.revision, key.name
+            key.name, now.revision, plangate_core::shell_word(&key.name)
         ))
         .into());
     }
@@ -677,7 +677,7 @@ pub async fn diff(
         if a.preview_changed {
             outln!(
                 "    its preview changed (`plangate plans show --key {}`)",
-                key.name
+                plangate_core::shell_word(&key.name)
             );
         }
     }
@@ -705,7 +705,10 @@ pub async fn discard(
     let key = resolve_key(&*store, key).await?;
     let log = KeyLog::new(store.clone());
     refresh(&log, &key, config).await?;
-    let hint = format!("; `plangate plans show --key {}` lists the steps", key.name);
+    let hint = format!(
+        "; `plangate plans show --key {}` lists the steps",
+        plangate_core::shell_word(&key.name)
+    );
     let (state, discarded) = operator::discard(&log, &cli_acting(&key), named, ttl_ms(config))
         .await
         .map_err(|e| cli_error(e, &hint))?;
@@ -760,10 +763,13 @@ fn finish_receipt(result: rmcp::model::CallToolResult, as_json: bool) -> Result<
 /// What to try instead when `step_id` cannot be retried.
 fn retry_hint(state: &KeyState, key: &ApiKey, step_id: &str) -> String {
     match state.step(step_id).map(|s| s.status) {
-        None => format!("; `plangate plans show --key {}` lists the steps", key.name),
+        None => format!(
+            "; `plangate plans show --key {}` lists the steps",
+            plangate_core::shell_word(&key.name)
+        ),
         Some(StepStatus::Planned | StepStatus::Failed) => format!(
             " (a waiting or failed step runs with `plangate plans apply --key {} {step_id}`)",
-            key.name
+            plangate_core::shell_word(&key.name)
         ),
         Some(_) => String::new(),
     }
@@ -825,7 +831,7 @@ pub async fn apply_cmd(
             ..
         } => format!(
             " (`plangate plans retry --key {} {id}`); nothing was run",
-            key.name
+            plangate_core::shell_word(&key.name)
         ),
         OperatorError::Rule {
             refused: Refused::Status { .. },
@@ -833,7 +839,7 @@ pub async fn apply_cmd(
         } => " (only waiting or failed steps are applied); nothing was run".to_owned(),
         _ => format!(
             "; `plangate plans show --key {}` lists the steps; nothing was run",
-            key.name
+            plangate_core::shell_word(&key.name)
         ),
     };
     let selected = operator::steps_to_apply(&config, &key, &state, named)
@@ -860,7 +866,7 @@ pub async fn apply_cmd(
         return Err(anyhow!(
             "apply refused (plan_changed): the plan of key {} is now {current}, not {d}; nothing was run. Look at it again with `plangate plans show --key {}`",
             key.name,
-            key.name
+            plangate_core::shell_word(&key.name)
         ));
     }
     let gw = Gateway::build(config, store, material).await;
@@ -928,15 +934,15 @@ pub async fn approve(
     let log = KeyLog::new(store);
     let hint = format!(
         "; `plangate plans show --key {}` lists the waiting steps",
-        target.name
+        plangate_core::shell_word(&target.name)
     );
     let approved = operator::approve(&log, &target, actor.clone(), Channel::Cli, digest, named)
         .await
         .map_err(|e| match e {
             OperatorError::PlanChanged { .. } => anyhow!(
                 "{e} (`plangate plans show --key {}`, or `plangate plans diff --key {}` for what changed) [{}]",
-                target.name,
-                target.name,
+                plangate_core::shell_word(&target.name),
+                plangate_core::shell_word(&target.name),
                 e.code()
             ),
             e => cli_error(e, &hint),
@@ -981,7 +987,7 @@ pub async fn approve(
     if waiting_unapproved.is_empty() {
         outln!(
             "every waiting step is approved; the agent's apply_plan (or `plangate plans apply --key {}`) runs them",
-            target.name
+            plangate_core::shell_word(&target.name)
         );
     } else {
         outln!(

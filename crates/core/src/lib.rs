@@ -77,7 +77,8 @@ pub use mode::{
 };
 pub use names::{
     MAX_EXPOSED_NAME_LEN, NAMESPACE_SEPARATOR, NameError, assign_names, expose_name, expose_uri,
-    imitates_gateway_tool, split_exposed_name, split_exposed_uri, validate_upstream_name,
+    imitates_gateway_tool, shell_word, split_exposed_name, split_exposed_uri,
+    validate_upstream_name,
 };
 pub use pins::{
     Held, PinnedDefinition, QuarantineReason, Standing, TOOLS_LOG, ToolPin, ToolPins,

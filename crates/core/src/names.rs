@@ -342,3 +342,36 @@ mod tests {
         assert!(imitates_gateway_tool("gw_apply", "gw_"));
     }
 }
+
+/// `name` as one word of a shell command in a hint (`plangate plans show
+/// --key NAME`): as it is when every character is plain, else in single
+/// quotes. An OAuth identity's name (`https://id.example.com#alice`)
+/// holds a `#`, which some shells read as a comment or a glob.
+pub fn shell_word(name: &str) -> std::borrow::Cow<'_, str> {
+    let plain = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-/:@+=,".contains(&b));
+    if plain {
+        std::borrow::Cow::Borrowed(name)
+    } else {
+        std::borrow::Cow::Owned(format!("'{}'", name.replace('\'', r"'\''")))
+    }
+}
+
+#[cfg(test)]
+mod shell_word_tests {
+    use super::shell_word;
+
+    #[test]
+    fn plain_names_stay_and_others_are_quoted_for_any_shell() {
+        assert_eq!(shell_word("agent-1"), "agent-1");
+        assert_eq!(shell_word("key_0123abcd"), "key_0123abcd");
+        assert_eq!(
+            shell_word("https://id.example.com#alice"),
+            "'https://id.example.com#alice'"
+        );
+        assert_eq!(shell_word("it's"), r"'it'\''s'");
+        assert_eq!(shell_word(""), "''");
+    }
+}

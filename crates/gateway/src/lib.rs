@@ -373,6 +373,7 @@ impl Gateway {
     /// or a step's note: the web console's address when this process serves
     /// one, and the CLI commands, with the plan's `digest` when known.
     pub fn how_to_approve(&self, key_name: &str, digest: Option<&str>) -> String {
+        let key_name = plangate_core::shell_word(key_name);
         let cli = format!(
             "`plangate plans show --key {key_name}` then `plangate plans approve --key {key_name} --digest {}`",
             digest.unwrap_or("<the digest it shows>")
@@ -390,6 +391,7 @@ impl Gateway {
     /// How a person approves some waiting steps of `key_name`'s plan,
     /// for answers that name steps no approval covers.
     pub fn how_to_approve_steps(&self, key_name: &str) -> String {
+        let key_name = plangate_core::shell_word(key_name);
         let cli = format!("`plangate plans approve --key {key_name} STEP…`");
         match self.console_url.get() {
             Some(url) => {

@@ -173,7 +173,7 @@ async fn apply_plan_in_span(
                     ),
                     Refused::InDoubt(id) => format!(
                         " (`plangate plans retry --key {} {id}`, or discard it). Nothing was run",
-                        acting.key.name
+                        plangate_core::shell_word(&acting.key.name)
                     ),
                     Refused::Status { .. } => " (only waiting or failed steps can be applied). Nothing was run".to_owned(),
                     Refused::ReadScope => ". Nothing was run".to_owned(),

@@ -442,6 +442,7 @@ pub async fn call(
 /// A lock's refusal on a session tool: what happened, that `nothing` did,
 /// and who can unlock.
 pub(crate) fn locked(refused: &Refused, key_name: &str, nothing: &str) -> Refusal {
+    let key_name = plangate_core::shell_word(key_name);
     Refusal::new(
         refused.code(),
         format!(
