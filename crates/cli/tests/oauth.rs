@@ -431,6 +431,12 @@ async fn bad_tokens_are_refused_and_a_plan_token_s_steps_wait_for_a_person() {
             .contains("runs only after a person outside this key approves"),
         "{answer}"
     );
+    // The identity is named the way a shell takes it.
+    let quoted = format!("--key '{}'", identity_of(&idp.issuer, "machine"));
+    assert!(
+        answer["message"].as_str().unwrap().contains(&quoted),
+        "{answer}"
+    );
     writer.cancel().await.unwrap();
     assert!(
         !std::fs::read_to_string(scratch.path().join("memory.jsonl"))
