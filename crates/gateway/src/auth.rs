@@ -174,6 +174,13 @@ impl KeyCache {
         (*at_epoch == epoch && std::time::Instant::now() < *until).then(|| key.clone())
     }
 
+    /// Forgets every remembered caller: after a reload, an OAuth token is
+    /// judged by the new `[auth.oauth]` (issuers, scope mapping) at its
+    /// next request.
+    pub fn clear(&self) {
+        self.keys.lock().clear();
+    }
+
     fn put(&self, hash: [u8; 32], key: ApiKey, epoch: KeyEpoch) {
         self.put_until(hash, key, epoch, KEY_MAX_AGE);
     }

@@ -659,6 +659,7 @@ impl Gateway {
         let loaded = Loaded::compile(config, Some(&self.rates()));
         let config = loaded.config.clone();
         write(&self.loaded, Arc::new(loaded));
+        self.keys.clear();
         let mut stopped = Vec::new();
         let mut start = BTreeMap::new();
         {
