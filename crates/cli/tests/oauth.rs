@@ -721,3 +721,44 @@ async fn a_refused_refresh_puts_the_upstream_down_until_a_new_login() {
     upstream_login(&outer, config, &idp, "erin");
     readyz_until(&gw, |r| r["status"] == "ready").await;
 }
+
+/// A reload that stops trusting an issuer counts at the next request, even
+/// for a token plangate accepted (and remembered) a moment before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_drops_an_issuer_refuses_its_tokens_at_once() {
+    let scratch = Scratch::new();
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let idp = provider(&[&url], 3600);
+    let gw = plangate(&scratch, port, &[&idp.issuer]);
+    let token = machine_token(&idp, &url, "mcp:read").await;
+    let (status, _, body) = initialize(&url, Some(&token), None).await;
+    assert_eq!(status, 200, "{body}");
+
+    let path = scratch.path().join("plangate.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        text.replace(&format!("{:?}", idp.issuer), "\"https://id.example.com\""),
+    )
+    .unwrap();
+    let status = Command::new("kill")
+        .args(["-HUP", &gw.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !gw.log().contains("config reloaded (SIGHUP)") {
+        assert!(std::time::Instant::now() < deadline, "{}", gw.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, _, body) = initialize(&url, Some(&token), None).await;
+    assert_eq!(status, 401, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("is not one plangate trusts"),
+        "{body}"
+    );
+}
