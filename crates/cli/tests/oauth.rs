@@ -445,6 +445,14 @@ async fn bad_tokens_are_refused_and_a_plan_token_s_steps_wait_for_a_person() {
         "nothing ran"
     );
 
+    // An operator revokes the identity: every token of it is refused at
+    // its next request, remembered or not.
+    let machine = identity_of(&idp.issuer, "machine");
+    let args = ["keys", "revoke", machine.as_str()];
+    common::succeeded(&args, &scratch.run(&args));
+    let (s, c, b) = initialize(&url, Some(&write_token), None).await;
+    refused(s, &c, &b, "an operator revoked identity");
+
     never_written(
         &scratch,
         &gw,
