@@ -481,6 +481,42 @@ fn holds_a_jwt(dir: &std::path::Path) -> bool {
     })
 }
 
+/// An outer plangate (`outer`, its config at `config`) whose one upstream
+/// `inner` is another plangate protected by `idp`, with the
+/// `[upstreams.inner.oauth]` lines `oauth`; tokens live `ttl` seconds.
+struct Chain {
+    inner_scratch: Scratch,
+    inner: Proc,
+    inner_url: String,
+    idp_port: u16,
+    idp: Provider,
+    outer: Scratch,
+    config: String,
+}
+
+fn chain(ttl: u64, oauth: &str) -> Chain {
+    let inner_scratch = Scratch::new();
+    let port = free_port();
+    let inner_url = format!("http://127.0.0.1:{port}/mcp");
+    let idp_port = free_port();
+    let idp = provider_on(idp_port, &[&inner_url], ttl);
+    let inner = plangate(&inner_scratch, port, &[&idp.issuer]);
+    let outer = Scratch::new();
+    let config = outer.write(
+        "plangate.toml",
+        &format!("[upstreams.inner]\nurl = {inner_url:?}\n[upstreams.inner.oauth]\n{oauth}"),
+    );
+    Chain {
+        inner_scratch,
+        inner,
+        inner_url,
+        idp_port,
+        idp,
+        outer,
+        config: config.to_str().unwrap().to_owned(),
+    }
+}
+
 /// An upstream behind OAuth: `plangate upstream login` signs plangate in
 /// (the test plays the person at the provider's pages), the tokens are
 /// sealed in the data dir, `serve` reaches the upstream with them and
@@ -488,18 +524,18 @@ fn holds_a_jwt(dir: &std::path::Path) -> bool {
 /// protected by the same provider.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_login_signs_plangate_in_and_serve_refreshes_the_token() {
-    let inner_scratch = Scratch::new();
-    let port = free_port();
-    let inner_url = format!("http://127.0.0.1:{port}/mcp");
-    let idp = provider(&[&inner_url], 2);
-    let inner = plangate(&inner_scratch, port, &[&idp.issuer]);
-
-    let outer = Scratch::new();
-    let config = outer.write(
-        "plangate.toml",
-        &format!("[upstreams.inner]\nurl = {inner_url:?}\n[upstreams.inner.oauth]\n"),
-    );
-    let config = config.to_str().unwrap();
+    // Every part is bound: what is left out of a pattern is dropped (the
+    // inner plangate stopped, its directory removed) at once.
+    let Chain {
+        inner_scratch,
+        inner,
+        inner_url: _,
+        idp_port: _,
+        idp,
+        outer,
+        config,
+    } = chain(2, "");
+    let config = config.as_str();
 
     // Before any login, the upstream says how to sign in.
     let args = ["config", "check", "--config", config];
@@ -507,38 +543,7 @@ async fn upstream_login_signs_plangate_in_and_serve_refreshes_the_token() {
     let said = format!("{}{}", common::stdout(&out), common::stderr(&out));
     assert!(said.contains("plangate upstream login inner"), "{said}");
 
-    let mut login = outer
-        .command(&[
-            "upstream",
-            "login",
-            "inner",
-            "--config",
-            config,
-            "--timeout",
-            "60s",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut url = String::new();
-    BufReader::new(login.stdout.take().unwrap())
-        .read_line(&mut url)
-        .unwrap();
-    assert!(url.starts_with(&idp.issuer), "{url}");
-    let person = Command::new(&peers().python)
-        .arg(repo_root().join("tests/oauth/consent.py"))
-        .args(["--user", "carol", url.trim()])
-        .output()
-        .unwrap();
-    assert!(
-        person.status.success(),
-        "{}",
-        String::from_utf8_lossy(&person.stderr)
-    );
-    let done = login.wait_with_output().unwrap();
-    let told = String::from_utf8_lossy(&done.stderr).into_owned();
-    assert!(done.status.success(), "{told}");
+    let told = upstream_login(&outer, config, &idp, "carol");
     assert!(told.contains("signed in to upstream inner"), "{told}");
     assert!(!holds_a_jwt(&outer.data_dir()), "tokens are sealed at rest");
 
@@ -584,20 +589,19 @@ async fn upstream_login_signs_plangate_in_and_serve_refreshes_the_token() {
 /// asks for its own tokens, again once one has expired, and keeps none.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_credentials_upstream_gets_its_own_tokens_without_a_login() {
-    let inner_scratch = Scratch::new();
-    let port = free_port();
-    let inner_url = format!("http://127.0.0.1:{port}/mcp");
-    let idp = provider(&[&inner_url], 2);
-    let _inner = plangate(&inner_scratch, port, &[&idp.issuer]);
-
-    let outer = Scratch::new();
-    let config = outer.write(
-        "plangate.toml",
-        &format!(
-            "[upstreams.inner]\nurl = {inner_url:?}\n[upstreams.inner.oauth]\ngrant = \"client_credentials\"\nclient_id = \"machine\"\nclient_secret = \"machine-secret\"\nscopes = [\"mcp:write\"]\n"
-        ),
+    let Chain {
+        inner_scratch,
+        inner: _inner,
+        inner_url: _,
+        idp_port: _,
+        idp,
+        outer,
+        config,
+    } = chain(
+        2,
+        "grant = \"client_credentials\"\nclient_id = \"machine\"\nclient_secret = \"machine-secret\"\nscopes = [\"mcp:write\"]\n",
     );
-    let config = config.to_str().unwrap();
+    let config = config.as_str();
     let args = ["upstream", "login", "inner", "--config", config];
     let out = outer.run(&args);
     assert_eq!(out.status.code(), Some(2));
@@ -628,8 +632,10 @@ async fn a_client_credentials_upstream_gets_its_own_tokens_without_a_login() {
     );
 }
 
-/// Signs the outer plangate in to `inner_url`'s upstream as `user`.
-fn upstream_login(outer: &Scratch, config: &str, idp: &Provider, user: &str) {
+/// Signs the outer plangate in to its upstream `inner` as `user` (the
+/// person at the provider's pages is `tests/oauth/consent.py`); returns
+/// what `upstream login` told the operator.
+fn upstream_login(outer: &Scratch, config: &str, idp: &Provider, user: &str) -> String {
     let mut login = outer
         .command(&[
             "upstream",
@@ -660,11 +666,9 @@ fn upstream_login(outer: &Scratch, config: &str, idp: &Provider, user: &str) {
         String::from_utf8_lossy(&person.stderr)
     );
     let done = login.wait_with_output().unwrap();
-    assert!(
-        done.status.success(),
-        "{}",
-        String::from_utf8_lossy(&done.stderr)
-    );
+    let told = String::from_utf8_lossy(&done.stderr).into_owned();
+    assert!(done.status.success(), "{told}");
+    told
 }
 
 /// The upstream's entry in `/readyz`, once `check` holds of it (at most 90 s).
@@ -695,18 +699,16 @@ async fn readyz_until(gw: &Proc, check: impl Fn(&Value) -> bool) -> Value {
 /// it back without a restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_refresh_puts_the_upstream_down_until_a_new_login() {
-    let inner_scratch = Scratch::new();
-    let port = free_port();
-    let inner_url = format!("http://127.0.0.1:{port}/mcp");
-    let idp_port = free_port();
-    let idp = provider_on(idp_port, &[&inner_url], 3);
-    let _inner = plangate(&inner_scratch, port, &[&idp.issuer]);
-    let outer = Scratch::new();
-    let config = outer.write(
-        "plangate.toml",
-        &format!("[upstreams.inner]\nurl = {inner_url:?}\n[upstreams.inner.oauth]\n"),
-    );
-    let config = config.to_str().unwrap();
+    let Chain {
+        inner_scratch: _inner_scratch,
+        inner: _inner,
+        inner_url,
+        idp_port,
+        idp,
+        outer,
+        config,
+    } = chain(3, "");
+    let config = config.as_str();
     upstream_login(&outer, config, &idp, "erin");
     let gw = common::serve_http(&outer, &["--config", config]);
     readyz_until(&gw, |r| r["status"] == "ready").await;
