@@ -117,31 +117,8 @@ class Browser:
             raise Failure("the SDK asked for the callback before giving an authorization URL")
         url, self.pending_url = self.pending_url, None
         async with httpx2.AsyncClient(follow_redirects=False, timeout=WAIT) as http:
-            response = await http.get(url)
-            for _ in range(MAX_STEPS):
-                if response.is_redirect:
-                    location = urljoin(str(response.url), response.headers["location"])
-                    if location.startswith(self.redirect_uri):
-                        return self._result(location)
-                    response = await http.get(location)
-                    continue
-                if response.status_code != 200:
-                    raise Failure(
-                        f"authorization server answered {response.status_code} at "
-                        f"{urlsplit(str(response.url)).path}: {page_text(response.text)}"
-                    )
-                form = FormParser()
-                form.feed(response.text)
-                if form.action is None:
-                    raise Failure(
-                        f"no form on the page at {urlsplit(str(response.url)).path}: {page_text(response.text)}"
-                    )
-                data = dict(form.fields)
-                if data.get("prompt") == "login":
-                    data["login"] = self.user
-                    data["password"] = self.password
-                response = await http.post(urljoin(str(response.url), form.action), data=data)
-            raise Failure(f"no redirect back to the client after {MAX_STEPS} steps")
+            location = await sign_in(http, url, self.redirect_uri, self.user, self.password)
+        return self._result(location)
 
     def _result(self, location: str) -> AuthorizationCodeResult:
         query = parse_qs(urlsplit(location).query)
@@ -153,6 +130,35 @@ class Browser:
             raise Failure("redirect back to the client carries no code")
         self.logins += 1
         return AuthorizationCodeResult(code=code, state=one("state"), iss=one("iss"))
+
+
+async def sign_in(http: httpx2.AsyncClient, url: str, redirect_uri: str, user: str, password: str) -> str:
+    """Follows the authorization URL through the provider's login and
+    consent pages (any user name, any password) with `http`'s cookie jar,
+    and returns the redirect back to `redirect_uri` without following it."""
+    response = await http.get(url)
+    for _ in range(MAX_STEPS):
+        if response.is_redirect:
+            location = urljoin(str(response.url), response.headers["location"])
+            if location.startswith(redirect_uri):
+                return location
+            response = await http.get(location)
+            continue
+        if response.status_code != 200:
+            raise Failure(
+                f"authorization server answered {response.status_code} at "
+                f"{urlsplit(str(response.url)).path}: {page_text(response.text)}"
+            )
+        form = FormParser()
+        form.feed(response.text)
+        if form.action is None:
+            raise Failure(f"no form on the page at {urlsplit(str(response.url)).path}: {page_text(response.text)}")
+        data = dict(form.fields)
+        if data.get("prompt") == "login":
+            data["login"] = user
+            data["password"] = password
+        response = await http.post(urljoin(str(response.url), form.action), data=data)
+    raise Failure(f"no redirect back to the client after {MAX_STEPS} steps")
 
 
 def page_text(html: str) -> str:

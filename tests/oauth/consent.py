@@ -14,43 +14,22 @@ from __future__ import annotations
 
 import argparse
 import sys
-from urllib.parse import parse_qs, urljoin, urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import httpx2
 
-from client import MAX_STEPS, WAIT, Failure, FormParser, page_text
+from client import WAIT, Failure, page_text, sign_in
 
 
 async def consent(url: str, user: str, password: str) -> str:
     redirect_uri = parse_qs(urlsplit(url).query)["redirect_uri"][0]
     async with httpx2.AsyncClient(follow_redirects=False, timeout=WAIT) as http:
-        response = await http.get(url)
-        for _ in range(MAX_STEPS):
-            if response.is_redirect:
-                location = urljoin(str(response.url), response.headers["location"])
-                if location.startswith(redirect_uri):
-                    back = await http.get(location)
-                    if back.status_code != 200:
-                        raise Failure(f"plangate's listener answered {back.status_code}: {page_text(back.text)}")
-                    return page_text(back.text)
-                response = await http.get(location)
-                continue
-            if response.status_code != 200:
-                raise Failure(
-                    f"authorization server answered {response.status_code} at "
-                    f"{urlsplit(str(response.url)).path}: {page_text(response.text)}"
-                )
-            form = FormParser()
-            form.feed(response.text)
-            if form.action is None:
-                raise Failure(f"no form on the page at {urlsplit(str(response.url)).path}: {page_text(response.text)}")
-            data = dict(form.fields)
-            if data.get("prompt") == "login":
-                data["login"] = user
-                data["password"] = password
-            response = await http.post(urljoin(str(response.url), form.action), data=data)
-        raise Failure(f"no redirect back to plangate after {MAX_STEPS} steps")
+        location = await sign_in(http, url, redirect_uri, user, password)
+        back = await http.get(location)
+        if back.status_code != 200:
+            raise Failure(f"plangate's listener answered {back.status_code}: {page_text(back.text)}")
+        return page_text(back.text)
 
 
 def main() -> int:
