@@ -636,8 +636,11 @@ impl Gateway {
     /// Waits for the started upstreams' first connection attempts, at
     /// most [`FIRST_ATTEMPT_WAIT`], so the answer can say which are up.
     pub async fn reload(self: &Arc<Self>, config: Config) -> Reloaded {
+        // Connectors (an HTTP upstream's TLS client among them) only for
+        // the upstreams that will start: unchanged ones keep theirs.
         let connectors = config
             .enabled_upstreams()
+            .filter(|u| self.slot(&u.name).is_none_or(|s| s.config != **u))
             .map(|u| (u.name.clone(), upstream::connector_for(u)))
             .collect();
         self.reload_with(config, connectors).await
