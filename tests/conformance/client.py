@@ -16,6 +16,8 @@ revision to the scenario's server: `protocol` in its config).
 import asyncio
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -67,6 +69,14 @@ async def drive(url: str, scenario: str, plangate: str, work: Path) -> None:
         # first (`plangate upstream login`), with the client the scenario
         # registered beforehand when it names one.
         text += "[upstreams.server.oauth]\n"
+        # In the Client ID Metadata Document scenarios the operator serves
+        # plangate's document at the URL the suite's authorization server
+        # knows (`plangate upstream client-metadata URL` prints it), and
+        # plangate signs in by it; elsewhere it registers dynamically, as
+        # with no document (most of the suite's servers would take one, and
+        # dynamic registration would then go untested).
+        if "cimd" in scenario:
+            text += f'client_metadata_url = "{CLIENT_METADATA_URL}"\n'
         for field in ("client_id", "client_secret"):
             if context.get(field):
                 text += f'{field} = {json.dumps(context[field])}\n'
@@ -91,16 +101,87 @@ async def drive(url: str, scenario: str, plangate: str, work: Path) -> None:
             await session.initialize()
             tools = (await session.list_tools()).tools
             theirs = [t for t in tools if not t.name.startswith("plangate_")]
+            if scenario.startswith("auth/") and not theirs:
+                # The upstream is down: the person asks plangate why, and
+                # runs the sign-in it names (the upstream moved to another
+                # authorization server, say); plangate reconnects as soon
+                # as the new sign-in is in the store.
+                command = check_names_sign_in(plangate, config, env)
+                if command:
+                    await login(plangate, config, env, command)
+                    theirs = await tools_when_up(session)
             if scenario == "initialize":
                 return
             calls = [(c["name"], c.get("arguments") or {}) for c in context.get("toolCalls") or []]
             calls = calls or SCENARIO_CALLS.get(scenario) or [(t.name, {"a": 2, "b": 3}) for t in theirs[:1]]
             for name, arguments in calls:
                 result = await session.call_tool(name, arguments)
+                # An upstream that refused plangate's sign-in (a step-up to
+                # more scopes, a move to another authorization server)
+                # needs a person: plangate's answer names the command, the
+                # person runs it, and the agent calls again.
+                for _ in range(2):
+                    command = sign_in_asked(result)
+                    if not command:
+                        break
+                    await login(plangate, config, env, command)
+                    result = await call_when_up(session, name, arguments)
                 print(json.dumps({"tool": name, "is_error": result.is_error}), file=sys.stderr)
 
 
-async def login(plangate: str, config: Path, env: dict) -> None:
+CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
+
+
+def refusal(result) -> dict:
+    """plangate's refusal (isError, structured content with a code), or {}."""
+    body = result.structured_content if result.is_error else None
+    return body if isinstance(body, dict) and "code" in body else {}
+
+
+def sign_in_asked(result) -> list:
+    """The `plangate upstream login …` arguments a refusal tells a person
+    to run, or []."""
+    message = refusal(result).get("message", "")
+    match = re.search(r"`plangate upstream login ([^`]*)`", message)
+    return shlex.split(match.group(1)) if match else []
+
+
+def check_names_sign_in(plangate: str, config: Path, env: dict) -> list:
+    """`plangate config check`, as a person asks why an upstream is down:
+    the `plangate upstream login …` arguments it names, or []."""
+    checked = subprocess.run(
+        [plangate, "config", "check", "--config", str(config)],
+        env=env, capture_output=True, text=True,
+    )
+    print(checked.stdout + checked.stderr, file=sys.stderr)
+    match = re.search(r"`plangate upstream login ([^`]*)`", checked.stdout + checked.stderr)
+    return shlex.split(match.group(1)) if match else []
+
+
+async def tools_when_up(session) -> list:
+    """The upstream's tools, once plangate has reconnected it."""
+    for _ in range(30):
+        tools = (await session.list_tools()).tools
+        theirs = [t for t in tools if not t.name.startswith("plangate_")]
+        if theirs:
+            return theirs
+        await asyncio.sleep(0.5)
+    return []
+
+
+async def call_when_up(session, name: str, arguments: dict):
+    """Calls again, waiting (as a person would) while plangate reconnects
+    the upstream with the new sign-in."""
+    for _ in range(20):
+        result = await session.call_tool(name, arguments)
+        body = refusal(result)
+        if body.get("code") != "upstream_unavailable" or "is unavailable" not in body.get("message", ""):
+            return result
+        await asyncio.sleep(0.5)
+    return result
+
+
+async def login(plangate: str, config: Path, env: dict, args: list = ("server",)) -> None:
     """`plangate upstream login server`, with this process as the person's
     browser: the suite's authorization server approves at once, so
     following its redirects brings the code back to plangate's loopback
@@ -108,7 +189,7 @@ async def login(plangate: str, config: Path, env: dict) -> None:
     import httpx2
 
     proc = subprocess.Popen(
-        [plangate, "upstream", "login", "server", "--config", str(config), "--timeout", "60s"],
+        [plangate, "upstream", "login", *args, "--config", str(config), "--timeout", "60s"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     url = proc.stdout.readline().strip()

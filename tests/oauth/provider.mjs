@@ -33,6 +33,10 @@
 //   aud (= the resource), exp, iat, jti, client_id, scope, and `email`
 //   (`<account>@example.test`) when a person logged in. A client
 //   credentials token's `sub` is the client id (`machine`).
+// * with `--format opaque`, access tokens are opaque strings instead, which
+//   only token introspection (RFC 7662, `/token/introspection`, for a
+//   confidential client such as `machine`) reads; the answer carries the
+//   same claims. Revocation (RFC 7009, `/token/revocation`) ends them.
 //
 // stdout carries exactly one line, once listening:
 //   oidc-provider listening on http://127.0.0.1:PORT
@@ -55,7 +59,7 @@ function usage(msg) {
   process.stderr.write(`provider.mjs: ${msg}\n`);
   process.stderr.write(
     'usage: node provider.mjs --port PORT --resource URL [--resource URL ...] '
-      + '[--scopes "mcp:read mcp:plan mcp:write"] [--ttl SECONDS] [--alg ES256|RS256|EdDSA]\n',
+      + '[--scopes "mcp:read mcp:plan mcp:write"] [--ttl SECONDS] [--alg ES256|RS256|EdDSA] [--format jwt|opaque]\n',
   );
   process.exit(2);
 }
@@ -69,6 +73,7 @@ try {
       scopes: { type: 'string', default: 'mcp:read mcp:plan mcp:write' },
       ttl: { type: 'string', default: '3600' },
       alg: { type: 'string', default: 'ES256' },
+      format: { type: 'string', default: 'jwt' },
     },
     strict: true,
     allowPositionals: false,
@@ -91,6 +96,8 @@ const ttl = Number(opts.ttl);
 if (!Number.isSafeInteger(ttl) || ttl <= 0) usage('--ttl must be a positive integer (seconds)');
 const alg = opts.alg;
 if (!['ES256', 'RS256', 'EdDSA'].includes(alg)) usage('--alg must be ES256, RS256 or EdDSA');
+const format = opts.format;
+if (!['jwt', 'opaque'].includes(format)) usage('--format must be jwt or opaque');
 
 // Bind first (so `--port 0` knows its port before the issuer is fixed), then
 // hand requests to the provider once it exists.
@@ -126,7 +133,7 @@ const resourceServer = (resource) => ({
   scope,
   audience: resource,
   accessTokenTTL: ttl,
-  accessTokenFormat: 'jwt',
+  accessTokenFormat: format,
   jwt: { sign: { alg } },
 });
 

@@ -313,6 +313,19 @@ pub(crate) enum UpstreamCommand {
         /// How long to wait for the browser to come back, e.g. "5m".
         #[arg(long, default_value = "5m", value_parser = parse_wait)]
         timeout: std::time::Duration,
+        /// A scope to ask for besides the configured (or discovered) ones
+        /// and those granted at the last sign-in — the step-up an upstream
+        /// asked for with 403 insufficient_scope. Repeatable.
+        #[arg(long = "scope", value_name = "SCOPE")]
+        scopes: Vec<String>,
+    },
+    /// Print the Client ID Metadata Document to serve at URL, the
+    /// `client_metadata_url` of `[upstreams.NAME.oauth]`: with it, an
+    /// authorization server that supports such documents knows plangate
+    /// by that URL, without registering a client at each sign-in.
+    ClientMetadata {
+        /// The https URL the document will be served at (its client id).
+        url: String,
     },
     /// Forget an upstream's OAuth tokens (the authorization server may
     /// still hold its grant: revoke it there too).

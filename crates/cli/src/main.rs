@@ -253,20 +253,23 @@ async fn run(cli: Cli) -> Result<()> {
             commands::config_check(config, pins, vault, json).await
         }
         Command::Tools(cmd) => tools_command(cmd, &data_dir).await,
-        Command::Upstream(cmd) => {
-            let (UpstreamCommand::Login { source, name, .. }
-            | UpstreamCommand::Logout { source, name }) = &cmd;
-            let config = load_config(source, &data_dir)?;
-            let vault = plangate_gateway::upstream::oauth::Vault {
-                store: open_store(&data_dir).await?,
-                material: key_material(&data_dir)?,
-            };
-            match &cmd {
-                UpstreamCommand::Login { timeout, .. } => {
-                    upstream::login(&config, name, vault, *timeout).await
-                }
-                UpstreamCommand::Logout { .. } => upstream::logout(&config, name, vault).await,
-            }
+        Command::Upstream(UpstreamCommand::ClientMetadata { url }) => {
+            upstream::client_metadata(&url)
+        }
+        Command::Upstream(UpstreamCommand::Login {
+            source,
+            name,
+            timeout,
+            scopes,
+        }) => {
+            let config = load_config(&source, &data_dir)?;
+            let vault = vault_of(&data_dir).await?;
+            upstream::login(&config, &name, vault, timeout, &scopes).await
+        }
+        Command::Upstream(UpstreamCommand::Logout { source, name }) => {
+            let config = load_config(&source, &data_dir)?;
+            let vault = vault_of(&data_dir).await?;
+            upstream::logout(&config, &name, vault).await
         }
         Command::Policy(PolicyCommand::Test {
             source,
@@ -565,6 +568,15 @@ async fn open_store(data_dir: &Path) -> Result<Arc<dyn Store>> {
         .open()
         .await
         .with_context(|| format!("cannot open the database in {}", data_dir.display()))
+}
+
+/// The store and seal key of `data_dir`: where upstreams' OAuth
+/// credentials are kept, sealed.
+async fn vault_of(data_dir: &std::path::Path) -> Result<plangate_gateway::upstream::oauth::Vault> {
+    Ok(plangate_gateway::upstream::oauth::Vault {
+        store: open_store(data_dir).await?,
+        material: key_material(data_dir)?,
+    })
 }
 
 /// The seal and signing keys: from `PLANGATE_SEAL_KEY` /

@@ -44,8 +44,15 @@ struct Callback {
     error: Option<String>,
 }
 
-/// Signs plangate in to upstream `name`.
-pub async fn login(config: &Config, name: &str, vault: Vault, timeout: Duration) -> Result<()> {
+/// Signs plangate in to upstream `name`, asking for `more` scopes besides
+/// the configured or discovered ones and those granted before.
+pub async fn login(
+    config: &Config,
+    name: &str,
+    vault: Vault,
+    timeout: Duration,
+    more: &[String],
+) -> Result<()> {
     let upstream = oauth_upstream(config, name)?;
     if upstream
         .oauth
@@ -57,13 +64,35 @@ pub async fn login(config: &Config, name: &str, vault: Vault, timeout: Duration)
         ))
         .into());
     }
+    let mut wanted = Vec::new();
+    for given in more {
+        let tokens = oauth::scope_tokens(given);
+        if tokens.is_empty()
+            || tokens.join(" ") != given.split_whitespace().collect::<Vec<_>>().join(" ")
+        {
+            return Err(UsageError(format!(
+                "--scope {given:?} is not a list of OAuth scopes (RFC 6749: printable characters without spaces, quotes or backslashes, separated by spaces)"
+            ))
+            .into());
+        }
+        wanted.extend(tokens);
+    }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .context("cannot listen on a loopback port for the browser to come back to")?;
     let redirect = format!("http://{}/callback", listener.local_addr()?);
-    let login = oauth::begin_login(upstream, vault, &redirect)
+    let login = oauth::begin_login(upstream, vault, &redirect, &wanted)
         .await
         .map_err(|e| anyhow!("cannot sign in to upstream {name}: {e}"))?;
+    let scopes = if login.scopes.is_empty() {
+        "none named (the authorization server's default)".to_owned()
+    } else {
+        login.scopes.join(" ")
+    };
+    eprintln!(
+        "plangate signs in as {}, asking for the scopes: {scopes}",
+        login.client
+    );
     eprintln!("Open this URL in a browser to sign plangate in to upstream {name}:\n");
     println!("{}", login.url);
     eprintln!(
@@ -103,6 +132,39 @@ pub async fn logout(config: &Config, name: &str, vault: Vault) -> Result<()> {
     vault.store.clear_upstream_credentials(name).await?;
     eprintln!(
         "plangate forgot its tokens for upstream {name}; the authorization server may still hold the grant (revoke it there too)"
+    );
+    Ok(())
+}
+
+/// Prints the Client ID Metadata Document to serve at `url`
+/// (draft-ietf-oauth-client-id-metadata-document): plangate as a native
+/// public client whose sign-ins come back to a loopback port (any port,
+/// RFC 8252 §7.3), with PKCE and no secret.
+pub fn client_metadata(url: &str) -> Result<()> {
+    let lower = url.to_ascii_lowercase();
+    let valid = lower.strip_prefix("https://").is_some_and(|rest| {
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        !authority.is_empty() && !authority.contains('@') && !path.is_empty() && !url.contains('#')
+    });
+    if !valid {
+        return Err(UsageError(format!(
+            "{url:?} cannot be a client id: give the https:// URL, with a path, where the document will be served (for example https://plangate.example.com/oauth/client.json)"
+        ))
+        .into());
+    }
+    let document = serde_json::json!({
+        "client_id": url,
+        "client_name": "plangate",
+        "client_uri": "https://github.com/plangate/plangate",
+        "redirect_uris": ["http://127.0.0.1/callback"],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": "none",
+        "application_type": "native",
+    });
+    println!("{}", serde_json::to_string_pretty(&document)?);
+    eprintln!(
+        "Serve this at {url} (content-type application/json) and set client_metadata_url = {url:?} in [upstreams.NAME.oauth]; an authorization server that supports Client ID Metadata Documents then knows plangate by that URL."
     );
     Ok(())
 }

@@ -32,12 +32,18 @@ fn provider(resources: &[&str], ttl: u64) -> Provider {
 
 /// [`provider`] on `port` (0: any free one).
 fn provider_on(port: u16, resources: &[&str], ttl: u64) -> Provider {
+    provider_with(port, resources, ttl, &[])
+}
+
+/// [`provider_on`] with more of the fixture's arguments (`--format`).
+fn provider_with(port: u16, resources: &[&str], ttl: u64, more: &[&str]) -> Provider {
     peers();
     let tools = repo_root().join(".tools/oauth");
     let mut cmd = Command::new(tools.join("node_modules/.bin/node"));
     cmd.arg(tools.join("provider.mjs"))
         .args(["--port", &port.to_string(), "--ttl", &ttl.to_string()])
-        .args(["--scopes", "mcp:read mcp:plan mcp:write"]);
+        .args(["--scopes", "mcp:read mcp:plan mcp:write"])
+        .args(more);
     for r in resources {
         cmd.args(["--resource", r]);
     }
@@ -140,6 +146,12 @@ async fn initialize(url: &str, token: Option<&str>, session: Option<&str>) -> (u
 /// trusting `issuers`, on a port chosen beforehand (the resource URL is in
 /// the config).
 fn plangate(scratch: &Scratch, port: u16, issuers: &[&str]) -> Proc {
+    plangate_with(scratch, port, issuers, "", "")
+}
+
+/// [`plangate`] with more `[auth.oauth]` lines (`oauth`) and more config
+/// lines at the end (`more`).
+fn plangate_with(scratch: &Scratch, port: u16, issuers: &[&str], oauth: &str, more: &str) -> Proc {
     let memory = peers().js("@modelcontextprotocol/server-memory/dist/index.js");
     let issuers: Vec<String> = issuers.iter().map(|i| format!("{i:?}")).collect();
     let config = scratch.write(
@@ -154,10 +166,12 @@ env = {{ MEMORY_FILE_PATH = {file:?} }}
 resource = "http://127.0.0.1:{port}/mcp"
 issuers = [{issuers}]
 clock_skew = 0
+{oauth}
 [auth.oauth.scopes]
 "mcp:read" = "read"
 "mcp:plan" = "plan"
 "mcp:write" = "write"
+{more}
 "#,
             memory = memory.display().to_string(),
             file = scratch.path().join("memory.jsonl").display().to_string(),
@@ -636,16 +650,29 @@ async fn a_client_credentials_upstream_gets_its_own_tokens_without_a_login() {
 /// person at the provider's pages is `tests/oauth/consent.py`); returns
 /// what `upstream login` told the operator.
 fn upstream_login(outer: &Scratch, config: &str, idp: &Provider, user: &str) -> String {
+    upstream_login_with(outer, config, idp, user, &[])
+}
+
+/// [`upstream_login`] with more arguments (`--scope`).
+fn upstream_login_with(
+    outer: &Scratch,
+    config: &str,
+    idp: &Provider,
+    user: &str,
+    more: &[&str],
+) -> String {
+    let mut args = vec![
+        "upstream",
+        "login",
+        "inner",
+        "--config",
+        config,
+        "--timeout",
+        "60s",
+    ];
+    args.extend(more);
     let mut login = outer
-        .command(&[
-            "upstream",
-            "login",
-            "inner",
-            "--config",
-            config,
-            "--timeout",
-            "60s",
-        ])
+        .command(&args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -654,7 +681,13 @@ fn upstream_login(outer: &Scratch, config: &str, idp: &Provider, user: &str) -> 
     BufReader::new(login.stdout.take().unwrap())
         .read_line(&mut url)
         .unwrap();
-    assert!(url.starts_with(&idp.issuer), "{url}");
+    if !url.starts_with(&idp.issuer) {
+        let done = login.wait_with_output().unwrap();
+        panic!(
+            "login printed {url:?}: {}",
+            String::from_utf8_lossy(&done.stderr)
+        );
+    }
     let person = Command::new(&peers().python)
         .arg(repo_root().join("tests/oauth/consent.py"))
         .args(["--user", user, url.trim()])
@@ -730,6 +763,137 @@ async fn a_refused_refresh_puts_the_upstream_down_until_a_new_login() {
 
     upstream_login(&outer, config, &idp, "erin");
     readyz_until(&gw, |r| r["status"] == "ready").await;
+}
+
+/// A scope step-up on a real provider: plangate signed in with scopes that
+/// give nothing at the upstream, which refuses it 403 insufficient_scope
+/// naming the scopes it wants. The upstream is down on `/readyz` with the
+/// exact sign-in that helps; that login asks for the scopes granted before
+/// and the new ones (SEP-2350), and a running `serve` picks the new
+/// sign-in up without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scope_step_up_names_the_sign_in_and_keeps_the_scopes_granted_before() {
+    let Chain {
+        inner_scratch: _inner_scratch,
+        inner: _inner,
+        inner_url: _,
+        idp_port: _,
+        idp,
+        outer,
+        config,
+    } = chain(300, "scopes = [\"openid\", \"offline_access\"]\n");
+    let config = config.as_str();
+    let told = upstream_login(&outer, config, &idp, "frank");
+    assert!(
+        told.contains("asking for the scopes: openid offline_access"),
+        "{told}"
+    );
+    let gw = common::serve_http(&outer, &["--config", config]);
+    let down = readyz_until(&gw, |r| r["upstreams_down"]["inner"].is_string()).await;
+    let why = down["upstreams_down"]["inner"].as_str().unwrap();
+    assert!(why.contains("403 insufficient_scope"), "{why}");
+    let asked = "plangate upstream login inner --scope 'mcp:plan mcp:read mcp:write'";
+    assert!(why.contains(asked), "{why}");
+
+    let told = upstream_login_with(
+        &outer,
+        config,
+        &idp,
+        "frank",
+        &["--scope", "mcp:plan mcp:read mcp:write"],
+    );
+    assert!(
+        told.contains("asking for the scopes: openid offline_access mcp:plan mcp:read mcp:write"),
+        "{told}"
+    );
+    readyz_until(&gw, |r| r["status"] == "ready").await;
+    let args = ["--scope", "not a \"scope\""];
+    let bad = outer.run(&[
+        "upstream", "login", "inner", "--config", config, args[0], args[1],
+    ]);
+    assert_eq!(bad.status.code(), Some(2), "{}", common::stderr(&bad));
+    assert!(
+        common::stderr(&bad).contains("is not a list of OAuth scopes"),
+        "{}",
+        common::stderr(&bad)
+    );
+    assert!(!holds_a_jwt(&outer.data_dir()));
+}
+
+/// Opaque access tokens, judged by the issuer's RFC 7662 introspection
+/// (`[auth.oauth.introspection]`): an active one for plangate's resource
+/// is accepted, its caller named by the configured claim; once revoked at
+/// the provider it is refused at the first request after `every`; a
+/// made-up one is refused. The introspection client's secret and the
+/// tokens are never written anywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opaque_tokens_are_introspected_and_a_revoked_one_is_refused_within_every() {
+    let scratch = Scratch::new();
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let idp = provider_with(0, &[&url], 3600, &["--format", "opaque"]);
+    // The provider's introspection of a machine token names its client,
+    // not a sub: this deployment names callers by client_id.
+    let gw = plangate_with(
+        &scratch,
+        port,
+        &[&idp.issuer],
+        "identity_claim = \"client_id\"",
+        "[auth.oauth.introspection]\nclient_id = \"machine\"\nclient_secret = \"machine-secret\"\nevery = \"1s\"",
+    );
+
+    let token = machine_token(&idp, &url, "mcp:write").await;
+    assert!(!token.starts_with("eyJ"), "an opaque token");
+    let (status, _, body) = initialize(&url, Some(&token), None).await;
+    assert_eq!(status, 200, "{body}");
+    let args = ["keys", "list", "--json"];
+    let keys = common::succeeded(&args, &scratch.run(&args));
+    assert!(
+        keys.contains(&identity_of(&idp.issuer, "machine")),
+        "{keys}"
+    );
+
+    let refused = |(status, challenge, body): (u16, String, Value), says: &str| {
+        assert_eq!(status, 401, "{body}");
+        assert!(
+            challenge.starts_with("Bearer error=\"invalid_token\""),
+            "{challenge}"
+        );
+        let message = body["error"]["message"].as_str().unwrap().to_owned();
+        assert!(message.contains(says), "{message}");
+    };
+    refused(
+        initialize(&url, Some("made-up-opaque-token"), None).await,
+        "is not active",
+    );
+
+    // Revoked at the provider (RFC 7009): refused once `every` has passed.
+    let revoked = reqwest::Client::new()
+        .post(format!("{}/token/revocation", idp.issuer))
+        .basic_auth("machine", Some("machine-secret"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(encoded(&[("token", &token)]))
+        .send()
+        .await
+        .unwrap();
+    assert!(revoked.status().is_success(), "{}", revoked.status());
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    refused(initialize(&url, Some(&token), None).await, "is not active");
+
+    // Nothing secret written: not the tokens, not the client's secret.
+    let log = gw.log();
+    assert!(!log.contains(&token) && !log.contains("machine-secret"));
+    for entry in std::fs::read_dir(scratch.data_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(
+                !bytes.windows(token.len()).any(|w| w == token.as_bytes()),
+                "{} holds the token",
+                path.display()
+            );
+        }
+    }
 }
 
 /// A reload that stops trusting an issuer counts at the next request, even

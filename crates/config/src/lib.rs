@@ -48,9 +48,10 @@ pub use model::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_CLOCK_SKEW, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDENTITY_CLAIM,
     DEFAULT_LEASE, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_KEY,
     DEFAULT_MAX_STEPS, DEFAULT_PLAN_TTL, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_PREFIX,
-    GatewaySettings, LandsOnSetting, MAX_CACHED_KEYS, MAX_CALL_TIMEOUT, MAX_LEASE, MAX_PLAN_TTL,
-    MAX_REQUEST_BYTES_LIMIT, MAX_SESSIONS_LIMIT, MAX_STEPS_LIMIT, Namespace, OAuth, OAuthGrant,
-    RateLimit, Redaction, ToolOverride, Transport, UpstreamConfig, UpstreamOAuth, UpstreamProtocol,
+    GatewaySettings, Introspection, LandsOnSetting, MAX_CACHED_KEYS, MAX_CALL_TIMEOUT, MAX_LEASE,
+    MAX_PLAN_TTL, MAX_REQUEST_BYTES_LIMIT, MAX_SESSIONS_LIMIT, MAX_STEPS_LIMIT, Namespace, OAuth,
+    OAuthGrant, RateLimit, Redaction, ToolOverride, Transport, UpstreamConfig, UpstreamOAuth,
+    UpstreamProtocol,
 };
 pub use toml_file::parse_toml;
 

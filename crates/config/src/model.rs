@@ -80,7 +80,44 @@ pub struct OAuth {
     /// (`clock_skew`, in seconds, 0 to 300; default 60).
     #[serde(serialize_with = "serialize_duration")]
     pub clock_skew: Duration,
+    /// RFC 7662 token introspection (`[auth.oauth.introspection]`): the
+    /// authorization server is asked whether each token is still active,
+    /// so a revoked token is refused within `every`, not only at its
+    /// expiry; it also accepts opaque (non-JWT) tokens.
+    pub introspection: Option<Introspection>,
 }
+
+/// `[auth.oauth.introspection]`: how plangate asks an issuer's
+/// introspection endpoint (named by its metadata) about tokens.
+#[derive(Clone, PartialEq, Eq, Serialize)]
+pub struct Introspection {
+    /// The issuer asked (one of `issuers`): its tokens are introspected,
+    /// and an opaque token is taken to be its.
+    pub issuer: String,
+    /// plangate's client at that authorization server.
+    pub client_id: String,
+    /// That client's secret; never shown.
+    #[serde(serialize_with = "serialize_redacted")]
+    pub client_secret: String,
+    /// How long an answer counts for a token before the server is asked
+    /// again (never past the token's expiry).
+    #[serde(serialize_with = "serialize_duration")]
+    pub every: Duration,
+}
+
+impl fmt::Debug for Introspection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Introspection")
+            .field("issuer", &self.issuer)
+            .field("client_id", &self.client_id)
+            .field("client_secret", &REDACTED)
+            .field("every", &self.every)
+            .finish()
+    }
+}
+
+/// The default `auth.oauth.introspection.every`: 60 s.
+pub const DEFAULT_INTROSPECTION_EVERY: Duration = Duration::from_secs(60);
 
 /// The default `auth.oauth.clock_skew`: 60 s.
 pub const DEFAULT_CLOCK_SKEW: Duration = Duration::from_secs(60);
@@ -431,6 +468,11 @@ pub struct UpstreamOAuth {
     pub client_secret: Option<String>,
     /// How plangate gets its tokens.
     pub grant: OAuthGrant,
+    /// The https URL of plangate's Client ID Metadata Document, served by
+    /// the operator: used as the client id where the authorization server
+    /// supports such documents and no `client_id` is configured, instead
+    /// of registering a client dynamically at every sign-in.
+    pub client_metadata_url: Option<String>,
 }
 
 /// `grant` of `[upstreams.NAME.oauth]`.
@@ -451,12 +493,17 @@ impl fmt::Debug for UpstreamOAuth {
         f.debug_struct("UpstreamOAuth")
             .field("scopes", &self.scopes)
             .field("client_id", &self.client_id)
+            .field("client_metadata_url", &self.client_metadata_url)
             .field(
                 "client_secret",
                 &self.client_secret.as_ref().map(|_| REDACTED),
             )
             .finish()
     }
+}
+
+fn serialize_redacted<S: serde::Serializer>(_: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(REDACTED)
 }
 
 fn serialize_redacted_option<S: serde::Serializer>(

@@ -1961,3 +1961,83 @@ client_id = "machine"
         "{errors}"
     );
 }
+
+/// A Client ID Metadata Document's URL is the client id: https, with a
+/// path, no fragment or user; anything else is said with what to write.
+#[test]
+fn an_upstream_client_metadata_url_is_an_https_url_with_a_path() {
+    let config = toml_ok(
+        r#"[upstreams.gh]
+url = "https://mcp.example.com/mcp"
+[upstreams.gh.oauth]
+client_metadata_url = "https://plangate.example.com/oauth/client.json"
+"#,
+    );
+    assert_eq!(
+        config.upstreams["gh"]
+            .oauth
+            .clone()
+            .unwrap()
+            .client_metadata_url
+            .as_deref(),
+        Some("https://plangate.example.com/oauth/client.json")
+    );
+    for bad in [
+        "http://plangate.example.com/client.json",
+        "https://plangate.example.com",
+        "https://plangate.example.com/",
+        "https://plangate.example.com/c.json#x",
+        "https://user@plangate.example.com/c.json",
+    ] {
+        let errors = toml_err(&format!(
+            "[upstreams.gh]\nurl = \"https://mcp.example.com/mcp\"\n[upstreams.gh.oauth]\nclient_metadata_url = \"{bad}\"\n"
+        ));
+        assert_says(
+            &errors,
+            "upstreams.gh.oauth.client_metadata_url",
+            &[
+                "not a Client ID Metadata Document URL",
+                "plangate upstream client-metadata",
+            ],
+        );
+    }
+}
+
+/// `[auth.oauth.introspection]`: a client of one of the issuers (the only
+/// one by default), its secret never shown; mistakes said with what to
+/// write.
+#[test]
+fn auth_oauth_introspection_names_a_client_of_a_trusted_issuer() {
+    let base = "[upstreams.a]\ncommand = \"x\"\n[auth.oauth]\nresource = \"https://p.example/mcp\"\nissuers = [\"https://id.example\"]\n[auth.oauth.scopes]\n\"mcp:read\" = \"read\"\n";
+    let config = toml_ok(&format!(
+        "{base}[auth.oauth.introspection]\nclient_id = \"plangate\"\nclient_secret = \"${{MY_TOKEN}}\"\n"
+    ));
+    let i = config.auth.oauth.clone().unwrap().introspection.unwrap();
+    assert_eq!(i.issuer, "https://id.example");
+    assert_eq!(i.client_secret, "tok-123");
+    assert_eq!(i.every, std::time::Duration::from_secs(60));
+    assert!(!format!("{i:?}").contains("tok-123"));
+    assert!(!serde_json::to_string(&config).unwrap().contains("tok-123"));
+
+    let errors = toml_err(&format!(
+        "{base}[auth.oauth.introspection]\nissuer = \"https://other.example\"\nclient_secret = \"s\"\nevery = \"2h\"\nendpoint = \"x\"\n"
+    ));
+    assert_says(
+        &errors,
+        "auth.oauth.introspection.issuer",
+        &["is not one of auth.oauth.issuers"],
+    );
+    assert_says(&errors, "auth.oauth.introspection.client_id", &["missing"]);
+    assert_says(&errors, "auth.oauth.introspection.every", &["out of range"]);
+    assert_says(
+        &errors,
+        "auth.oauth.introspection.endpoint",
+        &["unknown key"],
+    );
+    let two = "[upstreams.a]\ncommand = \"x\"\n[auth.oauth]\nresource = \"https://p.example/mcp\"\nissuers = [\"https://a.example\", \"https://b.example\"]\n[auth.oauth.scopes]\n\"mcp:read\" = \"read\"\n[auth.oauth.introspection]\nclient_id = \"c\"\nclient_secret = \"s\"\n";
+    assert_says(
+        &toml_err(two),
+        "auth.oauth.introspection.issuer",
+        &["with several issuers, name the one"],
+    );
+}

@@ -280,11 +280,12 @@ async fn authenticate_token(
         ..row
     };
     if let Some(epoch) = epoch {
-        // Never past the token's own expiry (with the allowed skew).
+        // Never past the token's own expiry (with the allowed skew), nor,
+        // for an introspected token, past its next question to the issuer.
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        let left = (verified.expires_at + oauth.clock_skew.as_secs()).saturating_sub(now);
+        let left = verified.recheck_at.saturating_sub(now);
         gw.key_cache().put_until(
             hash,
             key.clone(),

@@ -50,6 +50,9 @@ const KEYS_MAX_AGE: Duration = Duration::from_secs(60 * 60);
 /// plangate hammer the issuer.
 const REFETCH_AFTER: Duration = Duration::from_secs(30);
 
+/// How many introspection requests may be under way at once.
+const INTROSPECTIONS_AT_ONCE: usize = 8;
+
 /// The longest identity value accepted (it becomes part of a name).
 const MAX_IDENTITY_LEN: usize = 256;
 
@@ -60,8 +63,11 @@ pub struct Verified {
     pub identity: Identity,
     /// The widest plangate scope the token's scopes map to.
     pub scope: Scope,
-    /// Its `exp`, in seconds since the epoch.
-    pub expires_at: u64,
+    /// Until when (seconds since the epoch) this verdict may be reused
+    /// without checking the token again: a JWT's `exp` plus the allowed
+    /// clock skew; an introspected token's next question to its issuer
+    /// (`every`), never past its `exp`.
+    pub recheck_at: u64,
 }
 
 /// Why a token was not accepted.
@@ -90,6 +96,11 @@ struct Keys {
 pub struct Verifier {
     http: reqwest::Client,
     keys: parking_lot::Mutex<HashMap<String, Arc<Keys>>>,
+    /// Each issuer's introspection endpoint, once found in its metadata.
+    introspection_endpoints: parking_lot::Mutex<HashMap<String, String>>,
+    /// At most this many introspection requests at once: a flood of
+    /// made-up opaque tokens cannot make plangate flood the issuer.
+    introspecting: tokio::sync::Semaphore,
     /// One fetch at a time, so a burst of requests with a new `kid` makes
     /// one request to the issuer.
     fetching: tokio::sync::Mutex<()>,
@@ -107,6 +118,8 @@ impl Default for Verifier {
         Verifier {
             http,
             keys: parking_lot::Mutex::default(),
+            introspection_endpoints: parking_lot::Mutex::default(),
+            introspecting: tokio::sync::Semaphore::new(INTROSPECTIONS_AT_ONCE),
             fetching: tokio::sync::Mutex::new(()),
         }
     }
@@ -215,9 +228,15 @@ impl Verifier {
     /// Checks `token` against `oauth`.
     pub async fn verify(&self, oauth: &OAuth, token: &str) -> Result<Verified, Rejected> {
         let invalid = |why: &str| Rejected::Invalid(why.to_owned());
-        let header = jsonwebtoken::decode_header(token).map_err(|_| {
-            invalid("the bearer token is neither a plangate API key (pgk_…) nor a JWT access token")
-        })?;
+        let Ok(header) = jsonwebtoken::decode_header(token) else {
+            // Not a JWT: an opaque token, which only its issuer can judge.
+            return match &oauth.introspection {
+                Some(introspection) => self.introspect(oauth, introspection, token).await,
+                None => Err(invalid(
+                    "the bearer token is neither a plangate API key (pgk_…) nor a JWT access token (opaque tokens are accepted only with [auth.oauth.introspection])",
+                )),
+            };
+        };
         if !ALGORITHMS.contains(&header.alg) {
             return Err(Rejected::Invalid(format!(
                 "the access token is signed with {:?}; only asymmetric algorithms (RS*, PS*, ES256, ES384, EdDSA) are accepted",
@@ -291,8 +310,82 @@ impl Verifier {
         Ok(Verified {
             identity: Identity::new(issuer, &value),
             scope,
-            expires_at: claims.get("exp").and_then(Value::as_u64).unwrap_or(0),
+            recheck_at: claims
+                .get("exp")
+                .and_then(Value::as_u64)
+                .map_or(0, |exp| exp + oauth.clock_skew.as_secs()),
         })
+    }
+
+    /// Asks `introspection.issuer` about an opaque `token` (RFC 7662): it
+    /// must be active, an access token, issued for plangate's resource
+    /// (`aud`), by that issuer (`iss`, when said), not expired; the caller
+    /// and scope are read from the answer as from a JWT's claims. The
+    /// answer counts until `every` has passed (the caller's cache).
+    async fn introspect(
+        &self,
+        oauth: &OAuth,
+        introspection: &plangate_config::Introspection,
+        token: &str,
+    ) -> Result<Verified, Rejected> {
+        let issuer = &introspection.issuer;
+        let unavailable = |why: String| {
+            tracing::warn!(issuer = %issuer, "cannot introspect a token: {why}");
+            Rejected::Unavailable(format!(
+                "plangate cannot ask {issuer} whether the token is active ({why}); try again shortly"
+            ))
+        };
+        let endpoint = self
+            .introspection_endpoint(issuer)
+            .await
+            .map_err(unavailable)?;
+        let _turn = self
+            .introspecting
+            .acquire()
+            .await
+            .map_err(|e| unavailable(e.to_string()))?;
+        let response = self
+            .http
+            .post(&endpoint)
+            .basic_auth(&introspection.client_id, Some(&introspection.client_secret))
+            .header("accept", "application/json")
+            .form(&[("token", token), ("token_type_hint", "access_token")])
+            .send()
+            .await
+            .map_err(|e| unavailable(format!("{endpoint}: {e}")))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(unavailable(format!(
+                "{endpoint} answered {status}; check [auth.oauth.introspection] client_id and client_secret"
+            )));
+        }
+        let answer: Value = response
+            .json()
+            .await
+            .map_err(|e| unavailable(format!("{endpoint} did not answer JSON: {e}")))?;
+        verified_from_introspection(oauth, issuer, &answer, now_secs())
+    }
+
+    /// `issuer`'s `introspection_endpoint`, from its metadata (cached).
+    async fn introspection_endpoint(&self, issuer: &str) -> Result<String, String> {
+        if let Some(found) = self.introspection_endpoints.lock().get(issuer) {
+            return Ok(found.clone());
+        }
+        let meta = self.issuer_metadata(issuer).await?;
+        let endpoint = meta
+            .get("introspection_endpoint")
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("{issuer}'s metadata names no introspection_endpoint"))?
+            .to_owned();
+        if !fetchable(&endpoint) {
+            return Err(format!(
+                "its introspection_endpoint {endpoint} is not https:// (http:// only on loopback)"
+            ));
+        }
+        self.introspection_endpoints
+            .lock()
+            .insert(issuer.to_owned(), endpoint.clone());
+        Ok(endpoint)
     }
 
     /// The key of `issuer` that signed a token with `alg` and `kid`:
@@ -352,6 +445,24 @@ impl Verifier {
     /// discovery) names `jwks_uri`, whose `issuer` must be the issuer
     /// itself (RFC 8414 §3.3).
     async fn fetch_keys(&self, issuer: &str) -> Result<JwkSet, String> {
+        let meta = self.issuer_metadata(issuer).await?;
+        let jwks_uri = meta
+            .get("jwks_uri")
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("{issuer}'s metadata names no jwks_uri"))?
+            .to_owned();
+        if !fetchable(&jwks_uri) {
+            return Err(format!(
+                "its jwks_uri {jwks_uri} is not https:// (http:// only on loopback)"
+            ));
+        }
+        let set = self.get_json(&jwks_uri).await?;
+        serde_json::from_value(set).map_err(|e| format!("{jwks_uri} is not a JWK set: {e}"))
+    }
+
+    /// The issuer's metadata (RFC 8414, else OpenID discovery), whose
+    /// `issuer` must be the issuer itself (RFC 8414 §3.3).
+    async fn issuer_metadata(&self, issuer: &str) -> Result<Value, String> {
         let (origin, path) = split_url(issuer);
         let path = path.trim_end_matches('/');
         let candidates = [
@@ -360,37 +471,23 @@ impl Verifier {
             format!("{origin}/.well-known/openid-configuration{path}"),
         ];
         let mut tried = Vec::new();
-        let mut jwks_uri = None;
         for url in candidates {
             if tried.contains(&url) {
                 continue;
             }
             match self.get_json(&url).await {
                 Ok(meta) if meta.get("issuer").and_then(Value::as_str) == Some(issuer) => {
-                    jwks_uri = meta
-                        .get("jwks_uri")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned);
-                    break;
+                    return Ok(meta);
                 }
                 Ok(_) => tracing::debug!(url, "metadata of another issuer: skipped"),
                 Err(e) => tracing::debug!(url, "no metadata: {e}"),
             }
             tried.push(url);
         }
-        let jwks_uri = jwks_uri.ok_or_else(|| {
-            format!(
-                "no authorization server metadata naming it as issuer with a jwks_uri (tried {})",
-                tried.join(", ")
-            )
-        })?;
-        if !fetchable(&jwks_uri) {
-            return Err(format!(
-                "its jwks_uri {jwks_uri} is not https:// (http:// only on loopback)"
-            ));
-        }
-        let set = self.get_json(&jwks_uri).await?;
-        serde_json::from_value(set).map_err(|e| format!("{jwks_uri} is not a JWK set: {e}"))
+        Err(format!(
+            "no authorization server metadata naming it as issuer (tried {})",
+            tried.join(", ")
+        ))
     }
 
     async fn get_json(&self, url: &str) -> Result<Value, String> {
@@ -412,6 +509,102 @@ impl Verifier {
             .await
             .map_err(|e| format!("{url} did not answer JSON: {e}"))
     }
+}
+
+/// Seconds since the epoch, now.
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// What an RFC 7662 introspection `answer` from `issuer` makes of a token,
+/// at `now`: the same checks as a JWT's claims get, from the answer.
+fn verified_from_introspection(
+    oauth: &OAuth,
+    issuer: &str,
+    answer: &Value,
+    now: u64,
+) -> Result<Verified, Rejected> {
+    let invalid = |why: String| Rejected::Invalid(why);
+    if answer.get("active") != Some(&Value::Bool(true)) {
+        return Err(invalid(format!(
+            "the access token is not active: {issuer} says it was revoked, has expired or is unknown — the client should sign in again"
+        )));
+    }
+    if answer
+        .get("token_type")
+        .and_then(Value::as_str)
+        .is_some_and(|t| t.eq_ignore_ascii_case("refresh_token"))
+    {
+        return Err(invalid(
+            "a refresh token is not an access token: send the access token".to_owned(),
+        ));
+    }
+    if let Some(said) = answer.get("iss").and_then(Value::as_str)
+        && said != issuer
+    {
+        return Err(invalid(format!(
+            "the token's issuer {said:?} is not {issuer}, whose introspection endpoint was asked"
+        )));
+    }
+    let for_us = match answer.get("aud") {
+        Some(Value::String(aud)) => *aud == oauth.resource,
+        Some(Value::Array(auds)) => auds.iter().any(|a| a.as_str() == Some(&oauth.resource)),
+        _ => false,
+    };
+    if !for_us {
+        return Err(invalid(format!(
+            "the access token was not issued for plangate's resource {} (its introspection names another audience, or none) — the client must ask for a token for it (RFC 8707 resource)",
+            oauth.resource
+        )));
+    }
+    let expires_at = answer.get("exp").and_then(Value::as_u64);
+    if expires_at.is_some_and(|exp| exp + oauth.clock_skew.as_secs() <= now) {
+        return Err(invalid(
+            "the access token has expired: the client should refresh it or sign in again"
+                .to_owned(),
+        ));
+    }
+    if answer
+        .get("nbf")
+        .and_then(Value::as_u64)
+        .is_some_and(|nbf| nbf > now + oauth.clock_skew.as_secs())
+    {
+        return Err(invalid(
+            "the access token is not valid yet (nbf)".to_owned(),
+        ));
+    }
+    let value = match answer.get(&oauth.identity_claim) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => {
+            return Err(invalid(format!(
+                "the introspection of the access token names no {:?} for the caller ([auth.oauth] identity_claim)",
+                oauth.identity_claim
+            )));
+        }
+    };
+    if value.is_empty() || value.len() > MAX_IDENTITY_LEN || value.chars().any(char::is_control) {
+        return Err(invalid(format!(
+            "the access token's {:?} cannot name a caller (empty, over {MAX_IDENTITY_LEN} bytes, or with control characters)",
+            oauth.identity_claim
+        )));
+    }
+    let had = token_scopes(answer);
+    let scope = mapped_scope(oauth, &had).ok_or(Rejected::NoScope { had })?;
+    let every = oauth
+        .introspection
+        .as_ref()
+        .map_or(0, |i| i.every.as_secs());
+    Ok(Verified {
+        identity: Identity::new(issuer, &value),
+        scope,
+        // Asked again after `every`, and never used past its expiry.
+        recheck_at: expires_at.map_or(now + every, |exp| {
+            (exp + oauth.clock_skew.as_secs()).min(now + every)
+        }),
+    })
 }
 
 /// The key of `set` for `alg` and `kid`: with a `kid`, only the key of
@@ -481,6 +674,7 @@ mod tests {
             issuers: vec!["https://id.example".into()],
             identity_claim: "sub".into(),
             clock_skew: Duration::from_secs(60),
+            introspection: None,
             scopes: [
                 ("mcp:read", Scope::Read),
                 ("mcp:plan", Scope::Plan),
@@ -520,6 +714,7 @@ mod tests {
             issuers: vec!["https://id.example".into()],
             identity_claim: "sub".into(),
             clock_skew: Duration::from_secs(60),
+            introspection: None,
             scopes: [("mcp:read".to_owned(), Scope::Read)].into(),
         };
         let v = Verifier::default();
@@ -552,5 +747,80 @@ mod tests {
             Err(Rejected::Invalid(why)) => assert!(why.contains("neither"), "{why}"),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// An introspection answer is held to what a JWT's claims are: active,
+    /// an access token, this issuer's, for plangate's resource, unexpired,
+    /// naming a caller and a mapped scope; its verdict is reused for
+    /// `every` at most, never past its expiry.
+    #[test]
+    fn an_introspection_answer_is_checked_like_a_token() {
+        let oauth = OAuth {
+            resource: "https://p.example/mcp".into(),
+            issuers: vec!["https://id.example".into()],
+            identity_claim: "sub".into(),
+            clock_skew: Duration::from_secs(5),
+            introspection: Some(plangate_config::Introspection {
+                issuer: "https://id.example".into(),
+                client_id: "plangate".into(),
+                client_secret: "s".into(),
+                every: Duration::from_secs(30),
+            }),
+            scopes: [("mcp:write".to_owned(), Scope::Write)].into(),
+        };
+        let now = 1_000_000;
+        let good = json!({"active": true, "iss": "https://id.example", "aud": ["x", "https://p.example/mcp"],
+                          "sub": "ana", "scope": "openid mcp:write", "exp": now + 600, "token_type": "Bearer"});
+        let v = verified_from_introspection(&oauth, "https://id.example", &good, now).unwrap();
+        assert_eq!(v.scope, Scope::Write);
+        assert_eq!(v.identity, Identity::new("https://id.example", "ana"));
+        assert_eq!(v.recheck_at, now + 30);
+        let mut soon = good.clone();
+        soon["exp"] = json!(now + 10);
+        let v = verified_from_introspection(&oauth, "https://id.example", &soon, now).unwrap();
+        assert_eq!(v.recheck_at, now + 15, "never past exp (with the skew)");
+        let with = |key: &str, value: Value| {
+            let mut a = good.clone();
+            a[key] = value;
+            a
+        };
+        let mut no_aud = good.clone();
+        no_aud.as_object_mut().unwrap().remove("aud");
+        let mut no_sub = good.clone();
+        no_sub.as_object_mut().unwrap().remove("sub");
+        for (answer, says) in [
+            (json!({"active": false}), "not active"),
+            (with("active", json!("true")), "not active"),
+            (with("token_type", json!("refresh_token")), "refresh token"),
+            (
+                with("iss", json!("https://evil.example")),
+                "is not https://id.example",
+            ),
+            (
+                with("aud", json!("https://other.example/mcp")),
+                "not issued for plangate",
+            ),
+            (no_aud, "not issued for plangate"),
+            (with("exp", json!(now - 10)), "expired"),
+            (with("nbf", json!(now + 60)), "not valid yet"),
+            (no_sub, "names no \"sub\""),
+            (with("sub", json!("a\u{0}b")), "cannot name a caller"),
+        ] {
+            match verified_from_introspection(&oauth, "https://id.example", &answer, now) {
+                Err(Rejected::Invalid(why)) => assert!(why.contains(says), "{answer}: {why}"),
+                other => panic!("{answer}: {other:?}"),
+            }
+        }
+        assert_eq!(
+            verified_from_introspection(
+                &oauth,
+                "https://id.example",
+                &with("scope", json!("openid")),
+                now
+            ),
+            Err(Rejected::NoScope {
+                had: vec!["openid".into()]
+            })
+        );
     }
 }

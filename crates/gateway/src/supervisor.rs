@@ -128,9 +128,43 @@ pub(crate) async fn supervise(
         }
         tokio::select! {
             () = tokio::time::sleep(jittered(backoff)) => {}
+            () = new_sign_in(&gw, &slot.config) => {
+                tracing::info!(upstream = %name, "a new OAuth sign-in is in the store; reconnecting now");
+                backoff = FIRST_BACKOFF;
+                continue;
+            }
             () = shutdown.cancelled() => return,
         }
         backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// How often a down upstream's sealed OAuth credentials are looked at.
+const SIGN_IN_POLL: Duration = Duration::from_secs(1);
+
+/// Resolves when upstream `config`'s sealed OAuth credentials change — a
+/// person ran `plangate upstream login`, perhaps in another process or on
+/// another replica — so a down upstream reconnects at once rather than
+/// after its backoff (up to 30 s). Never resolves for an upstream without
+/// a person's sign-in. One small row read per second, only while down.
+async fn new_sign_in(gw: &Weak<Gateway>, config: &plangate_config::UpstreamConfig) {
+    let signs_in = config
+        .oauth
+        .as_ref()
+        .is_some_and(|o| o.grant == plangate_config::OAuthGrant::AuthorizationCode);
+    let store = gw.upgrade().map(|g| g.store().clone());
+    let (true, Some(store)) = (signs_in, store) else {
+        return std::future::pending().await;
+    };
+    let Ok(before) = store.upstream_credentials(&config.name).await else {
+        return std::future::pending().await;
+    };
+    loop {
+        tokio::time::sleep(SIGN_IN_POLL).await;
+        match store.upstream_credentials(&config.name).await {
+            Ok(now) if now != before => return,
+            _ => {}
+        }
     }
 }
 
@@ -174,7 +208,7 @@ async fn watch_lists(gw: Weak<Gateway>, name: String, peer: rmcp::Peer<rmcp::Rol
         let mut subscription = match peer.listen(filter).await {
             Ok(s) => s,
             Err(e) => {
-                tracing::info!(upstream = %name, "no subscriptions/listen stream ({e}); its list changes and resource updates are not heard");
+                tracing::info!(upstream = %name, "no subscriptions/listen stream ({}); its list changes and resource updates are not heard", upstream::without_type_names(&e.to_string()));
                 // Opened again when the subscriptions change (or the
                 // upstream reconnects).
                 tokio::select! {

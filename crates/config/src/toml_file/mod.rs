@@ -33,13 +33,15 @@ const TOP_KEYS: [&str; 8] = [
 const RULE_KEYS: [&str; 6] = ["name", "when", "modes", "outcome", "message", "effect"];
 const AUDIT_KEYS: [&str; 1] = ["reads"];
 const AUTH_KEYS: [&str; 1] = ["oauth"];
-const OAUTH_KEYS: [&str; 5] = [
+const OAUTH_KEYS: [&str; 6] = [
     "resource",
     "issuers",
     "identity_claim",
     "scopes",
     "clock_skew",
+    "introspection",
 ];
+const INTROSPECTION_KEYS: [&str; 4] = ["issuer", "client_id", "client_secret", "every"];
 const REDACTION_KEYS: [&str; 2] = ["names", "patterns"];
 const GATEWAY_KEYS: [&str; 18] = [
     "anonymous",
@@ -678,14 +680,100 @@ fn oauth(c: &mut Checker<'_>, node: &toml::Value) -> Option<crate::model::OAuth>
             .map(Duration::from_secs),
         None => Some(crate::model::DEFAULT_CLOCK_SKEW),
     };
-    let (resource, issuers, identity_claim, scopes, clock_skew) =
-        (resource?, issuers?, identity_claim?, scopes?, clock_skew?);
+    let introspection = match (get("introspection"), &issuers) {
+        (Some(v), Some(issuers)) => introspection(c, v, issuers).map(Some),
+        (Some(_), None) => None,
+        (None, _) => Some(None),
+    };
+    let (resource, issuers, identity_claim, scopes, clock_skew, introspection) = (
+        resource?,
+        issuers?,
+        identity_claim?,
+        scopes?,
+        clock_skew?,
+        introspection?,
+    );
     ok.then_some(crate::model::OAuth {
         resource,
         issuers,
         identity_claim,
         scopes,
         clock_skew,
+        introspection,
+    })
+}
+
+/// `[auth.oauth.introspection]`: plangate's client at one of `issuers`.
+fn introspection(
+    c: &mut Checker<'_>,
+    node: &toml::Value,
+    issuers: &[String],
+) -> Option<crate::model::Introspection> {
+    const KEY: &str = "auth.oauth.introspection";
+    let entries = c.table(KEY, node, "a table")?;
+    c.unknown_keys(KEY, &entries, &INTROSPECTION_KEYS);
+    let get = |k: &str| entries.iter().find(|(key, _)| *key == k).map(|(_, v)| *v);
+    let issuer = match get("issuer") {
+        Some(v) => c
+            .non_empty_string(&child(KEY, "issuer"), v)
+            .and_then(|issuer| {
+                if issuers.contains(&issuer) {
+                    Some(issuer)
+                } else {
+                    c.error(
+                        &child(KEY, "issuer"),
+                        format!(
+                            "{issuer:?} is not one of auth.oauth.issuers ({})",
+                            issuers.join(", ")
+                        ),
+                    );
+                    None
+                }
+            }),
+        None if issuers.len() == 1 => issuers.first().cloned(),
+        None => {
+            c.error(
+                &child(KEY, "issuer"),
+                format!("missing: with several issuers, name the one whose introspection endpoint plangate asks, e.g. issuer = {:?}", issuers.first().map(String::as_str).unwrap_or_default()),
+            );
+            None
+        }
+    };
+    let mut required = |name: &str, what: &str| match get(name) {
+        Some(v) => c.non_empty_string(&child(KEY, name), v),
+        None => {
+            c.error(
+                &child(KEY, name),
+                format!(
+                    "missing: {what} (introspection needs a client of the authorization server)"
+                ),
+            );
+            None
+        }
+    };
+    let client_id = required(
+        "client_id",
+        "plangate's client id at the authorization server",
+    );
+    let client_secret = required(
+        "client_secret",
+        "that client's secret, e.g. client_secret = \"${PLANGATE_INTROSPECTION_SECRET}\"",
+    );
+    let every = match get("every") {
+        Some(v) => duration_in(
+            c,
+            &child(KEY, "every"),
+            v,
+            "every",
+            Duration::from_secs(3600),
+        ),
+        None => Some(crate::model::DEFAULT_INTROSPECTION_EVERY),
+    };
+    Some(crate::model::Introspection {
+        issuer: issuer?,
+        client_id: client_id?,
+        client_secret: client_secret?,
+        every: every?,
     })
 }
 

@@ -159,7 +159,13 @@ fn upstream(c: &mut Checker<'_>, name: &str, node: &toml::Value) -> Option<Upstr
     })
 }
 
-const OAUTH_KEYS: [&str; 4] = ["scopes", "client_id", "client_secret", "grant"];
+const OAUTH_KEYS: [&str; 5] = [
+    "scopes",
+    "client_id",
+    "client_secret",
+    "grant",
+    "client_metadata_url",
+];
 
 /// `[upstreams.NAME.oauth]`: only for a `url` upstream, and not beside an
 /// `Authorization` header (the token is plangate's to send).
@@ -237,12 +243,49 @@ fn oauth(
         );
         ok = false;
     }
-    let (scopes, client_id, client_secret, grant) = (scopes?, client_id?, client_secret?, grant?);
+    // A Client ID Metadata Document's URL is the client id itself: it
+    // must be https with a path (draft-ietf-oauth-client-id-metadata-document).
+    let client_metadata_url = match get("client_metadata_url") {
+        Some(v) => {
+            let field = child(&key, "client_metadata_url");
+            match c.url(&field, v) {
+                Some(url) => {
+                    let lower = url.to_ascii_lowercase();
+                    let valid = lower.strip_prefix("https://").is_some_and(|rest| {
+                        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+                        !authority.contains('@')
+                            && !path.is_empty()
+                            && !path.starts_with('?')
+                            && !url.contains('#')
+                    });
+                    if valid {
+                        Some(Some(url))
+                    } else {
+                        c.error(
+                            &field,
+                            format!("client_metadata_url {url:?} is not a Client ID Metadata Document URL: give the https:// URL (with a path, no fragment) where plangate's client metadata is served; `plangate upstream client-metadata URL` prints the document to serve there"),
+                        );
+                        None
+                    }
+                }
+                None => None,
+            }
+        }
+        None => Some(None),
+    };
+    let (scopes, client_id, client_secret, grant, client_metadata_url) = (
+        scopes?,
+        client_id?,
+        client_secret?,
+        grant?,
+        client_metadata_url?,
+    );
     ok.then_some(crate::model::UpstreamOAuth {
         scopes,
         client_id,
         client_secret,
         grant,
+        client_metadata_url,
     })
 }
 

@@ -253,7 +253,20 @@ impl GatewayHandler {
         self.gw
             .metrics()
             .record(name, tool, Outcome::Failed, elapsed);
-        tracing::warn!(upstream = name, tool, "tool call got no answer: {error}");
+        // An upstream behind OAuth that refused plangate's sign-in at its
+        // door ran nothing; what helps is a person's new sign-in.
+        if let Some(refusal) = crate::upstream::oauth::door_refusal(&error) {
+            let message = refusal.explain(name);
+            tracing::warn!(upstream = name, tool, "{message}");
+            if matches!(refusal, crate::upstream::oauth::DoorRefusal::Token { .. }) {
+                // Reconnecting gets a fresh token, or says on /readyz that
+                // the sign-in no longer works.
+                upstream.fail();
+            }
+            return Refusal::new(Code::UpstreamUnavailable, message).into_result();
+        }
+        let said = crate::upstream::without_type_names(&error.to_string());
+        tracing::warn!(upstream = name, tool, "tool call got no answer: {said}");
         // A 2026-07-28 upstream holds no session: one request it answered
         // with something unreadable says nothing of the next, so its
         // connection is kept (and with it the listen stream) unless the
@@ -274,9 +287,9 @@ impl GatewayHandler {
                 plangate_config::format_duration(*timeout)
             ),
             ServiceError::TransportClosed | ServiceError::TransportSend(_) if broken => format!(
-                "upstream {name} did not answer ({error}); it is being reconnected — try again shortly"
+                "upstream {name} did not answer ({said}); it is being reconnected — try again shortly"
             ),
-            _ => format!("upstream {name} did not answer ({error}); try again shortly"),
+            _ => format!("upstream {name} did not answer ({said}); try again shortly"),
         };
         Refusal::new(Code::UpstreamUnavailable, message).into_result()
     }
@@ -405,6 +418,13 @@ fn forwarded_meta(cx: &RequestContext<RoleServer>) -> Option<rmcp::model::Reques
 /// An upstream failure as the JSON-RPC error of a forwarded prompt or
 /// resource read.
 pub(crate) fn service_error(upstream: &str, e: ServiceError) -> ErrorData {
+    if let Some(refusal) = crate::upstream::oauth::door_refusal(&e) {
+        return ErrorData::new(
+            ErrorCode::INTERNAL_ERROR,
+            refusal.explain(upstream),
+            Some(json!({"code": "upstream_unavailable"})),
+        );
+    }
     match e {
         ServiceError::McpError(e) => e,
         other => ErrorData::new(

@@ -507,10 +507,13 @@ impl Upstream {
         kill: tokio_util::sync::CancellationToken,
     ) -> Result<Upstream, UpstreamError> {
         let name = config.name.clone();
-        let list_err = |what: &'static str, e: &dyn std::fmt::Display| UpstreamError::List {
+        let list_err = |what: &'static str, e: &rmcp::service::ServiceError| UpstreamError::List {
             name: name.clone(),
             what,
-            reason: e.to_string(),
+            reason: match oauth::door_refusal(e) {
+                Some(refusal) => refusal.at_start(&name),
+                None => without_type_names(&e.to_string()),
+            },
         };
         let caps = peer
             .peer_info()
@@ -644,7 +647,7 @@ async fn connect_configured(
     let name = config.name.clone();
     let init_err = |e: &dyn std::fmt::Display| UpstreamError::Initialize {
         name: name.clone(),
-        reason: e.to_string(),
+        reason: without_type_names(&e.to_string()),
     };
     match &config.transport {
         Transport::Stdio {
@@ -795,6 +798,9 @@ async fn connect_configured(
                 }
             };
             shaken.map_err(|e| {
+                if let Some(refusal) = oauth::door_refusal_at_start(&e) {
+                    return init_err(&refusal.at_start(&name));
+                }
                 // A TLS failure (an unknown issuer, say) is named only by
                 // the innermost errors under reqwest's, which rmcp does not
                 // chain as sources: dig them out.
@@ -818,6 +824,44 @@ async fn connect_configured(
             })
         }
     }
+}
+
+/// `text` (an rmcp error's words) without the Rust type names rmcp puts
+/// in (`Transport [plangate_gateway::upstream::OrderedProgress<…>] error:
+/// `): they say nothing to the person reading why an upstream is down.
+pub fn without_type_names(text: &str) -> String {
+    const OPEN: &str = "Transport [";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(OPEN) {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + OPEN.len()..];
+        let mut depth = 1usize;
+        let close = after.char_indices().find_map(|(i, c)| {
+            match c {
+                '[' => depth += 1,
+                ']' => depth -= 1,
+                _ => {}
+            }
+            (depth == 0).then_some(i)
+        });
+        let Some(close) = close else {
+            out.push_str(&rest[at..]);
+            return out;
+        };
+        rest = after[close + 1..]
+            .strip_prefix(" error: ")
+            .or_else(|| after[close + 1..].strip_prefix(" error:"))
+            .unwrap_or(&after[close + 1..]);
+        // What came before reads on into what comes after, with one ": ".
+        let kept = out.trim_end().trim_end_matches(':').len();
+        out.truncate(kept);
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Connects once with `connector` and reads the upstream's lists; the
@@ -894,5 +938,31 @@ impl<T: rmcp::transport::Transport<RoleClient>> rmcp::transport::Transport<RoleC
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
         self.inner.close()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_type_names;
+
+    #[test]
+    fn type_names_are_taken_out_of_rmcp_errors() {
+        assert_eq!(
+            without_type_names(
+                "Send message error Transport [plangate_gateway::upstream::OrderedProgress<rmcp::transport::worker::WorkerTransport<X<Y>>>] error: Client error: error sending request, when send initialize request"
+            ),
+            "Send message error: Client error: error sending request, when send initialize request"
+        );
+        assert_eq!(
+            without_type_names(
+                "Transport send error: Transport [a::B<[u8; 4]>] error: Auth required"
+            ),
+            "Transport send error: Auth required"
+        );
+        assert_eq!(without_type_names("no type here"), "no type here");
+        assert_eq!(
+            without_type_names("Transport [unclosed <"),
+            "Transport [unclosed <"
+        );
     }
 }
