@@ -435,6 +435,16 @@ pub fn operator_name() -> String {
         .unwrap_or_else(|_| "operator".to_owned())
 }
 
+/// The OAuth identity `name` names (`ISSUER#VALUE`, the issuer one of
+/// `[auth.oauth]`'s, the value a possible identity claim), if it does.
+fn identity_named(config: &Config, name: &str) -> Option<plangate_store::Identity> {
+    let oauth = config.auth.oauth.as_ref()?;
+    let (issuer, value) = name.split_once('#')?;
+    let trusted = oauth.issuers.iter().any(|i| i == issuer);
+    let valid = !value.is_empty() && value.len() <= 256 && !value.chars().any(char::is_control);
+    (trusted && valid).then(|| plangate_store::Identity::new(issuer, value))
+}
+
 /// `plangate mode set --key NAME [MODE] [--lock|--unlock]`: the operator
 /// sets the key's mode and lock ([`plangate_gateway::operator::set_mode`]).
 pub async fn mode_set(
@@ -455,11 +465,31 @@ pub async fn mode_set(
         ))
         .into());
     }
-    let Some(api_key) = store.find_key(key).await? else {
-        return Err(UsageError(format!(
-            "no active key named {key:?}; `plangate keys list` shows the keys"
-        ))
-        .into());
+    let api_key = match store.find_key(key).await? {
+        Some(found) => found,
+        None => match identity_named(config, key) {
+            // A person of a trusted issuer who has not signed in yet: the
+            // operator may set their mode (lock them into plan mode, say)
+            // before their first request, which then finds it in force.
+            Some(identity) => {
+                let row = store
+                    .ensure_identity(&identity, plangate_core::Scope::Read)
+                    .await?;
+                if !row.is_active() {
+                    return Err(UsageError(format!(
+                        "identity {key:?} was revoked; its mode no longer matters"
+                    ))
+                    .into());
+                }
+                row
+            }
+            None => {
+                return Err(UsageError(format!(
+                    "no active key named {key:?}; `plangate keys list` shows the keys (an OAuth identity is named 'ISSUER#VALUE', ISSUER one of [auth.oauth] issuers)"
+                ))
+                .into());
+            }
+        },
     };
     let operator = operator_name();
     let acting =

@@ -896,6 +896,50 @@ async fn opaque_tokens_are_introspected_and_a_revoked_one_is_refused_within_ever
     }
 }
 
+/// An operator locks a person of a trusted issuer into plan mode before
+/// their first sign-in (`mode set --key 'ISSUER#VALUE'`); their first
+/// token then finds the lock in force: a write becomes a plan step.
+/// A name of an untrusted issuer is still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_identity_s_mode_can_be_set_before_its_first_sign_in() {
+    let scratch = Scratch::new();
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let idp = provider(&[&url], 3600);
+    let _gw = plangate(&scratch, port, &[&idp.issuer]);
+    let config = scratch.path().join("plangate.toml");
+    let config = config.to_str().unwrap();
+    let who = identity_of(&idp.issuer, "machine");
+    let args = [
+        "mode", "set", "--config", config, "--key", &who, "plan", "--lock",
+    ];
+    let said = common::succeeded(&args, &scratch.run(&args));
+    assert!(said.contains("is now in mode plan, locked"), "{said}");
+    let stranger = "https://id.elsewhere.example#machine";
+    let args = ["mode", "set", "--config", config, "--key", stranger, "plan"];
+    let out = scratch.run(&args);
+    assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
+    assert!(common::stderr(&out).contains("ISSUER one of [auth.oauth] issuers"));
+
+    let token = machine_token(&idp, &url, "mcp:write").await;
+    let client = common::http_client(&url, Some(&token)).await.unwrap();
+    let created = common::call(
+        &client,
+        "create_entities",
+        json!({"entities": [{"name": "a", "entityType": "t", "observations": []}]}),
+    )
+    .await
+    .unwrap();
+    let body = common::body(&created);
+    assert_eq!(
+        body["planned"], true,
+        "a write in locked plan mode is planned, not run: {body}"
+    );
+    let plan = common::get_plan(&client).await;
+    assert_eq!(plan["steps"].as_array().map(Vec::len), Some(1), "{plan}");
+    client.cancel().await.unwrap();
+}
+
 /// A reload that stops trusting an issuer counts at the next request, even
 /// for a token plangate accepted (and remembered) a moment before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
