@@ -124,6 +124,7 @@ async def drive(url: str, scenario: str, plangate: str, work: Path) -> None:
                     command = sign_in_asked(result)
                     if not command:
                         break
+                    print(f"plangate said: {refusal(result)['message']}", file=sys.stderr)
                     await login(plangate, config, env, command)
                     result = await call_when_up(session, name, arguments)
                 print(json.dumps({"tool": name, "is_error": result.is_error}), file=sys.stderr)
