@@ -39,9 +39,10 @@ impl GatewayHandler {
             operator: None,
         };
         let arguments = request.arguments.clone().unwrap_or_default();
-        let notice = match self.gw.log().state(&key.id).await {
-            Ok(state) => self.tell_mode(&state, cx).await.1,
-            Err(_) => None,
+        let read = self.gw.log().state(&key.id).await.ok();
+        let notice = match &read {
+            Some(state) => self.tell_mode(state, cx).await.1,
+            None => None,
         };
         let call = match Call::read(tool, &arguments, &self.gw.config().modes.names()) {
             Ok(call) => call,
@@ -49,9 +50,14 @@ impl GatewayHandler {
         };
         // Whether this call may have set the mode itself, and whether plan
         // mode (so the tool list) changed.
+        // The state after the call, when the call had it at hand.
+        let mut after = None;
         let (result, resync, tools_changed) = match call {
-            Call::Session(call) => match crate::tools::call(&self.gw, &acting, call).await {
-                Ok((result, changed)) => (Ok(result.into()), true, changed),
+            Call::Session(call) => match crate::tools::call(&self.gw, &acting, call, read).await {
+                Ok((result, changed, state)) => {
+                    after = state;
+                    (Ok(result.into()), true, changed)
+                }
                 Err(refusal) => (Err(refusal), false, false),
             },
             Call::ApplyPlan(apply) => {
@@ -88,8 +94,14 @@ impl GatewayHandler {
             }
         };
         // What this session did to the mode is no news to its agent.
-        if resync && let Ok(state) = self.gw.log().state(&key.id).await {
-            self.set_seen_mode(self.gw.config().modes.in_force(&state));
+        if resync {
+            let state = match after {
+                Some(state) => Some(state),
+                None => self.gw.log().state(&key.id).await.ok(),
+            };
+            if let Some(state) = state {
+                self.set_seen_mode(self.gw.config().modes.in_force(&state));
+            }
         }
         if tools_changed {
             let _ = cx.peer.notify_tool_list_changed().await;

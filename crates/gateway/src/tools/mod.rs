@@ -7,7 +7,9 @@
 
 use std::sync::Arc;
 
-use plangate_core::{Code, EventKind, InForce, ModeSpec, PlanView, StepStatus, StepView, Where};
+use plangate_core::{
+    Code, EventKind, InForce, KeyState, ModeSpec, PlanView, StepStatus, StepView, Where,
+};
 use plangate_store::now_ms;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
@@ -187,13 +189,18 @@ pub(crate) fn log_failed(e: crate::key_log::LogError) -> Refusal {
     Refusal::store(e, "nothing was changed — try again")
 }
 
-/// Runs a session tool for a caller with a key. Returns the result and
-/// whether plan mode (and so the tool list) changed.
+/// Runs a session tool for a caller with a key. `known` is the key's
+/// state as the caller just read it, if it did: `get_plan` decides on it
+/// rather than reading the log again (its append, if any, is still
+/// compare-and-set). Returns the result, whether plan mode (and so the
+/// tool list) changed, and the key's state after the call when this call
+/// had it at hand.
 pub async fn call(
     gw: &Gateway,
     acting: &Acting,
     call: SessionCall,
-) -> Result<(CallToolResult, bool), Refusal> {
+    known: Option<KeyState>,
+) -> Result<(CallToolResult, bool, Option<KeyState>), Refusal> {
     let ttl_ms = gw.ttl_ms();
     let modes = &gw.config().modes;
     match call {
@@ -253,12 +260,12 @@ pub async fn call(
                 "Session {session_id} begun in mode {}. {instructions}",
                 spec.name
             );
-            Ok((answer(body, text), was_plan != spec.plan_mode()))
+            Ok((answer(body, text), was_plan != spec.plan_mode(), None))
         }
         SessionCall::GetPlan => {
             let (state, ()) = gw
                 .log()
-                .transact(&acting.key.id, |state| {
+                .transact_from(&acting.key.id, known, |state| {
                     let events = expiry_due(state, now_ms(), ttl_ms, acting)
                         .into_iter()
                         .collect();
@@ -338,7 +345,7 @@ pub async fn call(
                     ));
                 }
             }
-            Ok((structured(&body, text), false))
+            Ok((structured(&body, text), false, Some(state)))
         }
         SessionCall::DiscardPlan { step_ids: named } => {
             let prefix = &gw.config().gateway.tool_prefix;
@@ -388,7 +395,7 @@ pub async fn call(
                 discarded.len(),
                 state.planned_steps().count()
             );
-            Ok((answer(body, text), false))
+            Ok((answer(body, text), false, None))
         }
         SessionCall::EndSession => {
             let before = gw.log().state(&acting.key.id).await.map_err(log_failed)?;
@@ -434,7 +441,7 @@ pub async fn call(
                     discarded.join(", ")
                 ),
             };
-            Ok((answer(body, text), was_plan))
+            Ok((answer(body, text), was_plan, None))
         }
     }
 }
