@@ -282,9 +282,10 @@ async fn run(args: RunArgs) -> Result<()> {
             Err(e) => ctx.not_measured("PostgreSQL (planning and apply)", format!("{e:#}")),
         }
     }
+    let fsync_ms = fsync_probe(&run_dir)?;
+    ctx.report.meta.fsync_ms = Some(fsync_ms);
     durability.push(format!(
-        "disk: fsync of a 4 KiB write takes {:.3} ms (p50 of 200) in the run dir",
-        fsync_probe(&run_dir)?
+        "disk: fsync of a 4 KiB write takes {fsync_ms:.3} ms (p50 of 200) in the run dir"
     ));
 
     if !skip("passthrough") {

@@ -1,4 +1,8 @@
-//! The benchmark issue's targets, read off a run's measurements, for
+//! The benchmark issue's targets (the performance issue's list: at or
+//! below the fastest peer bridge on every passthrough row, a planned
+//! write within a read + one fsync + 0.2 ms, `get_plan` within 1.2× a
+//! read and flat in the number of keys, the Python SDK within 1.25× of
+//! direct, apply ≤ 1 ms per step), read off a run's measurements, for
 //! `main` and for the candidate build.
 
 use super::{PassRow, Report, TargetRow};
@@ -47,83 +51,114 @@ fn targets_for(r: &Report, via: &str, build: &str) -> Vec<TargetRow> {
         });
     };
 
-    // 1. Passthrough p50 ≤ 1.10× direct.
-    for (client, clients) in [("http", 1), ("stdio", 1), ("http", 16), ("stdio", 16)] {
-        let t = format!(
-            "passthrough p50 via plangate ≤ 1.10× direct ({client}, {clients} client{})",
+    // 1. Passthrough: added latency at or below the fastest peer
+    // bridge's, and throughput at or above it, on every row a peer runs
+    // (client transport, upstream transport, 1 and 16 clients).
+    for (client, upstream, clients) in [
+        ("http", "stdio", 1),
+        ("http", "stdio", 16),
+        ("http", "http", 1),
+        ("http", "http", 16),
+        ("stdio", "http", 1),
+        ("stdio", "http", 16),
+    ] {
+        let what = format!(
+            "{client} → {upstream}, {clients} client{}",
             if clients > 1 { "s" } else { "" }
         );
-        match find(&r.passthrough, via, client, "stdio", clients) {
-            Some(p) if p.ratio_p50.is_some() => {
-                let ratio = p.ratio_p50.unwrap_or(f64::NAN);
-                row(
-                    &t,
-                    format!(
-                        "{ratio:.2}× ({:.3} ms vs {:.3} ms direct)",
-                        p.m.p50_ms,
-                        p.m.p50_ms - p.added_p50_ms.unwrap_or(0.0)
-                    ),
-                    Some(ratio <= 1.10),
-                );
-            }
-            _ => row(&t, "not measured".into(), None),
-        }
-    }
-
-    // 2. Added latency ≥ 3× smaller than the fastest peer's.
-    for clients in [1, 16] {
-        let t = format!(
-            "added latency ≥ 3× smaller than the fastest peer bridge's (http, {clients} client{})",
-            if clients > 1 { "s" } else { "" }
-        );
-        let ours = find(&r.passthrough, via, "http", "stdio", clients).and_then(|p| p.added_p50_ms);
-        let fastest = r
+        let ours = find(&r.passthrough, via, client, upstream, clients);
+        let peers: Vec<&PassRow> = r
             .passthrough
             .iter()
             .filter(|p| {
-                p.client == "http"
+                p.client == client
+                    && p.upstream == upstream
                     && p.clients == clients
                     && !matches!(
                         p.via.as_str(),
                         "direct" | "plangate" | "candidate" | "plangate-rules"
                     )
             })
+            .collect();
+        let fastest = peers
+            .iter()
             .filter_map(|p| p.added_p50_ms.map(|a| (a, p.label.clone())))
             .min_by(|a, b| a.0.total_cmp(&b.0));
-        match (ours, fastest) {
-            (Some(ours), Some((peer, name))) => {
-                let factor = if ours > 0.0 {
-                    peer / ours
-                } else {
-                    f64::INFINITY
-                };
-                row(
-                    &t,
-                    format!(
-                        "plangate +{ours:.3} ms vs {name} +{peer:.3} ms ({factor:.1}× smaller)"
-                    ),
-                    Some(factor >= 3.0),
-                );
-            }
+        let t = format!("added p50 ≤ the fastest peer bridge's ({what})");
+        match (ours.and_then(|p| p.added_p50_ms), &fastest) {
+            (Some(ours), Some((peer, name))) => row(
+                &t,
+                format!("plangate +{ours:.3} ms vs {name} +{peer:.3} ms"),
+                Some(ours <= *peer),
+            ),
+            (Some(ours), None) => row(
+                &t,
+                format!("plangate +{ours:.3} ms; no peer bridge measured on this row"),
+                None,
+            ),
+            _ => row(&t, "not measured".into(), None),
+        }
+        let most = peers
+            .iter()
+            .map(|p| (p.m.throughput_rps, p.label.clone()))
+            .filter(|(rps, _)| rps.is_finite())
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        let t = format!("throughput ≥ the fastest peer bridge's ({what})");
+        match (ours.map(|p| p.m.throughput_rps), &most) {
+            (Some(ours), Some((peer, name))) => row(
+                &t,
+                format!("plangate {ours:.0}/s vs {name} {peer:.0}/s"),
+                Some(ours >= *peer),
+            ),
+            (Some(ours), None) => row(
+                &t,
+                format!("plangate {ours:.0}/s; no peer bridge measured on this row"),
+                None,
+            ),
             _ => row(&t, "not measured".into(), None),
         }
     }
 
-    // 3. Planned write ≤ 1.5× a passthrough read.
-    for p in r.planning.iter().filter(|p| p.build == build) {
-        row(
-            &format!(
-                "planned write ≤ 1.5× a passthrough read ({}, {} key{})",
-                p.store,
-                p.keys,
-                if p.keys > 1 { "s" } else { "" }
-            ),
+    // 2. What an agent feels: the official Python SDK over stdio, ≤ 1.25×
+    // the direct call. (The issue asks for it against server-everything;
+    // the SDK rows are measured against the timing upstream so far.)
+    let sdk = r.sdk.iter().find(|p| p.via == via && p.client == "stdio");
+    let t = "the Python SDK over stdio ≤ 1.25× direct (timing upstream)";
+    match sdk.and_then(|p| p.ratio_p50.map(|ratio| (p, ratio))) {
+        Some((p, ratio)) => row(
+            t,
             format!(
-                "{:.2}× ({:.3} ms vs {:.3} ms)",
-                p.ratio_p50, p.write.p50_ms, p.read.p50_ms
+                "{ratio:.2}× ({:.3} ms vs {:.3} ms direct)",
+                p.m.p50_ms,
+                p.m.p50_ms - p.added_p50_ms.unwrap_or(0.0)
             ),
-            Some(p.ratio_p50 <= 1.5),
+            Some(ratio <= 1.25),
+        ),
+        None => row(t, "not measured".into(), None),
+    }
+
+    // 3. A planned write ≤ a passthrough read + one fsync + 0.2 ms.
+    for p in r.planning.iter().filter(|p| p.build == build) {
+        let t = format!(
+            "planned write ≤ a passthrough read + one fsync + 0.2 ms ({}, {} key{})",
+            p.store,
+            p.keys,
+            if p.keys > 1 { "s" } else { "" }
         );
+        match r.meta.fsync_ms {
+            Some(fsync) => {
+                let bound = p.read.p50_ms + fsync + 0.2;
+                row(
+                    &t,
+                    format!(
+                        "{:.3} ms vs {bound:.3} ms (read {:.3} + fsync {fsync:.3} + 0.2)",
+                        p.write.p50_ms, p.read.p50_ms
+                    ),
+                    Some(p.write.p50_ms <= bound),
+                );
+            }
+            None => row(&t, "not measured (no fsync probe)".into(), None),
+        }
     }
 
     // 3b. A direct write, on the record (`call_recorded`, one durable
@@ -234,6 +269,27 @@ fn targets_for(r: &Report, via: &str, build: &str) -> Vec<TargetRow> {
                 }
                 _ => row(
                     "get_plan p50 at 10,000 keys within 1.2× of 10 keys",
+                    "not measured".into(),
+                    None,
+                ),
+            }
+            // get_plan never calls an upstream: at most 1.2× a read.
+            let read = find(&r.passthrough, via, "http", "stdio", 1)
+                .or_else(|| find(&r.passthrough, "plangate", "http", "stdio", 1));
+            match (first, read) {
+                (Some(f), Some(read)) => {
+                    let ratio = f.get_plan.p50_ms / read.m.p50_ms;
+                    row(
+                        &format!("get_plan p50 ≤ 1.2× a passthrough read ({} keys)", f.keys),
+                        format!(
+                            "{ratio:.2}× ({:.3} ms vs {:.3} ms, http, 1 client)",
+                            f.get_plan.p50_ms, read.m.p50_ms
+                        ),
+                        Some(ratio <= 1.2),
+                    );
+                }
+                _ => row(
+                    "get_plan p50 ≤ 1.2× a passthrough read",
                     "not measured".into(),
                     None,
                 ),
