@@ -23,6 +23,10 @@ pub struct Sizes {
     pub seq_calls: usize,
     pub clients: usize,
     pub calls_per_client: usize,
+    /// The many-clients row: this many HTTP clients at once …
+    pub many_clients: usize,
+    /// … each making this many timed calls.
+    pub many_calls_per_client: usize,
     pub warmup: usize,
     pub plan_writes: usize,
     pub plan_keys: usize,
@@ -42,6 +46,8 @@ impl Sizes {
             seq_calls: 400,
             clients: 16,
             calls_per_client: 100,
+            many_clients: 256,
+            many_calls_per_client: 20,
             warmup: 40,
             plan_writes: 30,
             plan_keys: 32,
@@ -61,6 +67,8 @@ impl Sizes {
             seq_calls: 100,
             clients: 16,
             calls_per_client: 20,
+            many_clients: 64,
+            many_calls_per_client: 5,
             warmup: 10,
             plan_writes: 15,
             plan_keys: 32,

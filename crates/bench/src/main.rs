@@ -251,6 +251,8 @@ async fn run(args: RunArgs) -> Result<()> {
         seq_calls: sizes.seq_calls,
         concurrent_clients: sizes.clients,
         calls_per_client: sizes.calls_per_client,
+        many_clients: sizes.many_clients,
+        many_calls_per_client: sizes.many_calls_per_client,
         warmup_calls: sizes.warmup,
         planned_writes_per_key: sizes.plan_writes,
         apply_steps: sizes.apply_steps,

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 use tokio::process::Command;
 
-use super::{Running, http, relate, start_server};
+use super::{Cfg, Running, http, relate, sdk, start_server};
 use crate::ctx::{self, Ctx, Gateway, StoreSpec, UpstreamSpec, batch, echo_args, rotated};
 use crate::mcp::Target;
 use crate::procs;
@@ -113,6 +113,39 @@ pub async fn everything(ctx: &mut Ctx) -> Result<()> {
             })
             .collect();
         relate(&mut rows);
+        // What an agent feels: the same calls from the official Python SDK,
+        // direct and through plangate, interleaved.
+        let python = ctx.tool("venv/bin/python");
+        let script = ctx.repo.join("benches/sdk_client.py");
+        if s.sdk_calls > 0 && python.exists() {
+            eprintln!("bench: server-everything through the Python SDK");
+            let sdk_cfgs: Vec<Cfg> = cfgs
+                .iter()
+                .map(|c| Cfg::new(c.0, c.1, c.2, c.3, c.4, c.5.clone(), "echo"))
+                .collect();
+            let mut sdk_results: BTreeMap<String, Vec<Batch>> = BTreeMap::new();
+            for round in 0..s.rounds {
+                for c in rotated(&sdk_cfgs, round) {
+                    let b = sdk::sdk_batch(&python, &script, &c, s.sdk_calls, 20).await?;
+                    sdk_results.entry(c.id.clone()).or_default().push(b);
+                }
+            }
+            let mut sdk_rows: Vec<PassRow> = sdk_cfgs
+                .iter()
+                .map(|c| PassRow {
+                    id: format!("sdk-{}", c.id),
+                    label: format!("{} (Python SDK, server-everything)", c.label),
+                    client: c.client.into(),
+                    upstream: c.upstream.into(),
+                    via: c.via.clone(),
+                    clients: 1,
+                    m: combine(sdk_results.get(&c.id).map(Vec::as_slice).unwrap_or(&[])),
+                    ..PassRow::default()
+                })
+                .collect();
+            relate(&mut sdk_rows);
+            rows.extend(sdk_rows);
+        }
         anyhow::Ok(rows)
     }
     .await;

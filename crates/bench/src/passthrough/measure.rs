@@ -20,7 +20,10 @@ pub(super) async fn measure(ctx: &mut Ctx, running: &mut Running) -> Result<()> 
     let args = echo_args();
     let mut seq: BTreeMap<String, Vec<Batch>> = BTreeMap::new();
     let mut conc: BTreeMap<String, Vec<Batch>> = BTreeMap::new();
+    let mut many: BTreeMap<String, Vec<Batch>> = BTreeMap::new();
     let mut broken: BTreeMap<String, String> = BTreeMap::new();
+    // A bridge that falls over under many clients keeps its other rows.
+    let mut broken_many: BTreeMap<String, String> = BTreeMap::new();
 
     eprintln!(
         "bench: passthrough: {} configurations, warm-up round",
@@ -79,6 +82,35 @@ pub(super) async fn measure(ctx: &mut Ctx, running: &mut Running) -> Result<()> 
                 }
             }
         }
+        // Many HTTP clients at once (each its own MCP session), for every
+        // configuration served over HTTP that still stands.
+        let todo: Vec<&Cfg> = order
+            .iter()
+            .filter(|c| {
+                c.client == "http"
+                    && c.conc
+                    && !broken.contains_key(&c.id)
+                    && !broken_many.contains_key(&c.id)
+            })
+            .collect();
+        for c in todo {
+            match batch(
+                &c.target,
+                &c.id,
+                &c.tool,
+                &args,
+                s.many_clients,
+                s.many_calls_per_client,
+                2,
+            )
+            .await
+            {
+                Ok(b) => many.entry(c.id.clone()).or_default().push(b),
+                Err(e) => {
+                    broken_many.insert(c.id.clone(), format!("{e:#}"));
+                }
+            }
+        }
     }
     let mut rows = Vec::new();
     for c in &cfgs {
@@ -89,7 +121,23 @@ pub(super) async fn measure(ctx: &mut Ctx, running: &mut Running) -> Result<()> 
             ctx.not_measured(&format!("passthrough via {}", c.id), why);
             continue;
         }
-        for (clients, batches) in [(1, seq.get(&c.id)), (s.clients, conc.get(&c.id))] {
+        if let Some(why) = broken_many.get(&c.id) {
+            if ours(&c.via) {
+                bail!("{} failed with {} clients: {why}", c.id, s.many_clients);
+            }
+            ctx.not_measured(
+                &format!("passthrough via {} with {} clients", c.id, s.many_clients),
+                why,
+            );
+        }
+        for (clients, batches) in [
+            (1, seq.get(&c.id)),
+            (s.clients, conc.get(&c.id)),
+            (
+                s.many_clients,
+                many.get(&c.id).filter(|_| !broken_many.contains_key(&c.id)),
+            ),
+        ] {
             let Some(batches) = batches else { continue };
             rows.push(PassRow {
                 id: format!("{}-c{clients}", c.id),

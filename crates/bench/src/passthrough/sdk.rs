@@ -74,7 +74,7 @@ pub(super) async fn sdk(ctx: &mut Ctx, cfgs: &[Cfg]) {
     ctx.report.sdk = rows;
 }
 
-async fn sdk_batch(
+pub(super) async fn sdk_batch(
     python: &PathBuf,
     script: &PathBuf,
     c: &Cfg,

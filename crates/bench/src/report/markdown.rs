@@ -94,12 +94,29 @@ pub fn markdown(r: &Report) -> String {
         "\n### Passthrough: one client, sequential `echo` calls\n"
     );
     pass_table(&mut out, &r.passthrough, 1);
-    let conc = r.passthrough.iter().map(|p| p.clients).max().unwrap_or(16);
-    let _ = writeln!(out, "\n### Passthrough: {conc} concurrent clients\n");
-    pass_table(&mut out, &r.passthrough, conc);
+    let mut counts: Vec<usize> = r
+        .passthrough
+        .iter()
+        .map(|p| p.clients)
+        .filter(|c| *c > 1)
+        .collect();
+    counts.sort_unstable();
+    counts.dedup();
+    for conc in &counts {
+        let _ = writeln!(out, "\n### Passthrough: {conc} concurrent clients\n");
+        pass_table(&mut out, &r.passthrough, *conc);
+    }
+    let many = if s.many_clients > 0 && counts.contains(&s.many_clients) {
+        format!(
+            " With {} HTTP clients each makes {} timed calls; a bridge missing from that table failed or stalled with that many (see \"Not measured\").",
+            s.many_clients, s.many_calls_per_client
+        )
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
-        "\n`added` and every `× direct` compare with the direct row of the same client transport and concurrency (the upstream's own stdio or HTTP). Through HTTP, each of the {conc} clients has its own MCP session; over stdio, each starts its own process (as each agent window does).\n"
+        "\n`added` and every `× direct` compare with the direct row of the same client transport and concurrency (the upstream's own stdio or HTTP). Through HTTP, each client has its own MCP session; over stdio, each starts its own process (as each agent window does).{many}\n"
     );
 
     if !r.sdk.is_empty() {

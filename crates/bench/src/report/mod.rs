@@ -77,6 +77,11 @@ pub struct Settings {
     pub seq_calls: usize,
     pub concurrent_clients: usize,
     pub calls_per_client: usize,
+    /// The many-clients row's clients (0 in reports from before it).
+    #[serde(default)]
+    pub many_clients: usize,
+    #[serde(default)]
+    pub many_calls_per_client: usize,
     pub warmup_calls: usize,
     pub planned_writes_per_key: usize,
     pub apply_steps: usize,

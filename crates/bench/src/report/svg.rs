@@ -142,7 +142,11 @@ pub fn svg(r: &Report) -> String {
     let width = 1000.0;
     let mut body = String::new();
     let mut y = 40.0;
-    let conc = r.passthrough.iter().map(|p| p.clients).max().unwrap_or(16);
+    // The chart shows the usual concurrency (16), not the many-clients row.
+    let conc = match r.meta.settings.concurrent_clients {
+        0 => r.passthrough.iter().map(|p| p.clients).max().unwrap_or(16),
+        n => n,
+    };
     for (clients, title) in [
         (
             1,
