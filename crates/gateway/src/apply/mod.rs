@@ -449,9 +449,7 @@ async fn call_step(
                 &scrub_with,
             )),
         })),
-        Err(CallError::NoAnswer { sent, error }) => {
-            Err(in_doubt_or_unsent(error, sent, &record.server))
-        }
+        Err(CallError::NoAnswer { sent, error }) => Err(in_doubt_or_unsent(error, sent, &upstream)),
         Err(CallError::Timeout(_) | CallError::Cancelled) => Err(None),
     };
     renew_stop.cancel();
@@ -545,13 +543,17 @@ async fn call_step(
 /// A send error before any byte went out is a definite failure, and so is
 /// an OAuth upstream's refusal at its door (401/403: its server never read
 /// the call); `None` means in doubt.
-fn in_doubt_or_unsent(e: ServiceError, sent: bool, upstream: &str) -> Option<StepError> {
+fn in_doubt_or_unsent(
+    e: ServiceError,
+    sent: bool,
+    upstream: &crate::Upstream,
+) -> Option<StepError> {
     if let Some(refusal) = crate::upstream::oauth::door_refusal(&e) {
         return Some(StepError {
             code: Code::UpstreamUnavailable.into(),
             message: format!(
                 "{}; the step did not run: after the sign-in, apply it again by naming it (a failed step may be applied again)",
-                refusal.explain(upstream)
+                refusal.explain(upstream.name(), Some(upstream.signs_in()))
             ),
             upstream: None,
         });

@@ -256,9 +256,11 @@ impl GatewayHandler {
         // An upstream behind OAuth that refused plangate's sign-in at its
         // door ran nothing; what helps is a person's new sign-in.
         if let Some(refusal) = crate::upstream::oauth::door_refusal(&error) {
-            let message = refusal.explain(name);
+            let message = refusal.explain(name, Some(upstream.signs_in()));
             tracing::warn!(upstream = name, tool, "{message}");
-            if matches!(refusal, crate::upstream::oauth::DoorRefusal::Token { .. }) {
+            if upstream.signs_in()
+                && matches!(refusal, crate::upstream::oauth::DoorRefusal::Token { .. })
+            {
                 // Reconnecting gets a fresh token, or says on /readyz that
                 // the sign-in no longer works.
                 upstream.fail();
@@ -421,7 +423,7 @@ pub(crate) fn service_error(upstream: &str, e: ServiceError) -> ErrorData {
     if let Some(refusal) = crate::upstream::oauth::door_refusal(&e) {
         return ErrorData::new(
             ErrorCode::INTERNAL_ERROR,
-            refusal.explain(upstream),
+            refusal.explain(upstream, None),
             Some(json!({"code": "upstream_unavailable"})),
         );
     }

@@ -436,6 +436,11 @@ impl Upstream {
         &self.config.name
     }
 
+    /// Whether plangate signs in to it with OAuth (`[upstreams.NAME.oauth]`).
+    pub fn signs_in(&self) -> bool {
+        self.config.oauth.is_some()
+    }
+
     /// The peer to send requests to.
     pub fn peer(&self) -> &Peer<RoleClient> {
         &self.peer
@@ -511,7 +516,7 @@ impl Upstream {
             name: name.clone(),
             what,
             reason: match oauth::door_refusal(e) {
-                Some(refusal) => refusal.at_start(&name),
+                Some(refusal) => refusal.at_start(&name, config.oauth.is_some()),
                 None => without_type_names(&e.to_string()),
             },
         };
@@ -799,7 +804,7 @@ async fn connect_configured(
             };
             shaken.map_err(|e| {
                 if let Some(refusal) = oauth::door_refusal_at_start(&e) {
-                    return init_err(&refusal.at_start(&name));
+                    return init_err(&refusal.at_start(&name, config.oauth.is_some()));
                 }
                 // A TLS failure (an unknown issuer, say) is named only by
                 // the innermost errors under reqwest's, which rmcp does not

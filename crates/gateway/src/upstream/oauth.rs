@@ -331,13 +331,19 @@ fn printable(text: &str) -> String {
 
 impl DoorRefusal {
     /// Why upstream `name` could not be connected: its door refused even
-    /// a fresh token, so only a person's new sign-in helps.
-    pub fn at_start(&self, name: &str) -> String {
+    /// a fresh token, so only a person's new sign-in helps. `signs_in`:
+    /// whether plangate signs in to it with OAuth (`[upstreams.NAME.oauth]`);
+    /// otherwise what it refused are the configured headers.
+    pub fn at_start(&self, name: &str, signs_in: bool) -> String {
         let login = format!(
             "plangate upstream login {}",
             plangate_core::shell_word(name)
         );
         match self {
+            _ if !signs_in => format!(
+                "it refused the credentials plangate sends ({}): check the headers of [upstreams.{name}] (an expired token, say), or, if it signs in with OAuth, add an [upstreams.{name}.oauth] table and run `{login}`",
+                self.status()
+            ),
             DoorRefusal::Scope { scopes } if scopes.is_empty() => format!(
                 "its OAuth sign-in lacks a scope it needs (403 insufficient_scope, naming none): a person runs `{login} --scope SCOPE` with the scope the upstream documents"
             ),
@@ -356,25 +362,50 @@ impl DoorRefusal {
         }
     }
 
+    /// The HTTP status and what the upstream said, for a message.
+    fn status(&self) -> String {
+        match self {
+            DoorRefusal::Scope { .. } => "403 insufficient_scope".to_owned(),
+            DoorRefusal::Token {
+                description: Some(d),
+            } => format!("401: {d}"),
+            DoorRefusal::Token { description: None } => "401".to_owned(),
+        }
+    }
+
     /// What a person reads: what happened at upstream `name`, that nothing
-    /// ran, and the command that helps.
-    pub fn explain(&self, name: &str) -> String {
+    /// ran, and the command that helps. `signs_in` as for [`Self::at_start`];
+    /// `None` when the caller cannot tell (both ways are then said).
+    pub fn explain(&self, name: &str, signs_in: Option<bool>) -> String {
         let login = format!(
             "plangate upstream login {}",
             plangate_core::shell_word(name)
         );
-        match self {
-            DoorRefusal::Scope { scopes } if scopes.is_empty() => format!(
+        match (self, signs_in) {
+            (_, Some(false)) => format!(
+                "upstream {name} refused the credentials plangate sends before running the request ({}): check the headers of [upstreams.{name}] (an expired token, say), then call again",
+                self.status()
+            ),
+            (_, None) => format!(
+                "upstream {name} refused plangate's credentials before running the request ({}): if it signs in with OAuth ([upstreams.{name}.oauth]) a person runs `{login}{}`; otherwise check the headers of [upstreams.{name}]; then call again",
+                self.status(),
+                match self {
+                    DoorRefusal::Scope { scopes } if !scopes.is_empty() =>
+                        format!(" --scope {}", plangate_core::shell_word(&scopes.join(" "))),
+                    _ => String::new(),
+                }
+            ),
+            (DoorRefusal::Scope { scopes }, _) if scopes.is_empty() => format!(
                 "upstream {name} refused the request before running it: plangate's OAuth sign-in lacks a scope it needs (403 insufficient_scope, naming none). A person signs plangate in again with the scope the upstream documents — `{login} --scope SCOPE` — then call again"
             ),
-            DoorRefusal::Scope { scopes } => {
+            (DoorRefusal::Scope { scopes }, _) => {
                 let list = scopes.join(" ");
                 format!(
                     "upstream {name} refused the request before running it: plangate's OAuth sign-in lacks the scope {list} (403 insufficient_scope). A person signs plangate in again, keeping the scopes granted so far and adding this one — `{login} --scope {}` — then call again",
                     plangate_core::shell_word(&list)
                 )
             }
-            DoorRefusal::Token { description } => format!(
+            (DoorRefusal::Token { description }, _) => format!(
                 "upstream {name} refused plangate's OAuth token before running the request (401{}): plangate reconnects with a fresh token; if its sign-in no longer works (revoked, expired, or the upstream moved to another authorization server) a person runs `{login}`, then call again",
                 description
                     .as_deref()
@@ -786,24 +817,43 @@ mod tests {
         };
         assert!(
             scope
-                .explain("gh")
+                .explain("gh", Some(true))
                 .contains("`plangate upstream login gh --scope 'mcp:write files:read'`"),
             "{}",
-            scope.explain("gh")
+            scope.explain("gh", Some(true))
         );
         let token = DoorRefusal::Token {
             description: Some("authorization server has changed".into()),
         };
         assert!(
             token
-                .explain("gh")
+                .explain("gh", Some(true))
                 .contains("(401: authorization server has changed)")
         );
         assert!(
             token
-                .at_start("gh")
+                .at_start("gh", true)
                 .contains("`plangate upstream login gh`")
         );
+        // An upstream reached with static headers: check them, no login.
+        let headers = token.explain("gh", Some(false));
+        assert!(
+            headers.contains("check the headers of [upstreams.gh]"),
+            "{headers}"
+        );
+        assert!(!headers.contains("upstream login"), "{headers}");
+        assert!(
+            token
+                .at_start("gh", false)
+                .contains("check the headers of [upstreams.gh]")
+        );
+        // Not known: both ways, the login with the scope it asked for.
+        let both = scope.explain("gh", None);
+        assert!(
+            both.contains("`plangate upstream login gh --scope 'mcp:write files:read'`"),
+            "{both}"
+        );
+        assert!(both.contains("otherwise check the headers"), "{both}");
     }
 
     /// Sealed with the upstream's name bound in: what upstream `a` holds
