@@ -136,6 +136,10 @@ impl Ctx {
                 toml.push_str("trust_annotations = true\n");
             }
         }
+        // The many-clients row connects 256 clients with one key: past
+        // the default 128 sessions per key plangate would close the least
+        // recently used (as it should for one key), so it allows 1024.
+        toml.push_str("[gateway]\nmax_sessions_per_key = 1024\n");
         let path = self.run_dir.join(format!("{name}.toml"));
         std::fs::write(&path, toml)?;
         Ok(path)
