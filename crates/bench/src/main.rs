@@ -24,6 +24,7 @@ use clap::{Parser, Subcommand};
 
 mod ctx;
 mod http1;
+mod load;
 mod mcp;
 mod passthrough;
 mod planning;
@@ -105,6 +106,42 @@ enum Cmd {
         #[arg(long, value_name = "ADDR")]
         http: Option<String>,
     },
+    /// Call one tool of a server that is already running from many
+    /// clients at once, for a while, and print p50, p99 and throughput:
+    /// a benchmark row's traffic alone, to profile the server under it.
+    Load {
+        /// The server's MCP endpoint, http://127.0.0.1:PORT/mcp.
+        #[arg(long, value_name = "URL", conflicts_with = "stdio")]
+        url: Option<String>,
+        /// A bearer token for it (plangate's key), or PLANGATE_KEY.
+        #[arg(
+            long,
+            env = "PLANGATE_KEY",
+            value_name = "TOKEN",
+            hide_env_values = true
+        )]
+        bearer: Option<String>,
+        /// Or a command speaking MCP over stdio, started once per client
+        /// (`--stdio 'plangate serve --stdio --config F'`; split on spaces).
+        #[arg(long, value_name = "COMMAND")]
+        stdio: Option<String>,
+        /// Clients at once, each with its own session.
+        #[arg(long, default_value_t = 16)]
+        clients: usize,
+        /// Seconds of calling.
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+        /// At most this many calls per client (a plan holds at most 50
+        /// steps by default: planned writes need a bound).
+        #[arg(long)]
+        calls: Option<usize>,
+        /// The tool called.
+        #[arg(long, default_value = "echo")]
+        tool: String,
+        /// Its arguments, as JSON.
+        #[arg(long, default_value = r#"{"message":"hello"}"#)]
+        arguments: String,
+    },
     /// Rewrite the Markdown section and the SVG from a JSON report.
     Report {
         /// The JSON report (default: docs/benchmarks.json).
@@ -149,6 +186,55 @@ fn main() -> std::process::ExitCode {
                 (_, None) => bail!("give --stdio or --http ADDR"),
             },
             Some(Cmd::Report { json, out }) => rewrite(json, out),
+            Some(Cmd::Load {
+                url,
+                bearer,
+                stdio,
+                clients,
+                seconds,
+                calls,
+                tool,
+                arguments,
+            }) => {
+                let target = match (url, stdio) {
+                    (Some(url), None) => {
+                        let rest = url
+                            .strip_prefix("http://")
+                            .context("--url must be http://HOST:PORT/PATH")?;
+                        let (addr, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+                        mcp::Target::Http {
+                            addr: addr.to_owned(),
+                            path: if path.is_empty() { "/mcp".to_owned() } else { path.to_owned() },
+                            bearer,
+                        }
+                    }
+                    (None, Some(command)) => {
+                        let mut words = command.split_whitespace().map(str::to_owned);
+                        let program = words.next().context("--stdio needs a command")?;
+                        let mut env = Vec::new();
+                        if let Some(key) = bearer {
+                            env.push(("PLANGATE_KEY".to_owned(), key));
+                        }
+                        mcp::Target::Stdio {
+                            program,
+                            args: words.collect(),
+                            env,
+                        }
+                    }
+                    _ => bail!("give --url URL or --stdio COMMAND"),
+                };
+                let arguments = serde_json::from_str(&arguments)
+                    .context("--arguments must be a JSON object")?;
+                load::run(load::Load {
+                    target,
+                    clients,
+                    duration: Duration::from_secs(seconds),
+                    calls: calls.unwrap_or(usize::MAX),
+                    tool,
+                    arguments,
+                })
+                .await
+            }
             None => {
                 // Dropping the run stops every process it started.
                 let mut term =
