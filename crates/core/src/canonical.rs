@@ -117,7 +117,7 @@ pub(crate) fn canonical_lossless(v: &Value) -> String {
     out
 }
 
-fn write_value(out: &mut String, v: &Value) {
+pub(crate) fn write_value(out: &mut String, v: &Value) {
     match v {
         Value::Null => out.push_str("null"),
         Value::Bool(true) => out.push_str("true"),
@@ -163,7 +163,7 @@ fn write_number(out: &mut String, n: &Number) {
     }
 }
 
-fn write_string(out: &mut String, s: &str) {
+pub(crate) fn write_string(out: &mut String, s: &str) {
     out.push('"');
     for c in s.chars() {
         match c {

@@ -10,10 +10,9 @@
 //! reads or makes one.
 
 use hmac::{Hmac, KeyInit, Mac};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::canonical::canonical_lossless;
 use crate::{CanonicalError, StepRecord, canonical_json};
 
 /// What a keyed secret's HMAC is prefixed with in `keyed_arguments`.
@@ -67,9 +66,12 @@ pub fn arguments_fingerprint(
     Ok(sha256_hex(text.as_bytes()))
 }
 
-/// The JSON a plan digest covers for one step (DESIGN §5).
+/// The JSON a plan digest covers for one step (DESIGN §5), as a value:
+/// the definition [`write_digest_entry`] writes the text of, kept to test
+/// that text against.
+#[cfg(test)]
 fn digest_entry(step: &StepRecord) -> Value {
-    let mut m = Map::new();
+    let mut m = serde_json::Map::new();
     m.insert("step_id".into(), Value::from(step.step_id.as_str()));
     m.insert("position".into(), Value::from(step.position));
     m.insert("server".into(), Value::from(step.server.as_str()));
@@ -100,12 +102,60 @@ fn digest_entry(step: &StepRecord) -> Value {
 ///
 /// Cannot fail: keyed arguments were checked when made; should one hold an
 /// unsafe integer anyway, its exact digits are hashed.
+///
+/// Written straight into the hash, entry by entry, with each entry's keys
+/// in their canonical order, instead of building the array as a `Value`
+/// and canonicalising it: a planned write and every `get_plan` answer with
+/// the plan's digest, so this runs on the hot path for plans of up to
+/// `max_steps` steps. The text hashed is the same (a test compares it with
+/// the canonical text of [`digest_entry`]'s array).
 pub fn plan_digest<'a>(planned: impl IntoIterator<Item = &'a StepRecord>) -> String {
     let mut steps: Vec<&StepRecord> = planned.into_iter().collect();
     steps.sort_by(|a, b| (a.position, &a.step_id).cmp(&(b.position, &b.step_id)));
-    let array = Value::Array(steps.into_iter().map(digest_entry).collect());
-    let text = canonical_lossless(&array);
-    format!("{SHA256_PREFIX}{}", sha256_hex(text.as_bytes()))
+    let mut hash = Sha256::new();
+    let mut text = String::with_capacity(512);
+    hash.update(b"[");
+    for (i, step) in steps.into_iter().enumerate() {
+        text.clear();
+        if i > 0 {
+            text.push(',');
+        }
+        write_digest_entry(&mut text, step);
+        hash.update(text.as_bytes());
+    }
+    hash.update(b"]");
+    format!("{SHA256_PREFIX}{}", hex::encode(hash.finalize()))
+}
+
+/// The canonical text of [`digest_entry`] of `step`, written directly: the
+/// keys are ASCII, so their canonical (UTF-16) order is their byte order —
+/// arguments, before_digest, definition_hash, effect, position,
+/// schema_hash, server, step_id, tool.
+fn write_digest_entry(out: &mut String, step: &StepRecord) {
+    use crate::canonical::{write_string, write_value};
+    out.push_str("{\"arguments\":");
+    write_value(out, &step.keyed_arguments().value());
+    if let Some(d) = step.preview.as_ref().and_then(|p| p.before_digest()) {
+        out.push_str(",\"before_digest\":");
+        write_string(out, d);
+    }
+    if let Some(hash) = &step.definition_hash {
+        out.push_str(",\"definition_hash\":");
+        write_string(out, hash);
+    }
+    out.push_str(",\"effect\":");
+    write_string(out, step.effect.as_str());
+    out.push_str(",\"position\":");
+    out.push_str(&step.position.to_string());
+    out.push_str(",\"schema_hash\":");
+    write_string(out, &step.schema_hash);
+    out.push_str(",\"server\":");
+    write_string(out, &step.server);
+    out.push_str(",\"step_id\":");
+    write_string(out, &step.step_id);
+    out.push_str(",\"tool\":");
+    write_string(out, &step.tool);
+    out.push('}');
 }
 
 #[cfg(test)]
@@ -114,6 +164,7 @@ mod tests {
 
     use super::*;
     use crate::Effect;
+    use crate::canonical::canonical_lossless;
     use crate::event::tests::record;
 
     const KEY: [u8; 32] = [7; 32];
@@ -258,6 +309,39 @@ mod tests {
         let input = canonical_lossless(&digest_entry(&one));
         assert!(!input.contains("hunter2"), "{input}");
         assert!(input.contains("hmac-sha256:"), "{input}");
+    }
+
+    /// The digest is written straight into the hash; what it hashes must
+    /// stay the canonical text of the entries as values, with and without
+    /// the optional fields, whatever the strings and numbers hold.
+    #[test]
+    fn the_streamed_text_is_the_canonical_text_of_the_entries() {
+        let mut a = record(
+            "step_\"a\u{1}",
+            7,
+            "update_page",
+            json!({"b": [1, 2.5e-7, -0.0, null], "a": {"é": "\u{1F600}\n"}, "n": 9007199254740991u64}),
+        );
+        a.definition_hash = Some("sha256:def".into());
+        a.preview = Some(crate::Preview::State {
+            target: "t".into(),
+            before_digest: "sha256:before".into(),
+            summary: "s".into(),
+            state: json!({}),
+        });
+        let b = record("s2", 2, "delete", json!({"id": 3}));
+        let mut c = record("s3", 3, "x", json!({}));
+        c.definition_hash = Some("sha256:d2".into());
+        for steps in [vec![], vec![&b], vec![&b, &a], vec![&a, &b, &c]] {
+            let mut sorted = steps.clone();
+            sorted.sort_by(|x, y| (x.position, &x.step_id).cmp(&(y.position, &y.step_id)));
+            let array = Value::Array(sorted.iter().map(|r| digest_entry(r)).collect());
+            let expected = format!(
+                "{SHA256_PREFIX}{}",
+                sha256_hex(canonical_lossless(&array).as_bytes())
+            );
+            assert_eq!(plan_digest(steps.iter().copied()), expected);
+        }
     }
 
     /// Approvals in the log are bound to plan digests, so how steps are

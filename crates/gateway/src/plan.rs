@@ -515,7 +515,11 @@ pub async fn plan_write(
         ));
     };
     crate::telemetry::note("plangate.step.id", step_id.clone());
-    crate::telemetry::note("plangate.plan.digest", state.plan_digest());
+    // The digest is computed for the span only when spans are exported:
+    // it hashes the whole plan, and the answer computes it once already.
+    if crate::telemetry::enabled() {
+        crate::telemetry::note("plangate.plan.digest", state.plan_digest());
+    }
     tracing::info!(
         key = %acting.key.name,
         tool = %tool.exposed,
