@@ -105,10 +105,10 @@ fn digest_entry(step: &StepRecord) -> Value {
 ///
 /// Written straight into the hash, entry by entry, with each entry's keys
 /// in their canonical order, instead of building the array as a `Value`
-/// and canonicalising it: a planned write and every `get_plan` answer with
-/// the plan's digest, so this runs on the hot path for plans of up to
-/// `max_steps` steps. The text hashed is the same (a test compares it with
-/// the canonical text of [`digest_entry`]'s array).
+/// and canonicalising it: every planned write and every `get_plan` answers
+/// with the plan's digest, so this runs on the hot path, for plans of up
+/// to `max_steps` steps. The text hashed is the same (a test compares it with
+/// the canonical text of `digest_entry`'s array).
 pub fn plan_digest<'a>(planned: impl IntoIterator<Item = &'a StepRecord>) -> String {
     let mut steps: Vec<&StepRecord> = planned.into_iter().collect();
     steps.sort_by(|a, b| (a.position, &a.step_id).cmp(&(b.position, &b.step_id)));
@@ -127,8 +127,9 @@ pub fn plan_digest<'a>(planned: impl IntoIterator<Item = &'a StepRecord>) -> Str
     format!("{SHA256_PREFIX}{}", hex::encode(hash.finalize()))
 }
 
-/// The canonical text of [`digest_entry`] of `step`, written directly: the
-/// keys are ASCII, so their canonical (UTF-16) order is their byte order —
+/// The canonical text of `step`'s digest entry (`digest_entry`, the value
+/// form kept for tests), written directly: the keys are ASCII, so their
+/// canonical (UTF-16) order is their byte order —
 /// arguments, before_digest, definition_hash, effect, position,
 /// schema_hash, server, step_id, tool.
 fn write_digest_entry(out: &mut String, step: &StepRecord) {
