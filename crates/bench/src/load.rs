@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
 use crate::mcp::{Client, Target};
@@ -26,6 +26,47 @@ pub struct Load {
     /// Its arguments; every `{n}` in a string becomes a value unique to
     /// the call (so that planned writes are not deduplicated).
     pub arguments: Value,
+}
+
+/// The server `load` calls: `--url http://HOST:PORT/PATH` (path `/mcp` when
+/// none is given) with `bearer` as its token, or a `--stdio` command split
+/// on spaces, started once per client with `bearer` as `PLANGATE_KEY`.
+pub fn target(
+    url: Option<String>,
+    bearer: Option<String>,
+    stdio: Option<String>,
+) -> Result<Target> {
+    match (url, stdio) {
+        (Some(url), None) => {
+            let rest = url
+                .strip_prefix("http://")
+                .context("--url must be http://HOST:PORT/PATH")?;
+            let (addr, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            Ok(Target::Http {
+                addr: addr.to_owned(),
+                path: if path.is_empty() {
+                    "/mcp".to_owned()
+                } else {
+                    path.to_owned()
+                },
+                bearer,
+            })
+        }
+        (None, Some(command)) => {
+            let mut words = command.split_whitespace().map(str::to_owned);
+            let program = words.next().context("--stdio needs a command")?;
+            let env = bearer
+                .map(|key| ("PLANGATE_KEY".to_owned(), key))
+                .into_iter()
+                .collect();
+            Ok(Target::Stdio {
+                program,
+                args: words.collect(),
+                env,
+            })
+        }
+        _ => bail!("give --url URL or --stdio COMMAND"),
+    }
 }
 
 /// Runs the load and prints p50, p99 and throughput.

@@ -196,35 +196,9 @@ fn main() -> std::process::ExitCode {
                 tool,
                 arguments,
             }) => {
-                let target = match (url, stdio) {
-                    (Some(url), None) => {
-                        let rest = url
-                            .strip_prefix("http://")
-                            .context("--url must be http://HOST:PORT/PATH")?;
-                        let (addr, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-                        mcp::Target::Http {
-                            addr: addr.to_owned(),
-                            path: if path.is_empty() { "/mcp".to_owned() } else { path.to_owned() },
-                            bearer,
-                        }
-                    }
-                    (None, Some(command)) => {
-                        let mut words = command.split_whitespace().map(str::to_owned);
-                        let program = words.next().context("--stdio needs a command")?;
-                        let mut env = Vec::new();
-                        if let Some(key) = bearer {
-                            env.push(("PLANGATE_KEY".to_owned(), key));
-                        }
-                        mcp::Target::Stdio {
-                            program,
-                            args: words.collect(),
-                            env,
-                        }
-                    }
-                    _ => bail!("give --url URL or --stdio COMMAND"),
-                };
+                let target = load::target(url, bearer, stdio)?;
                 let arguments = serde_json::from_str(&arguments)
-                    .context("--arguments must be a JSON object")?;
+                    .context("--arguments must be JSON")?;
                 load::run(load::Load {
                     target,
                     clients,
