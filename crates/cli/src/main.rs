@@ -20,6 +20,8 @@ use plangate_config::{Config, ConfigErrors, ProcessEnv};
 use plangate_store::{DataDir, Store, StoreConfig};
 use tokio_util::sync::CancellationToken;
 
+#[cfg(not(target_env = "msvc"))]
+mod alloc;
 mod args;
 mod audit;
 mod catalog;

@@ -8,14 +8,20 @@
 //! as it runs, although its live heap is a fraction of it (measured:
 //! about half of the resident growth with 10,000 open plans was freed
 //! memory the allocator kept). `malloc_trim(0)` walks every arena and
-//! returns its free pages (`madvise`).
+//! returns its free pages (`madvise`). The binary allocates through
+//! jemalloc (crates/cli/src/alloc.rs), which keeps freed pages "dirty" for
+//! reuse and gives them back over about ten seconds, but only while
+//! something allocates: an idle gateway would keep them. Both are asked
+//! at once: jemalloc purges every arena, glibc trims what C code (SQLite)
+//! freed.
 //!
 //! The walk locks each arena in turn, stalling any thread allocating in it
 //! meanwhile, so it runs when the gateway has gone quiet: [`QUIET`] after
 //! the last call, on a blocking thread — never during a burst, and at
 //! most once per [`AT_LEAST_EVERY`] under load that never pauses. An idle
 //! gateway does not wake for it. Elsewhere than on glibc (musl, macOS)
-//! there is no such call and nothing runs.
+//! there is no `malloc_trim`; jemalloc's purge runs wherever jemalloc
+//! builds.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -119,13 +125,53 @@ impl Trimmer {
     }
 }
 
+/// Hands back what the allocators keep: jemalloc's dirty pages (Rust's
+/// allocations, where the binary links it) and glibc's free pages (C
+/// code's: SQLite); whether either gave anything back.
+pub fn release() -> bool {
+    let jemalloc = purge_jemalloc();
+    let glibc = trim_glibc();
+    jemalloc || glibc
+}
+
+/// Asks jemalloc to purge every arena's unused dirty pages now
+/// (`arena.<MALLCTL_ARENAS_ALL>.purge`); whether it took the request. A
+/// process that does not allocate through jemalloc only starts it.
+#[cfg(not(target_env = "msvc"))]
+#[expect(
+    unsafe_code,
+    reason = "mallctl is a C call; one of the two unsafe blocks in the library"
+)]
+fn purge_jemalloc() -> bool {
+    // MALLCTL_ARENAS_ALL (4096): every arena.
+    let name = c"arena.4096.purge";
+    // SAFETY: the name is a NUL-terminated string that outlives the call;
+    // a purge reads and writes nothing, so every other pointer is null and
+    // the length zero, which is what jemalloc checks it was given.
+    let status = unsafe {
+        tikv_jemalloc_sys::mallctl(
+            name.as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    status == 0
+}
+
+#[cfg(target_env = "msvc")]
+fn purge_jemalloc() -> bool {
+    false
+}
+
 /// Asks glibc to return the free pages of every arena; whether it did.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[expect(
     unsafe_code,
-    reason = "malloc_trim is a C call; the one unsafe block in plangate"
+    reason = "malloc_trim is a C call; one of the two unsafe blocks in the library"
 )]
-pub fn release() -> bool {
+fn trim_glibc() -> bool {
     // SAFETY: malloc_trim takes no pointer and has no precondition; glibc
     // serializes it with every other allocator call.
     unsafe { libc::malloc_trim(0) == 1 }
@@ -134,7 +180,7 @@ pub fn release() -> bool {
 /// Elsewhere than glibc there is no such call (and musl's and macOS's
 /// allocators return memory themselves).
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-pub fn release() -> bool {
+fn trim_glibc() -> bool {
     false
 }
 
