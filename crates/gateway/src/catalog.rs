@@ -353,6 +353,22 @@ impl Catalog {
         self.by_tool.get(exposed).map(|&i| &self.tools[i])
     }
 
+    /// Offered tools a name nobody offers most likely meant: the same tool
+    /// under another upstream prefix or none (`files__write_file` when the
+    /// one upstream's tools are not namespaced, `write_file` when they
+    /// are). At most three, in catalog order; for the "unknown tool"
+    /// answer, so the agent's next call can be right.
+    pub fn near_names(&self, name: &str) -> Vec<&str> {
+        let bare = name.rsplit("__").next().unwrap_or(name);
+        self.tools
+            .iter()
+            .filter(|t| t.offered() && t.exposed != name)
+            .filter(|t| t.original == bare || t.exposed == bare)
+            .map(|t| t.exposed.as_str())
+            .take(3)
+            .collect()
+    }
+
     /// The upstream of a tool that exists but whose upstream is down.
     pub fn gone_tool(&self, exposed: &str) -> Option<&str> {
         self.gone.get(exposed).map(String::as_str)

@@ -231,13 +231,40 @@ pub struct Write<'a> {
     /// The tool called.
     pub tool: &'a CatalogTool,
     /// Its arguments, checked against its schema.
-    pub arguments: JsonObject,
+    pub arguments: &'a JsonObject,
     /// Why it is planned rather than run.
     pub reason: PlanReason,
     /// When the call arrived.
     pub started: std::time::Instant,
     /// The operator's rule that decided to plan it, if one did.
     pub rule: Option<String>,
+    /// Whether the write is still one to plan on a newer state of the key
+    /// than the one it was decided on: the caller's decision, made again.
+    /// The step is appended only on a state where this holds.
+    pub still_plans: &'a (dyn Fn(&KeyState) -> bool + Sync),
+}
+
+/// The key's state a write was decided on.
+pub struct Known {
+    /// The state.
+    pub state: KeyState,
+    /// Whether it was read from the store for this call; otherwise it is
+    /// this process's last view of the key, which the append's
+    /// compare-and-set confirms or refutes.
+    pub fresh: bool,
+}
+
+/// What planning a write came to, short of a refusal.
+#[derive(Debug)]
+pub enum Planned {
+    /// The step is recorded (or an existing one stands for it): the
+    /// planned-write answer.
+    Step(CallToolResult),
+    /// Nothing was recorded: the key's log had moved on from the state the
+    /// write was decided on, and on the log as it is the write is not one
+    /// to plan (another process changed the mode). The caller decides
+    /// again on a fresh read.
+    Moved,
 }
 
 /// A write's step as planning makes it, before it has a place in the plan
@@ -416,27 +443,37 @@ pub async fn plan_write(
     acting: &Acting,
     in_force: &InForce,
     write: Write<'_>,
-    known: Option<KeyState>,
-) -> Result<CallToolResult, Refusal> {
+    known: Known,
+) -> Result<Planned, Refusal> {
     let Write {
         tool,
         arguments,
         reason,
         started,
         rule,
+        still_plans,
     } = write;
     let step_id = plangate_store::new_id("step_").map_err(Refusal::internal)?;
-    let mut known = known;
+    let decided_at = known.state.last_seq;
+    // A preview's answer is scrubbed of every secret the key's log holds,
+    // so preparing reads the log afresh unless the state is fresh already;
+    // a state it reads is the one the append starts from.
+    let (mut for_prepare, cached) = if known.fresh {
+        (Some(known.state), None)
+    } else {
+        (None, Some(known.state))
+    };
     let prepared = prepare_step(
         gw,
         acting,
         in_force,
         tool,
-        &arguments,
+        arguments,
         step_id.clone(),
-        &mut known,
+        &mut for_prepare,
     )
     .await?;
+    let known = for_prepare.or(cached);
     let outside = rules::approval_scope(acting.key.scope, in_force) == Scope::Plan;
     let ttl_ms = gw.ttl_ms();
     let max_steps = gw.config().gateway.max_steps as usize;
@@ -444,6 +481,9 @@ pub async fn plan_write(
     let outcome = gw
         .log()
         .transact_from(&acting.key.id, known, |state| {
+            if state.last_seq != decided_at && !still_plans(state) {
+                return Err(None);
+            }
             let now = now_ms();
             let mut events = Vec::new();
             let mut view = state.clone();
@@ -492,12 +532,12 @@ pub async fn plan_write(
                 events.push(dropped);
             }
             if view.open_steps().count() >= max_steps {
-                return Err(Refusal::new(
+                return Err(Some(Refusal::new(
                     Code::PlanFull,
                     format!(
                         "the plan already holds {max_steps} steps, the most it may hold; apply or discard some (plangate_get_plan shows them) before planning more. Nothing was planned"
                     ),
-                ));
+                )));
             }
             let mut record = prepared.clone();
             record.position = view.next_position;
@@ -508,7 +548,11 @@ pub async fn plan_write(
         })
         .await
         .map_err(|e| Refusal::store(e, "the step was not recorded; nothing was planned"))?;
-    let (state, (step_id, deduplicated)) = outcome?;
+    let (state, (step_id, deduplicated)) = match outcome {
+        Ok(done) => done,
+        Err(Some(refusal)) => return Err(refusal),
+        Err(None) => return Ok(Planned::Moved),
+    };
     let Some(step) = state.step(&step_id) else {
         return Err(Refusal::internal(
             "the step just recorded is not in the log",
@@ -529,7 +573,7 @@ pub async fn plan_write(
         "write planned"
     );
     let approver = outside.then(|| gw.how_to_approve(&acting.key.name, None));
-    Ok(planned_answer(
+    Ok(Planned::Step(planned_answer(
         gw,
         &state,
         step,
@@ -537,7 +581,7 @@ pub async fn plan_write(
         (reason, rule),
         deduplicated,
         approver,
-    ))
+    )))
 }
 
 /// The planned-write answer; `approver` says how a person outside the key

@@ -428,3 +428,52 @@ async fn a_hung_upstream_call_ends_with_an_error_within_call_timeout() {
     assert_eq!(rest["applied"], 1, "{rest}");
     client.cancel().await.unwrap();
 }
+
+/// A write is decided on this process's last view of the key when it plans
+/// (the append's compare-and-set confirms the view), never when it runs: a
+/// mode another process set meanwhile counts for the very next write, in
+/// either direction.
+#[tokio::test]
+async fn a_mode_another_process_set_counts_for_the_next_write_though_this_one_held_the_key() {
+    let r = rig(Duration::from_secs(30)).await;
+    let client = r.client(Seen::default()).await;
+    call(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
+    let first = body(&call(&client, "record", json!({"note": "one"})).await);
+    assert_eq!(first["planned"], true, "{first}");
+
+    // Another process (the CLI) puts the key back in the default mode,
+    // where a write key's writes run.
+    let other = other_process(&r, |_| {}).await;
+    let person = || Actor::Operator {
+        name: "ops".to_owned(),
+    };
+    let set = |mode: &str| EventKind::ModeSet {
+        mode: mode.to_owned(),
+    };
+    record(
+        &other,
+        &r.key_id,
+        vec![((person(), Channel::Cli), set("default"))],
+    )
+    .await;
+    let second = call(&client, "record", json!({"note": "two"})).await;
+    assert_ne!(body(&second)["planned"], true, "{:?}", second);
+    let delivered = r.calls_of("record");
+    assert_eq!(delivered.len(), 1, "the write ran: {delivered:?}");
+    assert_eq!(delivered[0].0["note"], "two");
+
+    // And back to plan mode from the other process: the next write is
+    // planned, not run.
+    record(
+        &other,
+        &r.key_id,
+        vec![((person(), Channel::Cli), set("plan"))],
+    )
+    .await;
+    let third = body(&call(&client, "record", json!({"note": "three"})).await);
+    assert_eq!(third["planned"], true, "{third}");
+    assert_eq!(r.calls_of("record").len(), 1, "planned, not run");
+    let plan = body(&call(&client, "plangate_get_plan", json!({})).await);
+    assert_eq!(plan["steps"].as_array().map(Vec::len), Some(2), "{plan}");
+    client.cancel().await.unwrap();
+}

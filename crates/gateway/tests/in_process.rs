@@ -207,7 +207,25 @@ async fn two_in_process_demo_sites_are_namespaced_and_routed() {
         plangate_core::Effect::Read
     );
 
+    // A name without its upstream's prefix (or with a wrong one) is
+    // unknown, and the answer names the tools it most likely meant.
+    let near = ["blog__update_option", "site__update_option"];
+    assert_eq!(catalog.near_names("update_option"), near);
+    assert_eq!(catalog.near_names("files__update_option"), near);
+    assert!(catalog.near_names("no_such_tool").is_empty());
+
     let client = client_of(gw, Some(token), Seen::default()).await;
+    let err = client
+        .peer()
+        .call_tool(params("update_option", json!({})))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains(
+            "unknown tool: update_option; did you mean one of blog__update_option, site__update_option?"
+        ),
+        "{err}"
+    );
     let tagline = json!({"name": "tagline", "value": "In process"});
     call_ok(&client, "blog__update_option", tagline).await;
     let blog = read_state(&blog_state);

@@ -7,8 +7,8 @@
 use std::time::Instant;
 
 use plangate_core::{
-    CallDecision, CallOutcome, CallerScope, Code, Decision, ModeSpec, Scope, check_safe_integers,
-    decide_before_state,
+    CallDecision, CallOutcome, CallerScope, Code, Decision, KeyState, ModeSpec, Scope,
+    check_safe_integers, decide_before_state,
 };
 use rmcp::model::{CallToolRequestParams, CallToolResponse, JsonObject};
 use rmcp::service::RequestContext;
@@ -29,6 +29,11 @@ use plangate_policy::Outcome;
 
 /// The argument that asks for a single write to be planned.
 const PLAN_FLAG: &str = "_plangate_plan";
+
+/// How many times a call decides again when its plan step found the key's
+/// log moved on and the write no longer one to plan (another process set
+/// the mode meanwhile) before it is refused as too busy.
+const MAX_REDECISIONS: usize = 4;
 
 /// A call that passed every check a call must pass before it could run.
 struct Checked {
@@ -159,154 +164,196 @@ impl GatewayHandler {
                 .await;
             }
         };
-        let state = match self.gw.log().state(&key.id).await {
-            Ok(state) => state,
-            Err(e) => {
-                return Box::pin(refuse(
-                    Refusal::store(e, "nothing was run or planned"),
-                    CallDecision::Refuse,
-                    Some(checked.value),
-                ))
-                .await;
-            }
+        // The key's state as this process last saw it, when it has one: a
+        // write planned on it is appended with compare-and-set on that
+        // state, so the step lands only if the state was still the key's
+        // latest — the same as deciding on a fresh read, one store round
+        // trip less. Every other decision (run, ask, refuse), and a plan
+        // whose append finds the log moved on and the write no longer
+        // planned, decides again on a fresh read. A state that is not
+        // fresh is never what lets a call run.
+        let decide_on = |state: &KeyState| {
+            let in_force = self.gw.config().modes.in_force(state);
+            let rule = if ruled {
+                rule_for(&self.gw, tool, &caller, &in_force.spec.name, &checked.value)
+            } else {
+                None
+            };
+            let decision = plangate_policy::decision(
+                rule.as_ref().map(|r| r.outcome),
+                tool.effect,
+                key.scope,
+                &in_force.spec,
+                checked.explicit,
+            );
+            (rule, decision)
         };
-        let (in_force, notice) = self.tell_mode(&state, &cx).await;
-        let mode = &in_force.spec;
-        let acting = Acting {
-            key: key.clone(),
-            channel: self.channel(),
-            operator: None,
-        };
-        let explicit = checked.explicit;
-        // The operator's rule, if one decides; else the mode's table.
-        let rule = if ruled {
-            rule_for(&self.gw, tool, &caller, &mode.name, &checked.value)
-        } else {
-            None
-        };
-        let decision = plangate_policy::decision(
-            rule.as_ref().map(|r| r.outcome),
-            tool.effect,
-            key.scope,
-            mode,
-            explicit,
-        );
-        let rule_name = rule.as_ref().map(|r| r.name.clone());
-        // Act.
-        match decision {
-            Decision::Run => {
-                let response = Box::pin(self.run_recorded(
-                    &caller,
-                    tool,
-                    checked,
-                    (CallDecision::Run, rule_name),
-                    started,
-                    &cx,
-                ))
-                .await?;
-                Ok(with_notice(response, notice))
-            }
-            Decision::Plan => {
-                let reason = if rule.as_ref().is_some_and(|r| r.outcome == Outcome::Plan) {
-                    PlanReason::Rule
-                } else if explicit {
-                    PlanReason::Explicit
-                } else if key.scope == Scope::Plan {
-                    PlanReason::Scope
-                } else {
-                    PlanReason::Mode
+        let mut known = self.gw.log().cached(&key.id);
+        // A plan that found the log moved on decides again, at most a few
+        // times: each turn reads the store first.
+        for _ in 0..MAX_REDECISIONS {
+            let (state, fresh, rule, decision) = loop {
+                let (state, fresh) = match known.take() {
+                    Some(state) => (state, false),
+                    None => match self.gw.log().state(&key.id).await {
+                        Ok(state) => (state, true),
+                        Err(e) => {
+                            return Box::pin(refuse(
+                                Refusal::store(e, "nothing was run or planned"),
+                                CallDecision::Refuse,
+                                Some(checked.value),
+                            ))
+                            .await;
+                        }
+                    },
                 };
-                let value = checked.value.clone();
-                let write = plan::Write {
-                    tool,
-                    arguments: checked.arguments,
-                    reason,
-                    started,
-                    rule: rule_name.clone(),
-                };
-                let planned = Box::pin(plan::plan_write(
-                    &self.gw,
-                    &acting,
-                    &in_force,
-                    write,
-                    Some(state),
-                ))
-                .await;
-                match planned {
-                    Ok(result) => Ok(with_notice(result.into(), notice)),
-                    Err(refusal) => {
-                        Box::pin(refuse(refusal, CallDecision::Plan, Some(value))).await
+                let (rule, decision) = decide_on(&state);
+                if fresh || decision == Decision::Plan {
+                    break (state, fresh, rule, decision);
+                }
+            };
+            let (in_force, notice) = self.tell_mode(&state, &cx).await;
+            let mode = &in_force.spec;
+            let acting = Acting {
+                key: key.clone(),
+                channel: self.channel(),
+                operator: None,
+            };
+            let explicit = checked.explicit;
+            let rule_name = rule.as_ref().map(|r| r.name.clone());
+            // Act.
+            let answer = match decision {
+                Decision::Run => {
+                    let response = Box::pin(self.run_recorded(
+                        &caller,
+                        tool,
+                        checked,
+                        (CallDecision::Run, rule_name),
+                        started,
+                        &cx,
+                    ))
+                    .await?;
+                    Ok(with_notice(response, notice))
+                }
+                Decision::Plan => {
+                    let reason = if rule.as_ref().is_some_and(|r| r.outcome == Outcome::Plan) {
+                        PlanReason::Rule
+                    } else if explicit {
+                        PlanReason::Explicit
+                    } else if key.scope == Scope::Plan {
+                        PlanReason::Scope
+                    } else {
+                        PlanReason::Mode
+                    };
+                    let still_plans = |state: &KeyState| decide_on(state).1 == Decision::Plan;
+                    let write = plan::Write {
+                        tool,
+                        arguments: &checked.arguments,
+                        reason,
+                        started,
+                        rule: rule_name.clone(),
+                        still_plans: &still_plans,
+                    };
+                    let planned = Box::pin(plan::plan_write(
+                        &self.gw,
+                        &acting,
+                        &in_force,
+                        write,
+                        plan::Known { state, fresh },
+                    ))
+                    .await;
+                    match planned {
+                        Ok(plan::Planned::Step(result)) => Ok(with_notice(result.into(), notice)),
+                        // The log moved on since this process last saw it, and
+                        // the write is no longer one to plan: decide again on
+                        // the state as it is now.
+                        Ok(plan::Planned::Moved) => continue,
+                        Err(refusal) => {
+                            Box::pin(refuse(refusal, CallDecision::Plan, Some(checked.value))).await
+                        }
                     }
                 }
-            }
-            Decision::Refuse(Code::ForbiddenByRule) => {
-                let message = rule.as_ref().map(|r| r.refusal(tool)).unwrap_or_default();
-                Box::pin(self.refuse_ruled(
-                    &caller,
-                    tool,
-                    Refusal::new(Code::ForbiddenByRule, message),
-                    Some(checked.value),
-                    (CallDecision::Refuse, rule_name),
-                    started,
-                ))
-                .await
-            }
-            Decision::Refuse(code) => {
-                Box::pin(refuse(
-                    Refusal::new(code, refused_message(code, tool, Some((key, mode)), prefix)),
-                    CallDecision::Refuse,
-                    Some(checked.value),
-                ))
-                .await
-            }
-            Decision::Ask => {
-                let value = checked.value.clone();
-                match Box::pin(self.ask_first(&acting, mode, tool, checked, &cx)).await {
-                    Ok(Asked::Run(forward)) => {
-                        let checked = Checked {
-                            forward,
-                            arguments: JsonObject::new(),
-                            value,
-                            explicit,
-                        };
-                        let response = Box::pin(self.run_recorded(
-                            &caller,
-                            tool,
-                            checked,
-                            (CallDecision::Ask, rule_name),
-                            started,
-                            &cx,
-                        ))
-                        .await?;
-                        Ok(with_notice(response, notice))
-                    }
-                    Ok(Asked::Pending(response)) => {
-                        Box::pin(self.on_record(
-                            &caller,
-                            tool,
-                            Some(&value),
-                            (CallDecision::Ask, rule_name),
-                            (CallOutcome::Pending, None),
-                            started,
-                        ))
-                        .await;
-                        Ok(response)
-                    }
-                    Err(refusal) if rule_name.is_some() => {
-                        Box::pin(self.refuse_ruled(
-                            &caller,
-                            tool,
-                            refusal,
-                            Some(value),
-                            (CallDecision::Ask, rule_name),
-                            started,
-                        ))
-                        .await
-                    }
-                    Err(refusal) => Box::pin(refuse(refusal, CallDecision::Ask, Some(value))).await,
+                Decision::Refuse(Code::ForbiddenByRule) => {
+                    let message = rule.as_ref().map(|r| r.refusal(tool)).unwrap_or_default();
+                    Box::pin(self.refuse_ruled(
+                        &caller,
+                        tool,
+                        Refusal::new(Code::ForbiddenByRule, message),
+                        Some(checked.value),
+                        (CallDecision::Refuse, rule_name),
+                        started,
+                    ))
+                    .await
                 }
-            }
+                Decision::Refuse(code) => {
+                    Box::pin(refuse(
+                        Refusal::new(code, refused_message(code, tool, Some((key, mode)), prefix)),
+                        CallDecision::Refuse,
+                        Some(checked.value),
+                    ))
+                    .await
+                }
+                Decision::Ask => {
+                    let value = checked.value.clone();
+                    match Box::pin(self.ask_first(&acting, mode, tool, checked, &cx)).await {
+                        Ok(Asked::Run(forward)) => {
+                            let checked = Checked {
+                                forward,
+                                arguments: JsonObject::new(),
+                                value,
+                                explicit,
+                            };
+                            let response = Box::pin(self.run_recorded(
+                                &caller,
+                                tool,
+                                checked,
+                                (CallDecision::Ask, rule_name),
+                                started,
+                                &cx,
+                            ))
+                            .await?;
+                            Ok(with_notice(response, notice))
+                        }
+                        Ok(Asked::Pending(response)) => {
+                            Box::pin(self.on_record(
+                                &caller,
+                                tool,
+                                Some(&value),
+                                (CallDecision::Ask, rule_name),
+                                (CallOutcome::Pending, None),
+                                started,
+                            ))
+                            .await;
+                            Ok(response)
+                        }
+                        Err(refusal) if rule_name.is_some() => {
+                            Box::pin(self.refuse_ruled(
+                                &caller,
+                                tool,
+                                refusal,
+                                Some(value),
+                                (CallDecision::Ask, rule_name),
+                                started,
+                            ))
+                            .await
+                        }
+                        Err(refusal) => {
+                            Box::pin(refuse(refusal, CallDecision::Ask, Some(value))).await
+                        }
+                    }
+                }
+            };
+            return answer;
         }
+        Box::pin(refuse(
+            Refusal::store(
+                crate::key_log::LogError::Busy(key.id.clone()),
+                "nothing was run or planned",
+            ),
+            CallDecision::Refuse,
+            Some(checked.value),
+        ))
+        .await
     }
 
     /// A call without a key when there are rules: they are evaluated in the
@@ -462,10 +509,21 @@ impl GatewayHandler {
             Some(tool) => Ok(Ok(tool)),
             None => match catalog.gone_tool(name) {
                 Some(upstream) => Ok(Err(unavailable(upstream, &self.gw))),
-                None => Err(ErrorData::invalid_params(
-                    format!("unknown tool: {name}"),
-                    Some(json!({"tool": name})),
-                )),
+                None => {
+                    let near = catalog.near_names(name);
+                    let hint = match near.as_slice() {
+                        [] => "; tools/list names every tool plangate offers".to_owned(),
+                        [one] => format!("; did you mean {one}? (tools/list names every tool)"),
+                        several => format!(
+                            "; did you mean one of {}? (tools/list names every tool)",
+                            several.join(", ")
+                        ),
+                    };
+                    Err(ErrorData::invalid_params(
+                        format!("unknown tool: {name}{hint}"),
+                        Some(json!({"tool": name, "near": near})),
+                    ))
+                }
             },
         }
     }
