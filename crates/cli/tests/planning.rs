@@ -433,3 +433,35 @@ async fn a_plan_scope_key_plans_every_write_and_explicit_planning_works_for_a_wr
     assert_eq!(body(&r)["success"], true);
     client.cancel().await.unwrap();
 }
+
+/// The same write sent again after its target changed is planned anew with
+/// what the target is now, when the target's version comes from a
+/// configured preview tool (the demo's `preview_update_option`) rather than
+/// a built-in profile's preview: the waiting step would otherwise show the
+/// person a "before" that is no longer true.
+#[tokio::test]
+async fn the_same_write_after_its_target_changed_is_planned_anew_with_the_new_before() {
+    let (_scratch, _, client) = demo_agent("agent", "write").await;
+    let planned = |value: &str| {
+        let mut args = tagline(value);
+        args["_plangate_plan"] = json!(true);
+        args
+    };
+    let first = call_body(&client, "update_option", planned("x")).await;
+    assert_eq!(first["code"], "plan_step", "{first}");
+    // The option changes after the step was planned (this key's default
+    // mode runs its writes).
+    let ran = call_body(&client, "update_option", tagline("y")).await;
+    assert_ne!(ran["code"], "plan_step", "{ran}");
+    let again = call_body(&client, "update_option", planned("x")).await;
+    assert_eq!(again["deduplicated"], false, "{again}");
+    assert_ne!(again["step_id"], first["step_id"]);
+    assert!(
+        mentions(&again["predicted_effect"], "\"y\""),
+        "{}",
+        again["predicted_effect"]
+    );
+    let plan = get_plan(&client).await;
+    assert_eq!(plan["pending_steps"], 1, "{plan}");
+    client.cancel().await.unwrap();
+}

@@ -513,9 +513,14 @@ pub async fn plan_write(
             };
             if let Some(existing) = view.find_planned_duplicate(&prepared.fingerprint) {
                 let step_id = existing.record.step_id.clone();
+                // What the person was shown of the target: a built-in
+                // profile's preview (its `before_digest`), or the version a
+                // configured preview tool reported (`target_version`).
                 let seen_then = existing.record.preview.as_ref().and_then(|p| p.before_digest());
                 let seen_now = prepared.preview.as_ref().and_then(|p| p.before_digest());
-                if seen_then == seen_now {
+                if seen_then == seen_now
+                    && existing.record.target_version == prepared.target_version
+                {
                     events.push(acting.event(EventKind::StepDeduplicated {
                         step_id: step_id.clone(),
                     }));
