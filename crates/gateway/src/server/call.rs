@@ -186,13 +186,13 @@ impl GatewayHandler {
                 &in_force.spec,
                 checked.explicit,
             );
-            (rule, decision)
+            (in_force, rule, decision)
         };
         let mut known = self.gw.log().cached(&key.id);
         // A plan that found the log moved on decides again, at most a few
         // times: each turn reads the store first.
         for _ in 0..MAX_REDECISIONS {
-            let (state, fresh, rule, decision) = loop {
+            let (state, fresh, in_force, rule, decision) = loop {
                 let (state, fresh) = match known.take() {
                     Some(state) => (state, false),
                     None => match self.gw.log().state(&key.id).await {
@@ -207,12 +207,12 @@ impl GatewayHandler {
                         }
                     },
                 };
-                let (rule, decision) = decide_on(&state);
+                let (in_force, rule, decision) = decide_on(&state);
                 if fresh || decision == Decision::Plan {
-                    break (state, fresh, rule, decision);
+                    break (state, fresh, in_force, rule, decision);
                 }
             };
-            let (in_force, notice) = self.tell_mode(&state, &cx).await;
+            let (in_force, notice) = self.tell_mode(in_force, &cx).await;
             let mode = &in_force.spec;
             let acting = Acting {
                 key: key.clone(),
@@ -245,7 +245,7 @@ impl GatewayHandler {
                     } else {
                         PlanReason::Mode
                     };
-                    let still_plans = |state: &KeyState| decide_on(state).1 == Decision::Plan;
+                    let still_plans = |state: &KeyState| decide_on(state).2 == Decision::Plan;
                     let write = plan::Write {
                         tool,
                         arguments: &checked.arguments,

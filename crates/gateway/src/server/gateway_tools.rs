@@ -41,7 +41,10 @@ impl GatewayHandler {
         let arguments = request.arguments.clone().unwrap_or_default();
         let read = self.gw.log().state(&key.id).await.ok();
         let notice = match &read {
-            Some(state) => self.tell_mode(state, cx).await.1,
+            Some(state) => {
+                let in_force = self.gw.config().modes.in_force(state);
+                self.tell_mode(in_force, cx).await.1
+            }
             None => None,
         };
         let call = match Call::read(tool, &arguments, &self.gw.config().modes.names()) {

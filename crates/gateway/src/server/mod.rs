@@ -24,7 +24,7 @@ use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::json;
 
-use plangate_core::{Channel, DEFAULT_MODE, InForce, KeyState, ModeSpec, OverAccess};
+use plangate_core::{Channel, DEFAULT_MODE, InForce, ModeSpec, OverAccess};
 use rmcp::model::ContentBlock;
 use serde_json::Value;
 
@@ -190,18 +190,17 @@ impl GatewayHandler {
         })
     }
 
-    /// The mode in force for this session's key ([`Modes::in_force`]),
-    /// noted ([`Self::observe_mode`]): tells the client its tool list
-    /// changed when plan mode went on or off. Returns the mode and the
-    /// notice for the agent.
+    /// The mode in force for this session's key (from
+    /// [`Modes::in_force`]), noted ([`Self::observe_mode`]): tells the
+    /// client its tool list changed when plan mode went on or off. Returns
+    /// the mode and the notice for the agent.
     ///
     /// [`Modes::in_force`]: plangate_core::Modes::in_force
     async fn tell_mode(
         &self,
-        state: &KeyState,
+        in_force: InForce,
         cx: &RequestContext<RoleServer>,
     ) -> (InForce, Option<String>) {
-        let in_force = self.gw.config().modes.in_force(state);
         let (notice, list_changed) = self.observe_mode(&in_force);
         if list_changed {
             // Boxed: see `call`'s note on the size of its task.
