@@ -9,11 +9,13 @@
 //! test a guess against it. The key comes in as a parameter; the core never
 //! reads or makes one.
 
+use std::sync::{Arc, Mutex};
+
 use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::{CanonicalError, StepRecord, canonical_json};
+use crate::{CanonicalError, Step, StepRecord, canonical_json};
 
 /// What a keyed secret's HMAC is prefixed with in `keyed_arguments`.
 pub const HMAC_PREFIX: &str = "hmac-sha256:";
@@ -113,18 +115,112 @@ pub fn plan_digest<'a>(planned: impl IntoIterator<Item = &'a StepRecord>) -> Str
     let mut steps: Vec<&StepRecord> = planned.into_iter().collect();
     steps.sort_by(|a, b| (a.position, &a.step_id).cmp(&(b.position, &b.step_id)));
     let mut hash = Sha256::new();
-    let mut text = String::with_capacity(512);
     hash.update(b"[");
+    hash_entries(&mut hash, 0, steps);
+    finish(hash)
+}
+
+/// Hashes each step's entry, comma-separated, the first being entry
+/// number `first` of the array (so a comma leads unless it is 0).
+fn hash_entries<'a>(
+    hash: &mut Sha256,
+    first: usize,
+    steps: impl IntoIterator<Item = &'a StepRecord>,
+) {
+    let mut text = String::with_capacity(512);
     for (i, step) in steps.into_iter().enumerate() {
         text.clear();
-        if i > 0 {
+        if first + i > 0 {
             text.push(',');
         }
         write_digest_entry(&mut text, step);
         hash.update(text.as_bytes());
     }
+}
+
+/// Closes the array and spells the digest.
+fn finish(mut hash: Sha256) -> String {
     hash.update(b"]");
     format!("{SHA256_PREFIX}{}", hex::encode(hash.finalize()))
+}
+
+/// The plan digest's hash state after its opening `[` and the entries of
+/// some waiting steps, kept with those steps, shared by every copy of one
+/// key's state ([`crate::KeyState::plan_digest`]).
+///
+/// Why: every planned write and every `get_plan` answers with the digest
+/// of the whole plan, and a plan mostly changes by a step planned at its
+/// end. Rehashing every step each time made a write's cost grow with the
+/// plan (up to `max_steps` entries of canonical JSON through SHA-256);
+/// with this, a plan that only grew hashes only the new entries. Whatever
+/// else changed (a step applied, discarded, edited or moved), the kept
+/// prefix no longer matches and the digest is computed afresh, so the
+/// answer is always exactly [`plan_digest`]'s.
+///
+/// Not part of the state: never serialised, always equal, and a fresh
+/// (empty) one after deserialising.
+#[derive(Default, Clone)]
+pub(crate) struct DigestMemo(Arc<Mutex<Option<DigestPrefix>>>);
+
+/// See [`DigestMemo`].
+struct DigestPrefix {
+    /// The steps hashed, in digest order.
+    steps: Vec<Arc<Step>>,
+    /// SHA-256 after `[` and their entries.
+    hash: Sha256,
+}
+
+impl PartialEq for DigestMemo {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for DigestMemo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DigestMemo")
+    }
+}
+
+impl DigestMemo {
+    /// [`plan_digest`] of `planned` — the waiting steps, already in digest
+    /// order (position, then id) — extending the kept hash when the steps
+    /// it covers are still the first ones of `planned`, unchanged.
+    pub(crate) fn plan_digest(&self, planned: &[&Arc<Step>]) -> String {
+        // A poisoned lock only means another thread panicked mid-update;
+        // the prefix is checked before use, so start afresh.
+        let mut kept = match self.0.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => {
+                let mut guard = poisoned.into_inner();
+                *guard = None;
+                guard
+            }
+        };
+        let still_prefix = kept.as_ref().is_some_and(|p| {
+            p.steps.len() <= planned.len()
+                && p.steps
+                    .iter()
+                    .zip(planned)
+                    .all(|(was, is)| Arc::ptr_eq(was, is) || was.record == is.record)
+        });
+        if !still_prefix {
+            let mut hash = Sha256::new();
+            hash.update(b"[");
+            *kept = Some(DigestPrefix {
+                steps: Vec::with_capacity(planned.len()),
+                hash,
+            });
+        }
+        let prefix = kept.as_mut().expect("set just above");
+        let done = prefix.steps.len();
+        let rest = &planned[done..];
+        if !rest.is_empty() {
+            hash_entries(&mut prefix.hash, done, rest.iter().map(|s| &s.record));
+            prefix.steps.extend(rest.iter().map(|s| Arc::clone(s)));
+        }
+        finish(prefix.hash.clone())
+    }
 }
 
 /// The canonical text of `step`'s digest entry (`digest_entry`, the value

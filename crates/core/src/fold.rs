@@ -59,6 +59,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::digest::DigestMemo;
 use crate::{
     Actor, Channel, Event, EventKind, JsonText, StepError, StepErrorCode, StepRecord, Verdict,
 };
@@ -318,6 +319,11 @@ pub struct KeyState {
     /// "changed since the last review" is measured against.
     #[serde(default)]
     pub reviewed: Option<ReviewedPlan>,
+    /// The waiting steps' digest hash as last computed, shared by every
+    /// copy of this state, so the next digest hashes only what was added
+    /// ([`DigestMemo`]). Not state: skipped when serialised, always equal.
+    #[serde(skip)]
+    digest_memo: DigestMemo,
 }
 
 /// The plan as a person saw it when they answered a review: its revision,
@@ -349,6 +355,7 @@ impl Default for KeyState {
             reviews: Vec::new(),
             revision: 0,
             reviewed: None,
+            digest_memo: DigestMemo::default(),
         }
     }
 }
@@ -768,8 +775,19 @@ impl KeyState {
     }
 
     /// The digest of the planned steps ([`crate::plan_digest`]).
+    ///
+    /// Equal to that function's answer always, but extends the hash kept
+    /// from the last time when the plan only grew at its end.
     pub fn plan_digest(&self) -> String {
-        crate::plan_digest(self.planned_steps().map(|s| &s.record))
+        let mut planned: Vec<&Arc<Step>> = self
+            .steps
+            .iter()
+            .filter(|s| s.status == StepStatus::Planned)
+            .collect();
+        planned.sort_by(|a, b| {
+            (a.record.position, &a.record.step_id).cmp(&(b.record.position, &b.record.step_id))
+        });
+        self.digest_memo.plan_digest(&planned)
     }
 
     /// The planned step with this fingerprint: sending the same write again
@@ -910,6 +928,60 @@ pub(crate) mod tests {
             .iter()
             .map(|s| (s.record.step_id.as_str(), s.status))
             .collect()
+    }
+
+    #[test]
+    fn the_plan_digest_follows_growth_amendment_and_discard() {
+        let full = |s: &KeyState| crate::plan_digest(s.planned_steps().map(|s| &s.record));
+        let mut state = KeyState::default();
+        let mut seq = 0;
+        let mut step = |state: &mut KeyState, kind: EventKind| {
+            seq += 1;
+            state.apply(seq, &ev(seq * 10, kind));
+            let digest = state.plan_digest();
+            assert_eq!(digest, full(state), "after event {seq}");
+            digest
+        };
+        let empty = state.plan_digest();
+        assert_eq!(empty, full(&state));
+        let one = step(&mut state, planned("a", 1));
+        let two = step(&mut state, planned("b", 2));
+        assert_ne!(one, two);
+        let before = state.clone();
+        step(&mut state, planned("c", 3));
+        // The older copy shares the kept hash and still answers its own plan.
+        assert_eq!(before.plan_digest(), two);
+        // A waiting step amended in the middle: same id and position,
+        // different arguments, so a different digest.
+        let mut amended = record("b", 2, "tool_b", json!({"id": "b", "x": 1}));
+        amended.fingerprint = "fp-amended".into();
+        let three = state.plan_digest();
+        let after_amend = step(
+            &mut state,
+            EventKind::StepAmended {
+                step: amended,
+                previous_arguments: JsonText::from_value(&json!({"id": "b"})),
+            },
+        );
+        assert_ne!(after_amend, three);
+        step(
+            &mut state,
+            EventKind::StepsDiscarded {
+                step_ids: vec!["a".into()],
+            },
+        );
+        step(&mut state, planned("d", 4));
+        step(
+            &mut state,
+            EventKind::StepsDiscarded {
+                step_ids: vec!["b".into(), "c".into(), "d".into()],
+            },
+        );
+        assert_eq!(state.plan_digest(), empty);
+        // A state read back from JSON starts with nothing kept.
+        let stored: KeyState =
+            serde_json::from_str(&serde_json::to_string(&state).unwrap()).unwrap();
+        assert_eq!(stored.plan_digest(), empty);
     }
 
     #[test]
@@ -1440,6 +1512,30 @@ pub(crate) mod tests {
                     prop_assert_eq!(new.status, StepStatus::Planned);
                 }
             }
+        }
+
+        #[test]
+        fn the_kept_digest_always_equals_hashing_the_plan_afresh(
+            events in any_events(),
+            every in 1usize..4,
+        ) {
+            // Every copy of a key's state shares the kept hash; asked after
+            // any event (or only now and then), and old copies asked again
+            // after newer ones, each digest is the full computation's.
+            let full = |s: &KeyState| crate::plan_digest(s.planned_steps().map(|s| &s.record));
+            let mut state = KeyState::default();
+            let mut kept = vec![state.clone()];
+            for (i, (seq, e)) in seqs(&events).enumerate() {
+                state.apply(seq, e);
+                if i % every == 0 {
+                    prop_assert_eq!(state.plan_digest(), full(&state));
+                }
+                kept.push(state.clone());
+            }
+            for old in kept.iter().rev().step_by(every) {
+                prop_assert_eq!(old.plan_digest(), full(old));
+            }
+            prop_assert_eq!(state.plan_digest(), full(&state));
         }
 
         #[test]
