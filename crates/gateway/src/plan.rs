@@ -54,8 +54,22 @@ pub fn structured<T: serde::Serialize>(view: &T, text: String) -> CallToolResult
         tracing::error!("serialising an answer: {e}");
         json!({"code": Code::InternalError, "message": "plangate could not write its answer; see its log"})
     });
-    let mut result = CallToolResult::structured(body);
-    result.content = vec![ContentBlock::text(text)];
+    with_text(body, text, false)
+}
+
+/// A tool result carrying `body` as `structuredContent` and `text` as its
+/// one content block. Built directly rather than with rmcp's
+/// `CallToolResult::structured`, which also writes the whole body out as
+/// JSON text — work thrown away when the text is replaced by the summary,
+/// and on every planned write and `get_plan` the largest answer there is.
+pub fn with_text(body: Value, text: String, is_error: bool) -> CallToolResult {
+    let content = vec![ContentBlock::text(text)];
+    let mut result = if is_error {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
+    };
+    result.structured_content = Some(body);
     result
 }
 

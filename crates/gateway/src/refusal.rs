@@ -65,12 +65,7 @@ impl Refusal {
         if let Some(ms) = self.retry_after_ms {
             body["retry_after_ms"] = json!(ms);
         }
-        let mut result = CallToolResult::structured_error(body);
-        result.content = vec![rmcp::model::ContentBlock::text(format!(
-            "{} ({})",
-            self.message,
-            self.code.as_str()
-        ))];
-        result
+        let text = format!("{} ({})", self.message, self.code.as_str());
+        crate::plan::with_text(body, text, true)
     }
 }

@@ -14,9 +14,9 @@ use std::time::Duration;
 use plangate_core::{Code, EventKind, KeyState, ModeSpec, Verdict, Where};
 use plangate_store::now_ms;
 use rmcp::model::{
-    CallToolResponse, CallToolResult, ContentBlock, ElicitRequest, ElicitRequestParams,
-    ElicitResult, ElicitationAction, InputRequest, InputRequiredResult, InputResponses,
-    RequestStateCodec, SealOptions,
+    CallToolResponse, CallToolResult, ElicitRequest, ElicitRequestParams, ElicitResult,
+    ElicitationAction, InputRequest, InputRequiredResult, InputResponses, RequestStateCodec,
+    SealOptions,
 };
 use rmcp::service::{RequestContext, ServiceError};
 use rmcp::{Peer, RoleServer};
@@ -247,9 +247,7 @@ fn review_declined(message: String, feedback: Option<&str>) -> CallToolResult {
         Some(f) => format!("{message} The person's feedback, verbatim: {f}"),
         None => message.clone(),
     };
-    let mut r = CallToolResult::structured_error(body);
-    r.content = vec![ContentBlock::text(text)];
-    r
+    crate::plan::with_text(body, text, true)
 }
 
 /// Where a reviewed call is in its rounds: the MCP 2026-07-28 retry of a

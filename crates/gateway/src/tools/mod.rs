@@ -11,7 +11,7 @@ use plangate_core::{
     Code, EventKind, InForce, KeyState, ModeSpec, PlanView, StepStatus, StepView, Where,
 };
 use plangate_store::now_ms;
-use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
+use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
 
 use crate::Gateway;
@@ -179,9 +179,7 @@ pub fn definitions_for(config: &plangate_config::Config, plan_mode: bool) -> Vec
 
 /// An answer: `structuredContent` = `body`, `content` = `text`.
 fn answer(body: Value, text: String) -> CallToolResult {
-    let mut r = CallToolResult::structured(body);
-    r.content = vec![ContentBlock::text(text)];
-    r
+    crate::plan::with_text(body, text, false)
 }
 
 /// A log failure as a refusal that changes nothing.
