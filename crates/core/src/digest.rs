@@ -113,11 +113,16 @@ fn digest_entry(step: &StepRecord) -> Value {
 /// the canonical text of `digest_entry`'s array).
 pub fn plan_digest<'a>(planned: impl IntoIterator<Item = &'a StepRecord>) -> String {
     let mut steps: Vec<&StepRecord> = planned.into_iter().collect();
-    steps.sort_by(|a, b| (a.position, &a.step_id).cmp(&(b.position, &b.step_id)));
+    steps.sort_by(|a, b| digest_order(a, b));
     let mut hash = Sha256::new();
     hash.update(b"[");
     hash_entries(&mut hash, 0, steps);
     finish(hash)
+}
+
+/// The order of a plan digest's entries: by position, then step id.
+pub(crate) fn digest_order(a: &StepRecord, b: &StepRecord) -> std::cmp::Ordering {
+    (a.position, &a.step_id).cmp(&(b.position, &b.step_id))
 }
 
 /// Hashes each step's entry, comma-separated, the first being entry

@@ -784,9 +784,7 @@ impl KeyState {
             .iter()
             .filter(|s| s.status == StepStatus::Planned)
             .collect();
-        planned.sort_by(|a, b| {
-            (a.record.position, &a.record.step_id).cmp(&(b.record.position, &b.record.step_id))
-        });
+        planned.sort_by(|a, b| crate::digest::digest_order(&a.record, &b.record));
         self.digest_memo.plan_digest(&planned)
     }
 
