@@ -17,7 +17,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use plangate_core::{Event, KeyState, ToolPins};
-use plangate_store::{NewEvent, Store, StoreError};
+use plangate_store::{LogMark, NewEvent, Store, StoreError};
 
 /// How often a transaction is retried after losing a race before giving up.
 const MAX_ATTEMPTS: usize = 32;
@@ -81,27 +81,57 @@ impl Fold for ToolPins {
 pub struct KeyLog<S: Fold = KeyState> {
     store: Arc<dyn Store>,
     cache: Mutex<Cache<S>>,
+    /// How many times a key's events were read from the store.
+    #[cfg(test)]
+    loads: std::sync::atomic::AtomicUsize,
 }
 
 /// Folded states of the most recently used keys (an exact LRU).
 struct Cache<S> {
-    states: LruCache<String, S>,
+    states: LruCache<String, Held<S>>,
+}
+
+/// A key's folded state, with the store's change mark taken before the
+/// events it holds were read: while the store still shows that mark, the
+/// state is current without asking it
+/// ([`plangate_store::EventLog::log_mark`]).
+struct Held<S> {
+    state: S,
+    mark: Option<LogMark>,
 }
 
 impl<S: Fold> Cache<S> {
     fn get(&mut self, key_id: &str) -> Option<S> {
-        self.states.get(key_id).cloned()
+        self.states.get(key_id).map(|held| held.state.clone())
+    }
+
+    /// The held state if it is known current at `mark`; otherwise the
+    /// held state (possibly behind) as `Err`, for folding on.
+    fn current(&mut self, key_id: &str, mark: Option<LogMark>) -> Result<S, Option<S>> {
+        match self.states.get(key_id) {
+            Some(held) if mark.is_some() && held.mark == mark => Ok(held.state.clone()),
+            Some(held) => Err(Some(held.state.clone())),
+            None => Err(None),
+        }
     }
 
     /// Keeps `state` unless a newer fold of the key is already held (a
-    /// concurrent reader may have folded further).
-    fn put(&mut self, key_id: &str, state: &S) {
-        let newer = self
-            .states
-            .peek(key_id)
-            .is_none_or(|known| known.last_seq() < state.last_seq());
-        if newer {
-            self.states.insert(key_id.to_owned(), state.clone());
+    /// concurrent reader may have folded further). An equal fold takes
+    /// the new mark: each pair of state and mark is true on its own, and
+    /// the newest mark is the one most likely to still hold.
+    fn put(&mut self, key_id: &str, state: &S, mark: Option<LogMark>) {
+        match self.states.get_mut(key_id) {
+            Some(held) if held.state.last_seq() > state.last_seq() => {}
+            Some(held) if held.state.last_seq() == state.last_seq() => held.mark = mark,
+            _ => {
+                self.states.insert(
+                    key_id.to_owned(),
+                    Held {
+                        state: state.clone(),
+                        mark,
+                    },
+                );
+            }
         }
     }
 }
@@ -122,11 +152,13 @@ impl<S: Fold> KeyLog<S> {
             cache: Mutex::new(Cache {
                 states: LruCache::new(capacity.max(1)),
             }),
+            #[cfg(test)]
+            loads: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
-    fn remember(&self, key_id: &str, state: &S) {
-        self.cache.lock().put(key_id, state);
+    fn remember(&self, key_id: &str, state: &S, mark: Option<LogMark>) {
+        self.cache.lock().put(key_id, state, mark);
     }
 
     /// How many keys' states are held in memory now.
@@ -135,11 +167,19 @@ impl<S: Fold> KeyLog<S> {
     }
 
     /// The key's current state: the cached fold plus every event appended
-    /// since, by anyone.
+    /// since, by anyone. When the store's change mark is the one taken
+    /// before the cached fold last read the store, nothing was appended
+    /// since, by anyone, and the fold is the answer without a query.
     pub async fn state(&self, key_id: &str) -> Result<S, LogError> {
-        let cached = self.cache.lock().get(key_id);
+        // Taken before reading: the events read next include every
+        // commit up to it.
+        let mark = self.store.log_mark();
+        let cached = match self.cache.lock().current(key_id, mark) {
+            Ok(current) => return Ok(current),
+            Err(behind) => behind,
+        };
         let state = self.fold_onto(key_id, cached.unwrap_or_default()).await?;
-        self.remember(key_id, &state);
+        self.remember(key_id, &state, mark);
         Ok(state)
     }
 
@@ -156,17 +196,26 @@ impl<S: Fold> KeyLog<S> {
     /// over every key (the background sweep) that must not fill memory
     /// with idle keys.
     pub async fn peek(&self, key_id: &str) -> Result<S, LogError> {
-        let cached = self.cache.lock().states.peek(key_id).cloned();
+        let mark = self.store.log_mark();
+        let cached = self
+            .cache
+            .lock()
+            .states
+            .peek(key_id)
+            .map(|held| held.state.clone());
         let keep = cached.is_some();
         let state = self.fold_onto(key_id, cached.unwrap_or_default()).await?;
         if keep {
-            self.remember(key_id, &state);
+            self.remember(key_id, &state, mark);
         }
         Ok(state)
     }
 
     /// `state` brought up to date with the events appended after it.
     async fn fold_onto(&self, key_id: &str, mut state: S) -> Result<S, LogError> {
+        #[cfg(test)]
+        self.loads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let fresh = self.store.load_events(key_id, state.last_seq()).await?;
         for stored in fresh {
             let key_seq = stored.key_seq;
@@ -241,7 +290,9 @@ impl<S: Fold> KeyLog<S> {
                         state.apply(seq, e);
                     }
                     debug_assert_eq!(seq, last);
-                    self.remember(key_id, &state);
+                    // No mark: another commit may have landed between
+                    // the state read and this one.
+                    self.remember(key_id, &state, None);
                     return Ok(Ok((state, answer)));
                 }
                 Err(StoreError::Conflict { .. }) => continue,
@@ -317,5 +368,64 @@ mod tests {
             log.state("key_0").await.unwrap().mode.as_deref(),
             Some("late")
         );
+    }
+
+    async fn set(log: &KeyLog, key: &str, m: &str) {
+        log.transact(key, |_| {
+            Ok::<_, std::convert::Infallible>((vec![mode(key, m)], ()))
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_state_is_answered_from_memory_only_while_nothing_was_committed_anywhere() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plangate.db");
+        // Two gateways on one data dir (two stdio windows).
+        let here = KeyLog::<KeyState>::new(plangate_store::open_sqlite(&path).await.unwrap());
+        let there = KeyLog::<KeyState>::new(plangate_store::open_sqlite(&path).await.unwrap());
+        let loads = |log: &KeyLog| log.loads.load(std::sync::atomic::Ordering::Relaxed);
+        set(&here, "key_a", "plan").await;
+
+        // After its own append the state is read once (another commit may
+        // have landed in between), then answered from memory.
+        assert_eq!(
+            here.state("key_a").await.unwrap().mode.as_deref(),
+            Some("plan")
+        );
+        let after_first = loads(&here);
+        for _ in 0..5 {
+            assert_eq!(
+                here.state("key_a").await.unwrap().mode.as_deref(),
+                Some("plan")
+            );
+        }
+        assert_eq!(
+            loads(&here),
+            after_first,
+            "nothing committed: no store read"
+        );
+
+        // The other process changes the key: seen at once.
+        set(&there, "key_a", "act").await;
+        assert_eq!(
+            here.state("key_a").await.unwrap().mode.as_deref(),
+            Some("act")
+        );
+        assert_eq!(loads(&here), after_first + 1);
+
+        // A commit to another key also moves the mark: one read, same state.
+        set(&there, "key_b", "plan").await;
+        assert_eq!(
+            here.state("key_a").await.unwrap().mode.as_deref(),
+            Some("act")
+        );
+        assert_eq!(
+            here.state("key_a").await.unwrap().mode.as_deref(),
+            Some("act")
+        );
+        assert_eq!(loads(&here), after_first + 2);
     }
 }

@@ -27,7 +27,10 @@
 //! concurrent first start, appends are compare-and-set on the key's last
 //! sequence number (the loser of a race gets [`StoreError::Conflict`] and
 //! re-reads), and nothing is cached in memory that another process could
-//! change: every question is asked of the database. PostgreSQL gets the
+//! change: every question is asked of the database. A caller that keeps
+//! answers checks them against marks every process moves — the key epoch
+//! ([`Credentials::key_epoch`]) and the log mark ([`EventLog::log_mark`]).
+//! PostgreSQL gets the
 //! same guarantees from an advisory lock around migrations and a one-row
 //! counter that serializes appends (see its module for the cost).
 
@@ -51,6 +54,7 @@ mod schema;
 pub mod seal;
 mod sqlite;
 mod time;
+mod wal_mark;
 
 pub use data_dir::{DataDir, KeyMaterial, SEAL_KEY_VAR, SIGNING_KEY_VAR, default_data_dir};
 pub use error::StoreError;
@@ -71,6 +75,11 @@ pub use time::{format_time_ms, now_ms};
 /// in between.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KeyEpoch([u8; 16]);
+
+/// What [`EventLog::log_mark`] returns: equal values mean no event was
+/// committed in between, by any process sharing the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogMark([u8; 48]);
 
 /// The one storage interface: [`Credentials`] and the [`EventLog`]. Every
 /// backend implements both, and one conformance suite
@@ -222,6 +231,16 @@ pub trait EventLog: Send + Sync + 'static {
     /// The global seq of the newest committed event (0 for none): where a
     /// process that starts following the log begins.
     async fn last_seq(&self) -> Result<i64, StoreError>;
+
+    /// A cheap, synchronous mark that changes whenever anything is
+    /// committed to the store, by any process sharing it. A state folded
+    /// from events read after taking a mark is still current while the
+    /// mark stays the same, so it can be answered from memory without a
+    /// query. `None` (the default) when the backend cannot offer one right
+    /// now: then the caller asks the store.
+    fn log_mark(&self) -> Option<LogMark> {
+        None
+    }
 }
 
 /// Which backend holds the state. Parsing config yields this value without

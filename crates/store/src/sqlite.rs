@@ -14,7 +14,10 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use plangate_core::Scope;
-use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::ConnectOptions as _;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteConnection, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
 
 use crate::credentials::SqlCredentials;
 use crate::events::{
@@ -23,9 +26,10 @@ use crate::events::{
 };
 use crate::private_fs::create_new_private_file;
 use crate::schema::{Migration, pending};
+use crate::wal_mark::WalMark;
 use crate::{
-    ApiKey, CreatedKey, CreatedOperatorToken, KeyEpoch, NewEvent, OperatorToken, Store, StoreError,
-    StoredEvent, now_ms,
+    ApiKey, CreatedKey, CreatedOperatorToken, KeyEpoch, LogMark, NewEvent, OperatorToken, Store,
+    StoreError, StoredEvent, now_ms,
 };
 use crate::{Credentials, EventLog, Identity};
 
@@ -157,6 +161,14 @@ pub(crate) struct SqliteStore {
     /// SQLite's busy handler, which polls with growing sleeps. (Other
     /// processes on the file still meet the busy handler.)
     appends: tokio::sync::mpsc::UnboundedSender<Append>,
+    /// The WAL index's change mark ([`crate::wal_mark`]); `None` when the
+    /// `-shm` file could not be opened.
+    mark: Option<Arc<WalMark>>,
+    /// A connection held open, unused, for as long as the store lives: while
+    /// one is open anywhere, SQLite neither removes the `-shm` file nor
+    /// re-initialises it, so its header stays a faithful change mark. The
+    /// pool may close all of its own connections when idle.
+    _anchor: Arc<tokio::sync::Mutex<SqliteConnection>>,
 }
 
 /// One `append_events` call waiting for the committer.
@@ -385,11 +397,19 @@ impl SqliteStore {
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
             .test_before_acquire(false)
-            .connect_with(options)
+            .connect_with(options.clone())
             .await?;
 
         enable_wal(&pool, path).await?;
         migrate(&pool).await?;
+        // Opened after WAL is on and the schema read, so the `-shm` file
+        // exists; the anchor first, so it is never re-created under the mark.
+        // A read is what opens a connection's WAL and its hold on `-shm`.
+        let mut anchor = options.connect().await?;
+        sqlx::query("SELECT count(*) FROM sqlite_master")
+            .fetch_one(&mut anchor)
+            .await?;
+        let mark = WalMark::open(path).map(Arc::new);
         let mut epoch_file = path.as_os_str().to_owned();
         epoch_file.push("-keys");
         let (appends, jobs) = tokio::sync::mpsc::unbounded_channel();
@@ -399,6 +419,8 @@ impl SqliteStore {
             pool,
             epoch_file: PathBuf::from(epoch_file),
             appends,
+            mark,
+            _anchor: Arc::new(tokio::sync::Mutex::new(anchor)),
         })
     }
 }
@@ -684,6 +706,10 @@ impl EventLog for SqliteStore {
             .await?;
         Ok(seq)
     }
+
+    fn log_mark(&self) -> Option<LogMark> {
+        self.mark.as_ref()?.read()
+    }
 }
 
 #[cfg(test)]
@@ -876,5 +902,74 @@ mod tests {
     fn a_pool_timeout_is_not_a_busy_database() {
         // Only database errors count; a pool timeout is not "busy".
         assert!(!is_busy(&sqlx::Error::PoolTimedOut));
+    }
+
+    fn one_event() -> Vec<crate::NewEvent> {
+        vec![crate::NewEvent {
+            at_ms: 1,
+            kind: "session_begun".to_owned(),
+            body: serde_json::json!({}),
+        }]
+    }
+
+    #[tokio::test]
+    async fn the_log_mark_moves_with_every_commit_by_anyone_and_holds_still_otherwise() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let path = tmp.path().join("plangate.db");
+        // Two stores on one file: two processes, as far as the file knows.
+        let a = SqliteStore::open(&path).await.expect("open a");
+        let b = SqliteStore::open(&path).await.expect("open b");
+        let start = a.log_mark().expect("a WAL database has a mark");
+        assert_eq!(b.log_mark(), Some(start), "one file, one mark");
+
+        // Reads commit nothing.
+        a.load_events("key_a", 0).await.expect("load");
+        b.last_seq().await.expect("last seq");
+        assert_eq!(a.log_mark(), Some(start));
+
+        // Every commit moves it, whoever makes it, and never back.
+        let mut seen = vec![start];
+        for (i, store) in [&b, &a, &b].into_iter().enumerate() {
+            store
+                .append_events("key_a", i as i64, &one_event())
+                .await
+                .expect("append");
+            let now = a.log_mark().expect("mark");
+            assert!(!seen.contains(&now), "commit {i} left the mark at {now:?}");
+            seen.push(now);
+        }
+        // A refused append (stale expectation) commits no event.
+        let before = a.log_mark();
+        let refused = a.append_events("key_a", 0, &one_event()).await;
+        assert!(
+            matches!(refused, Err(StoreError::Conflict { .. })),
+            "{refused:?}"
+        );
+        let after_refusal = a.log_mark();
+        assert!(
+            after_refusal == before || !seen.contains(&after_refusal.expect("mark")),
+            "a mark never comes back"
+        );
+
+        // A checkpoint that restarts the log, then a commit: still a new mark.
+        sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+            .execute(&a.pool)
+            .await
+            .expect("checkpoint");
+        b.append_events("key_a", 3, &one_event())
+            .await
+            .expect("append after checkpoint");
+        let now = a.log_mark().expect("mark after checkpoint");
+        assert!(!seen.contains(&now));
+
+        // The other "process" going away leaves this one's mark readable
+        // and unchanged: its anchor keeps the index in place.
+        drop(b);
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert_eq!(a.log_mark(), Some(now));
+        a.append_events("key_a", 4, &one_event())
+            .await
+            .expect("append alone");
+        assert_ne!(a.log_mark(), Some(now));
     }
 }
