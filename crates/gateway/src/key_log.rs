@@ -280,19 +280,19 @@ impl<S: Fold> KeyLog<S> {
             }
             match self
                 .store
-                .append_events(key_id, state.last_seq(), &batch)
+                .append_events_marked(key_id, state.last_seq(), &batch)
                 .await
             {
-                Ok(last) => {
+                Ok((last, mark)) => {
                     let mut seq = state.last_seq();
                     for e in &events {
                         seq += 1;
                         state.apply(seq, e);
                     }
                     debug_assert_eq!(seq, last);
-                    // No mark: another commit may have landed between
-                    // the state read and this one.
-                    self.remember(key_id, &state, None);
+                    // The store's mark when it knows no other commit came
+                    // between: then this state is current at it.
+                    self.remember(key_id, &state, mark);
                     return Ok(Ok((state, answer)));
                 }
                 Err(StoreError::Conflict { .. }) => continue,
@@ -388,25 +388,17 @@ mod tests {
         let there = KeyLog::<KeyState>::new(plangate_store::open_sqlite(&path).await.unwrap());
         let loads = |log: &KeyLog| log.loads.load(std::sync::atomic::Ordering::Relaxed);
         set(&here, "key_a", "plan").await;
+        // (The transaction read the key once, to decide.)
+        let base = loads(&here);
 
-        // After its own append the state is read once (another commit may
-        // have landed in between), then answered from memory.
-        assert_eq!(
-            here.state("key_a").await.unwrap().mode.as_deref(),
-            Some("plan")
-        );
-        let after_first = loads(&here);
+        // Its own append left the state current at the mark after it.
         for _ in 0..5 {
             assert_eq!(
                 here.state("key_a").await.unwrap().mode.as_deref(),
                 Some("plan")
             );
         }
-        assert_eq!(
-            loads(&here),
-            after_first,
-            "nothing committed: no store read"
-        );
+        assert_eq!(loads(&here), base, "nothing committed since: no store read");
 
         // The other process changes the key: seen at once.
         set(&there, "key_a", "act").await;
@@ -414,7 +406,11 @@ mod tests {
             here.state("key_a").await.unwrap().mode.as_deref(),
             Some("act")
         );
-        assert_eq!(loads(&here), after_first + 1);
+        assert_eq!(
+            here.state("key_a").await.unwrap().mode.as_deref(),
+            Some("act")
+        );
+        assert_eq!(loads(&here), base + 1);
 
         // A commit to another key also moves the mark: one read, same state.
         set(&there, "key_b", "plan").await;
@@ -426,6 +422,21 @@ mod tests {
             here.state("key_a").await.unwrap().mode.as_deref(),
             Some("act")
         );
-        assert_eq!(loads(&here), after_first + 2);
+        assert_eq!(loads(&here), base + 2);
+
+        // This process's own commit to key_c: key_c is current, key_a
+        // (held at an older mark) is read once more.
+        set(&here, "key_c", "plan").await;
+        let base = loads(&here);
+        assert_eq!(
+            here.state("key_c").await.unwrap().mode.as_deref(),
+            Some("plan")
+        );
+        assert_eq!(loads(&here), base);
+        assert_eq!(
+            here.state("key_a").await.unwrap().mode.as_deref(),
+            Some("act")
+        );
+        assert_eq!(loads(&here), base + 1);
     }
 }

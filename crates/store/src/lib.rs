@@ -81,6 +81,16 @@ pub struct KeyEpoch([u8; 16]);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LogMark([u8; 48]);
 
+impl LogMark {
+    /// Whether this mark is the one right after `earlier` with exactly one
+    /// commit between: the WAL index's change counter (bytes 8–11, native
+    /// order) moved by one.
+    pub(crate) fn follows(&self, earlier: &LogMark) -> bool {
+        let counter = |m: &LogMark| u32::from_ne_bytes([m.0[8], m.0[9], m.0[10], m.0[11]]);
+        counter(self) == counter(earlier).wrapping_add(1)
+    }
+}
+
 /// The one storage interface: [`Credentials`] and the [`EventLog`]. Every
 /// backend implements both, and one conformance suite
 /// (`tests/conformance.rs`) runs against each, so callers can rely on the
@@ -240,6 +250,24 @@ pub trait EventLog: Send + Sync + 'static {
     /// now: then the caller asks the store.
     fn log_mark(&self) -> Option<LogMark> {
         None
+    }
+
+    /// [`EventLog::append_events`], also answering the log mark right
+    /// after the append's commit when the backend knows that no other
+    /// commit came between: the caller's state with these events folded
+    /// in is then current at that mark ([`EventLog::log_mark`]), and needs
+    /// no read while the mark holds. `None` when it cannot tell (the
+    /// default).
+    async fn append_events_marked(
+        &self,
+        key_id: &str,
+        expected_key_seq: i64,
+        events: &[NewEvent],
+    ) -> Result<(i64, Option<LogMark>), StoreError> {
+        Ok((
+            self.append_events(key_id, expected_key_seq, events).await?,
+            None,
+        ))
     }
 }
 

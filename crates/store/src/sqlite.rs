@@ -178,7 +178,10 @@ struct Append {
     expected: i64,
     /// `(at_ms, type, body)` per event, in order.
     rows: Vec<(i64, String, String)>,
-    reply: tokio::sync::oneshot::Sender<Result<i64, StoreError>>,
+    /// The log mark right after the commit, when it is known to follow
+    /// from this batch's commit alone (see [`commit_batch`]).
+    mark: Option<LogMark>,
+    reply: tokio::sync::oneshot::Sender<Result<(i64, Option<LogMark>), StoreError>>,
 }
 
 /// Commits appends as they come: takes the first waiting one plus every
@@ -186,18 +189,58 @@ struct Append {
 /// its own savepoint — so a conflict or a bad event undoes that append
 /// alone, with the same per-key compare-and-set as ever — commits once,
 /// and only then answers each caller. Ends when the store is dropped.
-async fn committer(pool: SqlitePool, mut jobs: tokio::sync::mpsc::UnboundedReceiver<Append>) {
+async fn committer(
+    pool: SqlitePool,
+    mark: Option<Arc<WalMark>>,
+    mut jobs: tokio::sync::mpsc::UnboundedReceiver<Append>,
+) {
     while let Some(batch) = next_batch(&mut jobs).await {
-        commit_batch(&pool, batch).await;
+        commit_batch(&pool, mark.as_deref(), batch).await;
     }
 }
 
-async fn commit_batch(pool: &SqlitePool, batch: Vec<Append>) {
+/// Writes one batch and answers its callers, each with the log mark after
+/// the commit when the WAL index's change counter moved by exactly one
+/// between a read before the batch and one after its commit: one commit
+/// happened in that window, and it was this batch's, so every key the
+/// batch appended to is complete up to that mark. Anything else (another
+/// process committed too, the log was restarted) is no mark, and the
+/// key's next read asks the database.
+async fn commit_batch(pool: &SqlitePool, wal: Option<&WalMark>, mut batch: Vec<Append>) {
+    let before = wal.and_then(WalMark::read);
+    let committed = write_batch(pool, &batch).await;
+    let after = wal.and_then(WalMark::read);
+    // Only a batch that wrote events made a commit of its own to count.
+    let wrote = committed.as_ref().is_ok_and(|results| {
+        results
+            .iter()
+            .zip(&batch)
+            .any(|(result, job)| result.is_ok() && !job.rows.is_empty())
+    });
+    if let (true, Some(before), Some(after)) = (wrote, before, after)
+        && after.follows(&before)
+    {
+        for job in &mut batch {
+            job.mark = Some(after);
+        }
+    }
+    match committed {
+        Ok(results) => answer_batch(batch, results),
+        Err(e) => fail_batch(batch, &e),
+    }
+}
+
+/// The batch's appends in one commit: each one's outcome, or the failure
+/// of the whole transaction.
+async fn write_batch(
+    pool: &SqlitePool,
+    batch: &[Append],
+) -> Result<Vec<Result<i64, StoreError>>, sqlx::Error> {
     // A lone append of one statement is its own transaction: SQLite takes
     // the write lock when the statement starts (a write statement begins a
     // write transaction), checks and inserts, and commits durably — one
     // round trip to the connection's thread instead of three.
-    if let [job] = batch.as_slice()
+    if let [job] = batch
         && job.rows.len() <= APPEND_CHUNK
     {
         let result = match pool.acquire().await {
@@ -207,23 +250,18 @@ async fn commit_batch(pool: &SqlitePool, batch: Vec<Append>) {
                 .and_then(|outcome| outcome.map_err(|found| conflict(job, found))),
             Err(e) => Err(batch_failed(&e)),
         };
-        return answer_batch(batch, vec![result]);
+        return Ok(vec![result]);
     }
     // BEGIN IMMEDIATE takes the write lock before the checks, so no other
     // process can append between a check and its inserts; the UNIQUE
     // constraint stays the final guard.
-    let mut tx = match pool.begin_with("BEGIN IMMEDIATE").await {
-        Ok(tx) => tx,
-        Err(e) => return fail_batch(batch, &e),
-    };
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
     let mut results = Vec::with_capacity(batch.len());
-    for job in &batch {
+    for job in batch {
         results.push(append_in(&mut tx, job).await);
     }
-    match tx.commit().await {
-        Ok(()) => answer_batch(batch, results),
-        Err(e) => fail_batch(batch, &e),
-    }
+    tx.commit().await?;
+    Ok(results)
 }
 
 impl Waiting for Append {
@@ -234,7 +272,7 @@ impl Waiting for Append {
         self.rows.len()
     }
     fn answer(self, result: Result<i64, StoreError>) {
-        let _ = self.reply.send(result);
+        let _ = self.reply.send(result.map(|last| (last, self.mark)));
     }
 }
 
@@ -413,7 +451,7 @@ impl SqliteStore {
         let mut epoch_file = path.as_os_str().to_owned();
         epoch_file.push("-keys");
         let (appends, jobs) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(committer(pool.clone(), jobs));
+        tokio::spawn(committer(pool.clone(), mark.clone(), jobs));
         Ok(SqliteStore {
             credentials: SqlCredentials::new(pool.clone()),
             pool,
@@ -593,6 +631,18 @@ impl EventLog for SqliteStore {
         expected_key_seq: i64,
         events: &[NewEvent],
     ) -> Result<i64, StoreError> {
+        Ok(self
+            .append_events_marked(key_id, expected_key_seq, events)
+            .await?
+            .0)
+    }
+
+    async fn append_events_marked(
+        &self,
+        key_id: &str,
+        expected_key_seq: i64,
+        events: &[NewEvent],
+    ) -> Result<(i64, Option<LogMark>), StoreError> {
         let rows = events
             .iter()
             .map(|e| body_text(e).map(|body| (e.at_ms, e.kind.clone(), body)))
@@ -603,6 +653,7 @@ impl EventLog for SqliteStore {
                 key_id: key_id.to_owned(),
                 expected: expected_key_seq,
                 rows,
+                mark: None,
                 reply,
             })
             .map_err(|_| committer_stopped())?;
@@ -971,5 +1022,52 @@ mod tests {
             .await
             .expect("append alone");
         assert_ne!(a.log_mark(), Some(now));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_append_answers_the_mark_after_it_only_when_its_commit_was_the_only_one() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let path = tmp.path().join("plangate.db");
+        let a = Arc::new(SqliteStore::open(&path).await.expect("open a"));
+        let b = Arc::new(SqliteStore::open(&path).await.expect("open b"));
+
+        // Alone: the mark after the append is the store's mark now.
+        let (last, mark) = a
+            .append_events_marked("key_a", 0, &one_event())
+            .await
+            .expect("append");
+        assert_eq!(last, 1);
+        assert_eq!(mark, a.log_mark(), "nobody else committed");
+        assert!(mark.is_some());
+
+        // Two "processes" appending at once: a mark names one commit, so no
+        // two appends may ever answer the same one.
+        let run = |store: Arc<SqliteStore>, key: &'static str, from: i64| {
+            tokio::spawn(async move {
+                let mut marks = Vec::new();
+                for seq in from..from + 150 {
+                    let (_, mark) = store
+                        .append_events_marked(key, seq, &one_event())
+                        .await
+                        .expect("append");
+                    marks.extend(mark);
+                }
+                marks
+            })
+        };
+        let (x, y) = tokio::join!(run(a.clone(), "key_a", 1), run(b.clone(), "key_b", 0));
+        let mut marks = x.expect("a's appends");
+        marks.extend(y.expect("b's appends"));
+        let given = marks.len();
+        assert!(given > 0, "no append could tell its commit was alone");
+        marks.sort_by_key(|m| m.0);
+        marks.dedup();
+        assert_eq!(marks.len(), given, "two appends answered the same mark");
+        // An empty append commits nothing and so answers no mark.
+        let (_, mark) = b
+            .append_events_marked("key_b", 150, &[])
+            .await
+            .expect("check");
+        assert_eq!(mark, None);
     }
 }
