@@ -78,16 +78,23 @@ pub struct KeyEpoch([u8; 16]);
 
 /// What [`EventLog::log_mark`] returns: equal values mean no event was
 /// committed in between, by any process sharing the store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LogMark([u8; 48]);
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LogMark {
+    /// The file the mark was read from (device, inode).
+    file: (u64, u64),
+    /// What the file said.
+    header: [u8; 48],
+}
 
 impl LogMark {
     /// Whether this mark is the one right after `earlier` with exactly one
-    /// commit between: the WAL index's change counter (bytes 8–11, native
-    /// order) moved by one.
+    /// commit between: the same file, and the WAL index's change counter
+    /// (bytes 8–11, native order) moved by one.
     pub(crate) fn follows(&self, earlier: &LogMark) -> bool {
-        let counter = |m: &LogMark| u32::from_ne_bytes([m.0[8], m.0[9], m.0[10], m.0[11]]);
-        counter(self) == counter(earlier).wrapping_add(1)
+        let counter = |m: &LogMark| {
+            u32::from_ne_bytes([m.header[8], m.header[9], m.header[10], m.header[11]])
+        };
+        self.file == earlier.file && counter(self) == counter(earlier).wrapping_add(1)
     }
 }
 

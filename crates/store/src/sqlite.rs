@@ -14,10 +14,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use plangate_core::Scope;
-use sqlx::ConnectOptions as _;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteConnection, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 
 use crate::credentials::SqlCredentials;
 use crate::events::{
@@ -161,14 +158,8 @@ pub(crate) struct SqliteStore {
     /// SQLite's busy handler, which polls with growing sleeps. (Other
     /// processes on the file still meet the busy handler.)
     appends: tokio::sync::mpsc::UnboundedSender<Append>,
-    /// The WAL index's change mark ([`crate::wal_mark`]); `None` when the
-    /// `-shm` file could not be opened.
+    /// The WAL index's change mark ([`crate::wal_mark`]).
     mark: Option<Arc<WalMark>>,
-    /// A connection held open, unused, for as long as the store lives: while
-    /// one is open anywhere, SQLite neither removes the `-shm` file nor
-    /// re-initialises it, so its header stays a faithful change mark. The
-    /// pool may close all of its own connections when idle.
-    _anchor: Arc<tokio::sync::Mutex<SqliteConnection>>,
 }
 
 /// One `append_events` call waiting for the committer.
@@ -435,19 +426,12 @@ impl SqliteStore {
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
             .test_before_acquire(false)
-            .connect_with(options.clone())
+            .connect_with(options)
             .await?;
 
         enable_wal(&pool, path).await?;
         migrate(&pool).await?;
-        // Opened after WAL is on and the schema read, so the `-shm` file
-        // exists; the anchor first, so it is never re-created under the mark.
-        // A read is what opens a connection's WAL and its hold on `-shm`.
-        let mut anchor = options.connect().await?;
-        sqlx::query("SELECT count(*) FROM sqlite_master")
-            .fetch_one(&mut anchor)
-            .await?;
-        let mark = WalMark::open(path).map(Arc::new);
+        let mark = Some(Arc::new(WalMark::new(path)));
         let mut epoch_file = path.as_os_str().to_owned();
         epoch_file.push("-keys");
         let (appends, jobs) = tokio::sync::mpsc::unbounded_channel();
@@ -458,7 +442,6 @@ impl SqliteStore {
             epoch_file: PathBuf::from(epoch_file),
             appends,
             mark,
-            _anchor: Arc::new(tokio::sync::Mutex::new(anchor)),
         })
     }
 }
@@ -1014,7 +997,8 @@ mod tests {
         assert!(!seen.contains(&now));
 
         // The other "process" going away leaves this one's mark readable
-        // and unchanged: its anchor keeps the index in place.
+        // and unchanged (and its connections' locks on the file in place:
+        // the mark's descriptor is never closed).
         drop(b);
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         assert_eq!(a.log_mark(), Some(now));
@@ -1060,7 +1044,7 @@ mod tests {
         marks.extend(y.expect("b's appends"));
         let given = marks.len();
         assert!(given > 0, "no append could tell its commit was alone");
-        marks.sort_by_key(|m| m.0);
+        marks.sort();
         marks.dedup();
         assert_eq!(marks.len(), given, "two appends answered the same mark");
         // An empty append commits nothing and so answers no mark.
