@@ -370,6 +370,11 @@ mod tests {
         );
     }
 
+    /// The mode `log` reads for `key` now.
+    async fn mode_of(log: &KeyLog, key: &str) -> Option<String> {
+        log.state(key).await.unwrap().mode
+    }
+
     async fn set(log: &KeyLog, key: &str, m: &str) {
         log.transact(key, |_| {
             Ok::<_, std::convert::Infallible>((vec![mode(key, m)], ()))
@@ -393,50 +398,29 @@ mod tests {
 
         // Its own append left the state current at the mark after it.
         for _ in 0..5 {
-            assert_eq!(
-                here.state("key_a").await.unwrap().mode.as_deref(),
-                Some("plan")
-            );
+            assert_eq!(mode_of(&here, "key_a").await.as_deref(), Some("plan"));
         }
         assert_eq!(loads(&here), base, "nothing committed since: no store read");
 
         // The other process changes the key: seen at once.
         set(&there, "key_a", "act").await;
-        assert_eq!(
-            here.state("key_a").await.unwrap().mode.as_deref(),
-            Some("act")
-        );
-        assert_eq!(
-            here.state("key_a").await.unwrap().mode.as_deref(),
-            Some("act")
-        );
+        assert_eq!(mode_of(&here, "key_a").await.as_deref(), Some("act"));
+        assert_eq!(mode_of(&here, "key_a").await.as_deref(), Some("act"));
         assert_eq!(loads(&here), base + 1);
 
         // A commit to another key also moves the mark: one read, same state.
         set(&there, "key_b", "plan").await;
-        assert_eq!(
-            here.state("key_a").await.unwrap().mode.as_deref(),
-            Some("act")
-        );
-        assert_eq!(
-            here.state("key_a").await.unwrap().mode.as_deref(),
-            Some("act")
-        );
+        assert_eq!(mode_of(&here, "key_a").await.as_deref(), Some("act"));
+        assert_eq!(mode_of(&here, "key_a").await.as_deref(), Some("act"));
         assert_eq!(loads(&here), base + 2);
 
         // This process's own commit to key_c: key_c is current, key_a
         // (held at an older mark) is read once more.
         set(&here, "key_c", "plan").await;
         let base = loads(&here);
-        assert_eq!(
-            here.state("key_c").await.unwrap().mode.as_deref(),
-            Some("plan")
-        );
+        assert_eq!(mode_of(&here, "key_c").await.as_deref(), Some("plan"));
         assert_eq!(loads(&here), base);
-        assert_eq!(
-            here.state("key_a").await.unwrap().mode.as_deref(),
-            Some("act")
-        );
+        assert_eq!(mode_of(&here, "key_a").await.as_deref(), Some("act"));
         assert_eq!(loads(&here), base + 1);
     }
 }
