@@ -141,7 +141,7 @@ impl Denied {
 /// How long an authenticated key is kept at most, even while the store's
 /// key epoch stays the same (a safety net for a revocation whose epoch
 /// bump was lost to a crash).
-const KEY_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(5);
+pub(crate) const KEY_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// At most this many authenticated keys are kept.
 const KEY_CACHE_MAX: usize = 4096;

@@ -312,6 +312,55 @@ async fn two_applies_at_once_never_run_a_step_twice() {
     client.cancel().await.unwrap();
 }
 
+/// A key revoked by another process while an apply runs stops the steps
+/// after it: each step's key check sees the revocation (the store's key
+/// epoch moved), though the check of the step before it found the key
+/// active and needs no query again while nothing was revoked.
+#[tokio::test]
+async fn a_key_revoked_by_another_process_mid_apply_stops_the_next_step_before_its_call() {
+    let r = rig(Duration::from_secs(30)).await;
+    let client = r.client(Seen::default()).await;
+    call(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
+    call(&client, "record", json!({"n": 1})).await;
+    call(&client, "slow", json!({"ms": 600})).await;
+    call(&client, "record", json!({"n": 3})).await;
+    let applying = tokio::spawn({
+        let gw = r.gw.clone();
+        let token = r.token.clone();
+        async move {
+            let c = client_of(gw, Some(token), Seen::default()).await;
+            body(&call(&c, "plangate_apply_plan", json!({})).await)
+        }
+    });
+    // Revoke once the slow step is under way, through a store of its own.
+    while r.calls_of("slow").is_empty() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let other = open_store(r.dir.path()).await;
+    other.revoke_key(&r.key_id).await.unwrap();
+    let receipt = applying.await.unwrap();
+    assert_eq!(receipt["applied"], 2, "{receipt}");
+    assert_eq!(receipt["failed"], 1, "{receipt}");
+    let failed = &receipt["steps"][2];
+    assert_eq!(failed["outcome"], "failed", "{receipt}");
+    assert_eq!(failed["error"]["code"], "forbidden", "{receipt}");
+    assert!(
+        failed["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("revoked"),
+        "{receipt}"
+    );
+    let recorded = r.calls_of("record");
+    assert_eq!(
+        recorded.len(),
+        1,
+        "the third step never reached the upstream"
+    );
+    assert_eq!(recorded[0].0["n"], 1);
+    client.cancel().await.unwrap();
+}
+
 /// `gateway.cached_keys` bounds the folded states a gateway keeps; a key
 /// pushed out is folded again from the store, whole.
 #[tokio::test]

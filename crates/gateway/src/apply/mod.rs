@@ -34,9 +34,11 @@ use crate::refusal::Refusal;
 use crate::upstream::CallError;
 use plangate_core::rules::{self, Applier, Refused, Selection};
 
+mod key_check;
 mod receipt;
 mod recheck;
 
+use key_check::KeyCheck;
 use receipt::{Outcome, receipt};
 use recheck::recheck;
 
@@ -209,6 +211,7 @@ async fn apply_plan_in_span(
     // The key's state as this apply last wrote it: the next claim decides
     // on it (compare-and-set still guards it) instead of reading again.
     let mut known = Some(state.clone());
+    let mut key_check = KeyCheck::default();
     for (i, step_id) in selected.iter().enumerate() {
         if stop || cancel.is_cancelled() {
             outcomes.push((step_id.clone(), Outcome::NotRun));
@@ -238,6 +241,7 @@ async fn apply_plan_in_span(
             &cancel,
             std::mem::take(&mut carry),
             known.take(),
+            &mut key_check,
         )
         .instrument(step_span.clone())
         .await?;
@@ -306,7 +310,8 @@ async fn apply_plan_in_span(
 
 /// Claims, re-checks and calls one step. `carry` (the previous step's
 /// outcome) is committed with the claim; the events recording this step's
-/// outcome are returned for the next commit.
+/// outcome are returned for the next commit. The key's check runs beside
+/// the claim: its answer is needed before the call, not before the claim.
 async fn run_step(
     gw: &Gateway,
     acting: &Acting,
@@ -315,31 +320,30 @@ async fn run_step(
     cancel: &CancellationToken,
     carry: Vec<plangate_core::Event>,
     known: Option<KeyState>,
+    key_check: &mut KeyCheck,
 ) -> Result<(Outcome, Vec<plangate_core::Event>, Option<KeyState>), Refusal> {
     let lease_ms = gw.lease_ms();
     let owner = gw.owner().to_owned();
     // Claim: planned|failed → running, or not ours to run.
-    let claim = gw
-        .log()
-        .transact_from(&acting.key.id, known, |state| {
-            let mut events = carry.clone();
-            // The carried outcome is another step's (an apply lists a step
-            // once), so deciding on the state before it is deciding on the
-            // state after it.
-            let claimable = state.step(step_id).is_some_and(|step| {
-                matches!(step.status, StepStatus::Planned | StepStatus::Failed)
-            });
-            if claimable {
-                events.push(acting.event(EventKind::StepStarted {
-                    step_id: step_id.to_owned(),
-                    apply_id: apply_id.to_owned(),
-                    owner: owner.clone(),
-                    lease_until_ms: now_ms() + lease_ms,
-                }));
-            }
-            Ok::<_, Refusal>((events, claimable))
-        })
-        .await;
+    let claim = gw.log().transact_from(&acting.key.id, known, |state| {
+        let mut events = carry.clone();
+        // The carried outcome is another step's (an apply lists a step
+        // once), so deciding on the state before it is deciding on the
+        // state after it.
+        let claimable = state
+            .step(step_id)
+            .is_some_and(|step| matches!(step.status, StepStatus::Planned | StepStatus::Failed));
+        if claimable {
+            events.push(acting.event(EventKind::StepStarted {
+                step_id: step_id.to_owned(),
+                apply_id: apply_id.to_owned(),
+                owner: owner.clone(),
+                lease_until_ms: now_ms() + lease_ms,
+            }));
+        }
+        Ok::<_, Refusal>((events, claimable))
+    });
+    let (claim, key) = tokio::join!(claim, key_check.still_writes(gw, &acting.key.id));
     let (state, claimed) = match claim {
         Ok(decided) => decided?,
         Err(e) => {
@@ -361,24 +365,25 @@ async fn run_step(
     let Some(step) = state.step(step_id).cloned() else {
         return Ok((Outcome::NotRun, Vec::new(), Some(state)));
     };
-    let (outcome, events) = call_step(gw, acting, apply_id, step_id, cancel, step, &state).await?;
+    let (outcome, events) = call_step(gw, acting, apply_id, cancel, step, &state, key).await?;
     Ok((outcome, events, Some(state)))
 }
 
-/// Re-checks and calls a claimed step; returns its outcome and the events
-/// recording it.
+/// Re-checks and calls a claimed step (`key`: the key's check, asked
+/// beside the claim); returns its outcome and the events recording it.
 async fn call_step(
     gw: &Gateway,
     acting: &Acting,
     apply_id: &str,
-    step_id: &str,
     cancel: &CancellationToken,
     step: plangate_core::Step,
     state: &KeyState,
+    key: Result<(), StepError>,
 ) -> Result<(Outcome, Vec<plangate_core::Event>), Refusal> {
     let lease_ms = gw.lease_ms();
     let owner = gw.owner().to_owned();
     let record = &step.record;
+    let step_id = record.step_id.as_str();
 
     let Some(secrets) = crate::plan::open_secrets(gw, record) else {
         return Ok(finish(acting, step_id, StepError {
@@ -389,7 +394,7 @@ async fn call_step(
     };
 
     // Re-check fresh: the call must still be one that could run.
-    if let Err(error) = recheck(gw, acting, &step, &secrets).await {
+    if let Err(error) = recheck(gw, acting, &step, &secrets, key).await {
         return Ok(finish(acting, step_id, error));
     }
     let Some(upstream) = gw.upstream(&record.server) else {

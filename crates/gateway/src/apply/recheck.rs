@@ -3,19 +3,22 @@
 //! ones planned against, its effect not raised, and the target unchanged
 //! since its preview. A step that fails one is never sent.
 
-use plangate_core::{Code, Effect, Scope, StepError, restore_secrets};
+use plangate_core::{Code, Effect, StepError, restore_secrets};
 use rmcp::model::CallToolRequestParams;
 use serde_json::Value;
 
 use crate::Gateway;
 use crate::acting::Acting;
 
-/// The fresh checks before a step's call (DESIGN §5 Apply, 2).
+/// The fresh checks before a step's call (DESIGN §5 Apply, 2). `key` is
+/// the key's check, asked beside the step's claim; it is reported in its
+/// place among the others.
 pub(super) async fn recheck(
     gw: &Gateway,
     acting: &Acting,
     step: &plangate_core::Step,
     secrets: &[(String, Value)],
+    key: Result<(), StepError>,
 ) -> Result<(), StepError> {
     let record = &step.record;
     let fail = |code: Code, message: String| StepError {
@@ -86,23 +89,8 @@ pub(super) async fn recheck(
             ),
         ));
     }
-    match gw.store().find_key(&acting.key.id).await {
-        Ok(Some(key)) if key.is_active() && key.scope != Scope::Read => {}
-        Ok(_) => {
-            return Err(fail(
-                Code::Forbidden,
-                "the API key was revoked or lost its write scope; nothing was sent".to_owned(),
-            ));
-        }
-        Err(e) => {
-            return Err(fail(
-                Code::StoreUnavailable,
-                format!(
-                    "plangate cannot read its key store ({e}); nothing was sent. Check the gateway's log and apply again"
-                ),
-            ));
-        }
-    }
+    // The key's check, asked beside the step's claim (`KeyCheck`).
+    key?;
     // A refuse rule added (or matching) since the step was planned stops
     // it: the operator's "never" holds at apply too.
     if !gw.policy().is_empty() {
