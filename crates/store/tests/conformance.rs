@@ -117,6 +117,7 @@ conformance!(
     two_handles_racing_for_the_same_key_seq_have_exactly_one_winner,
     two_handles_appending_with_retries_lose_nothing,
     two_handles_appending_to_many_keys_at_once_lose_nothing,
+    appends_to_many_keys_waiting_together_each_keep_their_own_check,
     export_filters_by_key_and_time_in_global_order,
     events_since_pages_through_the_global_tail,
     a_follower_polling_during_concurrent_appends_misses_nothing,
@@ -783,6 +784,50 @@ async fn two_handles_appending_to_many_keys_at_once_lose_nothing(f: Fixture) {
             .map(|(_, batch)| batch.len())
             .sum::<usize>()
     );
+}
+
+/// Appends to several keys sent at once (so they usually share one commit,
+/// which PostgreSQL writes as one statement): each is checked against its
+/// own key — a stale one is a conflict and writes nothing, the others land
+/// whole, one of several events included.
+async fn appends_to_many_keys_waiting_together_each_keep_their_own_check(f: Fixture) {
+    let store = f.open().await;
+    for round in 0..20 {
+        let key = |name: &str| format!("key_together{round}_{name}");
+        store
+            .append_events(&key("stale"), 0, &[numbered(0)])
+            .await
+            .expect("first append");
+        let three = [numbered(1), numbered(2), numbered(3)];
+        let (ka, kb, kstale, kd) = (key("a"), key("b"), key("stale"), key("d"));
+        let (one, two, four) = ([numbered(10)], [numbered(20)], [numbered(30)]);
+        let (a, b, stale, d) = tokio::join!(
+            store.append_events(&ka, 0, &one),
+            store.append_events(&kb, 0, &three),
+            store.append_events(&kstale, 0, &two),
+            store.append_events(&kd, 0, &four),
+        );
+        assert_eq!(a.expect("a"), 1);
+        assert_eq!(b.expect("b"), 3);
+        assert_eq!(d.expect("d"), 1);
+        match stale {
+            Err(StoreError::Conflict {
+                expected: 0,
+                found: 1,
+                ..
+            }) => {}
+            other => panic!("expected a conflict, got {other:?}"),
+        }
+        let stale_events = store.load_events(&key("stale"), 0).await.expect("load");
+        assert_eq!(stale_events.len(), 1, "the stale append wrote nothing");
+        let b_events = store.load_events(&key("b"), 0).await.expect("load");
+        assert_gap_free(&key("b"), &b_events);
+        let bodies: Vec<serde_json::Value> = b_events.iter().map(|e| e.body.value()).collect();
+        assert_eq!(
+            bodies,
+            three.iter().map(|e| e.body.clone()).collect::<Vec<_>>()
+        );
+    }
 }
 
 async fn export_filters_by_key_and_time_in_global_order(f: Fixture) {
