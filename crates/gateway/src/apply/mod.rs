@@ -205,13 +205,11 @@ async fn apply_plan_in_span(
     let total = selected.len();
     let mut outcomes: Vec<(String, Outcome)> = Vec::new();
     let mut stop = false;
-    // A step's outcome is committed together with the next step's claim
-    // (or with the apply's end): one durable append per step, not two.
-    let mut carry: Vec<plangate_core::Event> = Vec::new();
-    // The key's state as this apply last wrote it: the next claim decides
-    // on it (compare-and-set still guards it) instead of reading again.
-    let mut known = Some(state.clone());
-    let mut key_check = KeyCheck::default();
+    let mut handover = Handover {
+        carry: Vec::new(),
+        known: Some(state.clone()),
+        key: KeyCheck::default(),
+    };
     for (i, step_id) in selected.iter().enumerate() {
         if stop || cancel.is_cancelled() {
             outcomes.push((step_id.clone(), Outcome::NotRun));
@@ -233,23 +231,12 @@ async fn apply_plan_in_span(
             step_span.set_attribute("plangate.step.id", step_id.clone());
             step_span.set_attribute("plangate.plan.digest", digest.clone());
         }
-        let (outcome, recorded, after) = run_step(
-            gw,
-            acting,
-            &apply_id,
-            step_id,
-            &cancel,
-            std::mem::take(&mut carry),
-            known.take(),
-            &mut key_check,
-        )
-        .instrument(step_span.clone())
-        .await?;
+        let outcome = run_step(gw, acting, &apply_id, step_id, &cancel, &mut handover)
+            .instrument(step_span.clone())
+            .await?;
         if matches!(outcome, Outcome::Failed | Outcome::InDoubt) {
             crate::telemetry::failed(&step_span, outcome_code(&outcome));
         }
-        carry = recorded;
-        known = after;
         if matches!(outcome, Outcome::Failed | Outcome::InDoubt) && !request.continue_on_error {
             stop = true;
         }
@@ -282,7 +269,7 @@ async fn apply_plan_in_span(
     let state = if total > 0 {
         gw.log()
             .transact(&acting.key.id, |_| {
-                let mut events = carry.clone();
+                let mut events = handover.carry.clone();
                 events.push(acting.event(EventKind::ApplyFinished {
                     apply_id: apply_id.clone(),
                     applied,
@@ -308,20 +295,34 @@ async fn apply_plan_in_span(
     ))
 }
 
-/// Claims, re-checks and calls one step. `carry` (the previous step's
-/// outcome) is committed with the claim; the events recording this step's
-/// outcome are returned for the next commit. The key's check runs beside
-/// the claim: its answer is needed before the call, not before the claim.
+/// What one step of an apply hands the next.
+struct Handover {
+    /// The events recording the previous step's outcome: committed with
+    /// the next step's claim (or with the apply's end), one durable append
+    /// per step, not two.
+    carry: Vec<plangate_core::Event>,
+    /// The key's state as this apply last wrote it: the next claim decides
+    /// on it (compare-and-set still guards it) instead of reading again.
+    known: Option<KeyState>,
+    /// What this apply knows about its key's standing.
+    key: KeyCheck,
+}
+
+/// Claims, re-checks and calls one step. The previous step's outcome
+/// (`handover.carry`) is committed with the claim; the events recording
+/// this step's outcome are left in `handover` for the next commit. The
+/// key's check runs beside the claim: its answer is needed before the
+/// call, not before the claim.
 async fn run_step(
     gw: &Gateway,
     acting: &Acting,
     apply_id: &str,
     step_id: &str,
     cancel: &CancellationToken,
-    carry: Vec<plangate_core::Event>,
-    known: Option<KeyState>,
-    key_check: &mut KeyCheck,
-) -> Result<(Outcome, Vec<plangate_core::Event>, Option<KeyState>), Refusal> {
+    handover: &mut Handover,
+) -> Result<Outcome, Refusal> {
+    let carry = std::mem::take(&mut handover.carry);
+    let known = handover.known.take();
     let lease_ms = gw.lease_ms();
     let owner = gw.owner().to_owned();
     // Claim: planned|failed → running, or not ours to run.
@@ -343,7 +344,7 @@ async fn run_step(
         }
         Ok::<_, Refusal>((events, claimable))
     });
-    let (claim, key) = tokio::join!(claim, key_check.still_writes(gw, &acting.key.id));
+    let (claim, key) = tokio::join!(claim, handover.key.still_writes(gw, &acting.key.id));
     let (state, claimed) = match claim {
         Ok(decided) => decided?,
         Err(e) => {
@@ -359,14 +360,15 @@ async fn run_step(
             return Err(log_failed(e));
         }
     };
-    if !claimed {
-        return Ok((Outcome::NotRun, Vec::new(), Some(state)));
-    }
-    let Some(step) = state.step(step_id).cloned() else {
-        return Ok((Outcome::NotRun, Vec::new(), Some(state)));
+    let step = state.step(step_id).filter(|_| claimed).cloned();
+    let Some(step) = step else {
+        handover.known = Some(state);
+        return Ok(Outcome::NotRun);
     };
     let (outcome, events) = call_step(gw, acting, apply_id, cancel, step, &state, key).await?;
-    Ok((outcome, events, Some(state)))
+    handover.carry = events;
+    handover.known = Some(state);
+    Ok(outcome)
 }
 
 /// Re-checks and calls a claimed step (`key`: the key's check, asked
