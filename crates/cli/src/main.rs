@@ -41,8 +41,10 @@ const EXIT_CONFIG: u8 = 2;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // PostgreSQL's notices (e.g. "relation … already exists, skipping" from
+    // the idempotent migrations at every start) are not news to an operator.
     let default_filter = match cli.command {
-        Command::Serve(_) => "info,rmcp=warn",
+        Command::Serve(_) => "info,rmcp=warn,sqlx::postgres::notice=warn",
         _ => "warn",
     };
     // A stdio server has one client: one worker thread serves it without
