@@ -39,6 +39,17 @@ async fn other_process(r: &Rig<Recorder>, adjust: impl FnOnce(&mut Config)) -> A
     start(config, r.store.clone(), vec![]).await
 }
 
+/// `plangate_apply_plan` with the rig's key, through a client of its own,
+/// in a task: the receipt's body when it ends.
+fn apply_in_background(r: &Rig<Recorder>) -> tokio::task::JoinHandle<Value> {
+    let gw = r.gw.clone();
+    let token = r.token.clone();
+    tokio::spawn(async move {
+        let c = client_of(gw, Some(token), Seen::default()).await;
+        body(&call(&c, "plangate_apply_plan", json!({})).await)
+    })
+}
+
 #[tokio::test]
 async fn apply_delivers_the_real_secret_while_every_answer_shows_it_redacted() {
     let r = rig(Duration::from_secs(30)).await;
@@ -196,14 +207,7 @@ async fn an_upstream_killed_during_a_call_leaves_the_step_in_doubt() {
     call(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
     let hang = body(&call(&client, "hang", json!({})).await)["step_id"].clone();
     call(&client, "record", json!({"note": "after"})).await;
-    let applying = tokio::spawn({
-        let gw = r.gw.clone();
-        let token = r.token.clone();
-        async move {
-            let c = client_of(gw, Some(token), Seen::default()).await;
-            body(&call(&c, "plangate_apply_plan", json!({})).await)
-        }
-    });
+    let applying = apply_in_background(&r);
     eventually("the upstream to receive the call", || {
         !r.calls_of("hang").is_empty()
     })
@@ -285,12 +289,7 @@ async fn two_applies_at_once_never_run_a_step_twice() {
     }
     let mut tasks = Vec::new();
     for _ in 0..4 {
-        let gw = r.gw.clone();
-        let token = r.token.clone();
-        tasks.push(tokio::spawn(async move {
-            let c = client_of(gw, Some(token), Seen::default()).await;
-            body(&call(&c, "plangate_apply_plan", json!({})).await)
-        }));
+        tasks.push(apply_in_background(&r));
     }
     let mut applied = 0;
     let mut busy = 0;
@@ -324,14 +323,7 @@ async fn a_key_revoked_by_another_process_mid_apply_stops_the_next_step_before_i
     call(&client, "record", json!({"n": 1})).await;
     call(&client, "slow", json!({"ms": 600})).await;
     call(&client, "record", json!({"n": 3})).await;
-    let applying = tokio::spawn({
-        let gw = r.gw.clone();
-        let token = r.token.clone();
-        async move {
-            let c = client_of(gw, Some(token), Seen::default()).await;
-            body(&call(&c, "plangate_apply_plan", json!({})).await)
-        }
-    });
+    let applying = apply_in_background(&r);
     // Revoke once the slow step is under way, through a store of its own.
     while r.calls_of("slow").is_empty() {
         tokio::time::sleep(Duration::from_millis(10)).await;
