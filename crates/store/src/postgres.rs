@@ -62,6 +62,7 @@ use crate::events::{
     Waiting, answer_batch, body_text, committer_stopped, event_from_row, fail_batch,
     is_taken_key_seq, next_batch,
 };
+use crate::keys::{is_well_formed_token, key_columns, key_from_row, token_hash};
 use crate::schema::{Migration, pending};
 use crate::{
     ApiKey, CreatedKey, CreatedOperatorToken, NewEvent, OperatorToken, Store, StoreError,
@@ -667,6 +668,35 @@ impl Credentials for PostgresStore {
 
     async fn authenticate(&self, token: &str) -> Result<Option<ApiKey>, StoreError> {
         self.credentials.authenticate(token).await
+    }
+
+    /// One statement: the key and, beside it, its last key_seq (the
+    /// `UNIQUE (key_id, key_seq)` index answers `MAX`), so a write that runs needs no
+    /// second round trip to learn that the state it holds is current.
+    async fn authenticate_seen(
+        &self,
+        token: &str,
+    ) -> Result<Option<(ApiKey, Option<i64>)>, StoreError> {
+        if !is_well_formed_token(token) {
+            return Ok(None);
+        }
+        let sql = concat!(
+            "SELECT ",
+            key_columns!(),
+            ", (SELECT COALESCE(MAX(e.key_seq), 0) FROM events e WHERE e.key_id = api_keys.id)::BIGINT AS last_key_seq",
+            " FROM api_keys WHERE token_sha256 = $1 AND revoked_at_ms IS NULL"
+        );
+        let row = sqlx::query(sql)
+            .bind(token_hash(token))
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref()
+            .map(|row| {
+                let key = key_from_row(row)?;
+                let seen: i64 = sqlx::Row::try_get(row, "last_key_seq")?;
+                Ok((key, Some(seen)))
+            })
+            .transpose()
     }
 
     async fn find_key(&self, name_or_id: &str) -> Result<Option<ApiKey>, StoreError> {

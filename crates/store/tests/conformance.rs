@@ -99,6 +99,7 @@ macro_rules! conformance {
 conformance!(
     create_list_revoke_authenticate_round_trip,
     a_revoked_key_no_longer_authenticates,
+    authenticating_with_the_log_seen_answers_the_same_key_and_where_its_log_stands,
     names_are_unique_among_active_keys_and_reusable_after_revoke,
     malformed_and_unknown_tokens_are_none_not_errors,
     invalid_names_are_refused_and_nothing_is_stored,
@@ -370,6 +371,50 @@ fn assert_gap_free(key_id: &str, events: &[StoredEvent]) {
         assert_eq!(e.key_id, key_id);
         assert_eq!(e.key_seq, i64::try_from(i).expect("index") + 1, "{e:?}");
     }
+}
+
+async fn authenticating_with_the_log_seen_answers_the_same_key_and_where_its_log_stands(
+    f: Fixture,
+) {
+    let store = f.open().await;
+    let other = f.open().await;
+    let mine = new_key(&store, "mine", Scope::Write).await;
+    let theirs = new_key(&store, "theirs", Scope::Write).await;
+    let seen = |token: String| {
+        let store = store.clone();
+        async move { store.authenticate_seen(&token).await.expect("auth") }
+    };
+    // PostgreSQL reads the log with the key and says where it stands;
+    // SQLite (which has its log mark) says nothing. Never another key.
+    let says = matches!(f.config, StoreConfig::Postgres(_));
+    let (key, at) = seen(mine.token.clone()).await.expect("active key");
+    assert_eq!(key, mine.key);
+    assert_eq!(at, says.then_some(0));
+
+    // Another handle (another replica) appends to this key and to
+    // another: the key's own last key_seq, read fresh.
+    let batch = [
+        event("mode_set", 1, json!({"mode": "plan"})),
+        event("mode_set", 2, json!({"mode": "act"})),
+    ];
+    other
+        .append_events(&mine.key.id, 0, &batch)
+        .await
+        .expect("append");
+    other
+        .append_events(&theirs.key.id, 0, &batch[..1])
+        .await
+        .expect("append");
+    let (_, at) = seen(mine.token.clone()).await.expect("active key");
+    assert_eq!(at, says.then_some(2));
+    let (_, at) = seen(theirs.token.clone()).await.expect("active key");
+    assert_eq!(at, says.then_some(1));
+
+    // Revoked, malformed and unknown tokens are none, as `authenticate`.
+    other.revoke_key("mine").await.expect("revoke");
+    assert_eq!(seen(mine.token.clone()).await, None);
+    assert_eq!(seen("pgk_nope".to_owned()).await, None);
+    assert_eq!(seen(String::new()).await, None);
 }
 
 async fn appended_events_load_back_in_key_seq_order(f: Fixture) {
