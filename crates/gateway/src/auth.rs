@@ -157,17 +157,35 @@ pub struct KeyCache {
     /// may be used (at most [`KEY_MAX_AGE`]; an access token's own expiry
     /// when sooner).
     keys: parking_lot::Mutex<LruCache<[u8; 32], (ApiKey, KeyEpoch, std::time::Instant)>>,
+    /// On a store without a key epoch (every request asks the store), the
+    /// key each token was last found to be: a guess at what a request
+    /// will be decided on, to choose what to ask the store with the key
+    /// ([`LogSeen`]) — never taken as the answer.
+    hints: parking_lot::Mutex<LruCache<[u8; 32], ApiKey>>,
 }
 
 impl Default for KeyCache {
     fn default() -> Self {
         KeyCache {
             keys: parking_lot::Mutex::new(LruCache::new(KEY_CACHE_MAX)),
+            hints: parking_lot::Mutex::new(LruCache::new(KEY_CACHE_MAX)),
         }
     }
 }
 
 impl KeyCache {
+    /// The key this token was last found to be, if remembered: a hint.
+    fn hint(&self, hash: &[u8; 32]) -> Option<ApiKey> {
+        self.hints.lock().get(hash).cloned()
+    }
+
+    fn put_hint(&self, hash: [u8; 32], key: &ApiKey) {
+        let mut hints = self.hints.lock();
+        if hints.peek(&hash) != Some(key) {
+            hints.insert(hash, key.clone());
+        }
+    }
+
     fn get(&self, hash: &[u8; 32], epoch: KeyEpoch) -> Option<ApiKey> {
         let mut keys = self.keys.lock();
         let (key, at_epoch, until) = keys.get(hash)?;
@@ -179,6 +197,7 @@ impl KeyCache {
     /// next request.
     pub fn clear(&self) {
         self.keys.lock().clear();
+        self.hints.lock().clear();
     }
 
     fn put(&self, hash: [u8; 32], key: ApiKey, epoch: KeyEpoch) {
@@ -193,8 +212,46 @@ impl KeyCache {
     }
 }
 
+/// Where the caller's key's event log stood when the statement that
+/// authenticated it ran ([`plangate_store::Credentials::authenticate_seen`]):
+/// its last key_seq. That statement ran after the request arrived, so a
+/// state folded up to this key_seq is current enough to decide the request
+/// on — as if it had been read at that moment — without a read of its own
+/// ([`crate::key_log::KeyLog::state_seen`]). Only stores without a log
+/// mark answer it, and only when the key was asked, not taken from the
+/// cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogSeen(pub i64);
+
 /// Resolves an optional presented token to a caller.
 pub async fn resolve(gw: &Gateway, token: Option<&str>) -> Result<Caller, Denied> {
+    resolve_seen(gw, token, Asked::Other)
+        .await
+        .map(|(caller, _)| caller)
+}
+
+/// What a request asks, as far as authentication needs to know: whether
+/// to ask the store where the key's log stands ([`LogSeen`]).
+#[derive(Debug, Clone, Copy)]
+pub enum Asked<'a> {
+    /// A `tools/call` of this tool.
+    Tool(&'a str),
+    /// Another method (or a notification, a response).
+    Other,
+    /// Not known (an HTTP body too large to read first).
+    Unknown,
+}
+
+/// [`resolve`], also asking the store where the key's log stands when the
+/// key is asked of it and that could spare the request a read
+/// ([`crate::server::seen_would_help`]); [`LogSeen`] if the store says.
+/// Reading it costs the store a little more (the key's newest event is
+/// read, often one just committed), so a read does not ask.
+pub async fn resolve_seen(
+    gw: &Gateway,
+    token: Option<&str>,
+    asked: Asked<'_>,
+) -> Result<(Caller, Option<LogSeen>), Denied> {
     match token {
         Some(token) => {
             // Read before asking the store: a revocation in between moves
@@ -204,20 +261,21 @@ pub async fn resolve(gw: &Gateway, token: Option<&str>) -> Result<Caller, Denied
             if let Some(epoch) = epoch
                 && let Some(key) = gw.key_cache().get(&hash, epoch)
             {
-                return Ok(Caller::Key(key));
+                return Ok((Caller::Key(key), None));
             }
             // API keys have their prefix; anything else is an access
             // token when OAuth is configured.
             let config = gw.config();
             match &config.auth.oauth {
-                Some(oauth) if !token.starts_with(plangate_store::TOKEN_PREFIX) => {
-                    authenticate_token(gw, oauth, token, hash, epoch).await
-                }
-                _ => authenticate(gw, token, hash, epoch).await,
+                Some(oauth) if !token.starts_with(plangate_store::TOKEN_PREFIX) => Ok((
+                    authenticate_token(gw, oauth, token, hash, epoch).await?,
+                    None,
+                )),
+                _ => authenticate(gw, token, hash, epoch, asked).await,
             }
         }
         None => match gw.config().gateway.anonymous {
-            Anonymous::Read => Ok(Caller::Anonymous),
+            Anonymous::Read => Ok((Caller::Anonymous, None)),
             Anonymous::None => Err(Denied::NoKey),
         },
     }
@@ -228,14 +286,29 @@ async fn authenticate(
     token: &str,
     hash: [u8; 32],
     epoch: Option<KeyEpoch>,
-) -> Result<Caller, Denied> {
+    asked: Asked<'_>,
+) -> Result<(Caller, Option<LogSeen>), Denied> {
     {
-        match gw.store().authenticate(token).await {
-            Ok(Some(key)) => {
-                if let Some(epoch) = epoch {
-                    gw.key_cache().put(hash, key.clone(), epoch);
+        let hint = gw.key_cache().hint(&hash);
+        let wants_seen = match asked {
+            Asked::Tool(tool) => crate::server::seen_would_help(gw, tool, hint.as_ref()),
+            Asked::Unknown => {
+                hint.is_some_and(|key| gw.log().look_cached(&key.id, |_| ()).is_some())
+            }
+            Asked::Other => false,
+        };
+        let asked = if wants_seen {
+            gw.store().authenticate_seen(token).await
+        } else {
+            (gw.store().authenticate(token).await).map(|key| key.map(|key| (key, None)))
+        };
+        match asked {
+            Ok(Some((key, seen))) => {
+                match epoch {
+                    Some(epoch) => gw.key_cache().put(hash, key.clone(), epoch),
+                    None => gw.key_cache().put_hint(hash, &key),
                 }
-                Ok(Caller::Key(key))
+                Ok((Caller::Key(key), seen.map(LogSeen)))
             }
             Ok(None) => Err(Denied::BadKey),
             Err(e) => {
@@ -299,7 +372,8 @@ async fn authenticate_token(
 /// How much of a refused request's body is read before the answer.
 const REFUSED_BODY_LIMIT: usize = 1 << 20;
 
-/// axum middleware for `/mcp`: puts the [`Caller`] into the request's
+/// axum middleware for `/mcp`: puts the [`Caller`] (and its [`LogSeen`],
+/// when the store said) into the request's
 /// extensions (rmcp hands the request parts to the MCP handler) or answers
 /// 401 with a JSON body saying how to get a key.
 pub async fn require_caller(
@@ -317,9 +391,27 @@ pub async fn require_caller(
         })
         .map(str::trim)
         .map(str::to_owned);
-    match resolve(&gw, token.as_deref()).await {
-        Ok(caller) => {
+    // Where the key's log stands is worth asking with the key only for a
+    // request decided on the key's state, and only when the key is asked
+    // of the store at all (a store without a key epoch).
+    let mut peeked = Peeked::Other;
+    if token.is_some() && gw.store().key_epoch().is_none() {
+        (peeked, request) = match peek_tool_call(request).await {
+            Ok(peeked) => peeked,
+            Err(response) => return response,
+        };
+    }
+    let asked = match &peeked {
+        Peeked::Tool(name) => Asked::Tool(name),
+        Peeked::Other => Asked::Other,
+        Peeked::Unknown => Asked::Unknown,
+    };
+    match resolve_seen(&gw, token.as_deref(), asked).await {
+        Ok((caller, seen)) => {
             request.extensions_mut().insert(caller);
+            if let Some(seen) = seen {
+                request.extensions_mut().insert(seen);
+            }
             next.run(request).await
         }
         Err(denied) => {
@@ -361,6 +453,82 @@ pub async fn require_caller(
             response
         }
     }
+}
+
+/// How large a request body is read before authentication to see which
+/// tool it calls; a larger one is [`Asked::Unknown`].
+const PEEK_LIMIT: usize = 16 * 1024;
+
+/// What a request body calls, as far as [`peek_tool_call`] could tell
+/// (owned: the body's bytes move on to rmcp).
+enum Peeked {
+    /// `tools/call` of this tool.
+    Tool(String),
+    /// Another method (or a notification, a response).
+    Other,
+    /// Not read (too large, its length not declared) or not one JSON-RPC
+    /// message: rmcp judges it.
+    Unknown,
+}
+
+/// The method and tool name of a JSON-RPC message, every other field
+/// skipped.
+#[derive(serde::Deserialize)]
+struct PeekMessage<'a> {
+    #[serde(borrow)]
+    method: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow)]
+    params: Option<PeekParams<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct PeekParams<'a> {
+    #[serde(borrow)]
+    name: Option<std::borrow::Cow<'a, str>>,
+}
+
+/// Reads a POST body of a declared length up to [`PEEK_LIMIT`] and says
+/// which tool it calls, handing back the request with the same bytes. A
+/// body that cannot be read (the client went away or sent less than it
+/// declared) is answered 400 here: nothing of it is left to serve.
+async fn peek_tool_call(request: Request) -> Result<(Peeked, Request), Response> {
+    let small = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        .is_some_and(|n| n <= PEEK_LIMIT);
+    if request.method() != axum::http::Method::POST || !small {
+        let peeked = if request.method() == axum::http::Method::POST {
+            Peeked::Unknown
+        } else {
+            Peeked::Other
+        };
+        return Ok((peeked, request));
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = axum::body::to_bytes(body, PEEK_LIMIT).await.map_err(|_| {
+        (
+            StatusCode::BAD_REQUEST,
+            "plangate could not read the request body",
+        )
+            .into_response()
+    })?;
+    let peeked = match serde_json::from_slice::<PeekMessage<'_>>(&bytes) {
+        Ok(PeekMessage {
+            method: Some(method),
+            params,
+        }) if method == "tools/call" => match params.and_then(|p| p.name) {
+            Some(name) => Peeked::Tool(name.into_owned()),
+            None => Peeked::Other,
+        },
+        Ok(_) => Peeked::Other,
+        Err(_) => Peeked::Unknown,
+    };
+    Ok((
+        peeked,
+        Request::from_parts(parts, axum::body::Body::from(bytes)),
+    ))
 }
 
 /// The `WWW-Authenticate` challenge of a refusal. With `[auth.oauth]`, a
@@ -408,4 +576,91 @@ fn challenge(denied: &Denied, oauth: Option<&plangate_config::OAuth>) -> Option<
         Denied::StoreDown | Denied::Token(Rejected::Unavailable(_)) => return None,
     };
     HeaderValue::from_str(&text).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn post(body: &str) -> Request {
+        Request::builder()
+            .method("POST")
+            .uri("/mcp")
+            .header(header::CONTENT_LENGTH, body.len())
+            .body(axum::body::Body::from(body.to_owned()))
+            .unwrap()
+    }
+
+    /// What was peeked, and the body the request carries on.
+    async fn peek(request: Request) -> (String, Vec<u8>) {
+        let Ok((peeked, request)) = peek_tool_call(request).await else {
+            panic!("refused");
+        };
+        let what = match peeked {
+            Peeked::Tool(name) => format!("tool {name}"),
+            Peeked::Other => "other".to_owned(),
+            Peeked::Unknown => "unknown".to_owned(),
+        };
+        let body = axum::body::to_bytes(request.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (what, body.to_vec())
+    }
+
+    #[tokio::test]
+    async fn a_peeked_request_names_its_tool_and_goes_on_byte_for_byte() {
+        let call = r#"{"params":{"arguments":{"path":"a\"b"},"name":"write_\u0066ile"},"jsonrpc":"2.0","id":7,"method":"tools/call"}"#;
+        let (what, body) = peek(post(call)).await;
+        assert_eq!(what, "tool write_file");
+        assert_eq!(body, call.as_bytes());
+
+        for (body, expected) in [
+            (r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#, "other"),
+            (
+                r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+                "other",
+            ),
+            (r#"{"jsonrpc":"2.0","id":1,"result":{}}"#, "other"),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}"#,
+                "other",
+            ),
+            (
+                r#"[{"jsonrpc":"2.0","id":1,"method":"tools/call"}]"#,
+                "unknown",
+            ),
+            ("not json", "unknown"),
+        ] {
+            let (what, back) = peek(post(body)).await;
+            assert_eq!(
+                (what.as_str(), back.as_slice()),
+                (expected, body.as_bytes())
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_large_or_unmeasured_body_is_not_read_first() {
+        let large = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"w","arguments":{{"c":"{}"}}}}}}"#,
+            "x".repeat(PEEK_LIMIT)
+        );
+        let (what, body) = peek(post(&large)).await;
+        assert_eq!((what.as_str(), body.len()), ("unknown", large.len()));
+
+        let chunked = Request::builder()
+            .method("POST")
+            .uri("/mcp")
+            .body(axum::body::Body::from("{}"))
+            .unwrap();
+        assert_eq!(peek(chunked).await.0, "unknown");
+        let get = Request::builder()
+            .method("GET")
+            .uri("/mcp")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        assert_eq!(peek(get).await.0, "other");
+    }
 }

@@ -183,6 +183,33 @@ impl<S: Fold> KeyLog<S> {
         Ok(state)
     }
 
+    /// [`KeyLog::state`], answered from memory when the held state is
+    /// folded up to `seen` — the key's last key_seq as the statement that
+    /// authenticated the request read it ([`crate::auth::LogSeen`]): that
+    /// statement ran after the request arrived, so the held state is
+    /// current for it. Otherwise (no `seen`, or the held state is behind
+    /// or ahead of it) the store is asked as by [`KeyLog::state`].
+    pub async fn state_seen(&self, key_id: &str, seen: Option<i64>) -> Result<S, LogError> {
+        if let Some(seen) = seen
+            && let Some(held) = self.cached(key_id)
+            && held.last_seq() == seen
+        {
+            return Ok(held);
+        }
+        self.state(key_id).await
+    }
+
+    /// `look` at the key's state as this process last saw it, without
+    /// asking the store or copying the state (which holds the whole plan);
+    /// `None` if no state of the key is held.
+    pub fn look_cached<T>(&self, key_id: &str, look: impl FnOnce(&S) -> T) -> Option<T> {
+        self.cache
+            .lock()
+            .states
+            .peek(key_id)
+            .map(|held| look(&held.state))
+    }
+
     /// The key's state as this process last saw it, without asking the
     /// store: for an append that decides nothing from the state (a call's
     /// record), whose compare-and-set catches a stale one and retries on a
@@ -422,5 +449,47 @@ mod tests {
         assert_eq!(loads(&here), base);
         assert_eq!(mode_of(&here, "key_a").await.as_deref(), Some("act"));
         assert_eq!(loads(&here), base + 1);
+    }
+    #[tokio::test]
+    async fn a_state_folded_up_to_where_authentication_saw_the_log_is_answered_without_a_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plangate.db");
+        let here = KeyLog::<KeyState>::new(plangate_store::open_sqlite(&path).await.unwrap());
+        let there = KeyLog::<KeyState>::new(plangate_store::open_sqlite(&path).await.unwrap());
+        let loads = |log: &KeyLog| log.loads.load(std::sync::atomic::Ordering::Relaxed);
+        set(&here, "key_a", "plan").await;
+        // Another process writes after this request's key was
+        // authenticated at key_seq 1: the request is decided as of then.
+        set(&there, "key_a", "act").await;
+        let base = loads(&here);
+        let state = here.state_seen("key_a", Some(1)).await.unwrap();
+        assert_eq!((state.last_seq, state.mode.as_deref()), (1, Some("plan")));
+        assert_eq!(
+            loads(&here),
+            base,
+            "held at the seen key_seq: no store read"
+        );
+
+        // A later request's authentication saw key_seq 2: the held state
+        // is behind it and the log is read.
+        let state = here.state_seen("key_a", Some(2)).await.unwrap();
+        assert_eq!((state.last_seq, state.mode.as_deref()), (2, Some("act")));
+        assert_eq!(loads(&here), base + 1);
+
+        // Nothing seen (a store that does not say): as `state`.
+        set(&there, "key_a", "plan").await;
+        assert_eq!(
+            here.state_seen("key_a", None)
+                .await
+                .unwrap()
+                .mode
+                .as_deref(),
+            Some("plan")
+        );
+        assert_eq!(loads(&here), base + 2);
+        // A key not held is read whatever was seen.
+        let state = here.state_seen("key_b", Some(0)).await.unwrap();
+        assert_eq!(state.last_seq, 0);
+        assert_eq!(loads(&here), base + 3);
     }
 }

@@ -477,6 +477,45 @@ async fn a_hung_upstream_call_ends_with_an_error_within_call_timeout() {
 #[tokio::test]
 async fn a_mode_another_process_set_counts_for_the_next_write_though_this_one_held_the_key() {
     let r = rig(Duration::from_secs(30)).await;
+    let other = other_process(&r, |_| {}).await;
+    a_mode_set_elsewhere_counts_for_the_next_write(r, other).await;
+}
+
+/// The same on PostgreSQL, where the key's state is known current only
+/// when it is folded up to where the key's log stood as the statement that
+/// authenticated the request saw it: the other replica's mode changes must
+/// count though that statement is the only read before a write that runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_mode_another_replica_set_counts_for_the_next_write_on_postgres() {
+    let Some(schema) = PgSchema::fresh("mode_elsewhere") else {
+        return;
+    };
+    let store = schema.open().await;
+    let dir = tempfile::tempdir().unwrap();
+    let r = rig_on_store(
+        store,
+        dir,
+        Scope::Write,
+        "rec",
+        Recorder::default(),
+        |config| {
+            config.gateway.lease = Duration::from_secs(30);
+        },
+    )
+    .await;
+    // A replica: its own pool on the same database.
+    let other = start(
+        config(&["rec"], Namespace::Auto),
+        schema.open().await,
+        vec![],
+    )
+    .await;
+    a_mode_set_elsewhere_counts_for_the_next_write(r, other).await;
+}
+
+/// A write key plans, another process puts it in the default mode (its
+/// next write runs), then back into plan mode (its next write is planned).
+async fn a_mode_set_elsewhere_counts_for_the_next_write(r: Rig<Recorder>, other: Arc<Gateway>) {
     let client = r.client(Seen::default()).await;
     call(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
     let first = body(&call(&client, "record", json!({"note": "one"})).await);
@@ -484,7 +523,6 @@ async fn a_mode_another_process_set_counts_for_the_next_write_though_this_one_he
 
     // Another process (the CLI) puts the key back in the default mode,
     // where a write key's writes run.
-    let other = other_process(&r, |_| {}).await;
     let person = || Actor::Operator {
         name: "ops".to_owned(),
     };
@@ -502,6 +540,10 @@ async fn a_mode_another_process_set_counts_for_the_next_write_though_this_one_he
     let delivered = r.calls_of("record");
     assert_eq!(delivered.len(), 1, "the write ran: {delivered:?}");
     assert_eq!(delivered[0].0["note"], "two");
+    // Nothing changed since: the next one runs on the state held.
+    let again = call(&client, "record", json!({"note": "again"})).await;
+    assert_ne!(body(&again)["planned"], true, "{:?}", again);
+    assert_eq!(r.calls_of("record").len(), 2);
 
     // And back to plan mode from the other process: the next write is
     // planned, not run.
@@ -513,7 +555,7 @@ async fn a_mode_another_process_set_counts_for_the_next_write_though_this_one_he
     .await;
     let third = body(&call(&client, "record", json!({"note": "three"})).await);
     assert_eq!(third["planned"], true, "{third}");
-    assert_eq!(r.calls_of("record").len(), 1, "planned, not run");
+    assert_eq!(r.calls_of("record").len(), 2, "planned, not run");
     let plan = body(&call(&client, "plangate_get_plan", json!({})).await);
     assert_eq!(plan["steps"].as_array().map(Vec::len), Some(2), "{plan}");
     client.cancel().await.unwrap();

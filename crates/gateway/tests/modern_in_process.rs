@@ -231,33 +231,8 @@ async fn a_request_state_is_single_use_across_replicas_on_sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_request_state_is_single_use_across_replicas_on_postgres() {
-    let Ok(base) = std::env::var("PLANGATE_TEST_POSTGRES_URL") else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must set PLANGATE_TEST_POSTGRES_URL"
-        );
+    let Some(schema) = PgSchema::fresh("single_use") else {
         return;
     };
-    let schema = format!("single_use_{}", std::process::id());
-    let status = psql(
-        &base,
-        &format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"),
-    )
-    .unwrap();
-    assert!(status.success());
-    let sep = if base.contains('?') { '&' } else { '?' };
-    let store =
-        plangate_store::open_postgres(&format!("{base}{sep}options=-c%20search_path%3D{schema}"))
-            .await
-            .unwrap();
-    one_state_two_replicas(store).await;
-    let _ = psql(&base, &format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
-}
-
-/// Runs `sql` on the database at `base`, quietly.
-fn psql(base: &str, sql: &str) -> std::io::Result<std::process::ExitStatus> {
-    std::process::Command::new("psql")
-        .env("PGOPTIONS", "--client-min-messages=warning")
-        .args([base, "-q", "-c", sql])
-        .status()
+    one_state_two_replicas(schema.open().await).await;
 }

@@ -62,7 +62,8 @@ impl GatewayHandler {
         self.gw.note_call();
         let started = Instant::now();
         // Authenticate.
-        let caller = self.caller(&cx).await?;
+        let (caller, seen) = self.caller_seen(&cx, &request.name).await?;
+        let seen = seen.map(|s| s.0);
         if let Err(refusal) = self.within_rate(&caller, &request.name) {
             tracing::info!(tool = %request.name, caller = caller.label(), "call refused: rate limited");
             let catalog = self.gw.catalog();
@@ -81,7 +82,7 @@ impl GatewayHandler {
         }
         let prefix = &self.gw.config().gateway.tool_prefix;
         if let Some(tool) = GatewayTool::parse(prefix, &request.name) {
-            return Box::pin(self.call_gateway_tool(&caller, tool, request, &cx)).await;
+            return Box::pin(self.call_gateway_tool(&caller, seen, tool, request, &cx)).await;
         }
         // Resolve the tool.
         let catalog = self.gw.catalog();
@@ -171,7 +172,11 @@ impl GatewayHandler {
         // trip less. Every other decision (run, ask, refuse), and a plan
         // whose append finds the log moved on and the write no longer
         // planned, decides again on a fresh read. A state that is not
-        // fresh is never what lets a call run.
+        // fresh is never what lets a call run. The held state *is* fresh
+        // when it is folded up to where the key's log stood as the
+        // statement that authenticated this request saw it (`seen`, from
+        // stores without a log mark): then a write that runs needs no
+        // read of its own.
         let decide_on = |state: &KeyState| {
             let in_force = self.gw.config().modes.in_force(state);
             let rule = if ruled {
@@ -194,7 +199,10 @@ impl GatewayHandler {
         for _ in 0..MAX_REDECISIONS {
             let (state, fresh, in_force, rule, decision) = loop {
                 let (state, fresh) = match known.take() {
-                    Some(state) => (state, false),
+                    Some(state) => {
+                        let fresh = seen == Some(state.last_seq);
+                        (state, fresh)
+                    }
                     None => match self.gw.log().state(&key.id).await {
                         Ok(state) => (state, true),
                         Err(e) => {
@@ -603,6 +611,55 @@ enum Asked {
 /// The checks a call must pass before it could run or be planned: the tool
 /// is enabled and not withheld, the plan flag is a boolean, every integer
 /// is safe, and the arguments fit the tool's input schema.
+/// Whether knowing where the key's log stands when the key is
+/// authenticated ([`crate::auth::LogSeen`]) could spare a call of `name`
+/// a read of the store — asking it costs the store a little on every
+/// request, so only such calls ask. It could when this process holds a
+/// state of the key (`hint`: the key this token was last found to be, a
+/// guess, never a credential) and the call is decided on it: plangate's
+/// own tools, a tool the operator's rules may decide, and a write that the
+/// held state would not plan — a write to plan is decided on the held
+/// state anyway (its append's compare-and-set confirms it), so only a
+/// write that runs, asks or is refused needs the fresh view. A read no
+/// rule touches, and an unknown tool, need no state.
+pub(crate) fn seen_would_help(
+    gw: &crate::Gateway,
+    name: &str,
+    hint: Option<&plangate_store::ApiKey>,
+) -> bool {
+    let Some(key) = hint else {
+        return false;
+    };
+    if GatewayTool::parse(&gw.config().gateway.tool_prefix, name).is_some() {
+        return gw.log().look_cached(&key.id, |_| ()).is_some();
+    }
+    let catalog = gw.catalog();
+    let Some(tool) = catalog.tool(name) else {
+        return false;
+    };
+    let ruled = !gw.policy().is_empty()
+        && gw.policy().may_decide(&plangate_policy::Tool {
+            upstream: &tool.upstream,
+            tool: &tool.original,
+            exposed: &tool.exposed,
+            effect: tool.effect,
+        });
+    if ruled {
+        return true;
+    }
+    if tool.effect == plangate_core::Effect::Read {
+        return false;
+    }
+    let config = gw.config();
+    gw.log()
+        .look_cached(&key.id, |state| {
+            let in_force = config.modes.in_force(state);
+            plangate_policy::decision(None, tool.effect, key.scope, &in_force.spec, false)
+                != Decision::Plan
+        })
+        .unwrap_or(false)
+}
+
 fn validate(
     tool: &CatalogTool,
     prefix: &str,

@@ -17,10 +17,13 @@ use crate::tools::{Call, GatewayTool};
 impl GatewayHandler {
     /// Runs gateway tool `tool` for `caller`. Every answer, refusals
     /// included, is a tool result; a mode changed from outside since the
-    /// agent last heard rides along as a notice.
+    /// agent last heard rides along as a notice. `seen`: where the key's
+    /// log stood when it was authenticated, if the store said
+    /// ([`crate::auth::LogSeen`]).
     pub(super) async fn call_gateway_tool(
         &self,
         caller: &Caller,
+        seen: Option<i64>,
         tool: GatewayTool,
         request: CallToolRequestParams,
         cx: &RequestContext<RoleServer>,
@@ -39,7 +42,7 @@ impl GatewayHandler {
             operator: None,
         };
         let arguments = request.arguments.clone().unwrap_or_default();
-        let read = self.gw.log().state(&key.id).await.ok();
+        let read = self.gw.log().state_seen(&key.id, seen).await.ok();
         let notice = match &read {
             Some(state) => {
                 let in_force = self.gw.config().modes.in_force(state);

@@ -39,6 +39,7 @@ mod traced;
 
 pub use traced::Traced;
 
+pub(crate) use call::seen_would_help;
 pub(crate) use forward::service_error;
 use forward::unavailable;
 
@@ -169,18 +170,52 @@ impl GatewayHandler {
     /// The caller of this request, or the JSON-RPC error that explains why
     /// there is none.
     async fn caller(&self, cx: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
-        let resolved = match &*self.origin {
-            Origin::Stdio { token } => auth::resolve(&self.gw, token.as_deref()).await,
-            // The auth middleware resolved the caller, and the session
-            // guard ([`crate::session_guard`]) refused any other caller
-            // before rmcp saw the message.
-            Origin::Http { .. } => cx
-                .extensions
-                .get::<http::request::Parts>()
-                .and_then(|p| p.extensions.get::<Caller>())
-                .cloned()
-                .ok_or(Denied::NoKey),
-        };
+        let resolved = self.caller_for(cx, auth::Asked::Other).await;
+        self.answer_denied(resolved).map(|(caller, _)| caller)
+    }
+
+    /// [`Self::caller`] of a `tools/call` of `tool`, with where the key's
+    /// log stood when the key was asked, if the store said and it could
+    /// help the call ([`auth::LogSeen`]).
+    async fn caller_seen(
+        &self,
+        cx: &RequestContext<RoleServer>,
+        tool: &str,
+    ) -> Result<(Caller, Option<auth::LogSeen>), ErrorData> {
+        let resolved = self.caller_for(cx, auth::Asked::Tool(tool)).await;
+        self.answer_denied(resolved)
+    }
+
+    /// The caller of a request that asks `asked`, with its [`auth::LogSeen`]
+    /// if any.
+    async fn caller_for(
+        &self,
+        cx: &RequestContext<RoleServer>,
+        asked: auth::Asked<'_>,
+    ) -> Result<(Caller, Option<auth::LogSeen>), Denied> {
+        match &*self.origin {
+            Origin::Stdio { token } => auth::resolve_seen(&self.gw, token.as_deref(), asked).await,
+            // The auth middleware resolved the caller (and judged from the
+            // request whether to ask where the key's log stands), and the
+            // session guard ([`crate::session_guard`]) refused any other
+            // caller before rmcp saw the message.
+            Origin::Http { .. } => {
+                let parts = cx.extensions.get::<http::request::Parts>();
+                parts
+                    .and_then(|p| p.extensions.get::<Caller>())
+                    .cloned()
+                    .map(|caller| {
+                        let seen = parts.and_then(|p| p.extensions.get::<auth::LogSeen>());
+                        (caller, seen.copied())
+                    })
+                    .ok_or(Denied::NoKey)
+            }
+        }
+    }
+
+    /// A resolved caller, or the JSON-RPC error that explains why there is
+    /// none.
+    fn answer_denied<T>(&self, resolved: Result<T, Denied>) -> Result<T, ErrorData> {
         resolved.map_err(|denied| {
             ErrorData::new(
                 UNAUTHORIZED,

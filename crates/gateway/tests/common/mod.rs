@@ -307,6 +307,61 @@ pub async fn client_of<C: ClientHandler>(
     handler.serve(gateway_stdio(gw, token)).await.unwrap()
 }
 
+/// A fresh schema for one test in the PostgreSQL database that
+/// `PLANGATE_TEST_POSTGRES_URL` names, dropped with this value. `None`
+/// when the variable is unset outside CI (CI must set it, so there the
+/// test never passes by skipping).
+pub struct PgSchema {
+    base: String,
+    name: String,
+}
+
+impl PgSchema {
+    /// A new schema `{tag}_{pid}` (tags differ between the tests of one
+    /// binary, which run in one process).
+    pub fn fresh(tag: &str) -> Option<PgSchema> {
+        let Ok(base) = std::env::var("PLANGATE_TEST_POSTGRES_URL") else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must set PLANGATE_TEST_POSTGRES_URL"
+            );
+            return None;
+        };
+        let name = format!("{tag}_{}", std::process::id());
+        let status = psql(
+            &base,
+            &format!("DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}"),
+        )
+        .unwrap();
+        assert!(status.success());
+        Some(PgSchema { base, name })
+    }
+
+    /// A new store handle on the schema: each one is a replica's.
+    pub async fn open(&self) -> Arc<dyn Store> {
+        let sep = if self.base.contains('?') { '&' } else { '?' };
+        let url = format!("{}{sep}options=-c%20search_path%3D{}", self.base, self.name);
+        plangate_store::open_postgres(&url).await.unwrap()
+    }
+}
+
+impl Drop for PgSchema {
+    fn drop(&mut self) {
+        let _ = psql(
+            &self.base,
+            &format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name),
+        );
+    }
+}
+
+/// Runs `sql` on the database at `base`, quietly.
+fn psql(base: &str, sql: &str) -> std::io::Result<std::process::ExitStatus> {
+    std::process::Command::new("psql")
+        .env("PGOPTIONS", "--client-min-messages=warning")
+        .args([base, "-q", "-c", sql])
+        .status()
+}
+
 /// The sqlite store of a test's gateway, in `dir`.
 pub async fn open_store(dir: &Path) -> Arc<dyn Store> {
     plangate_store::open_sqlite(&dir.join("plangate.db"))
@@ -352,6 +407,19 @@ pub async fn rig_on<S: ServerHandler + Clone>(
 ) -> Rig<S> {
     let dir = tempfile::tempdir().unwrap();
     let store = open_store(dir.path()).await;
+    rig_on_store(store, dir, scope, name, upstream, adjust).await
+}
+
+/// [`rig_on`] on `store` (PostgreSQL, say), with `dir` as the rig's
+/// temporary directory.
+pub async fn rig_on_store<S: ServerHandler + Clone>(
+    store: Arc<dyn Store>,
+    dir: tempfile::TempDir,
+    scope: Scope,
+    name: &str,
+    upstream: S,
+    adjust: impl FnOnce(&mut Config),
+) -> Rig<S> {
     let key = store.create_key("agent", scope).await.unwrap();
     let (connector, sessions) = shared(name, &upstream);
     let mut config = config(&[name], Namespace::Auto);
