@@ -6,12 +6,17 @@
 mod common;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::*;
 use plangate_config::{Config, Namespace};
 use plangate_core::{Actor, Channel, EventKind, Scope};
 use plangate_gateway::Gateway;
+use plangate_store::{
+    ApiKey, CreatedKey, CreatedOperatorToken, Credentials, EventLog, Identity, KeyEpoch, LogMark,
+    NewEvent, OperatorToken, Store, StoreError, StoredEvent,
+};
 use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
 use rmcp::service::PeerRequestOptions;
 use serde_json::{Value, json};
@@ -558,5 +563,193 @@ async fn a_mode_set_elsewhere_counts_for_the_next_write(r: Rig<Recorder>, other:
     assert_eq!(r.calls_of("record").len(), 2, "planned, not run");
     let plan = body(&call(&client, "plangate_get_plan", json!({})).await);
     assert_eq!(plan["steps"].as_array().map(Vec::len), Some(2), "{plan}");
+    client.cancel().await.unwrap();
+}
+
+/// A store that counts what a gateway asks of it: authentications with
+/// and without where the key's log stands, and reads of a key's events.
+struct Counting {
+    inner: Arc<dyn Store>,
+    seen: AtomicUsize,
+    plain: AtomicUsize,
+    loads: AtomicUsize,
+}
+
+impl Counting {
+    /// (authentications that read where the log stands, plain ones, loads)
+    fn counts(&self) -> (usize, usize, usize) {
+        let n = |a: &AtomicUsize| a.load(Ordering::SeqCst);
+        (n(&self.seen), n(&self.plain), n(&self.loads))
+    }
+}
+
+#[async_trait::async_trait]
+impl Credentials for Counting {
+    async fn create_key(&self, name: &str, scope: Scope) -> Result<CreatedKey, StoreError> {
+        self.inner.create_key(name, scope).await
+    }
+    async fn ensure_identity(
+        &self,
+        identity: &Identity,
+        scope: Scope,
+    ) -> Result<ApiKey, StoreError> {
+        self.inner.ensure_identity(identity, scope).await
+    }
+    async fn list_keys(&self) -> Result<Vec<ApiKey>, StoreError> {
+        self.inner.list_keys().await
+    }
+    async fn upstream_credentials(&self, name: &str) -> Result<Option<String>, StoreError> {
+        self.inner.upstream_credentials(name).await
+    }
+    async fn save_upstream_credentials(&self, name: &str, sealed: &str) -> Result<(), StoreError> {
+        self.inner.save_upstream_credentials(name, sealed).await
+    }
+    async fn clear_upstream_credentials(&self, name: &str) -> Result<(), StoreError> {
+        self.inner.clear_upstream_credentials(name).await
+    }
+    async fn revoke_key(&self, name_or_id: &str) -> Result<ApiKey, StoreError> {
+        self.inner.revoke_key(name_or_id).await
+    }
+    async fn authenticate(&self, token: &str) -> Result<Option<ApiKey>, StoreError> {
+        self.plain.fetch_add(1, Ordering::SeqCst);
+        self.inner.authenticate(token).await
+    }
+    async fn authenticate_seen(
+        &self,
+        token: &str,
+    ) -> Result<Option<(ApiKey, Option<i64>)>, StoreError> {
+        self.seen.fetch_add(1, Ordering::SeqCst);
+        self.inner.authenticate_seen(token).await
+    }
+    fn key_epoch(&self) -> Option<KeyEpoch> {
+        self.inner.key_epoch()
+    }
+    async fn find_key(&self, name_or_id: &str) -> Result<Option<ApiKey>, StoreError> {
+        self.inner.find_key(name_or_id).await
+    }
+    async fn create_operator_token(&self, name: &str) -> Result<CreatedOperatorToken, StoreError> {
+        self.inner.create_operator_token(name).await
+    }
+    async fn list_operator_tokens(&self) -> Result<Vec<OperatorToken>, StoreError> {
+        self.inner.list_operator_tokens().await
+    }
+    async fn revoke_operator_token(&self, name_or_id: &str) -> Result<OperatorToken, StoreError> {
+        self.inner.revoke_operator_token(name_or_id).await
+    }
+    async fn authenticate_operator(
+        &self,
+        token: &str,
+    ) -> Result<Option<OperatorToken>, StoreError> {
+        self.inner.authenticate_operator(token).await
+    }
+    async fn operator_token(&self, id: &str) -> Result<Option<OperatorToken>, StoreError> {
+        self.inner.operator_token(id).await
+    }
+}
+
+#[async_trait::async_trait]
+impl EventLog for Counting {
+    async fn append_events(
+        &self,
+        key_id: &str,
+        expected_key_seq: i64,
+        events: &[NewEvent],
+    ) -> Result<i64, StoreError> {
+        self.inner
+            .append_events(key_id, expected_key_seq, events)
+            .await
+    }
+    async fn load_events(
+        &self,
+        key_id: &str,
+        after_key_seq: i64,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        self.loads.fetch_add(1, Ordering::SeqCst);
+        self.inner.load_events(key_id, after_key_seq).await
+    }
+    async fn last_key_seq(&self, key_id: &str) -> Result<i64, StoreError> {
+        self.inner.last_key_seq(key_id).await
+    }
+    async fn keys_with_events(&self) -> Result<Vec<String>, StoreError> {
+        self.inner.keys_with_events().await
+    }
+    async fn export_events(
+        &self,
+        key_id: Option<&str>,
+        since_ms: Option<i64>,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        self.inner.export_events(key_id, since_ms).await
+    }
+    async fn events_since(
+        &self,
+        after_seq: i64,
+        limit: i64,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        self.inner.events_since(after_seq, limit).await
+    }
+    async fn last_seq(&self) -> Result<i64, StoreError> {
+        self.inner.last_seq().await
+    }
+    fn log_mark(&self) -> Option<LogMark> {
+        self.inner.log_mark()
+    }
+    async fn append_events_marked(
+        &self,
+        key_id: &str,
+        expected_key_seq: i64,
+        events: &[NewEvent],
+    ) -> Result<(i64, Option<LogMark>), StoreError> {
+        self.inner
+            .append_events_marked(key_id, expected_key_seq, events)
+            .await
+    }
+}
+
+/// On PostgreSQL (no log mark) a write that runs on a held state is
+/// decided without reading the key's events when the authenticating
+/// statement saw the log where the held state is; a read and a write to
+/// plan do not ask where the log stands (it costs the store on every
+/// request and would spare them nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_postgres_authentication_tells_a_write_that_runs_its_held_state_is_current() {
+    let Some(schema) = PgSchema::fresh("seen_counts") else {
+        return;
+    };
+    let counting = Arc::new(Counting {
+        inner: schema.open().await,
+        seen: AtomicUsize::new(0),
+        plain: AtomicUsize::new(0),
+        loads: AtomicUsize::new(0),
+    });
+    let store: Arc<dyn Store> = counting.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let r = rig_on_store(store, dir, Scope::Write, "rec", Recorder::default(), |_| {}).await;
+    let client = r.client(Seen::default()).await;
+    // The first write folds the key (nothing held yet).
+    call_ok(&client, "record", json!({"note": "0"})).await;
+
+    let (seen, plain, loads) = counting.counts();
+    for i in 1..=4 {
+        let ran = call_ok(&client, "record", json!({"note": i})).await;
+        assert_ne!(body(&ran)["planned"], true, "{ran:?}");
+    }
+    call_ok(&client, "lookup", json!({})).await;
+    assert_eq!(r.calls_of("record").len(), 5);
+    assert_eq!(
+        counting.counts(),
+        (seen + 4, plain + 1, loads),
+        "four writes that ran on the held state, one read: no load"
+    );
+
+    // Plan mode (a gateway tool: it asks), then writes to plan: they are
+    // decided on the held state whatever the log says, so they do not ask.
+    call_ok(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
+    let (seen, plain, loads) = counting.counts();
+    for i in 0..3 {
+        let planned = call_ok(&client, "record", json!({"note": format!("p{i}")})).await;
+        assert_eq!(body(&planned)["planned"], true, "{planned:?}");
+    }
+    assert_eq!(counting.counts(), (seen, plain + 3, loads));
+    assert_eq!(r.calls_of("record").len(), 5, "planned, not run");
     client.cancel().await.unwrap();
 }
