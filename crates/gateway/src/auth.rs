@@ -392,10 +392,10 @@ pub async fn require_caller(
         .map(str::trim)
         .map(str::to_owned);
     // Where the key's log stands is worth asking with the key only for a
-    // request decided on the key's state, and only when the key is asked
-    // of the store at all (a store without a key epoch).
+    // request decided on the key's state, and only of a store that reads
+    // it with the key.
     let mut peeked = Peeked::Other;
-    if token.is_some() && gw.store().key_epoch().is_none() {
+    if token.is_some() && gw.store().authenticate_sees_log() {
         (peeked, request) = match peek_tool_call(request).await {
             Ok(peeked) => peeked,
             Err(response) => return response,

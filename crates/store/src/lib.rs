@@ -165,6 +165,13 @@ pub trait Credentials: Send + Sync + 'static {
         Ok(self.authenticate(token).await?.map(|key| (key, None)))
     }
 
+    /// Whether [`Credentials::authenticate_seen`] answers a key_seq at all
+    /// (constant, and free to ask): a caller prepares what to ask with the
+    /// key only when it would be answered.
+    fn authenticate_sees_log(&self) -> bool {
+        false
+    }
+
     /// A cheap, synchronous token that changes whenever a key is revoked
     /// through this store, by any process sharing it. A gateway may keep
     /// keys it has authenticated while this stays the same, so a revocation

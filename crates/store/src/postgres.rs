@@ -670,6 +670,10 @@ impl Credentials for PostgresStore {
         self.credentials.authenticate(token).await
     }
 
+    fn authenticate_sees_log(&self) -> bool {
+        true
+    }
+
     /// One statement: the key and, beside it, its last key_seq (the
     /// `UNIQUE (key_id, key_seq)` index answers `MAX`), so a write that runs needs no
     /// second round trip to learn that the state it holds is current.

@@ -386,7 +386,8 @@ async fn authenticating_with_the_log_seen_answers_the_same_key_and_where_its_log
     };
     // PostgreSQL reads the log with the key and says where it stands;
     // SQLite (which has its log mark) says nothing. Never another key.
-    let says = matches!(f.config, StoreConfig::Postgres(_));
+    let says = store.authenticate_sees_log();
+    assert_eq!(says, matches!(f.config, StoreConfig::Postgres(_)));
     let (key, at) = seen(mine.token.clone()).await.expect("active key");
     assert_eq!(key, mine.key);
     assert_eq!(at, says.then_some(0));
