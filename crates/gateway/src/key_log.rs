@@ -411,14 +411,23 @@ mod tests {
         .unwrap();
     }
 
+    /// Two logs, each on its own store handle, on one SQLite file in `dir`.
+    async fn two_processes(dir: &tempfile::TempDir) -> (KeyLog, KeyLog) {
+        let path = dir.path().join("plangate.db");
+        let open = || async { KeyLog::new(plangate_store::open_sqlite(&path).await.unwrap()) };
+        (open().await, open().await)
+    }
+
+    /// How many times `log` read a key's events from the store.
+    fn loads(log: &KeyLog) -> usize {
+        log.loads.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     #[tokio::test]
     async fn a_state_is_answered_from_memory_only_while_nothing_was_committed_anywhere() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("plangate.db");
         // Two gateways on one data dir (two stdio windows).
-        let here = KeyLog::<KeyState>::new(plangate_store::open_sqlite(&path).await.unwrap());
-        let there = KeyLog::<KeyState>::new(plangate_store::open_sqlite(&path).await.unwrap());
-        let loads = |log: &KeyLog| log.loads.load(std::sync::atomic::Ordering::Relaxed);
+        let (here, there) = two_processes(&dir).await;
         set(&here, "key_a", "plan").await;
         // (The transaction read the key once, to decide.)
         let base = loads(&here);
@@ -450,13 +459,11 @@ mod tests {
         assert_eq!(mode_of(&here, "key_a").await.as_deref(), Some("act"));
         assert_eq!(loads(&here), base + 1);
     }
+
     #[tokio::test]
     async fn a_state_folded_up_to_where_authentication_saw_the_log_is_answered_without_a_read() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("plangate.db");
-        let here = KeyLog::<KeyState>::new(plangate_store::open_sqlite(&path).await.unwrap());
-        let there = KeyLog::<KeyState>::new(plangate_store::open_sqlite(&path).await.unwrap());
-        let loads = |log: &KeyLog| log.loads.load(std::sync::atomic::Ordering::Relaxed);
+        let (here, there) = two_processes(&dir).await;
         set(&here, "key_a", "plan").await;
         // Another process writes after this request's key was
         // authenticated at key_seq 1: the request is decided as of then.

@@ -751,5 +751,28 @@ async fn on_postgres_authentication_tells_a_write_that_runs_its_held_state_is_cu
     }
     assert_eq!(counting.counts(), (seen, plain + 3, loads));
     assert_eq!(r.calls_of("record").len(), 5, "planned, not run");
+
+    // The key this token was last found to be is a hint of what to ask,
+    // never the answer: revoked through another replica, the key's very
+    // next write is refused, though its state is held and current.
+    call_ok(&client, "plangate_discard_plan", json!({})).await;
+    call_ok(
+        &client,
+        "plangate_begin_session",
+        json!({"mode": "default"}),
+    )
+    .await;
+    schema.open().await.revoke_key("agent").await.unwrap();
+    let refused = client
+        .peer()
+        .call_tool(params("record", json!({"note": "after revoke"})))
+        .await
+        .expect_err("a revoked key's write must be refused");
+    assert!(refused.to_string().contains("revoked"), "{refused}");
+    assert_eq!(
+        r.calls_of("record").len(),
+        5,
+        "nothing ran after the revocation"
+    );
     client.cancel().await.unwrap();
 }
