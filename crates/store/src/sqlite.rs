@@ -14,12 +14,15 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use plangate_core::Scope;
-use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::Connection;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteConnection, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
 
 use crate::credentials::SqlCredentials;
 use crate::events::{
-    Waiting, answer_batch, batch_failed, body_text, committer_stopped, event_columns,
-    event_from_row, fail_batch, is_taken_key_seq, next_batch,
+    Waiting, answer_batch, body_text, committer_stopped, event_columns, event_from_row, fail_batch,
+    is_taken_key_seq, next_batch,
 };
 use crate::private_fs::create_new_private_file;
 use crate::schema::{Migration, pending};
@@ -180,13 +183,32 @@ struct Append {
 /// its own savepoint — so a conflict or a bad event undoes that append
 /// alone, with the same per-key compare-and-set as ever — commits once,
 /// and only then answers each caller. Ends when the store is dropped.
+///
+/// The committer writes on a connection of its own, opened with the
+/// pool's options at its first batch and kept (opened again after one
+/// fails). SQLite empties a connection's page cache whenever another
+/// connection committed since its last transaction, so appends taking
+/// turns on the pool's connections each began cold: every append re-read
+/// the events table's and indexes' pages it walks (seven 4 KiB reads,
+/// `strace`). One writer keeps them: its own commits leave its cache valid.
 async fn committer(
-    pool: SqlitePool,
+    options: SqliteConnectOptions,
     mark: Option<Arc<WalMark>>,
     mut jobs: tokio::sync::mpsc::UnboundedReceiver<Append>,
 ) {
+    let mut conn: Option<SqliteConnection> = None;
     while let Some(batch) = next_batch(&mut jobs).await {
-        commit_batch(&pool, mark.as_deref(), batch).await;
+        let live = match conn.take() {
+            Some(live) => live,
+            None => match SqliteConnection::connect_with(&options).await {
+                Ok(live) => live,
+                Err(e) => {
+                    fail_batch(batch, &e);
+                    continue;
+                }
+            },
+        };
+        conn = commit_batch(live, mark.as_deref(), batch).await;
     }
 }
 
@@ -196,10 +218,15 @@ async fn committer(
 /// happened in that window, and it was this batch's, so every key the
 /// batch appended to is complete up to that mark. Anything else (another
 /// process committed too, the log was restarted) is no mark, and the
-/// key's next read asks the database.
-async fn commit_batch(pool: &SqlitePool, wal: Option<&WalMark>, mut batch: Vec<Append>) {
+/// key's next read asks the database. Gives the connection back unless
+/// the transaction failed (then the next batch opens a fresh one).
+async fn commit_batch(
+    mut conn: SqliteConnection,
+    wal: Option<&WalMark>,
+    mut batch: Vec<Append>,
+) -> Option<SqliteConnection> {
     let before = wal.and_then(WalMark::read);
-    let committed = write_batch(pool, &batch).await;
+    let committed = write_batch(&mut conn, &batch).await;
     let after = wal.and_then(WalMark::read);
     // Only a batch that wrote events made a commit of its own to count.
     let wrote = committed.as_ref().is_ok_and(|results| {
@@ -216,15 +243,21 @@ async fn commit_batch(pool: &SqlitePool, wal: Option<&WalMark>, mut batch: Vec<A
         }
     }
     match committed {
-        Ok(results) => answer_batch(batch, results),
-        Err(e) => fail_batch(batch, &e),
+        Ok(results) => {
+            answer_batch(batch, results);
+            Some(conn)
+        }
+        Err(e) => {
+            fail_batch(batch, &e);
+            None
+        }
     }
 }
 
 /// The batch's appends in one commit: each one's outcome, or the failure
 /// of the whole transaction.
 async fn write_batch(
-    pool: &SqlitePool,
+    conn: &mut SqliteConnection,
     batch: &[Append],
 ) -> Result<Vec<Result<i64, StoreError>>, sqlx::Error> {
     // A lone append of one statement is its own transaction: SQLite takes
@@ -234,19 +267,16 @@ async fn write_batch(
     if let [job] = batch
         && job.rows.len() <= APPEND_CHUNK
     {
-        let result = match pool.acquire().await {
-            Ok(mut conn) => try_append(&mut conn, job)
-                .await
-                .map_err(StoreError::from)
-                .and_then(|outcome| outcome.map_err(|found| conflict(job, found))),
-            Err(e) => Err(batch_failed(&e)),
-        };
+        let result = try_append(conn, job)
+            .await
+            .map_err(StoreError::from)
+            .and_then(|outcome| outcome.map_err(|found| conflict(job, found)));
         return Ok(vec![result]);
     }
     // BEGIN IMMEDIATE takes the write lock before the checks, so no other
     // process can append between a check and its inserts; the UNIQUE
     // constraint stays the final guard.
-    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
     let mut results = Vec::with_capacity(batch.len());
     for job in batch {
         results.push(append_in(&mut tx, job).await);
@@ -285,7 +315,7 @@ const APPEND_CHUNK: usize = 1000;
 /// so an append of one statement needs nothing more; a longer one is
 /// written in a savepoint so that it lands whole or not at all.
 async fn append_in(
-    tx: &mut sqlx::Transaction<'static, sqlx::Sqlite>,
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
     job: &Append,
 ) -> Result<i64, StoreError> {
     let long = job.rows.len() > APPEND_CHUNK;
@@ -426,7 +456,7 @@ impl SqliteStore {
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
             .test_before_acquire(false)
-            .connect_with(options)
+            .connect_with(options.clone())
             .await?;
 
         enable_wal(&pool, path).await?;
@@ -435,7 +465,7 @@ impl SqliteStore {
         let mut epoch_file = path.as_os_str().to_owned();
         epoch_file.push("-keys");
         let (appends, jobs) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(committer(pool.clone(), mark.clone(), jobs));
+        tokio::spawn(committer(options, mark.clone(), jobs));
         Ok(SqliteStore {
             credentials: SqlCredentials::new(pool.clone()),
             pool,
@@ -749,6 +779,97 @@ impl EventLog for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Pages one connection has had to read into its cache so far
+    /// (SQLite's `SQLITE_DBSTATUS_CACHE_MISS`).
+    #[expect(
+        unsafe_code,
+        reason = "sqlite3_db_status is a C call; a test's, reading a counter"
+    )]
+    async fn cache_misses(conn: &mut SqliteConnection) -> i32 {
+        let mut handle = conn.lock_handle().await.expect("handle");
+        let (mut now, mut highest) = (0, 0);
+        // SAFETY: the handle is locked for the call, and both pointers are
+        // to live integers.
+        let rc = unsafe {
+            libsqlite3_sys::sqlite3_db_status(
+                handle.as_raw_handle().as_ptr(),
+                libsqlite3_sys::SQLITE_DBSTATUS_CACHE_MISS,
+                &mut now,
+                &mut highest,
+                0,
+            )
+        };
+        assert_eq!(rc, libsqlite3_sys::SQLITE_OK);
+        now
+    }
+
+    fn one_append(key_id: &str, expected: i64) -> Append {
+        let (reply, _answer) = tokio::sync::oneshot::channel();
+        Append {
+            key_id: key_id.to_owned(),
+            expected,
+            rows: vec![(
+                expected,
+                "mode_set".to_owned(),
+                r#"{"mode":"plan"}"#.to_owned(),
+            )],
+            mark: None,
+            reply,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_committer_keeps_its_connection_whose_appends_read_no_pages() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let store = SqliteStore::open(&tmp.path().join("plangate.db"))
+            .await
+            .expect("open");
+        let key = store.create_key("k", Scope::Write).await.expect("key").key;
+        // A log several pages deep, as a store in use has.
+        let event = NewEvent {
+            at_ms: 1,
+            kind: "mode_set".to_owned(),
+            body: serde_json::json!({"mode": "plan", "padding": "x".repeat(200)}),
+        };
+        for seq in 0..300 {
+            store
+                .append_events(&key.id, seq, std::slice::from_ref(&event))
+                .await
+                .expect("append");
+        }
+        let options = store.pool.connect_options().as_ref().clone();
+        let conn = SqliteConnection::connect_with(&options)
+            .await
+            .expect("connect");
+        let mut conn = commit_batch(conn, None, vec![one_append(&key.id, 300)])
+            .await
+            .expect("a batch that committed gives its connection back");
+        let warm = cache_misses(&mut conn).await;
+        let mut conn = commit_batch(conn, None, vec![one_append(&key.id, 301)])
+            .await
+            .expect("kept");
+        assert_eq!(
+            cache_misses(&mut conn).await,
+            warm,
+            "an append on the connection that made the last commit reads no page"
+        );
+        // What the pool's connections met when appends took turns on them:
+        // a commit by another connection empties this one's cache.
+        store
+            .create_key("other", Scope::Read)
+            .await
+            .expect("a write through the pool");
+        let mut conn = commit_batch(conn, None, vec![one_append(&key.id, 302)])
+            .await
+            .expect("kept");
+        assert!(
+            cache_misses(&mut conn).await > warm,
+            "after another connection's commit the pages are read again"
+        );
+        let events = store.load_events(&key.id, 0).await.expect("load");
+        assert_eq!(events.len(), 303);
+    }
 
     #[tokio::test]
     async fn every_connection_is_durable_waits_for_locks_and_checks_foreign_keys() {
