@@ -184,15 +184,17 @@ struct Append {
 /// alone, with the same per-key compare-and-set as ever — commits once,
 /// and only then answers each caller. Ends when the store is dropped.
 ///
-/// The committer writes on a connection of its own, opened with the
-/// pool's options at its first batch and kept (opened again after one
-/// fails). SQLite empties a connection's page cache whenever another
-/// connection committed since its last transaction, so appends taking
-/// turns on the pool's connections each began cold: every append re-read
-/// the events table's and indexes' pages it walks (seven 4 KiB reads,
-/// `strace`). One writer keeps them: its own commits leave its cache valid.
+/// The committer writes on a connection of its own, taken out of the
+/// pool at its first batch (the pool opens another when its readers need
+/// one, so no connection is added while the process is idle) and kept
+/// (taken again after one fails). SQLite empties a connection's page cache
+/// whenever another connection committed since its last transaction, so
+/// appends taking turns on the pool's connections each began cold: every
+/// append re-read the events table's and indexes' pages it walks (seven
+/// 4 KiB reads, `strace`). One writer keeps them: its own commits leave
+/// its cache valid.
 async fn committer(
-    options: SqliteConnectOptions,
+    pool: SqlitePool,
     mark: Option<Arc<WalMark>>,
     mut jobs: tokio::sync::mpsc::UnboundedReceiver<Append>,
 ) {
@@ -200,8 +202,8 @@ async fn committer(
     while let Some(batch) = next_batch(&mut jobs).await {
         let live = match conn.take() {
             Some(live) => live,
-            None => match SqliteConnection::connect_with(&options).await {
-                Ok(live) => live,
+            None => match pool.acquire().await {
+                Ok(pooled) => pooled.detach(),
                 Err(e) => {
                     fail_batch(batch, &e);
                     continue;
@@ -456,7 +458,7 @@ impl SqliteStore {
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
             .test_before_acquire(false)
-            .connect_with(options.clone())
+            .connect_with(options)
             .await?;
 
         enable_wal(&pool, path).await?;
@@ -465,7 +467,7 @@ impl SqliteStore {
         let mut epoch_file = path.as_os_str().to_owned();
         epoch_file.push("-keys");
         let (appends, jobs) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(committer(options, mark.clone(), jobs));
+        tokio::spawn(committer(pool.clone(), mark.clone(), jobs));
         Ok(SqliteStore {
             credentials: SqlCredentials::new(pool.clone()),
             pool,
@@ -838,10 +840,7 @@ mod tests {
                 .await
                 .expect("append");
         }
-        let options = store.pool.connect_options().as_ref().clone();
-        let conn = SqliteConnection::connect_with(&options)
-            .await
-            .expect("connect");
+        let conn = store.pool.acquire().await.expect("acquire").detach();
         let mut conn = commit_batch(conn, None, vec![one_append(&key.id, 300)])
             .await
             .expect("a batch that committed gives its connection back");
