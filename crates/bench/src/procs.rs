@@ -42,6 +42,8 @@ fn log_file(label: &str) -> Result<std::fs::File> {
 pub struct Proc {
     /// The child; its stdio handles may be taken.
     pub child: Child,
+    /// The `host:port` it serves HTTP at, for a server.
+    pub serves: Option<String>,
     label: String,
     pid: u32,
     stopped: bool,
@@ -61,6 +63,7 @@ impl Proc {
         let pid = child.id().context("started process has no pid")?;
         Ok(Proc {
             child,
+            serves: None,
             label: label.to_owned(),
             pid,
             stopped: false,
@@ -72,6 +75,11 @@ impl Proc {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::from(log_file(label)?));
         Proc::spawn(label, cmd)
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
     }
 
     /// Resident set size of the process itself (not its children), KiB.

@@ -4,12 +4,19 @@
 
 use std::collections::BTreeMap;
 
+use std::time::Duration;
+
 use anyhow::{Result, bail};
 
 use super::{Cfg, Running, ours, relate, sdk, setup};
 use crate::ctx::{Ctx, batch, echo_args, rotated};
+use crate::mcp::Target;
+use crate::procs;
 use crate::report::PassRow;
 use crate::stats::{Batch, combine};
+
+/// How often a server's RSS is read while many clients call it.
+const RSS_SAMPLE: Duration = Duration::from_millis(20);
 
 /// Sets the phase up, measures every configuration that answered, and
 /// fills the report's passthrough rows (then the SDK figures); a failure
@@ -21,6 +28,7 @@ pub(super) async fn measure(ctx: &mut Ctx, running: &mut Running) -> Result<()> 
     let mut seq: BTreeMap<String, Vec<Batch>> = BTreeMap::new();
     let mut conc: BTreeMap<String, Vec<Batch>> = BTreeMap::new();
     let mut many: BTreeMap<String, Vec<Batch>> = BTreeMap::new();
+    let mut many_rss: BTreeMap<String, u64> = BTreeMap::new();
     let mut broken: BTreeMap<String, String> = BTreeMap::new();
     // A bridge that falls over under many clients keeps its other rows.
     let mut broken_many: BTreeMap<String, String> = BTreeMap::new();
@@ -94,17 +102,38 @@ pub(super) async fn measure(ctx: &mut Ctx, running: &mut Running) -> Result<()> 
             })
             .collect();
         for c in todo {
-            match batch(
-                &c.target,
-                &c.id,
-                &c.tool,
-                &args,
-                s.many_clients,
-                s.many_calls_per_client,
-                2,
-            )
-            .await
-            {
+            let pid = match &c.target {
+                Target::Http { addr, .. } => running.pid_serving(addr),
+                Target::Stdio { .. } => None,
+            };
+            let mut peak = 0;
+            let result = {
+                let sampler = async {
+                    loop {
+                        if let Some(kib) = pid.and_then(procs::rss_kib) {
+                            peak = peak.max(kib);
+                        }
+                        tokio::time::sleep(RSS_SAMPLE).await;
+                    }
+                };
+                tokio::select! {
+                    result = batch(
+                        &c.target,
+                        &c.id,
+                        &c.tool,
+                        &args,
+                        s.many_clients,
+                        s.many_calls_per_client,
+                        2,
+                    ) => result,
+                    never = sampler => never,
+                }
+            };
+            if peak > 0 {
+                let most = many_rss.entry(c.id.clone()).or_default();
+                *most = (*most).max(peak);
+            }
+            match result {
                 Ok(b) => many.entry(c.id.clone()).or_default().push(b),
                 Err(e) => {
                     broken_many.insert(c.id.clone(), format!("{e:#}"));
@@ -147,6 +176,9 @@ pub(super) async fn measure(ctx: &mut Ctx, running: &mut Running) -> Result<()> 
                 via: c.via.clone(),
                 clients,
                 m: combine(batches),
+                peak_rss_kib: (clients == s.many_clients)
+                    .then(|| many_rss.get(&c.id).copied())
+                    .flatten(),
                 ..PassRow::default()
             });
         }

@@ -76,6 +76,20 @@ struct Running {
 }
 
 impl Running {
+    /// The process serving HTTP at `addr`, if one of these does.
+    fn pid_serving(&self, addr: &str) -> Option<u32> {
+        self.gateways
+            .iter()
+            .find(|g| g.addr == addr)
+            .map(|g| g.proc.pid())
+            .or_else(|| {
+                self.procs
+                    .iter()
+                    .find(|p| p.serves.as_deref() == Some(addr))
+                    .map(Proc::pid)
+            })
+    }
+
     async fn stop(mut self) {
         for g in &mut self.gateways {
             g.proc.stop().await;
@@ -103,6 +117,7 @@ async fn start_server(
 ) -> Result<Proc> {
     let mut p = Proc::spawn_server(label, cmd)?;
     procs::wait_http(&mut p, addr, ready_path, want, Duration::from_secs(90)).await?;
+    p.serves = Some(addr.to_owned());
     Ok(p)
 }
 

@@ -6,13 +6,21 @@ use super::format::{ms, ratio, rps};
 use super::{PassRow, Report};
 
 fn pass_table(out: &mut String, rows: &[PassRow], clients: usize) {
+    let rows: Vec<&PassRow> = rows.iter().filter(|r| r.clients == clients).collect();
+    // The many-clients table also says what the sessions cost each server.
+    let rss = rows.iter().any(|r| r.peak_rss_kib.is_some());
     let _ = writeln!(
         out,
-        "| client → | via | → upstream | p50 ms (spread) | p99 ms | calls/s | added p50 ms | p50 × direct | p99 × direct | calls/s × direct |"
+        "| client → | via | → upstream | p50 ms (spread) | p99 ms | calls/s | added p50 ms | p50 × direct | p99 × direct | calls/s × direct |{}",
+        if rss { " peak RSS MB |" } else { "" }
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
-    for r in rows.iter().filter(|r| r.clients == clients) {
-        let _ = writeln!(
+    let _ = writeln!(
+        out,
+        "|---|---|---|---|---|---|---|---|---|---|{}",
+        if rss { "---|" } else { "" }
+    );
+    for r in rows {
+        let _ = write!(
             out,
             "| {} | {} | {} | {} ({}–{}) | {} | {} | {} | {} | {} | {} |",
             r.client,
@@ -28,6 +36,15 @@ fn pass_table(out: &mut String, rows: &[PassRow], clients: usize) {
             ratio(r.ratio_p99),
             ratio(r.ratio_throughput),
         );
+        if rss {
+            let _ = write!(
+                out,
+                " {} |",
+                r.peak_rss_kib
+                    .map_or("–".into(), |k| format!("{:.1}", k as f64 / 1024.0))
+            );
+        }
+        let _ = writeln!(out);
     }
 }
 
@@ -108,7 +125,7 @@ pub fn markdown(r: &Report) -> String {
     }
     let many = if s.many_clients > 0 && counts.contains(&s.many_clients) {
         format!(
-            " With {} HTTP clients each makes {} timed calls; a bridge missing from that table failed or stalled with that many (see \"Not measured\").",
+            " With {} HTTP clients each makes {} timed calls; a bridge missing from that table failed or stalled with that many (see \"Not measured\"); its peak RSS is the serving process's own (not its upstream's), sampled every 20 ms while those clients called it, the most over the rounds (for the direct row: the timing upstream's).",
             s.many_clients, s.many_calls_per_client
         )
     } else {
@@ -293,4 +310,43 @@ pub fn markdown(r: &Report) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(via: &str, clients: usize, peak_rss_kib: Option<u64>) -> PassRow {
+        PassRow {
+            id: format!("{via}-c{clients}"),
+            label: via.into(),
+            client: "http".into(),
+            upstream: "stdio".into(),
+            via: via.into(),
+            clients,
+            peak_rss_kib,
+            ..PassRow::default()
+        }
+    }
+
+    #[test]
+    fn the_many_clients_table_says_each_servers_peak_rss_and_the_others_do_not() {
+        let rows = [
+            row("plangate", 16, None),
+            row("plangate", 256, Some(40 * 1024 + 512)),
+            row("peer", 256, None),
+        ];
+        let mut many = String::new();
+        pass_table(&mut many, &rows, 256);
+        let lines: Vec<&str> = many.lines().collect();
+        assert!(lines[0].ends_with("| peak RSS MB |"), "{many}");
+        assert!(lines[1].ends_with("|---|---|"), "{many}");
+        assert!(lines[2].ends_with("| 40.5 |"), "{many}");
+        // A bridge whose process was not found says so, not zero.
+        assert!(lines[3].ends_with("| – |"), "{many}");
+        let mut few = String::new();
+        pass_table(&mut few, &rows, 16);
+        assert!(!few.contains("RSS"), "{few}");
+        assert_eq!(few.lines().count(), 3);
+    }
 }

@@ -119,6 +119,12 @@ pub struct PassRow {
     pub ratio_p50: Option<f64>,
     pub ratio_p99: Option<f64>,
     pub ratio_throughput: Option<f64>,
+    /// The serving process's own peak resident set while these clients
+    /// called it (sampled every 20 ms; HTTP rows with many clients only),
+    /// KiB: what holding that many sessions costs the bridge itself, not
+    /// its upstream.
+    #[serde(default)]
+    pub peak_rss_kib: Option<u64>,
 }
 
 /// Evaluating a set of rules for one passthrough call none of them
