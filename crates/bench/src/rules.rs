@@ -73,6 +73,7 @@ fn measure(
     samples: usize,
 ) -> (f64, f64) {
     let args = json!({"message": "hello", "path": path});
+    let paths = [path.to_owned()];
     let call = Call {
         key_name: "bench",
         scope: "write",
@@ -82,6 +83,8 @@ fn measure(
         effect: Effect::Read,
         mode: "default",
         arguments: &args,
+        paths: &paths,
+        undeclared: &[],
     };
     for _ in 0..samples / 10 {
         std::hint::black_box(policy.decide(&call, resolver.clone()));
@@ -108,8 +111,8 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     std::fs::create_dir_all(dir.join("notes"))?;
     std::fs::write(dir.join("notes/a.txt"), "a")?;
     let local = dir.join("notes/a.txt").to_string_lossy().into_owned();
-    let lexical: Arc<dyn PathResolver> = Arc::new(Lexical);
-    let on_this_machine: Arc<dyn PathResolver> = Arc::new(LocalFs);
+    let lexical: Arc<dyn PathResolver> = Arc::new(Lexical::default());
+    let on_this_machine: Arc<dyn PathResolver> = Arc::new(LocalFs(Default::default()));
     let cases = [
         (
             "naming their tool (passed over)",

@@ -12,6 +12,7 @@ use anyhow::Result;
 use plangate_config::Config;
 use plangate_core::{Code, Decision, Effect, TOOLS_LOG, ToolPins};
 use plangate_gateway::key_log::KeyLog;
+use plangate_gateway::policy::{CallPaths, PathFacts, ToolNames, Who, call_paths, judge};
 use plangate_gateway::tool_pins::effect_of;
 use plangate_store::{KeyMaterial, Store};
 use serde_json::{Value, json};
@@ -38,12 +39,18 @@ pub struct Test<'a> {
 
 /// The upstream and tool `exposed` names, and its effect class: from the
 /// pinned definitions (`UPSTREAM__TOOL`, or a tool name one upstream has).
+#[allow(clippy::type_complexity)]
 fn find_tool(
     config: &Config,
     pins: &ToolPins,
     exposed: &str,
     effect: Option<Effect>,
-) -> Result<(String, String, Effect)> {
+) -> Result<(
+    String,
+    String,
+    Effect,
+    Option<serde_json::Map<String, Value>>,
+)> {
     let mut found: Vec<(String, String, Option<Value>)> = Vec::new();
     for (server, tools) in &pins.tools {
         for (tool, pin) in tools {
@@ -79,7 +86,12 @@ fn find_tool(
                     }
                 },
             };
-            Ok((server.clone(), tool.clone(), effect))
+            let schema = definition
+                .as_ref()
+                .and_then(|d| d.get("inputSchema"))
+                .and_then(Value::as_object)
+                .cloned();
+            Ok((server.clone(), tool.clone(), effect, schema))
         }
         [] => Err(UsageError(format!(
             "no upstream offers a tool called {exposed} [invalid_arguments]: `plangate tools list` shows the pinned ones"
@@ -106,21 +118,43 @@ fn effect_named(word: &str) -> Option<Effect> {
     }
 }
 
-/// The upstream, tool and effect class of `exposed` in a gateway's live
-/// catalog: the upstreams are connected and list their tools (nothing is
-/// called), exactly as dispatch would see them. `None` when no connected
-/// upstream offers it.
+/// What `policy test` knows of the tool called: its names, effect class,
+/// input schema (when known) and path facts.
+struct Found {
+    server: String,
+    tool: String,
+    effect: Effect,
+    schema: Option<serde_json::Map<String, Value>>,
+}
+
+/// `exposed` in a gateway's live catalog — the upstreams are connected and
+/// list their tools, exactly as dispatch would see them — with the call's
+/// paths placed as dispatch places them (which may ask the upstream's read
+/// that lists the directories relative paths resolve against; nothing
+/// else is called). `None` when no connected upstream offers it.
 async fn live_tool(
     config: &Config,
     store: Arc<dyn Store>,
     material: KeyMaterial,
     exposed: &str,
-) -> Option<(String, String, Effect)> {
+    arguments: &Value,
+) -> Option<(Found, CallPaths)> {
     let gw = plangate_gateway::Gateway::build(config.clone(), store, material).await;
-    let found = gw
-        .catalog()
-        .tool(exposed)
-        .map(|t| (t.upstream.clone(), t.original.clone(), t.effect));
+    let found = match gw.catalog().tool(exposed) {
+        Some(t) => {
+            let paths = call_paths(Some(&gw), config, &t.upstream, &t.paths, arguments).await;
+            Some((
+                Found {
+                    server: t.upstream.clone(),
+                    tool: t.original.clone(),
+                    effect: t.effect,
+                    schema: Some((*t.tool.input_schema).clone()),
+                },
+                paths,
+            ))
+        }
+        None => None,
+    };
     gw.shutdown().await;
     found
 }
@@ -152,32 +186,69 @@ pub async fn test(
     let in_force = config.modes.in_force(&state);
     let mode = in_force.spec;
     let given = t.effect.and_then(effect_named);
-    let live = match given {
-        Some(_) => None,
-        None => live_tool(config, store.clone(), material, t.tool).await,
-    };
-    let (server, tool, effect) = match live {
-        Some(found) => found,
+    let (found, paths) = match live_tool(config, store.clone(), material, t.tool, &arguments).await
+    {
+        Some(live) => live,
         None => {
             let pins = KeyLog::<ToolPins>::with_capacity(store, 1)
                 .state(TOOLS_LOG)
                 .await?;
-            find_tool(config, &pins, t.tool, given)?
+            let (server, tool, effect, schema) = find_tool(config, &pins, t.tool, given)?;
+            let facts = PathFacts::of(
+                config,
+                &server,
+                &tool,
+                None,
+                None,
+                schema.as_ref().unwrap_or(&serde_json::Map::new()),
+            );
+            let paths = call_paths(None, config, &server, &facts, &arguments).await;
+            let found = Found {
+                server,
+                tool,
+                effect,
+                schema,
+            };
+            (found, paths)
         }
     };
+    let effect = given.unwrap_or(found.effect);
+    let (server, tool) = (&found.server, &found.tool);
+    // Arguments the tool does not take are refused before any rule, as
+    // dispatch refuses them.
+    let undeclared = found
+        .schema
+        .as_ref()
+        .map(|schema| plangate_core::undeclared(schema, &arguments))
+        .unwrap_or_default();
+    if !undeclared.refused.is_empty() {
+        return Err(UsageError(format!(
+            "{} does not take {}: its input schema does not declare it, so dispatch refuses the call before any rule [invalid_arguments]",
+            t.tool,
+            undeclared.refused.join(", ")
+        ))
+        .into());
+    }
     let policy = plangate_gateway::policy::compile(config);
-    let call = plangate_policy::Call {
-        key_name: &key.name,
-        scope: key.scope.as_str(),
-        upstream: &server,
-        tool: &tool,
+    let names = ToolNames {
+        upstream: server,
+        tool,
         exposed: t.tool,
-        effect,
-        mode: &mode.name,
-        arguments: &arguments,
     };
-    let resolver = plangate_gateway::policy::resolver_for(config, &server);
-    let matched = policy.decide(&call, resolver);
+    let who = Who {
+        name: &key.name,
+        scope: key.scope.as_str(),
+    };
+    let matched = judge(
+        &policy,
+        names,
+        effect,
+        who,
+        &mode.name,
+        &arguments,
+        &undeclared.allowed,
+        &paths,
+    );
     // A read with no rule runs for everyone, before any mode is read.
     let decision = match (&matched, effect) {
         (None, Effect::Read) => Decision::Run,
@@ -189,6 +260,15 @@ pub async fn test(
             explicit,
         ),
     };
+    // Where each path lands, as the rules judged it.
+    let placed: Vec<(String, Result<String, String>)> = paths
+        .values
+        .iter()
+        .map(|v| {
+            let at = paths.resolver.resolve(v).map_err(|e| e.to_string());
+            (v.clone(), at)
+        })
+        .collect();
     let (word, code) = match decision {
         Decision::Run => ("run", None),
         Decision::Plan => ("plan", None),
@@ -205,6 +285,10 @@ pub async fn test(
             "exposed": t.tool,
             "effect": effect,
             "explicit_plan": explicit,
+            "paths": placed.iter().map(|(sent, at)| match at {
+                Ok(at) => json!({"sent": sent, "placed": at}),
+                Err(why) => json!({"sent": sent, "unplaced": why}),
+            }).collect::<Vec<_>>(),
             "rule": matched.as_ref().map(|m| json!({
                 "name": m.rule,
                 "outcome": m.outcome.as_str(),
@@ -224,6 +308,13 @@ pub async fn test(
         mode.name,
         t.tool
     );
+    for (sent, at) in &placed {
+        match at {
+            Ok(at) if at == sent => outln!("path {sent}"),
+            Ok(at) => outln!("path {sent} → {at}"),
+            Err(why) => outln!("path {sent}: {why}"),
+        }
+    }
     match &matched {
         Some(m) => {
             outln!("rule {:?} decides: {}", m.rule, m.outcome.as_str());

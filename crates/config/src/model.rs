@@ -821,6 +821,10 @@ pub struct ToolOverride {
     /// The most calls to this tool, from all callers together, in a
     /// window; more are refused `rate_limited`. `None`: no limit.
     pub rate_limit: Option<RateLimit>,
+    /// JSON pointers to the arguments that are paths (`*` walks a list):
+    /// what rules see as `paths`, replacing the profile's or the names
+    /// found in the schema. `Some(vec![])`: the tool takes no path.
+    pub paths: Option<Vec<String>>,
 }
 
 impl Default for ToolOverride {
@@ -838,6 +842,7 @@ impl Default for ToolOverride {
             links: Vec::new(),
             snapshots: Vec::new(),
             rate_limit: None,
+            paths: None,
         }
     }
 }

@@ -26,6 +26,36 @@ pub struct Profile {
     pub server_info: Vec<String>,
     /// Its tools, by the server's own names.
     pub tools: BTreeMap<String, ToolProfile>,
+    /// How the server places the paths it is sent (`~`, relative paths):
+    /// what plangate's rules need to know where a path lands.
+    #[serde(default)]
+    pub placement: Option<PlacementSpec>,
+}
+
+/// How a server places the paths it is sent, as its profile says. Without
+/// it, a `~` or relative path in a call cannot be placed, and rules fail
+/// closed on it (docs/config.md, "Paths in rules").
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlacementSpec {
+    /// `~` and `~/…` expand to the server process's home directory
+    /// (`HOME` in its environment).
+    #[serde(default)]
+    pub home: bool,
+    /// Relative paths resolve against the directories this read tool of
+    /// the server lists (one absolute path per line of its text answer),
+    /// as server-filesystem resolves them against its allowed
+    /// directories: the first that keeps the path inside one of them.
+    pub relative_to: Option<String>,
+    /// Whether the server's path arguments name files at all; `false` for
+    /// a server whose `path` is a path in a repository or an API (GitHub):
+    /// its tools' `paths` are then empty unless a tool lists its own.
+    #[serde(default = "yes")]
+    pub files: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// How one tool's writes are described and previewed.
@@ -44,6 +74,16 @@ pub struct ToolProfile {
     pub lands_on: Option<String>,
     /// How to see the target before the write.
     pub preview: Option<PreviewSpec>,
+    /// JSON pointers to the arguments that are paths (`*` walks a list):
+    /// the `paths` rules see. Unset: found by name in the schema
+    /// ([`path_pointers`]).
+    #[serde(default)]
+    pub paths: Option<Vec<String>>,
+    /// A JSON pointer to the argument relative paths of this tool resolve
+    /// against (a repository's `repo_path`), instead of the server's
+    /// `placement`.
+    #[serde(default)]
+    pub relative_to: Option<String>,
 }
 
 /// Whether a preview shows text (a diff) or structured state.
@@ -153,6 +193,89 @@ pub fn profile_for(
                 tool: t.clone(),
             })
         })
+}
+
+/// The profile of a server that says it is `server_name`, whatever the
+/// tool: the operator's own first, then the built-in ones.
+pub fn server_profile<'p>(
+    configured: &'p BTreeMap<String, Profile>,
+    server_name: Option<&str>,
+) -> Option<(&'p str, &'p Profile)> {
+    let server_name = server_name?;
+    configured
+        .iter()
+        .chain(builtin_profiles().iter())
+        .find(|(_, p)| p.server_info.iter().any(|s| s == server_name))
+        .map(|(name, p)| (name.as_str(), p))
+}
+
+/// Top-level argument names taken as paths when nothing says otherwise,
+/// compared without case, `_` or `-`: these, and any ending in `path` or
+/// `paths` (`repo_path`, `filePath`).
+/// A name that is as often a plain word (`file` for its content, `name`)
+/// is left out: an argument taken as a path that is not one fails rules
+/// closed; set `paths` for such a tool.
+pub const PATH_NAMES: [&str; 6] = ["path", "paths", "source", "destination", "dir", "directory"];
+
+/// The pointers to a tool's path arguments: the operator's setting
+/// (`[upstreams.NAME.tools.TOOL] paths`), else the tool's profile's, else
+/// none for a server whose paths are not files (`placement.files =
+/// false`), else every top-level property of `input_schema` whose name is a path name
+/// ([`PATH_NAMES`]) and whose type is a string or a list (then each item:
+/// `/paths/*`).
+pub fn path_pointers(
+    configured: Option<&[String]>,
+    profile: Option<&ToolProfile>,
+    server: Option<&PlacementSpec>,
+    input_schema: &Map<String, Value>,
+) -> Vec<String> {
+    if let Some(set) = configured.or(profile.and_then(|p| p.paths.as_deref())) {
+        return set.to_vec();
+    }
+    if server.is_some_and(|s| !s.files) {
+        return Vec::new();
+    }
+    let Some(properties) = input_schema.get("properties").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    properties
+        .iter()
+        .filter_map(|(name, schema)| {
+            let plain: String = name
+                .chars()
+                .filter(|c| *c != '_' && *c != '-')
+                .flat_map(char::to_lowercase)
+                .collect();
+            let named = PATH_NAMES.contains(&plain.as_str())
+                || plain.ends_with("path")
+                || plain.ends_with("paths");
+            if !named {
+                return None;
+            }
+            let types: Vec<&str> = match schema.get("type") {
+                Some(Value::String(t)) => vec![t.as_str()],
+                Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+                _ => Vec::new(),
+            };
+            let escaped = name.replace('~', "~0").replace('/', "~1");
+            if types.contains(&"array") {
+                Some(format!("/{escaped}/*"))
+            } else if types.contains(&"string") {
+                Some(format!("/{escaped}"))
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+/// The strings at `pointers` in `arguments`: the `paths` a rule sees.
+pub fn path_values(pointers: &[String], arguments: &Value) -> Vec<String> {
+    pointers
+        .iter()
+        .flat_map(|p| select(arguments, p))
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect()
 }
 
 /// Checks one profile as a config states it: its templates, `lands_on`

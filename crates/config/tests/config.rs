@@ -243,6 +243,28 @@ fn the_reference_example_in_the_docs_parses() {
     assert_eq!(tools["set_plugin_active"].target.as_deref(), Some("/slug"));
 }
 
+/// Every `toml` block of `doc` that holds `[[rules]]`.
+fn rule_examples(doc: &str) -> Vec<&str> {
+    doc.split("```toml\n")
+        .skip(1)
+        .filter_map(|rest| rest.split("```").next())
+        .filter(|block| block.contains("[[rules]]"))
+        .collect()
+}
+
+#[test]
+fn the_rule_examples_of_the_docs_and_the_readme_load() {
+    let blocks: Vec<&str> = rule_examples(include_str!("../../../docs/config.md"))
+        .into_iter()
+        .chain(rule_examples(include_str!("../../../README.md")))
+        .collect();
+    assert!(blocks.len() >= 2, "{blocks:?}");
+    for block in blocks {
+        let config = toml_ok(&format!("[upstreams.fs]\ncommand = \"mcp-fs\"\n\n{block}"));
+        assert!(!config.rules.is_empty(), "{block}");
+    }
+}
+
 #[test]
 fn a_minimal_file_takes_every_default() {
     let config = toml_ok("[upstreams.fs]\ncommand = \"mcp-fs\"\n");
@@ -670,7 +692,7 @@ fn wrong_types_and_bad_gateway_values_are_named() {
             ("upstreams.a.tools.t.enabled", "true or false"),
             (
                 "upstreams.a.tools.t.colour",
-                "effect, enabled, predicted_effect, preview, lands_on, lands_on_note, target, copy_id, links, snapshots and rate_limit",
+                "effect, enabled, predicted_effect, preview, lands_on, lands_on_note, target, copy_id, links, snapshots, rate_limit and paths",
             ),
         ],
     );
@@ -997,7 +1019,8 @@ fn every_planning_key_of_a_tool_is_read() {
                 "target = \"/id\"\n",
                 "copy_id = \"/copy_id\"\n",
                 "links = [\"/preview_url\", \"/urls/0\"]\n",
-                "snapshots = [\"/snapshot_id\"]",
+                "snapshots = [\"/snapshot_id\"]\n",
+                "paths = [\"/dir\", \"/files/*\"]",
             ),
         ),
         (
@@ -1024,6 +1047,7 @@ fn every_planning_key_of_a_tool_is_read() {
             links: vec!["/preview_url".to_owned(), "/urls/0".to_owned()],
             snapshots: vec!["/snapshot_id".to_owned()],
             rate_limit: None,
+            paths: Some(vec!["/dir".to_owned(), "/files/*".to_owned()]),
         }
     );
     assert_eq!(

@@ -15,6 +15,7 @@
 //!   plan digests, schema hashes, dedup fingerprints, HMACs of secrets
 //!   ([`digest`]);
 //! * `predicted_effect` sentences ([`template`]);
+//! * which of a call's arguments its tool declares ([`declared`]);
 //! * the event log's types ([`event`]) and the fold that turns a key's log
 //!   into its mode and plan ([`fold`]), which holds arguments and results
 //!   as compact text ([`json_text`]).
@@ -32,6 +33,7 @@ pub mod call_record;
 pub mod canonical;
 pub mod code;
 pub mod decision;
+pub mod declared;
 pub mod digest;
 pub mod effect;
 pub mod event;
@@ -58,6 +60,7 @@ pub use call_record::{CallDecision, CallOutcome, CallRecord};
 pub use canonical::{CanonicalError, MAX_SAFE_INTEGER, canonical_json, check_safe_integers};
 pub use code::{AccessCode, Code, ParseCodeError};
 pub use decision::{CallerScope, Decision, decide, decide_before_state};
+pub use declared::{Undeclared, undeclared};
 pub use digest::{
     HMAC_PREFIX, SHA256_PREFIX, arguments_fingerprint, hmac_hex, keyed_arguments, plan_digest,
     schema_hash,

@@ -57,6 +57,9 @@ pub struct CatalogTool {
     /// The built-in profile matched by the upstream's identity and the
     /// tool's schema, with its name ([`plangate_config::profiles`]).
     pub profile: Option<Arc<plangate_config::profiles::Matched>>,
+    /// Which arguments are paths and how the server places them: what
+    /// rules see as `paths` ([`crate::policy`]).
+    pub paths: Arc<crate::policy::PathFacts>,
 }
 
 /// Why plangate withholds an upstream tool that config enables.
@@ -295,6 +298,21 @@ impl Catalog {
                 if withheld == Some(Withheld::Imitation) {
                     tracing::warn!(upstream = %name, tool = %tool.name, "tool withheld: its name reads like one of plangate's own tools");
                 }
+                let profile = plangate_config::profiles::profile_for(
+                    &config.profiles,
+                    up.server_name.as_deref(),
+                    &tool.name,
+                    &tool.input_schema,
+                )
+                .map(Arc::new);
+                let paths = Arc::new(crate::policy::PathFacts::of(
+                    config,
+                    &name,
+                    &tool.name,
+                    up.server_name.as_deref(),
+                    profile.as_deref().map(|m| &m.tool),
+                    &tool.input_schema,
+                ));
                 cat.by_tool.insert(exposed.clone(), cat.tools.len());
                 cat.tools.push(CatalogTool {
                     withheld,
@@ -308,13 +326,8 @@ impl Catalog {
                     validator,
                     schema_hash,
                     definition_hash,
-                    profile: plangate_config::profiles::profile_for(
-                        &config.profiles,
-                        up.server_name.as_deref(),
-                        &tool.name,
-                        &tool.input_schema,
-                    )
-                    .map(Arc::new),
+                    profile,
+                    paths,
                 });
             }
 

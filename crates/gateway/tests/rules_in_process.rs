@@ -12,11 +12,10 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use common::*;
 use plangate_core::{Code, Decision, Scope};
-use plangate_policy::{Call, Lexical, RuleSpec};
+use plangate_gateway::policy::{Who, call_paths, judge};
+use plangate_policy::RuleSpec;
 use proptest::prelude::*;
 use proptest::test_runner::{Config as ProptestConfig, TestRunner};
 use serde_json::{Value, json};
@@ -41,7 +40,7 @@ fn rules() -> Vec<RuleSpec> {
     vec![
         rule(
             "no-env-labels",
-            "has(arguments.label) && glob(arguments.label, '*.env')",
+            "has(arguments.label) && arguments.label.endsWith('.env')",
             "refuse",
         ),
         rule(
@@ -139,18 +138,29 @@ fn dispatch_decides_each_generated_call_as_the_rules_decision_function_says() {
         .run(&calls(), |(tool, arguments)| {
             let catalog = gw.catalog();
             let t = catalog.tool(&tool).unwrap();
-            let asked = Call {
-                key_name: "agent",
-                scope: "write",
-                upstream: &t.upstream,
-                tool: &t.original,
-                exposed: &t.exposed,
-                effect: t.effect,
-                mode: "plan",
-                arguments: &arguments,
-            };
+            let paths = rt.block_on(call_paths(
+                Some(&gw),
+                &gw.config(),
+                &t.upstream,
+                &t.paths,
+                &arguments,
+            ));
             let policy = gw.policy();
-            let matched = policy.decide(&asked, Arc::new(Lexical));
+            let who = Who {
+                name: "agent",
+                scope: "write",
+            };
+            let undeclared = plangate_core::undeclared(&t.tool.input_schema, &arguments).allowed;
+            let matched = judge(
+                &policy,
+                t.into(),
+                t.effect,
+                who,
+                "plan",
+                &arguments,
+                &undeclared,
+                &paths,
+            );
             let expected = said(plangate_policy::decision(
                 matched.as_ref().map(|m| m.outcome),
                 t.effect,

@@ -26,15 +26,28 @@
 //! key has name `""` and scope `"anonymous"`), `upstream`, `tool` (the
 //! upstream's own name), `exposed` (the name the agent called), `effect`
 //! (`"read"`, `"write"` or `"destructive"`, after any override), `mode`
-//! (the mode in force) and `arguments` (the call's arguments as JSON).
-//! Functions beyond CEL's own: `path(p)` — `p` normalised (see
-//! [`paths`]) — and `glob(p, pattern)` — whether the normalised `p`
-//! matches `pattern` (`*`, `?`, `**`).
+//! (the mode in force), `arguments` (the call's arguments as JSON) and
+//! `paths` (the values of every argument the tool takes as a path —
+//! `path`, `source`, `destination`, each item of `paths`…, as the tool's
+//! profile or schema says: a list of strings, so one rule covers both ends
+//! of a move with `paths.all(p, glob(p, '…'))`).
+//! Functions beyond CEL's own: `path(p)` — `p` placed where the server
+//! will act on it (see [`paths`]) — and `glob(p, pattern)` — whether the
+//! placed `p` matches `pattern` (`*`, `?`, `**`), compared in NFC.
 //!
 //! A condition that fails to evaluate (a missing argument, a type
-//! mismatch) does not hold — except for a `refuse` rule, which then
-//! refuses: a rule meant to stop something fails closed. Use `has(…)` to
-//! test for optional arguments.
+//! mismatch, a path that cannot be placed) does not hold — except for a
+//! `refuse` rule, which then refuses: a rule meant to stop something fails
+//! closed. Use `has(…)` to test for optional arguments.
+//!
+//! **Rules see what the tool takes.** A call's arguments that the tool's
+//! input schema does not declare are refused before any rule (by the
+//! gateway), unless the schema allows more; then they reach the rules and
+//! the upstream, but a rule that would widen what runs (`run`, or an
+//! effect class below the tool's) never matches when its condition reads
+//! one of them: a decoy `path` beside a `move_file`'s `source` cannot make
+//! a `run` rule about `path` hold. A `refuse`, `plan` or `ask` rule
+//! matches as written.
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
@@ -46,7 +59,7 @@ use serde_json::Value;
 
 pub mod paths;
 
-pub use paths::{Lexical, PathResolver};
+pub use paths::{Lexical, PathResolver, Placement, Unplaced};
 
 /// What a rule does with a call it matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,7 +120,7 @@ pub struct RuleError {
 }
 
 /// The variables a condition may use.
-pub const VARIABLES: [&str; 7] = [
+pub const VARIABLES: [&str; 8] = [
     "key",
     "upstream",
     "tool",
@@ -115,6 +128,7 @@ pub const VARIABLES: [&str; 7] = [
     "effect",
     "mode",
     "arguments",
+    "paths",
 ];
 
 /// Functions of ours, beyond CEL's standard ones.
@@ -172,6 +186,87 @@ struct Rule {
     outcome: Outcome,
     message: Option<String>,
     guard: Guard,
+    reads: Reads,
+}
+
+/// The call's arguments a condition reads: named ones
+/// (`arguments.path`, `arguments['path']`, `has(arguments.path)`), or all
+/// of them when it uses `arguments` any other way (iterates over it, hands
+/// it to a function, indexes it with a computed name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Reads {
+    /// Only these top-level arguments.
+    Named(BTreeSet<String>),
+    /// Possibly any.
+    All,
+}
+
+impl Reads {
+    fn of(expr: &cel::parser::Expression) -> Reads {
+        use cel::common::ast::{Expr, LiteralValue};
+        let mut named = BTreeSet::new();
+        let mut todo = vec![expr];
+        while let Some(e) = todo.pop() {
+            match &e.expr {
+                Expr::Select(select) => match &select.operand.expr {
+                    Expr::Ident(v) if v == "arguments" => {
+                        named.insert(select.field.clone());
+                    }
+                    _ => todo.push(&select.operand),
+                },
+                Expr::Call(call) => {
+                    if call.func_name == "_[_]"
+                        && let [target, index] = call.args.as_slice()
+                        && matches!(&target.expr, Expr::Ident(v) if v == "arguments")
+                    {
+                        match &index.expr {
+                            Expr::Literal(LiteralValue::String(name)) => {
+                                named.insert(name.inner().to_owned());
+                                continue;
+                            }
+                            _ => return Reads::All,
+                        }
+                    }
+                    todo.extend(call.target.as_deref());
+                    todo.extend(call.args.iter());
+                }
+                Expr::Ident(v) if v == "arguments" => return Reads::All,
+                Expr::Comprehension(c) => todo.extend([
+                    &c.iter_range,
+                    &c.accu_init,
+                    &c.loop_cond,
+                    &c.loop_step,
+                    &c.result,
+                ]),
+                Expr::List(list) => todo.extend(list.elements.iter()),
+                Expr::Map(map) => {
+                    for entry in &map.entries {
+                        if let cel::common::ast::EntryExpr::MapEntry(m) = &entry.expr {
+                            todo.push(&m.key);
+                            todo.push(&m.value);
+                        }
+                    }
+                }
+                Expr::Struct(st) => {
+                    for entry in &st.entries {
+                        if let cel::common::ast::EntryExpr::StructField(f) = &entry.expr {
+                            todo.push(&f.value);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        Reads::Named(named)
+    }
+
+    /// Whether the condition may read one of `undeclared`.
+    fn any_of(&self, undeclared: &[String]) -> bool {
+        match self {
+            Reads::All => !undeclared.is_empty(),
+            Reads::Named(named) => undeclared.iter().any(|u| named.contains(u)),
+        }
+    }
 }
 
 /// What a condition's top-level conjunction says outright about the
@@ -323,6 +418,72 @@ fn never_true(expr: &cel::parser::Expression, modes: &[String]) -> Vec<String> {
     out
 }
 
+/// The variables `expr`'s comprehensions bind (`p` in `paths.all(p, …)`):
+/// names of the condition's own, not the call's.
+fn comprehension_variables(expr: &cel::parser::Expression) -> BTreeSet<String> {
+    use cel::common::ast::Expr;
+    let mut out = BTreeSet::new();
+    let mut todo = vec![expr];
+    while let Some(e) = todo.pop() {
+        match &e.expr {
+            Expr::Call(call) => {
+                todo.extend(call.target.as_deref());
+                todo.extend(call.args.iter());
+            }
+            Expr::Comprehension(c) => {
+                out.insert(c.iter_var.clone());
+                out.extend(c.iter_var2.clone());
+                out.insert(c.accu_var.clone());
+                todo.extend([
+                    &c.iter_range,
+                    &c.accu_init,
+                    &c.loop_cond,
+                    &c.loop_step,
+                    &c.result,
+                ]);
+            }
+            Expr::List(list) => todo.extend(list.elements.iter()),
+            Expr::Select(select) => todo.push(&select.operand),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The literal patterns of `glob(p, '…')` calls in `expr` that are
+/// relative: paths are placed absolute, so such a pattern never matches.
+fn relative_patterns(expr: &cel::parser::Expression) -> Vec<String> {
+    use cel::common::ast::{Expr, LiteralValue};
+    let mut out = Vec::new();
+    let mut todo = vec![expr];
+    while let Some(e) = todo.pop() {
+        match &e.expr {
+            Expr::Call(call) => {
+                if call.func_name == "glob"
+                    && let [_, pattern] = call.args.as_slice()
+                    && let Expr::Literal(LiteralValue::String(p)) = &pattern.expr
+                    && !p.inner().starts_with('/')
+                {
+                    out.push(p.inner().to_owned());
+                }
+                todo.extend(call.target.as_deref());
+                todo.extend(call.args.iter());
+            }
+            Expr::Comprehension(c) => todo.extend([
+                &c.iter_range,
+                &c.accu_init,
+                &c.loop_cond,
+                &c.loop_step,
+                &c.result,
+            ]),
+            Expr::List(list) => todo.extend(list.elements.iter()),
+            Expr::Select(select) => todo.push(&select.operand),
+            _ => {}
+        }
+    }
+    out
+}
+
 /// `VAR == 'lit'`, `'lit' == VAR` or `VAR in ['a', 'b']` for a guarded
 /// variable: the variable and the values it must have.
 fn literal_constraint(e: &cel::parser::Expression) -> Option<(&'static str, Vec<String>)> {
@@ -420,15 +581,21 @@ pub struct Call<'a> {
     pub mode: &'a str,
     /// The call's arguments.
     pub arguments: &'a Value,
+    /// The values of the arguments the tool takes as paths (the `paths`
+    /// variable): strings as sent, placed when a rule asks.
+    pub paths: &'a [String],
+    /// Top-level arguments the tool's schema does not declare but allows
+    /// (undeclared ones it does not allow were refused before the rules):
+    /// a rule that would widen what runs never matches on them.
+    pub undeclared: &'a [String],
 }
 
-/// The resolver of the call being evaluated, and the paths it resolved
-/// for this call so far: many rules look at the same argument, and
-/// resolving symlinks costs system calls, so each path is resolved once
-/// per call.
+/// The resolver of the call being evaluated, and the paths it placed for
+/// this call so far: many rules look at the same argument, and resolving
+/// symlinks costs system calls, so each path is placed once per call.
 struct Lent {
     resolver: Arc<dyn PathResolver>,
-    seen: Vec<(String, String)>,
+    seen: Vec<(String, Result<String, Unplaced>)>,
 }
 
 thread_local! {
@@ -438,27 +605,25 @@ thread_local! {
     static RESOLVER: RefCell<Option<Lent>> = const { RefCell::new(None) };
 }
 
-fn resolved(p: &str) -> String {
+fn resolved(p: &str) -> Result<String, Unplaced> {
     RESOLVER.with(|r| match r.borrow_mut().as_mut() {
         Some(lent) => {
             if let Some((_, out)) = lent.seen.iter().find(|(path, _)| path == p) {
                 return out.clone();
             }
-            let out = lent.resolver.resolve(paths::normalize(p));
-            // A resolver that changed nothing hands back a normal path.
-            let out = if out.contains("/.")
-                || out.contains("//")
-                || (out.len() > 1 && out.ends_with('/'))
-            {
-                paths::normalize(&out)
-            } else {
-                out
-            };
+            let out = lent.resolver.resolve(p);
             lent.seen.push((p.to_owned(), out.clone()));
             out
         }
-        None => paths::normalize(p),
+        None => Lexical::default().resolve(p),
     })
+}
+
+/// A path that cannot be placed, as the error of the function that asked:
+/// the condition fails to evaluate (a refuse rule refuses, others do not
+/// match).
+fn unplaced(function: &str, why: Unplaced) -> cel::ExecutionError {
+    cel::ExecutionError::function_error(function, why)
 }
 
 /// The root context every evaluation starts from: CEL's standard library
@@ -466,9 +631,15 @@ fn resolved(p: &str) -> String {
 fn root() -> Context<'static, 'static> {
     let mut context = Context::default();
     // Neither name is a standard function, so adding them cannot fail.
-    let _ = context.add_function("path", |p: Arc<String>| resolved(&p));
+    let _ = context.add_function("path", |p: Arc<String>| {
+        resolved(&p)
+            .map(Arc::new)
+            .map_err(|why| unplaced("path", why))
+    });
     let _ = context.add_function("glob", |p: Arc<String>, pattern: Arc<String>| {
-        paths::glob_normalized(&resolved(&p), &pattern)
+        resolved(&p)
+            .map(|placed| paths::glob_placed(&placed, &pattern))
+            .map_err(|why| unplaced("glob", why))
     });
     context
 }
@@ -629,10 +800,11 @@ impl Policy {
             };
             if let Some(program) = &program {
                 let refs = program.references();
+                let bound = comprehension_variables(program.expression());
                 let mut unknown: Vec<&str> = refs
                     .variables()
                     .into_iter()
-                    .filter(|v| !VARIABLES.contains(v))
+                    .filter(|v| !VARIABLES.contains(v) && !bound.contains(*v))
                     .collect();
                 unknown.sort_unstable();
                 for v in unknown {
@@ -661,14 +833,37 @@ impl Policy {
                 for never in never_true(program.expression(), modes) {
                     bad("when", never);
                 }
+                for pattern in relative_patterns(program.expression()) {
+                    bad(
+                        "when",
+                        format!(
+                            "glob's pattern {pattern:?} is relative, and paths are placed absolute before they are compared, so it never matches: start it with / (\"/**/{pattern}\" for any directory)"
+                        ),
+                    );
+                }
+                let names_tools = Guard::of(program.expression())
+                    .allowed
+                    .iter()
+                    .any(|(var, _)| matches!(*var, "tool" | "exposed"));
+                if outcome == Some(Outcome::Run)
+                    && refs.variables().contains(&"paths")
+                    && !names_tools
+                {
+                    bad(
+                        "when",
+                        "a run rule over paths must name its tools (tool == '…' or tool in […]): a tool that takes no path has paths = [], and paths.all(…) holds for it".to_owned(),
+                    );
+                }
             }
             if let (Some(program), Some(outcome)) = (program, outcome) {
                 let guard = Guard::of(program.expression());
+                let reads = Reads::of(program.expression());
                 rules.push((
                     index,
                     Rule {
                         name: spec.name.clone(),
                         guard,
+                        reads,
                         program,
                         modes: spec.modes.clone(),
                         outcome,
@@ -749,6 +944,17 @@ impl Policy {
                 {
                     continue;
                 }
+                // A rule that would widen what runs does not match on an
+                // argument the tool does not declare: the upstream ignores
+                // it, so it proves nothing about what the call does.
+                let widens = match rule.outcome {
+                    Outcome::Run => true,
+                    Outcome::Effect(e) => e < call.effect,
+                    _ => false,
+                };
+                if widens && rule.reads.any_of(call.undeclared) {
+                    continue;
+                }
                 let scope = scope.get_or_insert_with(|| {
                     let mut scope = root.new_inner_scope();
                     let key = serde_json::json!({"name": call.key_name, "scope": call.scope});
@@ -763,6 +969,10 @@ impl Policy {
                     scope.add_variable_from_value("effect", call.effect.as_str().to_owned());
                     scope.add_variable_from_value("mode", call.mode.to_owned());
                     scope.add_variable_from_value("arguments", arguments);
+                    scope.add_variable_from_value(
+                        "paths",
+                        cel::to_value(call.paths).unwrap_or(cel::Value::Null),
+                    );
                     scope
                 });
                 let matched = |error| Matched {
@@ -854,7 +1064,13 @@ mod tests {
             effect,
             mode: "plan",
             arguments,
+            paths: &[],
+            undeclared: &[],
         }
+    }
+
+    fn lexical() -> Arc<dyn PathResolver> {
+        Arc::new(Lexical::default())
     }
 
     #[test]
@@ -878,7 +1094,7 @@ mod tests {
         .unwrap();
         let decide = |tool: &str, effect, args: Value| {
             policy
-                .decide(&call(tool, effect, &args), Arc::new(Lexical))
+                .decide(&call(tool, effect, &args), lexical())
                 .map(|m| (m.rule.to_owned(), m.outcome))
         };
         assert_eq!(
@@ -927,7 +1143,7 @@ mod tests {
         .unwrap();
         let args = json!({"other": 1});
         let m = policy
-            .decide(&call("write_file", Effect::Write, &args), Arc::new(Lexical))
+            .decide(&call("write_file", Effect::Write, &args), lexical())
             .unwrap();
         assert_eq!((m.rule, m.outcome), ("strict", Outcome::Refuse));
         assert!(m.error.is_some());
@@ -938,7 +1154,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            policy.decide(&call("write_file", Effect::Write, &args), Arc::new(Lexical)),
+            policy.decide(&call("write_file", Effect::Write, &args), lexical()),
             None
         );
     }
@@ -950,9 +1166,9 @@ mod tests {
         let policy = Policy::compile(&[r], &modes()).unwrap();
         let args = json!({});
         let mut c = call("t", Effect::Write, &args);
-        assert!(policy.decide(&c, Arc::new(Lexical)).is_some());
+        assert!(policy.decide(&c, lexical()).is_some());
         c.mode = "default";
-        assert!(policy.decide(&c, Arc::new(Lexical)).is_none());
+        assert!(policy.decide(&c, lexical()).is_none());
     }
 
     #[test]
@@ -1093,12 +1309,12 @@ mod tests {
             let policy = Policy::compile(&[rule("only-x", when, "refuse")], &modes()).unwrap();
             let args = json!({});
             assert_eq!(
-                policy.decide(&call("y", Effect::Write, &args), Arc::new(Lexical)),
+                policy.decide(&call("y", Effect::Write, &args), lexical()),
                 None,
                 "{when}"
             );
             let m = policy
-                .decide(&call("x", Effect::Write, &args), Arc::new(Lexical))
+                .decide(&call("x", Effect::Write, &args), lexical())
                 .unwrap();
             assert!(
                 m.error.is_some(),
@@ -1116,7 +1332,7 @@ mod tests {
         .unwrap();
         let args = json!({});
         assert_eq!(
-            guarded.decide(&call("a", Effect::Write, &args), Arc::new(Lexical)),
+            guarded.decide(&call("a", Effect::Write, &args), lexical()),
             None
         );
     }
@@ -1126,11 +1342,12 @@ mod tests {
     struct Linked;
 
     impl PathResolver for Linked {
-        fn resolve(&self, path: String) -> String {
-            match path.strip_prefix("/srv/root/scratch/link") {
+        fn resolve(&self, raw: &str) -> Result<String, Unplaced> {
+            let path = Lexical::default().resolve(raw)?;
+            Ok(match path.strip_prefix("/srv/root/scratch/link") {
                 Some(rest) => format!("/srv/root/secrets{rest}"),
                 None => path,
-            }
+            })
         }
     }
 
@@ -1147,7 +1364,7 @@ mod tests {
         .unwrap();
         let args = json!({"path": "/srv/root/scratch/link/passwords"});
         let c = call("write_file", Effect::Write, &args);
-        assert!(policy.decide(&c, Arc::new(Lexical)).is_some());
+        assert!(policy.decide(&c, lexical()).is_some());
         assert!(policy.decide(&c, Arc::new(Linked)).is_none());
     }
 
@@ -1156,9 +1373,9 @@ mod tests {
     struct Counting(std::sync::atomic::AtomicUsize);
 
     impl PathResolver for Counting {
-        fn resolve(&self, path: String) -> String {
+        fn resolve(&self, raw: &str) -> Result<String, Unplaced> {
             self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            path
+            Lexical::default().resolve(raw)
         }
     }
 
@@ -1215,5 +1432,180 @@ mod tests {
         )
         .unwrap();
         assert!(unnamed.may_decide(&tool("read_file", Effect::Read)));
+    }
+
+    /// The run rule the docs once showed, the one a decoy walked around.
+    fn scratch_rule() -> RuleSpec {
+        rule(
+            "scratch",
+            "effect != 'read' && has(arguments.path) && glob(arguments.path, '/srv/ws/scratch/**')",
+            "run",
+        )
+    }
+
+    #[test]
+    fn a_decoy_argument_the_tool_does_not_declare_never_makes_a_run_rule_match() {
+        let policy = Policy::compile(&[scratch_rule()], &modes()).unwrap();
+        let args = json!({
+            "source": "/srv/ws/protected/important.txt",
+            "destination": "/srv/ws/scratch/stolen.txt",
+            "path": "/srv/ws/scratch/decoy",
+        });
+        let decoy = ["path".to_owned()];
+        let mut c = call("move_file", Effect::Write, &args);
+        assert!(
+            policy.decide(&c, lexical()).is_some(),
+            "without knowing it is undeclared, the decoy fools the rule"
+        );
+        c.undeclared = &decoy;
+        assert_eq!(policy.decide(&c, lexical()), None);
+        // A refuse rule over the same argument still refuses: narrowing
+        // on a decoy harms nobody.
+        let refuse = Policy::compile(
+            &[rule(
+                "no-scratch",
+                "glob(arguments.path, '/srv/ws/scratch/**')",
+                "refuse",
+            )],
+            &modes(),
+        )
+        .unwrap();
+        assert!(refuse.decide(&c, lexical()).is_some());
+        // A condition that reads every argument is as good as reading the
+        // decoy; one that reads only declared ones is not affected.
+        for (when, matches) in [
+            (
+                "tool == 'move_file' && arguments.exists(k, k == 'path')",
+                false,
+            ),
+            ("tool == 'move_file' && arguments['path'] != ''", false),
+            (
+                "tool == 'move_file' && glob(arguments.destination, '/srv/ws/scratch/**')",
+                true,
+            ),
+        ] {
+            let p = Policy::compile(&[rule("r", when, "run")], &modes()).unwrap();
+            assert_eq!(p.decide(&c, lexical()).is_some(), matches, "{when}");
+        }
+        // An effect rule that lowers the effect widens too; one that
+        // raises it narrows.
+        let mut lower = rule("lower", "arguments.path != ''", "effect");
+        lower.effect = Some("read".into());
+        let p = Policy::compile(&[lower], &modes()).unwrap();
+        assert_eq!(p.decide(&c, lexical()), None);
+        let mut raise = rule("raise", "arguments.path != ''", "effect");
+        raise.effect = Some("destructive".into());
+        let p = Policy::compile(&[raise], &modes()).unwrap();
+        assert!(p.decide(&c, lexical()).is_some());
+    }
+
+    #[test]
+    fn paths_holds_every_path_argument_so_one_rule_covers_both_ends_of_a_move() {
+        let policy = Policy::compile(
+            &[rule(
+                "scratch-moves",
+                "tool in ['move_file', 'write_file'] && paths.all(p, glob(p, '/srv/ws/scratch/**'))",
+                "run",
+            )],
+            &modes(),
+        )
+        .unwrap();
+        let args = json!({});
+        let mut c = call("move_file", Effect::Write, &args);
+        let out = [
+            "/srv/ws/protected/important.txt".to_owned(),
+            "/srv/ws/scratch/stolen.txt".to_owned(),
+        ];
+        c.paths = &out;
+        assert_eq!(policy.decide(&c, lexical()), None, "the source is outside");
+        let inside = [
+            "/srv/ws/scratch/a".to_owned(),
+            "/srv/ws/scratch/../scratch/b".to_owned(),
+        ];
+        c.paths = &inside;
+        assert!(policy.decide(&c, lexical()).is_some());
+        let relative = ["/srv/ws/scratch/a".to_owned(), "scratch/b".to_owned()];
+        c.paths = &relative;
+        assert_eq!(
+            policy.decide(&c, lexical()),
+            None,
+            "a path that cannot be placed makes a run rule not match"
+        );
+    }
+
+    #[test]
+    fn a_path_that_cannot_be_placed_makes_a_refuse_rule_refuse() {
+        let policy = Policy::compile(
+            &[rule(
+                "no-git",
+                "paths.exists(p, glob(p, '/srv/ws/.git/**'))",
+                "refuse",
+            )],
+            &modes(),
+        )
+        .unwrap();
+        let args = json!({});
+        for raw in [".git/config", "~/.git/hooks-x", ""] {
+            let paths = ["/srv/ws/ok.txt".to_owned(), raw.to_owned()];
+            let mut c = call("write_file", Effect::Write, &args);
+            c.paths = &paths;
+            let m = policy.decide(&c, lexical()).unwrap();
+            assert_eq!(m.outcome, Outcome::Refuse, "{raw}");
+            assert!(
+                m.error.is_some(),
+                "{raw}: refused because it cannot be placed"
+            );
+        }
+        // Placed the way the server places it, it is judged on where it lands.
+        struct Served;
+        impl PathResolver for Served {
+            fn resolve(&self, raw: &str) -> Result<String, Unplaced> {
+                let placement = Placement {
+                    home: Some("/home/agent".into()),
+                    bases: Some(vec!["/srv/ws".into()]),
+                    relative_to_bases: true,
+                };
+                paths::place(raw, &placement)
+            }
+        }
+        let paths = [".git/config".to_owned()];
+        let mut c = call("write_file", Effect::Write, &args);
+        c.paths = &paths;
+        let m = policy.decide(&c, Arc::new(Served)).unwrap();
+        assert_eq!((m.outcome, m.error), (Outcome::Refuse, None));
+        let paths = ["notes/a.txt".to_owned()];
+        c.paths = &paths;
+        assert_eq!(policy.decide(&c, Arc::new(Served)), None);
+    }
+
+    #[test]
+    fn rules_that_would_hold_too_often_or_never_are_reported_at_load() {
+        let errors = Policy::compile(
+            &[rule(
+                "any",
+                "paths.all(p, glob(p, '/srv/ws/scratch/**'))",
+                "run",
+            )],
+            &modes(),
+        )
+        .unwrap_err();
+        assert!(
+            errors[0].message.contains("must name its tools"),
+            "{errors:?}"
+        );
+        // A refuse rule over paths needs no tool: it only narrows.
+        assert!(
+            Policy::compile(
+                &[rule("r", "paths.exists(p, glob(p, '/x/**'))", "refuse")],
+                &modes()
+            )
+            .is_ok()
+        );
+        let errors = Policy::compile(
+            &[rule("rel", "glob(arguments.path, '*.env')", "refuse")],
+            &modes(),
+        )
+        .unwrap_err();
+        assert!(errors[0].message.contains("relative"), "{errors:?}");
     }
 }

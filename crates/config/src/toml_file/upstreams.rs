@@ -29,7 +29,7 @@ const UPSTREAM_KEYS: [&str; 14] = [
     "tools",
     "oauth",
 ];
-const TOOL_KEYS: [&str; 11] = [
+const TOOL_KEYS: [&str; 12] = [
     "effect",
     "enabled",
     "predicted_effect",
@@ -41,6 +41,7 @@ const TOOL_KEYS: [&str; 11] = [
     "links",
     "snapshots",
     "rate_limit",
+    "paths",
 ];
 
 pub(super) fn upstreams(
@@ -353,6 +354,11 @@ fn tool_override(
             "rate_limit" => {
                 rate_limit(c, &item_key, v).map(|r| out.as_mut().map(|o| o.rate_limit = Some(r)))
             }
+            "paths" => c
+                .list_of(&item_key, v, |c, k, n| {
+                    pointer(c, k, n, Pointer::IntoArguments)
+                })
+                .map(|l| out.as_mut().map(|o| o.paths = Some(l))),
             _ => Some(None), // reported by unknown_keys
         };
         if ok.is_none() {

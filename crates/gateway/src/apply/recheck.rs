@@ -91,6 +91,19 @@ pub(super) async fn recheck(
     }
     // The key's check, asked beside the step's claim (`KeyCheck`).
     key?;
+    // An argument the tool does not take (a step planned before plangate
+    // refused those) could have passed a rule it should not have.
+    let undeclared = plangate_core::undeclared(&tool.tool.input_schema, &record.arguments.value());
+    if !undeclared.refused.is_empty() {
+        return Err(fail(
+            Code::InvalidArguments,
+            format!(
+                "{} does not take {}: its input schema does not declare it, and a rule may have decided on it. Nothing was sent; plan the write again without it",
+                tool.exposed,
+                undeclared.refused.join(", ")
+            ),
+        ));
+    }
     // A refuse rule added (or matching) since the step was planned stops
     // it: the operator's "never" holds at apply too.
     if !gw.policy().is_empty() {
@@ -99,25 +112,35 @@ pub(super) async fn recheck(
             Ok(state) => gw.config().modes.in_force(&state).spec.name,
             Err(_) => gw.config().modes.default_name().to_owned(),
         };
-        let call = plangate_policy::Call {
-            key_name: &acting.key.name,
+        let undeclared = plangate_core::undeclared(&tool.tool.input_schema, &real).allowed;
+        let paths =
+            crate::policy::call_paths(Some(gw), &gw.config(), &record.server, &tool.paths, &real)
+                .await;
+        let policy = gw.policy();
+        let who = crate::policy::Who {
+            name: &acting.key.name,
             scope: acting.key.scope.as_str(),
-            upstream: &record.server,
-            tool: &record.tool,
-            exposed: &tool.exposed,
-            effect: tool.effect,
-            mode: &mode,
-            arguments: &real,
         };
-        let resolver = crate::policy::resolver_for(&gw.config(), &record.server);
-        if let Some(m) = gw.policy().decide(&call, resolver)
-            && m.outcome == plangate_policy::Outcome::Refuse
+        if let Some(m) = crate::policy::judge(
+            &policy,
+            tool.into(),
+            tool.effect,
+            who,
+            &mode,
+            &real,
+            &undeclared,
+            &paths,
+        ) && m.outcome == plangate_policy::Outcome::Refuse
         {
+            let doubt = m
+                .error
+                .map(|e| format!(" (its condition could not be evaluated — {e} — and a refuse rule refuses when in doubt)"))
+                .unwrap_or_default();
             return Err(fail(
                 Code::ForbiddenByRule,
                 gw.redactor().scrub_text(
                     &format!(
-                        "the operator's rule {:?} refuses it now: {}. Nothing was sent",
+                        "the operator's rule {:?} refuses it now: {}{doubt}. Nothing was sent",
                         m.rule,
                         m.message.unwrap_or("")
                     ),

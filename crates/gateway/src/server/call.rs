@@ -45,6 +45,9 @@ struct Checked {
     value: Value,
     /// Whether the agent asked for this write to be planned.
     explicit: bool,
+    /// Top-level arguments the tool's schema does not declare but allows
+    /// (the rest were refused): no widening rule decides on them.
+    undeclared: Vec<String>,
 }
 
 impl GatewayHandler {
@@ -177,13 +180,33 @@ impl GatewayHandler {
         // statement that authenticated this request saw it (`seen`, from
         // stores without a log mark): then a write that runs needs no
         // read of its own.
+        // Where the call's paths land, found once for every decision below.
+        let paths = if ruled {
+            Some(
+                crate::policy::call_paths(
+                    Some(&self.gw),
+                    &self.gw.config(),
+                    &tool.upstream,
+                    &tool.paths,
+                    &checked.value,
+                )
+                .await,
+            )
+        } else {
+            None
+        };
         let decide_on = |state: &KeyState| {
             let in_force = self.gw.config().modes.in_force(state);
-            let rule = if ruled {
-                rule_for(&self.gw, tool, &caller, &in_force.spec.name, &checked.value)
-            } else {
-                None
-            };
+            let rule = paths.as_ref().and_then(|paths| {
+                rule_for(
+                    &self.gw,
+                    tool,
+                    &caller,
+                    &in_force.spec.name,
+                    &checked,
+                    paths,
+                )
+            });
             let decision = plangate_policy::decision(
                 rule.as_ref().map(|r| r.outcome),
                 tool.effect,
@@ -310,6 +333,7 @@ impl GatewayHandler {
                                 arguments: JsonObject::new(),
                                 value,
                                 explicit,
+                                undeclared: Vec::new(),
                             };
                             let response = Box::pin(self.run_recorded(
                                 &caller,
@@ -377,7 +401,15 @@ impl GatewayHandler {
     ) -> Result<CallToolResponse, ErrorData> {
         let prefix = &self.gw.config().gateway.tool_prefix;
         let mode = self.gw.config().modes.default_name().to_owned();
-        let rule = rule_for(&self.gw, tool, caller, &mode, &checked.value);
+        let paths = crate::policy::call_paths(
+            Some(&self.gw),
+            &self.gw.config(),
+            &tool.upstream,
+            &tool.paths,
+            &checked.value,
+        )
+        .await;
+        let rule = rule_for(&self.gw, tool, caller, &mode, &checked, &paths);
         let effect = match rule.as_ref().map(|r| r.outcome) {
             Some(Outcome::Effect(e)) => e,
             _ => tool.effect,
@@ -709,12 +741,32 @@ fn validate(
             ),
         ));
     }
+    // An argument the tool does not take is one its server ignores: a rule
+    // must not decide on it, so it is refused unless the schema allows
+    // more (docs/config.md, "Rules see what the tool takes").
+    let undeclared = plangate_core::undeclared(&tool.tool.input_schema, &value);
+    if !undeclared.refused.is_empty() {
+        return Err(Refusal::new(
+            Code::InvalidArguments,
+            format!(
+                "{} does not take {}: its input schema does not declare {}. Send only the arguments it declares (tools/list shows its schema). Nothing was run or planned",
+                tool.exposed,
+                undeclared.refused.join(", "),
+                if undeclared.refused.len() == 1 {
+                    "it"
+                } else {
+                    "them"
+                },
+            ),
+        ));
+    }
     forward.arguments = Some(arguments.clone());
     Ok(Checked {
         forward,
         arguments,
         value,
         explicit,
+        undeclared: undeclared.allowed,
     })
 }
 
@@ -750,31 +802,39 @@ impl Ruled {
     }
 }
 
-/// The operator's rule that decides `tool`'s call with `arguments` by
-/// `caller` in `mode`, if one does.
+/// The operator's rule that decides `tool`'s call (`checked`) by `caller`
+/// in `mode`, if one does ([`crate::policy::judge`], as apply and `policy
+/// test` judge).
 fn rule_for(
     gw: &crate::Gateway,
     tool: &CatalogTool,
     caller: &Caller,
     mode: &str,
-    arguments: &Value,
+    checked: &Checked,
+    paths: &crate::policy::CallPaths,
 ) -> Option<Ruled> {
-    let (name, scope) = match caller {
-        Caller::Key(key) => (key.name.as_str(), key.scope.as_str()),
-        Caller::Anonymous => ("", "anonymous"),
+    let who = match caller {
+        Caller::Key(key) => crate::policy::Who {
+            name: &key.name,
+            scope: key.scope.as_str(),
+        },
+        Caller::Anonymous => crate::policy::Who {
+            name: "",
+            scope: "anonymous",
+        },
     };
-    let call = plangate_policy::Call {
-        key_name: name,
-        scope,
-        upstream: &tool.upstream,
-        tool: &tool.original,
-        exposed: &tool.exposed,
-        effect: tool.effect,
+    let policy = gw.policy();
+    crate::policy::judge(
+        &policy,
+        tool.into(),
+        tool.effect,
+        who,
         mode,
-        arguments,
-    };
-    let resolver = crate::policy::resolver_for(&gw.config(), &tool.upstream);
-    gw.policy().decide(&call, resolver).map(|m| Ruled {
+        &checked.value,
+        &checked.undeclared,
+        paths,
+    )
+    .map(|m| Ruled {
         name: m.rule.to_owned(),
         outcome: m.outcome,
         message: m.message.map(str::to_owned),
