@@ -435,6 +435,9 @@ pub async fn show(config: &Config, store: Arc<dyn Store>, key: &str, as_json: bo
             for line in crate::preview_text::preview_lines(s.step.position, p, colour) {
                 outln!("{line}");
             }
+            if let Some(why) = &s.step.preview_withheld {
+                outln!("  (not shown to the agent: {why})");
+            }
         }
     }
     Ok(())

@@ -12,7 +12,9 @@
 //! are told which top-level arguments carry such values.
 //!
 //! JSON Schema's own default lets undeclared properties through; plangate
-//! does not, because its rules must see what runs. Schemas that declare
+//! does not where a schema lists `properties`, because its rules must see
+//! what runs. A schema that lists none (`{}`, `{"type": "object"}`) says
+//! nothing of the shape and allows anything; schemas that declare
 //! properties through `$ref` or conditional keywords are not resolved
 //! here: an object under one allows more (the rules still hear about it).
 
@@ -77,10 +79,15 @@ fn declares(schema: &Map<String, Value>) -> Declares<'_> {
     let unresolved = ["$ref", "patternProperties", "if", "dependentSchemas"]
         .iter()
         .any(|k| schema.contains_key(*k));
+    // A schema that lists no properties says nothing of the value's shape
+    // (`{}`, `{"type": "object"}`: any object): it allows more, unless it
+    // says `additionalProperties: false`.
+    let silent = properties.is_empty();
     let (extra, allows_more) = match schema.get("additionalProperties") {
         Some(Value::Bool(true)) => (None, true),
         Some(Value::Object(extra)) => (Some(extra), true),
-        _ => (None, unresolved),
+        Some(Value::Bool(false)) => (None, unresolved),
+        _ => (None, unresolved || silent),
     };
     Declares {
         properties,
@@ -99,6 +106,12 @@ fn walk(
     match value {
         Value::Object(object) => {
             let declared = declares(schema);
+            // Below the top, a property whose schema lists nothing of its
+            // shape takes any value: nothing in it is undeclared. (At the
+            // top, the tool's own arguments are still told to the rules.)
+            if top.is_some() && declared.properties.is_empty() && declared.allows_more {
+                return;
+            }
             for (key, item) in object {
                 let at = format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1"));
                 let top = top.unwrap_or(key);
@@ -190,7 +203,11 @@ mod tests {
         let args = json!({"path": "/x", "extra": "y", "opts": {"any": 1}});
         let u = undeclared(&s, &args);
         assert!(u.refused.is_empty());
-        assert_eq!(u.allowed, ["extra", "opts"]);
+        assert_eq!(
+            u.allowed,
+            ["extra"],
+            "opts takes any object: nothing in it is undeclared"
+        );
         // Declared through a combination: declared.
         let s = schema(json!({"anyOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}]}));
         assert_eq!(
@@ -200,6 +217,18 @@ mod tests {
         // Through a reference plangate does not resolve: allowed, and said.
         let s = schema(json!({"$ref": "#/$defs/args", "$defs": {"args": {}}}));
         assert_eq!(undeclared(&s, &json!({"a": 1})).allowed, ["a"]);
+        // Any value: a property whose schema lists no properties takes any
+        // object; so does a tool whose schema lists none.
+        let s = schema(json!({"properties": {"name": {}, "value": {}}}));
+        let u = undeclared(
+            &s,
+            &json!({"name": "x", "value": {"host": "h", "password": "p"}}),
+        );
+        assert_eq!(u, Undeclared::default());
+        let s = schema(json!({"type": "object"}));
+        assert_eq!(undeclared(&s, &json!({"a": 1})).allowed, ["a"]);
+        let s = schema(json!({"type": "object", "additionalProperties": false}));
+        assert_eq!(undeclared(&s, &json!({"a": 1})).refused, ["/a"]);
     }
 
     #[test]

@@ -600,6 +600,12 @@ pub struct StepRecord {
     /// a rule did rather than the mode or the key's scope.
     #[serde(default)]
     pub rule: Option<String>,
+    /// Why the key may not read what the preview read (a rule refuses it
+    /// that read): the preview was taken for the person only, and every
+    /// answer the agent can read says `preview withheld` instead of it
+    /// (docs/security.md, "Previews").
+    #[serde(default)]
+    pub preview_withheld: Option<String>,
 }
 
 impl StepRecord {
@@ -641,6 +647,8 @@ struct StepRecordWire {
     preview: Option<crate::Preview>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     rule: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    preview_withheld: Option<String>,
 }
 
 impl From<StepRecord> for StepRecordWire {
@@ -667,6 +675,7 @@ impl From<StepRecord> for StepRecordWire {
             definition_hash: r.definition_hash,
             preview: r.preview,
             rule: r.rule,
+            preview_withheld: r.preview_withheld,
         }
     }
 }
@@ -694,6 +703,7 @@ impl From<StepRecordWire> for StepRecord {
             definition_hash: w.definition_hash,
             preview: w.preview,
             rule: w.rule,
+            preview_withheld: w.preview_withheld,
         }
     }
 }
@@ -759,6 +769,7 @@ pub(crate) mod tests {
             definition_hash: None,
             preview: None,
             rule: None,
+            preview_withheld: None,
         }
     }
 

@@ -87,7 +87,7 @@ pub use pins::{
     Held, PinnedDefinition, QuarantineReason, Standing, TOOLS_LOG, ToolPin, ToolPins,
     changed_fields, definition_hash,
 };
-pub use preview::{Before, Preview, before_digest, unified_diff};
+pub use preview::{Before, Preview, before_digest, bound_digest, unified_diff};
 pub use redact::{
     REDACTED, RedactionError, Redactor, is_secret_key, keyed_from_split, redact, redact_text,
     scrub_text, scrub_value,

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::canonical::canonical_lossless;
-use crate::digest::{SHA256_PREFIX, sha256_hex};
+use crate::digest::{HMAC_PREFIX, SHA256_PREFIX, hmac_hex, sha256_hex};
 
 /// What a step's preview showed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -118,16 +118,38 @@ pub enum Before<'a> {
 /// `{"missing": true}`, `{"text": …}` or `{"state": …}` — so a missing file
 /// and an empty one differ, and the same state always has the same digest.
 pub fn before_digest(before: &Before<'_>) -> String {
-    let v = match before {
+    bound_digest(before, &[], None)
+}
+
+/// The digest a step binds ([`before_digest`]) with where the target is:
+/// `at`, the paths the write acts on as placed on this machine (a local
+/// upstream's, symlinks followed; empty otherwise), is part of what is
+/// hashed (`"at": […]`), so a target swapped for a link to another file
+/// with the same content is not the one reviewed. With `key` (a preview
+/// withheld from the agent, whose plan digest covers this digest) it is
+/// an HMAC under the signing key, `"hmac-sha256:"` + hex: the agent then
+/// cannot test guesses of what it may not read against the digest.
+pub fn bound_digest(before: &Before<'_>, at: &[String], key: Option<&[u8; 32]>) -> String {
+    let mut v = match before {
         Before::Missing => json!({"missing": true}),
         Before::Text(t) => json!({"text": t}),
         Before::State(s) => json!({"state": s}),
     };
-    format!(
-        "{SHA256_PREFIX}{}",
-        sha256_hex(canonical_lossless(&v).as_bytes())
-    )
+    if !at.is_empty()
+        && let Some(object) = v.as_object_mut()
+    {
+        object.insert("at".to_owned(), json!(at));
+    }
+    let canonical = canonical_lossless(&v);
+    match key {
+        Some(key) => format!("{HMAC_PREFIX}{}", hmac_hex(key, canonical.as_bytes())),
+        None => format!("{SHA256_PREFIX}{}", sha256_hex(canonical.as_bytes())),
+    }
 }
+
+/// The words every answer the agent can read says in place of a preview
+/// it may not see.
+pub const WITHHELD: &str = "preview withheld: this key may not read the target";
 
 /// The unified diff of `after` against `before` (`None`: the target does
 /// not exist, so the diff is from `/dev/null`), three lines of context,
@@ -159,10 +181,12 @@ pub fn unified_diff(
     (text, added, removed, truncated)
 }
 
-/// A digest shortened for people: `sha256:` and its first 12 hex digits
-/// (enough to tell two apart at a glance; the whole one is in the JSON).
+/// A digest shortened for people: its prefix (`sha256:`, `hmac-sha256:`)
+/// and its first 12 hex digits (enough to tell two apart at a glance; the
+/// whole one is in the JSON).
 pub fn short_digest(d: &str) -> &str {
-    d.get(..19).unwrap_or(d)
+    let head = d.find(':').map_or(0, |i| i + 1);
+    d.get(..head + 12).unwrap_or(d)
 }
 
 /// `text` cut at a line end at most `max_bytes` long.
@@ -234,6 +258,21 @@ mod tests {
             before_digest(&Before::State(&s1)),
             before_digest(&Before::State(&s2))
         );
+    }
+
+    #[test]
+    fn the_bound_digest_binds_where_the_target_is_and_is_keyed_when_withheld() {
+        let text = Before::Text("salary 250000");
+        let plain = before_digest(&text);
+        assert_eq!(bound_digest(&text, &[], None), plain);
+        let here = bound_digest(&text, &["/ws/a.txt".into()], None);
+        let there = bound_digest(&text, &["/etc/a.txt".into()], None);
+        assert_ne!(here, plain);
+        assert_ne!(here, there, "same content, another file");
+        let keyed = bound_digest(&text, &[], Some(&[7; 32]));
+        assert!(keyed.starts_with("hmac-sha256:"), "{keyed}");
+        assert_ne!(keyed, bound_digest(&text, &[], Some(&[8; 32])));
+        assert_eq!(keyed, bound_digest(&text, &[], Some(&[7; 32])));
     }
 
     #[test]

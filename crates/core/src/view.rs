@@ -86,9 +86,11 @@ impl StepView {
         self
     }
 
-    /// `step` as shown to a person: with its attempts.
+    /// `step` as shown to a person: with its attempts, and its preview
+    /// even when the agent may not see it.
     pub fn for_person(step: &Step) -> StepView {
         StepView {
+            step: PlannedStep::for_person(step),
             attempts: Some(step.attempts),
             ..StepView::of(step)
         }
@@ -204,11 +206,31 @@ pub struct PlannedStep {
     /// The operator's rule that made it a step, when one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule: Option<String>,
+    /// For a person: why the agent was not shown this preview (it may not
+    /// read the target). Never in the agent's own answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview_withheld: Option<String>,
 }
 
 impl PlannedStep {
-    /// `step`'s fields for a planned answer.
+    /// `step`'s fields as the agent sees them (a planned answer,
+    /// `get_plan`): a preview taken for the person only
+    /// ([`crate::StepRecord::preview_withheld`]) says
+    /// [`crate::preview::WITHHELD`] and nothing of what it read.
     pub fn of(step: &Step) -> PlannedStep {
+        let mut shown = PlannedStep::for_person(step);
+        if shown.preview_withheld.take().is_some() {
+            shown.preview = Some(crate::Preview::Unavailable {
+                target: step.record.lands_on.target.clone(),
+                reason: crate::preview::WITHHELD.to_owned(),
+            });
+        }
+        shown
+    }
+
+    /// `step`'s fields as a person sees them: its preview whatever the
+    /// agent may read.
+    pub fn for_person(step: &Step) -> PlannedStep {
         let r = &step.record;
         PlannedStep {
             step_id: r.step_id.clone(),
@@ -224,6 +246,7 @@ impl PlannedStep {
             approval_note: r.approval_note.clone(),
             preview: r.preview.clone(),
             rule: r.rule.clone(),
+            preview_withheld: r.preview_withheld.clone(),
         }
     }
 }

@@ -332,30 +332,84 @@ pub(crate) async fn prepare_step(
     let mut target_version = None;
     let mut predicted = None;
     if let Some(preview_tool) = &settings.preview {
-        // The preview sees the real arguments; whatever it says back is
-        // scrubbed of them, and of every secret the key's log holds,
-        // before anyone else sees it.
-        let secrets = secrets_to_scrub(gw, acting, known, &secrets).await?;
-        match preview(gw, tool, preview_tool, arguments).await {
-            Ok(Some(p)) => {
-                predicted = p.effect.map(|e| redactor.scrub_text(&e, &secrets));
-                target = target.or(p.target.map(|t| redactor.scrub_text(&t, &secrets)));
-                target_version = p.target_version;
-            }
-            Ok(None) => {}
-            Err(mut refusal) => {
-                refusal.message = redactor.scrub_text(&refusal.message, &secrets);
-                return Err(refusal);
+        // A preview is a read by the caller: one it may not make is not
+        // made; one a rule keeps from it binds the target's version but
+        // tells the agent nothing of what it said.
+        let access = crate::preview::access(
+            gw,
+            acting,
+            &in_force.spec,
+            &tool.upstream,
+            preview_tool,
+            &args,
+        )
+        .await;
+        if !matches!(access, crate::preview::Access::Never(_)) {
+            // The preview sees the real arguments; whatever it says back
+            // is scrubbed of them, and of every secret the key's log
+            // holds, before anyone else sees it.
+            let secrets = secrets_to_scrub(gw, acting, known, &secrets).await?;
+            let shown = access == crate::preview::Access::Read;
+            match preview(gw, tool, preview_tool, arguments).await {
+                Ok(Some(p)) => {
+                    if shown {
+                        predicted = p.effect.map(|e| redactor.scrub_text(&e, &secrets));
+                        target = target.or(p.target.map(|t| redactor.scrub_text(&t, &secrets)));
+                    }
+                    target_version = p.target_version;
+                }
+                Ok(None) => {}
+                Err(mut refusal) => {
+                    refusal.message = if shown {
+                        redactor.scrub_text(&refusal.message, &secrets)
+                    } else {
+                        format!(
+                            "{} cannot be planned: its preview refused it ({}). Nothing was planned or written",
+                            tool.exposed,
+                            plangate_core::preview::WITHHELD
+                        )
+                    };
+                    return Err(refusal);
+                }
             }
         }
     }
     // The profile's preview: the upstream's own read (or dry run) of the
-    // target, with the real arguments; what it shows is scrubbed.
+    // target, with the real arguments, decided as the key's own read;
+    // what it shows is scrubbed.
     let mut step_preview = None;
+    let mut preview_withheld = None;
     if let Some(spec) = crate::preview::spec_of(gw, tool) {
-        let secrets = secrets_to_scrub(gw, acting, known, &secrets).await?;
-        step_preview =
-            Some(crate::preview::take(gw, tool, spec, &args, &secrets, target.clone()).await);
+        let read_args = Value::Object(plangate_config::profiles::read_arguments(spec, &args));
+        let access = crate::preview::access(
+            gw,
+            acting,
+            &in_force.spec,
+            &tool.upstream,
+            &spec.read,
+            &read_args,
+        )
+        .await;
+        step_preview = Some(match access {
+            crate::preview::Access::Never(why) => plangate_core::Preview::Unavailable {
+                target: target.clone(),
+                reason: why,
+            },
+            access => {
+                let secrets = secrets_to_scrub(gw, acting, known, &secrets).await?;
+                let bind = crate::preview::Bind {
+                    at: crate::preview::placed_at(gw, tool, &args).await,
+                    key: match &access {
+                        crate::preview::Access::Withheld(why) => {
+                            preview_withheld = Some(why.clone());
+                            Some(*signing)
+                        }
+                        _ => None,
+                    },
+                };
+                crate::preview::take(gw, tool, spec, &args, &secrets, target.clone(), &bind).await
+            }
+        });
     }
     let lands_where = match (has_settings, settings.lands_on, profile) {
         (false, _, Some(p)) if p.lands_on.as_deref() == Some("copy") => Where::Copy,
@@ -373,6 +427,8 @@ pub(crate) async fn prepare_step(
                     let t = t.replace("{@target}", &named.replace('{', "{{").replace('}', "}}"));
                     let sentence = render_template(&t, &redacted);
                     match &step_preview {
+                        // What the preview read is not for the agent.
+                        Some(_) if preview_withheld.is_some() => format!("{sentence}."),
                         Some(p) => format!("{sentence}: {}.", p.summary()),
                         None => format!("{sentence}."),
                     }
@@ -446,6 +502,7 @@ pub(crate) async fn prepare_step(
         definition_hash: Some(tool.definition_hash.clone()),
         preview: step_preview,
         rule: None,
+        preview_withheld,
     })
 }
 

@@ -7,9 +7,16 @@
 //!
 //! plangate never reads a target itself: the server may be remote or
 //! sandboxed, and only its own tools see what it sees.
+//!
+//! **A preview is a read by the caller** ([`access`]): the read is decided
+//! exactly as if the key had made it. A read tool that is disabled,
+//! quarantined or not a read is never called (the step says why); when a
+//! rule refuses the key that read, the preview is taken for the person
+//! only — the step binds its digest, keyed so it is no oracle, and every
+//! answer the agent can read says `preview withheld`.
 
 use plangate_config::profiles::{PreviewKind, PreviewSpec, read_arguments, select};
-use plangate_core::{Before, Preview, before_digest, unified_diff};
+use plangate_core::{Before, Preview, bound_digest, unified_diff};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -28,13 +35,147 @@ pub enum Seen {
 }
 
 impl Seen {
-    /// The digest the step binds (see [`plangate_core::before_digest`]).
-    pub fn digest(&self) -> String {
-        before_digest(&match self {
+    /// The digest the step binds ([`plangate_core::bound_digest`]): of
+    /// what was read, where it is (`at`), keyed under `key` when withheld.
+    pub fn digest(&self, bind: &Bind) -> String {
+        let before = match self {
             Seen::Missing => Before::Missing,
             Seen::Text(t) => Before::Text(t),
             Seen::State(s) => Before::State(s),
+        };
+        bound_digest(&before, &bind.at, bind.key.as_ref())
+    }
+}
+
+/// What a step's before-digest binds besides what was read.
+#[derive(Debug, Clone, Default)]
+pub struct Bind {
+    /// Where the write acts, placed on this machine ([`placed_at`]).
+    pub at: Vec<String>,
+    /// The signing key, when the preview is withheld from the agent.
+    pub key: Option<[u8; 32]>,
+}
+
+/// The paths a write acts on, placed where the server will act on them
+/// (symlinks followed, Unicode spellings mapped): for a local upstream
+/// only, where they name files on this machine; a path that cannot be
+/// placed is bound as the reason it cannot. What a step's before-digest
+/// binds, so a target swapped for a link to another file is stale.
+pub async fn placed_at(gw: &Gateway, tool: &CatalogTool, real_args: &Value) -> Vec<String> {
+    let config = gw.config();
+    if !crate::policy::is_local(&config, &tool.upstream) {
+        return Vec::new();
+    }
+    let paths =
+        crate::policy::call_paths(Some(gw), &config, &tool.upstream, &tool.paths, real_args).await;
+    paths
+        .values
+        .iter()
+        .map(|v| match paths.resolver.resolve(v) {
+            Ok(at) => at,
+            Err(why) => format!("unplaced: {why}"),
         })
+        .collect()
+}
+
+/// Whether the key may read what a preview reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Access {
+    /// It may: the agent sees the preview.
+    Read,
+    /// A rule refuses the key that read (why): the preview is for the
+    /// person only.
+    Withheld(String),
+    /// The read is never made (why): the tool is not offered, disabled,
+    /// quarantined or not a read.
+    Never(String),
+}
+
+/// Whether the key `acting` may make `tool`'s upstream's read `read` with
+/// `read_args` in `mode`, decided as dispatch decides its own call of it:
+/// the tool offered, enabled, not withheld, a read, and no rule keeping it
+/// from the key.
+pub async fn access(
+    gw: &Gateway,
+    acting: &crate::acting::Acting,
+    mode: &plangate_core::ModeSpec,
+    upstream: &str,
+    read: &str,
+    read_args: &Value,
+) -> Access {
+    let catalog = gw.catalog();
+    let Some(reader) = catalog
+        .tools
+        .iter()
+        .find(|t| t.upstream == upstream && t.original == read)
+    else {
+        return Access::Never(format!("its read {read} is not offered by {upstream}"));
+    };
+    if !reader.enabled {
+        return Access::Never(format!(
+            "its read {} is disabled in plangate's config",
+            reader.exposed
+        ));
+    }
+    if let Some(why) = &reader.withheld {
+        return Access::Never(format!(
+            "its read {} is not offered: {}",
+            reader.exposed,
+            why.label().trim_start_matches("no (").trim_end_matches(')')
+        ));
+    }
+    if reader.effect > plangate_core::Effect::Read {
+        return Access::Never(format!(
+            "{} is classed {}, not a read, so it is not called to preview",
+            reader.exposed, reader.effect
+        ));
+    }
+    let policy = gw.policy();
+    let ruled = !policy.is_empty()
+        && policy.may_decide(&plangate_policy::Tool {
+            upstream: &reader.upstream,
+            tool: &reader.original,
+            exposed: &reader.exposed,
+            effect: reader.effect,
+        });
+    if !ruled {
+        return Access::Read;
+    }
+    let config = gw.config();
+    let paths =
+        crate::policy::call_paths(Some(gw), &config, upstream, &reader.paths, read_args).await;
+    let undeclared = plangate_core::undeclared(&reader.tool.input_schema, read_args).allowed;
+    let who = crate::policy::Who {
+        name: &acting.key.name,
+        scope: acting.key.scope.as_str(),
+    };
+    let matched = crate::policy::judge(
+        &policy,
+        reader.into(),
+        reader.effect,
+        who,
+        &mode.name,
+        read_args,
+        &undeclared,
+        &paths,
+    );
+    let decision = plangate_policy::decision(
+        matched.as_ref().map(|m| m.outcome),
+        reader.effect,
+        acting.key.scope,
+        mode,
+        false,
+    );
+    match (decision, matched) {
+        (plangate_core::Decision::Run, _) => Access::Read,
+        (_, Some(m)) => Access::Withheld(format!(
+            "the operator's rule {:?} does not let this key read the target with {}",
+            m.rule, reader.exposed
+        )),
+        (_, None) => Access::Withheld(format!(
+            "this key may not read the target with {}",
+            reader.exposed
+        )),
     }
 }
 
@@ -129,6 +270,7 @@ pub async fn take(
     real_args: &Value,
     secrets: &[(String, Value)],
     target: Option<String>,
+    bind: &Bind,
 ) -> Preview {
     let redactor = gw.redactor();
     let scrub = |t: &str| redactor.scrub_text(t, secrets);
@@ -142,7 +284,7 @@ pub async fn take(
         Ok(seen) => seen,
         Err(reason) => return unavailable(reason),
     };
-    let before_digest = seen.digest();
+    let before_digest = seen.digest(bind);
     match spec.kind {
         PreviewKind::Diff => {
             let before = match &seen {
@@ -247,19 +389,27 @@ pub async fn take(
     }
 }
 
-/// Whether the target of a step is still as its preview saw it: `Ok` when
-/// the digest matches, else why not, for a `stale_target` failure.
+/// Whether the target of a step is still as its preview saw it — the same
+/// content, at the same place: `Ok` when the digest matches, else why
+/// not, for a `stale_target` failure. A digest keyed when planned (a
+/// withheld preview) is taken keyed again.
 pub async fn still_as_seen(
     gw: &Gateway,
-    upstream: &str,
+    tool: &CatalogTool,
     spec: &PreviewSpec,
     real_args: &Value,
     planned: &str,
 ) -> Result<(), String> {
-    let seen = read(gw, upstream, spec, real_args)
+    let seen = read(gw, &tool.upstream, spec, real_args)
         .await
         .map_err(|e| format!("the target could not be read to check it ({e})"))?;
-    let now = seen.digest();
+    let bind = Bind {
+        at: placed_at(gw, tool, real_args).await,
+        key: planned
+            .starts_with(plangate_core::HMAC_PREFIX)
+            .then(|| *gw.material().signing_key()),
+    };
+    let now = seen.digest(&bind);
     if now == planned {
         return Ok(());
     }

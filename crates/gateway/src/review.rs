@@ -188,6 +188,9 @@ fn plan_question(
             ));
         } else if let Some(p) = &r.preview {
             lines.extend(preview_excerpt(p));
+            if r.preview_withheld.is_some() {
+                lines.push("   (not shown to the agent: it may not read the target)".to_owned());
+            }
         }
     }
     let first = state.open_steps().map(|s| s.record.planned_at_ms).min();

@@ -149,20 +149,46 @@ pub(super) async fn recheck(
             ));
         }
     }
-    // A profile's preview: the target must be as the person saw it.
+    // A profile's preview: the target must be as the person saw it, at
+    // the place they saw it — read with a read that may still be made.
     if let (Some(planned), Some(spec)) = (
         record.preview.as_ref().and_then(|p| p.before_digest()),
         crate::preview::spec_of(gw, tool),
     ) {
         let real = restore_secrets(&record.arguments.value(), secrets);
-        if let Err(why) =
-            crate::preview::still_as_seen(gw, &record.server, spec, &real, planned).await
+        let read_args =
+            serde_json::Value::Object(plangate_config::profiles::read_arguments(spec, &real));
+        let in_force = match gw.log().state(&acting.key.id).await {
+            Ok(state) => gw.config().modes.in_force(&state).spec,
+            Err(_) => gw.config().modes.resolve(None).0,
+        };
+        let checked = match crate::preview::access(
+            gw,
+            acting,
+            &in_force,
+            &record.server,
+            &spec.read,
+            &read_args,
+        )
+        .await
         {
+            crate::preview::Access::Never(why) => {
+                Err(format!("the target cannot be checked: {why}"))
+            }
+            _ => crate::preview::still_as_seen(gw, tool, spec, &real, planned).await,
+        };
+        if let Err(why) = checked {
+            // What a withheld preview read stays unsaid here too.
+            let why = if record.preview_withheld.is_some() {
+                "the target changed since the person reviewed it, or cannot be read to check it"
+                    .to_owned()
+            } else {
+                gw.redactor().scrub_text(&why, secrets)
+            };
             return Err(fail(
                 Code::StaleTarget,
                 format!(
-                    "{}: the person approved it as it was then. Nothing was sent; plan the write again so they review it as it is now",
-                    gw.redactor().scrub_text(&why, secrets)
+                    "{why}: the person approved it as it was then. Nothing was sent; plan the write again so they review it as it is now",
                 ),
             ));
         }
