@@ -292,3 +292,77 @@ async fn a_target_swapped_for_a_link_to_a_file_with_the_same_content_is_stale() 
     assert!(target.is_symlink());
     agent.cancel().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_failed_step_approved_by_a_person_does_not_run_twice_on_the_agents_word() {
+    let peers = peers();
+    let scratch = Scratch::new();
+    let root = std::fs::canonicalize(scratch.path()).unwrap().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let tap = scratch.path().join("fs-tap.jsonl");
+    let config = scratch.write(
+        "plangate.toml",
+        &format!(
+            "[upstreams.fs]\ncommand = \"node\"\nargs = [{:?}, {:?}, \"--\", \"node\", {:?}, {:?}]\n",
+            repo_root().join("tests/interop/tap.mjs").display().to_string(),
+            tap.display().to_string(),
+            peers
+                .js("@modelcontextprotocol/server-filesystem/dist/index.js")
+                .display()
+                .to_string(),
+            root.display().to_string(),
+        ),
+    );
+    let config = config.display().to_string();
+    let token = scratch.create_key("agent", "plan");
+    let agent = config_client(&scratch, &config, &token).await;
+    let writes = || {
+        std::fs::read_to_string(&tap)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|e| e["dir"] == "to_server" && e["msg"]["params"]["name"] == "write_file")
+            .count()
+    };
+    // Its directory does not exist yet: the server will answer an error.
+    let target = root.join("later/a.txt");
+    let planned = ok(
+        &agent,
+        "write_file",
+        json!({"path": target, "content": "once\n"}),
+    )
+    .await;
+    let step = planned["step_id"].as_str().unwrap().to_owned();
+    let digest = planned["plan"]["plan_digest"].as_str().unwrap().to_owned();
+    succeeded(
+        &["plans", "approve"],
+        &scratch.run(&["plans", "approve", "--key", "agent", "--digest", &digest]),
+    );
+    let first = call_body(&agent, "plangate_apply_plan", json!({})).await;
+    assert_eq!(first["failed"], 1, "{first}");
+    assert_eq!(writes(), 1);
+
+    // The directory appears; the agent names the failed step again. The
+    // person's yes was spent on the first run: nothing is sent.
+    std::fs::create_dir_all(root.join("later")).unwrap();
+    let again = call_body(&agent, "plangate_apply_plan", json!({"step_ids": [step]})).await;
+    assert_ne!(again["applied"], 1, "{again}");
+    assert_eq!(writes(), 1, "the failed step ran again: {again}");
+    assert!(!target.exists());
+
+    // A person's new yes to that step lets it run once more.
+    let digest = get_plan(&agent).await["plan_digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    succeeded(
+        &["plans", "approve"],
+        &scratch.run(&[
+            "plans", "approve", "--key", "agent", "--digest", &digest, &step,
+        ]),
+    );
+    let third = call_body(&agent, "plangate_apply_plan", json!({"step_ids": [step]})).await;
+    assert_eq!(third["applied"], 1, "{third}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "once\n");
+    agent.cancel().await.unwrap();
+}

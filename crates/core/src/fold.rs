@@ -175,6 +175,11 @@ pub struct Step {
     /// ([`crate::rules::approval_scope_for`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub planned_scope: Option<crate::Scope>,
+    /// Where in the key's log it was last claimed (`step_started` that
+    /// set it running): an approval recorded before that was spent on
+    /// that run, whatever the server answered ([`KeyState::approved_steps`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimed_seq: Option<i64>,
 }
 
 /// A person's change to a waiting step's arguments (the last one).
@@ -220,6 +225,7 @@ impl Step {
             rejection: None,
             amendment: None,
             planned_scope: None,
+            claimed_seq: None,
         }
     }
 }
@@ -250,6 +256,10 @@ pub struct Approval {
     /// that had already moved on, which covers no step.
     #[serde(default)]
     pub step_ids: Option<Vec<String>>,
+    /// Where in the key's log it was recorded: it covers a step only until
+    /// the step's next run starts.
+    #[serde(default)]
+    pub seq: i64,
 }
 
 /// An operator's last word on a key's mode lock (`mode_locked` /
@@ -539,6 +549,7 @@ impl KeyState {
                     at_ms: at,
                     review_id: review_id.clone(),
                     revision: *revision,
+                    seq,
                 });
                 if *revision == Some(self.revision) {
                     self.reviewed = Some(ReviewedPlan {
@@ -571,6 +582,7 @@ impl KeyState {
                 match step.status {
                     StepStatus::Planned | StepStatus::Failed => {
                         step.status = StepStatus::Running;
+                        step.claimed_seq = Some(seq);
                         step.apply_id = Some(apply_id.clone());
                         step.owner = Some(owner.clone());
                         step.lease_until_ms = Some(*lease_until_ms);
@@ -832,7 +844,11 @@ impl KeyState {
     /// those steps is still the one approved — whatever else in the plan
     /// changed; a later answer about the same digest by someone who
     /// counts decides (a decline withdraws it). A step covered here runs
-    /// only while it is waiting (or failed, when named).
+    /// only while it is waiting (or failed, when named). An approval is
+    /// spent on a step's run: once the step was claimed after it, it no
+    /// longer covers that step — a failed step whose server answered an
+    /// error may have done something, so running it again needs a new
+    /// yes.
     pub fn approved_steps(&self, counts: impl Fn(&Approval) -> bool) -> BTreeSet<&str> {
         let mut decided: Vec<&str> = Vec::new();
         let mut covered = BTreeSet::new();
@@ -850,6 +866,7 @@ impl KeyState {
                 covered.extend(
                     ids.iter()
                         .filter_map(|id| self.step(id))
+                        .filter(|s| s.claimed_seq.is_none_or(|claimed| claimed < a.seq))
                         .map(|s| s.record.step_id.as_str()),
                 );
             }

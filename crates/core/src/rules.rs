@@ -701,6 +701,113 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_step_of_a_key_held_for_a_person_runs_again_only_after_a_new_yes() {
+        // a and c approved by a person; the agent's apply runs both, and c
+        // fails: its server answered an error, which does not prove that
+        // nothing happened.
+        let mut state = approved_in_part(&["a", "c"]);
+        let mut seq = 4;
+        let mut add = |state: &mut KeyState, kind: EventKind| {
+            seq += 1;
+            state.apply(seq, &system(kind));
+        };
+        add(
+            &mut state,
+            EventKind::ApplyStarted {
+                apply_id: "x".into(),
+                step_ids: ids(&["a", "c"]),
+                plan_digest: None,
+            },
+        );
+        for id in ["a", "c"] {
+            add(
+                &mut state,
+                EventKind::StepStarted {
+                    step_id: id.into(),
+                    apply_id: "x".into(),
+                    owner: "o".into(),
+                    lease_until_ms: 9_000,
+                },
+            );
+        }
+        add(
+            &mut state,
+            EventKind::StepApplied {
+                step_id: "a".into(),
+                result: json!({}),
+                copy_id: None,
+                links: Vec::new(),
+                snapshots: Vec::new(),
+            },
+        );
+        add(
+            &mut state,
+            EventKind::StepFailed {
+                step_id: "c".into(),
+                error: crate::StepError {
+                    code: crate::StepErrorCode::UpstreamError,
+                    message: "disk full".into(),
+                    upstream: None,
+                },
+            },
+        );
+        let agent = Applier::Key {
+            id: "key_1",
+            scope: Scope::Plan,
+        };
+        let again = ids(&["c"]);
+        let covered = approved_steps(&state, "key_1", Scope::Plan);
+        assert!(
+            covered.is_empty(),
+            "the yes was spent on the run: {covered:?}"
+        );
+        assert_eq!(
+            apply_steps(&state, Selection::Named(&again), agent, &covered),
+            Err(Refused::NotApproved {
+                digest: state.plan_digest()
+            })
+        );
+        // A person's apply is itself a new yes.
+        assert_eq!(
+            apply_steps(
+                &state,
+                Selection::Named(&again),
+                Applier::Operator,
+                &covered
+            ),
+            Ok(ApplySteps {
+                run: again.clone(),
+                not_approved: Vec::new(),
+            })
+        );
+        // So is a person's new approval of the failed step.
+        let digest = state.digest_of(&again).unwrap_or_default();
+        seq += 1;
+        state.apply(
+            seq,
+            &event(
+                EventKind::ReviewAnswered {
+                    review_id: None,
+                    verdict: Verdict::Approve,
+                    plan_digest: digest,
+                    feedback: None,
+                    step_ids: Some(again.clone()),
+                    revision: None,
+                },
+                Actor::Operator { name: "ana".into() },
+            ),
+        );
+        let covered = approved_steps(&state, "key_1", Scope::Plan);
+        assert_eq!(
+            apply_steps(&state, Selection::Named(&again), agent, &covered),
+            Ok(ApplySteps {
+                run: again,
+                not_approved: Vec::new(),
+            })
+        );
+    }
+
+    #[test]
     fn a_yes_to_some_steps_runs_those_and_reports_the_rest_not_approved() {
         let state = approved_in_part(&["c", "a"]);
         let covered = approved_steps(&state, "key_1", Scope::Plan);

@@ -438,8 +438,9 @@ pub struct Approved {
     pub digest: String,
 }
 
-/// Records `actor`'s yes over `channel` to the `named` waiting steps of
-/// `key`'s plan, or to every waiting step when none is named
+/// Records `actor`'s yes over `channel` to the `named` waiting (or
+/// failed: to run again) steps of `key`'s plan, or to every waiting step
+/// when none is named
 /// (`review_answered`, approve, with the step ids and the digest of
 /// exactly those steps). The approval covers those steps while they are
 /// unchanged, whatever else the plan gains or loses; an amendment of one
@@ -474,7 +475,12 @@ pub async fn approve(
                 ids.extend(state.planned_steps());
             }
             for id in named {
-                let step = waiting_step(state, key, id)?;
+                // A failed step named: the person's new yes to run it
+                // again (the last one was spent on its failed run).
+                let step = match state.step(id) {
+                    Some(step) if step.status == StepStatus::Failed => step,
+                    _ => waiting_step(state, key, id)?,
+                };
                 if !ids.iter().any(|s| s.record.step_id == *id) {
                     ids.push(step);
                 }
