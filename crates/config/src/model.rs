@@ -274,6 +274,11 @@ pub struct GatewaySettings {
     /// The most bytes of a step's preview (a diff, a state) kept and
     /// shown; a longer one is cut and says so. Its digest covers it all.
     pub max_preview_bytes: usize,
+    /// The most bytes a key's plan may hold (its open steps' arguments and
+    /// previews, as recorded): a write that would take the plan past it is
+    /// refused `too_large`, so no plan can grow to what a `get_plan` or a
+    /// person's screen cannot carry.
+    pub max_plan_bytes: usize,
     /// How many keys' folded states (mode and plan) a process keeps in
     /// memory, least recently used first out; any other key is folded
     /// from the store when it is used. Bounds memory whatever the number
@@ -287,6 +292,13 @@ pub const DEFAULT_ALLOWED_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 /// The default `gateway.max_preview_bytes`: 64 KiB, a diff a person can
 /// still read.
 pub const DEFAULT_MAX_PREVIEW_BYTES: usize = 64 * 1024;
+
+/// The default `gateway.max_plan_bytes`: 16 MiB, four requests at their
+/// default cap.
+pub const DEFAULT_MAX_PLAN_BYTES: usize = 16 * 1024 * 1024;
+
+/// The largest `gateway.max_plan_bytes` allowed: 256 MiB.
+pub const MAX_PLAN_BYTES_LIMIT: usize = 256 * 1024 * 1024;
 
 /// The default `gateway.max_request_bytes`: 4 MiB, rmcp's HTTP default.
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
@@ -363,6 +375,7 @@ impl Default for GatewaySettings {
             review_timeout: Duration::from_secs(600),
             cached_keys: DEFAULT_CACHED_KEYS,
             max_preview_bytes: DEFAULT_MAX_PREVIEW_BYTES,
+            max_plan_bytes: DEFAULT_MAX_PLAN_BYTES,
         }
     }
 }

@@ -54,6 +54,10 @@ pub enum Code {
     /// A per-key or per-tool rate limit was reached; the refusal says when
     /// to try again.
     RateLimited,
+    /// A call, a step or a plan over its configured cap (a plan past
+    /// `max_plan_bytes`); the same word as the front's
+    /// [`AccessCode::TooLarge`], for the same thing one level up.
+    TooLarge,
     /// plangate's own store could not be read or written: plangate's
     /// failure, never the upstream's.
     StoreUnavailable,
@@ -64,7 +68,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, in DESIGN §8 order; for docs, catalogs and tests.
-    pub const ALL: [Code; 19] = [
+    pub const ALL: [Code; 20] = [
         Code::PlanNeedsKey,
         Code::PlanFull,
         Code::PlanChanged,
@@ -82,6 +86,7 @@ impl Code {
         Code::ModeLocked,
         Code::ToolQuarantined,
         Code::RateLimited,
+        Code::TooLarge,
         Code::StoreUnavailable,
         Code::InternalError,
     ];
@@ -106,6 +111,7 @@ impl Code {
             Code::ModeLocked => "mode_locked",
             Code::ToolQuarantined => "tool_quarantined",
             Code::RateLimited => "rate_limited",
+            Code::TooLarge => "too_large",
             Code::StoreUnavailable => "store_unavailable",
             Code::InternalError => "internal_error",
         }
@@ -222,7 +228,10 @@ mod tests {
                 serde_json::to_value(code).unwrap(),
                 serde_json::Value::String(code.as_str().to_owned())
             );
-            assert!(code.as_str().parse::<Code>().is_err(), "{code}");
+            // `too_large` is one cap's word at both levels (DESIGN §8).
+            if code != AccessCode::TooLarge {
+                assert!(code.as_str().parse::<Code>().is_err(), "{code}");
+            }
         }
     }
 
@@ -262,6 +271,7 @@ mod tests {
                 "mode_locked",
                 "tool_quarantined",
                 "rate_limited",
+                "too_large",
                 "store_unavailable",
                 "internal_error",
             ]

@@ -609,6 +609,28 @@ pub struct StepRecord {
 }
 
 impl StepRecord {
+    /// About how many bytes the record holds — its arguments (shown,
+    /// keyed and sealed), predicted effect and preview: what a plan's
+    /// size cap counts ([`crate::rules::room_for`]).
+    pub fn size_bytes(&self) -> usize {
+        let preview = match &self.preview {
+            Some(crate::Preview::Diff { diff, target, .. }) => diff.len() + target.len(),
+            Some(crate::Preview::State { state, summary, .. }) => {
+                serde_json::to_string(state).map_or(0, |s| s.len()) + summary.len()
+            }
+            Some(crate::Preview::Unavailable { reason, .. }) => reason.len(),
+            None => 0,
+        };
+        self.arguments.as_str().len()
+            + self
+                .keyed_arguments
+                .as_ref()
+                .map_or(0, |k| k.as_str().len())
+            + self.sealed_secrets.as_ref().map_or(0, String::len)
+            + self.predicted_effect.len()
+            + preview
+    }
+
     /// The arguments with secrets replaced by HMACs, for digest and dedup.
     pub fn keyed_arguments(&self) -> &JsonText {
         self.keyed_arguments.as_ref().unwrap_or(&self.arguments)

@@ -44,6 +44,18 @@ pub enum Refused {
         /// Who locked it.
         by: LockedBy,
     },
+    /// The plan holds as many open steps as it may.
+    PlanFull {
+        /// The most it may hold (`[gateway] max_steps`).
+        max: usize,
+    },
+    /// The step would take the plan past its size cap.
+    TooLarge {
+        /// The plan's size with the step, in bytes.
+        bytes: usize,
+        /// The cap (`[gateway] max_plan_bytes`).
+        max: usize,
+    },
 }
 
 impl std::fmt::Display for Refused {
@@ -71,6 +83,14 @@ impl std::fmt::Display for Refused {
                 "{} at {mode:?}: the agent cannot change the mode, end its session or leave plan mode, and only an operator can unlock it",
                 by.describe()
             ),
+            Refused::PlanFull { max } => write!(
+                f,
+                "the plan already holds {max} steps, the most it may hold"
+            ),
+            Refused::TooLarge { bytes, max } => write!(
+                f,
+                "this step would make the plan {bytes} bytes, past its cap of {max} bytes ([gateway] max_plan_bytes)"
+            ),
         }
     }
 }
@@ -85,8 +105,41 @@ impl Refused {
             Refused::Expired(_) => Code::PlanExpired,
             Refused::ReadScope | Refused::NotApproved { .. } => Code::Forbidden,
             Refused::ModeLocked { .. } => Code::ModeLocked,
+            Refused::PlanFull { .. } => Code::PlanFull,
+            Refused::TooLarge { .. } => Code::TooLarge,
         }
     }
+}
+
+// === plan size ===
+
+/// Whether a step of `size` bytes ([`crate::StepRecord::size_bytes`]) may
+/// join `state`'s plan — or, `replacing` a step (a person's amendment),
+/// take its place: fewer than `max_steps` open steps, and the open steps'
+/// bytes with it at most `max_bytes` — so no plan grows past what one
+/// `get_plan` or a person's screen can carry.
+pub fn room_for(
+    state: &KeyState,
+    size: usize,
+    replacing: Option<&str>,
+    max_steps: usize,
+    max_bytes: usize,
+) -> Result<(), Refused> {
+    if replacing.is_none() && state.open_steps().count() >= max_steps {
+        return Err(Refused::PlanFull { max: max_steps });
+    }
+    let bytes = state
+        .open_steps()
+        .filter(|s| Some(s.record.step_id.as_str()) != replacing)
+        .map(|s| s.record.size_bytes())
+        .fold(size, usize::saturating_add);
+    if bytes > max_bytes {
+        return Err(Refused::TooLarge {
+            bytes,
+            max: max_bytes,
+        });
+    }
+    Ok(())
 }
 
 // === plan life ===
@@ -804,6 +857,34 @@ mod tests {
                 run: again,
                 not_approved: Vec::new(),
             })
+        );
+    }
+
+    #[test]
+    fn a_step_joins_a_plan_only_within_its_step_and_byte_caps() {
+        let state = approved_in_part(&[]);
+        let size: usize = state.open_steps().map(|s| s.record.size_bytes()).sum();
+        assert!(size > 0);
+        assert_eq!(room_for(&state, 10, None, 4, size + 10), Ok(()));
+        assert_eq!(
+            room_for(&state, 10, None, 3, usize::MAX),
+            Err(Refused::PlanFull { max: 3 })
+        );
+        assert_eq!(
+            room_for(&state, 11, None, 4, size + 10),
+            Err(Refused::TooLarge {
+                bytes: size + 11,
+                max: size + 10
+            })
+        );
+        // An amendment takes its step's place: no new step, and the old
+        // record's bytes no longer count.
+        let a = state.step("a").map_or(0, |s| s.record.size_bytes());
+        assert_eq!(room_for(&state, a + 5, Some("a"), 3, size + 5), Ok(()));
+        assert!(room_for(&state, a + 6, Some("a"), 3, size + 5).is_err());
+        assert_eq!(
+            Refused::TooLarge { bytes: 2, max: 1 }.code(),
+            Code::TooLarge
         );
     }
 

@@ -86,6 +86,15 @@ impl StepView {
         self
     }
 
+    /// The view with every argument value and preview over
+    /// [`MAX_SHOWN_BYTES`] shown as its size and digest ([`compact`]):
+    /// what a plan listing carries, so no answer grows with what a step
+    /// holds; `get_plan {"step_id"}` shows one step whole.
+    pub fn compact(mut self) -> StepView {
+        self.step = self.step.compact();
+        self
+    }
+
     /// `step` as shown to a person: with its attempts, and its preview
     /// even when the agent may not see it.
     pub fn for_person(step: &Step) -> StepView {
@@ -95,6 +104,67 @@ impl StepView {
             ..StepView::of(step)
         }
     }
+}
+
+/// The most bytes of one argument value or preview an answer about a plan
+/// carries as it is; a bigger one is shown as its size and digest.
+pub const MAX_SHOWN_BYTES: usize = 64 * 1024;
+
+/// `value` with every part over [`MAX_SHOWN_BYTES`] (as JSON text) shown
+/// as its size and digest: objects and lists are looked into first, and
+/// one still too big for its many small parts is replaced whole.
+pub fn compact(value: Value) -> Value {
+    if !over(&value, MAX_SHOWN_BYTES) {
+        return value;
+    }
+    let inner = match value {
+        Value::Object(map) => {
+            Value::Object(map.into_iter().map(|(k, v)| (k, compact(v))).collect())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(compact).collect()),
+        other => return Value::String(shown_as_digest(&other)),
+    };
+    if over(&inner, MAX_SHOWN_BYTES) {
+        Value::String(shown_as_digest(&inner))
+    } else {
+        inner
+    }
+}
+
+/// Whether `value` as JSON text is surely over `limit` bytes, by a walk
+/// that counts what it passes (strings by their bytes, a little for
+/// punctuation) and stops as soon as it knows: no text is written for the
+/// common small value.
+fn over(value: &Value, limit: usize) -> bool {
+    fn walk(value: &Value, left: &mut isize) -> bool {
+        *left -= match value {
+            Value::String(s) => s.len() as isize + 2,
+            Value::Object(m) => 2 + m.keys().map(|k| k.len() as isize + 4).sum::<isize>(),
+            Value::Array(items) => 2 + items.len() as isize,
+            _ => 8,
+        };
+        if *left < 0 {
+            return true;
+        }
+        match value {
+            Value::Object(m) => m.values().any(|v| walk(v, left)),
+            Value::Array(items) => items.iter().any(|v| walk(v, left)),
+            _ => false,
+        }
+    }
+    let mut left = isize::try_from(limit).unwrap_or(isize::MAX);
+    walk(value, &mut left)
+}
+
+/// What stands for a value too big to show: its size and digest, and
+/// where to see it whole.
+fn shown_as_digest(value: &Value) -> String {
+    let text = crate::canonical::canonical_lossless(value);
+    format!(
+        "[{} bytes, sha256:{}: not shown here; get_plan with this step's step_id shows it whole]",
+        text.len(),
+        crate::digest::sha256_hex(text.as_bytes())
+    )
 }
 
 /// Seconds left in the plan's life, if one is running (rounded up).
@@ -213,6 +283,45 @@ pub struct PlannedStep {
 }
 
 impl PlannedStep {
+    /// See [`StepView::compact`].
+    pub fn compact(mut self) -> PlannedStep {
+        if self.arguments.as_str().len() > MAX_SHOWN_BYTES {
+            self.arguments = JsonText::from_value(&compact(self.arguments.value()));
+        }
+        self.preview = self.preview.map(|p| match p {
+            crate::Preview::Diff {
+                target,
+                before_digest,
+                diff,
+                creates,
+                added,
+                removed,
+                ..
+            } if diff.len() > MAX_SHOWN_BYTES => crate::Preview::Diff {
+                target,
+                before_digest,
+                diff: shown_as_digest(&Value::String(diff)),
+                creates,
+                added,
+                removed,
+                truncated: true,
+            },
+            crate::Preview::State {
+                target,
+                before_digest,
+                summary,
+                state,
+            } => crate::Preview::State {
+                target,
+                before_digest,
+                summary,
+                state: compact(state),
+            },
+            other => other,
+        });
+        self
+    }
+
     /// `step`'s fields as the agent sees them (a planned answer,
     /// `get_plan`): a preview taken for the person only
     /// ([`crate::StepRecord::preview_withheld`]) says
@@ -498,6 +607,32 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn values_over_the_cap_show_their_size_and_digest_and_small_ones_stay() {
+        let big = "x".repeat(MAX_SHOWN_BYTES + 1);
+        let args = json!({"path": "/a", "content": big, "many": vec!["yy"; 30_000], "n": 3});
+        let shown = compact(args);
+        assert_eq!(shown["path"], "/a");
+        assert_eq!(shown["n"], 3);
+        for field in ["content", "many"] {
+            let said = shown[field].as_str().unwrap();
+            assert!(
+                said.starts_with('[') && said.contains(" bytes, sha256:"),
+                "{said}"
+            );
+        }
+        // The digest is of the value's canonical JSON, so a person can check it.
+        let text = crate::canonical::canonical_lossless(&json!("x".repeat(MAX_SHOWN_BYTES + 1)));
+        assert!(
+            shown["content"]
+                .as_str()
+                .unwrap()
+                .contains(&crate::digest::sha256_hex(text.as_bytes()))
+        );
+        let small = json!({"a": [1, 2, {"b": "c"}]});
+        assert_eq!(compact(small.clone()), small);
+    }
     use crate::event::tests::record;
     use crate::{Actor, Channel, Event, EventKind, StepErrorCode};
 

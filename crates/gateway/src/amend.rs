@@ -144,6 +144,18 @@ pub async fn amend(
                     });
                 }
             }
+            let config = gw.config();
+            plangate_core::rules::room_for(
+                state,
+                amended.size_bytes(),
+                Some(step_id),
+                config.gateway.max_steps as usize,
+                config.gateway.max_plan_bytes,
+            )
+            .map_err(|refused| OperatorError::Rule {
+                key: key.name.clone(),
+                refused,
+            })?;
             let event = acting.event(EventKind::StepAmended {
                 step: amended.clone(),
                 previous_arguments: seen.record.arguments.clone(),

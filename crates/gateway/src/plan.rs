@@ -548,6 +548,7 @@ pub async fn plan_write(
     let outside = rules::approval_scope(acting.key.scope, in_force) == Scope::Plan;
     let ttl_ms = gw.ttl_ms();
     let max_steps = gw.config().gateway.max_steps as usize;
+    let max_bytes = gw.config().gateway.max_plan_bytes;
 
     let outcome = gw
         .log()
@@ -607,11 +608,11 @@ pub async fn plan_write(
                 view.apply(view.last_seq + 1, &dropped);
                 events.push(dropped);
             }
-            if view.open_steps().count() >= max_steps {
+            if let Err(refused) = rules::room_for(&view, prepared.size_bytes(), None, max_steps, max_bytes) {
                 return Err(Some(Refusal::new(
-                    Code::PlanFull,
+                    refused.code(),
                     format!(
-                        "the plan already holds {max_steps} steps, the most it may hold; apply or discard some (plangate_get_plan shows them) before planning more. Nothing was planned"
+                        "{refused}; apply or discard some steps (plangate_get_plan shows them) before planning more. Nothing was planned"
                     ),
                 )));
             }
@@ -702,7 +703,7 @@ fn planned_answer(
         planned: true,
         mutation_performed: false,
         message: message.clone(),
-        step: PlannedStep::of(step),
+        step: PlannedStep::of(step).compact(),
         deduplicated,
         plan: PlanSummary::of(state, &mode.name, now_ms(), gw.ttl_ms()),
         notice: None,

@@ -43,7 +43,7 @@ const OAUTH_KEYS: [&str; 6] = [
 ];
 const INTROSPECTION_KEYS: [&str; 4] = ["issuer", "client_id", "client_secret", "every"];
 const REDACTION_KEYS: [&str; 2] = ["names", "patterns"];
-const GATEWAY_KEYS: [&str; 18] = [
+const GATEWAY_KEYS: [&str; 19] = [
     "anonymous",
     "default_mode",
     "default_mode_locked",
@@ -51,6 +51,7 @@ const GATEWAY_KEYS: [&str; 18] = [
     "allowed_origins",
     "max_request_bytes",
     "max_preview_bytes",
+    "max_plan_bytes",
     "max_sessions",
     "max_sessions_per_key",
     "namespace",
@@ -283,6 +284,17 @@ fn gateway(c: &mut Checker<'_>, node: &toml::Value) -> Option<GatewaySettings> {
                     .integer_in(&key, v, "max_preview_bytes", 1024..=16 * 1024 * 1024)
                     .and_then(|n| usize::try_from(n).ok());
                 value.map(|n| settings.as_mut().map(|s| s.max_preview_bytes = n))
+            }
+            "max_plan_bytes" => {
+                let value = c
+                    .integer_in(
+                        &key,
+                        v,
+                        "max_plan_bytes",
+                        64 * 1024..=crate::model::MAX_PLAN_BYTES_LIMIT as i64,
+                    )
+                    .and_then(|n| usize::try_from(n).ok());
+                value.map(|n| settings.as_mut().map(|s| s.max_plan_bytes = n))
             }
             "max_sessions" | "max_sessions_per_key" => {
                 let name = key.rsplit('.').next().unwrap_or_default().to_owned();

@@ -40,8 +40,12 @@ pub enum SessionCall {
         /// The mode to work in.
         mode: String,
     },
-    /// `get_plan`.
-    GetPlan,
+    /// `get_plan {step_id?}`.
+    GetPlan {
+        /// One step to show whole (every value, however large), instead of
+        /// the plan's open steps with large values shown by their digest.
+        step_id: Option<String>,
+    },
     /// `discard_plan {step_ids?}`.
     DiscardPlan {
         /// The steps to discard; every waiting step if `None`.
@@ -54,6 +58,11 @@ pub enum SessionCall {
 #[derive(Deserialize)]
 struct BeginSession {
     mode: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct GetPlan {
+    step_id: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -98,7 +107,12 @@ impl Call {
                     mode: args.mode.ok_or_else(needs_mode)?,
                 })
             }
-            GatewayTool::GetPlan => Call::Session(SessionCall::GetPlan),
+            GatewayTool::GetPlan => {
+                let args: GetPlan = read(tool, arguments, "{\"step_id\"?: a step id string}")?;
+                Call::Session(SessionCall::GetPlan {
+                    step_id: args.step_id,
+                })
+            }
             GatewayTool::DiscardPlan => {
                 let args: DiscardPlan = read(
                     tool,
@@ -222,6 +236,13 @@ mod tests {
         for tool in [GatewayTool::GetPlan, GatewayTool::EndSession] {
             assert!(Call::read(tool, &args(json!({"x": 1})), &[]).is_ok());
         }
+        assert_eq!(
+            Call::read(GatewayTool::GetPlan, &args(json!({"step_id": "s"})), &[]).unwrap(),
+            Call::Session(SessionCall::GetPlan {
+                step_id: Some("s".into())
+            })
+        );
+        assert!(refused(GatewayTool::GetPlan, json!({"step_id": 3})).contains("step_id"));
         let call = Call::read(GatewayTool::ExitPlanMode, &args(json!({})), &[]).unwrap();
         assert_eq!(
             call,

@@ -111,8 +111,12 @@ pub fn definitions_for(config: &plangate_config::Config, plan_mode: bool) -> Vec
         .with_annotations(annotations(false, false, true, "Begin a session in a mode")),
         Tool::new(
             name(GatewayTool::GetPlan),
-            "Show the current plan: every step not yet done, with its status, predicted effect, where it lands and whether it needs the person's explicit yes, plus the plan digest. Changes nothing.",
-            object(json!({"type": "object", "properties": {}, "additionalProperties": false})),
+            "Show the current plan: every step not yet done, with its status, predicted effect, where it lands and whether it needs the person's explicit yes, plus the plan digest. An argument value or preview over 64 KiB is shown by its size and digest; with step_id, that one step is shown whole. Changes nothing.",
+            object(json!({
+                "type": "object",
+                "properties": {"step_id": {"type": "string", "description": "Show only this step, whole (large values included)."}},
+                "additionalProperties": false
+            })),
         )
         .with_annotations(annotations(true, false, true, "Show the plan")),
         Tool::new(
@@ -131,7 +135,7 @@ pub fn definitions_for(config: &plangate_config::Config, plan_mode: bool) -> Vec
             object(json!({
                 "type": "object",
                 "properties": {
-                    "step_ids": {"type": "array", "items": {"type": "string"}, "description": "Steps to run; all waiting steps if omitted. A failed step runs again when named."},
+                    "step_ids": {"type": "array", "items": {"type": "string"}, "description": "Steps to run; all waiting steps if omitted. A failed step runs again when named, once the person said yes to it again if this key's plans wait for a person."},
                     "plan_digest": {"type": "string", "description": "The digest of the plan the person approved (from get_plan)."},
                     "continue_on_error": {"type": "boolean", "description": "Run the remaining steps after a failure (default false)."}
                 },
@@ -260,7 +264,7 @@ pub async fn call(
             );
             Ok((answer(body, text), was_plan != spec.plan_mode(), None))
         }
-        SessionCall::GetPlan => {
+        SessionCall::GetPlan { step_id } => {
             let (state, ()) = gw
                 .log()
                 .transact_from(&acting.key.id, known, |state| {
@@ -277,10 +281,25 @@ pub async fn call(
             let scope = rules::approval_scope_for(&state, acting.key.scope, &in_force);
             let covered = rules::approved_steps(&state, &acting.key.id, scope);
             let approved = state.covers_waiting(&covered);
-            let steps: Vec<StepView> = state
-                .open_steps()
-                .map(|s| StepView::of(s).covered_by(&covered))
-                .collect();
+            let steps: Vec<StepView> = match &step_id {
+                // One step, whole: any step of the log, done or not.
+                Some(id) => match state.step(id) {
+                    Some(s) => vec![StepView::of(s).covered_by(&covered)],
+                    None => {
+                        return Err(Refusal::new(
+                            Code::InvalidArguments,
+                            format!(
+                                "there is no step {id:?} in this key's plan; {}get_plan without step_id lists the steps",
+                                gw.config().gateway.tool_prefix
+                            ),
+                        ));
+                    }
+                },
+                None => state
+                    .open_steps()
+                    .map(|s| StepView::of(s).covered_by(&covered).compact())
+                    .collect(),
+            };
             let InForce {
                 spec,
                 notice,
