@@ -80,9 +80,9 @@ fn declares(schema: &Map<String, Value>) -> Declares<'_> {
         .iter()
         .any(|k| schema.contains_key(*k));
     // A schema that lists no properties says nothing of the value's shape
-    // (`{}`, `{"type": "object"}`: any object): it allows more, unless it
-    // says `additionalProperties: false`.
-    let silent = properties.is_empty();
+    // (`{}`, `{"type": "object"}`, `"properties": {}`: any object): it
+    // allows more, unless it says `additionalProperties: false`.
+    let silent = properties.iter().all(|p| p.is_empty());
     let (extra, allows_more) = match schema.get("additionalProperties") {
         Some(Value::Bool(true)) => (None, true),
         Some(Value::Object(extra)) => (Some(extra), true),
@@ -109,7 +109,10 @@ fn walk(
             // Below the top, a property whose schema lists nothing of its
             // shape takes any value: nothing in it is undeclared. (At the
             // top, the tool's own arguments are still told to the rules.)
-            if top.is_some() && declared.properties.is_empty() && declared.allows_more {
+            if top.is_some()
+                && declared.properties.iter().all(|p| p.is_empty())
+                && declared.allows_more
+            {
                 return;
             }
             for (key, item) in object {
@@ -227,6 +230,8 @@ mod tests {
         assert_eq!(u, Undeclared::default());
         let s = schema(json!({"type": "object"}));
         assert_eq!(undeclared(&s, &json!({"a": 1})).allowed, ["a"]);
+        let s = schema(json!({"type": "object", "properties": {}}));
+        assert_eq!(undeclared(&s, &json!({"a": 2, "b": 3})).allowed, ["a", "b"]);
         let s = schema(json!({"type": "object", "additionalProperties": false}));
         assert_eq!(undeclared(&s, &json!({"a": 1})).refused, ["/a"]);
     }
