@@ -170,10 +170,7 @@ pub fn receipt_lines(receipt: &Receipt) -> Vec<String> {
 /// Prints `v` as pretty JSON with its keys sorted, as every `--json`
 /// output is.
 fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
-    outln!(
-        "{}",
-        serde_json::to_string_pretty(&serde_json::to_value(v)?)?
-    );
+    crate::output::json(&serde_json::to_value(v)?)?;
     Ok(())
 }
 
@@ -432,8 +429,8 @@ pub async fn show(config: &Config, store: Arc<dyn Store>, key: &str, as_json: bo
     for s in &view.steps {
         if let Some(p) = &s.step.preview {
             outln!();
-            for line in crate::preview_text::preview_lines(s.step.position, p, colour) {
-                outln!("{line}");
+            for line in crate::preview_text::preview_lines(s.step.position, p) {
+                crate::output::painted(line.colour.filter(|_| colour), &line.text);
             }
         }
     }

@@ -446,6 +446,44 @@ pub fn each(list: &Value, field: &str) -> Vec<Value> {
         .collect()
 }
 
+/// `plangate --data-dir DATA ARGS…` on a terminal: run by util-linux
+/// `script` on a fresh pseudo-terminal (stdin, stdout and stderr all the
+/// terminal), `typed` written to it as a person types. Returns the exit
+/// status and what the terminal showed (its CRLF line ends made LF).
+pub fn in_terminal(
+    scratch: &Scratch,
+    args: &[&str],
+    typed: &str,
+) -> (std::process::ExitStatus, String) {
+    let quote = |s: &str| format!("'{}'", s.replace('\'', "'\\''"));
+    let mut line = vec![
+        quote(plangate().to_str().unwrap()),
+        "--data-dir".to_owned(),
+        quote(scratch.data_dir().to_str().unwrap()),
+    ];
+    line.extend(args.iter().map(|a| quote(a)));
+    let mut child = Command::new("script")
+        .args(["-q", "-e", "-c", &line.join(" "), "/dev/null"])
+        .current_dir(scratch.path())
+        .env_remove("PLANGATE_CONFIG")
+        .env_remove("PLANGATE_KEY")
+        .env_remove("NO_COLOR")
+        .env("TERM", "xterm-256color")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot run util-linux `script`");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(typed.as_bytes()).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
+    (out.status, shown)
+}
+
 /// A process's stdout, as text.
 pub fn stdout(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
