@@ -343,6 +343,91 @@ async fn an_operator_approves_a_plan_in_the_console_and_only_then_the_agent_appl
     s.stop().await;
 }
 
+/// What an agent or an upstream wrote reaches the console screened: a
+/// plugin slug that erases its own line (`\r\e[2K`) in a predicted
+/// effect, and an option value with a right-to-left override and a
+/// zero-width space (in the predicted effect the site's preview writes,
+/// and in the arguments), show as visible escapes, each such line marked
+/// `contains hidden characters`; nothing else is marked. A screenshot goes
+/// to `target/artifacts/console-hidden.png`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn hidden_characters_in_a_plan_show_as_escapes_and_are_marked_in_the_console() {
+    let s = setup().await;
+    let client = client_of(s.gw.clone(), Some(s.agent_token.clone()), Seen::default()).await;
+    call_ok(
+        &client,
+        "set_plugin_active",
+        json!({"slug": "seo\r\u{1b}[2Kok", "active": true}),
+    )
+    .await;
+    call_ok(
+        &client,
+        "update_option",
+        json!({"name": "tagline", "value": "Fresh \u{202e}gnp.exe bread\u{200b}"}),
+    )
+    .await;
+
+    let mut b = blocking(Browser::start);
+    let seen = blocking(|| {
+        let page = b.open(&format!("{}/console", s.base));
+        b.wait_for(&page, "the login form", "document.getElementById('token')");
+        b.log_in(&page, &s.operator_token);
+        b.wait_for(
+            &page,
+            "two steps",
+            "document.querySelectorAll('section.key[data-key=\"planner\"] li.step').length === 2",
+        );
+        b.click(
+            &page,
+            "section.key[data-key=\"planner\"] details.args > summary",
+        );
+        b.screenshot(&page, &artifacts_dir().join("console-hidden.png"));
+        b.eval(
+            &page,
+            "(() => { const k = document.querySelector('section.key[data-key=\"planner\"]'); return { text: k.textContent, effects: Array.from(k.querySelectorAll('li.step .effect')).map((e) => e.textContent), marked: Array.from(k.querySelectorAll('mark.hidden-chars')).map((m) => ({ line: m.previousSibling ? m.previousSibling.textContent : '', mark: m.textContent })) }; })()",
+        )
+    });
+    let text = seen["text"].as_str().unwrap();
+    for raw in ['\u{1b}', '\r', '\u{202e}', '\u{200b}'] {
+        assert!(!text.contains(raw), "{raw:?} reached the page: {text:?}");
+    }
+    let effects: Vec<&str> = seen["effects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .collect();
+    assert!(
+        effects[0].starts_with("Set plugin seo\\r\\e[2Kok active: true.")
+            && effects[0].ends_with("contains hidden characters"),
+        "{effects:?}"
+    );
+    assert!(
+        effects[1].contains("\\u{202e}gnp.exe bread\\u{200b}")
+            && effects[1].ends_with("contains hidden characters"),
+        "{effects:?}"
+    );
+    // Every mark follows a line that shows an escape: the two effects,
+    // and the value in the second step's arguments.
+    let marked = seen["marked"].as_array().unwrap();
+    assert!(marked.len() >= 3, "{seen}");
+    for m in marked {
+        assert_eq!(m["mark"], "contains hidden characters");
+        let line = m["line"].as_str().unwrap();
+        assert!(line.contains("\\u{") || line.contains("\\e"), "{m}");
+    }
+    assert!(
+        marked.iter().any(|m| m["line"]
+            .as_str()
+            .unwrap()
+            .contains("\"value\": \"Fresh \\u{202e}gnp.exe")),
+        "the arguments line is marked: {seen}"
+    );
+    drop(b);
+    client.cancel().await.unwrap();
+    s.stop().await;
+}
+
 /// The demo site's state as it holds it.
 fn site_state(s: &Setup) -> Value {
     let text = std::fs::read_to_string(s._dir.path().join("site.json")).unwrap();
