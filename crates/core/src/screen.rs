@@ -12,7 +12,8 @@
 //! the same. Every place where a person reads such text — the CLI, the
 //! web console, the question in the agent's client, the MCP Apps view —
 //! shows it through this one rule (the two pages carry the same rule in
-//! their JavaScript, docs/security.md, "Screens"):
+//! their JavaScript; docs/architecture.md, "Where each rule lives"; the
+//! README's "Hidden characters" for the person):
 //!
 //! * **Hidden characters**: every C0 control but TAB (U+0000–U+001F, so
 //!   also LF and CR), DEL (U+007F), every C1 control (U+0080–U+009F), the
