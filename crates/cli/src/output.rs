@@ -90,6 +90,31 @@ pub fn error(message: &str) {
     }
 }
 
+/// One line to stderr, screened and marked like a line of output: what a
+/// person is shown beside a question on their terminal, so that stdout
+/// keeps only the command's answer (`--json` stays JSON).
+pub fn note(args: fmt::Arguments<'_>) {
+    let text = args.to_string();
+    let _ = writeln!(std::io::stderr().lock(), "{}", screen(&text).marked());
+}
+
+/// Asks `question` on stderr and reads the person's answer, one line, from
+/// stdin: `true` only for `y` or `yes` (any case). No answer (end of
+/// input) is a no.
+pub fn ask_yes(question: &str) -> std::io::Result<bool> {
+    {
+        let mut err = std::io::stderr().lock();
+        write!(err, "{} [y/N] ", screen(question).text())?;
+        err.flush()?;
+    }
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer)?;
+    Ok(matches!(
+        answer.trim().to_ascii_lowercase().as_str(),
+        "y" | "yes"
+    ))
+}
+
 /// Writes `bytes` to stdout as they are (a completion script, a manual
 /// page: plangate's own text), ending quietly like [`line()`] when the
 /// reader went away.
