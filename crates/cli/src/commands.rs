@@ -398,7 +398,7 @@ pub async fn config_check(
 }
 
 /// Prints rows under a header, columns padded to their widest cell. Each
-/// cell is screened first ([`plangate_core::screen`]: a value's control
+/// cell is screened first ([`plangate_core::screen()`]: a value's control
 /// characters and line breaks shown as escapes), so the columns line up
 /// with what is shown and a row with hidden characters is marked at its
 /// end.

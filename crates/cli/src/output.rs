@@ -3,7 +3,7 @@
 //! terminal unscreened.
 //!
 //! Each [`outln!`] is one line: whatever it holds is screened by
-//! [`plangate_core::screen`] (control characters, escape sequences and
+//! [`plangate_core::screen()`] (control characters, escape sequences and
 //! invisible format characters shown as `\e`, `\r`, `\u{202e}`…, and the
 //! line marked `[contains hidden characters]`), so a value can neither
 //! rewrite what was printed before it nor forge a line of its own — a line

@@ -17,7 +17,7 @@
 //! * `predicted_effect` sentences ([`template`]);
 //! * how text from an agent or an upstream is shown to a person: control
 //!   characters, escape sequences and invisible format characters as
-//!   visible escapes, the text marked ([`screen`]);
+//!   visible escapes, the text marked ([`mod@screen`]);
 //! * the event log's types ([`event`]) and the fold that turns a key's log
 //!   into its mode and plan ([`fold`]), which holds arguments and results
 //!   as compact text ([`json_text`]).

@@ -128,7 +128,7 @@ async fn ask(peer: &Peer<RoleServer>, message: String, timeout: Duration) -> Ans
 }
 
 /// The question as the person reads it in their client: each line
-/// screened ([`plangate_core::screen`]: control characters, escape
+/// screened ([`plangate_core::screen()`]: control characters, escape
 /// sequences and invisible format characters an agent or an upstream put
 /// in a value shown as visible escapes, the line marked), so nothing in a
 /// value can hide or reorder what the person is asked about. The line
