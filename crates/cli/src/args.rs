@@ -269,7 +269,9 @@ pub(crate) enum PlansCommand {
         #[arg(long)]
         key: String,
         /// The plan digest you reviewed (`plans show`); nothing is recorded
-        /// if the plan changed since.
+        /// if the plan changed since. Without it, the steps are shown and
+        /// you are asked on the terminal (y/N); with no terminal, nothing
+        /// is approved.
         #[arg(long, value_name = "DIGEST")]
         digest: Option<String>,
         /// Only these waiting steps (ids from `plans show`).
@@ -287,7 +289,8 @@ pub(crate) enum PlansCommand {
         #[arg(long)]
         key: String,
         /// The digest you reviewed (`plans show`); nothing runs if the plan
-        /// changed since.
+        /// changed since. Without it, the steps are shown and you are
+        /// asked on the terminal (y/N); with no terminal, nothing runs.
         #[arg(long, value_name = "DIGEST")]
         digest: Option<String>,
         /// Only these steps (waiting or failed), in plan order.

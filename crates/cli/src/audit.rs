@@ -10,7 +10,7 @@ use std::path::Path;
 
 use crate::output::outln;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use plangate_store::Store;
 use serde_json::{Value, json};
 
@@ -161,7 +161,10 @@ pub async fn export(
     let events = store.export_events(key_id.as_deref(), since_ms).await?;
     let mut text = String::new();
     for e in &events {
-        text.push_str(&serde_json::to_string(&line(e))?);
+        // Hidden characters as `\uXXXX`: the same JSON, safe to `cat`.
+        text.push_str(&plangate_core::screen_json(&serde_json::to_string(&line(
+            e,
+        ))?));
         text.push('\n');
     }
     match out {
@@ -178,14 +181,10 @@ pub async fn export(
                 ))
             })?;
             if as_json {
-                outln!(
-                    "{}",
-                    serde_json::to_string_pretty(&json!({
-                        "events": events.len(),
-                        "out": path.display().to_string(),
-                    }))
-                    .context("cannot print")?
-                );
+                crate::output::json(&json!({
+                    "events": events.len(),
+                    "out": path.display().to_string(),
+                }))?;
             } else {
                 outln!("wrote {} event(s) to {}", events.len(), path.display());
             }

@@ -78,7 +78,7 @@ pub async fn keys_create(store: &dyn Store, name: &str, scope: Scope, as_json: b
     if as_json {
         let mut v = key_json(&created.key);
         v["token"] = json!(created.token);
-        outln!("{}", serde_json::to_string_pretty(&v)?);
+        crate::output::json(&v)?;
     } else {
         outln!("{}", created.token);
         eprintln!(
@@ -95,7 +95,7 @@ pub async fn keys_list(store: &dyn Store, as_json: bool) -> Result<()> {
     let keys = store.list_keys().await?;
     if as_json {
         let v: Vec<_> = keys.iter().map(key_json).collect();
-        outln!("{}", serde_json::to_string_pretty(&v)?);
+        crate::output::json(&v)?;
         return Ok(());
     }
     if keys.is_empty() {
@@ -137,7 +137,7 @@ pub async fn keys_revoke(store: &dyn Store, key: &str, as_json: bool) -> Result<
         .await
         .map_err(|e| UsageError(e.to_string()))?;
     if as_json {
-        outln!("{}", serde_json::to_string_pretty(&key_json(&revoked))?);
+        crate::output::json(&key_json(&revoked))?;
     } else {
         outln!("revoked key {:?} ({})", revoked.name, revoked.id);
     }
@@ -163,7 +163,7 @@ pub async fn operator_token(store: &dyn Store, name: &str, as_json: bool) -> Res
     if as_json {
         let mut v = operator_json(&created.operator);
         v["token"] = json!(created.token);
-        outln!("{}", serde_json::to_string_pretty(&v)?);
+        crate::output::json(&v)?;
     } else {
         outln!("{}", created.token);
         eprintln!(
@@ -180,7 +180,7 @@ pub async fn operator_list(store: &dyn Store, as_json: bool) -> Result<()> {
     let operators = store.list_operator_tokens().await?;
     if as_json {
         let v: Vec<_> = operators.iter().map(operator_json).collect();
-        outln!("{}", serde_json::to_string_pretty(&v)?);
+        crate::output::json(&v)?;
         return Ok(());
     }
     if operators.is_empty() {
@@ -213,10 +213,7 @@ pub async fn operator_revoke(store: &dyn Store, operator: &str, as_json: bool) -
         .await
         .map_err(|e| UsageError(e.to_string()))?;
     if as_json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&operator_json(&revoked))?
-        );
+        crate::output::json(&operator_json(&revoked))?;
     } else {
         outln!("revoked operator token {:?} ({})", revoked.name, revoked.id);
     }
@@ -324,16 +321,13 @@ pub async fn config_check(
                 })
             })
             .collect();
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&json!({
-                "config": source,
-                "namespaced": catalog.namespaced,
-                "upstreams": upstreams,
-                "tools": tools,
-                "errors": errors,
-            }))?
-        );
+        crate::output::json(&json!({
+            "config": source,
+            "namespaced": catalog.namespaced,
+            "upstreams": upstreams,
+            "tools": tools,
+            "errors": errors,
+        }))?;
     } else {
         outln!("config: {source}");
         for u in config.upstreams.values() {
@@ -387,7 +381,7 @@ pub async fn config_check(
             }
         }
         for e in &errors {
-            eprintln!("error: {e}");
+            crate::output::error(&format!("error: {e}"));
         }
     }
     for session in sessions {
@@ -403,15 +397,23 @@ pub async fn config_check(
     }
 }
 
-/// Prints rows under a header, columns padded to their widest cell.
+/// Prints rows under a header, columns padded to their widest cell. Each
+/// cell is screened first ([`plangate_core::screen()`]: a value's control
+/// characters and line breaks shown as escapes), so the columns line up
+/// with what is shown and a row with hidden characters is marked at its
+/// end.
 pub fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
+    let rows: Vec<Vec<plangate_core::Screened<'_>>> = rows
+        .iter()
+        .map(|row| row.iter().map(|c| plangate_core::screen(c)).collect())
+        .collect();
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for row in rows {
+    for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
+            *w = (*w).max(cell.text().chars().count());
         }
     }
-    let line = |cells: Vec<&str>| {
+    let line = |cells: Vec<&str>, hidden: bool| {
         let mut out = String::new();
         for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
             if i + 1 == N {
@@ -420,11 +422,19 @@ pub fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
                 out.push_str(&format!("{cell:<w$}  "));
             }
         }
-        outln!("{}", out.trim_end());
+        let out = out.trim_end();
+        if hidden {
+            outln!("{out}  [{}]", plangate_core::HIDDEN_MARK);
+        } else {
+            outln!("{out}");
+        }
     };
-    line(header.to_vec());
-    for row in rows {
-        line(row.iter().map(String::as_str).collect());
+    line(header.to_vec(), false);
+    for row in &rows {
+        line(
+            row.iter().map(plangate_core::Screened::text).collect(),
+            row.iter().any(plangate_core::Screened::hidden),
+        );
     }
 }
 
@@ -500,14 +510,11 @@ pub async fn mode_set(
     let name = &api_key.name;
     let now = &in_force.spec.name;
     if as_json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&json!({
-                "key": name, "key_id": api_key.id, "mode": now,
-                "plan_mode": in_force.spec.plan_mode(),
-                "mode_locked": in_force.locked_by, "set_by": operator,
-            }))?
-        );
+        crate::output::json(&json!({
+            "key": name, "key_id": api_key.id, "mode": now,
+            "plan_mode": in_force.spec.plan_mode(),
+            "mode_locked": in_force.locked_by, "set_by": operator,
+        }))?;
         return Ok(());
     }
     let lead = match (change, mode) {

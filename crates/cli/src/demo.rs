@@ -32,11 +32,16 @@ struct Narrator {
     section: u32,
 }
 
-/// Writes one line to stdout; a reader that went away (`| head`) does
-/// not stop the demo, which still cleans up after itself.
+/// Writes one line to stdout, screened like every line the CLI prints
+/// (`output`); a reader that went away (`| head`) does not stop the demo,
+/// which still cleans up after itself.
 fn emit(line: &str) {
     use std::io::Write;
-    let _ = writeln!(std::io::stdout().lock(), "{line}");
+    let _ = writeln!(
+        std::io::stdout().lock(),
+        "{}",
+        plangate_core::screen(line).marked()
+    );
 }
 
 impl Narrator {
@@ -59,7 +64,7 @@ impl Narrator {
 
     fn record(&self, line: Value) -> Result<()> {
         if self.json {
-            emit(&serde_json::to_string(&line)?);
+            emit(&plangate_core::screen_json(&serde_json::to_string(&line)?));
         }
         Ok(())
     }

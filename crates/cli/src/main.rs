@@ -95,11 +95,11 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             if let Some(errors) = e.downcast_ref::<ConfigErrors>() {
-                eprintln!("plangate: the configuration has errors:\n{errors}");
+                output::error(&format!("the configuration has errors:\n{errors}"));
                 return ExitCode::from(EXIT_CONFIG);
             }
             if let Some(usage) = e.downcast_ref::<commands::UsageError>() {
-                eprintln!("plangate: {usage}");
+                output::error(&usage.to_string());
                 return ExitCode::from(EXIT_CONFIG);
             }
             // The reader of stdout went away (`| head`): end quietly, with
@@ -110,7 +110,7 @@ fn main() -> ExitCode {
             }) {
                 return ExitCode::from(output::BROKEN_PIPE_STATUS);
             }
-            eprintln!("plangate: {}", chain_text(&e));
+            output::error(&chain_text(&e));
             ExitCode::FAILURE
         }
     }

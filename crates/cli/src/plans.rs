@@ -170,11 +170,116 @@ pub fn receipt_lines(receipt: &Receipt) -> Vec<String> {
 /// Prints `v` as pretty JSON with its keys sorted, as every `--json`
 /// output is.
 fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
-    outln!(
-        "{}",
-        serde_json::to_string_pretty(&serde_json::to_value(v)?)?
-    );
+    crate::output::json(&serde_json::to_value(v)?)?;
     Ok(())
+}
+
+// === a person's yes ===
+
+/// What a person says yes to with `plans approve` or `plans apply`.
+#[derive(Clone, Copy)]
+enum Act {
+    Approve,
+    Apply,
+}
+
+/// The plan as a person was shown it on their terminal: what their yes is
+/// bound to.
+struct Shown {
+    digest: String,
+    revision: u64,
+}
+
+impl Shown {
+    fn seen(&self) -> operator::Seen<'_> {
+        operator::Seen {
+            digest: &self.digest,
+            revision: Some(self.revision),
+        }
+    }
+}
+
+/// `plans approve` and `plans apply` without `--digest`: shows the person
+/// at the terminal the steps their yes covers — each with its predicted
+/// effect, where it lands, its note and its preview — with the plan's
+/// digest and revision, on stderr (stdout keeps the answer), and asks
+/// (y/N). The yes is bound to exactly that plan ([`operator::Seen`]): one
+/// that moved while the question was open is refused `plan_changed`, and
+/// nothing is recorded. With no terminal to ask on (a script, a pipe, an
+/// agent's shell) it refuses before anything is recorded — a yes nobody
+/// read is no yes — and says how to pass the digest the person was shown.
+async fn confirm(key: &ApiKey, state: &KeyState, steps: &[&Step], act: Act) -> Result<Shown> {
+    use std::io::IsTerminal;
+    let (verb, done) = match act {
+        Act::Approve => ("approve", "approved"),
+        Act::Apply => ("apply", "applied"),
+    };
+    let name = plangate_core::shell_word(&key.name);
+    if !std::io::stdin().is_terminal() {
+        return Err(UsageError(format!(
+            "`plangate plans {verb}` without --digest asks the person at a terminal, and stdin is not one: nothing was {done}. `plangate plans show --key {name}` prints the plan and its digest; pass that digest as --digest to {verb} exactly that plan [invalid_arguments]"
+        ))
+        .into());
+    }
+    let shown = Shown {
+        digest: state.plan_digest(),
+        revision: state.revision,
+    };
+    let note = |line: String| crate::output::note(format_args!("{line}"));
+    note(format!(
+        "key {}: plan digest {}, revision {}",
+        key.name, shown.digest, shown.revision
+    ));
+    note(match act {
+        Act::Approve => format!("your yes approves {} waiting step(s):", steps.len()),
+        Act::Apply => format!("this apply runs {} step(s) now:", steps.len()),
+    });
+    for step in steps {
+        let r = &step.record;
+        note(format!(
+            "  {}. {}  {}: {} — {}{}",
+            r.position,
+            r.step_id,
+            r.exposed_as,
+            r.predicted_effect,
+            lands_on_text(&r.lands_on),
+            if r.approval_required {
+                "; destructive"
+            } else {
+                ""
+            }
+        ));
+        if let Some(n) = &r.approval_note {
+            note(format!("     note: {n}"));
+        }
+        if let Some(p) = &r.preview {
+            for line in crate::preview_text::preview_lines(r.position, p) {
+                note(format!("     {}", line.text));
+            }
+        }
+    }
+    let question = match act {
+        Act::Approve => format!(
+            "Approve these {} step(s) of {}'s plan?",
+            steps.len(),
+            key.name
+        ),
+        Act::Apply => format!(
+            "Apply these {} step(s) of {}'s plan now?",
+            steps.len(),
+            key.name
+        ),
+    };
+    let yes = tokio::task::spawn_blocking(move || crate::output::ask_yes(&question))
+        .await
+        .context("cannot read the answer")?
+        .context("cannot read the answer")?;
+    if !yes {
+        return Err(anyhow!(
+            "not {done}: the answer was not yes; nothing was recorded"
+        ));
+    }
+    Ok(shown)
 }
 
 // === list ===
@@ -432,8 +537,8 @@ pub async fn show(config: &Config, store: Arc<dyn Store>, key: &str, as_json: bo
     for s in &view.steps {
         if let Some(p) = &s.step.preview {
             outln!();
-            for line in crate::preview_text::preview_lines(s.step.position, p, colour) {
-                outln!("{line}");
+            for line in crate::preview_text::preview_lines(s.step.position, p) {
+                crate::output::painted(line.colour.filter(|_| colour), &line.text);
             }
             if let Some(why) = &s.step.preview_withheld {
                 outln!("  (not shown to the agent: {why})");
@@ -807,10 +912,11 @@ pub async fn retry(
 
 /// `plangate plans apply --key NAME [--digest D] [STEP…]`: a person says
 /// yes to a key's plan and applies it — every waiting step, or only the
-/// named waiting or failed ones. The yes is recorded first
-/// (`review_answered`, approve, by the operator, for the digest of exactly
-/// the steps it runs), then the steps run bound to the plan's digest,
-/// through a gateway built in this process.
+/// named waiting or failed ones. Without `--digest` the person at the
+/// terminal is shown the steps and asked first ([`confirm`]). The yes is
+/// recorded first (`review_answered`, approve, by the operator, for the
+/// digest of exactly the steps it runs), then the steps run bound to the
+/// plan as it was shown, through a gateway built in this process.
 pub async fn apply_cmd(
     config: Config,
     store: Arc<dyn Store>,
@@ -863,20 +969,31 @@ pub async fn apply_cmd(
         return nothing();
     }
     let current = state.plan_digest();
-    if let Some(d) = digest
-        && d != current
-    {
-        return Err(anyhow!(
-            "apply refused (plan_changed): the plan of key {} is now {current}, not {d}; nothing was run. Look at it again with `plangate plans show --key {}`",
-            key.name,
-            plangate_core::shell_word(&key.name)
-        ));
-    }
+    let shown = match digest {
+        Some(d) if d != current => {
+            return Err(anyhow!(
+                "apply refused (plan_changed): the plan of key {} is now {current}, not {d}; nothing was run. Look at it again with `plangate plans show --key {}`",
+                key.name,
+                plangate_core::shell_word(&key.name)
+            ));
+        }
+        Some(_) => None,
+        None => {
+            let steps: Vec<&Step> = selected.iter().filter_map(|id| state.step(id)).collect();
+            Some(confirm(&key, &state, &steps, Act::Apply).await?)
+        }
+    };
+    let seen = match &shown {
+        Some(shown) => shown.seen(),
+        None => operator::Seen::digest(&current),
+    };
     let gw = Gateway::build(config, store, material).await;
-    let outcome = operator::apply_now(&gw, &cli_acting(&key), Some(&current), named).await;
+    let outcome = operator::apply_now(&gw, &cli_acting(&key), Some(seen), named).await;
     gw.shutdown().await;
     let receipt = outcome.map_err(|e| match e {
-        OperatorError::PlanChanged { .. } => anyhow!("apply refused (plan_changed): {e}"),
+        OperatorError::PlanChanged { .. } | OperatorError::RevisionMoved { .. } => {
+            anyhow!("apply refused (plan_changed): {e}")
+        }
         e => anyhow!("{e}"),
     })?;
     match receipt {
@@ -889,7 +1006,8 @@ pub async fn apply_cmd(
 /// to the named waiting steps of a key's plan, or to every waiting step
 /// (`review_answered`, approve, binding the digest of exactly those steps)
 /// — as the operator, or as the `write` key whose token is given. With
-/// `--digest`, nothing is recorded if the plan moved on from it.
+/// `--digest`, nothing is recorded if the plan moved on from it; without,
+/// the person at the terminal is shown the steps and asked ([`confirm`]).
 pub async fn approve(
     store: Arc<dyn Store>,
     key: &str,
@@ -939,10 +1057,51 @@ pub async fn approve(
         "; `plangate plans show --key {}` lists the waiting steps",
         plangate_core::shell_word(&target.name)
     );
-    let approved = operator::approve(&log, &target, actor.clone(), Channel::Cli, digest, named)
+    // Without --digest the person at the terminal is shown what the yes
+    // covers and asked; it then binds the plan as shown. Steps that cannot
+    // be approved (none waiting, a named one not waiting) are refused by
+    // `operator::approve` below, against the same plan.
+    let shown = match digest {
+        Some(_) => None,
+        None => {
+            let state = log.state(&target.id).await?;
+            let covered: Option<Vec<&Step>> = if named.is_empty() {
+                Some(state.planned_steps().collect())
+            } else {
+                let mut steps: Vec<&Step> = Vec::new();
+                for id in named {
+                    match operator::waiting_step(&state, &target, id) {
+                        Ok(step) if !steps.iter().any(|s| s.record.step_id == *id) => {
+                            steps.push(step)
+                        }
+                        Ok(_) => {}
+                        Err(_) => {
+                            steps.clear();
+                            break;
+                        }
+                    }
+                }
+                steps.sort_by_key(|s| s.record.position);
+                Some(steps)
+            };
+            match covered.filter(|steps| !steps.is_empty()) {
+                Some(steps) => Some(confirm(&target, &state, &steps, Act::Approve).await?),
+                None => Some(Shown {
+                    digest: state.plan_digest(),
+                    revision: state.revision,
+                }),
+            }
+        }
+    };
+    let seen = match (&shown, digest) {
+        (Some(shown), _) => Some(shown.seen()),
+        (None, Some(d)) => Some(operator::Seen::digest(d)),
+        (None, None) => None,
+    };
+    let approved = operator::approve(&log, &target, actor.clone(), Channel::Cli, seen, named)
         .await
         .map_err(|e| match e {
-            OperatorError::PlanChanged { .. } => anyhow!(
+            OperatorError::PlanChanged { .. } | OperatorError::RevisionMoved { .. } => anyhow!(
                 "{e} (`plangate plans show --key {}`, or `plangate plans diff --key {}` for what changed) [{}]",
                 plangate_core::shell_word(&target.name),
                 plangate_core::shell_word(&target.name),

@@ -298,7 +298,7 @@ pub async fn test(
             "decision": word,
             "code": code.map(Code::as_str),
         });
-        outln!("{}", serde_json::to_string_pretty(&body)?);
+        crate::output::json(&body)?;
         return Ok(());
     }
     outln!(

@@ -37,7 +37,7 @@ pub async fn list(config: &Config, store: Arc<dyn Store>, as_json: bool) -> Resu
     let pins = pins(store).await?;
     let rows = tool_pins::rows(&pins, config);
     if as_json {
-        outln!("{}", serde_json::to_string_pretty(&json!({"tools": rows}))?);
+        crate::output::json(&json!({"tools": rows}))?;
         return Ok(());
     }
     if rows.is_empty() {
@@ -87,8 +87,9 @@ pub async fn list(config: &Config, store: Arc<dyn Store>, as_json: bool) -> Resu
     );
     let held = rows.iter().filter(|r| r.held_hash.is_some()).count();
     if held > 0 {
+        outln!();
         outln!(
-            "\n{held} held back: not offered, calls refused tool_quarantined. Review with `plangate tools list --json`, then `plangate tools accept UPSTREAM TOOL` or `plangate tools reject UPSTREAM TOOL`."
+            "{held} held back: not offered, calls refused tool_quarantined. Review with `plangate tools list --json`, then `plangate tools accept UPSTREAM TOOL` or `plangate tools reject UPSTREAM TOOL`."
         );
     }
     Ok(())
@@ -140,12 +141,9 @@ pub async fn decide(
         })
         .unwrap_or_default();
     if as_json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(
-                &json!({"server": server, "tool": tool, "decision": what, "definition_hash": hash})
-            )?
-        );
+        crate::output::json(
+            &json!({"server": server, "tool": tool, "decision": what, "definition_hash": hash}),
+        )?;
     } else {
         let next = match decision {
             Decision::Accept { .. } => {

@@ -94,7 +94,7 @@ pub async fn login(
         login.client
     );
     eprintln!("Open this URL in a browser to sign plangate in to upstream {name}:\n");
-    println!("{}", login.url);
+    crate::output::line(format_args!("{}", login.url));
     eprintln!(
         "\nWaiting up to {} for the sign-in to come back to {redirect} …",
         plangate_config::format_duration(timeout)
@@ -162,7 +162,7 @@ pub fn client_metadata(url: &str) -> Result<()> {
         "token_endpoint_auth_method": "none",
         "application_type": "native",
     });
-    println!("{}", serde_json::to_string_pretty(&document)?);
+    crate::output::json(&document)?;
     eprintln!(
         "Serve this at {url} (content-type application/json) and set client_metadata_url = {url:?} in [upstreams.NAME.oauth]; an authorization server that supports Client ID Metadata Documents then knows plangate by that URL."
     );

@@ -165,12 +165,14 @@ async fn the_configured_lock_holds_every_key_that_no_operator_unlocked() {
         shown.contains("locked by [gateway] default_mode_locked"),
         "{shown}"
     );
+    let digest = shown_digest(&scratch, "agent");
     let receipt = parsed(
         &["plans", "apply"],
         &op_ok(
             &scratch,
             &[
-                "plans", "apply", "--key", "agent", "--config", &config, "--json",
+                "plans", "apply", "--key", "agent", "--digest", &digest, "--config", &config,
+                "--json",
             ],
         ),
     );

@@ -128,7 +128,10 @@ async fn commands_that_call_upstreams_refuse_the_demo_site_for_plans_on_other_up
         "the demo site never started"
     );
     // With the config, it applies.
-    let out = scratch.run(&["plans", "apply", "--key", "agent", "--config", &config]);
+    let digest = shown_digest(&scratch, "agent");
+    let out = scratch.run(&[
+        "plans", "apply", "--key", "agent", "--digest", &digest, "--config", &config,
+    ]);
     assert!(out.status.success(), "{out:?}");
     assert_eq!(
         site_state(&scratch.path().join("blog.json"))["options"]["tagline"]["value"],

@@ -206,9 +206,12 @@ async fn memory_writes_preview_which_entities_exist_and_edit_file_uses_the_serve
     )
     .await;
     let config = w.config.clone();
+    let digest = shown_digest(&w.scratch, "agent");
     op_ok(
         &w.scratch,
-        &["plans", "apply", "--key", "agent", "--config", &config],
+        &[
+            "plans", "apply", "--key", "agent", "--digest", &digest, "--config", &config,
+        ],
     );
     let both = ok(
         &agent,

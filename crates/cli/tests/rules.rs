@@ -277,9 +277,12 @@ async fn a_run_rule_is_a_standing_approval_for_a_plan_key_and_a_refuse_rule_hold
             "[[rules]]\nname = \"no-later\"\nwhen = \"has(arguments.path) && arguments.path.endsWith('later.txt')\"\noutcome = \"refuse\"\nmessage = \"not that one\"\n\n[[rules]]\nname = \"no-env\"",
         ),
     );
+    let digest = shown_digest(&w.scratch, "planner");
     let out = w.scratch.run(&[
         "plans",
         "apply",
+        "--digest",
+        &digest,
         "--config",
         stricter.to_str().unwrap(),
         "--key",

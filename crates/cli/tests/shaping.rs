@@ -88,7 +88,13 @@ async fn a_person_approves_some_steps_rejects_one_amends_one_and_apply_runs_exac
     );
     assert_eq!(yes["approved_steps"], json!([a, b, c]), "in plan order");
     assert_eq!(yes["not_approved"], json!([d, e]));
-    let said = op_ok(&w.scratch, &["plans", "approve", "--key", "agent", &e]);
+    let digest = shown_digest(&w.scratch, "agent");
+    let said = op_ok(
+        &w.scratch,
+        &[
+            "plans", "approve", "--key", "agent", "--digest", &digest, &e,
+        ],
+    );
     assert!(said.contains("approved 1 step(s)"), "{said}");
     assert!(said.contains(&format!("4. {d}")), "{said}");
     let plan = get_plan(&agent).await;
@@ -214,7 +220,13 @@ async fn a_person_approves_some_steps_rejects_one_amends_one_and_apply_runs_exac
     assert!(!file("d").exists() && !file("e").exists());
 
     // A yes to the amended step: the next apply writes what the person wrote.
-    op_ok(&w.scratch, &["plans", "approve", "--key", "agent", &e]);
+    let digest = shown_digest(&w.scratch, "agent");
+    op_ok(
+        &w.scratch,
+        &[
+            "plans", "approve", "--key", "agent", "--digest", &digest, &e,
+        ],
+    );
     let receipt = apply_plan(&agent, json!({})).await;
     assert_eq!(receipt["applied"], 1, "{receipt}");
     assert_eq!(std::fs::read_to_string(file("e")).unwrap(), "amended e\n");

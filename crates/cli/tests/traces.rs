@@ -203,6 +203,8 @@ async fn a_planned_write_and_its_apply_arrive_as_linked_spans_without_argument_v
             "apply",
             "--key",
             "agent",
+            "--digest",
+            &shown_digest(&outer_scratch, "agent"),
             "--config",
             &outer_config,
         ],

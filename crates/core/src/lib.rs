@@ -16,6 +16,9 @@
 //!   ([`digest`]);
 //! * `predicted_effect` sentences ([`template`]);
 //! * which of a call's arguments its tool declares ([`declared`]);
+//! * how text from an agent or an upstream is shown to a person: control
+//!   characters, escape sequences and invisible format characters as
+//!   visible escapes, the text marked ([`mod@screen`]);
 //! * the event log's types ([`event`]) and the fold that turns a key's log
 //!   into its mode and plan ([`fold`]), which holds arguments and results
 //!   as compact text ([`json_text`]).
@@ -50,6 +53,7 @@ pub mod redact;
 pub mod revision;
 pub mod rules;
 pub mod scope;
+pub mod screen;
 pub mod secrets;
 pub mod sentence;
 pub mod template;
@@ -96,6 +100,7 @@ pub use revision::{
     AmendedStep, JsonChange, PlanDiff, SinceReview, StatusChange, at_revision, json_diff,
 };
 pub use scope::{ParseScopeError, Scope};
+pub use screen::{HIDDEN_MARK, Screened, screen, screen_json, screen_lines};
 pub use secrets::{keep_sealed, restore_secrets, split_secrets};
 pub use sentence::{CallFacts, generic_effect};
 pub use template::{render_template, validate_template};

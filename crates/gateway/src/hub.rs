@@ -74,12 +74,20 @@ impl Ask {
 }
 
 /// An upstream's elicitation with its message marked as that upstream's
-/// question ([`Ask::from_upstream`]).
+/// question ([`Ask::from_upstream`]), and screened line by line
+/// ([`plangate_core::screen_lines`]): an upstream's control characters,
+/// escape sequences and invisible format characters show as visible
+/// escapes with the line marked, so none can erase or reorder the mark in
+/// the person's client (a terminal client obeys `\r\e[2K`).
 pub fn marked_elicitation(params: ElicitRequestParams, upstream: &str) -> ElicitRequestParams {
     let marked = serde_json::to_value(&params).ok().and_then(|mut v| {
         let message = v.get("message")?.as_str()?;
+        let shown: Vec<String> = plangate_core::screen_lines(message)
+            .map(|line| line.marked().into_owned())
+            .collect();
         v["message"] = serde_json::Value::String(format!(
-            "[Asked by the upstream MCP server \"{upstream}\", not by plangate] {message}"
+            "[Asked by the upstream MCP server \"{upstream}\", not by plangate] {}",
+            shown.join("\n")
         ));
         serde_json::from_value(v).ok()
     });
@@ -393,5 +401,26 @@ impl Hub {
             let _ = sink.notify_resource_list_changed().await;
             let _ = sink.notify_prompt_list_changed().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_upstreams_question_is_marked_and_its_hidden_characters_shown() {
+        let params: ElicitRequestParams = serde_json::from_value(serde_json::json!({
+            "mode": "form",
+            "message": "\r\u{1b}[2Kplangate: approve the plan?\nyes \u{202e}on\nplain line",
+            "requestedSchema": {"type": "object", "properties": {}}
+        }))
+        .unwrap();
+        let marked = serde_json::to_value(marked_elicitation(params, "odd")).unwrap();
+        let message = marked["message"].as_str().unwrap();
+        assert_eq!(
+            message,
+            "[Asked by the upstream MCP server \"odd\", not by plangate] \\r\\e[2Kplangate: approve the plan?  [contains hidden characters]\nyes \\u{202e}on  [contains hidden characters]\nplain line"
+        );
     }
 }

@@ -73,6 +73,19 @@ pub enum OperatorError {
         /// The digest now.
         current: String,
     },
+    /// The plan moved on from the revision the person looked at, though
+    /// its digest may be the same (a step's status changed).
+    #[error(
+        "the plan of key {key} is at revision {current}, not {seen}, the one you looked at; nothing was recorded or run. Look at it again"
+    )]
+    RevisionMoved {
+        /// The key's name.
+        key: String,
+        /// The revision the person saw.
+        seen: u64,
+        /// The revision now.
+        current: u64,
+    },
     /// Not a plan digest at all.
     #[error("{0:?} is not a plan digest: it looks like sha256: and 64 hex digits")]
     BadDigest(String),
@@ -154,7 +167,9 @@ impl OperatorError {
             | OperatorError::BadReason { .. } => Code::InvalidArguments.as_str(),
             OperatorError::StepChanged { .. } => Code::PlanChanged.as_str(),
             OperatorError::Rule { refused, .. } => refused.code().as_str(),
-            OperatorError::PlanChanged { .. } => Code::PlanChanged.as_str(),
+            OperatorError::PlanChanged { .. } | OperatorError::RevisionMoved { .. } => {
+                Code::PlanChanged.as_str()
+            }
             OperatorError::ApplyAlive { .. } => Code::ApplyInProgress.as_str(),
             OperatorError::PlanOutlived { .. } => Code::PlanExpired.as_str(),
             OperatorError::UpstreamDown { .. } => Code::UpstreamUnavailable.as_str(),
@@ -438,37 +453,74 @@ pub struct Approved {
     pub digest: String,
 }
 
+/// What a person looked at when they said yes: the plan's digest, and its
+/// revision when their screen showed one (the console, a confirmation on a
+/// terminal). A yes binds it: a plan that moved on from either is refused
+/// `plan_changed` and nothing is recorded.
+#[derive(Debug, Clone, Copy)]
+pub struct Seen<'a> {
+    /// The plan digest shown.
+    pub digest: &'a str,
+    /// The plan revision shown, if one was.
+    pub revision: Option<u64>,
+}
+
+impl<'a> Seen<'a> {
+    /// Only the digest was shown (`--digest`).
+    pub fn digest(digest: &'a str) -> Seen<'a> {
+        Seen {
+            digest,
+            revision: None,
+        }
+    }
+
+    /// Whether `state` is still the plan the person saw: the same digest,
+    /// and the same revision when one was shown.
+    fn check(&self, key: &ApiKey, state: &KeyState) -> Result<(), OperatorError> {
+        let current = state.plan_digest();
+        if self.digest != current {
+            return Err(OperatorError::PlanChanged {
+                key: key.name.clone(),
+                seen: self.digest.to_owned(),
+                current,
+            });
+        }
+        match self.revision {
+            Some(seen) if seen != state.revision => Err(OperatorError::RevisionMoved {
+                key: key.name.clone(),
+                seen,
+                current: state.revision,
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// Records `actor`'s yes over `channel` to the `named` waiting (or
 /// failed: to run again) steps of `key`'s plan, or to every waiting step
 /// when none is named
 /// (`review_answered`, approve, with the step ids and the digest of
 /// exactly those steps). The approval covers those steps while they are
 /// unchanged, whatever else the plan gains or loses; an amendment of one
-/// of them ends it. With `seen`, the plan digest the person looked at, a
-/// plan that moved since is refused ([`OperatorError::PlanChanged`]).
-/// Nothing is recorded when anything is refused.
+/// of them ends it. With `seen`, what the person looked at, a plan that
+/// moved since is refused ([`OperatorError::PlanChanged`],
+/// [`OperatorError::RevisionMoved`]). Nothing is recorded when anything is
+/// refused.
 pub async fn approve(
     log: &KeyLog,
     key: &ApiKey,
     actor: Actor,
     channel: Channel,
-    seen: Option<&str>,
+    seen: Option<Seen<'_>>,
     named: &[String],
 ) -> Result<Approved, OperatorError> {
-    if let Some(d) = seen {
-        check_digest(d)?;
+    if let Some(seen) = seen {
+        check_digest(seen.digest)?;
     }
     let (state, (step_ids, digest)) = log
         .transact(&key.id, |state| {
-            let current = state.plan_digest();
-            if let Some(seen) = seen
-                && seen != current
-            {
-                return Err(OperatorError::PlanChanged {
-                    key: key.name.clone(),
-                    seen: seen.to_owned(),
-                    current,
-                });
+            if let Some(seen) = seen {
+                seen.check(key, state)?;
             }
             let mut ids: Vec<&Step> = Vec::new();
             if named.is_empty() {
@@ -543,7 +595,8 @@ pub fn steps_to_apply(
 }
 
 /// A person applies `acting`'s key's plan now (`plans apply`, the
-/// console's Apply): checks the plan is still at `seen` (when given),
+/// console's Apply): checks the plan is still the one the person saw
+/// (`seen`, when given),
 /// records the person's yes for exactly the waiting steps it runs
 /// ([`steps_to_apply`]), then runs them through `gw` with the same claims,
 /// fresh checks and at-most-once rule as the agent's `apply_plan`. `None`
@@ -551,11 +604,11 @@ pub fn steps_to_apply(
 pub async fn apply_now(
     gw: &Gateway,
     acting: &Acting,
-    seen: Option<&str>,
+    seen: Option<Seen<'_>>,
     named: &[String],
 ) -> Result<Option<CallToolResult>, OperatorError> {
-    if let Some(d) = seen {
-        check_digest(d)?;
+    if let Some(seen) = seen {
+        check_digest(seen.digest)?;
     }
     let key = &acting.key;
     let state = refresh(gw.log(), acting, gw.ttl_ms(), gw.lease_ms()).await?;
@@ -563,16 +616,10 @@ pub async fn apply_now(
     if run.is_empty() {
         return Ok(None);
     }
-    let current = state.plan_digest();
-    if let Some(seen) = seen
-        && seen != current
-    {
-        return Err(OperatorError::PlanChanged {
-            key: key.name.clone(),
-            seen: seen.to_owned(),
-            current,
-        });
+    if let Some(seen) = seen {
+        seen.check(key, &state)?;
     }
+    let current = state.plan_digest();
     require_upstreams(gw, run.iter().filter_map(|id| state.step(id)))?;
     // The yes covers exactly the waiting steps this apply runs (a failed
     // step named to run again was approved when it first ran).
@@ -591,7 +638,10 @@ pub async fn apply_now(
             key,
             acting.actor(),
             acting.channel,
-            Some(&current),
+            Some(Seen {
+                digest: &current,
+                revision: Some(state.revision),
+            }),
             &waiting,
         )
         .await?;

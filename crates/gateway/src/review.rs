@@ -127,6 +127,21 @@ async fn ask(peer: &Peer<RoleServer>, message: String, timeout: Duration) -> Ans
     }
 }
 
+/// The question as the person reads it in their client: each line
+/// screened ([`plangate_core::screen()`]: control characters, escape
+/// sequences and invisible format characters an agent or an upstream put
+/// in a value shown as visible escapes, the line marked), so nothing in a
+/// value can hide or reorder what the person is asked about. The line
+/// breaks are the question's own; a line break inside a value shows as
+/// `\n`.
+fn question_text(lines: &[String]) -> String {
+    lines
+        .iter()
+        .map(|l| plangate_core::screen(l).marked().into_owned())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The question of DESIGN §7 about a plan: who asks, every step (server,
 /// tool, predicted effect, where it lands, notes and warnings), freshness
 /// and the digest.
@@ -145,10 +160,14 @@ fn plan_question(
             "An agent", acting.key.name, acting.key.scope
         ),
         String::new(),
-        format!("In its words: {}", agent_plan.trim()),
+        "In its words:".to_owned(),
+    ];
+    // The agent's plan keeps its own lines, each screened on its own.
+    lines.extend(agent_plan.trim().split('\n').map(|l| format!("  {l}")));
+    lines.extend([
         String::new(),
         "The steps plangate recorded (nothing has been written yet):".to_owned(),
-    ];
+    ]);
     for s in state.open_steps() {
         let r = &s.record;
         let mut warnings = Vec::new();
@@ -205,7 +224,7 @@ fn plan_question(
             .unwrap_or_default()
     ));
     lines.push("Approve to apply exactly the waiting (planned) steps now; keep planning to send the agent back with your feedback.".to_owned());
-    lines.join("\n")
+    question_text(&lines)
 }
 
 /// The most lines of a step's diff or state the question shows.
@@ -225,7 +244,12 @@ fn preview_excerpt(p: &plangate_core::Preview) -> Vec<String> {
         },
         Preview::Unavailable { reason, .. } => return vec![format!("   (no preview: {reason})")],
     };
-    let all: Vec<&str> = text.lines().collect();
+    // Split at LF only: a CR stays in its line, where it is shown.
+    let all: Vec<&str> = text
+        .strip_suffix('\n')
+        .unwrap_or(&text)
+        .split('\n')
+        .collect();
     let mut out: Vec<String> = all
         .iter()
         .take(QUESTION_PREVIEW_LINES)
@@ -596,21 +620,24 @@ pub async fn ask_for_call(
                 ),
             ));
         }
-        let question = format!(
-            "An agent (API key {:?}, scope {}) wants to call {} on {} — a {} tool, above what mode {} runs without asking.\nArguments: {}\n{}Call digest {call_digest}.\nApprove to run this one call now.",
-            acting.key.name,
-            acting.key.scope,
-            tool.original,
-            tool.upstream,
-            tool.effect,
-            mode.name,
-            redacted_arguments,
-            if tool.effect == plangate_core::Effect::Destructive {
-                "DESTRUCTIVE: it may destroy or overwrite data.\n"
-            } else {
-                ""
-            },
-        );
+        let mut lines = vec![
+            format!(
+                "An agent (API key {:?}, scope {}) wants to call {} on {} — a {} tool, above what mode {} runs without asking.",
+                acting.key.name,
+                acting.key.scope,
+                tool.original,
+                tool.upstream,
+                tool.effect,
+                mode.name,
+            ),
+            format!("Arguments: {redacted_arguments}"),
+        ];
+        if tool.effect == plangate_core::Effect::Destructive {
+            lines.push("DESTRUCTIVE: it may destroy or overwrite data.".to_owned());
+        }
+        lines.push(format!("Call digest {call_digest}."));
+        lines.push("Approve to run this one call now.".to_owned());
+        let question = question_text(&lines);
         if modern(cx) {
             return open_question(gw, acting, round, question, call_digest)
                 .await

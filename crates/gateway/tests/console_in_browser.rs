@@ -295,8 +295,18 @@ async fn an_operator_approves_a_plan_in_the_console_and_only_then_the_agent_appl
     );
     assert!(s.approvals().await.is_empty());
 
-    // The person clicks Approve: the digest on screen is approved.
+    // The person clicks Approve, having read the step that came while the
+    // page was open: the plan on screen is approved.
     blocking(|| {
+        b.click(
+            &page,
+            "section.key[data-key=\"planner\"] button.ack-changes",
+        );
+        b.wait_for(
+            &page,
+            "the new step, seen",
+            "!document.querySelector('section.key[data-key=\"planner\"] li.step.unseen')",
+        );
         b.click(&page, "section.key[data-key=\"planner\"] button.approve");
         b.wait_for(
             &page,
@@ -338,6 +348,251 @@ async fn an_operator_approves_a_plan_in_the_console_and_only_then_the_agent_appl
     // Nothing hostile ran at any point.
     let pwned = blocking(|| b.eval(&page, "window.__pwned === undefined"));
     assert_eq!(pwned, json!(true));
+    drop(b);
+    client.cancel().await.unwrap();
+    s.stop().await;
+}
+
+/// What an agent or an upstream wrote reaches the console screened: a
+/// plugin slug that erases its own line (`\r\e[2K`) in a predicted
+/// effect, and an option value with a right-to-left override and a
+/// zero-width space (in the predicted effect the site's preview writes,
+/// and in the arguments), show as visible escapes, each such line marked
+/// `contains hidden characters`; nothing else is marked. A screenshot goes
+/// to `target/artifacts/console-hidden.png`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn hidden_characters_in_a_plan_show_as_escapes_and_are_marked_in_the_console() {
+    let s = setup().await;
+    let client = client_of(s.gw.clone(), Some(s.agent_token.clone()), Seen::default()).await;
+    call_ok(
+        &client,
+        "set_plugin_active",
+        json!({"slug": "seo\r\u{1b}[2Kok", "active": true}),
+    )
+    .await;
+    call_ok(
+        &client,
+        "update_option",
+        json!({"name": "tagline", "value": "Fresh \u{202e}gnp.exe bread\u{200b}"}),
+    )
+    .await;
+
+    let mut b = blocking(Browser::start);
+    let seen = blocking(|| {
+        let page = b.open(&format!("{}/console", s.base));
+        b.wait_for(&page, "the login form", "document.getElementById('token')");
+        b.log_in(&page, &s.operator_token);
+        b.wait_for(
+            &page,
+            "two steps",
+            "document.querySelectorAll('section.key[data-key=\"planner\"] li.step').length === 2",
+        );
+        b.click(
+            &page,
+            "section.key[data-key=\"planner\"] details.args > summary",
+        );
+        b.screenshot(&page, &artifacts_dir().join("console-hidden.png"));
+        b.eval(
+            &page,
+            "(() => { const k = document.querySelector('section.key[data-key=\"planner\"]'); return { text: k.textContent, effects: Array.from(k.querySelectorAll('li.step .effect')).map((e) => e.textContent), marked: Array.from(k.querySelectorAll('mark.hidden-chars')).map((m) => ({ line: m.previousSibling ? m.previousSibling.textContent : '', mark: m.textContent })) }; })()",
+        )
+    });
+    let text = seen["text"].as_str().unwrap();
+    for raw in ['\u{1b}', '\r', '\u{202e}', '\u{200b}'] {
+        assert!(!text.contains(raw), "{raw:?} reached the page: {text:?}");
+    }
+    let effects: Vec<&str> = seen["effects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .collect();
+    assert!(
+        effects[0].starts_with("Set plugin seo\\r\\e[2Kok active: true.")
+            && effects[0].ends_with("contains hidden characters"),
+        "{effects:?}"
+    );
+    assert!(
+        effects[1].contains("\\u{202e}gnp.exe bread\\u{200b}")
+            && effects[1].ends_with("contains hidden characters"),
+        "{effects:?}"
+    );
+    // Every mark follows a line that shows an escape: the two effects,
+    // and the value in the second step's arguments.
+    let marked = seen["marked"].as_array().unwrap();
+    assert!(marked.len() >= 3, "{seen}");
+    for m in marked {
+        assert_eq!(m["mark"], "contains hidden characters");
+        let line = m["line"].as_str().unwrap();
+        assert!(line.contains("\\u{") || line.contains("\\e"), "{m}");
+    }
+    assert!(
+        marked.iter().any(|m| m["line"]
+            .as_str()
+            .unwrap()
+            .contains("\"value\": \"Fresh \\u{202e}gnp.exe")),
+        "the arguments line is marked: {seen}"
+    );
+    drop(b);
+    client.cancel().await.unwrap();
+    s.stop().await;
+}
+
+/// A step planned while the page is open is highlighted as new, and the
+/// next Approve (and Apply) is refused on the page — nothing is sent —
+/// until the person says they have seen it; the yes then carries the
+/// digest and revision on screen, and the gateway itself refuses
+/// `plan_changed` for a revision the plan moved on from, even at the same
+/// digest. A screenshot goes to `target/artifacts/console-changed.png`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_step_added_while_the_page_is_open_is_highlighted_and_approve_waits_until_it_is_seen() {
+    let s = setup().await;
+    let client = client_of(s.gw.clone(), Some(s.agent_token.clone()), Seen::default()).await;
+    let tagline = json!({"name": "tagline", "value": "Fresh bread"});
+    call_ok(&client, "update_option", tagline.clone()).await;
+    let section = "section.key[data-key=\"planner\"]";
+
+    let mut b = blocking(Browser::start);
+    let page = blocking(|| {
+        let page = b.open(&format!("{}/console", s.base));
+        b.wait_for(&page, "the login form", "document.getElementById('token')");
+        b.log_in(&page, &s.operator_token);
+        b.wait_for(
+            &page,
+            "the plan",
+            &format!("document.querySelectorAll('{section} li.step').length === 1"),
+        );
+        // What was there when the page opened is what the person sees.
+        assert_eq!(
+            b.eval(
+                &page,
+                &format!("document.querySelectorAll('{section} li.step.unseen, {section} .unseen-banner').length")
+            ),
+            json!(0)
+        );
+        page
+    });
+
+    // The agent plans another step while the page is open.
+    let added = call_ok(
+        &client,
+        "create_menu_item",
+        json!({"menu": "main", "label": "Hours", "url": "/hours"}),
+    )
+    .await;
+    let added_id = added.structured_content.unwrap()["step_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let seen = blocking(|| {
+        b.wait_for(
+            &page,
+            "the new step, highlighted",
+            &format!("document.querySelectorAll('{section} li.step').length === 2 && document.querySelector('{section} li.step.unseen')"),
+        );
+        b.screenshot(&page, &artifacts_dir().join("console-changed.png"));
+        b.eval(
+            &page,
+            &format!("(() => {{ const k = document.querySelector('{section}'); return {{ unseen: Array.from(k.querySelectorAll('li.step.unseen')).map((li) => [li.getAttribute('data-step-id'), li.querySelector('.unseen-badge').textContent]), banner: k.querySelector('.unseen-banner').textContent }}; }})()"),
+        )
+    });
+    assert_eq!(
+        seen["unseen"],
+        json!([[added_id, "new since you looked"]]),
+        "{seen}"
+    );
+    assert!(
+        seen["banner"]
+            .as_str()
+            .unwrap()
+            .contains("1 new waiting step(s)"),
+        "{seen}"
+    );
+
+    // Approve, Approve selected and Apply are refused on the page: nothing
+    // reaches the gateway, nothing is recorded.
+    let before = s.store.last_seq().await.unwrap();
+    blocking(|| {
+        for button in ["button.approve", "button.apply"] {
+            b.click(&page, &format!("{section} {button}"));
+            b.wait_for(
+                &page,
+                "the refusal",
+                "document.getElementById('status').textContent.includes('changed while you were looking')",
+            );
+            b.eval(&page, "document.getElementById('status').textContent = ''");
+        }
+        // The refusal hands the person the acknowledgement.
+        assert_eq!(
+            b.eval(&page, "document.activeElement.className"),
+            json!("ack-changes")
+        );
+    });
+    assert_eq!(
+        s.store.last_seq().await.unwrap(),
+        before,
+        "something was recorded"
+    );
+    assert!(s.approvals().await.is_empty());
+
+    // The gateway checks it too: the revision on screen, even where the
+    // digest is the same (the agent sent its first write again).
+    let http = http_client();
+    let (cookie, csrf) = login(&http, &s.base, &s.operator_token).await.unwrap();
+    let state = get_json(&http, &format!("{}/console/api/state", s.base), &cookie).await;
+    let (digest, revision) = (
+        state["keys"][0]["plan_digest"].clone(),
+        state["keys"][0]["revision"].as_u64().unwrap(),
+    );
+    let again = call_ok(&client, "update_option", tagline).await;
+    assert_eq!(again.structured_content.unwrap()["deduplicated"], true);
+    let state = get_json(&http, &format!("{}/console/api/state", s.base), &cookie).await;
+    assert_eq!(state["keys"][0]["plan_digest"], digest);
+    let now = state["keys"][0]["revision"].as_u64().unwrap();
+    assert!(now > revision);
+    let r = http
+        .post(format!("{}/console/api/approve", s.base))
+        .header("cookie", &cookie)
+        .header("x-plangate-csrf", &csrf)
+        .json(&json!({"key_id": s.key_id, "plan_digest": digest, "revision": revision}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+    let err: Value = r.json().await.unwrap();
+    assert_eq!(err["error"], "plan_changed", "{err}");
+    assert!(s.approvals().await.is_empty());
+
+    // Seen, once the page shows the plan as it is now: the highlight goes,
+    // and Approve records the plan on screen.
+    let shown = blocking(|| {
+        b.wait_for(
+            &page,
+            "the revision now",
+            &format!("Array.from(document.querySelectorAll('{section} dl.facts dt')).some((dt) => dt.textContent === 'revision' && dt.nextElementSibling.textContent.startsWith('{now}'))"),
+        );
+        b.click(&page, &format!("{section} button.ack-changes"));
+        b.wait_for(
+            &page,
+            "no highlight",
+            &format!("!document.querySelector('{section} li.step.unseen') && !document.querySelector('{section} .unseen-banner')"),
+        );
+        let shown = b.eval(
+            &page,
+            &format!("document.querySelector('{section} .digest').textContent"),
+        );
+        b.click(&page, &format!("{section} button.approve"));
+        b.wait_for(
+            &page,
+            "the approval",
+            &format!("document.querySelector('{section} .approved').textContent === 'approved'"),
+        );
+        shown
+    });
+    let approvals = s.approvals().await;
+    assert_eq!(approvals.len(), 1, "{approvals:?}");
+    assert_eq!(approvals[0]["plan_digest"], shown);
+    assert_eq!(approvals[0]["step_ids"].as_array().unwrap().len(), 2);
     drop(b);
     client.cancel().await.unwrap();
     s.stop().await;

@@ -265,3 +265,66 @@ async fn a_plan_keys_own_yes_does_not_apply_but_an_operators_approval_of_the_cur
     let _ = &r.store;
     client.cancel().await.unwrap();
 }
+
+#[tokio::test]
+async fn the_question_shows_hidden_characters_as_escapes_and_marks_their_lines() {
+    let r = rig(Scope::Write, Duration::from_secs(30)).await;
+    let seen = Seen::answering("accept", json!({"decision": "keep_planning"}));
+    let client = r.client(seen.clone()).await;
+    call(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
+    call(&client, "record", json!({"note": "one"})).await;
+    // The agent's words: a line that erases itself, one reversed by
+    // U+202E, and a zero-width space.
+    let plan = "Record one note.\nadmins: [root, mallory]\r\u{1b}[2K admins: [root]\nrun \u{202e}txt.exe\u{200b}";
+    let answer = call(&client, "plangate_exit_plan_mode", json!({"plan": plan})).await;
+    assert_eq!(body(&answer)["code"], "review_declined", "{answer:?}");
+    let question = seen.questions.lock().unwrap()[0].clone();
+    for raw in ['\u{1b}', '\r', '\u{202e}', '\u{200b}'] {
+        assert!(!question.contains(raw), "{raw:?} in:\n{question}");
+    }
+    let lines: Vec<&str> = question.lines().collect();
+    assert!(lines.contains(&"  Record one note."), "{question}");
+    assert!(
+        lines.contains(
+            &"  admins: [root, mallory]\\r\\e[2K admins: [root]  [contains hidden characters]"
+        ),
+        "{question}"
+    );
+    assert!(
+        lines.contains(&"  run \\u{202e}txt.exe\\u{200b}  [contains hidden characters]"),
+        "{question}"
+    );
+    assert_eq!(
+        question.matches("contains hidden characters").count(),
+        2,
+        "only the lines with hidden characters are marked:\n{question}"
+    );
+    client.cancel().await.unwrap();
+
+    // An ask mode's question about one call: its arguments the same.
+    let yes = Seen::answering("accept", json!({"decision": "approve"}));
+    let client = r.client(yes.clone()).await;
+    call(
+        &client,
+        "plangate_begin_session",
+        json!({"mode": "careful"}),
+    )
+    .await;
+    call(
+        &client,
+        "record",
+        json!({"note": "ok\u{1b}]52;c;eA==\u{7}\u{202e}"}),
+    )
+    .await;
+    let question = yes.questions.lock().unwrap()[0].clone();
+    let args = question
+        .lines()
+        .find(|l| l.starts_with("Arguments: "))
+        .unwrap();
+    assert!(
+        args.contains("\\u001b]52;c;eA==\\u0007\\u{202e}"),
+        "{question}"
+    );
+    assert!(args.ends_with("  [contains hidden characters]"), "{args}");
+    client.cancel().await.unwrap();
+}

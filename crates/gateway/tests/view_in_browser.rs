@@ -480,6 +480,91 @@ async fn hostile_tool_results_render_as_text_in_headless_chromium_and_the_csp_ho
     assert!(bytes.len() > 20_000, "suspiciously small screenshot");
 }
 
+/// What an agent or an upstream wrote reaches the view screened: a plugin
+/// slug that erases its own line (`\r\e[2K`) in a predicted effect, and
+/// an option value with a right-to-left override and a zero-width space
+/// (in the predicted effect the site's preview writes, in the arguments
+/// and in the exact input) show as visible escapes, each such line marked
+/// `contains hidden characters`.
+#[tokio::test(flavor = "multi_thread")]
+async fn hidden_characters_show_as_escapes_and_are_marked_in_the_view() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, token) = store_with_key(dir.path(), Scope::Write).await;
+    let (site, _) = in_process("site", demo(dir.path().join("site.json")));
+    let gw = start(demo_site_config(), store, vec![("site", site)]).await;
+    let client = client_of(gw.clone(), Some(token), Seen::default()).await;
+    call(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
+    let plugin = json!({"slug": "seo\r\u{1b}[2Kok", "active": true});
+    call_ok(&client, "set_plugin_active", plugin).await;
+    let option = json!({"name": "tagline", "value": "Fresh \u{202e}gnp.exe bread\u{200b}"});
+    let planned = result_json(&call_ok(&client, "update_option", option.clone()).await);
+    let plan = result_json(&call(&client, "plangate_get_plan", json!({})).await);
+    gw.shutdown().await;
+    let scenarios = vec![
+        json!({"name": "planned_step", "tool": "update_option", "input": option, "result": planned}),
+        json!({"name": "get_plan", "tool": "plangate_get_plan", "input": {}, "result": plan}),
+    ];
+    let host = dir.path().join("host.html");
+    std::fs::write(&host, host_page(&scenarios)).unwrap();
+    let url = format!("file://{}", host.display());
+    let dom = tokio::task::spawn_blocking({
+        let profile = dir.path().join("profile-dom");
+        move || run_chromium(&profile, &["--dump-dom".to_owned()], &url)
+    })
+    .await
+    .unwrap();
+    let v = verdict_of(&dom);
+    assert!(
+        v["errors"].as_array().unwrap().is_empty(),
+        "{}",
+        v["errors"]
+    );
+    for s in v["scenarios"].as_array().unwrap() {
+        let name = s["name"].as_str().unwrap();
+        let text = s["body_text"].as_str().unwrap();
+        for raw in ['\u{1b}', '\r', '\u{202e}', '\u{200b}'] {
+            assert!(
+                !text.contains(raw),
+                "{name}: {raw:?} reached the view: {text:?}"
+            );
+        }
+        let marked = s["marked"].as_array().unwrap();
+        for m in marked {
+            assert_eq!(m["mark"], "contains hidden characters", "{name}");
+            let line = m["line"].as_str().unwrap();
+            assert!(line.contains("\\u{") || line.contains("\\e"), "{name}: {m}");
+        }
+        let lines = |within: &str| -> Vec<&str> {
+            marked
+                .iter()
+                .filter(|m| m["in"] == within)
+                .map(|m| m["line"].as_str().unwrap())
+                .collect()
+        };
+        // The exact input, line by line: the value's line is marked.
+        assert_eq!(
+            lines("input").len(),
+            usize::from(name == "planned_step"),
+            "{name}: {s}"
+        );
+        let steps = lines("steps");
+        assert!(
+            steps
+                .iter()
+                .any(|l| l.contains("\"Fresh \\u{202e}gnp.exe bread\\u{200b}\"")),
+            "{name}: {steps:?}"
+        );
+        if name == "get_plan" {
+            assert!(
+                steps
+                    .iter()
+                    .any(|l| l.starts_with("Set plugin seo\\r\\e[2Kok active: true.")),
+                "{name}: {steps:?}"
+            );
+        }
+    }
+}
+
 /// The test host: frames the view like an MCP Apps host and records what
 /// happens into `#verdict`.
 const HOST_PAGE: &str = r#"<!DOCTYPE html>
@@ -547,6 +632,7 @@ function observe(name) {
     connection: d.getElementById("connection").textContent,
     tool_name: d.getElementById("tool-name").textContent,
     body_text: d.body.textContent,
+    marked: Array.from(d.querySelectorAll("mark.hidden-chars")).map((m) => ({ line: m.previousSibling ? m.previousSibling.textContent : "", mark: m.textContent, in: m.closest("[id]").id })),
   };
 }
 

@@ -61,7 +61,11 @@ impl Scratch {
             .args(args)
             .current_dir(self.path())
             .env_remove("PLANGATE_CONFIG")
-            .env_remove("PLANGATE_KEY");
+            .env_remove("PLANGATE_KEY")
+            // Never the test runner's terminal: a command that asks a
+            // person (`plans approve` without --digest) is run on one
+            // only by `Terminal`.
+            .stdin(Stdio::null());
         cmd
     }
 
@@ -444,6 +448,130 @@ pub fn each(list: &Value, field: &str) -> Vec<Value> {
         .iter()
         .map(|item| item[field].clone())
         .collect()
+}
+
+/// The plan digest of `key` as `plans show --json` prints it: what a
+/// person who read the plan passes to `plans approve|apply --digest` off
+/// a terminal.
+pub fn shown_digest(scratch: &Scratch, key: &str) -> String {
+    let args = ["plans", "show", "--key", key, "--json"];
+    parsed(&args, &succeeded(&args, &scratch.run(&args)))["plan_digest"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// `plangate --data-dir DATA ARGS…` on a terminal: run by util-linux
+/// `script` on a fresh pseudo-terminal (stdin, stdout and stderr all the
+/// terminal); what is written to it is typed as a person types.
+pub struct Terminal {
+    child: Child,
+    keys: Option<std::process::ChildStdin>,
+    screen: Arc<Mutex<Vec<u8>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Terminal {
+    /// Starts the command; free of ambient config, key and `NO_COLOR`.
+    pub fn start(scratch: &Scratch, args: &[&str]) -> Terminal {
+        let quote = |s: &str| format!("'{}'", s.replace('\'', "'\\''"));
+        let mut line = vec![
+            quote(plangate().to_str().unwrap()),
+            "--data-dir".to_owned(),
+            quote(scratch.data_dir().to_str().unwrap()),
+        ];
+        line.extend(args.iter().map(|a| quote(a)));
+        let mut child = Command::new("script")
+            .args(["-q", "-e", "-c", &line.join(" "), "/dev/null"])
+            .current_dir(scratch.path())
+            .env_remove("PLANGATE_CONFIG")
+            .env_remove("PLANGATE_KEY")
+            .env_remove("NO_COLOR")
+            .env("TERM", "xterm-256color")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("cannot run util-linux `script`");
+        let keys = child.stdin.take();
+        let mut out = child.stdout.take().unwrap();
+        let screen = Arc::new(Mutex::new(Vec::new()));
+        let sink = screen.clone();
+        let reader = std::thread::spawn(move || {
+            use std::io::Read;
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = out.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        Terminal {
+            child,
+            keys,
+            screen,
+            reader: Some(reader),
+        }
+    }
+
+    /// What the terminal shows so far, its CRLF line ends made LF.
+    pub fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.screen.lock().unwrap()).replace("\r\n", "\n")
+    }
+
+    /// Waits (at most a minute) until the terminal shows `text`.
+    pub fn wait_for(&self, text: &str) -> String {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let screen = self.screen();
+            if screen.contains(text) {
+                return screen;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the terminal never showed {text:?}:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Types `text` (with its own line breaks).
+    pub fn type_text(&mut self, text: &str) {
+        use std::io::Write;
+        let keys = self.keys.as_mut().unwrap();
+        keys.write_all(text.as_bytes()).unwrap();
+        keys.flush().unwrap();
+    }
+
+    /// Waits for the command to end: its exit status and the screen.
+    pub fn finish(mut self) -> (std::process::ExitStatus, String) {
+        drop(self.keys.take());
+        let status = self.child.wait().unwrap();
+        if let Some(reader) = self.reader.take() {
+            reader.join().unwrap();
+        }
+        (status, self.screen())
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `plangate --data-dir DATA ARGS…` on a terminal ([`Terminal`]), `typed`
+/// typed at once: the exit status and what the terminal showed.
+pub fn in_terminal(
+    scratch: &Scratch,
+    args: &[&str],
+    typed: &str,
+) -> (std::process::ExitStatus, String) {
+    let mut t = Terminal::start(scratch, args);
+    t.type_text(typed);
+    t.finish()
 }
 
 /// A process's stdout, as text.

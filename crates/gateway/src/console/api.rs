@@ -306,6 +306,7 @@ fn refused(e: OperatorError) -> ConsoleError {
     let status = match &e {
         e if e.is_bad_input() => StatusCode::BAD_REQUEST,
         OperatorError::PlanChanged { .. }
+        | OperatorError::RevisionMoved { .. }
         | OperatorError::StepChanged { .. }
         | OperatorError::ApplyAlive { .. } => StatusCode::CONFLICT,
         OperatorError::PlanOutlived { .. } => StatusCode::GONE,
@@ -321,19 +322,23 @@ fn refused(e: OperatorError) -> ConsoleError {
     ConsoleError::new(status, e.code(), e.to_string())
 }
 
-/// `POST /console/api/approve` body: the digest the person saw, and the
-/// steps they approve (none: every waiting step).
+/// `POST /console/api/approve` body: the digest and revision of the plan
+/// the person saw, and the steps they approve (none: every waiting step).
 #[derive(Deserialize)]
 pub(super) struct ApproveBody {
     key_id: String,
     plan_digest: String,
+    /// The revision on screen; the page always sends it, an older client
+    /// may not (then the digest alone binds the yes).
+    #[serde(default)]
+    revision: Option<u64>,
     #[serde(default)]
     step_ids: Vec<String>,
 }
 
 /// Records the operator's yes to the named waiting steps (or all of them)
 /// of the plan the person saw; refused with `plan_changed` (nothing
-/// recorded) when the plan is no longer at that digest.
+/// recorded) when the plan is no longer at that digest and revision.
 pub(super) async fn approve(
     State(gw): State<Arc<Gateway>>,
     Acting(session): Acting,
@@ -346,7 +351,10 @@ pub(super) async fn approve(
         &key,
         acting.actor(),
         Channel::Console,
-        Some(&body.plan_digest),
+        Some(operator::Seen {
+            digest: &body.plan_digest,
+            revision: body.revision,
+        }),
         &body.step_ids,
     )
     .await?;
@@ -409,13 +417,16 @@ pub(super) async fn retry(
     Ok(ok_json(receipt.structured_content.unwrap_or(Value::Null)))
 }
 
-/// `POST /console/api/apply` body: the digest the person saw, and the
+/// `POST /console/api/apply` body: the digest and revision the person saw, and the
 /// steps to run (none: every waiting step — only the approved ones once a
 /// person approved part of the plan).
 #[derive(Deserialize)]
 pub(super) struct ApplyBody {
     key_id: String,
     plan_digest: String,
+    /// The revision on screen (see [`ApproveBody`]).
+    #[serde(default)]
+    revision: Option<u64>,
     #[serde(default)]
     step_ids: Vec<String>,
 }
@@ -430,8 +441,11 @@ pub(super) async fn apply(
 ) -> Result<Response, ConsoleError> {
     let key = key_by_id(&gw, &body.key_id).await?;
     let acting = operator::acting(&key, &session.operator.name, Channel::Console);
-    let receipt =
-        operator::apply_now(&gw, &acting, Some(&body.plan_digest), &body.step_ids).await?;
+    let seen = operator::Seen {
+        digest: &body.plan_digest,
+        revision: body.revision,
+    };
+    let receipt = operator::apply_now(&gw, &acting, Some(seen), &body.step_ids).await?;
     tracing::info!(operator = %session.operator.name, key = %key.name, "console: applied steps");
     Ok(ok_json(match receipt {
         Some(r) => r.structured_content.unwrap_or(Value::Null),
