@@ -314,6 +314,7 @@ fn gateway_settings_are_read() {
             review_timeout: Duration::from_secs(600),
             cached_keys: 1024,
             max_preview_bytes: 64 * 1024,
+            max_plan_bytes: 16 * 1024 * 1024,
         }
     );
     assert!(config.namespaced());
@@ -375,7 +376,7 @@ fn an_unknown_key_lists_the_allowed_keys() {
         &errors,
         &[(
             "gateway.anon",
-            "anonymous, default_mode, default_mode_locked, allowed_hosts, allowed_origins, max_request_bytes, max_preview_bytes, max_sessions, max_sessions_per_key, namespace, tool_prefix, max_steps, plan_ttl, lease, review_timeout, header_read_timeout, rate_limit and cached_keys",
+            "anonymous, default_mode, default_mode_locked, allowed_hosts, allowed_origins, max_request_bytes, max_preview_bytes, max_plan_bytes, max_sessions, max_sessions_per_key, namespace, tool_prefix, max_steps, plan_ttl, lease, review_timeout, header_read_timeout, rate_limit and cached_keys",
         )],
     );
 }
