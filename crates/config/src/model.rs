@@ -252,9 +252,9 @@ pub struct GatewaySettings {
     #[serde(serialize_with = "serialize_duration")]
     pub body_read_timeout: Duration,
     /// The most calls one key (all anonymous callers together count as
-    /// one) may have in flight at once that reach an upstream or plan (a
-    /// tool of an upstream, `apply_plan`); the gateway's own bookkeeping
-    /// tools are not counted. Past it a call waits up to a second for a
+    /// one) may have in flight at once that reach an upstream, plan or
+    /// apply (a tool of an upstream, `apply_plan`, `exit_plan_mode`); the
+    /// gateway's own bookkeeping tools are not counted. Past it a call waits up to a second for a
     /// slot, then is refused `rate_limited` with when to retry. 1 to
     /// [`MAX_CONCURRENT_CALLS_LIMIT`]; default
     /// [`DEFAULT_MAX_CONCURRENT_CALLS_PER_KEY`].

@@ -13,9 +13,13 @@
 //! (`[gateway] max_concurrent_calls_per_key`, [`CallSlots`]): a rate
 //! counts calls begun, and a key whose calls are slow (a long upstream
 //! call, a preview, an apply) could still hold every upstream connection
-//! and task within any rate. Only calls that reach an upstream or plan
-//! take a slot — a tool of an upstream, `apply_plan` — so a key at its cap
-//! can still read its plan, discard it or end its session. A call past
+//! and task within any rate. Only calls that reach an upstream, plan or
+//! apply take a slot — a tool of an upstream, `apply_plan`,
+//! `exit_plan_mode` (a question, then an apply) — so a key at its cap can
+//! still read its plan, discard it or end its session; and since every
+//! question to the person and every apply runs inside such a call, the
+//! cap also bounds how many sessions a key can hold against eviction
+//! (`session_guard`). A call past
 //! the cap waits up to [`SLOT_WAIT`] for a slot (an agent's burst of
 //! parallel calls is served, a little later, rather than refused), then is
 //! refused `rate_limited` with a retry hint.

@@ -88,10 +88,13 @@ impl GatewayHandler {
         }
         let prefix = &self.gw.config().gateway.tool_prefix;
         let gateway_tool = GatewayTool::parse(prefix, &request.name);
-        // A call that reaches an upstream or plans holds one of its key's
-        // slots until it ends (`rate::CallSlots`); the gateway's own
-        // bookkeeping does not.
-        let _slot = if gateway_tool.is_none_or(|t| t == GatewayTool::ApplyPlan) {
+        // A call that reaches an upstream, plans or applies holds one of
+        // its key's slots until it ends (`rate::CallSlots`) — which also
+        // bounds the sessions it can hold against eviction
+        // (`session_guard`); the gateway's own bookkeeping does not.
+        let _slot = if gateway_tool
+            .is_none_or(|t| matches!(t, GatewayTool::ApplyPlan | GatewayTool::ExitPlanMode))
+        {
             let rates = self.gw.rates();
             match rates.slots().try_take(caller.key_id()) {
                 Some(slot) => Some(slot),
