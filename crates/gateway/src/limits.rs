@@ -502,7 +502,7 @@ pub async fn cap_body(
     let Some(bytes) = declared.filter(|&b| b > limit as u64) else {
         let (parts, body) = request.into_parts();
         let within = gw.config().gateway.body_read_timeout;
-        return match read_whole(body, limit, declared).await {
+        return match read_whole(body, limit).await {
             Ok(bytes) => {
                 next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
                     .await
@@ -572,37 +572,27 @@ enum Unread {
     TooLarge,
 }
 
-/// The whole of `body`, at most `limit` bytes (room for `declared` taken
-/// at once, never more than the cap).
-async fn read_whole(
-    body: axum::body::Body,
-    limit: usize,
-    declared: Option<u64>,
-) -> Result<axum::body::Bytes, Unread> {
+/// The whole of `body`, at most `limit` bytes. Memory grows with what
+/// arrives, never with what the client declared: a body that declares the
+/// cap and stalls holds only what it sent, until its deadline.
+async fn read_whole(body: axum::body::Body, limit: usize) -> Result<axum::body::Bytes, Unread> {
     let mut stream = body.into_data_stream();
     let first = match stream.next().await {
         None => return Ok(axum::body::Bytes::new()),
         Some(Err(e)) => return Err(Unread::Error(e)),
         Some(Ok(chunk)) => chunk,
     };
+    if first.len() > limit {
+        return Err(Unread::TooLarge);
+    }
     let mut whole: Option<Vec<u8>> = None;
-    let mut size = first.len();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(Unread::Error)?;
-        size = size.saturating_add(chunk.len());
-        if size > limit {
+        let buffer = whole.get_or_insert_with(|| first.to_vec());
+        if buffer.len().saturating_add(chunk.len()) > limit {
             return Err(Unread::TooLarge);
         }
-        let buffer = whole.get_or_insert_with(|| {
-            let room = declared.map_or(0, |d| usize::try_from(d).unwrap_or(limit));
-            let mut v = Vec::with_capacity(room.min(limit));
-            v.extend_from_slice(&first);
-            v
-        });
         buffer.extend_from_slice(&chunk);
-    }
-    if size > limit {
-        return Err(Unread::TooLarge);
     }
     // One chunk (the usual case) is handed on without a copy.
     Ok(whole.map_or(first, axum::body::Bytes::from))
@@ -685,7 +675,7 @@ mod tests {
         tx.try_send(chunk(r#"{"jsonrpc":"2.0","#)).unwrap();
         let started = tokio::time::Instant::now();
         let body = axum::body::Body::new(Timed::new(inner, within));
-        let Err(Unread::Error(error)) = read_whole(body, 1024, Some(100)).await else {
+        let Err(Unread::Error(error)) = read_whole(body, 1024).await else {
             panic!("a stalled body was read");
         };
         assert_eq!(started.elapsed(), within);
@@ -719,7 +709,7 @@ mod tests {
                 tx.try_send(chunk(piece)).unwrap();
             }
         });
-        let whole = read_whole(body, 1024, None).await.ok().unwrap();
+        let whole = read_whole(body, 1024).await.ok().unwrap();
         assert_eq!(&whole[..], br#"{"id":1,"method":"ping"}"#);
         feeding.await.unwrap();
 
@@ -729,10 +719,7 @@ mod tests {
         }
         drop(tx);
         let body = axum::body::Body::new(Timed::new(inner, within));
-        assert!(matches!(
-            read_whole(body, 25, None).await,
-            Err(Unread::TooLarge)
-        ));
+        assert!(matches!(read_whole(body, 25).await, Err(Unread::TooLarge)));
     }
 
     async fn through(input: Vec<u8>, limit: usize) -> String {
