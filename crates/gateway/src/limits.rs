@@ -393,15 +393,20 @@ impl axum::body::HttpBody for Timed {
 
 /// axum middleware for every route: the request's body is [`Timed`] by
 /// `[gateway] body_read_timeout`, counted from now (its head was just
-/// read).
+/// read). Each answered request is noted for the memory trimmer, as a
+/// call is ([`crate::memory`]): a burst of requests refused before any
+/// call (late bodies, say) hands its connections' buffers back too.
 pub async fn body_deadline(
     State(gw): State<std::sync::Arc<crate::Gateway>>,
     request: Request,
     next: Next,
 ) -> Response {
     let within = gw.config().gateway.body_read_timeout;
-    next.run(request.map(|body| axum::body::Body::new(Timed::new(body, within))))
-        .await
+    let response = next
+        .run(request.map(|body| axum::body::Body::new(Timed::new(body, within))))
+        .await;
+    gw.note_call();
+    response
 }
 
 /// Whether `error` is, or was caused by, a [`Timed`] body's deadline.
