@@ -8,6 +8,12 @@
 //! formatting elsewhere stay — with one entry that starts plangate. It
 //! records the file's original bytes in the data dir (and leaves a copy
 //! beside the file), so `unwrap` can put back exactly what was there.
+//!
+//! Secrets (README, "Already have servers…"): every file wrap or unwrap
+//! writes that holds a key or someone's former file is owner-only; a dry
+//! run prints `env` and `headers` by name only; a wrap that fails once
+//! its key exists revokes the key and removes what it wrote, leaving the
+//! client's file untouched.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -59,6 +65,10 @@ struct Record {
     original: String,
     /// Where the server map was in them.
     original_servers: (usize, usize),
+    /// The file's unix permission bits before wrap made it owner-only
+    /// (absent in records of earlier versions, and off unix).
+    #[serde(default)]
+    original_mode: Option<u32>,
     /// SHA-256 of the bytes wrap wrote.
     written_sha256: String,
     /// The server map's text wrap wrote.
@@ -264,22 +274,75 @@ fn vscode_variables(value: &mut serde_json::Value, workspace: &Path, home: &Path
     }
 }
 
-/// Writes `bytes` to `path` through a temporary file and a rename, with
-/// `mode`'s permissions (the original file's, when replacing one).
-fn write_atomically(path: &Path, bytes: &[u8], like: Option<&Path>) -> Result<()> {
+/// Who may read a file [`write_atomically`] writes.
+#[derive(Clone, Copy)]
+enum Access<'a> {
+    /// Its owner only (0600): the file holds a key, or what someone's
+    /// file held.
+    Owner,
+    /// As `path` is now (the file it replaces; owner-only when it is gone).
+    Like(&'a Path),
+    /// These unix permission bits (a file put back as it was).
+    Mode(u32),
+}
+
+/// A file's unix permission bits, when the system has them.
+fn mode_of(path: &Path) -> Option<u32> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(path)
+            .ok()
+            .map(|m| m.permissions().mode() & 0o7777)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        None
+    }
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename, the
+/// new file readable as `access` says from its first byte (the temporary
+/// file is created owner-only and widened, if at all, before the rename).
+fn write_atomically(path: &Path, bytes: &[u8], access: Access<'_>) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::NamedTempFile::new_in(dir)
         .with_context(|| format!("cannot write in {}", dir.display()))?;
     std::io::Write::write_all(&mut tmp, bytes)?;
     tmp.as_file().sync_all()?;
-    if let Some(like) = like
-        && let Ok(meta) = std::fs::metadata(like)
-    {
-        std::fs::set_permissions(tmp.path(), meta.permissions())?;
+    let permissions = match access {
+        Access::Owner => private_permissions(),
+        Access::Like(like) => std::fs::metadata(like)
+            .map(|m| m.permissions())
+            .ok()
+            .or_else(private_permissions),
+        Access::Mode(mode) => mode_permissions(mode),
+    };
+    if let Some(permissions) = permissions {
+        std::fs::set_permissions(tmp.path(), permissions)?;
     }
     tmp.persist(path)
         .map_err(|e| anyhow!("cannot write {}: {}", path.display(), e.error))?;
     Ok(())
+}
+
+/// Owner-only permissions (0600), where the system has them.
+fn private_permissions() -> Option<std::fs::Permissions> {
+    mode_permissions(0o600)
+}
+
+fn mode_permissions(mode: u32) -> Option<std::fs::Permissions> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        Some(std::fs::Permissions::from_mode(mode))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = mode;
+        None
+    }
 }
 
 /// Writes a new file readable by its owner only.
@@ -451,13 +514,16 @@ pub async fn wrap(
         ))
         .into());
     }
-    let toml = format!(
-        "# plangate's config for the MCP servers that were in\n#   {}\n# ({}), moved here by `plangate wrap`. This puts the file back as it was:\n#   plangate unwrap --from {}\n# Edit freely: modes, [[rules]] and per-tool settings are in plangate's\n# docs/config.md.\n{}",
-        file.display(),
-        client.label(),
-        file.display(),
-        clients::upstreams_toml(&servers, &origin_dir)
-    );
+    let config_text = |servers: &serde_json::Map<String, serde_json::Value>| {
+        format!(
+            "# plangate's config for the MCP servers that were in\n#   {}\n# ({}), moved here by `plangate wrap`. This puts the file back as it was:\n#   plangate unwrap --from {}\n# Edit freely: modes, [[rules]] and per-tool settings are in plangate's\n# docs/config.md.\n{}",
+            file.display(),
+            client.label(),
+            file.display(),
+            clients::upstreams_toml(servers, &origin_dir)
+        )
+    };
+    let toml = config_text(&servers);
     let from_toml =
         plangate_config::parse_toml(&toml, &config_path, &EveryVariable).map_err(|errors| {
             anyhow::Error::from(errors).context(
@@ -507,12 +573,19 @@ pub async fn wrap(
 
     let names: Vec<&str> = servers.keys().map(String::as_str).collect();
     if args.dry_run {
+        // What is printed may be pasted into a chat or a ticket: the
+        // servers' `env` and `headers` values, the usual home of their
+        // tokens, show as "[redacted]" on both sides (the file as it is,
+        // and the config as it would be written — that one with the values
+        // as they are).
         let placeholder = format!("<a new {} key, made by wrap>", args.scope);
         let (new_text, _) = splice(&placeholder);
+        let shown_before = clients::redact_secret_fields(&text, &spans);
+        let shown_toml = config_text(&clients::redact_server_secrets(&servers));
         outln!(
             "{}",
             diff(
-                &text,
+                &shown_before,
                 &new_text,
                 &file.display().to_string(),
                 &file.display().to_string()
@@ -520,28 +593,25 @@ pub async fn wrap(
         );
         outln!(
             "{}",
-            diff("", &toml, "/dev/null", &config_path.display().to_string())
+            diff(
+                "",
+                &shown_toml,
+                "/dev/null",
+                &config_path.display().to_string()
+            )
         );
         eprintln!(
-            "dry run: nothing was changed. `plangate wrap` without --dry-run moves {} server(s) ({}) of {} into {} and creates a {} key",
+            "dry run: nothing was changed. `plangate wrap` without --dry-run moves {} server(s) ({}) of {} into {} and creates a {} key; env and headers values are shown as \"{}\" here and written as they are",
             names.len(),
             names.join(", "),
             file.display(),
             config_path.display(),
-            args.scope
+            args.scope,
+            plangate_core::redact::REDACTED,
         );
         return Ok(());
     }
 
-    let store = open_store().await?;
-    let key_name = free_key_name(&*store, &key_base).await?;
-    let created = store
-        .create_key(&key_name, args.scope)
-        .await
-        .map_err(|e| UsageError(e.to_string()))?;
-    let (new_text, servers_text) = splice(&created.token);
-
-    write_private(&config_path, toml.as_bytes())?;
     let backup = (0..100)
         .map(|i| {
             let suffix = if i == 0 {
@@ -553,6 +623,15 @@ pub async fn wrap(
         })
         .find(|p| !p.exists())
         .ok_or_else(|| anyhow!("no free name for a backup beside {}", file.display()))?;
+    let original_mode = mode_of(&file);
+
+    let store = open_store().await?;
+    let key_name = free_key_name(&*store, &key_base).await?;
+    let created = store
+        .create_key(&key_name, args.scope)
+        .await
+        .map_err(|e| UsageError(e.to_string()))?;
+    let (new_text, servers_text) = splice(&created.token);
     let record = Record {
         format: RECORD_FORMAT,
         client: client.as_str().to_owned(),
@@ -560,6 +639,7 @@ pub async fn wrap(
         servers_path: path,
         original: base64::engine::general_purpose::STANDARD.encode(&bytes),
         original_servers: (span.start, span.end),
+        original_mode,
         written_sha256: sha256_hex(new_text.as_bytes()),
         written_servers: servers_text,
         backup: backup.clone(),
@@ -568,9 +648,50 @@ pub async fn wrap(
         key_id: created.key.id.clone(),
         wrapped_at_ms: now_ms(),
     };
-    write_private(&record_file, &serde_json::to_vec_pretty(&record)?)?;
-    write_private(&backup, &bytes)?;
-    write_atomically(&file, new_text.as_bytes(), Some(&file))?;
+
+    // From here on a key exists: every file is written in an order where
+    // the client's file comes last (its rename is the commit), and a
+    // failure before it takes back all the others and the key, so a
+    // failed wrap leaves the client's file as it was, no file of its own
+    // behind and no key that works.
+    let mut made: Vec<&Path> = Vec::new();
+    let written = (|| -> Result<()> {
+        write_private(&config_path, toml.as_bytes())?;
+        made.push(&config_path);
+        write_private(&record_file, &serde_json::to_vec_pretty(&record)?)?;
+        made.push(&record_file);
+        write_private(&backup, &bytes)?;
+        made.push(&backup);
+        // The file now holds a key: owner-only, whatever it was before
+        // (`unwrap` puts its permissions back).
+        write_atomically(&file, new_text.as_bytes(), Access::Owner)
+    })();
+    if let Err(error) = written {
+        let mut undone = Vec::new();
+        for path in made.iter().rev() {
+            match std::fs::remove_file(path) {
+                Ok(()) => undone.push(format!("{} removed", path.display())),
+                Err(e) => undone.push(format!(
+                    "{} NOT removed ({e}): remove it by hand",
+                    path.display()
+                )),
+            }
+        }
+        match store.revoke_key(&created.key.id).await {
+            Ok(_) => undone.push(format!("the key {:?} revoked", created.key.name)),
+            Err(e) => undone.push(format!(
+                "the key {:?} NOT revoked ({e}): plangate --data-dir {} keys revoke {}",
+                created.key.name,
+                data_dir.display(),
+                created.key.id
+            )),
+        }
+        return Err(error.context(format!(
+            "wrap failed, so it was undone: {} untouched; {}",
+            file.display(),
+            undone.join("; ")
+        )));
+    }
 
     outln!(
         "wrapped {} ({}): {} server(s) ({}) now run behind plangate",
@@ -590,6 +711,17 @@ pub async fn wrap(
             ""
         }
     );
+    if let Some(mode) = original_mode {
+        outln!(
+            "  {} holds the key now, so only its owner may read it (0600{})",
+            file.display(),
+            if mode == 0o600 {
+                String::new()
+            } else {
+                format!("; it was {mode:04o}, and unwrap puts that back")
+            }
+        );
+    }
     outln!("  data dir: {}", data_dir_abs.display());
     outln!("  backup of the original: {}", backup.display());
     outln!(
@@ -667,7 +799,9 @@ pub async fn unwrap(target: Target, force: bool, data_dir: &Path) -> Result<()> 
             }
             _ if force => {
                 let saved = PathBuf::from(format!("{}.plangate-unwrap-saved", file.display()));
-                write_atomically(&saved, &current, Some(&file))?;
+                // It holds the key wrap wrote, and whatever else you put
+                // there: owner-only.
+                write_atomically(&saved, &current, Access::Owner)?;
                 eprintln!("your changes since wrap are saved as {}", saved.display());
                 restored = original.clone();
                 how = "as it was before wrap, byte for byte (--force)";
@@ -684,8 +818,19 @@ pub async fn unwrap(target: Target, force: bool, data_dir: &Path) -> Result<()> 
             }
         }
     }
+    // The file as it was, with the permissions it had (wrap made it
+    // owner-only while it held the key).
+    let access = record
+        .original_mode
+        .map_or(Access::Like(&file), Access::Mode);
     if restored != current {
-        write_atomically(&file, &restored, Some(&file))?;
+        write_atomically(&file, &restored, access)?;
+    } else if let Some(mode) = record.original_mode
+        && mode_of(&file) != Some(mode)
+        && let Some(permissions) = mode_permissions(mode)
+    {
+        std::fs::set_permissions(&file, permissions)
+            .with_context(|| format!("cannot put back the permissions of {}", file.display()))?;
     }
     // The copy beside the file, when it is still the original.
     if std::fs::read(&record.backup).is_ok_and(|b| b == original) {

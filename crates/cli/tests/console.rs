@@ -224,3 +224,86 @@ async fn the_console_opens_with_an_operator_token_and_closes_when_another_proces
     let log = server.log();
     assert!(!log.contains(&token[4..]), "a log line holds the token");
 }
+
+#[tokio::test]
+async fn a_cookie_replayed_after_logout_is_refused_on_every_replica_and_other_sessions_go_on() {
+    let scratch = Scratch::new();
+    let token = ok(&scratch, &["operator", "token", "--name", "ana"])
+        .trim()
+        .to_owned();
+    // Two replicas on one store (and one signing key).
+    let one = serve_http(&scratch, &[]);
+    let two = serve_http(&scratch, &[]);
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let login = async || {
+        let r = http
+            .post(format!("http://{}/console/login", one.addr))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!("token={token}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 303);
+        let set = r.headers()["set-cookie"].to_str().unwrap().to_owned();
+        set.split(';').next().unwrap().to_owned()
+    };
+    let state = async |addr: &str, cookie: &str| {
+        http.get(format!("http://{addr}/console/api/state"))
+            .header("cookie", cookie)
+            .send()
+            .await
+            .unwrap()
+    };
+    let laptop = login().await;
+    let phone = login().await;
+    let r = state(&one.addr, &laptop).await;
+    assert_eq!(r.status(), 200);
+    let csrf = r.json::<Value>().await.unwrap()["csrf"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(state(&two.addr, &laptop).await.status(), 200);
+
+    let out = http
+        .post(format!("http://{}/console/logout", one.addr))
+        .header("cookie", &laptop)
+        .header("x-plangate-csrf", &csrf)
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(out.status(), 200);
+    assert!(
+        out.headers()["set-cookie"]
+            .to_str()
+            .unwrap()
+            .contains("Max-Age=0")
+    );
+
+    // The same cookie, replayed: refused by both replicas, for reading and
+    // for acting.
+    for addr in [&one.addr, &two.addr] {
+        let r = state(addr, &laptop).await;
+        assert_eq!(r.status(), 401, "replica {addr}");
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["error"], "unauthorized", "{body}");
+        let r = http
+            .post(format!("http://{addr}/console/api/discard"))
+            .header("cookie", &laptop)
+            .header("x-plangate-csrf", &csrf)
+            .header("content-type", "application/json")
+            .body(r#"{"key": "agent"}"#)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 401, "replica {addr}");
+    }
+    // The operator's other session, and the token, go on.
+    assert_eq!(state(&two.addr, &phone).await.status(), 200);
+    let again = login().await;
+    assert_eq!(state(&one.addr, &again).await.status(), 200);
+}

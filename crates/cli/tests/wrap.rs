@@ -9,6 +9,7 @@
 
 mod common;
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -69,6 +70,16 @@ impl Home {
     }
 }
 
+/// A file's permission bits.
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+/// Sets a file's permission bits.
+fn set_mode(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
 /// server-filesystem's entry as a client file writes it, on `dir`.
 fn filesystem_entry(dir: &Path) -> String {
     let js = peers().js("@modelcontextprotocol/server-filesystem/dist/index.js");
@@ -103,6 +114,7 @@ fn agent_through_entry(file: &Path, key_path: &[&str], target: &Path) -> Value {
 /// The whole round on one file: dry run, wrap, an agent through the
 /// rewritten entry, unwrap to the same bytes.
 fn round_trip(home: &Home, file: &Path, key_path: &[&str], extra: &[&str]) -> String {
+    set_mode(file, 0o644);
     let before = std::fs::read(file).unwrap();
     let from = file.to_str().unwrap();
 
@@ -130,6 +142,11 @@ fn round_trip(home: &Home, file: &Path, key_path: &[&str], extra: &[&str]) -> St
     args.extend_from_slice(extra);
     let said = home.ok(&args);
     assert!(said.contains("now run behind plangate"), "{said}");
+    assert_eq!(mode(file), 0o600, "the file holds a key now");
+    assert!(
+        said.contains("only its owner may read it (0600; it was 0644"),
+        "{said}"
+    );
     let config = said
         .lines()
         .find_map(|l| l.trim().strip_prefix("plangate config: "))
@@ -176,6 +193,7 @@ fn round_trip(home: &Home, file: &Path, key_path: &[&str], extra: &[&str]) -> St
         before,
         "unwrap restores the bytes"
     );
+    assert_eq!(mode(file), 0o644, "and the permissions");
     config
 }
 
@@ -325,7 +343,8 @@ fn unwrap_refuses_to_lose_a_changed_server_map_and_force_saves_it_first() {
     home.ok(&["unwrap", "--from", file.to_str().unwrap(), "--force"]);
     assert_eq!(std::fs::read(&file).unwrap(), before);
     let saved = PathBuf::from(format!("{}.plangate-unwrap-saved", file.display()));
-    assert_eq!(std::fs::read_to_string(saved).unwrap(), edited);
+    assert_eq!(std::fs::read_to_string(&saved).unwrap(), edited);
+    assert_eq!(mode(&saved), 0o600, "the saved copy holds the key");
 }
 
 #[test]
@@ -341,4 +360,101 @@ fn servers_plangate_cannot_run_are_refused_with_nothing_changed() {
     assert!(err.contains("servers.old.url"), "{err}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
     assert!(!home.data_dir().join("wrapped").exists());
+}
+
+#[test]
+fn a_dry_run_shows_env_and_headers_by_name_never_their_values() {
+    let home = Home::new();
+    let file = home.file(
+        "project/.mcp.json",
+        r#"{"mcpServers": {
+  "gh": {"command": "npx", "args": ["-y", "gh"], "env": {"GITHUB_TOKEN": "ghp_dryRunLiteral0123456789", "LEVEL": "level-seven"}},
+  "docs": {"type": "http", "url": "https://docs.example.com/mcp", "headers": {"Authorization": "Bearer docs-literal-secret"}}
+}}
+"#,
+    );
+    let out = home.plangate(&["wrap", "--from", file.to_str().unwrap(), "--dry-run"]);
+    let (shown, said) = (stdout(&out), stderr(&out));
+    assert!(out.status.success(), "{said}");
+    for secret in ["ghp_dryRunLiteral", "docs-literal-secret", "level-seven"] {
+        assert!(
+            !shown.contains(secret) && !said.contains(secret),
+            "{secret} shown:\n{shown}\n{said}"
+        );
+    }
+    assert!(
+        shown.contains(r#"-  "gh": {"command": "npx", "args": ["-y", "gh"], "env": {"GITHUB_TOKEN": "[redacted]", "LEVEL": "[redacted]"}},"#),
+        "the file's side names the variables: {shown}"
+    );
+    assert!(
+        shown.contains("+GITHUB_TOKEN = \"[redacted]\"")
+            && shown.contains("+Authorization = \"[redacted]\""),
+        "the config's side too: {shown}"
+    );
+    assert!(said.contains("written as they are"), "{said}");
+
+    // The wrap itself moves the values as they are.
+    let said = home.ok(&["wrap", "--from", file.to_str().unwrap()]);
+    let config = said
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("plangate config: "))
+        .unwrap();
+    let toml = std::fs::read_to_string(config).unwrap();
+    assert!(
+        toml.contains("GITHUB_TOKEN = \"ghp_dryRunLiteral0123456789\"")
+            && toml.contains("Authorization = \"Bearer docs-literal-secret\""),
+        "{toml}"
+    );
+    assert_eq!(mode(Path::new(config)), 0o600);
+}
+
+#[test]
+fn a_wrap_that_fails_after_making_its_key_takes_back_the_key_and_the_config() {
+    let home = Home::new();
+    let file = home.file(
+        "project/.mcp.json",
+        &format!(
+            "{{\"mcpServers\": {{\"fs\": {}}}}}\n",
+            filesystem_entry(&home.project().join("files"))
+        ),
+    );
+    set_mode(&file, 0o644);
+    let before = std::fs::read(&file).unwrap();
+    // The data dir exists, but where wrap keeps its records is a file:
+    // wrap fails after it has made its key and written its config.
+    home.ok(&["keys", "list"]);
+    std::fs::write(home.data_dir().join("wrapped"), "not a directory").unwrap();
+    let config = home.project().join("plangate.toml");
+
+    let out = home.plangate(&[
+        "wrap",
+        "--from",
+        file.to_str().unwrap(),
+        "--to",
+        config.to_str().unwrap(),
+    ]);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{}", stdout(&out));
+    assert!(err.contains("wrap failed, so it was undone"), "{err}");
+    assert!(
+        err.contains(&format!("{} removed", config.display())),
+        "{err}"
+    );
+    assert!(err.contains("the key \"claude-code\" revoked"), "{err}");
+    assert!(!config.exists(), "the config is gone");
+    assert_eq!(std::fs::read(&file).unwrap(), before, "the file untouched");
+    assert_eq!(mode(&file), 0o644);
+    let beside: Vec<_> = std::fs::read_dir(home.project())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.contains("before-plangate"))
+        .collect();
+    assert!(beside.is_empty(), "no backup left: {beside:?}");
+    let keys: Value = serde_json::from_str(&home.ok(&["keys", "list", "--json"])).unwrap();
+    let keys = keys.as_array().unwrap();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    assert!(
+        !keys[0]["revoked_at"].is_null(),
+        "the key is revoked: {keys:?}"
+    );
 }

@@ -9,6 +9,7 @@
 use std::ops::Range;
 use std::path::Path;
 
+use plangate_core::redact::REDACTED;
 use serde_json::Value;
 
 use crate::env::Env;
@@ -464,6 +465,74 @@ pub fn upstreams_toml(servers: &serde_json::Map<String, Value>, origin_dir: &Pat
     out
 }
 
+/// The fields of a server entry whose values are secrets as often as not
+/// (`GITHUB_TOKEN`, `Authorization`): what is shown of a file before it is
+/// changed (`plangate wrap --dry-run`) names them, never their values.
+const SECRET_FIELDS: [&str; 2] = ["env", "headers"];
+
+/// `text` (a client's file, parsed into `root`) with every value of every
+/// `env` and `headers` object in it replaced by `"[redacted]"` — the
+/// servers being moved and any others the file holds (a diff's context
+/// lines may show those too). Spans keep their places in the comments and
+/// the formatting around them; only those values change.
+pub fn redact_secret_fields(text: &str, root: &Node) -> String {
+    fn collect(node: &Node, out: &mut Vec<Range<usize>>) {
+        let Node::Object { members, .. } = node else {
+            return;
+        };
+        for (key, value) in members {
+            match value {
+                Node::Object { members: vars, .. } if SECRET_FIELDS.contains(&key.as_str()) => {
+                    out.extend(vars.iter().map(|(_, v)| v.span()));
+                }
+                Node::Other { span } if SECRET_FIELDS.contains(&key.as_str()) => {
+                    out.push(span.clone());
+                }
+                _ => collect(value, out),
+            }
+        }
+    }
+    let mut spans = Vec::new();
+    collect(root, &mut spans);
+    spans.sort_by_key(|s| s.start);
+    let redacted = quoted(REDACTED);
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for span in spans {
+        if span.start < at || span.end > text.len() {
+            continue;
+        }
+        out.push_str(&text[at..span.start]);
+        out.push_str(&redacted);
+        at = span.end;
+    }
+    out.push_str(&text[at..]);
+    out
+}
+
+/// `servers` with every value of each entry's `env` and `headers` replaced
+/// by `"[redacted]"` (their names kept), for showing the TOML
+/// [`upstreams_toml`] would write without the secrets it would carry.
+pub fn redact_server_secrets(
+    servers: &serde_json::Map<String, Value>,
+) -> serde_json::Map<String, Value> {
+    let mut servers = servers.clone();
+    for entry in servers.values_mut().filter_map(Value::as_object_mut) {
+        for field in SECRET_FIELDS {
+            match entry.get_mut(field) {
+                Some(Value::Object(vars)) => {
+                    for v in vars.values_mut() {
+                        *v = Value::String(REDACTED.to_owned());
+                    }
+                }
+                Some(other) => *other = Value::String(REDACTED.to_owned()),
+                None => {}
+            }
+        }
+    }
+    servers
+}
+
 /// An environment in which every variable is set (to its own name), for
 /// checking what a file says without the values it will run with.
 pub struct EveryVariable;
@@ -543,6 +612,54 @@ mod tests {
         );
         let parsed: toml::Table = toml.parse().unwrap();
         assert!(parsed["upstreams"]["gh"]["env"].is_table());
+    }
+
+    #[test]
+    fn env_and_headers_values_are_redacted_in_the_text_and_the_toml_their_names_kept() {
+        let text = r#"{
+  // the servers
+  "mcpServers": {
+    "gh": {"command": "npx", "env": {"GITHUB_TOKEN": "ghp_literal", "LEVEL": "${LEVEL}"}},
+    "docs": {"url": "https://d.example/mcp", "headers": {"Authorization": "Bearer lit\"eral"}}
+  },
+  "projects": {"/p": {"mcpServers": {"x": {"command": "y", "env": {"K": "other-project-secret"}}}}},
+  "theme": "dark"
+}
+"#;
+        let (root, nodes) = parse(text).unwrap();
+        let shown = redact_secret_fields(text, &nodes);
+        for secret in [
+            "ghp_literal",
+            "${LEVEL}",
+            "lit\\\"eral",
+            "other-project-secret",
+        ] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        assert!(
+            shown.contains("\"GITHUB_TOKEN\": \"[redacted]\""),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("\"Authorization\": \"[redacted]\""),
+            "{shown}"
+        );
+        assert!(shown.contains("// the servers") && shown.contains("\"theme\": \"dark\""));
+        let (again, _) = parse(&shown).unwrap();
+        assert_eq!(
+            again["mcpServers"]["gh"]["command"],
+            root["mcpServers"]["gh"]["command"]
+        );
+
+        let servers = root["mcpServers"].as_object().unwrap();
+        let toml = upstreams_toml(&redact_server_secrets(servers), Path::new("/"));
+        assert!(
+            !toml.contains("ghp_literal") && !toml.contains("Bearer"),
+            "{toml}"
+        );
+        assert!(toml.contains("GITHUB_TOKEN = \"[redacted]\""), "{toml}");
+        assert!(toml.contains("Authorization = \"[redacted]\""), "{toml}");
+        assert!(toml.contains("command = \"npx\""), "{toml}");
     }
 
     #[test]

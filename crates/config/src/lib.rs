@@ -44,14 +44,15 @@ pub use env::{Env, ProcessEnv};
 pub use error::{ConfigError, ConfigErrors};
 pub use mcp_json::parse_mcp_json;
 pub use model::{
-    Anonymous, Audit, Auth, Config, ConfigSource, DEFAULT_ALLOWED_HOSTS, DEFAULT_CACHED_KEYS,
-    DEFAULT_CALL_TIMEOUT, DEFAULT_CLOCK_SKEW, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDENTITY_CLAIM,
-    DEFAULT_LEASE, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_KEY,
+    Anonymous, Audit, Auth, Config, ConfigSource, DEFAULT_ALLOWED_HOSTS, DEFAULT_BODY_READ_TIMEOUT,
+    DEFAULT_CACHED_KEYS, DEFAULT_CALL_TIMEOUT, DEFAULT_CLOCK_SKEW, DEFAULT_HEADER_READ_TIMEOUT,
+    DEFAULT_IDENTITY_CLAIM, DEFAULT_LEASE, DEFAULT_MAX_CONCURRENT_CALLS_PER_KEY,
+    DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_KEY,
     DEFAULT_MAX_STEPS, DEFAULT_PLAN_TTL, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_PREFIX,
-    GatewaySettings, Introspection, LandsOnSetting, MAX_CACHED_KEYS, MAX_CALL_TIMEOUT, MAX_LEASE,
-    MAX_PLAN_TTL, MAX_REQUEST_BYTES_LIMIT, MAX_SESSIONS_LIMIT, MAX_STEPS_LIMIT, Namespace, OAuth,
-    OAuthGrant, RateLimit, Redaction, ToolOverride, Transport, UpstreamConfig, UpstreamOAuth,
-    UpstreamProtocol,
+    GatewaySettings, Introspection, LandsOnSetting, MAX_BODY_READ_TIMEOUT, MAX_CACHED_KEYS,
+    MAX_CALL_TIMEOUT, MAX_CONCURRENT_CALLS_LIMIT, MAX_LEASE, MAX_PLAN_TTL, MAX_REQUEST_BYTES_LIMIT,
+    MAX_SESSIONS_LIMIT, MAX_STEPS_LIMIT, Namespace, OAuth, OAuthGrant, RateLimit, Redaction,
+    ToolOverride, Transport, UpstreamConfig, UpstreamOAuth, UpstreamProtocol,
 };
 pub use toml_file::parse_toml;
 

@@ -244,6 +244,21 @@ pub struct GatewaySettings {
     /// slow-header attacks and idle connections. 1 s to 1 h.
     #[serde(serialize_with = "serialize_duration")]
     pub header_read_timeout: Duration,
+    /// How long `serve --http` waits for a request's whole body, counted
+    /// from its head: a body still unfinished then is cut (`408`,
+    /// `body_timeout`), so a stalled upload holds neither a connection nor
+    /// memory for long. 1 s to [`MAX_BODY_READ_TIMEOUT`]; default
+    /// [`DEFAULT_BODY_READ_TIMEOUT`].
+    #[serde(serialize_with = "serialize_duration")]
+    pub body_read_timeout: Duration,
+    /// The most calls one key (all anonymous callers together count as
+    /// one) may have in flight at once that reach an upstream, plan or
+    /// apply (a tool of an upstream, `apply_plan`, `exit_plan_mode`); the
+    /// gateway's own bookkeeping tools are not counted. Past it a call waits up to a second for a
+    /// slot, then is refused `rate_limited` with when to retry. 1 to
+    /// [`MAX_CONCURRENT_CALLS_LIMIT`]; default
+    /// [`DEFAULT_MAX_CONCURRENT_CALLS_PER_KEY`].
+    pub max_concurrent_calls_per_key: u32,
     /// The most `tools/call`s one key (all anonymous callers together
     /// count as one) may send in a window; more are refused
     /// `rate_limited` with when to retry. `None` (the default): no limit.
@@ -319,6 +334,25 @@ pub const MAX_SESSIONS_LIMIT: u32 = 100_000;
 /// when a timer is set.
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The default `gateway.body_read_timeout`: 10 s. Every MCP message a
+/// client sends in practice (a few KiB) arrives within it on any link, and
+/// so does a whole `max_request_bytes` body (4 MiB) at 3.4 Mbit/s or more;
+/// a body stalled on purpose is cut within it.
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The longest `gateway.body_read_timeout` allowed: 10 minutes.
+pub const MAX_BODY_READ_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+
+/// The default `gateway.max_concurrent_calls_per_key`: 32. An agent runs a
+/// handful of tool calls in parallel (Claude Code and Cursor send up to
+/// about ten at once), and a key shared by a few windows stays well under
+/// it; one key's flood of slow calls cannot take every upstream
+/// connection and task the gateway has.
+pub const DEFAULT_MAX_CONCURRENT_CALLS_PER_KEY: u32 = 32;
+
+/// The largest `gateway.max_concurrent_calls_per_key` allowed.
+pub const MAX_CONCURRENT_CALLS_LIMIT: u32 = 100_000;
+
 /// The default prefix of the gateway's own tools.
 pub const DEFAULT_TOOL_PREFIX: &str = "plangate_";
 
@@ -366,6 +400,8 @@ impl Default for GatewaySettings {
             max_sessions: DEFAULT_MAX_SESSIONS,
             max_sessions_per_key: DEFAULT_MAX_SESSIONS_PER_KEY,
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
+            max_concurrent_calls_per_key: DEFAULT_MAX_CONCURRENT_CALLS_PER_KEY,
             rate_limit: None,
             namespace: Namespace::Auto,
             tool_prefix: DEFAULT_TOOL_PREFIX.to_owned(),

@@ -305,6 +305,8 @@ fn gateway_settings_are_read() {
             max_sessions: 1024,
             max_sessions_per_key: 128,
             header_read_timeout: Duration::from_secs(30),
+            body_read_timeout: Duration::from_secs(10),
+            max_concurrent_calls_per_key: 32,
             rate_limit: None,
             namespace: Namespace::Always,
             tool_prefix: "pg_".to_owned(),
@@ -376,7 +378,7 @@ fn an_unknown_key_lists_the_allowed_keys() {
         &errors,
         &[(
             "gateway.anon",
-            "anonymous, default_mode, default_mode_locked, allowed_hosts, allowed_origins, max_request_bytes, max_preview_bytes, max_plan_bytes, max_sessions, max_sessions_per_key, namespace, tool_prefix, max_steps, plan_ttl, lease, review_timeout, header_read_timeout, rate_limit and cached_keys",
+            "anonymous, default_mode, default_mode_locked, allowed_hosts, allowed_origins, max_request_bytes, max_preview_bytes, max_plan_bytes, max_sessions, max_sessions_per_key, namespace, tool_prefix, max_steps, plan_ttl, lease, review_timeout, header_read_timeout, body_read_timeout, max_concurrent_calls_per_key, rate_limit and cached_keys",
         )],
     );
 }
@@ -1001,6 +1003,33 @@ fn bad_step_caps_and_plan_lives_are_reported() {
                 "true",
                 "must be a duration string like \"4h\" or an integer number of seconds, not a boolean",
             ),
+        ],
+    );
+}
+
+#[test]
+fn the_body_deadline_and_the_per_key_call_cap_are_read_and_checked() {
+    let config = toml_ok(&with_gateway(
+        "body_read_timeout = \"3s\"\nmax_concurrent_calls_per_key = 4",
+    ));
+    assert_eq!(config.gateway.body_read_timeout, Duration::from_secs(3));
+    assert_eq!(config.gateway.max_concurrent_calls_per_key, 4);
+    assert_gateway_refuses(
+        "body_read_timeout",
+        &[
+            ("0", "body_read_timeout 0 is out of range: use 1s to 10m"),
+            ("\"11m\"", "body_read_timeout \"11m\" is out of range"),
+            ("\"soon\"", "is not a duration"),
+        ],
+    );
+    assert_gateway_refuses(
+        "max_concurrent_calls_per_key",
+        &[
+            (
+                "0",
+                "max_concurrent_calls_per_key 0 is not allowed: use an integer from 1 to 100000",
+            ),
+            ("\"8\"", "must be an integer, not a string"),
         ],
     );
 }

@@ -157,6 +157,9 @@ pub enum AccessCode {
     /// The request body is over `max_request_bytes` (413, or JSON-RPC
     /// -32600 with `data.code`).
     TooLarge,
+    /// The request body did not arrive whole within `body_read_timeout`
+    /// (408, with a JSON-RPC error -32600 carrying `data.code`).
+    BodyTimeout,
     /// The `Host` header is not in `allowed_hosts` (403).
     ForbiddenHost,
     /// The console needs an operator session (401).
@@ -179,11 +182,12 @@ pub enum AccessCode {
 
 impl AccessCode {
     /// Every access code.
-    pub const ALL: [AccessCode; 11] = [
+    pub const ALL: [AccessCode; 12] = [
         AccessCode::KeyRequired,
         AccessCode::InvalidKey,
         AccessCode::SessionKeyMismatch,
         AccessCode::TooLarge,
+        AccessCode::BodyTimeout,
         AccessCode::ForbiddenHost,
         AccessCode::Unauthorized,
         AccessCode::CrossSiteRequest,
@@ -200,6 +204,7 @@ impl AccessCode {
             AccessCode::InvalidKey => "invalid_key",
             AccessCode::SessionKeyMismatch => "session_key_mismatch",
             AccessCode::TooLarge => "too_large",
+            AccessCode::BodyTimeout => "body_timeout",
             AccessCode::ForbiddenHost => "forbidden_host",
             AccessCode::Unauthorized => "unauthorized",
             AccessCode::CrossSiteRequest => "cross_site_request",

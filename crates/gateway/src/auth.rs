@@ -179,6 +179,16 @@ impl KeyCache {
         self.hints.lock().get(hash).cloned()
     }
 
+    /// Whether this token was found to be a key before (and not found
+    /// unknown since).
+    fn has_hint(&self, hash: &[u8; 32]) -> bool {
+        self.hints.lock().contains_key(hash)
+    }
+
+    fn forget_hint(&self, hash: &[u8; 32]) {
+        self.hints.lock().remove(hash);
+    }
+
     fn put_hint(&self, hash: [u8; 32], key: &ApiKey) {
         let mut hints = self.hints.lock();
         if hints.peek(&hash) != Some(key) {
@@ -223,6 +233,11 @@ impl KeyCache {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LogSeen(pub i64);
 
+/// What a token is remembered by: its SHA-256, never the token.
+fn token_hash(token: &str) -> [u8; 32] {
+    sha2::Sha256::digest(token.as_bytes()).into()
+}
+
 /// Resolves an optional presented token to a caller.
 pub async fn resolve(gw: &Gateway, token: Option<&str>) -> Result<Caller, Denied> {
     resolve_seen(gw, token, Asked::Other)
@@ -257,7 +272,7 @@ pub async fn resolve_seen(
             // Read before asking the store: a revocation in between moves
             // the epoch past the one recorded with the answer.
             let epoch = gw.store().key_epoch();
-            let hash: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
+            let hash = token_hash(token);
             if let Some(epoch) = epoch
                 && let Some(key) = gw.key_cache().get(&hash, epoch)
             {
@@ -310,7 +325,12 @@ async fn authenticate(
                 }
                 Ok((Caller::Key(key), seen.map(LogSeen)))
             }
-            Ok(None) => Err(Denied::BadKey),
+            Ok(None) => {
+                // Its next request is refused from its headers alone
+                // (`require_caller` reads no body of a token with no hint).
+                gw.key_cache().forget_hint(&hash);
+                Err(Denied::BadKey)
+            }
             Err(e) => {
                 tracing::error!("key store: {e}");
                 Err(Denied::StoreDown)
@@ -369,13 +389,20 @@ async fn authenticate_token(
     Ok(Caller::Key(key))
 }
 
-/// How much of a refused request's body is read before the answer.
-const REFUSED_BODY_LIMIT: usize = 1 << 20;
-
 /// axum middleware for `/mcp`: puts the [`Caller`] (and its [`LogSeen`],
 /// when the store said) into the request's
 /// extensions (rmcp hands the request parts to the MCP handler) or answers
 /// 401 with a JSON body saying how to get a key.
+///
+/// A caller is decided from the request's headers alone: a request
+/// without a key, or with a token never found to be a key, is refused
+/// before a byte of its body is read, so a stalled or huge body of a
+/// caller plangate does not know costs it nothing but the socket until
+/// the body's deadline (`limits::discard_body`). Only a token this process
+/// has already authenticated, on a store that reads the key's log with
+/// the key (PostgreSQL), has up to 16 KiB of its body read first — under
+/// the same deadline — to see which tool it calls (docs/architecture.md,
+/// step 3): without a hint about the key that could not pay anyway.
 pub async fn require_caller(
     State(gw): State<Arc<Gateway>>,
     mut request: Request,
@@ -395,8 +422,12 @@ pub async fn require_caller(
     // request decided on the key's state, and only of a store that reads
     // it with the key.
     let mut peeked = Peeked::Other;
-    if token.is_some() && gw.store().authenticate_sees_log() {
-        (peeked, request) = match peek_tool_call(request).await {
+    if let Some(token) = &token
+        && gw.store().authenticate_sees_log()
+        && gw.key_cache().has_hint(&token_hash(token))
+    {
+        let within = gw.config().gateway.body_read_timeout;
+        (peeked, request) = match peek_tool_call(request, within).await {
             Ok(peeked) => peeked,
             Err(response) => return response,
         };
@@ -415,10 +446,11 @@ pub async fn require_caller(
             next.run(request).await
         }
         Err(denied) => {
-            // Read what the client sent (bounded) before refusing: closing
-            // a socket with unread request bytes makes the kernel reset the
-            // connection, and the client may then lose the 401 itself.
-            let _ = axum::body::to_bytes(request.into_body(), REFUSED_BODY_LIMIT).await;
+            // Decided without the body; what the client still sends is
+            // read and dropped behind the answer, within the body's
+            // deadline.
+            let limit = gw.config().gateway.max_request_bytes;
+            crate::limits::discard_body(gw.clone(), request.into_body(), limit);
             let status = denied.status();
             let config = gw.config();
             let oauth = config.auth.oauth.as_ref();
@@ -489,9 +521,13 @@ struct PeekParams<'a> {
 
 /// Reads a POST body of a declared length up to [`PEEK_LIMIT`] and says
 /// which tool it calls, handing back the request with the same bytes. A
-/// body that cannot be read (the client went away or sent less than it
-/// declared) is answered 400 here: nothing of it is left to serve.
-async fn peek_tool_call(request: Request) -> Result<(Peeked, Request), Response> {
+/// body that cannot be read (its deadline passed, the client went away or
+/// sent less than it declared) is answered here (`408` or `400`,
+/// `limits::unreadable_body`): nothing of it is left to serve.
+async fn peek_tool_call(
+    request: Request,
+    within: std::time::Duration,
+) -> Result<(Peeked, Request), Response> {
     let small = request
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -507,13 +543,9 @@ async fn peek_tool_call(request: Request) -> Result<(Peeked, Request), Response>
         return Ok((peeked, request));
     }
     let (parts, body) = request.into_parts();
-    let bytes = axum::body::to_bytes(body, PEEK_LIMIT).await.map_err(|_| {
-        (
-            StatusCode::BAD_REQUEST,
-            "plangate could not read the request body",
-        )
-            .into_response()
-    })?;
+    let bytes = axum::body::to_bytes(body, PEEK_LIMIT)
+        .await
+        .map_err(|e| crate::limits::unreadable_body(&e, None, within))?;
     let peeked = match serde_json::from_slice::<PeekMessage<'_>>(&bytes) {
         Ok(PeekMessage {
             method: Some(method),
@@ -595,7 +627,9 @@ mod tests {
 
     /// What was peeked, and the body the request carries on.
     async fn peek(request: Request) -> (String, Vec<u8>) {
-        let Ok((peeked, request)) = peek_tool_call(request).await else {
+        let Ok((peeked, request)) =
+            peek_tool_call(request, std::time::Duration::from_secs(5)).await
+        else {
             panic!("refused");
         };
         let what = match peeked {

@@ -89,6 +89,12 @@ pub fn router(gw: Arc<Gateway>, shutdown: CancellationToken) -> Router {
             "/.well-known/oauth-protected-resource/{*path}",
             get(protected_resource),
         )
+        // Every route's body, read by whoever reads it, ends within
+        // `body_read_timeout` of the request's head.
+        .layer(axum::middleware::from_fn_with_state(
+            gw.clone(),
+            crate::limits::body_deadline,
+        ))
         .with_state(gw)
 }
 

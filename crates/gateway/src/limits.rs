@@ -1,5 +1,6 @@
 //! The request size cap, the same on both transports
-//! (`[gateway] max_request_bytes`, default 4 MiB).
+//! (`[gateway] max_request_bytes`, default 4 MiB), and over HTTP the
+//! body's deadline (`[gateway] body_read_timeout`, default 10 s).
 //!
 //! Over HTTP, rmcp refuses a body over the cap with a plain-text `413`;
 //! over stdio, rmcp's line codec has no cap at all (a 20 MB line was
@@ -20,6 +21,21 @@
 //!   body to find the id.
 //!
 //! The scan never holds more than a few hundred bytes beyond the cap.
+//!
+//! **The deadline.** hyper bounds the wait for a request's head
+//! (`header_read_timeout`), not for its body: a client could declare a
+//! megabyte, send a few bytes and hold the connection, a task and every
+//! buffer read so far for as long as it liked. [`body_deadline`] wraps
+//! every request's body, on every route, in [`Timed`]: from the moment the
+//! head is read the body has `body_read_timeout` to end, after which any
+//! reader of it — the key check's peek, [`cap_body`], the console's forms
+//! — gets [`BodyTimedOut`] instead of waiting. [`cap_body`] reads `/mcp`'s
+//! bodies whole before the session and rmcp see them, so a late one is
+//! answered `408` with a JSON-RPC error (`data.code = "body_timeout"`) like
+//! the other refusals of the front. A request refused from its headers
+//! (no key, a bad key) never has its body read for the answer:
+//! [`discard_body`] drains it in the background, bounded by the same
+//! deadline, keeping none of it.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -319,12 +335,164 @@ impl<R: AsyncRead + Unpin> AsyncRead for LineCap<R> {
     }
 }
 
+// === the body's deadline ===
+
+/// The error a [`Timed`] body ends with when its deadline passes first.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body did not arrive within {0:?} ([gateway] body_read_timeout)")]
+pub struct BodyTimedOut(std::time::Duration);
+
+/// A request body with a deadline: data that arrived is handed on as it
+/// comes; once the deadline passes, the next read ends the body with
+/// [`BodyTimedOut`].
+pub struct Timed {
+    inner: axum::body::Body,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    within: std::time::Duration,
+}
+
+impl Timed {
+    /// `inner`, which must end within `within` from now.
+    pub fn new(inner: axum::body::Body, within: std::time::Duration) -> Timed {
+        Timed {
+            inner,
+            deadline: Box::pin(tokio::time::sleep(within)),
+            within,
+        }
+    }
+}
+
+impl axum::body::HttpBody for Timed {
+    type Data = axum::body::Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        let this = &mut *self;
+        // What has arrived is taken first, so a body that ended in time is
+        // never cut by a deadline passing while it is read.
+        if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
+            return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
+        }
+        match this.deadline.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(BodyTimedOut(this.within))))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// axum middleware for every route: the request's body is [`Timed`] by
+/// `[gateway] body_read_timeout`, counted from now (its head was just
+/// read). Each answered request is noted for the memory trimmer, as a
+/// call is ([`crate::memory`]): a burst of requests refused before any
+/// call (late bodies, say) hands its connections' buffers back too.
+pub async fn body_deadline(
+    State(gw): State<std::sync::Arc<crate::Gateway>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let within = gw.config().gateway.body_read_timeout;
+    let response = next
+        .run(request.map(|body| axum::body::Body::new(Timed::new(body, within))))
+        .await;
+    gw.note_call();
+    response
+}
+
+/// Whether `error` is, or was caused by, a [`Timed`] body's deadline.
+fn timed_out(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut at = Some(error);
+    while let Some(e) = at {
+        if e.is::<BodyTimedOut>() {
+            return true;
+        }
+        at = e.source();
+    }
+    false
+}
+
+/// Reads and drops what is left of a refused request's body, in the
+/// background, up to `limit` bytes and no longer than its deadline
+/// ([`Timed`]): the answer goes out at once, and the client is not reset
+/// (closing a socket with unread bytes makes the kernel send a reset,
+/// which can reach the client before the answer does). Nothing read is
+/// kept. When it is over (and the connection with it), the gateway's
+/// memory trimmer is told, as after a call ([`crate::memory`]): a flood
+/// of refused connections hands its buffers back once it has passed.
+pub fn discard_body(gw: std::sync::Arc<crate::Gateway>, body: axum::body::Body, limit: usize) {
+    tokio::spawn(async move {
+        let mut stream = body.into_data_stream();
+        let mut seen = 0usize;
+        while let Some(Ok(chunk)) = stream.next().await {
+            seen = seen.saturating_add(chunk.len());
+            if seen > limit {
+                break;
+            }
+        }
+        gw.note_call();
+    });
+}
+
+/// The answer to a body that could not be read: `408` when its deadline
+/// passed (`body_timeout`), else `400` (the client went away mid-body);
+/// a JSON-RPC error either way, with the request's `id` when it was seen.
+pub fn unreadable_body(
+    error: &axum::Error,
+    id: Option<Value>,
+    within: std::time::Duration,
+) -> Response {
+    let (status, code, message) = if timed_out(error) {
+        tracing::info!("HTTP request body not received within body_read_timeout ({within:?}): cut");
+        (
+            StatusCode::REQUEST_TIMEOUT,
+            Some(plangate_core::AccessCode::BodyTimeout),
+            format!(
+                "the request body did not arrive within {} ([gateway] body_read_timeout): send the whole message at once, or ask the operator to allow more time",
+                plangate_config::format_duration(within)
+            ),
+        )
+    } else {
+        (
+            StatusCode::BAD_REQUEST,
+            None,
+            "plangate could not read the request body (the connection ended before it did): send the request again".to_owned(),
+        )
+    };
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {
+            "code": ErrorCode::INVALID_REQUEST.0,
+            "message": message,
+            "data": code.map(|c| json!({"code": c})),
+        },
+    });
+    let mut response = (status, axum::Json(body)).into_response();
+    // What is left of the body is not waited for.
+    response.headers_mut().insert(
+        header::CONNECTION,
+        header::HeaderValue::from_static("close"),
+    );
+    response
+}
+
 // === HTTP ===
 
 /// axum middleware for `/mcp`: a body declared larger than the cap is
 /// answered `413` with the JSON-RPC error for its id (see the module docs);
-/// anything else goes on (rmcp enforces the same cap on bodies without a
-/// length).
+/// any other is read whole here, within its deadline ([`Timed`]), before
+/// the session binding and rmcp see the request — a late one is answered
+/// `408`, one that grows past the cap without declaring its length `413`.
 pub async fn cap_body(
     State(gw): State<std::sync::Arc<crate::Gateway>>,
     request: Request,
@@ -337,7 +505,30 @@ pub async fn cap_body(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     let Some(bytes) = declared.filter(|&b| b > limit as u64) else {
-        return next.run(request).await;
+        let (parts, body) = request.into_parts();
+        let within = gw.config().gateway.body_read_timeout;
+        return match read_whole(body, limit).await {
+            Ok(bytes) => {
+                next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+                    .await
+            }
+            Err(Unread::Error(e)) => unreadable_body(&e, None, within),
+            Err(Unread::TooLarge) => {
+                tracing::warn!(limit, "HTTP message over max_request_bytes refused");
+                let body = json!({
+                    "jsonrpc": "2.0",
+                    "id": null,
+                    "error": too_large_error(None, limit),
+                });
+                let mut response =
+                    (StatusCode::PAYLOAD_TOO_LARGE, axum::Json(body)).into_response();
+                response.headers_mut().insert(
+                    header::CONNECTION,
+                    header::HeaderValue::from_static("close"),
+                );
+                response
+            }
+        };
     };
     // Read what the client sends (it is waiting to send it) to find the id,
     // keeping none of it; a body that never ends is cut at twice the
@@ -346,6 +537,7 @@ pub async fn cap_body(
     let request_caller = request.extensions().get::<crate::auth::Caller>().cloned();
     let mut stream = request.into_body().into_data_stream();
     let mut seen: u64 = 0;
+    // Each read ends at the body's deadline ([`Timed`]) at the latest.
     while let Some(Ok(chunk)) = stream.next().await {
         scanner.feed(&chunk);
         seen += chunk.len() as u64;
@@ -375,6 +567,40 @@ pub async fn cap_body(
         header::HeaderValue::from_static("close"),
     );
     response
+}
+
+/// Why [`read_whole`] has no body to hand on.
+enum Unread {
+    /// The body could not be read: its deadline passed, or the client left.
+    Error(axum::Error),
+    /// It grew past the cap (its length was not declared).
+    TooLarge,
+}
+
+/// The whole of `body`, at most `limit` bytes. Memory grows with what
+/// arrives, never with what the client declared: a body that declares the
+/// cap and stalls holds only what it sent, until its deadline.
+async fn read_whole(body: axum::body::Body, limit: usize) -> Result<axum::body::Bytes, Unread> {
+    let mut stream = body.into_data_stream();
+    let first = match stream.next().await {
+        None => return Ok(axum::body::Bytes::new()),
+        Some(Err(e)) => return Err(Unread::Error(e)),
+        Some(Ok(chunk)) => chunk,
+    };
+    if first.len() > limit {
+        return Err(Unread::TooLarge);
+    }
+    let mut whole: Option<Vec<u8>> = None;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(Unread::Error)?;
+        let buffer = whole.get_or_insert_with(|| first.to_vec());
+        if buffer.len().saturating_add(chunk.len()) > limit {
+            return Err(Unread::TooLarge);
+        }
+        buffer.extend_from_slice(&chunk);
+    }
+    // One chunk (the usual case) is handed on without a copy.
+    Ok(whole.map_or(first, axum::body::Bytes::from))
 }
 
 #[cfg(test)]
@@ -431,6 +657,74 @@ mod tests {
             None
         );
         assert_eq!(id_of("not json at all", 1), None);
+    }
+
+    /// A body fed by hand: what is sent arrives, and it ends only when the
+    /// sender is dropped.
+    fn fed() -> (
+        futures::channel::mpsc::Sender<Result<axum::body::Bytes, std::io::Error>>,
+        axum::body::Body,
+    ) {
+        let (tx, rx) = futures::channel::mpsc::channel(8);
+        (tx, axum::body::Body::from_stream(rx))
+    }
+
+    fn chunk(text: &'static str) -> Result<axum::body::Bytes, std::io::Error> {
+        Ok(axum::body::Bytes::from_static(text.as_bytes()))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_stalled_past_its_deadline_is_answered_408_body_timeout() {
+        let within = std::time::Duration::from_secs(2);
+        let (mut tx, inner) = fed();
+        tx.try_send(chunk(r#"{"jsonrpc":"2.0","#)).unwrap();
+        let started = tokio::time::Instant::now();
+        let body = axum::body::Body::new(Timed::new(inner, within));
+        let Err(Unread::Error(error)) = read_whole(body, 1024).await else {
+            panic!("a stalled body was read");
+        };
+        assert_eq!(started.elapsed(), within);
+        assert!(timed_out(&error), "{error}");
+        let response = unreadable_body(&error, None, within);
+        assert_eq!(response.status(), StatusCode::REQUEST_TIMEOUT);
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let answer: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(answer["error"]["code"], -32600);
+        assert_eq!(answer["error"]["data"]["code"], "body_timeout");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("within 2s ([gateway] body_read_timeout)"),
+            "{answer}"
+        );
+        drop(tx);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_in_time_is_read_whole_and_one_past_the_cap_is_too_large() {
+        let within = std::time::Duration::from_secs(2);
+        let (mut tx, inner) = fed();
+        let body = axum::body::Body::new(Timed::new(inner, within));
+        let feeding = tokio::spawn(async move {
+            for piece in [r#"{"id":1,"#, r#""method":"#, r#""ping"}"#] {
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                tx.try_send(chunk(piece)).unwrap();
+            }
+        });
+        let whole = read_whole(body, 1024).await.ok().unwrap();
+        assert_eq!(&whole[..], br#"{"id":1,"method":"ping"}"#);
+        feeding.await.unwrap();
+
+        let (mut tx, inner) = fed();
+        for _ in 0..3 {
+            tx.try_send(chunk("0123456789")).unwrap();
+        }
+        drop(tx);
+        let body = axum::body::Body::new(Timed::new(inner, within));
+        assert!(matches!(read_whole(body, 25).await, Err(Unread::TooLarge)));
     }
 
     async fn through(input: Vec<u8>, limit: usize) -> String {

@@ -8,6 +8,21 @@
 //! that tool, so an expensive upstream is protected whoever calls it.
 //! Steps an apply runs are not counted: the person already said yes to
 //! them. Limits are per process (each replica enforces its own).
+//!
+//! Beside the rates, a cap on what one key has under way at once
+//! (`[gateway] max_concurrent_calls_per_key`, [`CallSlots`]): a rate
+//! counts calls begun, and a key whose calls are slow (a long upstream
+//! call, a preview, an apply) could still hold every upstream connection
+//! and task within any rate. Only calls that reach an upstream, plan or
+//! apply take a slot — a tool of an upstream, `apply_plan`,
+//! `exit_plan_mode` (a question, then an apply) — so a key at its cap can
+//! still read its plan, discard it or end its session; and since every
+//! question to the person and every apply runs inside such a call, the
+//! cap also bounds how many sessions a key can hold against eviction
+//! (`session_guard`). A call past
+//! the cap waits up to [`SLOT_WAIT`] for a slot (an agent's burst of
+//! parallel calls is served, a little later, rather than refused), then is
+//! refused `rate_limited` with a retry hint.
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -25,6 +40,7 @@ use crate::refusal::Refusal;
 pub struct RateLimits {
     per_key: Option<(RateLimit, Arc<DefaultKeyedRateLimiter<String>>)>,
     per_tool: HashMap<(String, String), (RateLimit, Arc<DefaultDirectRateLimiter>)>,
+    slots: Arc<CallSlots>,
     clock: DefaultClock,
 }
 
@@ -75,11 +91,24 @@ impl RateLimits {
                 })
             })
             .collect();
+        // Calls under way keep their slots across a reload of the same
+        // cap; a new cap counts afresh (calls under way finish on the old).
+        let cap = config.gateway.max_concurrent_calls_per_key;
+        let slots = previous
+            .map(|p| p.slots.clone())
+            .filter(|s| s.cap == cap)
+            .unwrap_or_else(|| CallSlots::new(cap));
         RateLimits {
             per_key,
             per_tool,
+            slots,
             clock: DefaultClock::default(),
         }
+    }
+
+    /// The per-key cap on calls under way.
+    pub fn slots(&self) -> &Arc<CallSlots> {
+        &self.slots
     }
 
     /// Whether any limit is configured (else nothing is counted).
@@ -128,6 +157,121 @@ impl RateLimits {
     }
 }
 
+// === calls under way ===
+
+/// How long a call past its key's cap waits for a slot before it is
+/// refused: enough for a burst of quick calls to be served in turn, short
+/// enough that an agent is told to back off rather than left hanging.
+pub const SLOT_WAIT: Duration = Duration::from_secs(1);
+
+/// Each key's slots for calls under way (`[gateway]
+/// max_concurrent_calls_per_key`; all anonymous callers together are one
+/// key). A key's entry lives while it has a call under way or waiting, so
+/// memory is bounded by the keys active at once.
+pub struct CallSlots {
+    cap: u32,
+    keys: parking_lot::Mutex<HashMap<String, Arc<tokio::sync::Semaphore>>>,
+}
+
+/// One call's slot, given back when dropped.
+pub struct CallSlot {
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    key: String,
+    slots: Arc<CallSlots>,
+}
+
+impl CallSlots {
+    /// `cap` slots per key.
+    pub fn new(cap: u32) -> Arc<CallSlots> {
+        Arc::new(CallSlots {
+            cap: cap.max(1),
+            keys: parking_lot::Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// A slot for a call of `key` (its id; `None` for anonymous), waiting
+    /// up to [`SLOT_WAIT`] while the key has `cap` calls under way, or the
+    /// refusal to answer.
+    pub async fn take(
+        self: &Arc<Self>,
+        key: Option<&str>,
+        key_name: &str,
+    ) -> Result<CallSlot, Refusal> {
+        if let Some(slot) = self.try_take(key) {
+            return Ok(slot);
+        }
+        let id = key.unwrap_or("anonymous");
+        let semaphore = self.semaphore(id);
+        let permit = tokio::time::timeout(SLOT_WAIT, semaphore.acquire_owned())
+            .await
+            .ok()
+            .and_then(Result::ok);
+        let Some(permit) = permit else {
+            self.tidy(id);
+            return Err(refusal(
+                format!(
+                    "key {key_name:?} already has {} calls under way ([gateway] max_concurrent_calls_per_key); wait for one to end",
+                    self.cap
+                ),
+                SLOT_WAIT,
+            ));
+        };
+        Ok(CallSlot {
+            permit: Some(permit),
+            key: id.to_owned(),
+            slots: self.clone(),
+        })
+    }
+
+    /// A slot for a call of `key` if one is free now, without waiting
+    /// (the path every call under the cap takes; [`CallSlots::take`]
+    /// waits).
+    pub fn try_take(self: &Arc<Self>, key: Option<&str>) -> Option<CallSlot> {
+        let id = key.unwrap_or("anonymous");
+        let permit = self.semaphore(id).try_acquire_owned().ok();
+        let Some(permit) = permit else {
+            self.tidy(id);
+            return None;
+        };
+        Some(CallSlot {
+            permit: Some(permit),
+            key: id.to_owned(),
+            slots: self.clone(),
+        })
+    }
+
+    fn semaphore(&self, id: &str) -> Arc<tokio::sync::Semaphore> {
+        let mut keys = self.keys.lock();
+        if let Some(semaphore) = keys.get(id) {
+            return semaphore.clone();
+        }
+        let semaphore = Arc::new(tokio::sync::Semaphore::new(self.cap as usize));
+        keys.insert(id.to_owned(), semaphore.clone());
+        semaphore
+    }
+
+    /// Forgets `id`'s entry when nothing holds or awaits one of its slots
+    /// (the map's own reference is the only one left).
+    fn tidy(&self, id: &str) {
+        let mut keys = self.keys.lock();
+        if keys.get(id).is_some_and(|s| Arc::strong_count(s) == 1) {
+            keys.remove(id);
+        }
+    }
+
+    /// How many keys have a call under way or waiting.
+    pub fn keys_busy(&self) -> usize {
+        self.keys.lock().len()
+    }
+}
+
+impl Drop for CallSlot {
+    fn drop(&mut self) {
+        drop(self.permit.take());
+        self.slots.tidy(&self.key);
+    }
+}
+
 fn refusal(what: String, wait: Duration) -> Refusal {
     let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1);
     let mut refusal = Refusal::new(
@@ -170,5 +314,45 @@ mod tests {
 
         let off = RateLimits::carried(&limited("off"), Some(&changed));
         assert!(!off.active());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_past_its_cap_waits_a_moment_then_is_refused_while_other_keys_go_on() {
+        let slots = CallSlots::new(2);
+        let one = slots.take(Some("a"), "a").await.unwrap();
+        let _two = slots.take(Some("a"), "a").await.unwrap();
+        let started = tokio::time::Instant::now();
+        let refused = slots.take(Some("a"), "a").await.err().unwrap();
+        assert_eq!(started.elapsed(), SLOT_WAIT, "it waited for a slot first");
+        assert_eq!(refused.code, Code::RateLimited);
+        assert_eq!(refused.retry_after_ms, Some(1000));
+        assert!(
+            refused.message.contains("max_concurrent_calls_per_key"),
+            "{}",
+            refused.message
+        );
+        let _other = slots.take(Some("b"), "b").await.unwrap();
+        let _anonymous = slots.take(None, "anonymous").await.unwrap();
+
+        // A slot given back while a call waits is that call's.
+        let waiting = tokio::spawn({
+            let slots = slots.clone();
+            async move { slots.take(Some("a"), "a").await.is_ok() }
+        });
+        tokio::time::sleep(SLOT_WAIT / 2).await;
+        drop(one);
+        assert!(waiting.await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_key_with_nothing_under_way_holds_no_entry() {
+        let slots = CallSlots::new(1);
+        let slot = slots.take(Some("a"), "a").await.unwrap();
+        assert_eq!(slots.keys_busy(), 1);
+        drop(slot);
+        assert_eq!(slots.keys_busy(), 0);
+        let _held = slots.take(Some("a"), "a").await.unwrap();
+        assert!(slots.take(Some("a"), "a").await.is_err());
+        assert_eq!(slots.keys_busy(), 1, "the refused call left nothing behind");
     }
 }

@@ -685,6 +685,8 @@ async fn ask_and_record(
         },
     )
     .await?;
+    // The session the answer comes back on is not evicted meanwhile.
+    let _held = crate::session_guard::hold(cx);
     let answer = ask(&cx.peer, question, gw.review_timeout()).await;
     let (verdict, feedback) = verdict_of(&answer);
     record(

@@ -645,6 +645,18 @@ impl Credentials for Counting {
     async fn operator_token(&self, id: &str) -> Result<Option<OperatorToken>, StoreError> {
         self.inner.operator_token(id).await
     }
+    async fn end_console_session(
+        &self,
+        session_sha256: &str,
+        expires_at_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.inner
+            .end_console_session(session_sha256, expires_at_ms)
+            .await
+    }
+    async fn console_session_ended(&self, session_sha256: &str) -> Result<bool, StoreError> {
+        self.inner.console_session_ended(session_sha256).await
+    }
 }
 
 #[async_trait::async_trait]

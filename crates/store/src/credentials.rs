@@ -52,6 +52,11 @@ fn insert_error(e: sqlx::Error, taken: impl FnOnce() -> StoreError) -> StoreErro
     }
 }
 
+/// Whether `s` is a SHA-256 in lowercase hex, as a session's name must be.
+fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 /// Revoke by id keeps a revoked row's first revocation time; revoke by name
 /// takes only the active row of that name. Names can never look like ids
 /// (see `validate_key_name`), so the shape alone says which one is meant.
@@ -340,5 +345,44 @@ where
         );
         let row = sqlx::query(sql).bind(id).fetch_optional(&self.pool).await?;
         row.as_ref().map(operator_from_row).transpose()
+    }
+
+    pub(crate) async fn end_console_session(
+        &self,
+        session_sha256: &str,
+        expires_at_ms: i64,
+    ) -> Result<(), StoreError> {
+        if !is_sha256_hex(session_sha256) {
+            return Err(StoreError::InvalidSessionId);
+        }
+        // Sessions past their own expiry are refused without a row: their
+        // rows go, so the table holds at most the logouts of one session
+        // lifetime.
+        sqlx::query("DELETE FROM console_sessions_ended WHERE expires_at_ms <= $1")
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await?;
+        sqlx::query(
+            "INSERT INTO console_sessions_ended (session_sha256, expires_at_ms) VALUES ($1, $2)
+             ON CONFLICT (session_sha256) DO NOTHING",
+        )
+        .bind(session_sha256)
+        .bind(expires_at_ms)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub(crate) async fn console_session_ended(
+        &self,
+        session_sha256: &str,
+    ) -> Result<bool, StoreError> {
+        let row = sqlx::query(
+            "SELECT session_sha256 FROM console_sessions_ended WHERE session_sha256 = $1",
+        )
+        .bind(session_sha256)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.is_some())
     }
 }

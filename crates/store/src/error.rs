@@ -50,6 +50,10 @@ pub enum StoreError {
         "invalid operator name {0:?}: use 1 to 64 letters, digits, '.', '_' or '-', not shaped like an operator id (opr_ + 16 hex)"
     )]
     InvalidOperatorName(String),
+    /// A console session named by anything but a SHA-256 in lowercase hex
+    /// (the console's own mistake: a session is never named by its cookie).
+    #[error("a console session is named by the SHA-256 of its nonce, 64 lowercase hex digits")]
+    InvalidSessionId,
     /// Key material given through the environment (or config) is unusable.
     /// The reason describes the value without repeating it.
     #[error("{var} is not usable key material: {reason}")]
@@ -170,6 +174,7 @@ impl StoreError {
             StoreError::OperatorNameTaken(_) => "operator_name_taken",
             StoreError::OperatorNotFound(_) => "operator_not_found",
             StoreError::InvalidOperatorName(_) => "invalid_operator_name",
+            StoreError::InvalidSessionId => "invalid_session_id",
             StoreError::BadKeyMaterial { .. } => "bad_key_material",
             StoreError::KeyFileInvalid { .. } => "key_file_invalid",
             StoreError::Untrusted { .. } => "untrusted_data_dir",

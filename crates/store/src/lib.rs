@@ -210,6 +210,24 @@ pub trait Credentials: Send + Sync + 'static {
     /// The operator token with that id, revoked or not (`None` if there is
     /// none): how a console session is checked on every request.
     async fn operator_token(&self, id: &str) -> Result<Option<OperatorToken>, StoreError>;
+
+    /// Records that the console session named `session_sha256` (the
+    /// SHA-256, in lowercase hex, of the session's nonce — never the
+    /// cookie) was logged out: from now on
+    /// [`Credentials::console_session_ended`] says so to every process
+    /// sharing the store. Kept until `expires_at_ms`, when the session
+    /// would have ended anyway; rows past theirs are dropped here.
+    /// Idempotent. A name that is not 64 hex digits is
+    /// [`StoreError::InvalidSessionId`].
+    async fn end_console_session(
+        &self,
+        session_sha256: &str,
+        expires_at_ms: i64,
+    ) -> Result<(), StoreError>;
+
+    /// Whether the console session named `session_sha256` was logged out
+    /// ([`Credentials::end_console_session`]).
+    async fn console_session_ended(&self, session_sha256: &str) -> Result<bool, StoreError>;
 }
 
 /// The append-only event log that mode and plan are folded from, per key

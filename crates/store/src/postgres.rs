@@ -185,6 +185,14 @@ const MIGRATIONS: &[Migration] = &[
     // one index fewer to write per append; `audit export --since` reads
     // the log in seq order and filters by time.
     (5, "DROP INDEX events_at_ms;"),
+    // Web console sessions ended by a logout, as in SQLite's version 6.
+    (
+        6,
+        "CREATE TABLE console_sessions_ended (
+        session_sha256  TEXT   NOT NULL PRIMARY KEY CHECK (session_sha256 ~ '^[0-9a-f]{64}$'),
+        expires_at_ms   BIGINT NOT NULL
+    );",
+    ),
 ];
 
 /// The event columns, as [`event_from_row`] reads them: the `json` body
@@ -728,6 +736,20 @@ impl Credentials for PostgresStore {
 
     async fn operator_token(&self, id: &str) -> Result<Option<OperatorToken>, StoreError> {
         self.credentials.operator_token(id).await
+    }
+
+    async fn end_console_session(
+        &self,
+        session_sha256: &str,
+        expires_at_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.credentials
+            .end_console_session(session_sha256, expires_at_ms)
+            .await
+    }
+
+    async fn console_session_ended(&self, session_sha256: &str) -> Result<bool, StoreError> {
+        self.credentials.console_session_ended(session_sha256).await
     }
 }
 

@@ -136,6 +136,15 @@ const MIGRATIONS: &[Migration] = &[
     WHEN NEW.key_seq <> COALESCE((SELECT MAX(key_seq) FROM events WHERE key_id = NEW.key_id), 0) + 1
     BEGIN SELECT RAISE(ABORT, 'events key_seq must follow the key''s last one'); END;",
     ),
+    // Web console sessions ended by a logout, by the SHA-256 of their
+    // nonce, each kept until the session would have expired anyway.
+    (
+        6,
+        "CREATE TABLE console_sessions_ended (
+        session_sha256  TEXT    NOT NULL PRIMARY KEY,
+        expires_at_ms   INTEGER NOT NULL
+    );",
+    ),
 ];
 
 /// Opens (creating if needed) the SQLite database at `path` and brings its
@@ -635,6 +644,20 @@ impl Credentials for SqliteStore {
 
     async fn operator_token(&self, id: &str) -> Result<Option<OperatorToken>, StoreError> {
         self.credentials.operator_token(id).await
+    }
+
+    async fn end_console_session(
+        &self,
+        session_sha256: &str,
+        expires_at_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.credentials
+            .end_console_session(session_sha256, expires_at_ms)
+            .await
+    }
+
+    async fn console_session_ended(&self, session_sha256: &str) -> Result<bool, StoreError> {
+        self.credentials.console_session_ended(session_sha256).await
     }
 }
 

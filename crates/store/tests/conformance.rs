@@ -127,6 +127,7 @@ conformance!(
     operator_tokens_and_api_keys_never_stand_in_for_each_other,
     operator_names_are_unique_among_active_tokens_and_invalid_ones_store_nothing,
     an_operator_token_revoked_through_one_handle_fails_through_another,
+    a_console_session_logged_out_through_one_handle_is_ended_through_another,
     many_writers_on_many_keys_keep_each_compare_and_set_and_every_append_whole,
     an_oauth_identity_is_recorded_once_found_by_name_and_revocable,
     upstream_credentials_are_saved_replaced_and_cleared,
@@ -1215,6 +1216,41 @@ async fn an_operator_token_revoked_through_one_handle_fails_through_another(f: F
             .expect("kept")
             .is_active()
     );
+}
+
+async fn a_console_session_logged_out_through_one_handle_is_ended_through_another(f: Fixture) {
+    let a = f.open().await;
+    let b = f.open().await;
+    let (one, two) = ("1".repeat(64), "2".repeat(64));
+    let later = plangate_store::now_ms() + 3_600_000;
+    assert!(!b.console_session_ended(&one).await.expect("ask"));
+    a.end_console_session(&one, later).await.expect("end");
+    a.end_console_session(&one, later)
+        .await
+        .expect("again: idempotent");
+    assert!(b.console_session_ended(&one).await.expect("ask"));
+    assert!(
+        !b.console_session_ended(&two)
+            .await
+            .expect("another session")
+    );
+    // A row past its session's expiry goes at the next logout; the cookie
+    // is refused by its own expiry by then.
+    b.end_console_session(&two, 1).await.expect("end");
+    a.end_console_session(&"3".repeat(64), later)
+        .await
+        .expect("end");
+    assert!(!a.console_session_ended(&two).await.expect("pruned"));
+    assert!(a.console_session_ended(&one).await.expect("kept"));
+    for bad in [
+        "",
+        "cookie.value.with.mac",
+        &"A".repeat(64),
+        &"1".repeat(63),
+    ] {
+        let err = a.end_console_session(bad, later).await.expect_err(bad);
+        assert_eq!(err.code(), "invalid_session_id", "{bad:?}");
+    }
 }
 
 fn numbered(i: i64) -> NewEvent {

@@ -12,9 +12,9 @@ use crate::duration::{format_duration, parse_duration};
 use crate::env::Env;
 use crate::error::ConfigErrors;
 use crate::model::{
-    Anonymous, Audit, Auth, Config, ConfigSource, GatewaySettings, MAX_CACHED_KEYS, MAX_LEASE,
-    MAX_PLAN_TTL, MAX_REQUEST_BYTES_LIMIT, MAX_SESSIONS_LIMIT, MAX_STEPS_LIMIT, Namespace,
-    RateLimit, Redaction,
+    Anonymous, Audit, Auth, Config, ConfigSource, GatewaySettings, MAX_BODY_READ_TIMEOUT,
+    MAX_CACHED_KEYS, MAX_CONCURRENT_CALLS_LIMIT, MAX_LEASE, MAX_PLAN_TTL, MAX_REQUEST_BYTES_LIMIT,
+    MAX_SESSIONS_LIMIT, MAX_STEPS_LIMIT, Namespace, RateLimit, Redaction,
 };
 
 mod upstreams;
@@ -43,7 +43,7 @@ const OAUTH_KEYS: [&str; 6] = [
 ];
 const INTROSPECTION_KEYS: [&str; 4] = ["issuer", "client_id", "client_secret", "every"];
 const REDACTION_KEYS: [&str; 2] = ["names", "patterns"];
-const GATEWAY_KEYS: [&str; 19] = [
+const GATEWAY_KEYS: [&str; 21] = [
     "anonymous",
     "default_mode",
     "default_mode_locked",
@@ -61,6 +61,8 @@ const GATEWAY_KEYS: [&str; 19] = [
     "lease",
     "review_timeout",
     "header_read_timeout",
+    "body_read_timeout",
+    "max_concurrent_calls_per_key",
     "rate_limit",
     "cached_keys",
 ];
@@ -332,6 +334,25 @@ fn gateway(c: &mut Checker<'_>, node: &toml::Value) -> Option<GatewaySettings> {
             "header_read_timeout" => {
                 let value = duration_in(c, &key, v, "header_read_timeout", MAX_LEASE);
                 value.map(|d| settings.as_mut().map(|s| s.header_read_timeout = d))
+            }
+            "body_read_timeout" => {
+                let value = duration_in(c, &key, v, "body_read_timeout", MAX_BODY_READ_TIMEOUT);
+                value.map(|d| settings.as_mut().map(|s| s.body_read_timeout = d))
+            }
+            "max_concurrent_calls_per_key" => {
+                let value = c
+                    .integer_in(
+                        &key,
+                        v,
+                        "max_concurrent_calls_per_key",
+                        1..=i64::from(MAX_CONCURRENT_CALLS_LIMIT),
+                    )
+                    .and_then(|n| u32::try_from(n).ok());
+                value.map(|n| {
+                    settings
+                        .as_mut()
+                        .map(|s| s.max_concurrent_calls_per_key = n)
+                })
             }
             "review_timeout" => {
                 let value = duration_in(c, &key, v, "review_timeout", MAX_LEASE);

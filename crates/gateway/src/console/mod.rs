@@ -13,7 +13,11 @@
 //!   expiry and a nonce, signed (HMAC-SHA256) with the signing key every
 //!   replica shares (`PLANGATE_SIGNING_KEY`). Nothing is kept in memory, and
 //!   every request looks the token up again, so a revoked token stops
-//!   working at its next request, on every replica.
+//!   working at its next request, on every replica. Logging out records
+//!   the session as ended in the store (by the SHA-256 of its nonce, until
+//!   it would have expired), and every request asks that too: a cookie
+//!   copied before the logout and replayed after it is refused on every
+//!   replica, while the operator's other sessions go on.
 //! * **CSRF-safe.** Every state-changing request is a `POST` whose JSON body
 //!   comes with a per-session CSRF token in the `X-Plangate-CSRF` header — a
 //!   header no cross-site form can send — and passes an origin check first:
@@ -256,11 +260,16 @@ fn cookie_value(headers: &HeaderMap) -> Option<String> {
 
 // === sessions ===
 
-/// A verified console session: who is logged in, and the session's CSRF
-/// token.
+/// A verified console session: who is logged in, the session's CSRF
+/// token, and what names it in the store (to end it).
 struct Session {
     operator: OperatorToken,
     csrf: String,
+    /// The SHA-256 (hex) of the cookie's nonce: the session's name in the
+    /// store ([`plangate_store::Credentials::end_console_session`]).
+    id: String,
+    /// When it expires, in ms since the epoch.
+    expires_at_ms: i64,
 }
 
 fn session_mac(gw: &Gateway, body: &str) -> String {
@@ -302,16 +311,22 @@ async fn session(gw: &Gateway, headers: &HeaderMap) -> Result<Session, NoSession
         return Err(NoSession::Invalid);
     }
     let mut parts = body.split('.');
-    let (Some(id), Some(expiry), Some(_nonce), None) =
+    let (Some(id), Some(expiry), Some(nonce), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
     else {
         return Err(NoSession::Invalid);
     };
-    if expiry.parse::<i64>().map_or(true, |t| t <= now_ms()) {
+    let Some(expires_at_ms) = expiry.parse::<i64>().ok().filter(|t| *t > now_ms()) else {
         return Err(NoSession::Invalid);
-    }
-    let operator = match gw.store().operator_token(id).await {
-        Ok(Some(op)) if op.is_active() => op,
+    };
+    let session_id = hex::encode(Sha256::digest(nonce.as_bytes()));
+    let store = gw.store();
+    // Both asked at once: a revoked token, or a session logged out.
+    let operator = match tokio::try_join!(
+        store.operator_token(id),
+        store.console_session_ended(&session_id)
+    ) {
+        Ok((Some(op), false)) if op.is_active() => op,
         Ok(_) => return Err(NoSession::Invalid),
         Err(e) => {
             tracing::error!("console: operator store: {e}");
@@ -321,6 +336,8 @@ async fn session(gw: &Gateway, headers: &HeaderMap) -> Result<Session, NoSession
     Ok(Session {
         operator,
         csrf: csrf_of(gw, &cookie),
+        id: session_id,
+        expires_at_ms,
     })
 }
 
@@ -508,9 +525,25 @@ async fn login(
     harden(response, "default-src 'none'")
 }
 
-/// `POST /console/logout`: forgets the cookie (the token stays valid;
-/// revoke it to end every session).
-async fn logout(_: Acting) -> Response {
+/// `POST /console/logout`: ends this session in the store, for every
+/// replica, then has the browser forget the cookie; a copy of the cookie
+/// replayed later is refused. The operator's other sessions, and the
+/// token, stay valid (revoke the token to end every session).
+async fn logout(State(gw): State<Arc<Gateway>>, Acting(session): Acting) -> Response {
+    if let Err(e) = gw
+        .store()
+        .end_console_session(&session.id, session.expires_at_ms)
+        .await
+    {
+        tracing::error!("console: operator store: {e}");
+        return ConsoleError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Code::StoreUnavailable.as_str(),
+            "plangate cannot record the logout in its store, so the session is still open; try again, or revoke the operator token to end all its sessions",
+        )
+        .into_response();
+    }
+    tracing::info!(operator = %session.operator.name, "console: logged out");
     let mut response = ok_json(json!({"success": true}));
     response.headers_mut().insert(
         header::SET_COOKIE,

@@ -67,24 +67,49 @@ impl GatewayHandler {
         // Authenticate.
         let (caller, seen) = self.caller_seen(&cx, &request.name).await?;
         let seen = seen.map(|s| s.0);
-        if let Err(refusal) = self.within_rate(&caller, &request.name) {
-            tracing::info!(tool = %request.name, caller = caller.label(), "call refused: rate limited");
-            let catalog = self.gw.catalog();
-            if let Some(tool) = catalog.tool(&request.name) {
-                Box::pin(self.on_record(
-                    &caller,
-                    tool,
-                    None,
-                    (CallDecision::Refuse, None),
-                    (CallOutcome::Refused, Some(refusal.code.as_str().to_owned())),
-                    started,
-                ))
-                .await;
+        let limited = |refusal: Refusal| {
+            let (caller, name) = (&caller, &request.name);
+            async move {
+                tracing::info!(tool = %name, caller = caller.label(), "call refused: rate limited");
+                let catalog = self.gw.catalog();
+                if let Some(tool) = catalog.tool(name) {
+                    self.on_record(
+                        caller,
+                        tool,
+                        None,
+                        (CallDecision::Refuse, None),
+                        (CallOutcome::Refused, Some(refusal.code.as_str().to_owned())),
+                        started,
+                    )
+                    .await;
+                }
+                Ok::<_, ErrorData>(refusal.into_result().into())
             }
-            return Ok(refusal.into_result().into());
+        };
+        if let Err(refusal) = self.within_rate(&caller, &request.name) {
+            return Box::pin(limited(refusal)).await;
         }
         let prefix = &self.gw.config().gateway.tool_prefix;
-        if let Some(tool) = GatewayTool::parse(prefix, &request.name) {
+        let gateway_tool = GatewayTool::parse(prefix, &request.name);
+        // A call that reaches an upstream, plans or applies holds one of
+        // its key's slots until it ends (`rate::CallSlots`) — which also
+        // bounds the sessions it can hold against eviction
+        // (`session_guard`); the gateway's own bookkeeping does not.
+        let _slot = if gateway_tool
+            .is_none_or(|t| matches!(t, GatewayTool::ApplyPlan | GatewayTool::ExitPlanMode))
+        {
+            let rates = self.gw.rates();
+            match rates.slots().try_take(caller.key_id()) {
+                Some(slot) => Some(slot),
+                None => match Box::pin(rates.slots().take(caller.key_id(), caller.label())).await {
+                    Ok(slot) => Some(slot),
+                    Err(refusal) => return Box::pin(limited(refusal)).await,
+                },
+            }
+        } else {
+            None
+        };
+        if let Some(tool) = gateway_tool {
             return Box::pin(self.call_gateway_tool(&caller, seen, tool, request, &cx)).await;
         }
         // Resolve the tool.

@@ -374,6 +374,8 @@ pub(super) fn decline(ask: Ask) {
 /// Asks the calling client what an upstream asked during its call, inside
 /// the client's own request so the transport relates the two.
 pub(super) async fn answer_ask(ask: Ask, cx: &RequestContext<RoleServer>) {
+    // The session the answer comes back on is not evicted meanwhile.
+    let _held = crate::session_guard::hold(cx);
     let relay_err = |e: ServiceError| match e {
         ServiceError::McpError(e) => e,
         other => ErrorData::new(ErrorCode::INTERNAL_ERROR, other.to_string(), None),

@@ -67,6 +67,8 @@ impl GatewayHandler {
                 Err(refusal) => (Err(refusal), false, false),
             },
             Call::ApplyPlan(apply) => {
+                // Its session is not evicted while the apply runs.
+                let _held = crate::session_guard::hold(cx);
                 let progress = cx
                     .meta
                     .get_progress_token()
@@ -80,6 +82,8 @@ impl GatewayHandler {
                 (receipt.map(Into::into), false, false)
             }
             Call::ExitPlanMode { plan } => {
+                // Nor while the person is asked, and then the apply runs.
+                let _held = crate::session_guard::hold(cx);
                 let args_value = Value::Object(arguments);
                 let round = crate::review::Round {
                     tool: &request.name,
