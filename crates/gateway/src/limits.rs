@@ -344,10 +344,12 @@ pub struct BodyTimedOut(std::time::Duration);
 
 /// A request body with a deadline: data that arrived is handed on as it
 /// comes; once the deadline passes, the next read ends the body with
-/// [`BodyTimedOut`].
+/// [`BodyTimedOut`]. The timer is armed only when a read has to wait: a
+/// body that came with its head (most MCP messages) never sets one.
 pub struct Timed {
     inner: axum::body::Body,
-    deadline: Pin<Box<tokio::time::Sleep>>,
+    deadline: tokio::time::Instant,
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
     within: std::time::Duration,
 }
 
@@ -356,7 +358,8 @@ impl Timed {
     pub fn new(inner: axum::body::Body, within: std::time::Duration) -> Timed {
         Timed {
             inner,
-            deadline: Box::pin(tokio::time::sleep(within)),
+            deadline: tokio::time::Instant::now() + within,
+            timer: None,
             within,
         }
     }
@@ -376,7 +379,11 @@ impl axum::body::HttpBody for Timed {
         if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
             return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
         }
-        match this.deadline.as_mut().poll(cx) {
+        let deadline = this.deadline;
+        let timer = this
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        match timer.as_mut().poll(cx) {
             Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(BodyTimedOut(this.within))))),
             Poll::Pending => Poll::Pending,
         }
@@ -393,9 +400,10 @@ impl axum::body::HttpBody for Timed {
 
 /// axum middleware for every route: the request's body is [`Timed`] by
 /// `[gateway] body_read_timeout`, counted from now (its head was just
-/// read). Each answered request is noted for the memory trimmer, as a
-/// call is ([`crate::memory`]): a burst of requests refused before any
-/// call (late bodies, say) hands its connections' buffers back too.
+/// read). A refused request (any `4xx` or `5xx`) is noted for the memory
+/// trimmer, as a call is ([`crate::memory`]): a burst of requests refused
+/// before any call (late bodies, say) hands its connections' buffers back
+/// too.
 pub async fn body_deadline(
     State(gw): State<std::sync::Arc<crate::Gateway>>,
     request: Request,
@@ -405,7 +413,9 @@ pub async fn body_deadline(
     let response = next
         .run(request.map(|body| axum::body::Body::new(Timed::new(body, within))))
         .await;
-    gw.note_call();
+    if response.status().is_client_error() || response.status().is_server_error() {
+        gw.note_call();
+    }
     response
 }
 
