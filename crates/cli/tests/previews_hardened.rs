@@ -72,6 +72,24 @@ fn memory_calls(w: &World) -> Vec<String> {
         .collect()
 }
 
+/// The agent's client, once a person applied its plan to create `alice`,
+/// whose observation is the canary.
+async fn with_alice(w: &World) -> Client {
+    let agent = config_client(&w.scratch, &w.config, &w.token).await;
+    ok(
+        &agent,
+        "memory__create_entities",
+        json!({"entities": [{"name": "alice", "entityType": "person", "observations": [CANARY]}]}),
+    )
+    .await;
+    let digest = get_plan(&agent).await["plan_digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    apply_as_person(w, &digest);
+    agent
+}
+
 /// Applies the key's plan as a person, at its current digest.
 fn apply_as_person(w: &World, digest: &str) -> Value {
     let out = w.scratch.run(&[
@@ -175,18 +193,7 @@ async fn a_disabled_read_is_never_called_for_a_preview_and_a_refused_one_is_with
 enabled = false
 "#,
     );
-    let agent = config_client(&w.scratch, &w.config, &w.token).await;
-    ok(
-        &agent,
-        "memory__create_entities",
-        json!({"entities": [{"name": "alice", "entityType": "person", "observations": [CANARY]}]}),
-    )
-    .await;
-    let digest = get_plan(&agent).await["plan_digest"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    apply_as_person(&w, &digest);
+    let agent = with_alice(&w).await;
 
     let deleted = ok(
         &agent,
@@ -227,18 +234,7 @@ outcome = "refuse"
 message = "the graph is private"
 "#,
     );
-    let agent = config_client(&w.scratch, &w.config, &w.token).await;
-    ok(
-        &agent,
-        "memory__create_entities",
-        json!({"entities": [{"name": "alice", "entityType": "person", "observations": [CANARY]}]}),
-    )
-    .await;
-    let digest = get_plan(&agent).await["plan_digest"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    apply_as_person(&w, &digest);
+    let agent = with_alice(&w).await;
     let deleted = ok(
         &agent,
         "memory__delete_entities",

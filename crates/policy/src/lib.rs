@@ -204,60 +204,33 @@ enum Reads {
 impl Reads {
     fn of(expr: &cel::parser::Expression) -> Reads {
         use cel::common::ast::{Expr, LiteralValue};
+        let is_arguments =
+            |e: &cel::parser::Expression| matches!(&e.expr, Expr::Ident(v) if v == "arguments");
         let mut named = BTreeSet::new();
-        let mut todo = vec![expr];
-        while let Some(e) = todo.pop() {
-            match &e.expr {
-                Expr::Select(select) => match &select.operand.expr {
-                    Expr::Ident(v) if v == "arguments" => {
-                        named.insert(select.field.clone());
-                    }
-                    _ => todo.push(&select.operand),
-                },
-                Expr::Call(call) => {
-                    if call.func_name == "_[_]"
-                        && let [target, index] = call.args.as_slice()
-                        && matches!(&target.expr, Expr::Ident(v) if v == "arguments")
-                    {
-                        match &index.expr {
-                            Expr::Literal(LiteralValue::String(name)) => {
-                                named.insert(name.inner().to_owned());
-                                continue;
-                            }
-                            _ => return Reads::All,
-                        }
-                    }
-                    todo.extend(call.target.as_deref());
-                    todo.extend(call.args.iter());
-                }
-                Expr::Ident(v) if v == "arguments" => return Reads::All,
-                Expr::Comprehension(c) => todo.extend([
-                    &c.iter_range,
-                    &c.accu_init,
-                    &c.loop_cond,
-                    &c.loop_step,
-                    &c.result,
-                ]),
-                Expr::List(list) => todo.extend(list.elements.iter()),
-                Expr::Map(map) => {
-                    for entry in &map.entries {
-                        if let cel::common::ast::EntryExpr::MapEntry(m) = &entry.expr {
-                            todo.push(&m.key);
-                            todo.push(&m.value);
-                        }
-                    }
-                }
-                Expr::Struct(st) => {
-                    for entry in &st.entries {
-                        if let cel::common::ast::EntryExpr::StructField(f) = &entry.expr {
-                            todo.push(&f.value);
-                        }
-                    }
-                }
-                _ => {}
+        let mut all = false;
+        visit(expr, |e| match &e.expr {
+            Expr::Select(select) if is_arguments(&select.operand) => {
+                named.insert(select.field.clone());
+                false
             }
-        }
-        Reads::Named(named)
+            Expr::Call(call)
+                if call.func_name == "_[_]" && call.args.first().is_some_and(is_arguments) =>
+            {
+                match call.args.get(1).map(|i| &i.expr) {
+                    Some(Expr::Literal(LiteralValue::String(name))) => {
+                        named.insert(name.inner().to_owned());
+                    }
+                    _ => all = true,
+                }
+                false
+            }
+            Expr::Ident(v) if v == "arguments" => {
+                all = true;
+                false
+            }
+            _ => !all,
+        });
+        if all { Reads::All } else { Reads::Named(named) }
     }
 
     /// Whether the condition may read one of `undeclared`.
@@ -350,122 +323,75 @@ impl Guard {
 fn never_true(expr: &cel::parser::Expression, modes: &[String]) -> Vec<String> {
     use cel::common::ast::{Expr, LiteralValue};
     let mut out = Vec::new();
-    let mut todo = vec![expr];
-    while let Some(e) = todo.pop() {
-        match &e.expr {
-            Expr::Call(call) => {
-                todo.extend(call.target.as_deref());
-                todo.extend(call.args.iter());
-                let pair = match (call.func_name.as_str(), call.args.as_slice()) {
-                    ("_==_" | "_!=_", [a, b]) => match (&a.expr, &b.expr) {
-                        (Expr::Ident(v), _) => Some((v, vec![b])),
-                        (_, Expr::Ident(v)) => Some((v, vec![a])),
-                        _ => None,
-                    },
-                    ("@in", [a, b]) => match (&a.expr, &b.expr) {
-                        (Expr::Ident(v), Expr::List(list)) => {
-                            Some((v, list.elements.iter().collect()))
-                        }
-                        _ => None,
-                    },
-                    _ => None,
-                };
-                let Some((var, others)) = pair else { continue };
-                if !GUARDED.contains(&var.as_str()) {
-                    continue;
-                }
-                for other in others {
-                    let Expr::Literal(lit) = &other.expr else {
-                        continue;
-                    };
-                    let LiteralValue::String(text) = lit else {
-                        out.push(format!(
-                            "the condition compares {var}, a string, with something that is not a string: that is never true"
-                        ));
-                        continue;
-                    };
-                    let text = text.inner();
-                    if var == "effect" && effect_of(text).is_none() {
-                        out.push(format!(
-                            "the condition compares effect with {text:?}, which it never is: effect is \"read\", \"write\" or \"destructive\""
-                        ));
-                    }
-                    if var == "mode" && !modes.iter().any(|m| m == text) {
-                        out.push(format!(
-                            "the condition compares mode with {text:?}, which is not a mode: the modes are {}",
-                            modes.join(", ")
-                        ));
-                    }
-                }
-            }
+    visit(expr, |e| {
+        let call = match &e.expr {
+            Expr::Call(call) => call,
             // A comprehension may name its own variable like one of ours;
             // what it compares then is not the call's.
-            Expr::Comprehension(c) if GUARDED.contains(&c.iter_var.as_str()) => {}
-            Expr::Comprehension(c) => {
-                todo.extend([
-                    &c.iter_range,
-                    &c.accu_init,
-                    &c.loop_cond,
-                    &c.loop_step,
-                    &c.result,
-                ]);
-            }
-            Expr::List(list) => todo.extend(list.elements.iter()),
-            Expr::Select(select) => todo.push(&select.operand),
-            _ => {}
+            Expr::Comprehension(c) => return !GUARDED.contains(&c.iter_var.as_str()),
+            _ => return true,
+        };
+        let pair = match (call.func_name.as_str(), call.args.as_slice()) {
+            ("_==_" | "_!=_", [a, b]) => match (&a.expr, &b.expr) {
+                (Expr::Ident(v), _) => Some((v, vec![b])),
+                (_, Expr::Ident(v)) => Some((v, vec![a])),
+                _ => None,
+            },
+            ("@in", [a, b]) => match (&a.expr, &b.expr) {
+                (Expr::Ident(v), Expr::List(list)) => Some((v, list.elements.iter().collect())),
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some((var, others)) = pair else {
+            return true;
+        };
+        if !GUARDED.contains(&var.as_str()) {
+            return true;
         }
-    }
+        for other in others {
+            let Expr::Literal(lit) = &other.expr else {
+                continue;
+            };
+            let LiteralValue::String(text) = lit else {
+                out.push(format!(
+                    "the condition compares {var}, a string, with something that is not a string: that is never true"
+                ));
+                continue;
+            };
+            let text = text.inner();
+            if var == "effect" && effect_of(text).is_none() {
+                out.push(format!(
+                    "the condition compares effect with {text:?}, which it never is: effect is \"read\", \"write\" or \"destructive\""
+                ));
+            }
+            if var == "mode" && !modes.iter().any(|m| m == text) {
+                out.push(format!(
+                    "the condition compares mode with {text:?}, which is not a mode: the modes are {}",
+                    modes.join(", ")
+                ));
+            }
+        }
+        true
+    });
     out
 }
 
-/// The variables `expr`'s comprehensions bind (`p` in `paths.all(p, …)`):
-/// names of the condition's own, not the call's.
-fn comprehension_variables(expr: &cel::parser::Expression) -> BTreeSet<String> {
-    use cel::common::ast::Expr;
-    let mut out = BTreeSet::new();
+/// Walks `expr` and every expression inside it, depth first; `f` says for
+/// each whether to look inside it. The one traversal of a condition that
+/// the checks at load and the read set share.
+fn visit<'e>(
+    expr: &'e cel::parser::Expression,
+    mut f: impl FnMut(&'e cel::parser::Expression) -> bool,
+) {
+    use cel::common::ast::{EntryExpr, Expr};
     let mut todo = vec![expr];
     while let Some(e) = todo.pop() {
-        match &e.expr {
-            Expr::Call(call) => {
-                todo.extend(call.target.as_deref());
-                todo.extend(call.args.iter());
-            }
-            Expr::Comprehension(c) => {
-                out.insert(c.iter_var.clone());
-                out.extend(c.iter_var2.clone());
-                out.insert(c.accu_var.clone());
-                todo.extend([
-                    &c.iter_range,
-                    &c.accu_init,
-                    &c.loop_cond,
-                    &c.loop_step,
-                    &c.result,
-                ]);
-            }
-            Expr::List(list) => todo.extend(list.elements.iter()),
-            Expr::Select(select) => todo.push(&select.operand),
-            _ => {}
+        if !f(e) {
+            continue;
         }
-    }
-    out
-}
-
-/// The literal patterns of `glob(p, '…')` calls in `expr` that are
-/// relative: paths are placed absolute, so such a pattern never matches.
-fn relative_patterns(expr: &cel::parser::Expression) -> Vec<String> {
-    use cel::common::ast::{Expr, LiteralValue};
-    let mut out = Vec::new();
-    let mut todo = vec![expr];
-    while let Some(e) = todo.pop() {
         match &e.expr {
             Expr::Call(call) => {
-                if call.func_name == "glob"
-                    && let [_, pattern] = call.args.as_slice()
-                    && let Expr::Literal(LiteralValue::String(p)) = &pattern.expr
-                    && !p.inner().starts_with('/')
-                {
-                    out.push(p.inner().to_owned());
-                }
                 todo.extend(call.target.as_deref());
                 todo.extend(call.args.iter());
             }
@@ -478,9 +404,57 @@ fn relative_patterns(expr: &cel::parser::Expression) -> Vec<String> {
             ]),
             Expr::List(list) => todo.extend(list.elements.iter()),
             Expr::Select(select) => todo.push(&select.operand),
+            Expr::Map(map) => {
+                for entry in &map.entries {
+                    if let EntryExpr::MapEntry(m) = &entry.expr {
+                        todo.push(&m.key);
+                        todo.push(&m.value);
+                    }
+                }
+            }
+            Expr::Struct(st) => {
+                for entry in &st.entries {
+                    if let EntryExpr::StructField(field) = &entry.expr {
+                        todo.push(&field.value);
+                    }
+                }
+            }
             _ => {}
         }
     }
+}
+
+/// The variables `expr`'s comprehensions bind (`p` in `paths.all(p, …)`):
+/// names of the condition's own, not the call's.
+fn comprehension_variables(expr: &cel::parser::Expression) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    visit(expr, |e| {
+        if let cel::common::ast::Expr::Comprehension(c) = &e.expr {
+            out.insert(c.iter_var.clone());
+            out.extend(c.iter_var2.clone());
+            out.insert(c.accu_var.clone());
+        }
+        true
+    });
+    out
+}
+
+/// The literal patterns of `glob(p, '…')` calls in `expr` that are
+/// relative: paths are placed absolute, so such a pattern never matches.
+fn relative_patterns(expr: &cel::parser::Expression) -> Vec<String> {
+    use cel::common::ast::{Expr, LiteralValue};
+    let mut out = Vec::new();
+    visit(expr, |e| {
+        if let Expr::Call(call) = &e.expr
+            && call.func_name == "glob"
+            && let [_, pattern] = call.args.as_slice()
+            && let Expr::Literal(LiteralValue::String(p)) = &pattern.expr
+            && !p.inner().starts_with('/')
+        {
+            out.push(p.inner().to_owned());
+        }
+        true
+    });
     out
 }
 
