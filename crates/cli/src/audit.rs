@@ -1,4 +1,4 @@
-//! `plangate audit export`: the event log as JSON Lines (DESIGN §6).
+//! `plangate audit export`: the event log as JSON Lines (docs/design.md §6).
 //!
 //! Each line is one event exactly as stored — its body, which the gateway
 //! wrote with every secret redacted or sealed — plus the store's `seq`

@@ -2,7 +2,7 @@
 //! plangate's MCP server — capabilities, every gateway tool with its schema
 //! and `_meta`, the MCP Apps view resource and its `resources/read`
 //! envelope, and digests of the view's HTML, of that read response and of
-//! the whole contract (DESIGN §7). It needs no key, no data dir and no
+//! the whole contract (docs/design.md §7). It needs no key, no data dir and no
 //! upstream: only the config's tool prefix and modes shape it, and the same
 //! config always prints the same bytes.
 

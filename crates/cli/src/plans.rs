@@ -1,5 +1,5 @@
 //! `plangate plans list|show|discard|retry|apply`: a person looking at and
-//! acting on keys' plans from outside the agent (DESIGN §5, §7).
+//! acting on keys' plans from outside the agent (docs/design.md §5, §7).
 //!
 //! Plans are folds over each key's event log, so these commands read and
 //! append through the same [`KeyLog`] the gateway uses, with the same
@@ -113,7 +113,7 @@ pub fn lands_on_text(l: &LandsOn) -> String {
     }
 }
 
-/// The lines of a receipt (DESIGN §5) for a person.
+/// The lines of a receipt (docs/design.md §5) for a person.
 pub fn receipt_lines(receipt: &Receipt) -> Vec<String> {
     let mut lines = vec![
         receipt.message.clone(),
@@ -884,7 +884,7 @@ fn retry_hint(state: &KeyState, key: &ApiKey, step_id: &str) -> String {
 }
 
 /// `plangate plans retry --key NAME STEP`: a person's explicit retry of an
-/// in-doubt step (DESIGN §5): `step_retried` by the operator, then exactly
+/// in-doubt step (docs/design.md §5): `step_retried` by the operator, then exactly
 /// that step runs now, through a gateway built in this process.
 pub async fn retry(
     config: Config,

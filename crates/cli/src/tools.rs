@@ -1,5 +1,5 @@
 //! `plangate tools list|accept|reject`: a person reviewing the pinned tool
-//! definitions of the upstreams (DESIGN §9). The pins live in the store
+//! definitions of the upstreams (docs/design.md §9). The pins live in the store
 //! every gateway shares, so these commands need no upstream connection;
 //! a running gateway picks the decision up within a second and tells its
 //! clients the tool list changed. The rules are

@@ -1,4 +1,4 @@
-//! Locked modes end to end (DESIGN §9): an operator's `mode set --lock`
+//! Locked modes end to end (docs/design.md §9): an operator's `mode set --lock`
 //! and the config's `default_mode_locked` hold a `write` key's agent in
 //! plan mode — it cannot choose another mode, end its session, leave plan
 //! mode or apply its own plan — until a person outside the key approves,

@@ -1,4 +1,4 @@
-//! Every call on the record (DESIGN §9), end to end: a `write` key's
+//! Every call on the record (docs/design.md §9), end to end: a `write` key's
 //! direct write, a planned write (in the same append as its step) and a
 //! refused write each leave a `call_recorded` event in the key's log,
 //! secrets redacted, before the agent gets its answer; repeated refusals

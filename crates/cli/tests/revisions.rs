@@ -1,4 +1,4 @@
-//! Plan revisions (DESIGN: revisions and per-step answers): every change to
+//! Plan revisions (docs/design.md §9: revisions and per-step answers): every change to
 //! a key's plan advances its `revision`, shown to the agent (`get_plan`,
 //! the planned-write answer's `plan`) and to people (`plans show`); a
 //! review records the revision it saw; `plans diff` prints what changed

@@ -24,7 +24,7 @@ pub struct Config {
     /// [`plangate_core::validate_upstream_name`]. Never empty when loaded
     /// from a file.
     pub upstreams: BTreeMap<String, UpstreamConfig>,
-    /// The modes an agent may choose (DESIGN §4): the built-in `plan`
+    /// The modes an agent may choose (docs/design.md §4): the built-in `plan`
     /// (unless `[modes.plan]` overrides it) plus every `[modes.NAME]`;
     /// `default` is always there too. The JSON formats get
     /// [`Modes::default`].
@@ -181,7 +181,7 @@ impl Config {
 
     /// Whether tools, prompts and resources are exposed as `NAME__…`:
     /// always with `namespace = "always"`, and with `"auto"` once more than
-    /// one upstream is enabled (DESIGN §1).
+    /// one upstream is enabled (docs/design.md §1).
     pub fn namespaced(&self) -> bool {
         match self.gateway.namespace {
             Namespace::Always => true,
@@ -215,7 +215,7 @@ pub enum ConfigSource {
 /// The `[gateway]` table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct GatewaySettings {
-    /// What a caller without an API key may do (DESIGN §2).
+    /// What a caller without an API key may do (docs/design.md §2).
     pub anonymous: Anonymous,
     /// `Host` header values accepted by `serve --http`, lowercase, so that a
     /// web page cannot reach a local gateway by DNS rebinding.
@@ -268,7 +268,7 @@ pub struct GatewaySettings {
     /// Prefix of the gateway's own tools (`plangate_get_plan`, …).
     pub tool_prefix: String,
     /// The most steps a plan may hold; the next write is refused
-    /// `plan_full` (DESIGN §5). 1 to [`MAX_STEPS_LIMIT`].
+    /// `plan_full` (docs/design.md §5). 1 to [`MAX_STEPS_LIMIT`].
     pub max_steps: u32,
     /// How long a plan lives from the last `begin_session` (or its first
     /// step); then its waiting steps expire. 1 s to [`MAX_PLAN_TTL`]. Shown
@@ -277,7 +277,7 @@ pub struct GatewaySettings {
     pub plan_ttl: Duration,
     /// How long a step's claim holds without renewal while its call runs
     /// (renewed every third of it); a claim silent for longer means its
-    /// process died, and the step becomes `in_doubt` (DESIGN §5 Leases).
+    /// process died, and the step becomes `in_doubt` (docs/design.md §5 Leases).
     /// 1 s to [`MAX_LEASE`].
     #[serde(serialize_with = "serialize_duration")]
     pub lease: Duration,
@@ -473,7 +473,7 @@ pub struct UpstreamConfig {
     /// How to reach it.
     #[serde(flatten)]
     pub transport: Transport,
-    /// Whether its tool annotations decide effect classes (DESIGN §3);
+    /// Whether its tool annotations decide effect classes (docs/design.md §3);
     /// already resolved from the transport's default when not configured.
     pub trust_annotations: bool,
     /// `false`: not started, not connected, not offered.
@@ -634,7 +634,7 @@ pub enum Transport {
 }
 
 impl Transport {
-    /// The `trust_annotations` default for this transport (DESIGN §3): a
+    /// The `trust_annotations` default for this transport (docs/design.md §3): a
     /// local process already runs with the user's permissions, so its
     /// annotations are trusted; a remote server's are not.
     pub fn default_trust_annotations(&self) -> bool {
@@ -833,11 +833,11 @@ fn redact_url(url: &str) -> String {
 
 /// A trusted per-tool setting (`[upstreams.NAME.tools.TOOL]`): the tool's
 /// effect class, whether it is offered, and how its planned steps and
-/// receipts are described (DESIGN §5). Every planning field is optional;
+/// receipts are described (docs/design.md §5). Every planning field is optional;
 /// without them a step gets a generic sentence and lands `live`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ToolOverride {
-    /// The tool's effect class, winning over annotations (DESIGN §3).
+    /// The tool's effect class, winning over annotations (docs/design.md §3).
     pub effect: Option<Effect>,
     /// `false`: the tool is not offered and calls to it are refused.
     pub enabled: bool,

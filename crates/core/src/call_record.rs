@@ -1,4 +1,4 @@
-//! Every call on the record (DESIGN §9): a durable `call_recorded` event
+//! Every call on the record (docs/design.md §9): a durable `call_recorded` event
 //! for each call that is not a read — run directly, planned, asked or
 //! refused — written before its answer goes back, so what an agent did
 //! through plangate is in the audit log whatever its mode.

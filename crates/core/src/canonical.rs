@@ -8,7 +8,7 @@
 //!
 //! JCS numbers are IEEE 754 doubles. An integer beyond ±(2^53−1) has no
 //! faithful double, so it cannot be canonicalised: [`canonical_json`]
-//! refuses it (DESIGN §4: such a call is refused, not planned), naming where
+//! refuses it (docs/design.md §4: such a call is refused, not planned), naming where
 //! it is but never what it is.
 
 use std::fmt::Write as _;

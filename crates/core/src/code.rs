@@ -1,4 +1,4 @@
-//! The stable refusal codes of DESIGN §8.
+//! The stable refusal codes of docs/design.md §8.
 //!
 //! A refusal is a tool result with `isError: true` and one of these codes.
 //! Agents, scripts and tests branch on them, so the strings never change:
@@ -67,7 +67,7 @@ pub enum Code {
 }
 
 impl Code {
-    /// Every code, in DESIGN §8 order; for docs, catalogs and tests.
+    /// Every code, in docs/design.md §8 order; for docs, catalogs and tests.
     pub const ALL: [Code; 20] = [
         Code::PlanNeedsKey,
         Code::PlanFull,
@@ -141,7 +141,7 @@ impl FromStr for Code {
 
 /// The codes of refusals that come before MCP — an HTTP answer from the
 /// gateway's front door or the web console, not a tool result — so they
-/// are not DESIGN §8's [`Code`]s, but they are as stable: clients and
+/// are not docs/design.md §8's [`Code`]s, but they are as stable: clients and
 /// scripts branch on them (each variant names its HTTP status).
 /// A refusal that is plangate's own failure uses [`Code::StoreUnavailable`]
 /// or [`Code::InternalError`] on every channel.
@@ -233,7 +233,7 @@ mod tests {
                 serde_json::to_value(code).unwrap(),
                 serde_json::Value::String(code.as_str().to_owned())
             );
-            // `too_large` is one cap's word at both levels (DESIGN §8).
+            // `too_large` is one cap's word at both levels (docs/design.md §8).
             if code != AccessCode::TooLarge {
                 assert!(code.as_str().parse::<Code>().is_err(), "{code}");
             }
@@ -252,7 +252,7 @@ mod tests {
     }
 
     /// The first round's codes, then the second round's as they land
-    /// (DESIGN §8, "New codes from the second round").
+    /// (docs/design.md §8, "New codes from the second round").
     #[test]
     fn the_codes_are_exactly_those_of_design_section_8() {
         let names: Vec<&str> = Code::ALL.iter().map(|c| c.as_str()).collect();

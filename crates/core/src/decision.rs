@@ -1,4 +1,4 @@
-//! The decision at dispatch (DESIGN §4): what happens to one `tools/call`,
+//! The decision at dispatch (docs/design.md §4): what happens to one `tools/call`,
 //! given the tool's effect, who calls, and the mode in force.
 //!
 //! It is a pure table so it can be tested cell by cell and applied the same
@@ -44,7 +44,7 @@ pub fn decide_before_state(effect: Effect, caller: CallerScope) -> Option<Decisi
     (caller == CallerScope::Anonymous).then_some(Decision::Refuse(Code::PlanNeedsKey))
 }
 
-/// The dispatch table of DESIGN §4.
+/// The dispatch table of docs/design.md §4.
 ///
 /// * A read runs for everyone.
 /// * A write or destructive call: anonymous ⇒ `plan_needs_key`; `read`
@@ -104,7 +104,7 @@ mod tests {
     ];
     const OVER: [OverAccess; 3] = [OverAccess::Plan, OverAccess::Refuse, OverAccess::Ask];
 
-    /// The table of DESIGN §4 written out independently of `decide`, one
+    /// The table of docs/design.md §4 written out independently of `decide`, one
     /// row per (effect vs access, explicit plan) and one column per caller.
     fn expected(
         effect: Effect,

@@ -1,4 +1,4 @@
-//! Digests (DESIGN §5 "Digest", §7): what binds an approval to exactly the
+//! Digests (docs/design.md §5 "Digest", §7): what binds an approval to exactly the
 //! plan a person saw, what tells two identical writes apart from two
 //! different ones, and what notices a tool's schema changed.
 //!
@@ -68,7 +68,7 @@ pub fn arguments_fingerprint(
     Ok(sha256_hex(text.as_bytes()))
 }
 
-/// The JSON a plan digest covers for one step (DESIGN §5), as a value:
+/// The JSON a plan digest covers for one step (docs/design.md §5), as a value:
 /// the definition [`write_digest_entry`] writes the text of, kept to test
 /// that text against.
 #[cfg(test)]
@@ -81,12 +81,12 @@ fn digest_entry(step: &StepRecord) -> Value {
     m.insert("arguments".into(), step.keyed_arguments().value());
     m.insert("effect".into(), Value::from(step.effect.as_str()));
     m.insert("schema_hash".into(), Value::from(step.schema_hash.as_str()));
-    // DESIGN §9: the definition it was planned against is covered too;
+    // docs/design.md §9: the definition it was planned against is covered too;
     // a step planned before pinning has none, and its digest is unchanged.
     if let Some(hash) = &step.definition_hash {
         m.insert("definition_hash".into(), Value::from(hash.as_str()));
     }
-    // DESIGN §9: what the person saw of the target is covered too; a step
+    // docs/design.md §9: what the person saw of the target is covered too; a step
     // without a preview (or whose preview failed) has no before_digest.
     if let Some(d) = step.preview.as_ref().and_then(|p| p.before_digest()) {
         m.insert("before_digest".into(), Value::from(d));

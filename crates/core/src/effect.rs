@@ -1,5 +1,5 @@
 //! Tool effect classes and the rule that assigns one to every upstream tool
-//! (DESIGN §3). The rule is enforced, not advisory: nothing unknown is ever a
+//! (docs/design.md §3). The rule is enforced, not advisory: nothing unknown is ever a
 //! read.
 
 use std::fmt;
@@ -87,7 +87,7 @@ impl fmt::Display for EffectSource {
     }
 }
 
-/// Classifies a tool (DESIGN §3): a config override wins; else the
+/// Classifies a tool (docs/design.md §3): a config override wins; else the
 /// annotations, only when the upstream is trusted to annotate
 /// (`readOnlyHint: true` ⇒ read, `destructiveHint: false` ⇒ write, else
 /// destructive); else the spec defaults, which make it destructive.

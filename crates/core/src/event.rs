@@ -1,4 +1,4 @@
-//! The event log's types (DESIGN §6).
+//! The event log's types (docs/design.md §6).
 //!
 //! The log is append-only, per key, and the only truth: mode and plan are
 //! folds over it ([`crate::fold`]). Its storage format is these types'
@@ -34,7 +34,7 @@ pub enum Actor {
         /// The key's readable name.
         key_name: String,
         /// The key's scope when it acted: a `write` key's approval counts
-        /// for another key's plan, a `plan` key's does not (DESIGN §7).
+        /// for another key's plan, a `plan` key's does not (docs/design.md §7).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         scope: Option<crate::Scope>,
     },
@@ -110,7 +110,7 @@ pub struct Event {
     pub kind: EventKind,
 }
 
-/// What happened, one variant per event type of DESIGN §6.
+/// What happened, one variant per event type of docs/design.md §6.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[allow(
@@ -125,7 +125,7 @@ pub enum EventKind {
     },
     /// An operator locked the key's mode at `mode`: until unlocked, that
     /// mode is in force whatever the agent asks, and the key's plans need
-    /// an approval from outside it (DESIGN §9 "Locked modes").
+    /// an approval from outside it (docs/design.md §9 "Locked modes").
     ModeLocked {
         /// The mode locked in.
         mode: String,
@@ -943,7 +943,7 @@ pub(crate) mod tests {
         assert_eq!(
             kinds.len(),
             19,
-            "one of each type of DESIGN §6, the mode lock's two and call_recorded"
+            "one of each type of docs/design.md §6, the mode lock's two and call_recorded"
         );
         for kind in kinds {
             let e = event(kind);

@@ -1,4 +1,4 @@
-//! Mode and plan as pure folds over one key's events (DESIGN §4 "The
+//! Mode and plan as pure folds over one key's events (docs/design.md §4 "The
 //! fold", §5 "Step statuses" and "Plan life", §6).
 //!
 //! The log is the only truth; [`KeyState`] is what it says. The store may
@@ -64,7 +64,7 @@ use crate::{
     Actor, Channel, Event, EventKind, JsonText, StepError, StepErrorCode, StepRecord, Verdict,
 };
 
-/// Where a step is in its life (DESIGN §5 "Step statuses").
+/// Where a step is in its life (docs/design.md §5 "Step statuses").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StepStatus {
@@ -116,7 +116,7 @@ impl StepStatus {
         }
     }
 
-    /// Whether DESIGN §5 allows a step to move from `self` to `to`.
+    /// Whether docs/design.md §5 allows a step to move from `self` to `to`.
     pub fn can_become(self, to: StepStatus) -> bool {
         use StepStatus::*;
         matches!(
@@ -230,7 +230,7 @@ impl Step {
     }
 }
 
-/// One recorded answer to a review (DESIGN §7 "Approval records").
+/// One recorded answer to a review (docs/design.md §7 "Approval records").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Approval {
     /// The plan digest answered about.
@@ -827,7 +827,7 @@ impl KeyState {
             .any(|a| a.review_id.as_deref() == Some(review_id))
     }
 
-    /// The digest of exactly the steps `ids` (DESIGN §5 form, in position
+    /// The digest of exactly the steps `ids` (docs/design.md §5 form, in position
     /// order), whatever their status now; `None` if one is not in the
     /// key's log. An approval of some steps binds this digest.
     pub fn digest_of(&self, ids: &[String]) -> Option<String> {

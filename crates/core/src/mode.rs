@@ -1,4 +1,4 @@
-//! Modes (DESIGN §4): named, durable, per-key state that caps which effects
+//! Modes (docs/design.md §4): named, durable, per-key state that caps which effects
 //! run directly and says what happens above the cap.
 //!
 //! `default` is reserved and has no cap. `plan` is built in (reads run,

@@ -1,5 +1,5 @@
 //! How upstream tool, prompt and resource names are exposed to clients
-//! (DESIGN §1).
+//! (docs/design.md §1).
 //!
 //! # The rule
 //!

@@ -1,4 +1,4 @@
-//! Pinned tool definitions (DESIGN §9): what an upstream's tools were when
+//! Pinned tool definitions (docs/design.md §9): what an upstream's tools were when
 //! they were trusted, so a changed tool cannot run on the old trust.
 //!
 //! An upstream that flips a tool to `readOnlyHint: true`, or rewrites its

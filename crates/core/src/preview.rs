@@ -1,4 +1,4 @@
-//! Previews (DESIGN §9): what a planned write would change, as the
+//! Previews (docs/design.md §9): what a planned write would change, as the
 //! upstream's own read tools (or its own dry run) showed it when the step
 //! was planned, and the digest of the state it would change.
 //!

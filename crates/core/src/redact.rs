@@ -1,4 +1,4 @@
-//! Secret redaction (DESIGN §5): a secret shows as `"[redacted]"` in every
+//! Secret redaction (docs/design.md §5): a secret shows as `"[redacted]"` in every
 //! answer, log line, view and export, at any depth.
 //!
 //! A value is a secret when its object key **names** one (`password`,

@@ -178,7 +178,7 @@ pub fn apply_alive(state: &KeyState, now_ms: i64, lease_ms: i64) -> bool {
             .is_some_and(|t| t + lease_ms > now_ms)
 }
 
-/// What cleans up after a dead apply (DESIGN §5 "Leases"): each claim
+/// What cleans up after a dead apply (docs/design.md §5 "Leases"): each claim
 /// whose lease ran out becomes `in_doubt` — its request may have reached
 /// the upstream — and an apply no longer alive is finished. The system
 /// appends these; anyone may, at any time, since on a live apply they are
@@ -234,7 +234,7 @@ fn waiting(state: &KeyState) -> Vec<String> {
         .collect()
 }
 
-/// The steps a discard takes (DESIGN §5 `discard_plan`): every waiting
+/// The steps a discard takes (docs/design.md §5 `discard_plan`): every waiting
 /// step, or the named ones if each is waiting, failed, in doubt or
 /// rejected. An
 /// applied, running or discarded step cannot be discarded; an expired one
@@ -265,7 +265,7 @@ pub fn discard_selection(
     Ok(unique(ids))
 }
 
-/// The steps an apply runs, in plan order (DESIGN §5 `apply_plan`): every
+/// The steps an apply runs, in plan order (docs/design.md §5 `apply_plan`): every
 /// waiting step, or the named ones if each is waiting or failed (naming a
 /// failed step applies it again). An in-doubt step runs again only through
 /// a person's retry; an expired one never runs.
@@ -301,7 +301,7 @@ pub enum ModeChange<'a> {
 }
 
 /// Whether the agent may make `change` while `in_force` is in force
-/// (DESIGN §9 "Locked modes"): anything while unlocked; under a lock only
+/// (docs/design.md §9 "Locked modes"): anything while unlocked; under a lock only
 /// a `begin_session` with the locked mode itself, which restarts the
 /// plan's life and changes no mode. `exit_plan_mode` is refused before
 /// anyone is asked.
@@ -321,7 +321,7 @@ pub fn may_change_mode(in_force: &InForce, change: ModeChange<'_>) -> Result<(),
 /// The scope a key's plan is approved and applied under: its own, except
 /// that a `write` key in a locked mode is held like a `plan` key — its own
 /// client's yes does not count and it cannot apply its plan until a person
-/// outside it approves (DESIGN §9).
+/// outside it approves (docs/design.md §9).
 pub fn approval_scope(scope: Scope, in_force: &InForce) -> Scope {
     if scope == Scope::Write && in_force.locked() {
         Scope::Plan
@@ -363,7 +363,7 @@ pub enum Applier<'a> {
 }
 
 /// Whether a recorded approval counts for the plan of key `key_id` with
-/// `scope` (DESIGN §7): for a `plan`-scope key only an operator's, or
+/// `scope` (docs/design.md §7): for a `plan`-scope key only an operator's, or
 /// another `write` key's, counts — never its own client's; for any other
 /// key every recorded approval does.
 pub fn approval_counts(approval: &Approval, key_id: &str, scope: Scope) -> bool {
@@ -404,7 +404,7 @@ pub struct ApplySteps {
     pub not_approved: Vec<String>,
 }
 
-/// Which steps an apply runs (DESIGN §5, §7, and per-step answers):
+/// Which steps an apply runs (docs/design.md §5, §7, and per-step answers):
 ///
 /// * the selection is checked first ([`apply_selection`]): every waiting
 ///   step, or the named waiting or failed ones;

@@ -1,4 +1,4 @@
-//! API key scopes (DESIGN §2): what a caller holding a key may do at all,
+//! API key scopes (docs/design.md §2): what a caller holding a key may do at all,
 //! before any mode is consulted.
 
 use std::fmt;

@@ -1,5 +1,5 @@
 //! Splitting a call's arguments into what may be shown and what must be
-//! sealed (DESIGN §5, "Redaction").
+//! sealed (docs/design.md §5, "Redaction").
 //!
 //! A planned step keeps its redacted arguments in the clear, for every
 //! answer, view and export, and its secret values apart, so the edge can

@@ -1,5 +1,5 @@
 //! The predicted effect of a write no template, preview or profile
-//! describes (DESIGN §5; issue "plans a person can read"): one sentence
+//! describes (docs/design.md §5; issue "plans a person can read"): one sentence
 //! built from the tool's input schema and the (redacted) arguments.
 //!
 //! A person approving a plan must tell two steps apart. So the sentence

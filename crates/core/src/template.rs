@@ -1,4 +1,4 @@
-//! `predicted_effect` sentences (DESIGN §5): one sentence telling the
+//! `predicted_effect` sentences (docs/design.md §5): one sentence telling the
 //! person what a planned step would do.
 //!
 //! An operator may configure a template per tool, such as

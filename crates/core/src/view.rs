@@ -1,7 +1,7 @@
 //! plangate's own answers about a plan, as types: a step as shown
 //! ([`StepView`]), the plan (`get_plan`'s [`PlanView`], a person's
 //! [`KeyPlanView`]), the answer to a planned write ([`PlannedWrite`]) and
-//! the [`Receipt`] of an apply (DESIGN §5).
+//! the [`Receipt`] of an apply (docs/design.md §5).
 //!
 //! Each is built here once, from the folded state, and serialised to the
 //! contract's JSON; the agent's tools, the CLI and the console send or read
@@ -220,7 +220,7 @@ pub enum AnswerCode {
     PlanApplied,
 }
 
-/// The answer to a write that was planned, not run (DESIGN §5).
+/// The answer to a write that was planned, not run (docs/design.md §5).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PlannedWrite {
     /// Always [`AnswerCode::PlanStep`].
@@ -467,7 +467,7 @@ impl Outcome {
     }
 }
 
-/// The receipt of an apply (DESIGN §5).
+/// The receipt of an apply (docs/design.md §5).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Receipt {
     /// No step failed or is in doubt.

@@ -1,4 +1,4 @@
-//! The MCP Apps view (DESIGN §7) and the credential-free contract that
+//! The MCP Apps view (docs/design.md §7) and the credential-free contract that
 //! `plangate catalog` prints.
 //!
 //! The view is one self-contained HTML5 document, `apps/plan-review.html`,

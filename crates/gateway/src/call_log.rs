@@ -1,4 +1,4 @@
-//! Every call on the record (DESIGN §9): each call of a key that is not a
+//! Every call on the record (docs/design.md §9): each call of a key that is not a
 //! read — run, planned, asked or refused — becomes a durable
 //! `call_recorded` event in that key's log before its answer goes back
 //! (a planned one in the same append as its step: [`crate::plan`]);

@@ -32,7 +32,7 @@ pub struct CatalogTool {
     pub upstream: String,
     /// The upstream's own name for it.
     pub original: String,
-    /// Its effect class (DESIGN §3).
+    /// Its effect class (docs/design.md §3).
     pub effect: Effect,
     /// Where the effect class came from.
     pub effect_source: EffectSource,
@@ -69,7 +69,7 @@ pub enum Withheld {
     /// ([`plangate_core::imitates_gateway_tool`]).
     Imitation,
     /// Its definition is new or changed since the upstream's tools were
-    /// pinned (DESIGN §9); `rejected` once an operator refused it.
+    /// pinned (docs/design.md §9); `rejected` once an operator refused it.
     Quarantined {
         /// New since the first listing, or changed.
         reason: QuarantineReason,
@@ -214,7 +214,7 @@ impl Catalog {
     /// holds the last known lists of upstreams that are not connected now:
     /// their names are kept out of the way so exposed names do not shift
     /// while an upstream restarts. With `pins`, a tool whose definition is
-    /// not the accepted one is withheld (DESIGN §9); without (`config
+    /// not the accepted one is withheld (docs/design.md §9); without (`config
     /// check` with no store), definitions are not checked.
     pub fn build(
         config: &Config,
@@ -261,7 +261,7 @@ impl Catalog {
                 let mut shown = tool.clone();
                 shown.name = exposed.clone().into();
                 // A tool that can be planned is listed without outputSchema:
-                // a plan-step answer would violate it (DESIGN §3).
+                // a plan-step answer would violate it (docs/design.md §3).
                 if effect > Effect::Read {
                     shown.output_schema = None;
                 }

@@ -71,7 +71,7 @@ pub use catalog::{Catalog, CatalogTool};
 pub use server::{GatewayHandler, server_capabilities};
 pub use upstream::{Connector, Upstream, UpstreamClient, UpstreamError};
 
-/// The gateway's own tools (DESIGN §5), without the configured prefix.
+/// The gateway's own tools (docs/design.md §5), without the configured prefix.
 /// Their names are reserved even before every one of them is served, so an
 /// upstream tool can never take a name the gateway will need.
 pub const GATEWAY_TOOLS: [&str; 6] = [
@@ -301,7 +301,7 @@ impl Gateway {
         self.trimmer.touch();
     }
 
-    /// The seal and signing keys (DESIGN §2).
+    /// The seal and signing keys (docs/design.md §2).
     pub fn material(&self) -> &KeyMaterial {
         &self.material
     }
@@ -489,7 +489,7 @@ impl Gateway {
     }
 
     /// Judges an upstream's listing against the pins and records what it
-    /// calls for (DESIGN §9): its first listing is pinned; a tool new or
+    /// calls for (docs/design.md §9): its first listing is pinned; a tool new or
     /// changed since is quarantined. When the store cannot be written, the
     /// tools not yet judged stay held back (the catalog offers only
     /// accepted definitions).

@@ -1,6 +1,6 @@
 //! What a person does to a key's plan from outside the agent — through the
 //! CLI (`plangate plans …`) or the web console — in one place, so both
-//! channels follow exactly the same rules (DESIGN §5, §7).
+//! channels follow exactly the same rules (docs/design.md §5, §7).
 //!
 //! Plans are folds over each key's event log, so every act here is a
 //! [`KeyLog::transact`] with the log's compare-and-set rule: a person's
@@ -11,7 +11,7 @@
 //! ([`refresh`]): a claim whose lease ran out is marked `in_doubt`, and a
 //! plan past its life expires.
 //!
-//! Errors carry a stable code ([`OperatorError::code`], DESIGN §8) and a
+//! Errors carry a stable code ([`OperatorError::code`], docs/design.md §8) and a
 //! lowercase message naming the value at fault; callers add their own
 //! hints (the CLI names commands, the console names buttons).
 
@@ -156,7 +156,7 @@ pub enum OperatorError {
 }
 
 impl OperatorError {
-    /// The stable code (DESIGN §8) for answers a program reads.
+    /// The stable code (docs/design.md §8) for answers a program reads.
     pub fn code(&self) -> &'static str {
         match self {
             OperatorError::NoStep { .. }
@@ -256,7 +256,7 @@ pub async fn refresh(
 /// A key's plan as a person sees it (`plans show --json`, the console):
 /// the key, its mode, every open step as `get_plan` shows it (redacted,
 /// never sealed) with its attempts, the digest and whether that digest is
-/// approved by someone whose approval counts for this key (DESIGN §7).
+/// approved by someone whose approval counts for this key (docs/design.md §7).
 pub fn plan_view(config: &Config, key: &ApiKey, state: &KeyState, now: i64) -> KeyPlanView {
     let in_force = config.modes.in_force(state);
     let digest = state.plan_digest();
@@ -448,7 +448,7 @@ pub struct Approved {
     pub state: KeyState,
     /// The steps approved, in plan order.
     pub step_ids: Vec<String>,
-    /// The digest the approval binds: of exactly those steps (DESIGN §5
+    /// The digest the approval binds: of exactly those steps (docs/design.md §5
     /// form), the plan's digest when they are every waiting step.
     pub digest: String,
 }
@@ -694,7 +694,7 @@ pub fn check_in_doubt(state: &KeyState, key: &ApiKey, step_id: &str) -> Result<(
     }
 }
 
-/// A person's explicit retry of an in-doubt step (DESIGN §5): records
+/// A person's explicit retry of an in-doubt step (docs/design.md §5): records
 /// `step_retried` by the operator, then runs exactly that step now through
 /// `gw`, with the same claims, fresh checks and at-most-once rule as an
 /// agent's `apply_plan`. Returns the receipt.

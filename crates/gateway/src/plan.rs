@@ -453,7 +453,7 @@ pub(crate) async fn prepare_step(
     };
     let approval_required = tool.effect == Effect::Destructive;
     // Whose yes runs it: for a plan key (or a locked mode) a person outside
-    // the key; for a write key its own apply is the yes (DESIGN §7).
+    // the key; for a write key its own apply is the yes (docs/design.md §7).
     let outside = rules::approval_scope(acting.key.scope, in_force) == Scope::Plan;
     let approval_note = approval_required.then(|| {
         if outside {
@@ -507,7 +507,7 @@ pub(crate) async fn prepare_step(
 }
 
 /// Plans a write: the step record, recorded durably in the key's log with
-/// the call's record (one append), and the planned-write answer of DESIGN
+/// the call's record (one append), and the planned-write answer of docs/design.md
 /// §5.
 pub async fn plan_write(
     gw: &Gateway,

@@ -1,5 +1,5 @@
 //! Refusals: the one place where a domain decision not to run a call
-//! becomes an MCP answer (DESIGN §8).
+//! becomes an MCP answer (docs/design.md §8).
 //!
 //! A refusal is an ordinary tool result with `isError: true`, a stable
 //! `code` and a message saying what to do next, so the agent can read it and

@@ -1,4 +1,4 @@
-//! Review in the agent's own client (DESIGN §7): `exit_plan_mode` asks the
+//! Review in the agent's own client (docs/design.md §7): `exit_plan_mode` asks the
 //! person about the plan, and an `ask` mode asks before a call above its
 //! access — through MCP elicitation (2025-11-25, form mode).
 //!
@@ -142,7 +142,7 @@ fn question_text(lines: &[String]) -> String {
         .join("\n")
 }
 
-/// The question of DESIGN §7 about a plan: who asks, every step (server,
+/// The question of docs/design.md §7 about a plan: who asks, every step (server,
 /// tool, predicted effect, where it lands, notes and warnings), freshness
 /// and the digest.
 fn plan_question(
@@ -300,7 +300,7 @@ pub fn modern(cx: &RequestContext<RoleServer>) -> bool {
 /// The key under which the question travels in `inputRequests`.
 const INPUT_KEY: &str = "review";
 
-/// What the signed request state binds (DESIGN §7): key id, tool, a digest
+/// What the signed request state binds (docs/design.md §7): key id, tool, a digest
 /// of the canonical arguments (never the arguments: the state is readable),
 /// the plan digest (or the call's own) and the question; expiry is the
 /// codec's.
@@ -313,13 +313,13 @@ struct ReviewState {
     review: String,
 }
 
-/// The signing codec for request states (signing key per DESIGN §2).
+/// The signing codec for request states (signing key per docs/design.md §2).
 pub(crate) fn codec(gw: &Gateway) -> Result<RequestStateCodec, Refusal> {
     RequestStateCodec::try_new(gw.material().signing_key().to_vec())
         .map_err(|e| Refusal::internal(format!("cannot sign request state: {e}")))
 }
 
-/// A digest of the call's arguments with secrets keyed (DESIGN §5 Digest).
+/// A digest of the call's arguments with secrets keyed (docs/design.md §5 Digest).
 pub(crate) fn args_digest(gw: &Gateway, arguments: &Value) -> Result<String, Refusal> {
     let keyed = gw
         .redactor()

@@ -150,7 +150,7 @@ impl Gateway {
 
 impl Gateway {
     /// Marks claims whose lease ran out `in_doubt` and finishes a dead apply
-    /// of `key_id` (DESIGN §5 "Leases": found by any process, never by
+    /// of `key_id` (docs/design.md §5 "Leases": found by any process, never by
     /// start-up alone).
     pub async fn sweep_leases(&self, key_id: &str) -> Result<usize, key_log::LogError> {
         let lease = self.lease_ms();

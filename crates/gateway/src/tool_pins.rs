@@ -1,4 +1,4 @@
-//! A person reviewing pinned tool definitions (DESIGN §9): what is pinned,
+//! A person reviewing pinned tool definitions (docs/design.md §9): what is pinned,
 //! what is quarantined and why, and accepting or rejecting a quarantined
 //! definition — shared by `plangate tools` and the web console, so both
 //! answer the same question the same way.

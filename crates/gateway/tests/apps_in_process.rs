@@ -1,4 +1,4 @@
-//! The MCP Apps view over real MCP (DESIGN §7): the extension capability,
+//! The MCP Apps view over real MCP (docs/design.md §7): the extension capability,
 //! the plan tools' nested `_meta.ui`, the view resource in `resources/list`
 //! and its `resources/read` answer — each exactly as specified, and each
 //! equal to what `plangate catalog` publishes (digests included).

@@ -1,4 +1,4 @@
-//! The data dir and the key material kept in it (DESIGN §2).
+//! The data dir and the key material kept in it (docs/design.md §2).
 //!
 //! One data dir is shared by every plangate process of a user (each stdio
 //! client window starts its own), so everything here is safe to run from

@@ -1,4 +1,4 @@
-//! The append-only event log (DESIGN §6).
+//! The append-only event log (docs/design.md §6).
 //!
 //! It is the store's source of truth: mode and plan are folds over a key's
 //! events, and any projection kept for speed must equal the fold, including

@@ -1,4 +1,4 @@
-//! API keys (DESIGN §2): what a key record holds, how tokens look, and the
+//! API keys (docs/design.md §2): what a key record holds, how tokens look, and the
 //! rules every backend shares.
 //!
 //! A token is `pgk_` followed by the unpadded URL-safe base64 of 32 bytes

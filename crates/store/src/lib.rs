@@ -1,9 +1,9 @@
 //! plangate's durable state.
 //!
 //! This crate owns everything plangate keeps across restarts: the data dir,
-//! the key material generated into it (the seal and signing keys, DESIGN
+//! the key material generated into it (the seal and signing keys, docs/design.md
 //! §2), API keys, operator tokens (the web console's credential), and the
-//! append-only event log (DESIGN §6, module
+//! append-only event log (docs/design.md §6, module
 //! [`events`]) that mode and plan are folded from. Callers see one trait,
 //! [`Store`], chosen by a config enum, [`StoreConfig`], that returns
 //! `Arc<dyn Store>`; they never know which database is behind it. SQLite is

@@ -1,4 +1,4 @@
-//! Sealing secrets at rest (DESIGN §2, §5).
+//! Sealing secrets at rest (docs/design.md §2, §5).
 //!
 //! A planned step's secret argument values are stored sealed and opened
 //! only to replay the call. Sealing is XChaCha20-Poly1305 under the seal

@@ -1,5 +1,5 @@
 //! Whether the acting key may still write, asked before every step's call
-//! (DESIGN §5 Apply, 2: the scope still allows it; a revoked key allows
+//! (docs/design.md §5 Apply, 2: the scope still allows it; a revoked key allows
 //! nothing).
 //!
 //! The answer is needed before the call, not before the claim, so it is

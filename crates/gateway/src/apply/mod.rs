@@ -1,4 +1,4 @@
-//! Apply (DESIGN §5): run the chosen plan steps, in position order, at most
+//! Apply (docs/design.md §5): run the chosen plan steps, in position order, at most
 //! once each, through the same checks a direct call meets, and tell the
 //! truth about what happened in a receipt.
 //!

@@ -1,4 +1,4 @@
-//! The receipt of DESIGN §5: what each selected step did, in plan order,
+//! The receipt of docs/design.md §5: what each selected step did, in plan order,
 //! and the totals.
 
 use plangate_core::view::AnswerCode;
@@ -9,7 +9,7 @@ use rmcp::model::CallToolResult;
 use crate::Gateway;
 use crate::plan::structured;
 
-/// The receipt of DESIGN §5.
+/// The receipt of docs/design.md §5.
 pub(super) fn receipt(
     gw: &Gateway,
     state: &KeyState,

@@ -1,4 +1,4 @@
-//! The fresh checks before a step's call (DESIGN §5 Apply, 2): the tool is
+//! The fresh checks before a step's call (docs/design.md §5 Apply, 2): the tool is
 //! still offered, enabled, not withheld, its definition and schema the
 //! ones planned against, its effect not raised, and the target unchanged
 //! since its preview. A step that fails one is never sent.
@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::Gateway;
 use crate::acting::Acting;
 
-/// The fresh checks before a step's call (DESIGN §5 Apply, 2). `key` is
+/// The fresh checks before a step's call (docs/design.md §5 Apply, 2). `key` is
 /// the key's check, asked beside the step's claim; it is reported in its
 /// place among the others.
 pub(super) async fn recheck(

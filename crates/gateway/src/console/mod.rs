@@ -1,4 +1,4 @@
-//! The web console (DESIGN §7): a person approves, discards and retries
+//! The web console (docs/design.md §7): a person approves, discards and retries
 //! every key's plan from a browser, while the agent waits.
 //!
 //! Served by `plangate serve --http` at `/console`, behind an **operator
@@ -38,7 +38,7 @@
 //!   the answer is `plan_changed` and nothing is recorded.
 //!
 //! Tokens, cookies and sealed arguments never appear in a log line or an
-//! answer; JSON answers carry a stable `error` code (DESIGN §8 where one
+//! answer; JSON answers carry a stable `error` code (docs/design.md §8 where one
 //! fits) and a message.
 
 use std::sync::{Arc, LazyLock};

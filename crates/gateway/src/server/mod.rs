@@ -72,7 +72,7 @@ pub struct GatewayHandler {
 }
 
 /// What this session's agent was last told about the mode, so a change made
-/// from outside is told exactly once (DESIGN §4).
+/// from outside is told exactly once (docs/design.md §4).
 #[derive(Default)]
 struct SeenMode {
     spec: Option<ModeSpec>,

@@ -1,9 +1,9 @@
-//! The gateway's own tools (DESIGN §5), under the configured prefix: their
+//! The gateway's own tools (docs/design.md §5), under the configured prefix: their
 //! definitions, their arguments ([`args`]), and the session tools
 //! (`begin_session`, `get_plan`, `discard_plan`, `end_session`);
 //! `apply_plan` is [`crate::apply`], `exit_plan_mode` [`crate::review`].
 //! Every answer is an ordinary tool result: `structuredContent` carries the
-//! JSON of DESIGN §5, `content` the same facts as short text.
+//! JSON of docs/design.md §5, `content` the same facts as short text.
 
 use std::sync::Arc;
 
@@ -73,7 +73,7 @@ fn object(v: Value) -> Arc<JsonObject> {
 }
 
 /// The gateway tools a session lists: `exit_plan_mode` only while a
-/// plan-like mode is in force (DESIGN §4).
+/// plan-like mode is in force (docs/design.md §4).
 pub fn definitions(gw: &Gateway, plan_mode: bool) -> Vec<Tool> {
     definitions_for(&gw.config(), plan_mode)
 }
@@ -475,7 +475,7 @@ pub(crate) fn locked(refused: &Refused, key_name: &str, nothing: &str) -> Refusa
     )
 }
 
-/// What a session's agent is told about working through plangate (DESIGN
+/// What a session's agent is told about working through plangate (docs/design.md
 /// §5), plus the mode's own guidance.
 pub fn session_instructions(prefix: &str, mode: &ModeSpec) -> String {
     let mut out = String::new();
@@ -487,7 +487,7 @@ pub fn session_instructions(prefix: &str, mode: &ModeSpec) -> String {
     out
 }
 
-/// The server instructions of DESIGN §5.
+/// The server instructions of docs/design.md §5.
 pub fn general_instructions(prefix: &str) -> String {
     format!(
         "plangate sits in front of this session's MCP servers. Reads pass through. A planned step is a question for the person, not a done deed: show the plan in plain words ({prefix}get_plan lists it) and apply it only after they say yes. Steps are independent — a step never uses another step's result — so when a write needs an earlier write's result, apply first, then plan the rest. A refused call answers isError with a stable code and says what to do next. plangate governs MCP tool calls only, not your own shell or file edits."
