@@ -118,6 +118,78 @@ impl Code {
     }
 }
 
+impl Code {
+    /// The HTTP status of an HTTP answer that carries this code (the web
+    /// console's API): declared here once, so no edge picks its own.
+    /// plangate's own failures are 5xx, never a conflict.
+    pub fn http_status(self) -> u16 {
+        match self {
+            Code::PlanNeedsKey => 401,
+            Code::Forbidden | Code::ForbiddenByMode | Code::ForbiddenByRule => 403,
+            Code::InvalidArguments | Code::ElicitationUnsupported => 400,
+            Code::PlanExpired => 410,
+            Code::PlanFull
+            | Code::PlanChanged
+            | Code::ApplyInProgress
+            | Code::StaleTarget
+            | Code::NotInPlanMode
+            | Code::ReviewDeclined
+            | Code::ModeLocked
+            | Code::ToolQuarantined => 409,
+            Code::TooLarge => 413,
+            Code::RateLimited => 429,
+            Code::InternalError => 500,
+            Code::UpstreamUnavailable | Code::StoreUnavailable => 503,
+        }
+    }
+
+    /// The JSON-RPC error code of a refusal that answers a request with no
+    /// tool result to carry it (a resource read, a prompt, a completion):
+    /// bad arguments are invalid params, a cap is an invalid request, the
+    /// rest an internal error — each with `data.code` ([`Code::error_data`]).
+    pub fn jsonrpc_code(self) -> i32 {
+        match self {
+            Code::InvalidArguments => -32602,
+            Code::TooLarge => -32600,
+            _ => -32603,
+        }
+    }
+
+    /// The `data` of a JSON-RPC error that carries this code:
+    /// `{"code": "<code>"}`, the one shape every such error has.
+    pub fn error_data(self) -> serde_json::Value {
+        serde_json::json!({ "code": self.as_str() })
+    }
+}
+
+/// The one body of an HTTP answer that refuses: `{"error": code,
+/// "message": …}`, for the console's API and the front door alike.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ErrorBody {
+    /// The stable code ([`Code`] or [`AccessCode`] string).
+    pub error: &'static str,
+    /// What happened and what to do next, for a person.
+    pub message: String,
+}
+
+impl ErrorBody {
+    /// A refusal's body.
+    pub fn new(code: Code, message: impl Into<String>) -> ErrorBody {
+        ErrorBody {
+            error: code.as_str(),
+            message: message.into(),
+        }
+    }
+
+    /// A front-door refusal's body.
+    pub fn access(code: AccessCode, message: impl Into<String>) -> ErrorBody {
+        ErrorBody {
+            error: code.as_str(),
+            message: message.into(),
+        }
+    }
+}
+
 impl fmt::Display for Code {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -216,6 +288,27 @@ impl AccessCode {
     }
 }
 
+impl AccessCode {
+    /// The HTTP status of the answer that carries this code, declared once
+    /// (each variant's doc names it too).
+    pub fn http_status(self) -> u16 {
+        match self {
+            AccessCode::KeyRequired
+            | AccessCode::InvalidKey
+            | AccessCode::Unauthorized
+            | AccessCode::InvalidToken => 401,
+            AccessCode::SessionKeyMismatch
+            | AccessCode::ForbiddenHost
+            | AccessCode::CrossSiteRequest
+            | AccessCode::CsrfTokenInvalid
+            | AccessCode::InsufficientScope => 403,
+            AccessCode::BodyTimeout => 408,
+            AccessCode::TooLarge => 413,
+            AccessCode::IssuerUnavailable => 503,
+        }
+    }
+}
+
 impl fmt::Display for AccessCode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -238,6 +331,22 @@ mod tests {
                 assert!(code.as_str().parse::<Code>().is_err(), "{code}");
             }
         }
+    }
+
+    #[test]
+    fn plangates_own_failures_are_never_answered_as_a_conflict_or_bad_input() {
+        for code in Code::ALL {
+            let status = code.http_status();
+            assert!((400..600).contains(&status), "{code}");
+            let own = matches!(
+                code,
+                Code::StoreUnavailable | Code::InternalError | Code::UpstreamUnavailable
+            );
+            assert_eq!(own, status >= 500, "{code} answers {status}");
+            assert_eq!(code.error_data()["code"], code.as_str());
+        }
+        assert_eq!(Code::InvalidArguments.jsonrpc_code(), -32602);
+        assert_eq!(Code::StoreUnavailable.jsonrpc_code(), -32603);
     }
 
     #[test]

@@ -62,7 +62,7 @@ pub mod view;
 
 pub use call_record::{CallDecision, CallOutcome, CallRecord};
 pub use canonical::{CanonicalError, MAX_SAFE_INTEGER, canonical_json, check_safe_integers};
-pub use code::{AccessCode, Code, ParseCodeError};
+pub use code::{AccessCode, Code, ErrorBody, ParseCodeError};
 pub use decision::{CallerScope, Decision, decide, decide_before_state};
 pub use declared::{Undeclared, undeclared};
 pub use digest::{
