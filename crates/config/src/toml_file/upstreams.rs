@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use plangate_core::validate_upstream_name;
 
-use super::{duration_in, effect_value, non_empty_text, rate_limit};
+use super::values::{duration_in, effect_value, non_empty_text, rate_limit};
 use crate::check::{Checker, Kind, TransportFields, child, transport};
 use crate::model::{
     DEFAULT_CALL_TIMEOUT, LandsOnSetting, MAX_CALL_TIMEOUT, ToolOverride, UpstreamConfig,
