@@ -2,6 +2,8 @@
 //! and defaults, each checked against its range, and `default_mode`, read
 //! against the modes the file defines.
 
+use std::ops::RangeInclusive;
+
 use plangate_core::{ModeSpec, PLAN_MODE};
 
 use super::values::{duration_in, rate_limit};
@@ -43,28 +45,39 @@ pub(super) fn gateway(c: &mut Checker<'_>, node: &toml::Value) -> Option<Gateway
     let mut settings = GatewaySettings::default();
     let mut ok = true;
     for (k, v) in entries {
-        let key = child("gateway", k);
+        let key = &child("gateway", k);
         let s = &mut settings;
         let set = match k {
-            "anonymous" => anonymous(c, &key, v).map(|a| s.anonymous = a),
-            "namespace" => namespace(c, &key, v).map(|n| s.namespace = n),
-            "tool_prefix" => tool_prefix(c, &key, v).map(|p| s.tool_prefix = p),
-            "allowed_hosts" => allowed_hosts(c, &key, v).map(|h| s.allowed_hosts = h),
-            "allowed_origins" => allowed_origins(c, &key, v).map(|o| s.allowed_origins = Some(o)),
-            "rate_limit" => rate_limit(c, &key, v).map(|r| s.rate_limit = Some(r)),
-            "max_request_bytes" | "max_preview_bytes" | "max_plan_bytes" => {
-                byte_limit(c, &key, k, v, s)
+            "anonymous" => anonymous(c, key, v).map(|a| s.anonymous = a),
+            "namespace" => namespace(c, key, v).map(|n| s.namespace = n),
+            "tool_prefix" => tool_prefix(c, key, v).map(|p| s.tool_prefix = p),
+            "allowed_hosts" => allowed_hosts(c, key, v).map(|h| s.allowed_hosts = h),
+            "allowed_origins" => allowed_origins(c, key, v).map(|o| s.allowed_origins = Some(o)),
+            "rate_limit" => rate_limit(c, key, v).map(|r| s.rate_limit = Some(r)),
+            "max_request_bytes" => bytes(c, key, v, k, 1024..=MAX_REQUEST_BYTES_LIMIT as i64)
+                .map(|n| s.max_request_bytes = n),
+            "max_preview_bytes" => {
+                bytes(c, key, v, k, 1024..=16 * 1024 * 1024).map(|n| s.max_preview_bytes = n)
             }
-            "max_steps"
-            | "max_sessions"
-            | "max_sessions_per_key"
-            | "cached_keys"
-            | "max_concurrent_calls_per_key" => count_limit(c, &key, k, v, s),
-            "plan_ttl"
-            | "lease"
-            | "header_read_timeout"
-            | "body_read_timeout"
-            | "review_timeout" => timeout(c, &key, k, v, s),
+            "max_plan_bytes" => bytes(c, key, v, k, 64 * 1024..=MAX_PLAN_BYTES_LIMIT as i64)
+                .map(|n| s.max_plan_bytes = n),
+            "max_steps" => count(c, key, v, k, MAX_STEPS_LIMIT).map(|n| s.max_steps = n),
+            "max_sessions" => count(c, key, v, k, MAX_SESSIONS_LIMIT).map(|n| s.max_sessions = n),
+            "max_sessions_per_key" => {
+                count(c, key, v, k, MAX_SESSIONS_LIMIT).map(|n| s.max_sessions_per_key = n)
+            }
+            "cached_keys" => count(c, key, v, k, MAX_CACHED_KEYS).map(|n| s.cached_keys = n),
+            "max_concurrent_calls_per_key" => count(c, key, v, k, MAX_CONCURRENT_CALLS_LIMIT)
+                .map(|n| s.max_concurrent_calls_per_key = n),
+            "plan_ttl" => duration_in(c, key, v, k, MAX_PLAN_TTL).map(|d| s.plan_ttl = d),
+            "lease" => duration_in(c, key, v, k, MAX_LEASE).map(|d| s.lease = d),
+            "header_read_timeout" => {
+                duration_in(c, key, v, k, MAX_LEASE).map(|d| s.header_read_timeout = d)
+            }
+            "body_read_timeout" => {
+                duration_in(c, key, v, k, MAX_BODY_READ_TIMEOUT).map(|d| s.body_read_timeout = d)
+            }
+            "review_timeout" => duration_in(c, key, v, k, MAX_LEASE).map(|d| s.review_timeout = d),
             // Read beside the modes they name: [`default_mode`].
             "default_mode" | "default_mode_locked" => Some(()),
             _ => Some(()), // reported by unknown_keys
@@ -120,76 +133,22 @@ fn tool_prefix(c: &mut Checker<'_>, key: &str, v: &toml::Value) -> Option<String
     }
 }
 
-/// The sizes in bytes (`max_request_bytes`, `max_preview_bytes`,
-/// `max_plan_bytes`), each in its range.
-fn byte_limit(
+/// A size in bytes in `range`; `name` is the setting, for messages.
+fn bytes(
     c: &mut Checker<'_>,
     key: &str,
-    k: &str,
     v: &toml::Value,
-    s: &mut GatewaySettings,
-) -> Option<()> {
-    let (field, range) = match k {
-        "max_request_bytes" => (
-            &mut s.max_request_bytes,
-            1024..=MAX_REQUEST_BYTES_LIMIT as i64,
-        ),
-        "max_preview_bytes" => (&mut s.max_preview_bytes, 1024..=16 * 1024 * 1024),
-        _ => (
-            &mut s.max_plan_bytes,
-            64 * 1024..=MAX_PLAN_BYTES_LIMIT as i64,
-        ),
-    };
-    *field = c
-        .integer_in(key, v, k, range)
-        .and_then(|n| usize::try_from(n).ok())?;
-    Some(())
+    name: &str,
+    range: RangeInclusive<i64>,
+) -> Option<usize> {
+    c.integer_in(key, v, name, range)
+        .and_then(|n| usize::try_from(n).ok())
 }
 
-/// The counts (`max_steps`, `max_sessions`, `max_sessions_per_key`,
-/// `cached_keys`, `max_concurrent_calls_per_key`), each from 1 to its
-/// limit.
-fn count_limit(
-    c: &mut Checker<'_>,
-    key: &str,
-    k: &str,
-    v: &toml::Value,
-    s: &mut GatewaySettings,
-) -> Option<()> {
-    let (field, max) = match k {
-        "max_steps" => (&mut s.max_steps, MAX_STEPS_LIMIT),
-        "max_sessions" => (&mut s.max_sessions, MAX_SESSIONS_LIMIT),
-        "max_sessions_per_key" => (&mut s.max_sessions_per_key, MAX_SESSIONS_LIMIT),
-        "cached_keys" => (&mut s.cached_keys, MAX_CACHED_KEYS),
-        _ => (
-            &mut s.max_concurrent_calls_per_key,
-            MAX_CONCURRENT_CALLS_LIMIT,
-        ),
-    };
-    *field = c
-        .integer_in(key, v, k, 1..=i64::from(max))
-        .and_then(|n| u32::try_from(n).ok())?;
-    Some(())
-}
-
-/// The durations (`plan_ttl`, `lease`, `header_read_timeout`,
-/// `body_read_timeout`, `review_timeout`), each from 1 s to its limit.
-fn timeout(
-    c: &mut Checker<'_>,
-    key: &str,
-    k: &str,
-    v: &toml::Value,
-    s: &mut GatewaySettings,
-) -> Option<()> {
-    let (field, max) = match k {
-        "plan_ttl" => (&mut s.plan_ttl, MAX_PLAN_TTL),
-        "lease" => (&mut s.lease, MAX_LEASE),
-        "header_read_timeout" => (&mut s.header_read_timeout, MAX_LEASE),
-        "body_read_timeout" => (&mut s.body_read_timeout, MAX_BODY_READ_TIMEOUT),
-        _ => (&mut s.review_timeout, MAX_LEASE),
-    };
-    *field = duration_in(c, key, v, k, max)?;
-    Some(())
+/// A count from 1 to `max`; `name` is the setting, for messages.
+fn count(c: &mut Checker<'_>, key: &str, v: &toml::Value, name: &str, max: u32) -> Option<u32> {
+    c.integer_in(key, v, name, 1..=i64::from(max))
+        .and_then(|n| u32::try_from(n).ok())
 }
 
 /// `[gateway] default_mode` (the mode of every key that sets none:
