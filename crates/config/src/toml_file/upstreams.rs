@@ -79,15 +79,7 @@ fn upstream(c: &mut Checker<'_>, name: &str, node: &toml::Value) -> Option<Upstr
     let entries = c.table(&key, node, "a table")?;
     c.unknown_keys(&key, &entries, &UPSTREAM_KEYS);
     let get = |k: &str| entries.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
-    let fields = TransportFields {
-        command: get("command"),
-        args: get("args"),
-        env: get("env"),
-        cwd: get("cwd"),
-        url: get("url"),
-        headers: get("headers"),
-        ca_file: get("ca_file"),
-    };
+    let fields = TransportFields::of(&entries);
     let kind = match (fields.command, fields.url) {
         (Some(_), None) => Some(Kind::Stdio),
         (None, Some(_)) => Some(Kind::Http),
