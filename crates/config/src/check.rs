@@ -401,8 +401,8 @@ impl<'a> Checker<'a> {
 
 // === upstream transport, shared by both formats ===
 
-/// The transport-related values of one upstream entry, found by each format
-/// in its own way.
+/// The transport-related values of one upstream entry ([`TransportFields::of`]);
+/// each format decides for itself which transport the entry asks for.
 pub(crate) struct TransportFields<'n, N> {
     pub(crate) command: Option<&'n N>,
     pub(crate) args: Option<&'n N>,
@@ -411,6 +411,23 @@ pub(crate) struct TransportFields<'n, N> {
     pub(crate) url: Option<&'n N>,
     pub(crate) headers: Option<&'n N>,
     pub(crate) ca_file: Option<&'n N>,
+}
+
+impl<'n, N> TransportFields<'n, N> {
+    /// The fields of an entry's `(name, value)` pairs, named alike in
+    /// both formats, so each reads them here.
+    pub(crate) fn of(entries: &[(&str, &'n N)]) -> Self {
+        let get = |k: &str| entries.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+        TransportFields {
+            command: get("command"),
+            args: get("args"),
+            env: get("env"),
+            cwd: get("cwd"),
+            url: get("url"),
+            headers: get("headers"),
+            ca_file: get("ca_file"),
+        }
+    }
 }
 
 /// Which transport an entry asks for.

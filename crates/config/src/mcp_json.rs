@@ -160,14 +160,9 @@ fn server(
         );
     }
     let fields = TransportFields {
-        command: get("command"),
-        args: get("args"),
-        env: get("env"),
-        cwd: get("cwd"),
-        url: get("url"),
-        headers: get("headers"),
         // plangate.toml only: no other client's format has it.
         ca_file: None,
+        ..TransportFields::of(&entries)
     };
     let declared = match (get("type"), get("transport")) {
         (Some(t), _) => Some(("type", t)),

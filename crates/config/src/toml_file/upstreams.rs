@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use plangate_core::validate_upstream_name;
 
-use super::{duration_in, effect_value, non_empty_text, rate_limit};
+use super::values::{duration_in, effect_value, non_empty_text, rate_limit};
 use crate::check::{Checker, Kind, TransportFields, child, transport};
 use crate::model::{
     DEFAULT_CALL_TIMEOUT, LandsOnSetting, MAX_CALL_TIMEOUT, ToolOverride, UpstreamConfig,
@@ -79,15 +79,7 @@ fn upstream(c: &mut Checker<'_>, name: &str, node: &toml::Value) -> Option<Upstr
     let entries = c.table(&key, node, "a table")?;
     c.unknown_keys(&key, &entries, &UPSTREAM_KEYS);
     let get = |k: &str| entries.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
-    let fields = TransportFields {
-        command: get("command"),
-        args: get("args"),
-        env: get("env"),
-        cwd: get("cwd"),
-        url: get("url"),
-        headers: get("headers"),
-        ca_file: get("ca_file"),
-    };
+    let fields = TransportFields::of(&entries);
     let kind = match (fields.command, fields.url) {
         (Some(_), None) => Some(Kind::Stdio),
         (None, Some(_)) => Some(Kind::Http),
@@ -244,34 +236,8 @@ fn oauth(
         );
         ok = false;
     }
-    // A Client ID Metadata Document's URL is the client id itself: it
-    // must be https with a path (draft-ietf-oauth-client-id-metadata-document).
     let client_metadata_url = match get("client_metadata_url") {
-        Some(v) => {
-            let field = child(&key, "client_metadata_url");
-            match c.url(&field, v) {
-                Some(url) => {
-                    let lower = url.to_ascii_lowercase();
-                    let valid = lower.strip_prefix("https://").is_some_and(|rest| {
-                        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-                        !authority.contains('@')
-                            && !path.is_empty()
-                            && !path.starts_with('?')
-                            && !url.contains('#')
-                    });
-                    if valid {
-                        Some(Some(url))
-                    } else {
-                        c.error(
-                            &field,
-                            format!("client_metadata_url {url:?} is not a Client ID Metadata Document URL: give the https:// URL (with a path, no fragment) where plangate's client metadata is served; `plangate upstream client-metadata URL` prints the document to serve there"),
-                        );
-                        None
-                    }
-                }
-                None => None,
-            }
-        }
+        Some(v) => client_metadata_url(c, &child(&key, "client_metadata_url"), v).map(Some),
         None => Some(None),
     };
     let (scopes, client_id, client_secret, grant, client_metadata_url) = (
@@ -288,6 +254,27 @@ fn oauth(
         grant,
         client_metadata_url,
     })
+}
+
+/// `client_metadata_url`: a Client ID Metadata Document's URL is the
+/// client id itself, so it must be https with a path
+/// (draft-ietf-oauth-client-id-metadata-document).
+fn client_metadata_url(c: &mut Checker<'_>, key: &str, node: &toml::Value) -> Option<String> {
+    let url = c.url(key, node)?;
+    let lower = url.to_ascii_lowercase();
+    let valid = lower.strip_prefix("https://").is_some_and(|rest| {
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        !authority.contains('@') && !path.is_empty() && !path.starts_with('?') && !url.contains('#')
+    });
+    if valid {
+        Some(url)
+    } else {
+        c.error(
+            key,
+            format!("client_metadata_url {url:?} is not a Client ID Metadata Document URL: give the https:// URL (with a path, no fragment) where plangate's client metadata is served; `plangate upstream client-metadata URL` prints the document to serve there"),
+        );
+        None
+    }
 }
 
 fn tools(

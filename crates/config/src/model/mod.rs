@@ -1,0 +1,215 @@
+//! The validated configuration: what the gateway builds from. Every value
+//! here has passed validation, every default is resolved and every variable
+//! expanded, so the build stage never re-checks anything.
+//!
+//! This file holds the whole [`Config`] and its smaller tables; the
+//! `[gateway]` settings, `[auth]`, the upstreams and their transports have
+//! a file each beside it.
+
+pub use crate::rate_limit::RateLimit;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use plangate_core::{Modes, REDACTED};
+use serde::Serialize;
+
+mod auth;
+mod gateway;
+mod transport;
+mod upstream;
+
+pub use auth::{
+    Auth, DEFAULT_CLOCK_SKEW, DEFAULT_IDENTITY_CLAIM, DEFAULT_INTROSPECTION_EVERY, Introspection,
+    OAuth,
+};
+pub use gateway::{
+    Anonymous, DEFAULT_ALLOWED_HOSTS, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_CACHED_KEYS,
+    DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_LEASE, DEFAULT_MAX_CONCURRENT_CALLS_PER_KEY,
+    DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_KEY,
+    DEFAULT_MAX_STEPS, DEFAULT_PLAN_TTL, DEFAULT_TOOL_PREFIX, GatewaySettings,
+    MAX_BODY_READ_TIMEOUT, MAX_CACHED_KEYS, MAX_CONCURRENT_CALLS_LIMIT, MAX_LEASE,
+    MAX_PLAN_BYTES_LIMIT, MAX_PLAN_TTL, MAX_REQUEST_BYTES_LIMIT, MAX_SESSIONS_LIMIT,
+    MAX_STEPS_LIMIT, Namespace,
+};
+pub use transport::Transport;
+pub use upstream::{
+    DEFAULT_CALL_TIMEOUT, DEFAULT_STARTUP_TIMEOUT, LandsOnSetting, MAX_CALL_TIMEOUT, OAuthGrant,
+    ToolOverride, UpstreamConfig, UpstreamOAuth, UpstreamProtocol,
+};
+
+// === impl Config ===
+
+/// A validated plangate configuration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Config {
+    /// Where it came from, for messages and `config check`.
+    pub source: ConfigSource,
+    /// The `[gateway]` settings, defaults filled in.
+    pub gateway: GatewaySettings,
+    /// Upstream servers by name; every name passed
+    /// [`plangate_core::validate_upstream_name`]. Never empty when loaded
+    /// from a file.
+    pub upstreams: BTreeMap<String, UpstreamConfig>,
+    /// The modes an agent may choose (docs/design.md §4): the built-in `plan`
+    /// (unless `[modes.plan]` overrides it) plus every `[modes.NAME]`;
+    /// `default` is always there too. The JSON formats get
+    /// [`Modes::default`].
+    pub modes: Modes,
+    /// What counts as a secret beyond the built-in rules (`[redaction]`).
+    pub redaction: Redaction,
+    /// What the audit log records beyond every call that is not a read
+    /// (`[audit]`).
+    pub audit: Audit,
+    /// The operator's own server profiles (`[profiles.NAME]`), matched
+    /// before the built-in ones ([`crate::profiles`]).
+    pub profiles: BTreeMap<String, crate::profiles::Profile>,
+    /// Rules over tools and their arguments (`[[rules]]`), in order; every
+    /// one compiled and checked when the file was loaded
+    /// ([`plangate_policy::Policy::compile`]).
+    pub rules: Vec<plangate_policy::RuleSpec>,
+    /// Who may call besides API-key holders (`[auth]`).
+    pub auth: Auth,
+}
+
+/// `[audit]`: every call that is not a read is always on the record
+/// (`call_recorded`); reads too with `reads = true`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Audit {
+    /// Record reads as well (one durable write per read: it costs the
+    /// passthrough path, so it is off by default).
+    pub reads: bool,
+}
+
+/// An operator's own secret names and credential shapes (`[redaction]`),
+/// added to the built-in ones ([`plangate_core::Redactor`]). Every entry was
+/// checked when the config was loaded, so [`Redaction::redactor`] cannot
+/// fail for a loaded config.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Redaction {
+    /// Key names that are secrets wherever they appear in a key (case and
+    /// `-`/`_` folded), like the built-in `password`.
+    pub names: Vec<String>,
+    /// Regular expressions matched inside every string value.
+    pub patterns: Vec<String>,
+}
+
+impl Redaction {
+    /// The rules: built in plus these.
+    pub fn redactor(&self) -> Result<plangate_core::Redactor, plangate_core::RedactionError> {
+        plangate_core::Redactor::new(&self.names, &self.patterns)
+    }
+}
+
+impl Config {
+    /// The operator's settings for tool `tool` of upstream `server`
+    /// (`[upstreams.NAME.tools.TOOL]`), if any: the one lookup planning,
+    /// apply and the tool pins share.
+    pub fn tool_settings(&self, server: &str, tool: &str) -> Option<&ToolOverride> {
+        self.upstreams.get(server)?.tools.get(tool)
+    }
+
+    /// A configuration with every setting at its default: `[gateway]`
+    /// defaults and the built-in modes. For configs built in code, such as
+    /// the CLI's zero-config demo.
+    pub fn new(source: ConfigSource, upstreams: BTreeMap<String, UpstreamConfig>) -> Config {
+        Config {
+            source,
+            gateway: GatewaySettings::default(),
+            upstreams,
+            modes: Modes::default(),
+            redaction: Redaction::default(),
+            audit: Audit::default(),
+            profiles: BTreeMap::new(),
+            rules: Vec::new(),
+            auth: Auth::default(),
+        }
+    }
+
+    /// Whether tools, prompts and resources are exposed as `NAME__…`:
+    /// always with `namespace = "always"`, and with `"auto"` once more than
+    /// one upstream is enabled (docs/design.md §1).
+    pub fn namespaced(&self) -> bool {
+        match self.gateway.namespace {
+            Namespace::Always => true,
+            Namespace::Auto => self.enabled_upstreams().count() > 1,
+        }
+    }
+
+    /// The upstreams the gateway connects to: those not disabled.
+    pub fn enabled_upstreams(&self) -> impl Iterator<Item = &UpstreamConfig> {
+        self.upstreams.values().filter(|u| u.enabled)
+    }
+}
+
+/// Where a configuration came from. Kept so that `config check` and start-up
+/// logs can say which file is in force.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", content = "origin", rename_all = "snake_case")]
+pub enum ConfigSource {
+    /// A `plangate.toml`.
+    Toml(PathBuf),
+    /// An `mcpServers` (Claude Desktop, Cursor, Claude Code) or `servers`
+    /// (VS Code) JSON file given with `--mcp-config`.
+    McpJson(PathBuf),
+    /// Built by the CLI itself, e.g. the zero-config demo; the string names
+    /// it.
+    Builtin(&'static str),
+}
+
+/// `Duration` as the string a config would use (`"4h"`, `"1h30m"`), so
+/// `config check --json` shows what the operator wrote.
+fn serialize_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&crate::duration::format_duration(*d))
+}
+
+/// A secret, serialized as `"[redacted]"` so `config check --json` never
+/// shows it.
+fn serialize_redacted<S: serde::Serializer>(_: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(REDACTED)
+}
+
+fn serialize_redacted_option<S: serde::Serializer>(
+    v: &Option<String>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(_) => s.serialize_str(REDACTED),
+        None => s.serialize_none(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespacing_follows_enabled_upstreams_in_auto_mode() {
+        let up = |name: &str, enabled| UpstreamConfig {
+            name: name.into(),
+            transport: Transport::Stdio {
+                command: "node".into(),
+                args: Vec::new(),
+                env: BTreeMap::new(),
+                cwd: None,
+            },
+            trust_annotations: true,
+            enabled,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+            startup_timeout: DEFAULT_STARTUP_TIMEOUT,
+            protocol: UpstreamProtocol::default(),
+            tools: BTreeMap::new(),
+            oauth: None,
+        };
+        let mut config = Config::new(
+            ConfigSource::Builtin("test"),
+            BTreeMap::from([("a".into(), up("a", true)), ("b".into(), up("b", false))]),
+        );
+        assert!(!config.namespaced());
+        config.upstreams.get_mut("b").unwrap().enabled = true;
+        assert!(config.namespaced());
+        config.upstreams.remove("b");
+        config.gateway.namespace = Namespace::Always;
+        assert!(config.namespaced());
+    }
+}
