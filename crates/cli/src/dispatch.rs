@@ -9,7 +9,8 @@ use anyhow::{Context, Result};
 
 use crate::args::{
     AuditCommand, Cli, Command, ConfigCommand, ConfigSourceArgs, KeysCommand, ModeCommand,
-    OperatorCommand, PlansCommand, PolicyCommand, ToolsCommand, UpstreamCommand, WrapTarget,
+    OperatorCommand, PlanYes, PlansCommand, PolicyCommand, ToolsCommand, UpstreamCommand,
+    WrapTarget,
 };
 use crate::setup::{
     builtin_modes, config_to_call, key_material, load_config, open_store, use_database, vault_of,
@@ -341,31 +342,14 @@ async fn plans_command(cmd: PlansCommand, data_dir: &Path) -> Result<()> {
             let material = key_material(data_dir)?;
             plans::retry(config, store, material, &key, &step, json).await
         }
-        PlansCommand::Approve {
-            key,
-            digest,
-            steps,
-            json,
-        } => {
-            let store = open_store(data_dir).await?;
-            let approver = std::env::var("PLANGATE_KEY").ok().filter(|t| !t.is_empty());
-            plans::approve(
-                store,
-                &key,
-                digest.as_deref(),
-                &steps,
-                approver.as_deref(),
-                json,
-            )
-            .await
-        }
-        PlansCommand::Apply {
+        PlansCommand::Approve(yes) => approve(yes, data_dir).await,
+        PlansCommand::Apply(PlanYes {
             source,
             key,
             digest,
             steps,
             json,
-        } => {
+        }) => {
             let config = config_to_call(&source, data_dir).await?;
             let store = open_store(data_dir).await?;
             let material = key_material(data_dir)?;
@@ -381,4 +365,36 @@ async fn plans_command(cmd: PlansCommand, data_dir: &Path) -> Result<()> {
             .await
         }
     }
+}
+
+/// `plangate plans approve`. It needs only the store: the config says
+/// whose yes counts for the key (a lock it sets) for what is left waiting
+/// afterwards, and when it does not load the built-in modes stand in.
+async fn approve(yes: PlanYes, data_dir: &Path) -> Result<()> {
+    let PlanYes {
+        source,
+        key,
+        digest,
+        steps,
+        json,
+    } = yes;
+    let config = load_config(&source, data_dir).unwrap_or_else(|e| {
+        eprintln!(
+            "note: the config was not loaded ({}); what is left waiting for a yes is counted without its [gateway] default_mode_locked",
+            chain_text(&e)
+        );
+        builtin_modes()
+    });
+    let store = open_store(data_dir).await?;
+    let approver = std::env::var("PLANGATE_KEY").ok().filter(|t| !t.is_empty());
+    plans::approve(
+        &config,
+        store,
+        &key,
+        digest.as_deref(),
+        &steps,
+        approver.as_deref(),
+        json,
+    )
+    .await
 }

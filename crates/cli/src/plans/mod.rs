@@ -1,0 +1,135 @@
+//! `plangate plans list|show|discard|retry|apply`: a person looking at and
+//! acting on keys' plans from outside the agent (docs/design.md §5, §7).
+//!
+//! Plans are folds over each key's event log, so these commands read and
+//! append through the same [`KeyLog`] the gateway uses, with the same
+//! compare-and-set rule: a person's discard or retry and an agent's call
+//! racing on one key never both win on a stale view. Every event a person
+//! causes here is recorded as `Actor::Operator` (named by `$USER`) over
+//! `Channel::Cli`.
+//!
+//! Like every plangate process sharing the store, reading a plan here first
+//! brings it up to date: a claim whose lease ran out (its owner died) is
+//! marked `in_doubt`, and a plan past its life expires. So `plans list`
+//! shows the truth even when no gateway is running.
+//!
+//! `retry` and `apply` run steps, so they build a gateway in this process
+//! from the same config `serve` would use and go through
+//! [`plangate_gateway::apply::apply_plan`] — the same claims, fresh checks, receipts and
+//! at-most-once rule as an agent's `apply_plan`.
+//!
+//! The rules themselves (refresh, discard, approve, retry) live in
+//! [`plangate_gateway::operator`], shared with the web console; this module
+//! resolves names, prints, and turns refusals into exit codes.
+
+mod apply;
+mod confirm;
+mod read;
+mod render;
+mod review;
+
+use std::collections::BTreeSet;
+
+use anyhow::{Result, anyhow};
+use plangate_config::Config;
+use plangate_core::rules::{self, Applier, Selection};
+use plangate_core::{Channel, KeyState};
+use plangate_gateway::acting::Acting;
+use plangate_gateway::key_log::KeyLog;
+use plangate_gateway::operator::{self, OperatorError, lease_ms, ttl_ms};
+use plangate_store::{ApiKey, Store};
+
+pub use apply::{apply_cmd, retry};
+pub use read::{diff, list, show};
+pub use render::human_secs;
+pub use review::{Amendment, amend, approve, discard, reject};
+
+use crate::commands::{UsageError, operator_name};
+
+// === keys and state ===
+
+/// The key named `key`: the active key with that name, the key with that
+/// id, or else the most recent revoked key with that name (its log is
+/// still there to read).
+pub async fn resolve_key(store: &dyn Store, key: &str) -> Result<ApiKey> {
+    if let Some(found) = store.find_key(key).await? {
+        return Ok(found);
+    }
+    store
+        .list_keys()
+        .await?
+        .into_iter()
+        .rev()
+        .find(|k| k.name == key)
+        .ok_or_else(|| {
+            UsageError(format!(
+                "no key named {key:?}; `plangate keys list` shows the keys"
+            ))
+            .into()
+        })
+}
+
+/// The CLI acting on `key`'s log, as the person at this terminal.
+fn cli_acting(key: &ApiKey) -> Acting {
+    operator::acting(key, &operator_name(), Channel::Cli)
+}
+
+/// Brings a key's plan up to date before a person reads or changes it
+/// (see [`operator::refresh`]).
+async fn refresh(log: &KeyLog, key: &ApiKey, config: &Config) -> Result<KeyState> {
+    Ok(operator::refresh(log, &cli_acting(key), ttl_ms(config), lease_ms(config)).await?)
+}
+
+/// A refusal of [`operator`] as the CLI reports it: bad input (an unknown
+/// step, a step in the wrong state) exits 2 with `hint` added.
+fn cli_error(e: OperatorError, hint: &str) -> anyhow::Error {
+    // The stable code, as the agent's tools and the console give it.
+    if e.is_bad_input() {
+        UsageError(format!("{e} [{}]{hint}", e.code())).into()
+    } else {
+        anyhow!("{e} [{}]", e.code())
+    }
+}
+
+/// Prints `v` as pretty JSON with its keys sorted, as every `--json`
+/// output is.
+fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
+    crate::output::json(&serde_json::to_value(v)?)?;
+    Ok(())
+}
+
+// === whose yes counts ===
+
+/// The scope `key`'s plan is approved and applied under: the gateway's
+/// [`rules::approval_scope_for`] with the mode in force, exactly as
+/// [`operator::plan_view`], [`operator::steps_to_apply`] and `get_plan`
+/// take it — a write key held by a lock, or whose open steps were planned
+/// under a `plan` token, counts like a `plan` key (docs/design.md §7, §9).
+fn approval_scope(config: &Config, key: &ApiKey, state: &KeyState) -> plangate_core::Scope {
+    rules::approval_scope_for(state, key.scope, &config.modes.in_force(state))
+}
+
+/// The steps of `key`'s plan an approval that counts for it covers
+/// ([`rules::approved_steps`] under [`approval_scope`]): what `plans show`,
+/// the console and `get_plan` mark approved.
+fn covered_steps<'s>(config: &Config, key: &ApiKey, state: &'s KeyState) -> BTreeSet<&'s str> {
+    rules::approved_steps(state, &key.id, approval_scope(config, key, state))
+}
+
+/// The waiting steps of `key`'s plan that do not run without a person's
+/// yes: those the key's own `apply_plan` of its whole plan would leave
+/// `not_approved` ([`rules::apply_steps`], the rule the gateway applies) —
+/// every waiting step when the key may not apply it on its own say-so (a
+/// `read` key, or one held like a `plan` key that no yes covers yet).
+fn waiting_for_yes(config: &Config, key: &ApiKey, state: &KeyState) -> BTreeSet<String> {
+    let scope = approval_scope(config, key, state);
+    let covered = rules::approved_steps(state, &key.id, scope);
+    let own = Applier::Key { id: &key.id, scope };
+    match rules::apply_steps(state, Selection::Waiting, own, &covered) {
+        Ok(steps) => steps.not_approved.into_iter().collect(),
+        Err(_) => state
+            .planned_steps()
+            .map(|s| s.record.step_id.clone())
+            .collect(),
+    }
+}
