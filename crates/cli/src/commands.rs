@@ -229,10 +229,52 @@ pub async fn config_check(
     as_json: bool,
 ) -> Result<()> {
     let source = describe_source(&config.source);
+    let (ups, sessions, errors) = connect_all(&config, vault.as_ref()).await;
+    let catalog = plangate_gateway::Catalog::build(
+        &config,
+        &ups,
+        &[],
+        &plangate_gateway::reserved_names(&config),
+        None,
+    );
+    let check = Checked {
+        config: &config,
+        catalog: &catalog,
+        ups: &ups,
+        pins: pins.as_ref(),
+    };
+    if as_json {
+        check.print_json(&source, &errors)?;
+    } else {
+        check.print_text(&source, &errors);
+    }
+    for session in sessions {
+        let _ = session.cancel().await;
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(anyhow::anyhow!(
+            "{} upstream(s) could not be reached",
+            errors.len()
+        ))
+    }
+}
+
+/// Connects every enabled upstream once, at the same time: those that
+/// answered, their sessions (to end), and why each other one did not.
+async fn connect_all(
+    config: &Config,
+    vault: Option<&plangate_gateway::upstream::oauth::Vault>,
+) -> (
+    Vec<std::sync::Arc<plangate_gateway::Upstream>>,
+    Vec<plangate_gateway::upstream::Session>,
+    Vec<String>,
+) {
     use plangate_gateway::upstream::{UpstreamClient, connect_once, connector_for};
     let attempts = config.enabled_upstreams().map(|u| {
         // Upstreams behind OAuth connect with the tokens in the store.
-        let client = match &vault {
+        let client = match vault {
             Some(v) => UpstreamClient::detached_with(&u.name, v.clone()),
             None => UpstreamClient::detached(&u.name),
         };
@@ -250,45 +292,54 @@ pub async fn config_check(
             Err(e) => errors.push(e.to_string()),
         }
     }
-    let catalog = plangate_gateway::Catalog::build(
-        &config,
-        &ups,
-        &[],
-        &plangate_gateway::reserved_names(&config),
-        None,
-    );
-    // What the pins say of each listed definition: changes since pinned
-    // (annotations included) are flagged before a gateway quarantines them.
-    let pin_note = |t: &plangate_gateway::CatalogTool| -> String {
-        match &pins {
-            None => "unknown (store not readable)".to_owned(),
-            Some(pins) => {
-                let listed = ups
-                    .iter()
-                    .find(|u| u.name() == t.upstream)
-                    .and_then(|u| u.tools.iter().find(|d| d.name == t.original))
-                    .map(|d| {
-                        plangate_core::PinnedDefinition::of(
-                            &t.original,
-                            &serde_json::to_value(d).unwrap_or_default(),
-                        )
-                    });
-                match listed {
-                    Some(listed) => {
-                        plangate_gateway::tool_pins::pin_note(pins, &t.upstream, &listed)
-                    }
-                    None => String::new(),
-                }
-            }
+    (ups, sessions, errors)
+}
+
+/// What `config check` found: the catalog the connected upstreams make,
+/// and the pins to compare their definitions with.
+struct Checked<'a> {
+    config: &'a Config,
+    catalog: &'a plangate_gateway::Catalog,
+    ups: &'a [std::sync::Arc<plangate_gateway::Upstream>],
+    pins: Option<&'a plangate_core::ToolPins>,
+}
+
+impl Checked<'_> {
+    /// What the pins say of a tool's listed definition: changes since
+    /// pinned (annotations included) are flagged before a gateway
+    /// quarantines them.
+    fn pin_note(&self, t: &plangate_gateway::CatalogTool) -> String {
+        let Some(pins) = self.pins else {
+            return "unknown (store not readable)".to_owned();
+        };
+        let listed = self
+            .ups
+            .iter()
+            .find(|u| u.name() == t.upstream)
+            .and_then(|u| u.tools.iter().find(|d| d.name == t.original))
+            .map(|d| {
+                plangate_core::PinnedDefinition::of(
+                    &t.original,
+                    &serde_json::to_value(d).unwrap_or_default(),
+                )
+            });
+        match listed {
+            Some(listed) => plangate_gateway::tool_pins::pin_note(pins, &t.upstream, &listed),
+            None => String::new(),
         }
-    };
-    // The MCP revision each connected upstream negotiated.
-    let protocol_of = |name: &str| {
-        ups.iter()
+    }
+
+    /// The MCP revision a connected upstream negotiated.
+    fn protocol_of(&self, name: &str) -> Option<String> {
+        self.ups
+            .iter()
             .find(|u| u.name() == name)
             .and_then(|u| u.protocol_version())
-    };
-    if as_json {
+    }
+
+    /// `config check --json`.
+    fn print_json(&self, source: &str, errors: &[String]) -> Result<()> {
+        let (config, catalog) = (self.config, self.catalog);
         let tools: Vec<_> = catalog
             .tools
             .iter()
@@ -302,7 +353,7 @@ pub async fn config_check(
                     "enabled": t.enabled,
                     "offered": t.offered(),
                     "withheld": t.withheld.as_ref().map(|w| w.reason(t, &config.gateway.tool_prefix)),
-                    "pin": pin_note(t),
+                    "pin": self.pin_note(t),
                     "profile": t.profile.as_ref().map(|m| m.name.clone()),
                 })
             })
@@ -317,7 +368,7 @@ pub async fn config_check(
                     "trust_annotations": u.trust_annotations,
                     "enabled": u.enabled,
                     "connected": catalog.upstream_names.contains(&u.name),
-                    "protocol": protocol_of(&u.name),
+                    "protocol": self.protocol_of(&u.name),
                 })
             })
             .collect();
@@ -328,13 +379,18 @@ pub async fn config_check(
             "tools": tools,
             "errors": errors,
         }))?;
-    } else {
+        Ok(())
+    }
+
+    /// `config check` as text: each upstream, then the tools as a table.
+    fn print_text(&self, source: &str, errors: &[String]) {
+        let (config, catalog) = (self.config, self.catalog);
         outln!("config: {source}");
         for u in config.upstreams.values() {
             let state = if !u.enabled {
                 "disabled".to_owned()
             } else if catalog.upstream_names.contains(&u.name) {
-                match protocol_of(&u.name) {
+                match self.protocol_of(&u.name) {
                     Some(v) => format!("connected (MCP {v})"),
                     None => "connected".to_owned(),
                 }
@@ -361,7 +417,7 @@ pub async fn config_check(
                         (Some(w), true) => w.label().into(),
                         (None, true) => "yes".into(),
                     },
-                    pin_note(t),
+                    self.pin_note(t),
                     match t.profile.as_deref() {
                         Some(m) if m.tool.preview.is_some() => format!("{} (preview)", m.name),
                         Some(m) => m.name.clone(),
@@ -380,20 +436,9 @@ pub async fn config_check(
                 outln!("{}", why.reason(t, &config.gateway.tool_prefix));
             }
         }
-        for e in &errors {
+        for e in errors {
             crate::output::error(&format!("error: {e}"));
         }
-    }
-    for session in sessions {
-        let _ = session.cancel().await;
-    }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(anyhow::anyhow!(
-            "{} upstream(s) could not be reached",
-            errors.len()
-        ))
     }
 }
 
