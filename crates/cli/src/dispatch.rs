@@ -159,7 +159,7 @@ async fn config_check(source: &ConfigSourceArgs, data_dir: &Path, json: bool) ->
         }
         Err(_) => (None, None),
     };
-    commands::config_check(config, pins, vault, json).await
+    crate::config_check::run(config, pins, vault, json).await
 }
 
 async fn upstream_command(cmd: UpstreamCommand, data_dir: &Path) -> Result<()> {

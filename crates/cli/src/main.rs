@@ -17,6 +17,7 @@ mod args;
 mod audit;
 mod catalog;
 mod commands;
+mod config_check;
 mod demo;
 mod dispatch;
 mod otel;
