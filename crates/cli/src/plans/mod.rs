@@ -133,3 +133,125 @@ fn waiting_for_yes(config: &Config, key: &ApiKey, state: &KeyState) -> BTreeSet<
             .collect(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use plangate_core::{
+        Actor, Effect, Event, EventKind, JsonText, LandsOn, Scope, StepRecord, Verdict, Where,
+    };
+
+    use super::*;
+
+    fn key(scope: Scope) -> ApiKey {
+        ApiKey {
+            id: "key_1".into(),
+            name: "agent".into(),
+            scope,
+            prefix: String::new(),
+            created_at_ms: 0,
+            revoked_at_ms: None,
+        }
+    }
+
+    fn planned(step_id: &str, position: u32) -> EventKind {
+        let arguments = JsonText::from_value(&serde_json::json!({"id": position}));
+        EventKind::StepPlanned {
+            step: StepRecord {
+                step_id: step_id.into(),
+                position,
+                server: "site".into(),
+                tool: "update_page".into(),
+                exposed_as: "update_page".into(),
+                arguments,
+                keyed_arguments: None,
+                sealed_secrets: None,
+                fingerprint: format!("fp-{step_id}"),
+                effect: Effect::Write,
+                schema_hash: "sha256:00".into(),
+                predicted_effect: "Call update_page.".into(),
+                lands_on: LandsOn {
+                    where_: Where::Live,
+                    target: None,
+                    copy_id: None,
+                    note: None,
+                },
+                approval_required: false,
+                approval_note: None,
+                planned_at_ms: 1_000,
+                target_version: None,
+                definition_hash: None,
+                preview: None,
+                rule: None,
+                preview_withheld: None,
+            },
+        }
+    }
+
+    /// Two waiting steps key_1's agent planned under `scope`, and its own
+    /// client's yes to both; an operator locked the key first when
+    /// `locked`.
+    fn plan(scope: Scope, locked: bool) -> KeyState {
+        let agent = Actor::Agent {
+            key_id: "key_1".into(),
+            key_name: "agent".into(),
+            scope: Some(scope),
+        };
+        let event = |kind, actor| Event {
+            at_ms: 1_000,
+            key_id: "key_1".into(),
+            actor,
+            channel: Channel::Stdio,
+            kind,
+        };
+        let mut events = Vec::new();
+        if locked {
+            let operator = Actor::Operator { name: "ana".into() };
+            let lock = EventKind::ModeLocked {
+                mode: "plan".into(),
+            };
+            events.push(event(lock, operator));
+        }
+        events.push(event(planned("s1", 1), agent.clone()));
+        events.push(event(planned("s2", 2), agent.clone()));
+        let digest = KeyState::fold(events.iter().zip(1..).map(|(e, seq)| (seq, e))).plan_digest();
+        let yes = EventKind::ReviewAnswered {
+            review_id: None,
+            verdict: Verdict::Approve,
+            plan_digest: digest,
+            feedback: None,
+            step_ids: None,
+            revision: None,
+        };
+        events.push(event(yes, agent));
+        KeyState::fold(events.iter().zip(1..).map(|(e, seq)| (seq, e)))
+    }
+
+    #[test]
+    fn a_write_keys_own_yes_counts_only_while_nothing_holds_it() {
+        let config = crate::setup::builtin_modes();
+        let write = key(Scope::Write);
+        let free = plan(Scope::Write, false);
+        assert_eq!(covered_steps(&config, &write, &free).len(), 2);
+        assert!(waiting_for_yes(&config, &write, &free).is_empty());
+        // Locked by an operator, or planned with a `plan` token: held like
+        // a plan key, its own yes does not count and both steps wait for a
+        // person's (docs/design.md §9), as the gateway says.
+        let both = BTreeSet::from(["s1".to_owned(), "s2".to_owned()]);
+        for held in [plan(Scope::Write, true), plan(Scope::Plan, false)] {
+            assert!(covered_steps(&config, &write, &held).is_empty());
+            assert_eq!(waiting_for_yes(&config, &write, &held), both);
+            let view = operator::plan_view(&config, &write, &held, 1_000);
+            assert!(view.steps.iter().all(|s| !s.approved));
+        }
+    }
+
+    #[test]
+    fn a_plan_or_read_keys_waiting_steps_wait_for_a_person() {
+        let config = crate::setup::builtin_modes();
+        let both = BTreeSet::from(["s1".to_owned(), "s2".to_owned()]);
+        for scope in [Scope::Plan, Scope::Read] {
+            let state = plan(scope, false);
+            assert_eq!(waiting_for_yes(&config, &key(scope), &state), both);
+        }
+    }
+}
