@@ -263,42 +263,35 @@ pub(crate) enum PlansCommand {
     /// unchanged, and the agent's apply_plan then runs them (a `plan`-scope
     /// key's plan runs only approved steps). As the operator, or — with
     /// PLANGATE_KEY set to a `write` key — as that key. Needs only the
-    /// data dir (or database).
-    Approve {
-        /// The key whose plan is approved (name or id).
-        #[arg(long)]
-        key: String,
-        /// The plan digest you reviewed (`plans show`); nothing is recorded
-        /// if the plan changed since. Without it, the steps are shown and
-        /// you are asked on the terminal (y/N); with no terminal, nothing
-        /// is approved.
-        #[arg(long, value_name = "DIGEST")]
-        digest: Option<String>,
-        /// Only these waiting steps (ids from `plans show`).
-        steps: Vec<String>,
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
-    },
+    /// data dir (or database); the config, read as `plans show` reads it
+    /// when it loads, says whether a lock holds the key.
+    Approve(PlanYes),
     /// Say yes to a key's plan and apply it now (every waiting step, or
     /// the named waiting or failed ones); prints the receipt.
-    Apply {
-        #[command(flatten)]
-        source: ConfigSourceArgs,
-        /// The key's name or id.
-        #[arg(long)]
-        key: String,
-        /// The digest you reviewed (`plans show`); nothing runs if the plan
-        /// changed since. Without it, the steps are shown and you are
-        /// asked on the terminal (y/N); with no terminal, nothing runs.
-        #[arg(long, value_name = "DIGEST")]
-        digest: Option<String>,
-        /// Only these steps (waiting or failed), in plan order.
-        steps: Vec<String>,
-        /// Print the receipt as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Apply(PlanYes),
+}
+
+/// A person's yes to a key's plan (`plans approve`, `plans apply`): the
+/// same flags, bound the same way to the plan the person saw.
+#[derive(Args, Debug)]
+pub(crate) struct PlanYes {
+    #[command(flatten)]
+    pub(crate) source: ConfigSourceArgs,
+    /// The key whose plan it is (name or id).
+    #[arg(long)]
+    pub(crate) key: String,
+    /// The plan digest you reviewed (`plans show`); nothing is recorded or
+    /// run if the plan changed since. Without it, the steps are shown and
+    /// you are asked on the terminal (y/N); with no terminal, nothing is
+    /// approved and nothing runs.
+    #[arg(long, value_name = "DIGEST")]
+    pub(crate) digest: Option<String>,
+    /// Only these steps (ids from `plans show`): waiting ones to approve;
+    /// waiting or failed ones to apply, in plan order.
+    pub(crate) steps: Vec<String>,
+    /// Print JSON instead of text (for apply, the receipt).
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Subcommand, Debug)]

@@ -235,6 +235,7 @@ fn lands_on(step: &Value) -> String {
     }
 }
 
+/// The story, chapter by chapter: the agent's calls and what they show.
 async fn tell(n: &mut Narrator, client: &Client, tmp: &std::path::Path) -> Result<()> {
     n.fact("plangate demo — plan mode, start to finish, in one run");
     n.fact("=====================================================");
@@ -258,6 +259,16 @@ async fn tell(n: &mut Narrator, client: &Client, tmp: &std::path::Path) -> Resul
         .await?;
     show_site(n, &pages_before, &menus_before);
 
+    begin_plan_mode(n, client).await?;
+    plan_three_writes(n, client).await?;
+    let digest = show_plan(n, client, &pages_before, &menus_before).await?;
+    let copy_id = say_yes_and_apply(n, client, &digest).await?;
+    site_after(n, client, copy_id).await?;
+    end_session(n, client).await
+}
+
+/// The agent begins plan mode, and how long its plan lives.
+async fn begin_plan_mode(n: &mut Narrator, client: &Client) -> Result<()> {
     n.heading("The agent begins plan mode");
     let begun = n
         .call(
@@ -278,7 +289,11 @@ async fn tell(n: &mut Narrator, client: &Client, tmp: &std::path::Path) -> Resul
             crate::plans::human_secs(secs)
         ));
     }
+    Ok(())
+}
 
+/// Three writes the agent asks for, each planned as a step: nothing written.
+async fn plan_three_writes(n: &mut Narrator, client: &Client) -> Result<()> {
     n.heading("The agent asks for three writes; each becomes a plan step");
     let writes = [
         (
@@ -323,7 +338,17 @@ async fn tell(n: &mut Narrator, client: &Client, tmp: &std::path::Path) -> Resul
             n.fact("  approval: no extra approval; it runs only with the person's yes to the plan");
         }
     }
+    Ok(())
+}
 
+/// The site unchanged by the planned writes, and the plan as `get_plan`
+/// shows it to the person: its digest, for the yes.
+async fn show_plan(
+    n: &mut Narrator,
+    client: &Client,
+    pages_before: &Value,
+    menus_before: &Value,
+) -> Result<String> {
     n.heading("The site is unchanged");
     let pages_now = n
         .call(client, "site_unchanged", "list_pages", json!({}))
@@ -331,7 +356,7 @@ async fn tell(n: &mut Narrator, client: &Client, tmp: &std::path::Path) -> Resul
     let menus_now = n
         .call(client, "site_unchanged", "list_menus", json!({}))
         .await?;
-    if pages_now != pages_before || menus_now != menus_before {
+    if &pages_now != pages_before || &menus_now != menus_before {
         bail!("the site changed while the writes were only planned; this is a bug in plangate");
     }
     n.fact(
@@ -365,7 +390,16 @@ async fn tell(n: &mut Narrator, client: &Client, tmp: &std::path::Path) -> Resul
     n.fact(format!(
         "Plan digest: {digest} (a fingerprint of exactly these steps)"
     ));
+    Ok(digest)
+}
 
+/// The person's yes (simulated), then the apply and its receipt: the
+/// draft copy a step landed on, if one did.
+async fn say_yes_and_apply(
+    n: &mut Narrator,
+    client: &Client,
+    digest: &str,
+) -> Result<Option<String>> {
     n.heading("The person says yes — SIMULATED");
     n.record(json!({
         "phase": "person_says_yes",
@@ -433,7 +467,12 @@ async fn tell(n: &mut Narrator, client: &Client, tmp: &std::path::Path) -> Resul
     if receipt["success"] != true {
         bail!("the plan did not apply cleanly: {}", s(&receipt["message"]));
     }
+    Ok(copy_id)
+}
 
+/// The site after the apply: the live page unchanged where a step landed
+/// on a draft copy.
+async fn site_after(n: &mut Narrator, client: &Client, copy_id: Option<String>) -> Result<()> {
     n.heading("The site after");
     let pages_after = n
         .call(client, "site_after", "list_pages", json!({}))
@@ -452,7 +491,11 @@ async fn tell(n: &mut Narrator, client: &Client, tmp: &std::path::Path) -> Resul
             "The live page 2 still reads {live_title:?}: \"Our story\" waits on draft copy {c} until someone publishes it."
         ));
     }
+    Ok(())
+}
 
+/// The agent ends its session: back to the default mode.
+async fn end_session(n: &mut Narrator, client: &Client) -> Result<()> {
     n.heading("The agent ends the session (plangate_end_session)");
     let ended = n
         .call(client, "end_session", "plangate_end_session", json!({}))

@@ -14,7 +14,7 @@ use plangate_core::{Code, Decision, Effect, TOOLS_LOG, ToolPins};
 use plangate_gateway::key_log::KeyLog;
 use plangate_gateway::policy::{CallPaths, PathFacts, ToolNames, Who, call_paths, judge};
 use plangate_gateway::tool_pins::effect_of;
-use plangate_store::{KeyMaterial, Store};
+use plangate_store::{ApiKey, KeyMaterial, Store};
 use serde_json::{Value, json};
 
 use crate::commands::UsageError;
@@ -168,19 +168,7 @@ pub async fn test(
     as_json: bool,
 ) -> Result<()> {
     let config = &config;
-    let mut arguments: Value = serde_json::from_str(t.arguments).map_err(|e| {
-        UsageError(format!(
-            "--arguments is not JSON ({e}) [invalid_arguments]; give a JSON object, e.g. '{{\"path\": \"/tmp/a.txt\"}}'"
-        ))
-    })?;
-    let Some(object) = arguments.as_object_mut() else {
-        return Err(UsageError(
-            "--arguments must be a JSON object, as the tool takes them [invalid_arguments]"
-                .to_owned(),
-        )
-        .into());
-    };
-    let explicit = object.remove(PLAN_FLAG) == Some(Value::Bool(true));
+    let (arguments, explicit) = call_arguments(t.arguments)?;
     let key = resolve_key(&*store, t.key).await?;
     let state = KeyLog::new(store.clone()).state(&key.id).await?;
     let in_force = config.modes.in_force(&state);
@@ -189,31 +177,9 @@ pub async fn test(
     let (found, paths) = match live_tool(config, store.clone(), material, t.tool, &arguments).await
     {
         Some(live) => live,
-        None => {
-            let pins = KeyLog::<ToolPins>::with_capacity(store, 1)
-                .state(TOOLS_LOG)
-                .await?;
-            let (server, tool, effect, schema) = find_tool(config, &pins, t.tool, given)?;
-            let facts = PathFacts::of(
-                config,
-                &server,
-                &tool,
-                None,
-                None,
-                schema.as_ref().unwrap_or(&serde_json::Map::new()),
-            );
-            let paths = call_paths(None, config, &server, &facts, &arguments).await;
-            let found = Found {
-                server,
-                tool,
-                effect,
-                schema,
-            };
-            (found, paths)
-        }
+        None => pinned_tool(config, store, t.tool, given, &arguments).await?,
     };
     let effect = given.unwrap_or(found.effect);
-    let (server, tool) = (&found.server, &found.tool);
     // Arguments the tool does not take are refused before any rule, as
     // dispatch refuses them.
     let undeclared = found
@@ -231,8 +197,8 @@ pub async fn test(
     }
     let policy = plangate_gateway::policy::compile(config);
     let names = ToolNames {
-        upstream: server,
-        tool,
+        upstream: &found.server,
+        tool: &found.tool,
         exposed: t.tool,
     };
     let who = Who {
@@ -260,36 +226,129 @@ pub async fn test(
             explicit,
         ),
     };
-    // Where each path lands, as the rules judged it.
-    let placed: Vec<(String, Result<String, String>)> = paths
+    let verdict = Verdict {
+        key: &key,
+        mode: &mode.name,
+        found: &found,
+        exposed: t.tool,
+        effect,
+        explicit,
+        placed: placed(&paths),
+        matched: matched.as_ref(),
+        decision,
+    };
+    if as_json {
+        return verdict.print_json();
+    }
+    verdict.print_text();
+    Ok(())
+}
+
+/// `--arguments` as the tool takes them (a JSON object), without the flag
+/// that asks for the write to be planned, and whether that flag was set.
+fn call_arguments(text: &str) -> Result<(Value, bool)> {
+    let mut arguments: Value = serde_json::from_str(text).map_err(|e| {
+        UsageError(format!(
+            "--arguments is not JSON ({e}) [invalid_arguments]; give a JSON object, e.g. '{{\"path\": \"/tmp/a.txt\"}}'"
+        ))
+    })?;
+    let Some(object) = arguments.as_object_mut() else {
+        return Err(UsageError(
+            "--arguments must be a JSON object, as the tool takes them [invalid_arguments]"
+                .to_owned(),
+        )
+        .into());
+    };
+    let explicit = object.remove(PLAN_FLAG) == Some(Value::Bool(true));
+    Ok((arguments, explicit))
+}
+
+/// `exposed` as its pinned definition (or the config) knows it, when no
+/// connected upstream offers it, with the call's paths placed without
+/// asking any upstream.
+async fn pinned_tool(
+    config: &Config,
+    store: Arc<dyn Store>,
+    exposed: &str,
+    given: Option<Effect>,
+    arguments: &Value,
+) -> Result<(Found, CallPaths)> {
+    let pins = KeyLog::<ToolPins>::with_capacity(store, 1)
+        .state(TOOLS_LOG)
+        .await?;
+    let (server, tool, effect, schema) = find_tool(config, &pins, exposed, given)?;
+    let facts = PathFacts::of(
+        config,
+        &server,
+        &tool,
+        None,
+        None,
+        schema.as_ref().unwrap_or(&serde_json::Map::new()),
+    );
+    let paths = call_paths(None, config, &server, &facts, arguments).await;
+    let found = Found {
+        server,
+        tool,
+        effect,
+        schema,
+    };
+    Ok((found, paths))
+}
+
+/// Where each path of the call lands, as the rules judged it: the path
+/// placed, or why it could not be.
+fn placed(paths: &CallPaths) -> Vec<(String, Result<String, String>)> {
+    paths
         .values
         .iter()
         .map(|v| {
             let at = paths.resolver.resolve(v).map_err(|e| e.to_string());
             (v.clone(), at)
         })
-        .collect();
-    let (word, code) = match decision {
-        Decision::Run => ("run", None),
-        Decision::Plan => ("plan", None),
-        Decision::Ask => ("ask", None),
-        Decision::Refuse(code) => ("refuse", Some(code)),
-    };
-    if as_json {
+        .collect()
+}
+
+/// What `policy test` concluded, as it prints it.
+struct Verdict<'a> {
+    key: &'a ApiKey,
+    mode: &'a str,
+    found: &'a Found,
+    exposed: &'a str,
+    effect: Effect,
+    explicit: bool,
+    placed: Vec<(String, Result<String, String>)>,
+    matched: Option<&'a plangate_policy::Matched<'a>>,
+    decision: Decision,
+}
+
+impl Verdict<'_> {
+    /// The decision in a word, and the refusal's code.
+    fn word(&self) -> (&'static str, Option<Code>) {
+        match self.decision {
+            Decision::Run => ("run", None),
+            Decision::Plan => ("plan", None),
+            Decision::Ask => ("ask", None),
+            Decision::Refuse(code) => ("refuse", Some(code)),
+        }
+    }
+
+    /// `policy test --json`.
+    fn print_json(&self) -> Result<()> {
+        let (word, code) = self.word();
         let body = json!({
-            "key": key.name,
-            "scope": key.scope,
-            "mode": mode.name,
-            "upstream": server,
-            "tool": tool,
-            "exposed": t.tool,
-            "effect": effect,
-            "explicit_plan": explicit,
-            "paths": placed.iter().map(|(sent, at)| match at {
+            "key": self.key.name,
+            "scope": self.key.scope,
+            "mode": self.mode,
+            "upstream": self.found.server,
+            "tool": self.found.tool,
+            "exposed": self.exposed,
+            "effect": self.effect,
+            "explicit_plan": self.explicit,
+            "paths": self.placed.iter().map(|(sent, at)| match at {
                 Ok(at) => json!({"sent": sent, "placed": at}),
                 Err(why) => json!({"sent": sent, "unplaced": why}),
             }).collect::<Vec<_>>(),
-            "rule": matched.as_ref().map(|m| json!({
+            "rule": self.matched.map(|m| json!({
                 "name": m.rule,
                 "outcome": m.outcome.as_str(),
                 "message": m.message,
@@ -299,45 +358,51 @@ pub async fn test(
             "code": code.map(Code::as_str),
         });
         crate::output::json(&body)?;
-        return Ok(());
+        Ok(())
     }
-    outln!(
-        "key {} (scope {}), mode {}; {} is {server}'s {tool} ({effect})",
-        key.name,
-        key.scope,
-        mode.name,
-        t.tool
-    );
-    for (sent, at) in &placed {
-        match at {
-            Ok(at) if at == sent => outln!("path {sent}"),
-            Ok(at) => outln!("path {sent} → {at}"),
-            Err(why) => outln!("path {sent}: {why}"),
-        }
-    }
-    match &matched {
-        Some(m) => {
-            outln!("rule {:?} decides: {}", m.rule, m.outcome.as_str());
-            if let Some(e) = &m.error {
-                outln!(
-                    "  its condition could not be evaluated ({e}); a refuse rule refuses when in doubt"
-                );
+
+    /// `policy test` as text: the call, its paths, the rule, the decision.
+    fn print_text(&self) {
+        let (server, tool) = (&self.found.server, &self.found.tool);
+        outln!(
+            "key {} (scope {}), mode {}; {} is {server}'s {tool} ({})",
+            self.key.name,
+            self.key.scope,
+            self.mode,
+            self.exposed,
+            self.effect
+        );
+        for (sent, at) in &self.placed {
+            match at {
+                Ok(at) if at == sent => outln!("path {sent}"),
+                Ok(at) => outln!("path {sent} → {at}"),
+                Err(why) => outln!("path {sent}: {why}"),
             }
         }
-        None => outln!("no rule matches: the mode and the key's scope decide"),
+        match self.matched {
+            Some(m) => {
+                outln!("rule {:?} decides: {}", m.rule, m.outcome.as_str());
+                if let Some(e) = &m.error {
+                    outln!(
+                        "  its condition could not be evaluated ({e}); a refuse rule refuses when in doubt"
+                    );
+                }
+            }
+            None => outln!("no rule matches: the mode and the key's scope decide"),
+        }
+        let (word, code) = self.word();
+        let why = match (self.decision, code) {
+            (Decision::Run, _) => "sent to the upstream at once",
+            (Decision::Plan, _) => "planned: a step of the key's plan, nothing written",
+            (Decision::Ask, _) => "the person is asked first",
+            (_, Some(Code::ForbiddenByRule)) => "refused by the rule (forbidden_by_rule)",
+            (_, Some(Code::Forbidden)) => "refused: the key's scope allows reads only (forbidden)",
+            (_, Some(Code::ForbiddenByMode)) => "refused by the mode (forbidden_by_mode)",
+            _ => "refused",
+        };
+        outln!("decision: {word} — {why}");
+        if let Some(m) = self.matched.and_then(|m| m.message) {
+            outln!("the agent would be told: {m}");
+        }
     }
-    let why = match (decision, code) {
-        (Decision::Run, _) => "sent to the upstream at once",
-        (Decision::Plan, _) => "planned: a step of the key's plan, nothing written",
-        (Decision::Ask, _) => "the person is asked first",
-        (_, Some(Code::ForbiddenByRule)) => "refused by the rule (forbidden_by_rule)",
-        (_, Some(Code::Forbidden)) => "refused: the key's scope allows reads only (forbidden)",
-        (_, Some(Code::ForbiddenByMode)) => "refused by the mode (forbidden_by_mode)",
-        _ => "refused",
-    };
-    outln!("decision: {word} — {why}");
-    if let Some(m) = matched.as_ref().and_then(|m| m.message) {
-        outln!("the agent would be told: {m}");
-    }
-    Ok(())
 }

@@ -1,0 +1,400 @@
+//! Command dispatch: each parsed command handed, with the store and config
+//! it needs ([`crate::setup`]), to the module that does it. Apart from
+//! `main`, which only starts the runtime and turns the outcome into an
+//! exit code.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use crate::args::{
+    AuditCommand, Cli, Command, ConfigCommand, ConfigSourceArgs, KeysCommand, ModeCommand,
+    OperatorCommand, PlanYes, PlansCommand, PolicyCommand, ToolsCommand, UpstreamCommand,
+    WrapTarget,
+};
+use crate::setup::{
+    builtin_modes, config_to_call, key_material, load_config, open_store, use_database, vault_of,
+};
+use crate::{audit, catalog, chain_text, commands, demo, output, plans, policy, tools, upstream};
+use crate::{serve, wrap};
+
+/// Runs the command `cli` names.
+pub(crate) async fn run(cli: Cli) -> Result<()> {
+    use_database(cli.database.clone());
+    let data_dir = cli
+        .data_dir
+        .clone()
+        .unwrap_or_else(plangate_store::default_data_dir);
+    let data_dir = data_dir.as_path();
+    match cli.command {
+        Command::Serve(args) => serve::serve(args, data_dir).await,
+        Command::Keys(cmd) => keys_command(cmd, data_dir).await,
+        Command::Operator(cmd) => operator_command(cmd, data_dir).await,
+        Command::Config(ConfigCommand::Check { source, json }) => {
+            config_check(&source, data_dir, json).await
+        }
+        Command::Tools(cmd) => tools_command(cmd, data_dir).await,
+        Command::Upstream(cmd) => upstream_command(cmd, data_dir).await,
+        Command::Policy(PolicyCommand::Test {
+            source,
+            key,
+            tool,
+            arguments,
+            effect,
+            json,
+        }) => {
+            let config = config_to_call(&source, data_dir).await?;
+            let test = policy::Test {
+                key: &key,
+                tool: &tool,
+                arguments: &arguments,
+                effect: effect.as_deref(),
+            };
+            let store = open_store(data_dir).await?;
+            policy::test(config, store, key_material(data_dir)?, test, json).await
+        }
+        Command::DemoSite(args) => serve::demo_site(args).await,
+        Command::Wrap {
+            target,
+            scope,
+            key_name,
+            to,
+            dry_run,
+        } => {
+            let args = wrap::Wrap {
+                target: wrap_target(target),
+                scope: scope.into(),
+                key_name,
+                to,
+                dry_run,
+            };
+            wrap::wrap(args, data_dir, async || open_store(data_dir).await).await
+        }
+        Command::Unwrap { target, force } => {
+            wrap::unwrap(wrap_target(target), force, data_dir).await
+        }
+        Command::Completions { shell } => {
+            use clap::CommandFactory as _;
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "plangate", &mut out);
+            output::write_all(&out)
+        }
+        Command::Man { dir } => man(dir.as_deref()),
+        Command::CountingUpstream { log } => plangate_demo_site::counting::serve_stdio(log).await,
+        Command::Mode(cmd) => mode_command(cmd, data_dir).await,
+        Command::Plans(cmd) => plans_command(cmd, data_dir).await,
+        Command::Audit(AuditCommand::Export {
+            key,
+            since,
+            out,
+            json,
+        }) => {
+            let store = open_store(data_dir).await?;
+            audit::export(&*store, key.as_deref(), since, out.as_deref(), json).await
+        }
+        Command::Demo { json } => demo::run(json).await,
+        Command::Catalog { source, json, html } => {
+            let config = load_config(&source, data_dir)?;
+            let format = match (json, html) {
+                (true, _) => catalog::Format::Json,
+                (_, true) => catalog::Format::Html,
+                _ => catalog::Format::Table,
+            };
+            catalog::run(&config, format)
+        }
+    }
+}
+
+/// The client file `wrap` and `unwrap` work on, as the flags name it.
+fn wrap_target(target: WrapTarget) -> wrap::Target {
+    wrap::Target {
+        from: target.from,
+        client: target.client,
+        project: target.project,
+    }
+}
+
+async fn keys_command(cmd: KeysCommand, data_dir: &Path) -> Result<()> {
+    let store = open_store(data_dir).await?;
+    match cmd {
+        KeysCommand::Create { name, scope, json } => {
+            commands::keys_create(&*store, &name, scope.into(), json).await
+        }
+        KeysCommand::List { json } => commands::keys_list(&*store, json).await,
+        KeysCommand::Revoke { key, json } => commands::keys_revoke(&*store, &key, json).await,
+    }
+}
+
+async fn operator_command(cmd: OperatorCommand, data_dir: &Path) -> Result<()> {
+    let store = open_store(data_dir).await?;
+    match cmd {
+        OperatorCommand::Token { name, json } => {
+            commands::operator_token(&*store, &name, json).await
+        }
+        OperatorCommand::List { json } => commands::operator_list(&*store, json).await,
+        OperatorCommand::Revoke { operator, json } => {
+            commands::operator_revoke(&*store, &operator, json).await
+        }
+    }
+}
+
+/// `plangate config check`.
+async fn config_check(source: &ConfigSourceArgs, data_dir: &Path, json: bool) -> Result<()> {
+    let config = config_to_call(source, data_dir).await?;
+    // The pins, when the store can be read, so changed definitions
+    // are flagged; config check works without a store too.
+    let (pins, vault) = match open_store(data_dir).await {
+        Ok(store) => {
+            let pins = plangate_gateway::key_log::KeyLog::<plangate_core::ToolPins>::with_capacity(
+                store.clone(),
+                1,
+            )
+            .state(plangate_core::TOOLS_LOG)
+            .await
+            .ok();
+            let vault = key_material(data_dir)
+                .ok()
+                .map(|material| plangate_gateway::upstream::oauth::Vault { store, material });
+            (pins, vault)
+        }
+        Err(_) => (None, None),
+    };
+    crate::config_check::run(config, pins, vault, json).await
+}
+
+async fn upstream_command(cmd: UpstreamCommand, data_dir: &Path) -> Result<()> {
+    match cmd {
+        UpstreamCommand::ClientMetadata { url } => upstream::client_metadata(&url),
+        UpstreamCommand::Login {
+            source,
+            name,
+            timeout,
+            scopes,
+        } => {
+            let config = load_config(&source, data_dir)?;
+            let vault = vault_of(data_dir).await?;
+            upstream::login(&config, &name, vault, timeout, &scopes).await
+        }
+        UpstreamCommand::Logout { source, name } => {
+            let config = load_config(&source, data_dir)?;
+            let vault = vault_of(data_dir).await?;
+            upstream::logout(&config, &name, vault).await
+        }
+    }
+}
+
+/// `plangate man [--dir DIR]`: the manual pages, into DIR or to stdout.
+fn man(dir: Option<&Path>) -> Result<()> {
+    use clap::CommandFactory as _;
+    let command = Cli::command();
+    match dir {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            clap_mangen::generate_to(command, dir)
+                .with_context(|| format!("cannot write pages into {}", dir.display()))?;
+            eprintln!("wrote the manual pages into {}", dir.display());
+            Ok(())
+        }
+        None => {
+            let mut out = Vec::new();
+            clap_mangen::Man::new(command).render(&mut out)?;
+            output::write_all(&out)
+        }
+    }
+}
+
+async fn mode_command(cmd: ModeCommand, data_dir: &Path) -> Result<()> {
+    let ModeCommand::Set {
+        source,
+        key,
+        mode,
+        lock,
+        unlock,
+        json,
+    } = cmd;
+    // `plan` and `default` are always defined: setting them needs
+    // no upstream config, so a broken or absent one cannot keep an
+    // operator from locking an agent down.
+    let config = match load_config(&source, data_dir) {
+        Ok(config) => config,
+        Err(e)
+            if mode.as_deref().is_none_or(|m| {
+                m == plangate_core::PLAN_MODE || m == plangate_core::DEFAULT_MODE
+            }) =>
+        {
+            eprintln!(
+                "note: the config was not loaded ({}); `plan` and `default` need none",
+                chain_text(&e)
+            );
+            builtin_modes()
+        }
+        Err(e) => return Err(e),
+    };
+    let store = open_store(data_dir).await?;
+    let change = match (lock, unlock) {
+        (true, _) => plangate_gateway::operator::LockChange::Lock,
+        (_, true) => plangate_gateway::operator::LockChange::Unlock,
+        _ => plangate_gateway::operator::LockChange::Keep,
+    };
+    commands::mode_set(&config, store, &key, mode.as_deref(), change, json).await
+}
+/// `plangate tools list|accept|reject`.
+async fn tools_command(cmd: ToolsCommand, data_dir: &Path) -> Result<()> {
+    use plangate_gateway::tool_pins::Decision;
+    let (source, upstream, tool, hash, decision, json) = match cmd {
+        ToolsCommand::List { source, json } => {
+            let config = load_config(&source, data_dir)?;
+            return tools::list(&config, open_store(data_dir).await?, json).await;
+        }
+        ToolsCommand::Accept {
+            source,
+            upstream,
+            tool,
+            hash,
+            allow_downgrade,
+            json,
+        } => (
+            source,
+            upstream,
+            tool,
+            hash,
+            Decision::Accept { allow_downgrade },
+            json,
+        ),
+        ToolsCommand::Reject {
+            source,
+            upstream,
+            tool,
+            hash,
+            json,
+        } => (source, upstream, tool, hash, Decision::Reject, json),
+    };
+    let config = load_config(&source, data_dir)?;
+    let store = open_store(data_dir).await?;
+    tools::decide(
+        &config,
+        store,
+        &upstream,
+        &tool,
+        hash.as_deref(),
+        decision,
+        json,
+    )
+    .await
+}
+
+/// `plangate plans …`.
+async fn plans_command(cmd: PlansCommand, data_dir: &Path) -> Result<()> {
+    match cmd {
+        PlansCommand::List { source, json } => {
+            let config = load_config(&source, data_dir)?;
+            plans::list(&config, open_store(data_dir).await?, json).await
+        }
+        PlansCommand::Show { source, key, json } => {
+            let config = load_config(&source, data_dir)?;
+            plans::show(&config, open_store(data_dir).await?, &key, json).await
+        }
+        PlansCommand::Reject {
+            key,
+            step,
+            reason,
+            json,
+        } => plans::reject(open_store(data_dir).await?, &key, &step, &reason, json).await,
+        PlansCommand::Amend {
+            source,
+            key,
+            step,
+            arguments,
+            revision,
+            json,
+        } => {
+            let config = config_to_call(&source, data_dir).await?;
+            let store = open_store(data_dir).await?;
+            let material = key_material(data_dir)?;
+            let change = plans::Amendment {
+                step: &step,
+                arguments: &arguments,
+                seen_revision: revision,
+            };
+            plans::amend(config, store, material, &key, change, json).await
+        }
+        PlansCommand::Diff { key, since, json } => {
+            plans::diff(open_store(data_dir).await?, &key, since, json).await
+        }
+        PlansCommand::Discard {
+            source,
+            key,
+            steps,
+            json,
+        } => {
+            let config = load_config(&source, data_dir)?;
+            plans::discard(&config, open_store(data_dir).await?, &key, &steps, json).await
+        }
+        PlansCommand::Retry {
+            source,
+            key,
+            step,
+            json,
+        } => {
+            let config = config_to_call(&source, data_dir).await?;
+            let store = open_store(data_dir).await?;
+            let material = key_material(data_dir)?;
+            plans::retry(config, store, material, &key, &step, json).await
+        }
+        PlansCommand::Approve(yes) => approve(yes, data_dir).await,
+        PlansCommand::Apply(PlanYes {
+            source,
+            key,
+            digest,
+            steps,
+            json,
+        }) => {
+            let config = config_to_call(&source, data_dir).await?;
+            let store = open_store(data_dir).await?;
+            let material = key_material(data_dir)?;
+            plans::apply_cmd(
+                config,
+                store,
+                material,
+                &key,
+                digest.as_deref(),
+                &steps,
+                json,
+            )
+            .await
+        }
+    }
+}
+
+/// `plangate plans approve`. It needs only the store: the config says
+/// whose yes counts for the key (a lock it sets) for what is left waiting
+/// afterwards, and when it does not load the built-in modes stand in.
+async fn approve(yes: PlanYes, data_dir: &Path) -> Result<()> {
+    let PlanYes {
+        source,
+        key,
+        digest,
+        steps,
+        json,
+    } = yes;
+    let config = load_config(&source, data_dir).unwrap_or_else(|e| {
+        eprintln!(
+            "note: the config was not loaded ({}); what is left waiting for a yes is counted without its [gateway] default_mode_locked",
+            chain_text(&e)
+        );
+        builtin_modes()
+    });
+    let store = open_store(data_dir).await?;
+    let approver = std::env::var("PLANGATE_KEY").ok().filter(|t| !t.is_empty());
+    plans::approve(
+        &config,
+        store,
+        &key,
+        digest.as_deref(),
+        &steps,
+        approver.as_deref(),
+        json,
+    )
+    .await
+}

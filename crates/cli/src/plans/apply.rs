@@ -1,0 +1,158 @@
+//! The `plans` verbs that run steps: `retry` (a person's explicit retry of
+//! an in-doubt step) and `apply` (a person's yes, then the run). Apart
+//! because only these build a gateway in this process and go through
+//! [`plangate_gateway::apply::apply_plan`] — the same claims, fresh checks,
+//! receipts and at-most-once rule as an agent's `apply_plan`
+//! (docs/design.md §5).
+
+use std::sync::Arc;
+
+use anyhow::{Result, anyhow};
+use plangate_config::Config;
+use plangate_core::rules::Refused;
+use plangate_core::{KeyState, Step, StepStatus};
+use plangate_gateway::Gateway;
+use plangate_gateway::key_log::KeyLog;
+use plangate_gateway::operator::{self, OperatorError};
+use plangate_store::{ApiKey, KeyMaterial, Store};
+use serde_json::json;
+
+use super::confirm::{Act, confirm};
+use super::render::finish_receipt;
+use super::{cli_acting, cli_error, print_json, refresh, resolve_key};
+use crate::commands::UsageError;
+use crate::output::outln;
+
+/// What to try instead when `step_id` cannot be retried.
+fn retry_hint(state: &KeyState, key: &ApiKey, step_id: &str) -> String {
+    match state.step(step_id).map(|s| s.status) {
+        None => format!(
+            "; `plangate plans show --key {}` lists the steps",
+            plangate_core::shell_word(&key.name)
+        ),
+        Some(StepStatus::Planned | StepStatus::Failed) => format!(
+            " (a waiting or failed step runs with `plangate plans apply --key {} {step_id}`)",
+            plangate_core::shell_word(&key.name)
+        ),
+        Some(_) => String::new(),
+    }
+}
+
+/// `plangate plans retry --key NAME STEP`: a person's explicit retry of an
+/// in-doubt step (docs/design.md §5): `step_retried` by the operator, then exactly
+/// that step runs now, through a gateway built in this process.
+pub async fn retry(
+    config: Config,
+    store: Arc<dyn Store>,
+    material: KeyMaterial,
+    key: &str,
+    step_id: &str,
+    as_json: bool,
+) -> Result<()> {
+    let key = resolve_key(&*store, key).await?;
+    let state = refresh(&KeyLog::new(store.clone()), &key, &config).await?;
+    // Checked before any upstream is started: a step not in doubt is a
+    // mistake whatever the world looks like.
+    operator::check_in_doubt(&state, &key, step_id)
+        .map_err(|e| cli_error(e, &retry_hint(&state, &key, step_id)))?;
+    let gw = Gateway::build(config, store, material).await;
+    let outcome = operator::retry(&gw, &cli_acting(&key), step_id).await;
+    gw.shutdown().await;
+    let receipt = outcome.map_err(|e| match e {
+        OperatorError::UpstreamDown { .. } => anyhow!("{e}; step {step_id} stays in doubt"),
+        e => cli_error(e, ""),
+    })?;
+    finish_receipt(receipt, as_json)
+}
+
+/// `plangate plans apply --key NAME [--digest D] [STEP…]`: a person says
+/// yes to a key's plan and applies it — every waiting step, or only the
+/// named waiting or failed ones. Without `--digest` the person at the
+/// terminal is shown the steps and asked first ([`confirm`]). The yes is
+/// recorded first (`review_answered`, approve, by the operator, for the
+/// digest of exactly the steps it runs), then the steps run bound to the
+/// plan as it was shown, through a gateway built in this process.
+pub async fn apply_cmd(
+    config: Config,
+    store: Arc<dyn Store>,
+    material: KeyMaterial,
+    key: &str,
+    digest: Option<&str>,
+    named: &[String],
+    as_json: bool,
+) -> Result<()> {
+    if let Some(d) = digest {
+        operator::check_digest(d)
+            .map_err(|e| UsageError(format!("{e} (`plangate plans show` prints it)")))?;
+    }
+    let key = resolve_key(&*store, key).await?;
+    let state = refresh(&KeyLog::new(store.clone()), &key, &config).await?;
+    // Checked before any upstream is started: a step that cannot run, or a
+    // plan that moved on, is a mistake whatever the world looks like.
+    let hint = |e: &OperatorError| match e {
+        OperatorError::Rule {
+            refused: Refused::InDoubt(id),
+            ..
+        } => format!(
+            " (`plangate plans retry --key {} {id}`); nothing was run",
+            plangate_core::shell_word(&key.name)
+        ),
+        OperatorError::Rule {
+            refused: Refused::Status { .. },
+            ..
+        } => " (only waiting or failed steps are applied); nothing was run".to_owned(),
+        _ => format!(
+            "; `plangate plans show --key {}` lists the steps; nothing was run",
+            plangate_core::shell_word(&key.name)
+        ),
+    };
+    let selected = operator::steps_to_apply(&config, &key, &state, named)
+        .map_err(|e| {
+            let h = hint(&e);
+            cli_error(e, &h)
+        })?
+        .run;
+    let nothing = || {
+        let msg = format!("nothing to apply: key {} has no waiting steps", key.name);
+        if as_json {
+            return print_json(&json!({"success": true, "applied": 0, "message": msg}));
+        }
+        outln!("{msg}");
+        Ok(())
+    };
+    if selected.is_empty() {
+        return nothing();
+    }
+    let current = state.plan_digest();
+    let shown = match digest {
+        Some(d) if d != current => {
+            return Err(anyhow!(
+                "apply refused (plan_changed): the plan of key {} is now {current}, not {d}; nothing was run. Look at it again with `plangate plans show --key {}`",
+                key.name,
+                plangate_core::shell_word(&key.name)
+            ));
+        }
+        Some(_) => None,
+        None => {
+            let steps: Vec<&Step> = selected.iter().filter_map(|id| state.step(id)).collect();
+            Some(confirm(&key, &state, &steps, Act::Apply).await?)
+        }
+    };
+    let seen = match &shown {
+        Some(shown) => shown.seen(),
+        None => operator::Seen::digest(&current),
+    };
+    let gw = Gateway::build(config, store, material).await;
+    let outcome = operator::apply_now(&gw, &cli_acting(&key), Some(seen), named).await;
+    gw.shutdown().await;
+    let receipt = outcome.map_err(|e| match e {
+        OperatorError::PlanChanged { .. } | OperatorError::RevisionMoved { .. } => {
+            anyhow!("apply refused (plan_changed): {e}")
+        }
+        e => anyhow!("{e}"),
+    })?;
+    match receipt {
+        Some(receipt) => finish_receipt(receipt, as_json),
+        None => nothing(),
+    }
+}

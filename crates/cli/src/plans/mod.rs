@@ -1,0 +1,257 @@
+//! `plangate plans list|show|discard|retry|apply`: a person looking at and
+//! acting on keys' plans from outside the agent (docs/design.md §5, §7).
+//!
+//! Plans are folds over each key's event log, so these commands read and
+//! append through the same [`KeyLog`] the gateway uses, with the same
+//! compare-and-set rule: a person's discard or retry and an agent's call
+//! racing on one key never both win on a stale view. Every event a person
+//! causes here is recorded as `Actor::Operator` (named by `$USER`) over
+//! `Channel::Cli`.
+//!
+//! Like every plangate process sharing the store, reading a plan here first
+//! brings it up to date: a claim whose lease ran out (its owner died) is
+//! marked `in_doubt`, and a plan past its life expires. So `plans list`
+//! shows the truth even when no gateway is running.
+//!
+//! `retry` and `apply` run steps, so they build a gateway in this process
+//! from the same config `serve` would use and go through
+//! [`plangate_gateway::apply::apply_plan`] — the same claims, fresh checks, receipts and
+//! at-most-once rule as an agent's `apply_plan`.
+//!
+//! The rules themselves (refresh, discard, approve, retry) live in
+//! [`plangate_gateway::operator`], shared with the web console; this module
+//! resolves names, prints, and turns refusals into exit codes.
+
+mod apply;
+mod confirm;
+mod read;
+mod render;
+mod review;
+
+use std::collections::BTreeSet;
+
+use anyhow::{Result, anyhow};
+use plangate_config::Config;
+use plangate_core::rules::{self, Applier, Selection};
+use plangate_core::{Channel, KeyState};
+use plangate_gateway::acting::Acting;
+use plangate_gateway::key_log::KeyLog;
+use plangate_gateway::operator::{self, OperatorError, lease_ms, ttl_ms};
+use plangate_store::{ApiKey, Store};
+
+pub use apply::{apply_cmd, retry};
+pub use read::{diff, list, show};
+pub use render::human_secs;
+pub use review::{Amendment, amend, approve, discard, reject};
+
+use crate::commands::{UsageError, operator_name};
+
+// === keys and state ===
+
+/// The key named `key`: the active key with that name, the key with that
+/// id, or else the most recent revoked key with that name (its log is
+/// still there to read).
+pub async fn resolve_key(store: &dyn Store, key: &str) -> Result<ApiKey> {
+    if let Some(found) = store.find_key(key).await? {
+        return Ok(found);
+    }
+    store
+        .list_keys()
+        .await?
+        .into_iter()
+        .rev()
+        .find(|k| k.name == key)
+        .ok_or_else(|| {
+            UsageError(format!(
+                "no key named {key:?}; `plangate keys list` shows the keys"
+            ))
+            .into()
+        })
+}
+
+/// The CLI acting on `key`'s log, as the person at this terminal.
+fn cli_acting(key: &ApiKey) -> Acting {
+    operator::acting(key, &operator_name(), Channel::Cli)
+}
+
+/// Brings a key's plan up to date before a person reads or changes it
+/// (see [`operator::refresh`]).
+async fn refresh(log: &KeyLog, key: &ApiKey, config: &Config) -> Result<KeyState> {
+    Ok(operator::refresh(log, &cli_acting(key), ttl_ms(config), lease_ms(config)).await?)
+}
+
+/// A refusal of [`operator`] as the CLI reports it: bad input (an unknown
+/// step, a step in the wrong state) exits 2 with `hint` added.
+fn cli_error(e: OperatorError, hint: &str) -> anyhow::Error {
+    // The stable code, as the agent's tools and the console give it.
+    if e.is_bad_input() {
+        UsageError(format!("{e} [{}]{hint}", e.code())).into()
+    } else {
+        anyhow!("{e} [{}]", e.code())
+    }
+}
+
+/// Prints `v` as pretty JSON with its keys sorted, as every `--json`
+/// output is.
+fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
+    crate::output::json(&serde_json::to_value(v)?)?;
+    Ok(())
+}
+
+// === whose yes counts ===
+
+/// The scope `key`'s plan is approved and applied under: the gateway's
+/// [`rules::approval_scope_for`] with the mode in force, exactly as
+/// [`operator::plan_view`], [`operator::steps_to_apply`] and `get_plan`
+/// take it — a write key held by a lock, or whose open steps were planned
+/// under a `plan` token, counts like a `plan` key (docs/design.md §7, §9).
+fn approval_scope(config: &Config, key: &ApiKey, state: &KeyState) -> plangate_core::Scope {
+    rules::approval_scope_for(state, key.scope, &config.modes.in_force(state))
+}
+
+/// The steps of `key`'s plan an approval that counts for it covers
+/// ([`rules::approved_steps`] under [`approval_scope`]): what `plans show`,
+/// the console and `get_plan` mark approved.
+fn covered_steps<'s>(config: &Config, key: &ApiKey, state: &'s KeyState) -> BTreeSet<&'s str> {
+    rules::approved_steps(state, &key.id, approval_scope(config, key, state))
+}
+
+/// The waiting steps of `key`'s plan that do not run without a person's
+/// yes: those the key's own `apply_plan` of its whole plan would leave
+/// `not_approved` ([`rules::apply_steps`], the rule the gateway applies) —
+/// every waiting step when the key may not apply it on its own say-so (a
+/// `read` key, or one held like a `plan` key that no yes covers yet).
+fn waiting_for_yes(config: &Config, key: &ApiKey, state: &KeyState) -> BTreeSet<String> {
+    let scope = approval_scope(config, key, state);
+    let covered = rules::approved_steps(state, &key.id, scope);
+    let own = Applier::Key { id: &key.id, scope };
+    match rules::apply_steps(state, Selection::Waiting, own, &covered) {
+        Ok(steps) => steps.not_approved.into_iter().collect(),
+        Err(_) => state
+            .planned_steps()
+            .map(|s| s.record.step_id.clone())
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use plangate_core::{
+        Actor, Effect, Event, EventKind, JsonText, LandsOn, Scope, StepRecord, Verdict, Where,
+    };
+
+    use super::*;
+
+    fn key(scope: Scope) -> ApiKey {
+        ApiKey {
+            id: "key_1".into(),
+            name: "agent".into(),
+            scope,
+            prefix: String::new(),
+            created_at_ms: 0,
+            revoked_at_ms: None,
+        }
+    }
+
+    fn planned(step_id: &str, position: u32) -> EventKind {
+        let arguments = JsonText::from_value(&serde_json::json!({"id": position}));
+        EventKind::StepPlanned {
+            step: StepRecord {
+                step_id: step_id.into(),
+                position,
+                server: "site".into(),
+                tool: "update_page".into(),
+                exposed_as: "update_page".into(),
+                arguments,
+                keyed_arguments: None,
+                sealed_secrets: None,
+                fingerprint: format!("fp-{step_id}"),
+                effect: Effect::Write,
+                schema_hash: "sha256:00".into(),
+                predicted_effect: "Call update_page.".into(),
+                lands_on: LandsOn {
+                    where_: Where::Live,
+                    target: None,
+                    copy_id: None,
+                    note: None,
+                },
+                approval_required: false,
+                approval_note: None,
+                planned_at_ms: 1_000,
+                target_version: None,
+                definition_hash: None,
+                preview: None,
+                rule: None,
+                preview_withheld: None,
+            },
+        }
+    }
+
+    /// Two waiting steps key_1's agent planned under `scope`, and its own
+    /// client's yes to both; an operator locked the key first when
+    /// `locked`.
+    fn plan(scope: Scope, locked: bool) -> KeyState {
+        let agent = Actor::Agent {
+            key_id: "key_1".into(),
+            key_name: "agent".into(),
+            scope: Some(scope),
+        };
+        let event = |kind, actor| Event {
+            at_ms: 1_000,
+            key_id: "key_1".into(),
+            actor,
+            channel: Channel::Stdio,
+            kind,
+        };
+        let mut events = Vec::new();
+        if locked {
+            let operator = Actor::Operator { name: "ana".into() };
+            let lock = EventKind::ModeLocked {
+                mode: "plan".into(),
+            };
+            events.push(event(lock, operator));
+        }
+        events.push(event(planned("s1", 1), agent.clone()));
+        events.push(event(planned("s2", 2), agent.clone()));
+        let digest = KeyState::fold(events.iter().zip(1..).map(|(e, seq)| (seq, e))).plan_digest();
+        let yes = EventKind::ReviewAnswered {
+            review_id: None,
+            verdict: Verdict::Approve,
+            plan_digest: digest,
+            feedback: None,
+            step_ids: None,
+            revision: None,
+        };
+        events.push(event(yes, agent));
+        KeyState::fold(events.iter().zip(1..).map(|(e, seq)| (seq, e)))
+    }
+
+    #[test]
+    fn a_write_keys_own_yes_counts_only_while_nothing_holds_it() {
+        let config = crate::setup::builtin_modes();
+        let write = key(Scope::Write);
+        let free = plan(Scope::Write, false);
+        assert_eq!(covered_steps(&config, &write, &free).len(), 2);
+        assert!(waiting_for_yes(&config, &write, &free).is_empty());
+        // Locked by an operator, or planned with a `plan` token: held like
+        // a plan key, its own yes does not count and both steps wait for a
+        // person's (docs/design.md §9), as the gateway says.
+        let both = BTreeSet::from(["s1".to_owned(), "s2".to_owned()]);
+        for held in [plan(Scope::Write, true), plan(Scope::Plan, false)] {
+            assert!(covered_steps(&config, &write, &held).is_empty());
+            assert_eq!(waiting_for_yes(&config, &write, &held), both);
+            let view = operator::plan_view(&config, &write, &held, 1_000);
+            assert!(view.steps.iter().all(|s| !s.approved));
+        }
+    }
+
+    #[test]
+    fn a_plan_or_read_keys_waiting_steps_wait_for_a_person() {
+        let config = crate::setup::builtin_modes();
+        let both = BTreeSet::from(["s1".to_owned(), "s2".to_owned()]);
+        for scope in [Scope::Plan, Scope::Read] {
+            let state = plan(scope, false);
+            assert_eq!(waiting_for_yes(&config, &key(scope), &state), both);
+        }
+    }
+}

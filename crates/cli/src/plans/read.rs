@@ -1,0 +1,403 @@
+//! The `plans` verbs that only look: `list` (every key with a plan),
+//! `show` (one key's plan, as `get_plan` shows it) and `diff` (what changed
+//! since a revision). Apart from the verbs that record a person's act, as
+//! nothing here appends to a key's log but the refresh every reader does
+//! (docs/design.md §5).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use plangate_config::Config;
+use plangate_core::{KeyPlanView, KeyState, Scope, StepStatus, StepView};
+use plangate_gateway::key_log::KeyLog;
+use plangate_gateway::operator::{self, ttl_ms};
+use plangate_gateway::plan::expires_in;
+use plangate_store::{ApiKey, Store, now_ms};
+use serde_json::{Value, json};
+
+use super::render::{change_lines, human_secs, lands_on_text};
+use super::{covered_steps, print_json, refresh, resolve_key, waiting_for_yes};
+use crate::commands::{UsageError, print_table};
+use crate::output::outln;
+
+// === list ===
+
+/// How many of the plan's steps have `status`.
+fn count(state: &KeyState, status: StepStatus) -> usize {
+    state.open_steps().filter(|s| s.status == status).count()
+}
+
+/// `plangate plans list`: every key with a plan (open steps or a session)
+/// or an operator's lock on its mode.
+pub async fn list(config: &Config, store: Arc<dyn Store>, as_json: bool) -> Result<()> {
+    let log = KeyLog::new(store.clone());
+    let keys: BTreeMap<String, ApiKey> = store
+        .list_keys()
+        .await?
+        .into_iter()
+        .map(|k| (k.id.clone(), k))
+        .collect();
+    let now = now_ms();
+    let mut rows = Vec::new();
+    for key_id in store.keys_with_events().await? {
+        let key = keys.get(&key_id).cloned().unwrap_or_else(|| ApiKey {
+            id: key_id.clone(),
+            name: key_id.clone(),
+            scope: Scope::Read,
+            prefix: String::new(),
+            created_at_ms: 0,
+            revoked_at_ms: None,
+        });
+        let state = refresh(&log, &key, config).await?;
+        let operator_locked = matches!(state.lock, Some(plangate_core::ModeLock::Locked { .. }));
+        if state.open_steps().next().is_none() && state.session_id.is_none() && !operator_locked {
+            continue;
+        }
+        let in_force = config.modes.in_force(&state);
+        let mode = &in_force.spec;
+        let get = |s: StepStatus| count(&state, s);
+        // Waiting steps a yes that counts for the key covers (a plan key's
+        // own yes never counts), as `plans show` and `get_plan` say.
+        let covered = covered_steps(config, &key, &state);
+        let approved = state
+            .planned_steps()
+            .filter(|s| covered.contains(s.record.step_id.as_str()))
+            .count();
+        rows.push(json!({
+            "key": key.name,
+            "key_id": key.id,
+            "scope": key.scope,
+            "revoked": !key.is_active(),
+            "mode": mode.name,
+            "plan_mode": mode.plan_mode(),
+            "mode_locked": in_force.locked_by,
+            "waiting": get(StepStatus::Planned),
+            "approved": approved,
+            "running": get(StepStatus::Running),
+            "failed": get(StepStatus::Failed),
+            "in_doubt": get(StepStatus::InDoubt),
+            "expires_in": expires_in(&state, now, ttl_ms(config)),
+            "plan_digest": state.plan_digest(),
+        }));
+    }
+    if as_json {
+        return print_json(&Value::Array(rows));
+    }
+    if rows.is_empty() {
+        outln!(
+            "no plans: no key has steps waiting, running, failed or in doubt, a session, or a locked mode"
+        );
+        return Ok(());
+    }
+    print_plans(&rows);
+    Ok(())
+}
+
+/// `plans list`'s rows (as `--json` gives them) as a table.
+fn print_plans(rows: &[Value]) {
+    let table: Vec<[String; 9]> = rows
+        .iter()
+        .map(|r| {
+            let name = r["key"].as_str().unwrap_or_default();
+            [
+                if r["revoked"] == true {
+                    format!("{name} (revoked)")
+                } else {
+                    name.to_owned()
+                },
+                match r["mode_locked"].as_str() {
+                    Some(by) => format!(
+                        "{} (locked by {by})",
+                        r["mode"].as_str().unwrap_or_default()
+                    ),
+                    None => r["mode"].as_str().unwrap_or_default().to_owned(),
+                },
+                r["waiting"].to_string(),
+                match (r["approved"].as_u64(), r["waiting"].as_u64()) {
+                    (Some(0), _) | (_, Some(0)) => "-".to_owned(),
+                    (Some(a), Some(w)) if a == w => "all".to_owned(),
+                    (Some(a), Some(w)) => format!("{a} of {w}"),
+                    _ => "-".to_owned(),
+                },
+                r["running"].to_string(),
+                r["failed"].to_string(),
+                r["in_doubt"].to_string(),
+                r["expires_in"]
+                    .as_i64()
+                    .map(human_secs)
+                    .unwrap_or_else(|| "-".into()),
+                r["plan_digest"].as_str().unwrap_or_default().to_owned(),
+            ]
+        })
+        .collect();
+    print_table(
+        &[
+            "KEY",
+            "MODE",
+            "WAITING",
+            "APPROVED",
+            "RUNNING",
+            "FAILED",
+            "IN DOUBT",
+            "EXPIRES IN",
+            "DIGEST",
+        ],
+        &table,
+    );
+}
+
+// === show ===
+
+/// `plangate plans show --key NAME`: the plan as `get_plan` shows it.
+pub async fn show(config: &Config, store: Arc<dyn Store>, key: &str, as_json: bool) -> Result<()> {
+    let key = resolve_key(&*store, key).await?;
+    let log = KeyLog::new(store.clone());
+    let state = refresh(&log, &key, config).await?;
+    let view = operator::plan_view(config, &key, &state, now_ms());
+    if as_json {
+        return print_json(&view);
+    }
+    outln!(
+        "key {} ({}, scope {}): mode {}{}{}",
+        view.key,
+        view.key_id,
+        view.scope,
+        view.mode,
+        if view.plan_mode { " (plan mode)" } else { "" },
+        match view.mode_locked {
+            Some(plangate_core::LockedBy::Operator) => ", locked by an operator",
+            Some(plangate_core::LockedBy::Config) => ", locked by [gateway] default_mode_locked",
+            None => "",
+        }
+    );
+    if let Some(n) = &view.notice {
+        outln!("note: {n}");
+    }
+    if view.steps.is_empty() {
+        outln!("no plan: nothing is waiting, running, failed or in doubt");
+        return Ok(());
+    }
+    print_standing(&view);
+    outln!();
+    print_steps(&view, &waiting_for_yes(config, &key, &state));
+    print_previews(&view);
+    Ok(())
+}
+
+/// Where the plan stands: its steps, life and approval, digest and
+/// revision, and what changed since the last review.
+fn print_standing(view: &KeyPlanView) {
+    let approved = view.steps.iter().filter(|s| s.approved).count();
+    outln!(
+        "{} step(s) in the plan, {} waiting; expires in {}; approved: {}",
+        view.steps.len(),
+        view.pending_steps,
+        view.expires_in
+            .map(human_secs)
+            .unwrap_or_else(|| "-".into()),
+        match approved {
+            _ if view.approved => "yes".to_owned(),
+            0 => "no".to_owned(),
+            n => format!("{n} of {} waiting step(s)", view.pending_steps),
+        }
+    );
+    outln!("plan digest {}", view.plan_digest);
+    outln!(
+        "revision {}{}",
+        view.revision,
+        match view.reviewed_revision {
+            Some(r) if r == view.revision => " (as last reviewed)".to_owned(),
+            Some(r) => format!(
+                " (last reviewed at {r}; `plangate plans diff --key {}` shows what changed)",
+                plangate_core::shell_word(&view.key)
+            ),
+            None => String::new(),
+        }
+    );
+    if let Some(since) = &view.since_review {
+        let mut said = Vec::new();
+        if !since.added.is_empty() {
+            said.push(format!("{} step(s) planned", since.added.len()));
+        }
+        for c in &since.status_changed {
+            said.push(format!("step {} {} → {}", c.position, c.from, c.to));
+        }
+        for a in &since.amended {
+            said.push(format!("step {} amended by {}", a.position, a.by));
+        }
+        if since.digest_changed {
+            said.push("the digest moved (the earlier approval does not cover it)".to_owned());
+        }
+        if !said.is_empty() {
+            outln!("since the last review: {}", said.join("; "));
+        }
+    }
+}
+
+/// The plan's steps as a table, and which were planned by an operator's
+/// rule. `waiting_for_yes` holds the waiting steps that do not run
+/// without a person's yes ([`waiting_for_yes`]).
+fn print_steps(view: &KeyPlanView, waiting_for_yes: &BTreeSet<String>) {
+    let rows: Vec<[String; 7]> = view
+        .steps
+        .iter()
+        .map(|s| {
+            let p = &s.step;
+            [
+                p.position.to_string(),
+                s.status.to_string(),
+                p.step_id.clone(),
+                p.predicted_effect.clone(),
+                lands_on_text(&p.lands_on),
+                approval_cell(s, waiting_for_yes.contains(&p.step_id)),
+                match (&s.error, &s.rejection) {
+                    (_, Some(r)) => format!("rejected by {}: {}", r.by, r.reason),
+                    (Some(e), None) => format!("{}: {}", e.code, e.message),
+                    (None, None) => "-".into(),
+                },
+            ]
+        })
+        .collect();
+    print_table(
+        &[
+            "POS",
+            "STATUS",
+            "STEP",
+            "PREDICTED EFFECT",
+            "LANDS ON",
+            "APPROVAL",
+            "ERROR / REASON",
+        ],
+        &rows,
+    );
+    for s in view.steps.iter().filter(|s| s.step.rule.is_some()) {
+        outln!(
+            "step {} was planned by the operator's rule {:?}",
+            s.step.position,
+            s.step.rule.as_deref().unwrap_or_default()
+        );
+    }
+}
+
+/// A step's APPROVAL cell: `approved`, `needed` when it waits for a
+/// person's yes (`needs_yes`), else whether it is destructive.
+fn approval_cell(s: &StepView, needs_yes: bool) -> String {
+    let waiting = s.status == StepStatus::Planned;
+    match (s.approved, needs_yes && waiting, s.step.approval_required) {
+        (true, _, _) => "approved".to_owned(),
+        (false, true, true) => "needed (destructive)".to_owned(),
+        (false, true, false) => "needed".to_owned(),
+        (false, false, true) if waiting => "required (destructive)".to_owned(),
+        (false, false, _) => "-".to_owned(),
+    }
+}
+
+/// Each step's preview, coloured on a terminal that shows colour.
+fn print_previews(view: &KeyPlanView) {
+    let colour = crate::preview_text::use_colour();
+    for s in &view.steps {
+        if let Some(p) = &s.step.preview {
+            outln!();
+            for line in crate::preview_text::preview_lines(s.step.position, p) {
+                crate::output::painted(line.colour.filter(|_| colour), &line.text);
+            }
+            if let Some(why) = &s.step.preview_withheld {
+                outln!("  (not shown to the agent: {why})");
+            }
+        }
+    }
+}
+
+// === diff ===
+
+/// `plangate plans diff --key NAME [--since REV]`: what changed in the
+/// key's plan since revision REV (default: the one the last recorded review
+/// saw), folded from the key's log.
+pub async fn diff(
+    store: Arc<dyn Store>,
+    key: &str,
+    since: Option<u64>,
+    as_json: bool,
+) -> Result<()> {
+    let key = resolve_key(&*store, key).await?;
+    let stored = store.load_events(&key.id, 0).await?;
+    let mut events = Vec::with_capacity(stored.len());
+    for e in &stored {
+        let event: plangate_core::Event = serde_json::from_str(e.body.as_str())
+            .with_context(|| format!("event {} of key {} is not readable", e.seq, key.name))?;
+        events.push((e.key_seq, event));
+    }
+    let now = KeyState::fold(events.iter().map(|(seq, e)| (*seq, e)));
+    let since = since
+        .or_else(|| now.reviewed.as_ref().map(|r| r.revision))
+        .unwrap_or(0);
+    if since > now.revision {
+        return Err(UsageError(format!(
+            "key {} is at revision {}; --since {since} is ahead of it [invalid_arguments]; `plangate plans show --key {}` prints the revision",
+            key.name, now.revision, plangate_core::shell_word(&key.name)
+        ))
+        .into());
+    }
+    let then = plangate_core::at_revision(events.iter().map(|(seq, e)| (*seq, e)), since);
+    let diff = plangate_core::PlanDiff::between(&then, &now);
+    if as_json {
+        return print_json(&diff);
+    }
+    outln!(
+        "key {}: revision {} → {}",
+        key.name,
+        diff.since,
+        diff.revision
+    );
+    if diff.is_empty() {
+        outln!("nothing changed");
+    }
+    for s in &diff.added {
+        let p = &s.step;
+        outln!(
+            "+ {}. {} [{}] {} — {}",
+            p.position,
+            p.step_id,
+            s.status,
+            p.predicted_effect,
+            lands_on_text(&p.lands_on)
+        );
+    }
+    for c in &diff.status_changed {
+        outln!(
+            "~ {}. {} {} → {}: {}",
+            c.position,
+            c.step_id,
+            c.from,
+            c.to,
+            c.predicted_effect
+        );
+    }
+    for a in &diff.amended {
+        outln!(
+            "* {}. {} amended by {}: {}",
+            a.position,
+            a.step_id,
+            a.by,
+            a.predicted_effect_now
+        );
+        for line in change_lines(&a.arguments) {
+            outln!("    {line}");
+        }
+        if a.preview_changed {
+            outln!(
+                "    its preview changed (`plangate plans show --key {}`)",
+                plangate_core::shell_word(&key.name)
+            );
+        }
+    }
+    if diff.digest_then != diff.digest_now {
+        outln!(
+            "plan digest {} → {} (an approval of the earlier digest does not cover this plan)",
+            diff.digest_then,
+            diff.digest_now
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,399 @@
+//! The `plans` verbs by which a person reviews a key's plan without
+//! running it: `reject` (a no to one step), `amend` (new arguments for a
+//! waiting step), `discard` (drop steps) and `approve` (a yes that binds
+//! exactly the steps it covers). Apart from the verbs that run steps: all
+//! but `amend` only append to the key's log (docs/design.md §5, §7).
+
+use std::sync::Arc;
+
+use anyhow::{Result, anyhow};
+use plangate_config::Config;
+use plangate_core::rules;
+use plangate_core::{Actor, Channel, KeyState, Step};
+use plangate_gateway::Gateway;
+use plangate_gateway::key_log::KeyLog;
+use plangate_gateway::operator::{self, OperatorError, ttl_ms};
+use plangate_store::{ApiKey, KeyMaterial, Store};
+use serde_json::{Value, json};
+
+use super::confirm::{Act, Shown, confirm};
+use super::render::change_lines;
+use super::{cli_acting, cli_error, covered_steps, print_json, refresh, resolve_key};
+use crate::commands::{UsageError, operator_name};
+use crate::output::outln;
+
+// === reject ===
+
+/// `plangate plans reject --key NAME STEP --reason TEXT`: a person says no
+/// to one waiting step.
+pub async fn reject(
+    store: Arc<dyn Store>,
+    key: &str,
+    step: &str,
+    reason: &str,
+    as_json: bool,
+) -> Result<()> {
+    let key = resolve_key(&*store, key).await?;
+    let log = KeyLog::new(store.clone());
+    let hint = format!(
+        "; `plangate plans show --key {}` lists the waiting steps",
+        plangate_core::shell_word(&key.name)
+    );
+    let state = operator::reject(&log, &cli_acting(&key), step, reason)
+        .await
+        .map_err(|e| cli_error(e, &hint))?;
+    if as_json {
+        return print_json(&json!({
+            "success": true,
+            "key": key.name,
+            "rejected": step,
+            "reason": reason.trim(),
+            "rejected_by": operator_name(),
+            "pending_steps": state.planned_steps().count(),
+            "plan_digest": state.plan_digest(),
+            "revision": state.revision,
+        }));
+    }
+    outln!(
+        "rejected step {step} of key {}; its agent reads your reason. {} step(s) waiting, plan digest {}",
+        key.name,
+        state.planned_steps().count(),
+        state.plan_digest()
+    );
+    Ok(())
+}
+
+// === amend ===
+
+/// What `plans amend` changes.
+pub struct Amendment<'a> {
+    /// The waiting step.
+    pub step: &'a str,
+    /// The new arguments, as JSON text.
+    pub arguments: &'a str,
+    /// The plan revision the person looked at (`--revision`).
+    pub seen_revision: Option<u64>,
+}
+
+/// `plangate plans amend --key NAME STEP --arguments JSON [--revision REV]`:
+/// a person changes a waiting step's arguments, through a gateway built in
+/// this process (the tool's schema and preview come from its upstream).
+pub async fn amend(
+    config: Config,
+    store: Arc<dyn Store>,
+    material: KeyMaterial,
+    key: &str,
+    change: Amendment<'_>,
+    as_json: bool,
+) -> Result<()> {
+    let Amendment {
+        step,
+        arguments,
+        seen_revision,
+    } = change;
+    let arguments: Value = serde_json::from_str(arguments).map_err(|e| {
+        UsageError(format!(
+            "--arguments is not JSON ({e}) [invalid_arguments]; give a JSON object, e.g. '{{\"path\": \"/tmp/a.txt\", \"content\": \"hi\"}}'"
+        ))
+    })?;
+    let key = resolve_key(&*store, key).await?;
+    let before = refresh(&KeyLog::new(store.clone()), &key, &config).await?;
+    let hint = format!(
+        "; `plangate plans show --key {}` lists the waiting steps and their arguments",
+        plangate_core::shell_word(&key.name)
+    );
+    // A step that cannot be amended is a mistake whatever the upstreams
+    // say: checked before any is started.
+    if let Err(e) = operator::waiting_step(&before, &key, step) {
+        let why = match e {
+            OperatorError::NoStep { .. } => hint.clone(),
+            _ => " (only a waiting step can be amended)".to_owned(),
+        };
+        return Err(cli_error(e, &why));
+    }
+    // Whether a yes that counts for the key covered the step before: then
+    // say it no longer does.
+    let covered = covered_steps(&config, &key, &before).contains(step);
+    let gw = Gateway::build(config, store, material).await;
+    let outcome =
+        plangate_gateway::amend::amend(&gw, &cli_acting(&key), step, &arguments, seen_revision)
+            .await;
+    gw.shutdown().await;
+    let after = outcome.map_err(|e| match e {
+        OperatorError::StepChanged { .. } => anyhow!("{e} [{}]", e.code()),
+        e => cli_error(e, &hint),
+    })?;
+    let (Some(old), Some(new)) = (before.step(step), after.step(step)) else {
+        return Err(anyhow!(
+            "step {step} is not in key {}'s log after the amendment",
+            key.name
+        ));
+    };
+    let changes =
+        plangate_core::json_diff(&old.record.arguments.value(), &new.record.arguments.value());
+    if as_json {
+        return print_json(&json!({
+            "success": true,
+            "key": key.name,
+            "step": plangate_core::StepView::for_person(new),
+            "arguments_changed": changes,
+            "plan_digest": after.plan_digest(),
+            "revision": after.revision,
+        }));
+    }
+    outln!(
+        "amended step {} ({}. {}) of key {}:",
+        step,
+        new.record.position,
+        new.record.exposed_as,
+        key.name
+    );
+    for line in change_lines(&changes) {
+        outln!("  {line}");
+    }
+    outln!("  now: {}", new.record.predicted_effect);
+    outln!(
+        "plan digest {} (revision {}); {}: `plangate plans approve --key {} {step}`",
+        after.plan_digest(),
+        after.revision,
+        if covered {
+            "the approval that covered this step no longer does, so it runs only after a new yes"
+        } else {
+            "it runs only after a yes to it as it is now"
+        },
+        plangate_core::shell_word(&key.name)
+    );
+    Ok(())
+}
+
+// === discard ===
+
+/// `plangate plans discard --key NAME [STEP…]`: a person drops steps
+/// (the named waiting, failed or in-doubt ones; else every waiting step).
+pub async fn discard(
+    config: &Config,
+    store: Arc<dyn Store>,
+    key: &str,
+    named: &[String],
+    as_json: bool,
+) -> Result<()> {
+    let key = resolve_key(&*store, key).await?;
+    let log = KeyLog::new(store.clone());
+    refresh(&log, &key, config).await?;
+    let hint = format!(
+        "; `plangate plans show --key {}` lists the steps",
+        plangate_core::shell_word(&key.name)
+    );
+    let (state, discarded) = operator::discard(&log, &cli_acting(&key), named, ttl_ms(config))
+        .await
+        .map_err(|e| cli_error(e, &hint))?;
+    let pending = state.planned_steps().count();
+    if as_json {
+        return print_json(&json!({
+            "success": true,
+            "key": key.name,
+            "discarded": discarded,
+            "pending_steps": pending,
+            "plan_digest": state.plan_digest(),
+            "discarded_by": operator_name(),
+        }));
+    }
+    if discarded.is_empty() {
+        outln!("nothing to discard: key {} has no waiting steps", key.name);
+    } else {
+        outln!(
+            "discarded {} step(s) of key {}: {}; {pending} waiting",
+            discarded.len(),
+            key.name,
+            discarded.join(", ")
+        );
+    }
+    Ok(())
+}
+
+// === approve ===
+
+/// `plans approve --key NAME [--digest D] [STEP…]`: records a person's yes
+/// to the named waiting steps of a key's plan, or to every waiting step
+/// (`review_answered`, approve, binding the digest of exactly those steps)
+/// — as the operator, or as the `write` key whose token is given. With
+/// `--digest`, nothing is recorded if the plan moved on from it; without,
+/// the person at the terminal is shown the steps and asked ([`confirm`]).
+/// `config` says whose yes counts for the key (a lock it sets), for what
+/// is left waiting afterwards.
+pub async fn approve(
+    config: &Config,
+    store: Arc<dyn Store>,
+    key: &str,
+    digest: Option<&str>,
+    named: &[String],
+    approver_token: Option<&str>,
+    as_json: bool,
+) -> Result<()> {
+    if let Some(d) = digest
+        && operator::check_digest(d).is_err()
+    {
+        return Err(UsageError(format!(
+            "digest {d:?} is not a plan digest; `plangate plans show --key {key}` shows it (sha256:…)"
+        ))
+        .into());
+    }
+    let target = resolve_key(&*store, key).await?;
+    let actor = approver(&*store, approver_token, &target).await?;
+    let log = KeyLog::new(store);
+    let hint = format!(
+        "; `plangate plans show --key {}` lists the waiting steps",
+        plangate_core::shell_word(&target.name)
+    );
+    // Without --digest the person at the terminal is shown what the yes
+    // covers and asked; it then binds the plan as shown. Steps that cannot
+    // be approved (none waiting, a named one not waiting) are refused by
+    // `operator::approve` below, against the same plan.
+    let shown = match digest {
+        Some(_) => None,
+        None => Some(ask_to_approve(&log, &target, named).await?),
+    };
+    let seen = match (&shown, digest) {
+        (Some(shown), _) => Some(shown.seen()),
+        (None, Some(d)) => Some(operator::Seen::digest(d)),
+        (None, None) => None,
+    };
+    let approved = operator::approve(&log, &target, actor.clone(), Channel::Cli, seen, named)
+        .await
+        .map_err(|e| match e {
+            OperatorError::PlanChanged { .. } | OperatorError::RevisionMoved { .. } => anyhow!(
+                "{e} (`plangate plans show --key {}`, or `plangate plans diff --key {}` for what changed) [{}]",
+                plangate_core::shell_word(&target.name),
+                plangate_core::shell_word(&target.name),
+                e.code()
+            ),
+            e => cli_error(e, &hint),
+        })?;
+    print_approved(config, &target, &actor, &approved, as_json)
+}
+
+/// Who says yes to `target`'s plan: the operator, or — with a token given
+/// (`PLANGATE_KEY`) — that key, when its yes counts for `target`
+/// ([`rules::approver_counts`]: another key of scope `write`).
+async fn approver(store: &dyn Store, token: Option<&str>, target: &ApiKey) -> Result<Actor> {
+    let Some(token) = token else {
+        return Ok(Actor::Operator {
+            name: operator_name(),
+        });
+    };
+    let Some(approver) = store.authenticate(token).await? else {
+        return Err(UsageError(
+            "PLANGATE_KEY is unknown or revoked; unset it to approve as the operator".to_owned(),
+        )
+        .into());
+    };
+    let actor = Actor::Agent {
+        key_id: approver.id.clone(),
+        key_name: approver.name.clone(),
+        scope: Some(approver.scope),
+    };
+    if !rules::approver_counts(&actor, &target.id) {
+        return Err(UsageError(format!(
+            "PLANGATE_KEY is set to key {:?} (scope {}), which cannot approve {:?}'s plan: only the operator or another key of scope write can. Unset PLANGATE_KEY (`env -u PLANGATE_KEY plangate plans approve …`) to approve as the operator",
+            approver.name, approver.scope, target.name
+        ))
+        .into());
+    }
+    Ok(actor)
+}
+
+/// `plans approve` without `--digest`: shows the person at the terminal the
+/// steps their yes covers and asks ([`confirm`]). With none to show (none
+/// waiting, or a named one that is not), it asks nothing: the plan as it
+/// is, for `operator::approve` to refuse.
+async fn ask_to_approve(log: &KeyLog, target: &ApiKey, named: &[String]) -> Result<Shown> {
+    let state = log.state(&target.id).await?;
+    let steps = steps_to_approve(&state, target, named);
+    if steps.is_empty() {
+        return Ok(Shown::of(&state));
+    }
+    confirm(target, &state, &steps, Act::Approve).await
+}
+
+/// The steps a yes to `named` (every waiting step when none is named)
+/// covers, in plan order; none when a named step is not waiting.
+fn steps_to_approve<'s>(state: &'s KeyState, target: &ApiKey, named: &[String]) -> Vec<&'s Step> {
+    if named.is_empty() {
+        return state.planned_steps().collect();
+    }
+    let mut steps: Vec<&Step> = Vec::new();
+    for id in named {
+        match operator::waiting_step(state, target, id) {
+            Ok(step) if !steps.iter().any(|s| s.record.step_id == *id) => steps.push(step),
+            Ok(_) => {}
+            Err(_) => return Vec::new(),
+        }
+    }
+    steps.sort_by_key(|s| s.record.position);
+    steps
+}
+
+/// What `plans approve` recorded, and which waiting steps no yes that
+/// counts for the key covers yet.
+fn print_approved(
+    config: &Config,
+    target: &ApiKey,
+    actor: &Actor,
+    approved: &operator::Approved,
+    as_json: bool,
+) -> Result<()> {
+    let state = &approved.state;
+    let waiting_unapproved: Vec<&Step> = {
+        // Whose yes counts is the gateway's rule for the key: a lock or a
+        // plan made with a `plan` token holds a write key like a plan key.
+        let covered = covered_steps(config, target, state);
+        state
+            .planned_steps()
+            .filter(|s| !covered.contains(s.record.step_id.as_str()))
+            .collect()
+    };
+    if as_json {
+        return print_json(&json!({
+            "success": true,
+            "key": target.name,
+            "approved_steps": approved.step_ids,
+            "approved_digest": approved.digest,
+            "plan_digest": state.plan_digest(),
+            "revision": state.revision,
+            "not_approved": waiting_unapproved.iter().map(|s| &s.record.step_id).collect::<Vec<_>>(),
+            "approved_by": actor,
+        }));
+    }
+    outln!(
+        "approved {} step(s) of {:?}'s plan:",
+        approved.step_ids.len(),
+        target.name
+    );
+    for id in &approved.step_ids {
+        if let Some(step) = state.step(id) {
+            outln!(
+                "  {}. {}  {}",
+                step.record.position,
+                step.record.step_id,
+                step.record.predicted_effect
+            );
+        }
+    }
+    if waiting_unapproved.is_empty() {
+        outln!(
+            "every waiting step is approved; the agent's apply_plan (or `plangate plans apply --key {}`) runs them",
+            plangate_core::shell_word(&target.name)
+        );
+    } else {
+        outln!(
+            "{} waiting step(s) are not approved and will not run without a yes: {}",
+            waiting_unapproved.len(),
+            waiting_unapproved
+                .iter()
+                .map(|s| format!("{}. {}", s.record.position, s.record.step_id))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(())
+}

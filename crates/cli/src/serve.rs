@@ -1,0 +1,236 @@
+//! Long-running processes: `plangate serve` (stdio or HTTP, with the
+//! config reloaded on SIGHUP or a file change) and `plangate demo-site`.
+//! Apart from the one-shot commands, as only these bind a port, wait for
+//! signals and shut down in order.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Result;
+use plangate_config::ConfigErrors;
+use tokio_util::sync::CancellationToken;
+
+use crate::args::{ConfigSourceArgs, DemoSiteArgs, ServeArgs};
+use crate::chain_text;
+use crate::commands;
+use crate::setup::{key_material, load_config, open_store};
+
+/// `plangate serve`: the gateway over stdio, or over HTTP with the web
+/// console, until a signal ends it.
+pub(crate) async fn serve(args: ServeArgs, data_dir: &Path) -> Result<()> {
+    // Listed as an upstream of a plangate (the marker it sets on what it
+    // starts): serving would start the same config again, and again.
+    if let Ok(name) = std::env::var(plangate_gateway::upstream::UPSTREAM_MARKER) {
+        return Err(commands::UsageError(format!(
+            "this plangate was started as upstream {name:?} of another plangate, which would start itself again and again: remove the {name:?} entry (the one that runs plangate) from the config or --mcp-config file that plangate serves"
+        ))
+        .into());
+    }
+    // Bind before anything starts: a port in use is the first thing said,
+    // not the last after every upstream came up.
+    let listener = match &args.http {
+        Some(addr) => Some(listen(addr).await?),
+        None => None,
+    };
+    let config = load_config(&args.source, data_dir)?;
+    let watched = match (&config.source, args.watch_config) {
+        (_, false) => None,
+        (
+            plangate_config::ConfigSource::Toml(path)
+            | plangate_config::ConfigSource::McpJson(path),
+            true,
+        ) => Some(path.clone()),
+        (plangate_config::ConfigSource::Builtin(what), true) => {
+            return Err(commands::UsageError(format!(
+                "--watch-config: there is no config file to watch (plangate serves {what}); give one with --config FILE or --mcp-config FILE"
+            ))
+            .into());
+        }
+    };
+    let store = open_store(data_dir).await?;
+    let material = key_material(data_dir)?;
+    let source = config.source.clone();
+    let gw = plangate_gateway::Gateway::build(config, store.clone(), material).await;
+    let reloader = tokio::spawn(reload_when_asked(
+        gw.clone(),
+        args.source.clone(),
+        data_dir.to_owned(),
+        watched,
+    ));
+    let catalog = gw.catalog();
+    tracing::info!(
+        config = %commands::describe_source(&source),
+        data_dir = %data_dir.display(),
+        upstreams = ?catalog.upstream_names,
+        tools = catalog.tools.len(),
+        "plangate ready"
+    );
+    let result = match listener {
+        Some(listener) => {
+            let local = listener.local_addr()?;
+            eprintln!("plangate serving http://{local}/mcp");
+            eprintln!(
+                "web console at http://{local}/console (log in with a token from `plangate operator token --name NAME`)"
+            );
+            if store.list_keys().await?.iter().all(|k| !k.is_active()) {
+                eprintln!(
+                    "no API keys yet: create the agent's with `plangate --data-dir {} keys create --name agent --scope plan` (its writes become plan steps that wait for your approval)",
+                    data_dir.display()
+                );
+            }
+            let shutdown = CancellationToken::new();
+            let stop = shutdown.clone();
+            tokio::spawn(async move {
+                wait_for_signal().await;
+                stop.cancel();
+            });
+            plangate_gateway::http::serve(gw.clone(), listener, shutdown)
+                .await
+                .map_err(anyhow::Error::from)
+        }
+        None => {
+            let token = std::env::var("PLANGATE_KEY").ok().filter(|t| !t.is_empty());
+            // A key made with another data dir is the usual reason a
+            // stdio agent is refused: say so where the client logs stderr.
+            if let Some(token) = &token
+                && let Ok(None) = store.authenticate(token).await
+            {
+                let active = store
+                    .list_keys()
+                    .await
+                    .map(|keys| keys.iter().filter(|k| k.is_active()).count())
+                    .unwrap_or(0);
+                eprintln!(
+                    "plangate: PLANGATE_KEY is not an active key of data dir {} ({active} active key(s) there); every call will be refused. If the key was made with another --data-dir or PLANGATE_DATA_DIR (or --database), give the same one here; `plangate keys list` shows a data dir's keys",
+                    data_dir.display()
+                );
+            }
+            tokio::select! {
+                r = plangate_gateway::serve_stdio(gw.clone(), token) => r.map_err(anyhow::Error::from),
+                () = wait_for_signal() => Ok(()),
+            }
+        }
+    };
+    reloader.abort();
+    gw.shutdown().await;
+    result
+}
+
+/// Reloads the config on `SIGHUP` and, with `--watch-config`, when the
+/// file's content changes (checked every second; a change is read again
+/// after a moment, so an editor's half-written file is not taken). A file
+/// with mistakes is refused with every one of them in the log, and the
+/// running config stays.
+async fn reload_when_asked(
+    gw: Arc<plangate_gateway::Gateway>,
+    source: ConfigSourceArgs,
+    data_dir: PathBuf,
+    watched: Option<PathBuf>,
+) {
+    #[cfg(unix)]
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+    let fingerprint = |path: &Path| std::fs::read(path).ok();
+    let mut seen = watched.as_deref().and_then(fingerprint);
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let hup = async {
+            #[cfg(unix)]
+            if let Some(h) = hangup.as_mut() {
+                return h.recv().await;
+            }
+            std::future::pending::<Option<()>>().await
+        };
+        let why = tokio::select! {
+            Some(()) = hup => "SIGHUP".to_owned(),
+            _ = tick.tick(), if watched.is_some() => {
+                let Some(path) = watched.as_deref() else { continue };
+                let now = fingerprint(path);
+                if now == seen {
+                    continue;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                seen = fingerprint(path);
+                format!("{} changed", path.display())
+            }
+        };
+        match load_config(&source, &data_dir) {
+            Err(e) => {
+                let what = match e.downcast_ref::<ConfigErrors>() {
+                    Some(errors) => format!("the configuration has errors:\n{errors}"),
+                    None => chain_text(&e),
+                };
+                tracing::error!("config not reloaded ({why}); the running config stays: {what}");
+            }
+            Ok(config) => {
+                let from = commands::describe_source(&config.source);
+                let done = gw.reload(config).await;
+                tracing::info!(config = %from, "config reloaded ({why}): {done}");
+            }
+        }
+    }
+}
+
+/// Binds `--http ADDR`, with errors that say what to give instead: a bare
+/// port gets the address forms it could mean, a port in use says so.
+async fn listen(addr: &str) -> Result<tokio::net::TcpListener> {
+    if !addr.is_empty() && addr.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(commands::UsageError(format!(
+            "--http {addr}: give an address with the port, e.g. 127.0.0.1:{addr} (this machine only) or 0.0.0.0:{addr} (every interface)"
+        ))
+        .into());
+    }
+    tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        let why = match e.kind() {
+            std::io::ErrorKind::AddrInUse => format!(
+                "another process is already listening there: stop it, or choose another port (e.g. {})",
+                addr.rsplit_once(':')
+                    .map_or_else(|| "127.0.0.1:0".to_owned(), |(host, _)| format!("{host}:0 for any free one"))
+            ),
+            std::io::ErrorKind::InvalidInput => {
+                "not an address: use HOST:PORT, e.g. 127.0.0.1:7070".to_owned()
+            }
+            _ => e.to_string(),
+        };
+        commands::UsageError(format!("cannot listen on {addr}: {why}")).into()
+    })
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// `plangate demo-site`: the embedded demo upstream, over stdio or HTTP.
+pub(crate) async fn demo_site(args: DemoSiteArgs) -> Result<()> {
+    let state = args
+        .state
+        .unwrap_or_else(|| PathBuf::from("demo-site.json"));
+    match args.http {
+        None => plangate_demo_site::serve_stdio(state).await,
+        Some(addr) => {
+            let listener = listen(&addr).await?;
+            eprintln!(
+                "demo-site listening on http://{}/mcp",
+                listener.local_addr()?
+            );
+            let shutdown = CancellationToken::new();
+            let stop = shutdown.clone();
+            tokio::spawn(async move {
+                wait_for_signal().await;
+                stop.cancel();
+            });
+            plangate_demo_site::serve_http(listener, state, shutdown).await
+        }
+    }
+}
