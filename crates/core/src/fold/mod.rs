@@ -358,8 +358,8 @@ pub(crate) mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::event::tests::record;
-    use crate::{StepError, StepErrorCode};
+    use crate::event::tests::{every_kind, record};
+    use crate::{EventType, JsonText, StepError, StepErrorCode};
 
     pub(crate) fn ev(at_ms: i64, kind: EventKind) -> Event {
         Event {
@@ -423,31 +423,87 @@ pub(crate) mod tests {
         prop::sample::select(vec!["x", "y"]).prop_map(str::to_owned)
     }
 
+    /// Any event kind of the 25, the ones that move steps most often:
+    /// each family's weight is the sum of its kinds' weights.
     fn any_kind() -> impl Strategy<Value = EventKind> {
         prop_oneof![
-            1 => prop::sample::select(vec!["default", "plan", "careful"])
-                .prop_map(|m| EventKind::ModeSet { mode: m.into() }),
-            1 => Just(EventKind::SessionBegun {
+            2 => mode_kind(),
+            3 => life_kind(),
+            11 => planning_kind(),
+            13 => applying_kind(),
+            1 => log_only_kind(),
+        ]
+    }
+
+    /// `mode_set`, `mode_locked`, `mode_unlocked`.
+    fn mode_kind() -> impl Strategy<Value = EventKind> {
+        let mode = || prop::sample::select(vec!["default", "plan", "careful"]);
+        prop_oneof![
+            mode().prop_map(|m| EventKind::ModeSet { mode: m.into() }),
+            mode().prop_map(|m| EventKind::ModeLocked { mode: m.into() }),
+            Just(EventKind::ModeUnlocked),
+        ]
+    }
+
+    /// The plan's life: `session_begun`, `session_ended`, `plan_expired`.
+    fn life_kind() -> impl Strategy<Value = EventKind> {
+        prop_oneof![
+            Just(EventKind::SessionBegun {
                 session_id: "ses".into(),
                 mode: "plan".into()
             }),
-            3 => (id(), 1u32..6, prop::sample::select(vec!["t", "u"])).prop_map(|(id, pos, tool)| {
+            ids().prop_map(|discarded| EventKind::SessionEnded { discarded }),
+            ids().prop_map(|step_ids| EventKind::PlanExpired { step_ids }),
+        ]
+    }
+
+    /// Steps planned and people's words on them: `step_planned`,
+    /// `step_deduplicated`, `steps_discarded`, `step_rejected`,
+    /// `step_amended`, `review_answered`.
+    fn planning_kind() -> impl Strategy<Value = EventKind> {
+        let tool = || prop::sample::select(vec!["t", "u"]);
+        prop_oneof![
+            3 => (id(), 1u32..6, tool()).prop_map(|(id, pos, tool)| {
                 EventKind::StepPlanned {
                     step: record(&id, pos, tool, json!({"n": pos, "token": id})),
                 }
             }),
             1 => id().prop_map(|step_id| EventKind::StepDeduplicated { step_id }),
             1 => ids().prop_map(|step_ids| EventKind::StepsDiscarded { step_ids }),
-            1 => (any::<bool>(), prop::sample::select(vec!["d1", "d2"])).prop_map(|(yes, d)| {
-                EventKind::ReviewAnswered {
+            2 => (id(), prop::sample::select(vec!["no", "not now"])).prop_map(
+                |(step_id, reason)| EventKind::StepRejected {
+                    step_id,
+                    reason: reason.into()
+                }
+            ),
+            // The amended record may say another position and age: the
+            // fold keeps the step's own.
+            2 => (id(), 1u32..6, tool()).prop_map(|(id, pos, tool)| EventKind::StepAmended {
+                step: record(&id, pos, tool, json!({"n": pos, "amended": true})),
+                previous_arguments: JsonText::from_value(&json!({"n": 0})),
+            }),
+            2 => (
+                any::<bool>(),
+                prop::sample::select(vec!["d1", "d2"]),
+                prop::option::of(ids()),
+                prop::option::of(0u64..8),
+            )
+                .prop_map(|(yes, d, step_ids, revision)| EventKind::ReviewAnswered {
                     review_id: None,
                     verdict: if yes { Verdict::Approve } else { Verdict::Decline },
                     plan_digest: d.into(),
                     feedback: None,
-                    step_ids: None,
-                    revision: None,
-                }
-            }),
+                    step_ids,
+                    revision,
+                }),
+        ]
+    }
+
+    /// An apply and its steps: `apply_started`, `step_started`,
+    /// `step_applied`, `step_failed`, `step_in_doubt`, `step_retried`,
+    /// `apply_finished`.
+    fn applying_kind() -> impl Strategy<Value = EventKind> {
+        prop_oneof![
             1 => (apply_id(), ids()).prop_map(|(apply_id, step_ids)| EventKind::ApplyStarted {
                 apply_id,
                 step_ids,
@@ -488,9 +544,40 @@ pub(crate) mod tests {
                 in_doubt: 0,
                 not_run: 0
             }),
-            1 => ids().prop_map(|discarded| EventKind::SessionEnded { discarded }),
-            1 => ids().prop_map(|step_ids| EventKind::PlanExpired { step_ids }),
         ]
+    }
+
+    /// The kinds the fold keeps in the log and reads past:
+    /// `review_requested`, `call_recorded` and the tool pins' own.
+    fn log_only_kind() -> impl Strategy<Value = EventKind> {
+        let kept = every_kind()
+            .into_iter()
+            .filter(|k| {
+                matches!(
+                    k,
+                    EventKind::ReviewRequested { .. }
+                        | EventKind::CallRecorded { .. }
+                        | EventKind::ToolsPinned { .. }
+                        | EventKind::ToolQuarantined { .. }
+                        | EventKind::ToolAccepted { .. }
+                        | EventKind::ToolRejected { .. }
+                )
+            })
+            .collect::<Vec<_>>();
+        prop::sample::select(kept)
+    }
+
+    #[test]
+    fn the_property_tests_generate_every_event_kind() {
+        use proptest::strategy::ValueTree;
+
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        let strategy = any_kind();
+        let seen: BTreeSet<&str> = (0..5_000)
+            .map(|_| strategy.new_tree(&mut runner).unwrap().current().name())
+            .collect();
+        let all: BTreeSet<&str> = EventType::ALL.iter().map(|t| t.as_str()).collect();
+        assert_eq!(seen, all);
     }
 
     fn any_events() -> impl Strategy<Value = Vec<Event>> {
@@ -544,6 +631,44 @@ pub(crate) mod tests {
         Ok(())
     }
 
+    /// What must hold of every change one event makes to the steps: steps
+    /// are only ever added, never removed or reordered; a record changes
+    /// only by an amendment of a waiting step, which keeps its id, place
+    /// and age; and every status change is one the table allows
+    /// ([`StepStatus::can_become`]), made at the event's time.
+    fn check_step_changes(
+        before: &KeyState,
+        after: &KeyState,
+        e: &Event,
+    ) -> Result<(), TestCaseError> {
+        prop_assert!(after.steps.len() >= before.steps.len());
+        let amends = matches!(e.kind, EventKind::StepAmended { .. });
+        for (old, new) in before.steps.iter().zip(&after.steps) {
+            if amends && old.record != new.record {
+                prop_assert_eq!(old.status, StepStatus::Planned);
+                prop_assert_eq!(&old.record.step_id, &new.record.step_id);
+                prop_assert_eq!(old.record.position, new.record.position);
+                prop_assert_eq!(old.record.planned_at_ms, new.record.planned_at_ms);
+            } else {
+                prop_assert_eq!(&old.record, &new.record);
+            }
+            if old.status != new.status {
+                prop_assert!(
+                    old.status.can_become(new.status),
+                    "{} → {} on {}",
+                    old.status,
+                    new.status,
+                    e.kind.name()
+                );
+                prop_assert_eq!(new.updated_at_ms, e.at_ms);
+            }
+        }
+        for new in &after.steps[before.steps.len()..] {
+            prop_assert_eq!(new.status, StepStatus::Planned);
+        }
+        Ok(())
+    }
+
     proptest! {
         #[test]
         fn every_prefix_folds_to_a_valid_state_through_allowed_transitions(events in any_events()) {
@@ -554,18 +679,7 @@ pub(crate) mod tests {
                 state.apply(seq, e);
                 prop_assert_eq!(state.last_seq, seq);
                 check_valid(&state)?;
-                // Steps are only ever added, never removed or reordered.
-                prop_assert!(state.steps.len() >= before.steps.len());
-                for (old, new) in before.steps.iter().zip(&state.steps) {
-                    prop_assert_eq!(&old.record, &new.record);
-                    prop_assert!(
-                        old.status == new.status || old.status.can_become(new.status),
-                        "{} → {} on {}", old.status, new.status, e.kind.name()
-                    );
-                }
-                for new in &state.steps[before.steps.len()..] {
-                    prop_assert_eq!(new.status, StepStatus::Planned);
-                }
+                check_step_changes(&before, &state, e)?;
             }
         }
 

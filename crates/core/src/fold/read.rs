@@ -11,8 +11,8 @@ use super::{Approval, KeyState, Step, StepStatus};
 use crate::{StepRecord, Verdict};
 
 impl KeyState {
-    /// The plan: steps `planned`, `running`, `failed` or `in_doubt`, in
-    /// position order.
+    /// The plan: steps `planned`, `running`, `failed`, `in_doubt` or
+    /// `rejected` ([`StepStatus::is_open`]), in position order.
     pub fn open_steps(&self) -> impl Iterator<Item = &Step> {
         self.steps_where(|s| s.status.is_open())
     }
