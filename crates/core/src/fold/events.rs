@@ -153,8 +153,10 @@ impl KeyState {
         true
     }
 
-    /// `review_answered` (the `event` given is one): the answer recorded,
-    /// and the plan as it was seen when the answer says at which revision.
+    /// `review_answered`: the answer recorded, and the plan as it was seen
+    /// when the answer says at which revision. Takes the whole event (its
+    /// actor, channel and time go into the [`Approval`]); given any other
+    /// kind, it records nothing.
     pub(super) fn record_answer(&mut self, seq: i64, event: &Event) -> bool {
         let EventKind::ReviewAnswered {
             verdict,
