@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::event::{Event, EventKind};
 use crate::fold::KeyState;
 use crate::revision::json_diff;
-use crate::{Actor, Channel, Verdict, format_time_ms};
+use crate::{Actor, CallRecord, Channel, JsonText, StepRecord, Verdict, format_time_ms};
 
 /// One event of a key's log as the history shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -108,29 +108,7 @@ pub fn describe(event: &Event, before: &KeyState) -> String {
         EventKind::StepAmended {
             step,
             previous_arguments,
-        } => {
-            let changes: Vec<String> =
-                json_diff(&previous_arguments.value(), &step.arguments.value())
-                    .into_iter()
-                    .map(|c| {
-                        let show = |v: Option<serde_json::Value>| {
-                            v.map_or_else(|| "(none)".to_owned(), |v| v.to_string())
-                        };
-                        let path = if c.path.is_empty() {
-                            "/".to_owned()
-                        } else {
-                            c.path
-                        };
-                        format!("{path}: {} → {}", show(c.before), show(c.after))
-                    })
-                    .collect();
-            format!(
-                "amended {}: {}; now: {}",
-                step_name(before, &step.step_id),
-                changes.join(", "),
-                step.predicted_effect
-            )
-        }
+        } => amended(before, step, previous_arguments),
         EventKind::ReviewRequested { plan_digest, .. } => {
             format!("asked the person about the plan at {plan_digest}")
         }
@@ -140,35 +118,17 @@ pub fn describe(event: &Event, before: &KeyState) -> String {
             feedback,
             step_ids,
             ..
-        } => {
-            let what = match step_ids {
-                Some(ids) => steps_named(before, ids),
-                None => format!("the plan at {plan_digest}"),
-            };
-            let verdict = match verdict {
-                Verdict::Approve => "approved",
-                Verdict::KeepPlanning => "said keep planning to",
-                Verdict::Decline => "declined",
-                Verdict::Cancel => "cancelled the question about",
-            };
-            match feedback {
-                Some(f) => format!("{verdict} {what}: {f}"),
-                None => format!("{verdict} {what}"),
-            }
-        }
+        } => answered(
+            before,
+            *verdict,
+            plan_digest,
+            feedback.as_deref(),
+            step_ids.as_deref(),
+        ),
         EventKind::ApplyStarted { step_ids, .. } => {
             format!("apply started: {}", steps_named(before, step_ids))
         }
-        EventKind::StepStarted { step_id, .. } => {
-            let renewed = before
-                .step(step_id)
-                .is_some_and(|s| s.status == crate::StepStatus::Running);
-            if renewed {
-                format!("claim renewed on {}", step_name(before, step_id))
-            } else {
-                format!("running {}", step_name(before, step_id))
-            }
-        }
+        EventKind::StepStarted { step_id, .. } => started(before, step_id),
         EventKind::StepApplied { step_id, .. } => {
             format!("applied {}", step_name(before, step_id))
         }
@@ -200,16 +160,7 @@ pub fn describe(event: &Event, before: &KeyState) -> String {
             "the plan expired; {} waiting step(s) never ran",
             step_ids.len()
         ),
-        EventKind::CallRecorded { call } => format!(
-            "call {}: {} → {}{}",
-            call.exposed_as,
-            name_of(&call.decision),
-            name_of(&call.outcome),
-            call.code
-                .as_deref()
-                .map(|c| format!(" ({c})"))
-                .unwrap_or_default()
-        ),
+        EventKind::CallRecorded { call } => recorded(call),
         EventKind::ToolsPinned { server, tools } => {
             format!("{} tool(s) of {server} pinned", tools.len())
         }
@@ -219,6 +170,81 @@ pub fn describe(event: &Event, before: &KeyState) -> String {
         EventKind::ToolAccepted { server, tool, .. } => format!("{server} {tool} accepted"),
         EventKind::ToolRejected { server, tool, .. } => format!("{server} {tool} rejected"),
     }
+}
+
+/// `step_amended`: each argument that changed, before and after, and
+/// what the step would do now.
+fn amended(before: &KeyState, step: &StepRecord, previous_arguments: &JsonText) -> String {
+    let show =
+        |v: Option<serde_json::Value>| v.map_or_else(|| "(none)".to_owned(), |v| v.to_string());
+    let changes: Vec<String> = json_diff(&previous_arguments.value(), &step.arguments.value())
+        .into_iter()
+        .map(|c| {
+            let path = if c.path.is_empty() {
+                "/".to_owned()
+            } else {
+                c.path
+            };
+            format!("{path}: {} → {}", show(c.before), show(c.after))
+        })
+        .collect();
+    format!(
+        "amended {}: {}; now: {}",
+        step_name(before, &step.step_id),
+        changes.join(", "),
+        step.predicted_effect
+    )
+}
+
+/// `review_answered`: who said what about which steps (or the plan at a
+/// digest), with their words.
+fn answered(
+    before: &KeyState,
+    verdict: Verdict,
+    plan_digest: &str,
+    feedback: Option<&str>,
+    step_ids: Option<&[String]>,
+) -> String {
+    let what = match step_ids {
+        Some(ids) => steps_named(before, ids),
+        None => format!("the plan at {plan_digest}"),
+    };
+    let verdict = match verdict {
+        Verdict::Approve => "approved",
+        Verdict::KeepPlanning => "said keep planning to",
+        Verdict::Decline => "declined",
+        Verdict::Cancel => "cancelled the question about",
+    };
+    match feedback {
+        Some(f) => format!("{verdict} {what}: {f}"),
+        None => format!("{verdict} {what}"),
+    }
+}
+
+/// `step_started`: a run, or a running claim renewed.
+fn started(before: &KeyState, step_id: &str) -> String {
+    let renewed = before
+        .step(step_id)
+        .is_some_and(|s| s.status == crate::StepStatus::Running);
+    if renewed {
+        format!("claim renewed on {}", step_name(before, step_id))
+    } else {
+        format!("running {}", step_name(before, step_id))
+    }
+}
+
+/// `call_recorded`: the call, what was decided and how it ended.
+fn recorded(call: &CallRecord) -> String {
+    format!(
+        "call {}: {} → {}{}",
+        call.exposed_as,
+        name_of(&call.decision),
+        name_of(&call.outcome),
+        call.code
+            .as_deref()
+            .map(|c| format!(" ({c})"))
+            .unwrap_or_default()
+    )
 }
 
 #[cfg(test)]

@@ -370,10 +370,7 @@ impl Redactor {
                 let stop = value_end(b, start);
                 let already = text[start..stop] == *format!("\"{REDACTED}\"");
                 if stop > start && !already {
-                    out.push_str(&text[done..start]);
-                    out.push('"');
-                    out.push_str(REDACTED);
-                    out.push('"');
+                    push_quoted_marker(&mut out, &text[done..start]);
                     done = stop;
                     i = stop;
                     last_quote = None;
@@ -486,10 +483,7 @@ impl Redactor {
                     if is_key && self.names_secret(&unquote(raw)) {
                         let start = skip_ws(b, after + 1);
                         let stop = value_end(b, start);
-                        out.push_str(&text[done..start]);
-                        out.push('"');
-                        out.push_str(REDACTED);
-                        out.push('"');
+                        push_quoted_marker(&mut out, &text[done..start]);
                         done = stop;
                         i = stop;
                         continue;
@@ -571,6 +565,16 @@ impl Redactor {
         out.push_str(&text[done..]);
         out
     }
+}
+
+/// `before` (the text up to a secret's value), then the quoted marker
+/// that stands for the value: how a value named like a secret is shown
+/// in text, whichever scan found it.
+fn push_quoted_marker(out: &mut String, before: &str) {
+    out.push_str(before);
+    out.push('"');
+    out.push_str(REDACTED);
+    out.push('"');
 }
 
 /// The end (exclusive) of the JSON string literal starting at `start` (a
@@ -824,41 +828,50 @@ mod rule_tests {
 
     const GHP: &str = "ghp_R2d2C3poR2d2C3poR2d2C3poR2d2C3po1234";
 
+    /// Asserts `holds` of each of `cases`, naming the case it fails for.
+    fn each_holds(cases: &[&str], holds: impl Fn(&str) -> bool) {
+        for case in cases {
+            assert!(holds(case), "{case}");
+        }
+    }
+
     #[test]
     fn the_wider_names_are_secrets_and_their_look_alikes_are_not() {
         let r = Redactor::builtin();
-        for key in [
-            "private_key",
-            "privateKey",
-            "passphrase",
-            "pwd",
-            "pass",
-            "db_pass",
-            "bearer",
-            "auth",
-            "X-Auth",
-            "authHeader",
-            "session_id",
-            "sessionId",
-            "SESSIONID",
-            "otp",
-            "otpCode",
-        ] {
-            assert!(r.is_secret_key(key), "{key}");
-        }
-        for key in [
-            "author",
-            "authors",
-            "compass",
-            "passage",
-            "bypass_cache",
-            "hotpath",
-            "session",
-            "title",
-            "path",
-        ] {
-            assert!(!r.is_secret_key(key), "{key}");
-        }
+        each_holds(
+            &[
+                "private_key",
+                "privateKey",
+                "passphrase",
+                "pwd",
+                "pass",
+                "db_pass",
+                "bearer",
+                "auth",
+                "X-Auth",
+                "authHeader",
+                "session_id",
+                "sessionId",
+                "SESSIONID",
+                "otp",
+                "otpCode",
+            ],
+            |key| r.is_secret_key(key),
+        );
+        each_holds(
+            &[
+                "author",
+                "authors",
+                "compass",
+                "passage",
+                "bypass_cache",
+                "hotpath",
+                "session",
+                "title",
+                "path",
+            ],
+            |key| !r.is_secret_key(key),
+        );
     }
 
     #[test]
@@ -893,15 +906,16 @@ mod rule_tests {
             assert!(!shown.contains(secret), "{shown}");
             assert!(shown.contains(REDACTED), "{shown}");
         }
-        for text in [
-            "task-list of items",
-            "a ghp_ short",
-            "AKIA",
-            "the sk-8 model",
-            "pass the salt",
-        ] {
-            assert_eq!(r.redact_shapes(text), None, "{text}");
-        }
+        each_holds(
+            &[
+                "task-list of items",
+                "a ghp_ short",
+                "AKIA",
+                "the sk-8 model",
+                "pass the salt",
+            ],
+            |text| r.redact_shapes(text).is_none(),
+        );
     }
 
     #[test]

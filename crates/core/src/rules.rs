@@ -249,10 +249,8 @@ pub fn discard_selection(
     for id in ids {
         let step = state.step(id).ok_or_else(|| Refused::NoStep(id.clone()))?;
         match step.status {
-            StepStatus::Planned
-            | StepStatus::Failed
-            | StepStatus::InDoubt
-            | StepStatus::Rejected => {}
+            // Those the fold discards (docs/design.md §5 "Step statuses").
+            status if status.can_become(StepStatus::Discarded) => {}
             StepStatus::Expired => return Err(Refused::Expired(id.clone())),
             status => {
                 return Err(Refused::Status {
@@ -277,7 +275,10 @@ pub fn apply_selection(state: &KeyState, selection: Selection<'_>) -> Result<Vec
     for id in unique(ids) {
         let step = state.step(&id).ok_or_else(|| Refused::NoStep(id.clone()))?;
         match step.status {
-            StepStatus::Planned | StepStatus::Failed => ordered.push((step.record.position, id)),
+            // Those the fold lets a claim start (waiting or failed).
+            status if status.can_become(StepStatus::Running) => {
+                ordered.push((step.record.position, id));
+            }
             StepStatus::Expired => return Err(Refused::Expired(id)),
             StepStatus::InDoubt => return Err(Refused::InDoubt(id)),
             status => return Err(Refused::Status { step: id, status }),
@@ -561,12 +562,16 @@ mod tests {
     }
 
     #[test]
+    fn discard_and_apply_take_every_waiting_step_when_none_is_named() {
+        let state = plan();
+        for rule in [discard_selection, apply_selection] {
+            assert_eq!(rule(&state, Selection::Waiting), Ok(ids(&["s1"])));
+        }
+    }
+
+    #[test]
     fn discard_takes_waiting_steps_or_named_waiting_failed_and_in_doubt_ones() {
         let state = plan();
-        assert_eq!(
-            discard_selection(&state, Selection::Waiting),
-            Ok(ids(&["s1"]))
-        );
         let named = ids(&["s3", "s1", "s2", "s3"]);
         assert_eq!(
             discard_selection(&state, Selection::Named(&named)),
@@ -590,10 +595,6 @@ mod tests {
     #[test]
     fn apply_takes_waiting_or_named_waiting_and_failed_steps_in_plan_order() {
         let state = plan();
-        assert_eq!(
-            apply_selection(&state, Selection::Waiting),
-            Ok(ids(&["s1"]))
-        );
         assert_eq!(
             apply_selection(&state, Selection::Named(&ids(&["s2", "s1", "s2"]))),
             Ok(ids(&["s1", "s2"]))
@@ -734,23 +735,28 @@ mod tests {
                 }),
             );
         }
-        let named = ids(approve);
-        let digest = state.digest_of(&named).unwrap_or_default();
+        approve_steps(&mut state, 4, ids(approve));
+        state
+    }
+
+    /// A person's yes to exactly `step_ids`, at the digest they have now,
+    /// folded as event `seq`.
+    fn approve_steps(state: &mut KeyState, seq: i64, step_ids: Vec<String>) {
+        let digest = state.digest_of(&step_ids).unwrap_or_default();
         state.apply(
-            4,
+            seq,
             &event(
                 EventKind::ReviewAnswered {
                     review_id: None,
                     verdict: Verdict::Approve,
                     plan_digest: digest,
                     feedback: None,
-                    step_ids: Some(named),
+                    step_ids: Some(step_ids),
                     revision: None,
                 },
                 Actor::Operator { name: "ana".into() },
             ),
         );
-        state
     }
 
     #[test]
@@ -834,22 +840,8 @@ mod tests {
             })
         );
         // So is a person's new approval of the failed step.
-        let digest = state.digest_of(&again).unwrap_or_default();
         seq += 1;
-        state.apply(
-            seq,
-            &event(
-                EventKind::ReviewAnswered {
-                    review_id: None,
-                    verdict: Verdict::Approve,
-                    plan_digest: digest,
-                    feedback: None,
-                    step_ids: Some(again.clone()),
-                    revision: None,
-                },
-                Actor::Operator { name: "ana".into() },
-            ),
-        );
+        approve_steps(&mut state, seq, again.clone());
         let covered = approved_steps(&state, "key_1", Scope::Plan);
         assert_eq!(
             apply_steps(&state, Selection::Named(&again), agent, &covered),
