@@ -37,6 +37,8 @@ pub mod metrics;
 pub mod notices;
 pub mod oauth;
 pub mod operator;
+#[cfg(test)]
+mod page_checks;
 pub mod parked;
 mod pinning;
 pub mod plan;
