@@ -337,42 +337,27 @@ mod tests {
 
     #[test]
     fn the_view_is_self_contained_and_renders_text_only() {
+        // Besides what no page may do: no link, no network, no call back
+        // into the host.
+        crate::page_checks::assert_text_only(
+            "the view",
+            VIEW_HTML,
+            &[
+                "href=",
+                "fetch(",
+                "xmlhttprequest",
+                "websocket",
+                "tools/call",
+                "ui/open-link",
+                "window.open",
+            ],
+        );
         let lower = VIEW_HTML.to_lowercase();
-        assert!(lower.starts_with("<!doctype html>"));
         assert_eq!(lower.matches("<script").count(), 1, "one inline script");
         assert_eq!(lower.matches("<style").count(), 1, "one inline style");
         // The CSP meta is the first thing after the charset.
         let csp_at = lower.find("content-security-policy").unwrap();
         assert!(csp_at < lower.find("<title").unwrap());
-        for forbidden in [
-            "http://",
-            "https://",
-            "src=",
-            "href=",
-            "style=\"",
-            " onclick",
-            " onload",
-            " onerror",
-            "innerhtml",
-            "outerhtml",
-            "insertadjacenthtml",
-            "document.write",
-            "eval(",
-            "new function",
-            "fetch(",
-            "xmlhttprequest",
-            "websocket",
-            "tools/call",
-            "ui/open-link",
-            "window.open",
-            "@import",
-            "url(",
-        ] {
-            assert!(
-                !lower.contains(forbidden),
-                "the view contains {forbidden:?}"
-            );
-        }
         assert!(VIEW_HTML.contains("event.source !== window.parent"));
         assert!(VIEW_HTML.contains("protocolVersion: PROTOCOL_VERSION"));
         assert!(VIEW_HTML.contains("\"2026-01-26\""));

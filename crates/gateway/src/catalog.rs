@@ -250,115 +250,48 @@ impl Catalog {
             }
             cat.upstream_names.insert(name.clone());
             for (tool, exposed) in up.tools.iter().zip(exposed) {
-                let over = up.config.tools.get(tool.name.as_ref());
-                let ann = tool.annotations.as_ref();
-                let (effect, effect_source) = classify(
-                    over.and_then(|o| o.effect),
-                    up.config.trust_annotations,
-                    ann.and_then(|a| a.read_only_hint),
-                    ann.and_then(|a| a.destructive_hint),
-                );
-                let mut shown = tool.clone();
-                shown.name = exposed.clone().into();
-                // A tool that can be planned is listed without outputSchema:
-                // a plan-step answer would violate it (docs/design.md §3).
-                if effect > Effect::Read {
-                    shown.output_schema = None;
-                }
-                let schema = serde_json::Value::Object((*tool.input_schema).clone());
-                let validator = match jsonschema::validator_for(&schema) {
-                    Ok(v) => Some(Arc::new(v)),
-                    Err(e) => {
-                        tracing::warn!(upstream = %name, tool = %tool.name, "input schema does not compile; arguments pass unchecked: {}", e.masked());
-                        None
-                    }
-                };
-                let schema_hash = plangate_core::schema_hash(&schema).ok();
-                if let Some(meta) = shown.meta.as_mut() {
-                    rewrite_ui_resource_uri(&mut meta.0, ns);
-                }
-                let definition_hash = plangate_core::definition_hash(
-                    &serde_json::to_value(tool).unwrap_or(Value::Null),
-                );
-                let pinned = pins.map(|p| p.standing(&name, &tool.name, &definition_hash));
-                let withheld = if plangate_core::imitates_gateway_tool(
-                    &exposed,
-                    &config.gateway.tool_prefix,
-                ) {
-                    Some(Withheld::Imitation)
-                } else {
-                    match pinned {
-                        None | Some(Standing::Accepted) => None,
-                        Some(Standing::Held { reason, rejected }) => {
-                            Some(Withheld::Quarantined { reason, rejected })
-                        }
-                        Some(Standing::Unjudged) => Some(Withheld::Unverified),
-                    }
-                };
-                if withheld == Some(Withheld::Imitation) {
-                    tracing::warn!(upstream = %name, tool = %tool.name, "tool withheld: its name reads like one of plangate's own tools");
-                }
-                let profile = plangate_config::profiles::profile_for(
-                    &config.profiles,
-                    up.server_name.as_deref(),
-                    &tool.name,
-                    &tool.input_schema,
-                )
-                .map(Arc::new);
-                let paths = Arc::new(crate::policy::PathFacts::of(
-                    config,
-                    &name,
-                    &tool.name,
-                    up.server_name.as_deref(),
-                    profile.as_deref().map(|m| &m.tool),
-                    &tool.input_schema,
-                ));
-                cat.by_tool.insert(exposed.clone(), cat.tools.len());
-                cat.tools.push(CatalogTool {
-                    withheld,
-                    exposed,
-                    upstream: name.clone(),
-                    original: tool.name.to_string(),
-                    effect,
-                    effect_source,
-                    enabled: over.is_none_or(|o| o.enabled),
-                    tool: shown,
-                    validator,
-                    schema_hash,
-                    definition_hash,
-                    profile,
-                    paths,
-                });
+                let entry = catalog_tool(config, up, tool, exposed, ns, pins);
+                cat.by_tool.insert(entry.exposed.clone(), cat.tools.len());
+                cat.tools.push(entry);
             }
-
-            let originals: Vec<&str> = up.prompts.iter().map(|p| p.name.as_str()).collect();
-            let exposed = assign_names(ns, &originals, &mut taken_prompts);
-            for (prompt, exposed) in up.prompts.iter().zip(exposed) {
-                let mut shown = prompt.clone();
-                shown.name = exposed.clone();
-                cat.by_prompt.insert(exposed, cat.prompts.len());
-                cat.prompts.push(CatalogPrompt {
-                    upstream: name.clone(),
-                    original: prompt.name.clone(),
-                    prompt: shown,
-                });
-            }
-
-            for r in &up.resources {
-                let mut shown = r.clone();
-                shown.uri = expose_uri(ns, &r.uri);
-                if let Some(meta) = shown.meta.as_mut() {
-                    rewrite_ui_resource_uri(&mut meta.0, ns);
-                }
-                cat.resources.push(shown);
-            }
-            for t in &up.resource_templates {
-                let mut shown = t.clone();
-                shown.uri_template = expose_uri(ns, &t.uri_template);
-                cat.resource_templates.push(shown);
-            }
+            cat.add_prompts(up, ns, &mut taken_prompts);
+            cat.add_resources(up, ns);
         }
         cat
+    }
+
+    /// Adds upstream `up`'s prompts under names not yet in `taken`.
+    fn add_prompts(&mut self, up: &Upstream, ns: Option<&str>, taken: &mut BTreeSet<String>) {
+        let name = up.name();
+        let originals: Vec<&str> = up.prompts.iter().map(|p| p.name.as_str()).collect();
+        let exposed = assign_names(ns, &originals, taken);
+        for (prompt, exposed) in up.prompts.iter().zip(exposed) {
+            let mut shown = prompt.clone();
+            shown.name = exposed.clone();
+            self.by_prompt.insert(exposed, self.prompts.len());
+            self.prompts.push(CatalogPrompt {
+                upstream: name.to_owned(),
+                original: prompt.name.clone(),
+                prompt: shown,
+            });
+        }
+    }
+
+    /// Adds upstream `up`'s resources and templates, with exposed URIs.
+    fn add_resources(&mut self, up: &Upstream, ns: Option<&str>) {
+        for r in &up.resources {
+            let mut shown = r.clone();
+            shown.uri = expose_uri(ns, &r.uri);
+            if let Some(meta) = shown.meta.as_mut() {
+                rewrite_ui_resource_uri(&mut meta.0, ns);
+            }
+            self.resources.push(shown);
+        }
+        for t in &up.resource_templates {
+            let mut shown = t.clone();
+            shown.uri_template = expose_uri(ns, &t.uri_template);
+            self.resource_templates.push(shown);
+        }
     }
 
     /// The tool a client calls by `exposed`, if any.
@@ -405,6 +338,108 @@ impl Catalog {
             Some((up.clone(), exposed.to_owned()))
         }
     }
+}
+
+/// One upstream tool as offered under `exposed`: its effect class, the
+/// definition clients see, its compiled schema and hashes, and whether it
+/// is withheld (docs/design.md §9).
+fn catalog_tool(
+    config: &Config,
+    up: &Upstream,
+    tool: &Tool,
+    exposed: String,
+    ns: Option<&str>,
+    pins: Option<&ToolPins>,
+) -> CatalogTool {
+    let name = up.name();
+    let over = up.config.tools.get(tool.name.as_ref());
+    let ann = tool.annotations.as_ref();
+    let (effect, effect_source) = classify(
+        over.and_then(|o| o.effect),
+        up.config.trust_annotations,
+        ann.and_then(|a| a.read_only_hint),
+        ann.and_then(|a| a.destructive_hint),
+    );
+    let mut shown = tool.clone();
+    shown.name = exposed.clone().into();
+    // A tool that can be planned is listed without outputSchema:
+    // a plan-step answer would violate it (docs/design.md §3).
+    if effect > Effect::Read {
+        shown.output_schema = None;
+    }
+    let schema = serde_json::Value::Object((*tool.input_schema).clone());
+    let validator = match jsonschema::validator_for(&schema) {
+        Ok(v) => Some(Arc::new(v)),
+        Err(e) => {
+            tracing::warn!(upstream = %name, tool = %tool.name, "input schema does not compile; arguments pass unchecked: {}", e.masked());
+            None
+        }
+    };
+    let schema_hash = plangate_core::schema_hash(&schema).ok();
+    if let Some(meta) = shown.meta.as_mut() {
+        rewrite_ui_resource_uri(&mut meta.0, ns);
+    }
+    let definition_hash =
+        plangate_core::definition_hash(&serde_json::to_value(tool).unwrap_or(Value::Null));
+    let pinned = pins.map(|p| p.standing(name, &tool.name, &definition_hash));
+    let withheld = withheld_of(config, name, tool, &exposed, pinned);
+    let profile = plangate_config::profiles::profile_for(
+        &config.profiles,
+        up.server_name.as_deref(),
+        &tool.name,
+        &tool.input_schema,
+    )
+    .map(Arc::new);
+    let paths = Arc::new(crate::policy::PathFacts::of(
+        config,
+        name,
+        &tool.name,
+        up.server_name.as_deref(),
+        profile.as_deref().map(|m| &m.tool),
+        &tool.input_schema,
+    ));
+    CatalogTool {
+        withheld,
+        exposed,
+        upstream: name.to_owned(),
+        original: tool.name.to_string(),
+        effect,
+        effect_source,
+        enabled: over.is_none_or(|o| o.enabled),
+        tool: shown,
+        validator,
+        schema_hash,
+        definition_hash,
+        profile,
+        paths,
+    }
+}
+
+/// Why tool `tool` of upstream `name`, exposed as `exposed`, is not
+/// offered: its name imitates one of plangate's own, or its definition is
+/// not the accepted one (`pinned`; `None` when pins are not checked).
+fn withheld_of(
+    config: &Config,
+    name: &str,
+    tool: &Tool,
+    exposed: &str,
+    pinned: Option<Standing>,
+) -> Option<Withheld> {
+    let withheld = if plangate_core::imitates_gateway_tool(exposed, &config.gateway.tool_prefix) {
+        Some(Withheld::Imitation)
+    } else {
+        match pinned {
+            None | Some(Standing::Accepted) => None,
+            Some(Standing::Held { reason, rejected }) => {
+                Some(Withheld::Quarantined { reason, rejected })
+            }
+            Some(Standing::Unjudged) => Some(Withheld::Unverified),
+        }
+    };
+    if withheld == Some(Withheld::Imitation) {
+        tracing::warn!(upstream = %name, tool = %tool.name, "tool withheld: its name reads like one of plangate's own tools");
+    }
+    withheld
 }
 
 /// Rewrites `_meta.ui.resourceUri` (and the deprecated flat

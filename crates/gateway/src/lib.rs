@@ -37,7 +37,10 @@ pub mod metrics;
 pub mod notices;
 pub mod oauth;
 pub mod operator;
+#[cfg(test)]
+mod page_checks;
 pub mod parked;
+mod pinning;
 pub mod plan;
 pub mod policy;
 pub mod preview;
@@ -45,9 +48,11 @@ pub mod quick_json;
 pub mod rate;
 pub mod refusal;
 pub mod relay;
+mod reload;
 pub mod review;
 mod server;
 pub mod session_guard;
+mod slots;
 pub mod stdio;
 mod supervisor;
 mod sweep;
@@ -62,13 +67,16 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 use std::time::Duration;
 
-use plangate_config::{Config, UpstreamConfig};
-use plangate_core::{Actor, Channel, Event, PinnedDefinition, TOOLS_LOG, ToolPins};
+use plangate_config::Config;
+use plangate_core::ToolPins;
 use plangate_store::{KeyMaterial, Store};
 use tokio_util::sync::CancellationToken;
 
 pub use catalog::{Catalog, CatalogTool};
+use reload::Loaded;
+pub use reload::{RESTART_ONLY, Reloaded};
 pub use server::{GatewayHandler, server_capabilities};
+use slots::{Slot, SlotState, first_attempts};
 pub use upstream::{Connector, Upstream, UpstreamClient, UpstreamError};
 
 /// The gateway's own tools (docs/design.md §5), without the configured prefix.
@@ -82,64 +90,6 @@ pub const GATEWAY_TOOLS: [&str; 6] = [
     "exit_plan_mode",
     "end_session",
 ];
-
-/// What the gateway knows about one configured upstream right now.
-#[derive(Clone)]
-enum SlotState {
-    /// The first connection attempt has not finished.
-    Connecting,
-    /// Connected and serving.
-    Up(Arc<Upstream>),
-    /// Not connected; `last` keeps the lists it had, so calls to its tools
-    /// fail fast with `upstream_unavailable` instead of "unknown tool".
-    Down {
-        reason: String,
-        last: Option<Arc<Upstream>>,
-    },
-}
-
-/// One configured upstream and its supervisor. A reload that changes an
-/// upstream's settings replaces its slot: the old supervisor is stopped
-/// through `stop` and writes only to its own slot, so it cannot touch the
-/// new one's state.
-struct Slot {
-    config: UpstreamConfig,
-    state: RwLock<SlotState>,
-    /// Stops this slot's supervisor (and closes its session): cancelled
-    /// when a reload removes or replaces the upstream, and with the
-    /// gateway's shutdown (a child token of it).
-    stop: CancellationToken,
-}
-
-/// A config and what is compiled from it, swapped whole by
-/// [`Gateway::reload`] so a call sees one generation of each.
-struct Loaded {
-    config: Arc<Config>,
-    redactor: Arc<plangate_core::Redactor>,
-    rates: Arc<rate::RateLimits>,
-    policy: Arc<plangate_policy::Policy>,
-}
-
-impl Loaded {
-    /// Compiles `config`; `previous` lends the rate limiters whose limits
-    /// did not change, so a reload does not hand out fresh allowances.
-    fn compile(config: Config, previous: Option<&rate::RateLimits>) -> Loaded {
-        // A loaded config's rules were checked when it was read; one built
-        // in code has none of its own.
-        let redactor = config.redaction.redactor().unwrap_or_else(|e| {
-            tracing::error!("[redaction]: {e}; only the built-in rules apply");
-            plangate_core::Redactor::builtin().clone()
-        });
-        let rates = rate::RateLimits::carried(&config, previous);
-        let policy = policy::compile(&config);
-        Loaded {
-            config: Arc::new(config),
-            redactor: Arc::new(redactor),
-            rates: Arc::new(rates),
-            policy,
-        }
-    }
-}
 
 /// A running gateway: config, store, upstream sessions and the catalog
 /// built from them. Shared by every client session.
@@ -424,428 +374,6 @@ impl Gateway {
     /// The current catalog.
     pub fn catalog(&self) -> Arc<Catalog> {
         read(&self.catalog)
-    }
-
-    /// A connected upstream by name.
-    pub fn upstream(&self, name: &str) -> Option<Arc<Upstream>> {
-        let slot = self.slots.read().get(name)?.clone();
-        match read(&slot.state) {
-            SlotState::Up(up) => Some(up),
-            _ => None,
-        }
-    }
-
-    /// Upstreams that are configured and enabled but not connected, with
-    /// the reason.
-    pub fn down_upstreams(&self) -> BTreeMap<String, String> {
-        self.slots
-            .read()
-            .iter()
-            .filter_map(|(name, slot)| match read(&slot.state) {
-                SlotState::Up(_) => None,
-                SlotState::Connecting => Some((name.clone(), "connecting".to_owned())),
-                SlotState::Down { reason, .. } => Some((name.clone(), reason)),
-            })
-            .collect()
-    }
-
-    /// Names of the upstreams currently connected.
-    pub fn up_upstreams(&self) -> Vec<String> {
-        self.slots
-            .read()
-            .iter()
-            .filter(|(_, slot)| matches!(read(&slot.state), SlotState::Up(_)))
-            .map(|(name, _)| name.clone())
-            .collect()
-    }
-
-    /// The log of tool pins, for a person's accept or reject
-    /// ([`tool_pins::decide`]).
-    pub fn pins_log(&self) -> &key_log::KeyLog<ToolPins> {
-        &self.pins
-    }
-
-    /// The tool pins as last read.
-    pub fn pins(&self) -> Arc<ToolPins> {
-        read(&self.pinned)
-    }
-
-    async fn reload_pins(&self) -> Result<(), key_log::LogError> {
-        let pins = self.pins.state(TOOLS_LOG).await?;
-        write(&self.pinned, Arc::new(pins));
-        Ok(())
-    }
-
-    /// Reads the pins again (another process accepted, rejected or
-    /// quarantined a tool), rebuilds the catalog and tells every client.
-    pub async fn refresh_pins(&self) {
-        match self.reload_pins().await {
-            Ok(()) => {
-                self.rebuild_catalog();
-                self.hub.notify_tools_changed().await;
-            }
-            Err(e) => tracing::warn!("cannot read the tool pins: {e}"),
-        }
-    }
-
-    /// Judges an upstream's listing against the pins and records what it
-    /// calls for (docs/design.md §9): its first listing is pinned; a tool new or
-    /// changed since is quarantined. When the store cannot be written, the
-    /// tools not yet judged stay held back (the catalog offers only
-    /// accepted definitions).
-    async fn judge_tools(&self, upstream: &Upstream) {
-        let server = upstream.name().to_owned();
-        let listing: Vec<PinnedDefinition> = upstream
-            .tools
-            .iter()
-            .map(|t| {
-                PinnedDefinition::of(
-                    &t.name,
-                    &serde_json::to_value(t).unwrap_or(serde_json::Value::Null),
-                )
-            })
-            .collect();
-        let judged = self
-            .pins
-            .transact(TOOLS_LOG, |pins| {
-                let now = plangate_store::now_ms();
-                let events: Vec<Event> = pins
-                    .judge_listing(&server, &listing)
-                    .into_iter()
-                    .map(|kind| Event {
-                        at_ms: now,
-                        key_id: TOOLS_LOG.to_owned(),
-                        actor: Actor::System,
-                        channel: Channel::Gateway,
-                        kind,
-                    })
-                    .collect();
-                let held: Vec<String> = events
-                    .iter()
-                    .filter_map(|e| match &e.kind {
-                        plangate_core::EventKind::ToolQuarantined {
-                            definition, reason, ..
-                        } => Some(format!("{} ({})", definition.tool, reason.as_str())),
-                        _ => None,
-                    })
-                    .collect();
-                Ok::<_, std::convert::Infallible>((events, held))
-            })
-            .await;
-        match judged {
-            Ok(Ok((pins, held))) => {
-                if !held.is_empty() {
-                    tracing::warn!(upstream = %server, tools = %held.join(", "), "tool definitions quarantined: new or changed since this upstream's tools were pinned; an operator must accept them (plangate tools list)");
-                }
-                write(&self.pinned, Arc::new(pins));
-            }
-            Ok(Err(never)) => match never {},
-            Err(e) => {
-                tracing::error!(upstream = %server, "cannot record its tool pins: {e}; its tools not yet accepted stay held back")
-            }
-        }
-    }
-
-    fn rebuild_catalog(&self) {
-        let mut up = Vec::new();
-        let mut gone = Vec::new();
-        for slot in self.slots.read().values() {
-            match read(&slot.state) {
-                SlotState::Up(u) => up.push(u),
-                SlotState::Down { last: Some(u), .. } => gone.push(u),
-                _ => {}
-            }
-        }
-        let pins = self.pins();
-        let config = self.config();
-        let catalog = Catalog::build(&config, &up, &gone, &reserved_names(&config), Some(&pins));
-        write(&self.catalog, Arc::new(catalog));
-    }
-
-    /// Sets a slot's state and rebuilds the catalog. A slot a reload
-    /// removed or replaced is written to, but is no longer in the catalog.
-    fn set_state(&self, slot: &Slot, state: SlotState) {
-        write(&slot.state, state);
-        self.rebuild_catalog();
-    }
-
-    /// The slot serving upstream `name` now.
-    fn slot(&self, name: &str) -> Option<Arc<Slot>> {
-        self.slots.read().get(name).cloned()
-    }
-
-    /// Re-reads an upstream's lists after it said they changed, rebuilds the
-    /// catalog and tells every client.
-    pub async fn refresh_upstream(&self, name: &str) {
-        let Some(current) = self.upstream(name) else {
-            return;
-        };
-        match current.relisted().await {
-            Ok(fresh) => {
-                self.judge_tools(&fresh).await;
-                // Not if a reload replaced the upstream meanwhile.
-                let Some(slot) = self.slot(name).filter(
-                    |s| matches!(read(&s.state), SlotState::Up(ref u) if Arc::ptr_eq(u, &current)),
-                ) else {
-                    return;
-                };
-                self.set_state(&slot, SlotState::Up(Arc::new(fresh)));
-                self.hub.notify_tools_changed().await;
-                self.hub.notify_lists_changed().await;
-            }
-            Err(e) => tracing::warn!(upstream = name, "refreshing lists failed: {e}"),
-        }
-    }
-
-    /// Starts a supervisor for every upstream in `connectors` that has a
-    /// slot. Returns what resolves once each has made its first attempt.
-    fn supervise(
-        self: &Arc<Self>,
-        connectors: BTreeMap<String, Connector>,
-    ) -> Vec<(String, tokio::sync::oneshot::Receiver<()>)> {
-        let mut first = Vec::new();
-        for (name, connector) in connectors {
-            let Some(slot) = self.slot(&name) else {
-                continue;
-            };
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            first.push((name.clone(), rx));
-            tokio::spawn(supervisor::supervise(
-                Arc::downgrade(self),
-                slot,
-                name,
-                connector,
-                tx,
-            ));
-        }
-        first
-    }
-
-    /// Takes `config` in place of the running one without a restart
-    /// (`SIGHUP`, or a change of the watched file): upstreams added are
-    /// started, removed ones stopped (their child processes end), changed
-    /// ones restarted, unchanged ones keep their sessions; rules,
-    /// redaction, modes, rate limits (counters kept where a limit did not
-    /// change) and every other setting read per call apply to the next
-    /// call. Settings that shape the listener or the store
-    /// ([`RESTART_ONLY`]) keep their running values until a restart, and
-    /// the answer says which changed. Connected clients hear that the
-    /// lists changed; plans stay as they are, and a step whose tool is no
-    /// longer served fails its re-check at apply.
-    ///
-    /// Waits for the started upstreams' first connection attempts, at
-    /// most [`FIRST_ATTEMPT_WAIT`], so the answer can say which are up.
-    pub async fn reload(self: &Arc<Self>, config: Config) -> Reloaded {
-        // Connectors (an HTTP upstream's TLS client among them) only for
-        // the upstreams that will start: unchanged ones keep theirs.
-        let connectors = config
-            .enabled_upstreams()
-            .filter(|u| self.slot(&u.name).is_none_or(|s| s.config != **u))
-            .map(|u| (u.name.clone(), upstream::connector_for(u)))
-            .collect();
-        self.reload_with(config, connectors).await
-    }
-
-    /// Like [`Gateway::reload`], with the connector of each upstream
-    /// given (only those that start are used).
-    pub async fn reload_with(
-        self: &Arc<Self>,
-        mut config: Config,
-        mut connectors: BTreeMap<String, Connector>,
-    ) -> Reloaded {
-        let _one_at_a_time = self.reloading.lock().await;
-        let old = self.config();
-        let mut report = Reloaded {
-            kept_until_restart: keep_restart_only(&old, &mut config),
-            ..Reloaded::default()
-        };
-        let loaded = Loaded::compile(config, Some(&self.rates()));
-        let config = loaded.config.clone();
-        write(&self.loaded, Arc::new(loaded));
-        self.keys.clear();
-        let mut stopped = Vec::new();
-        let mut start = BTreeMap::new();
-        {
-            let mut slots = self.slots.write();
-            let wanted: BTreeMap<&str, &UpstreamConfig> = config
-                .enabled_upstreams()
-                .map(|u| (u.name.as_str(), u))
-                .collect();
-            slots.retain(|name, slot| match wanted.get(name.as_str()) {
-                Some(u) if **u == slot.config => {
-                    report.unchanged.push(name.clone());
-                    true
-                }
-                changed => {
-                    if changed.is_some() {
-                        report.restarted.push(name.clone());
-                    } else {
-                        report.removed.push(name.clone());
-                    }
-                    stopped.push(slot.clone());
-                    false
-                }
-            });
-            for (name, u) in wanted {
-                if slots.contains_key(name) {
-                    continue;
-                }
-                let Some(connector) = connectors.remove(name) else {
-                    continue;
-                };
-                if !report.restarted.iter().any(|r| r == name) {
-                    report.added.push(name.to_owned());
-                }
-                slots.insert(name.to_owned(), Slot::new(u.clone(), &self.shutdown));
-                start.insert(name.to_owned(), connector);
-            }
-        }
-        for slot in &stopped {
-            slot.stop.cancel();
-        }
-        self.rebuild_catalog();
-        self.hub.notify_tools_changed().await;
-        self.hub.notify_lists_changed().await;
-        let first = self.supervise(start);
-        let _ = first_attempts(first).await;
-        let down = self.down_upstreams();
-        report.not_up = report
-            .added
-            .iter()
-            .chain(&report.restarted)
-            .filter_map(|name| down.get(name).map(|why| (name.clone(), why.clone())))
-            .collect();
-        report
-    }
-
-    /// Stops every supervisor and closes every upstream session (child
-    /// processes are stopped).
-    pub async fn shutdown(&self) {
-        self.shutdown.cancel();
-        // Give supervisors a moment to close their sessions cleanly.
-        for _ in 0..50 {
-            if self
-                .slots
-                .read()
-                .values()
-                .all(|s| !matches!(read(&s.state), SlotState::Up(_)))
-            {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-}
-
-impl Slot {
-    fn new(config: UpstreamConfig, shutdown: &CancellationToken) -> Arc<Slot> {
-        Arc::new(Slot {
-            config,
-            state: RwLock::new(SlotState::Connecting),
-            stop: shutdown.child_token(),
-        })
-    }
-}
-
-/// Waits until every upstream in `first` has made its first connection
-/// attempt, at most [`FIRST_ATTEMPT_WAIT`]; `Err` when the wait ran out.
-async fn first_attempts(
-    first: Vec<(String, tokio::sync::oneshot::Receiver<()>)>,
-) -> Result<(), tokio::time::error::Elapsed> {
-    tokio::time::timeout(FIRST_ATTEMPT_WAIT, async {
-        for (_, rx) in first {
-            let _ = rx.await;
-        }
-    })
-    .await
-}
-
-/// The settings a running gateway cannot change: they shaped the HTTP
-/// listener (hosts, origins, sizes, sessions, timeouts) or the store's
-/// cache when the process started. A reload keeps their running values and
-/// says which changed; a restart applies them.
-pub const RESTART_ONLY: [&str; 7] = [
-    "gateway.allowed_hosts",
-    "gateway.allowed_origins",
-    "gateway.max_request_bytes",
-    "gateway.max_sessions",
-    "gateway.max_sessions_per_key",
-    "gateway.header_read_timeout",
-    "gateway.cached_keys",
-];
-
-/// Puts `running`'s values of the [`RESTART_ONLY`] settings into `new`, so
-/// the config in force says what is in force; returns the names of those
-/// that `new` had changed.
-fn keep_restart_only(running: &Config, new: &mut Config) -> Vec<&'static str> {
-    let (r, n) = (&running.gateway, &mut new.gateway);
-    let mut kept = Vec::new();
-    macro_rules! keep {
-        ($field:ident, $name:literal) => {
-            if r.$field != n.$field {
-                kept.push($name);
-                n.$field = r.$field.clone();
-            }
-        };
-    }
-    keep!(allowed_hosts, "gateway.allowed_hosts");
-    keep!(allowed_origins, "gateway.allowed_origins");
-    keep!(max_request_bytes, "gateway.max_request_bytes");
-    keep!(max_sessions, "gateway.max_sessions");
-    keep!(max_sessions_per_key, "gateway.max_sessions_per_key");
-    keep!(header_read_timeout, "gateway.header_read_timeout");
-    keep!(cached_keys, "gateway.cached_keys");
-    kept
-}
-
-/// What [`Gateway::reload`] did, for the operator's log.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Reloaded {
-    /// Upstreams started because the new config has them.
-    pub added: Vec<String>,
-    /// Upstreams stopped because the new config no longer has them (or
-    /// disables them).
-    pub removed: Vec<String>,
-    /// Upstreams whose settings changed: stopped and started again.
-    pub restarted: Vec<String>,
-    /// Upstreams whose sessions were kept.
-    pub unchanged: Vec<String>,
-    /// [`RESTART_ONLY`] settings the new config changed, still at their
-    /// running values.
-    pub kept_until_restart: Vec<&'static str>,
-    /// Upstreams added or restarted that were not up after the first
-    /// attempt, with the reason (they keep trying in the background).
-    pub not_up: BTreeMap<String, String>,
-}
-
-impl std::fmt::Display for Reloaded {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let list = |v: &[String]| {
-            if v.is_empty() {
-                "none".to_owned()
-            } else {
-                v.join(", ")
-            }
-        };
-        write!(
-            f,
-            "upstreams added: {}; removed: {}; restarted: {}; unchanged: {}",
-            list(&self.added),
-            list(&self.removed),
-            list(&self.restarted),
-            list(&self.unchanged)
-        )?;
-        for (name, why) in &self.not_up {
-            write!(f, "; {name} is not up yet ({why}), still trying")?;
-        }
-        if !self.kept_until_restart.is_empty() {
-            write!(
-                f,
-                "; changed but kept at their running values until plangate restarts: {}",
-                self.kept_until_restart.join(", ")
-            )?;
-        }
-        Ok(())
     }
 }
 

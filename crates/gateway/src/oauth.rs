@@ -371,17 +371,9 @@ impl Verifier {
         if let Some(found) = self.introspection_endpoints.lock().get(issuer) {
             return Ok(found.clone());
         }
-        let meta = self.issuer_metadata(issuer).await?;
-        let endpoint = meta
-            .get("introspection_endpoint")
-            .and_then(Value::as_str)
-            .ok_or_else(|| format!("{issuer}'s metadata names no introspection_endpoint"))?
-            .to_owned();
-        if !fetchable(&endpoint) {
-            return Err(format!(
-                "its introspection_endpoint {endpoint} is not https:// (http:// only on loopback)"
-            ));
-        }
+        let endpoint = self
+            .named_in_metadata(issuer, "introspection_endpoint")
+            .await?;
         self.introspection_endpoints
             .lock()
             .insert(issuer.to_owned(), endpoint.clone());
@@ -445,19 +437,27 @@ impl Verifier {
     /// discovery) names `jwks_uri`, whose `issuer` must be the issuer
     /// itself (RFC 8414 §3.3).
     async fn fetch_keys(&self, issuer: &str) -> Result<JwkSet, String> {
-        let meta = self.issuer_metadata(issuer).await?;
-        let jwks_uri = meta
-            .get("jwks_uri")
-            .and_then(Value::as_str)
-            .ok_or_else(|| format!("{issuer}'s metadata names no jwks_uri"))?
-            .to_owned();
-        if !fetchable(&jwks_uri) {
-            return Err(format!(
-                "its jwks_uri {jwks_uri} is not https:// (http:// only on loopback)"
-            ));
-        }
+        let jwks_uri = self.named_in_metadata(issuer, "jwks_uri").await?;
         let set = self.get_json(&jwks_uri).await?;
         serde_json::from_value(set).map_err(|e| format!("{jwks_uri} is not a JWK set: {e}"))
+    }
+
+    /// The URL `issuer`'s metadata names in `field` (`jwks_uri`,
+    /// `introspection_endpoint`), if plangate may fetch it: https://, or
+    /// http:// on loopback only.
+    async fn named_in_metadata(&self, issuer: &str, field: &str) -> Result<String, String> {
+        let meta = self.issuer_metadata(issuer).await?;
+        let url = meta
+            .get(field)
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("{issuer}'s metadata names no {field}"))?
+            .to_owned();
+        if !fetchable(&url) {
+            return Err(format!(
+                "its {field} {url} is not https:// (http:// only on loopback)"
+            ));
+        }
+        Ok(url)
     }
 
     /// The issuer's metadata (RFC 8414, else OpenID discovery), whose
@@ -640,6 +640,19 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    /// `[auth.oauth]` for resource `https://p.example/mcp` and issuer
+    /// `https://id.example`, mapping `scopes`.
+    fn oauth(scopes: &[(&str, Scope)]) -> OAuth {
+        OAuth {
+            resource: "https://p.example/mcp".into(),
+            issuers: vec!["https://id.example".into()],
+            identity_claim: "sub".into(),
+            clock_skew: Duration::from_secs(60),
+            introspection: None,
+            scopes: scopes.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect(),
+        }
+    }
+
     #[test]
     fn metadata_lives_at_the_well_known_path_of_the_resource() {
         assert_eq!(
@@ -669,20 +682,11 @@ mod tests {
 
     #[test]
     fn the_widest_mapped_scope_wins_and_unmapped_ones_are_ignored() {
-        let oauth = OAuth {
-            resource: "https://p.example/mcp".into(),
-            issuers: vec!["https://id.example".into()],
-            identity_claim: "sub".into(),
-            clock_skew: Duration::from_secs(60),
-            introspection: None,
-            scopes: [
-                ("mcp:read", Scope::Read),
-                ("mcp:plan", Scope::Plan),
-                ("mcp:write", Scope::Write),
-            ]
-            .map(|(k, v)| (k.to_owned(), v))
-            .into(),
-        };
+        let oauth = oauth(&[
+            ("mcp:read", Scope::Read),
+            ("mcp:plan", Scope::Plan),
+            ("mcp:write", Scope::Write),
+        ]);
         let s = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
         assert_eq!(
             mapped_scope(&oauth, &s(&["openid", "mcp:read", "mcp:plan"])),
@@ -709,14 +713,7 @@ mod tests {
     /// before any issuer is asked for keys (there is none to ask here).
     #[tokio::test]
     async fn none_hmac_and_non_access_tokens_are_refused_without_fetching_anything() {
-        let oauth = OAuth {
-            resource: "https://p.example/mcp".into(),
-            issuers: vec!["https://id.example".into()],
-            identity_claim: "sub".into(),
-            clock_skew: Duration::from_secs(60),
-            introspection: None,
-            scopes: [("mcp:read".to_owned(), Scope::Read)].into(),
-        };
+        let oauth = oauth(&[("mcp:read", Scope::Read)]);
         let v = Verifier::default();
         let claims = json!({"iss": "https://id.example", "sub": "a", "aud": "https://p.example/mcp", "exp": 4_000_000_000u64});
         for (header, says) in [
@@ -756,9 +753,6 @@ mod tests {
     #[test]
     fn an_introspection_answer_is_checked_like_a_token() {
         let oauth = OAuth {
-            resource: "https://p.example/mcp".into(),
-            issuers: vec!["https://id.example".into()],
-            identity_claim: "sub".into(),
             clock_skew: Duration::from_secs(5),
             introspection: Some(plangate_config::Introspection {
                 issuer: "https://id.example".into(),
@@ -766,7 +760,7 @@ mod tests {
                 client_secret: "s".into(),
                 every: Duration::from_secs(30),
             }),
-            scopes: [("mcp:write".to_owned(), Scope::Write)].into(),
+            ..oauth(&[("mcp:write", Scope::Write)])
         };
         let now = 1_000_000;
         let good = json!({"active": true, "iss": "https://id.example", "aud": ["x", "https://p.example/mcp"],

@@ -1,211 +1,23 @@
-//! The console's JSON API: every key's plan and the tool definitions held
-//! for review, and a person's approve, discard, retry, accept and reject —
+//! The console's JSON API for a person's acts: approve, discard, retry,
+//! apply, reject, amend, and accept or reject a held tool definition —
 //! each through the same code as `plangate plans` and `plangate tools`.
-//! The checks ran before any handler here ([`super::Viewer`],
+//! What the page polls is in [`super::poll`], a key's past in
+//! [`super::history`]. The checks ran before any handler here ([`super::Viewer`],
 //! [`super::Acting`]); every refusal is a [`ConsoleError`].
 
 use std::sync::Arc;
 
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use plangate_core::{Channel, Code, KeyPlanView, Scope};
+use axum::response::Response;
+use plangate_core::{Channel, Code};
 use plangate_store::{ApiKey, now_ms};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Acting, Body, ConsoleError, Viewer, ok_json};
+use super::{Acting, Body, ConsoleError, Session, Viewer, ok_json};
 use crate::Gateway;
 use crate::operator::{self, OperatorError};
-use crate::tool_pins::ToolRow;
-
-/// `?after=SEQ`: the log position the page last saw.
-#[derive(Deserialize)]
-pub(super) struct After {
-    after: Option<i64>,
-}
-
-/// A key with no record left (deleted outside plangate): shown by id.
-fn unknown_key(key_id: &str) -> ApiKey {
-    ApiKey {
-        id: key_id.to_owned(),
-        name: key_id.to_owned(),
-        scope: Scope::Read,
-        prefix: String::new(),
-        created_at_ms: 0,
-        revoked_at_ms: None,
-    }
-}
-
-/// What the console page polls: every key's plan when the log moved, and
-/// who is looking.
-#[derive(Serialize)]
-struct ConsoleState {
-    /// The global seq the answer is current to; the next poll's `after`.
-    seq: i64,
-    /// Whether anything moved since `after` (if not, nothing else but who
-    /// is looking is sent).
-    changed: bool,
-    /// Every key with a plan or a session.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    keys: Option<Vec<KeyPlanView>>,
-    /// Held tool definitions, for review.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tools: Option<Vec<ToolRow>>,
-    /// The most recent calls on the record (`call_recorded`), newest
-    /// first: what agents did, run, planned or refused.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    calls: Option<Vec<CallRow>>,
-    /// The operator this session belongs to.
-    operator: String,
-    /// The session's CSRF token, for the page's POSTs.
-    csrf: String,
-}
-
-/// One call on the record, as the console lists it.
-#[derive(Serialize)]
-struct CallRow {
-    /// When.
-    at: String,
-    /// The key's name (or id, if the key is gone).
-    key: String,
-    /// Over which channel.
-    channel: plangate_core::Channel,
-    /// The call.
-    #[serde(flatten)]
-    call: plangate_core::CallRecord,
-}
-
-/// How far back the console looks for calls: the last this many events
-/// of the global log (one indexed query), of which it shows the calls.
-const RECENT_EVENTS: i64 = 500;
-
-/// The calls among the newest [`RECENT_EVENTS`] events up to `seq`, newest
-/// first.
-async fn recent_calls(gw: &Gateway, seq: i64) -> Result<Vec<CallRow>, plangate_store::StoreError> {
-    let names: std::collections::HashMap<String, String> = gw
-        .store()
-        .list_keys()
-        .await?
-        .into_iter()
-        .map(|k| (k.id, k.name))
-        .collect();
-    let events = gw
-        .store()
-        .events_since((seq - RECENT_EVENTS).max(0), RECENT_EVENTS)
-        .await?;
-    Ok(events
-        .iter()
-        .rev()
-        .filter(|e| e.kind == plangate_core::EventType::CallRecorded)
-        .filter_map(|e| {
-            let event: plangate_core::Event = serde_json::from_str(e.body.as_str()).ok()?;
-            let plangate_core::EventKind::CallRecorded { call } = event.kind else {
-                return None;
-            };
-            Some(CallRow {
-                at: plangate_store::format_time_ms(e.at_ms),
-                key: names
-                    .get(&e.key_id)
-                    .cloned()
-                    .unwrap_or_else(|| e.key_id.clone()),
-                channel: event.channel,
-                call,
-            })
-        })
-        .collect())
-}
-
-/// `GET /console/api/state`: every key's plan, or — when the global log
-/// has not moved past `after` — just `{"seq", "changed": false}`, so
-/// polling every second costs one indexed query.
-pub(super) async fn state(
-    State(gw): State<Arc<Gateway>>,
-    Viewer(session): Viewer,
-    Query(q): Query<After>,
-) -> Response {
-    match plans(&gw, q.after).await {
-        Ok((seq, keys)) => {
-            let tools = match &keys {
-                Some(_) => match held_tools(&gw).await {
-                    Ok(tools) => Some(tools),
-                    Err(e) => {
-                        tracing::error!("console: tool pins: {e}");
-                        None
-                    }
-                },
-                None => None,
-            };
-            let calls = match &keys {
-                Some(_) => match recent_calls(&gw, seq).await {
-                    Ok(calls) => Some(calls),
-                    Err(e) => {
-                        tracing::error!("console: recent calls: {e}");
-                        None
-                    }
-                },
-                None => None,
-            };
-            ok_json(json!(ConsoleState {
-                seq,
-                changed: keys.is_some(),
-                keys,
-                tools,
-                calls,
-                operator: session.operator.name.clone(),
-                csrf: session.csrf.clone(),
-            }))
-        }
-        Err(e) => {
-            tracing::error!("console: event log: {e}");
-            ConsoleError::store_down().into_response()
-        }
-    }
-}
-
-/// The console's view of every key with a plan (open steps or a session),
-/// brought up to date first, as `plangate plans list` does, with the seq
-/// it is current to; no keys when the log has not moved past `after`.
-async fn plans(
-    gw: &Gateway,
-    after: Option<i64>,
-) -> Result<(i64, Option<Vec<KeyPlanView>>), crate::key_log::LogError> {
-    let store = gw.store();
-    let seq = store.last_seq().await?;
-    if after == Some(seq) {
-        return Ok((seq, None));
-    }
-    let keys = store.list_keys().await?;
-    let config = gw.config();
-    let (ttl, lease) = (gw.ttl_ms(), gw.lease_ms());
-    let mut out = Vec::new();
-    for key_id in store.keys_with_events().await? {
-        let key = keys
-            .iter()
-            .find(|k| k.id == key_id)
-            .cloned()
-            .unwrap_or_else(|| unknown_key(&key_id));
-        let acting = operator::acting(&key, "console", Channel::Console);
-        let state = operator::refresh(gw.log(), &acting, ttl, lease).await?;
-        if state.open_steps().next().is_none() && state.session_id.is_none() {
-            continue;
-        }
-        out.push(operator::plan_view(&config, &key, &state, now_ms()));
-    }
-    // Refreshing may have appended (expiry, leases): report the seq after.
-    let seq = store.last_seq().await?;
-    Ok((seq, Some(out)))
-}
-
-/// Every quarantined or rejected tool definition, for review (the same
-/// rows as `plangate tools list`).
-async fn held_tools(gw: &Gateway) -> Result<Vec<ToolRow>, crate::key_log::LogError> {
-    let pins = gw.pins_log().state(plangate_core::TOOLS_LOG).await?;
-    Ok(crate::tool_pins::rows(&pins, &gw.config())
-        .into_iter()
-        .filter(|r| r.held_hash.is_some())
-        .collect())
-}
 
 /// `POST /console/api/tool` body: accept or reject exactly the held
 /// definition the person looked at.
@@ -280,8 +92,15 @@ pub(super) async fn tool_decision(
     }
 }
 
+/// The event log could not be read: logged, and answered as the store
+/// being down.
+pub(super) fn log_down(e: impl std::fmt::Display) -> ConsoleError {
+    tracing::error!("console: event log: {e}");
+    ConsoleError::store_down()
+}
+
 /// The key an API request names, by id.
-async fn key_by_id(gw: &Gateway, key_id: &str) -> Result<ApiKey, ConsoleError> {
+pub(super) async fn key_by_id(gw: &Gateway, key_id: &str) -> Result<ApiKey, ConsoleError> {
     match gw.store().find_key(key_id).await {
         Ok(Some(k)) if k.id == key_id => Ok(k),
         Ok(_) => Err(ConsoleError::new(
@@ -294,6 +113,21 @@ async fn key_by_id(gw: &Gateway, key_id: &str) -> Result<ApiKey, ConsoleError> {
             Err(ConsoleError::store_down())
         }
     }
+}
+
+/// The person acting, through the console, on the key a request names
+/// by id.
+async fn acting_on(
+    gw: &Gateway,
+    key_id: &str,
+    session: &Session,
+) -> Result<crate::acting::Acting, ConsoleError> {
+    let key = key_by_id(gw, key_id).await?;
+    Ok(operator::acting(
+        &key,
+        &session.operator.name,
+        Channel::Console,
+    ))
 }
 
 impl From<OperatorError> for ConsoleError {
@@ -322,10 +156,12 @@ fn refused(e: OperatorError) -> ConsoleError {
     ConsoleError::new(status, e.code(), e.to_string())
 }
 
-/// `POST /console/api/approve` body: the digest and revision of the plan
-/// the person saw, and the steps they approve (none: every waiting step).
+/// `POST /console/api/approve` and `POST /console/api/apply` body: the
+/// digest and revision of the plan the person saw, and the steps they
+/// approve or run (none: every waiting step — for apply, only the approved
+/// ones once a person approved part of the plan).
 #[derive(Deserialize)]
-pub(super) struct ApproveBody {
+pub(super) struct SeenSteps {
     key_id: String,
     plan_digest: String,
     /// The revision on screen; the page always sends it, an older client
@@ -336,25 +172,32 @@ pub(super) struct ApproveBody {
     step_ids: Vec<String>,
 }
 
+impl SeenSteps {
+    /// The plan as the person saw it.
+    fn seen(&self) -> operator::Seen<'_> {
+        operator::Seen {
+            digest: &self.plan_digest,
+            revision: self.revision,
+        }
+    }
+}
+
 /// Records the operator's yes to the named waiting steps (or all of them)
 /// of the plan the person saw; refused with `plan_changed` (nothing
 /// recorded) when the plan is no longer at that digest and revision.
 pub(super) async fn approve(
     State(gw): State<Arc<Gateway>>,
     Acting(session): Acting,
-    Body(body): Body<ApproveBody>,
+    Body(body): Body<SeenSteps>,
 ) -> Result<Response, ConsoleError> {
-    let key = key_by_id(&gw, &body.key_id).await?;
-    let acting = operator::acting(&key, &session.operator.name, Channel::Console);
+    let acting = acting_on(&gw, &body.key_id, &session).await?;
+    let key = &acting.key;
     let approved = operator::approve(
         gw.log(),
-        &key,
+        key,
         acting.actor(),
         Channel::Console,
-        Some(operator::Seen {
-            digest: &body.plan_digest,
-            revision: body.revision,
-        }),
+        Some(body.seen()),
         &body.step_ids,
     )
     .await?;
@@ -384,8 +227,8 @@ pub(super) async fn discard(
     Acting(session): Acting,
     Body(body): Body<DiscardBody>,
 ) -> Result<Response, ConsoleError> {
-    let key = key_by_id(&gw, &body.key_id).await?;
-    let acting = operator::acting(&key, &session.operator.name, Channel::Console);
+    let acting = acting_on(&gw, &body.key_id, &session).await?;
+    let key = &acting.key;
     let (state, ids) = operator::discard(gw.log(), &acting, &body.step_ids, gw.ttl_ms()).await?;
     tracing::info!(operator = %session.operator.name, key = %key.name, discarded = ids.len(), "console: discarded steps");
     Ok(ok_json(json!({
@@ -397,9 +240,10 @@ pub(super) async fn discard(
     })))
 }
 
-/// `POST /console/api/retry` body.
+/// One step of a key's plan: the `POST /console/api/retry` body, and the
+/// query `?key_id=…&step_id=…` of the amend form.
 #[derive(Deserialize)]
-pub(super) struct RetryBody {
+pub(super) struct StepRef {
     key_id: String,
     step_id: String,
 }
@@ -408,27 +252,13 @@ pub(super) struct RetryBody {
 pub(super) async fn retry(
     State(gw): State<Arc<Gateway>>,
     Acting(session): Acting,
-    Body(body): Body<RetryBody>,
+    Body(body): Body<StepRef>,
 ) -> Result<Response, ConsoleError> {
-    let key = key_by_id(&gw, &body.key_id).await?;
-    let acting = operator::acting(&key, &session.operator.name, Channel::Console);
+    let acting = acting_on(&gw, &body.key_id, &session).await?;
+    let key = &acting.key;
     let receipt = operator::retry(&gw, &acting, &body.step_id).await?;
     tracing::info!(operator = %session.operator.name, key = %key.name, "console: retried a step");
     Ok(ok_json(receipt.structured_content.unwrap_or(Value::Null)))
-}
-
-/// `POST /console/api/apply` body: the digest and revision the person saw, and the
-/// steps to run (none: every waiting step — only the approved ones once a
-/// person approved part of the plan).
-#[derive(Deserialize)]
-pub(super) struct ApplyBody {
-    key_id: String,
-    plan_digest: String,
-    /// The revision on screen (see [`ApproveBody`]).
-    #[serde(default)]
-    revision: Option<u64>,
-    #[serde(default)]
-    step_ids: Vec<String>,
 }
 
 /// The person's Apply: the same code as `plangate plans apply`
@@ -437,15 +267,11 @@ pub(super) struct ApplyBody {
 pub(super) async fn apply(
     State(gw): State<Arc<Gateway>>,
     Acting(session): Acting,
-    Body(body): Body<ApplyBody>,
+    Body(body): Body<SeenSteps>,
 ) -> Result<Response, ConsoleError> {
-    let key = key_by_id(&gw, &body.key_id).await?;
-    let acting = operator::acting(&key, &session.operator.name, Channel::Console);
-    let seen = operator::Seen {
-        digest: &body.plan_digest,
-        revision: body.revision,
-    };
-    let receipt = operator::apply_now(&gw, &acting, Some(seen), &body.step_ids).await?;
+    let acting = acting_on(&gw, &body.key_id, &session).await?;
+    let key = &acting.key;
+    let receipt = operator::apply_now(&gw, &acting, Some(body.seen()), &body.step_ids).await?;
     tracing::info!(operator = %session.operator.name, key = %key.name, "console: applied steps");
     Ok(ok_json(match receipt {
         Some(r) => r.structured_content.unwrap_or(Value::Null),
@@ -473,8 +299,8 @@ pub(super) async fn reject(
     Acting(session): Acting,
     Body(body): Body<RejectBody>,
 ) -> Result<Response, ConsoleError> {
-    let key = key_by_id(&gw, &body.key_id).await?;
-    let acting = operator::acting(&key, &session.operator.name, Channel::Console);
+    let acting = acting_on(&gw, &body.key_id, &session).await?;
+    let key = &acting.key;
     let state = operator::reject(gw.log(), &acting, &body.step_id, &body.reason).await?;
     tracing::info!(operator = %session.operator.name, key = %key.name, "console: rejected a step");
     Ok(ok_json(json!({
@@ -504,8 +330,8 @@ pub(super) async fn amend(
     Acting(session): Acting,
     Body(body): Body<AmendBody>,
 ) -> Result<Response, ConsoleError> {
-    let key = key_by_id(&gw, &body.key_id).await?;
-    let acting = operator::acting(&key, &session.operator.name, Channel::Console);
+    let acting = acting_on(&gw, &body.key_id, &session).await?;
+    let key = &acting.key;
     let state = crate::amend::amend(
         &gw,
         &acting,
@@ -527,25 +353,15 @@ pub(super) async fn amend(
     })))
 }
 
-/// `?key_id=…&step_id=…`: one step of a key's plan.
-#[derive(Deserialize)]
-pub(super) struct StepQuery {
-    key_id: String,
-    step_id: String,
-}
-
 /// What the amend form is built from: the step's tool's input schema and
 /// its current (redacted) arguments.
 pub(super) async fn step_form(
     State(gw): State<Arc<Gateway>>,
     Viewer(_): Viewer,
-    Query(q): Query<StepQuery>,
+    Query(q): Query<StepRef>,
 ) -> Result<Response, ConsoleError> {
     let key = key_by_id(&gw, &q.key_id).await?;
-    let state = gw.log().state(&key.id).await.map_err(|e| {
-        tracing::error!("console: event log: {e}");
-        ConsoleError::store_down()
-    })?;
+    let state = gw.log().state(&key.id).await.map_err(log_down)?;
     let Some(step) = state.step(&q.step_id) else {
         return Err(refused(OperatorError::NoStep {
             key: key.name.clone(),
@@ -565,136 +381,4 @@ pub(super) async fn step_form(
         "input_schema": schema,
         "revision": state.revision,
     })))
-}
-
-/// `?key_id=…&since=REV`: what changed since a revision (default: the one
-/// the last review saw).
-#[derive(Deserialize)]
-pub(super) struct DiffQuery {
-    key_id: String,
-    since: Option<u64>,
-}
-
-/// The key's events folded, with their key_seq, in order.
-async fn key_events(
-    gw: &Gateway,
-    key: &ApiKey,
-) -> Result<Vec<(i64, plangate_core::Event)>, ConsoleError> {
-    let stored = gw.store().load_events(&key.id, 0).await.map_err(|e| {
-        tracing::error!("console: event log: {e}");
-        ConsoleError::store_down()
-    })?;
-    let mut events = Vec::with_capacity(stored.len());
-    for e in &stored {
-        match serde_json::from_str::<plangate_core::Event>(e.body.as_str()) {
-            Ok(event) => events.push((e.key_seq, event)),
-            Err(err) => {
-                tracing::error!(key = %key.name, seq = e.key_seq, "console: unreadable event: {err}");
-                return Err(ConsoleError::store_down());
-            }
-        }
-    }
-    Ok(events)
-}
-
-/// The plan's revision diff, as `plangate plans diff` computes it.
-pub(super) async fn diff(
-    State(gw): State<Arc<Gateway>>,
-    Viewer(_): Viewer,
-    Query(q): Query<DiffQuery>,
-) -> Result<Response, ConsoleError> {
-    let key = key_by_id(&gw, &q.key_id).await?;
-    let events = key_events(&gw, &key).await?;
-    let now = plangate_core::KeyState::fold(events.iter().map(|(s, e)| (*s, e)));
-    let since = q
-        .since
-        .or_else(|| now.reviewed.as_ref().map(|r| r.revision))
-        .unwrap_or(0)
-        .min(now.revision);
-    let then = plangate_core::at_revision(events.iter().map(|(s, e)| (*s, e)), since);
-    Ok(ok_json(json!(plangate_core::PlanDiff::between(
-        &then, &now
-    ))))
-}
-
-/// `?key_id=…&before=SEQ&limit=N&kind=TYPE&q=TEXT`: one page of a key's
-/// history, newest first.
-#[derive(Deserialize)]
-pub(super) struct HistoryQuery {
-    key_id: String,
-    before: Option<i64>,
-    limit: Option<usize>,
-    kind: Option<String>,
-    q: Option<String>,
-}
-
-/// The most history entries one page holds.
-const MAX_PAGE: usize = 200;
-
-/// A key's history: every event, newest first, with who, over which
-/// channel and what changed — filtered by type and searched (in the
-/// sentence and the event's redacted body), `limit` at a time.
-pub(super) async fn history(
-    State(gw): State<Arc<Gateway>>,
-    Viewer(_): Viewer,
-    Query(q): Query<HistoryQuery>,
-) -> Result<Response, ConsoleError> {
-    let key = key_by_id(&gw, &q.key_id).await?;
-    let events = key_events(&gw, &key).await?;
-    let entries = plangate_core::history::history(events.iter().map(|(s, e)| (*s, e)));
-    let limit = q.limit.unwrap_or(50).clamp(1, MAX_PAGE);
-    let needle =
-        q.q.as_deref()
-            .map(str::trim)
-            .filter(|n| !n.is_empty())
-            .map(str::to_lowercase);
-    let kind = q.kind.as_deref().filter(|k| !k.is_empty());
-    let mut kinds: Vec<&str> = entries.iter().map(|e| e.kind.as_str()).collect();
-    kinds.sort_unstable();
-    kinds.dedup();
-    let mut page = Vec::new();
-    let mut more = false;
-    for (entry, (_, event)) in entries.iter().zip(&events).rev() {
-        if q.before.is_some_and(|b| entry.key_seq >= b) || kind.is_some_and(|k| entry.kind != k) {
-            continue;
-        }
-        let body = shown_body(event);
-        if let Some(n) = &needle {
-            let hay = format!("{} {} {}", entry.summary, entry.actor.label(), body);
-            if !hay.to_lowercase().contains(n.as_str()) {
-                continue;
-            }
-        }
-        if page.len() == limit {
-            more = true;
-            break;
-        }
-        let mut row = json!(entry);
-        row["event"] = body;
-        page.push(row);
-    }
-    let next_before = if more {
-        page.last().and_then(|r| r["key_seq"].as_i64())
-    } else {
-        None
-    };
-    Ok(ok_json(json!({
-        "key": key.name,
-        "entries": page,
-        "next_before": next_before,
-        "kinds": kinds,
-        "total": entries.len(),
-    })))
-}
-
-/// An event's body as the history shows it: as stored (arguments already
-/// redacted), without sealed ciphertext or keyed HMACs, which tell a
-/// person nothing.
-fn shown_body(event: &plangate_core::Event) -> Value {
-    let mut v = serde_json::to_value(event).unwrap_or(Value::Null);
-    if let Some(step) = v.get_mut("step").and_then(Value::as_object_mut) {
-        step.remove("sealed_secrets");
-        step.remove("keyed_arguments");
-    }
-    v
 }

@@ -61,6 +61,8 @@ use subtle::ConstantTimeEq as _;
 use crate::Gateway;
 
 mod api;
+mod history;
+mod poll;
 
 /// The session cookie's name.
 pub const COOKIE: &str = "plangate_console";
@@ -81,7 +83,7 @@ pub fn routes() -> Router<Arc<Gateway>> {
         .route("/console/", get(page))
         .route("/console/login", post(login))
         .route("/console/logout", post(logout))
-        .route("/console/api/state", get(api::state))
+        .route("/console/api/state", get(poll::state))
         .route("/console/api/approve", post(api::approve))
         .route("/console/api/discard", post(api::discard))
         .route("/console/api/retry", post(api::retry))
@@ -90,8 +92,8 @@ pub fn routes() -> Router<Arc<Gateway>> {
         .route("/console/api/reject", post(api::reject))
         .route("/console/api/amend", post(api::amend))
         .route("/console/api/step", get(api::step_form))
-        .route("/console/api/diff", get(api::diff))
-        .route("/console/api/history", get(api::history))
+        .route("/console/api/diff", get(history::diff))
+        .route("/console/api/history", get(history::history))
 }
 
 // === headers ===
@@ -354,12 +356,17 @@ impl From<NoSession> for ConsoleError {
     }
 }
 
-fn forbidden_host() -> ConsoleError {
-    ConsoleError::new(
+/// The first check of every console request: its `Host` is one of
+/// `allowed_hosts`.
+fn allowed_host(gw: &Gateway, headers: &HeaderMap) -> Result<(), ConsoleError> {
+    if crate::http::host_allowed(gw, headers) {
+        return Ok(());
+    }
+    Err(ConsoleError::new(
         StatusCode::FORBIDDEN,
         AccessCode::ForbiddenHost.as_str(),
         "this Host is not in allowed_hosts",
-    )
+    ))
 }
 
 /// A person reading the console (`GET` of the API): an allowed host and a
@@ -373,9 +380,7 @@ impl FromRequestParts<Arc<Gateway>> for Viewer {
         parts: &mut Parts,
         gw: &Arc<Gateway>,
     ) -> Result<Viewer, ConsoleError> {
-        if !crate::http::host_allowed(gw, &parts.headers) {
-            return Err(forbidden_host());
-        }
+        allowed_host(gw, &parts.headers)?;
         Ok(Viewer(session(gw, &parts.headers).await?))
     }
 }
@@ -394,9 +399,7 @@ impl FromRequestParts<Arc<Gateway>> for Acting {
         gw: &Arc<Gateway>,
     ) -> Result<Acting, ConsoleError> {
         let headers = &parts.headers;
-        if !crate::http::host_allowed(gw, headers) {
-            return Err(forbidden_host());
-        }
+        allowed_host(gw, headers)?;
         if !same_origin(headers) {
             return Err(ConsoleError::new(
                 StatusCode::FORBIDDEN,
@@ -562,29 +565,10 @@ mod tests {
     #[test]
     fn the_pages_are_self_contained_and_render_text_only() {
         for (name, doc) in [("console", CONSOLE_HTML), ("login", LOGIN_HTML)] {
+            crate::page_checks::assert_text_only(name, doc, &[]);
             let lower = doc.to_lowercase();
-            assert!(lower.starts_with("<!doctype html>"), "{name}");
             assert!(lower.matches("<script").count() <= 1, "{name}");
             assert_eq!(lower.matches("<style").count(), 1, "{name}");
-            for forbidden in [
-                "http://",
-                "https://",
-                "src=",
-                "style=\"",
-                " onclick",
-                " onload",
-                " onerror",
-                "innerhtml",
-                "outerhtml",
-                "insertadjacenthtml",
-                "document.write",
-                "eval(",
-                "new function",
-                "@import",
-                "url(",
-            ] {
-                assert!(!lower.contains(forbidden), "{name} contains {forbidden:?}");
-            }
         }
     }
 

@@ -257,26 +257,14 @@ fn json_lines<B: AsRef<[u8]> + Send + 'static>(
         loop {
             if let Some(end) = buf.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = buf.drain(..=end).collect();
-                let text = String::from_utf8_lossy(&line).trim().to_owned();
-                if text.is_empty() {
-                    continue;
+                match line_event(&line) {
+                    Some(event) => return Some((Ok(event), (body, buf, done))),
+                    None => continue,
                 }
-                let event = sse_stream::Sse {
-                    data: Some(text),
-                    ..Default::default()
-                };
-                return Some((Ok(event), (body, buf, done)));
             }
             if done {
-                let text = String::from_utf8_lossy(&buf).trim().to_owned();
-                if text.is_empty() {
-                    return None;
-                }
+                let event = line_event(&buf)?;
                 buf.clear();
-                let event = sse_stream::Sse {
-                    data: Some(text),
-                    ..Default::default()
-                };
                 return Some((Ok(event), (body, buf, done)));
             }
             if buf.len() > MAX_LINE {
@@ -296,6 +284,16 @@ fn json_lines<B: AsRef<[u8]> + Send + 'static>(
         }
     })
     .boxed()
+}
+
+/// One line of a JSON-lines body as an SSE event (its data the line,
+/// trimmed); `None` for a blank line.
+fn line_event(line: &[u8]) -> Option<sse_stream::Sse> {
+    let text = String::from_utf8_lossy(line).trim().to_owned();
+    (!text.is_empty()).then(|| sse_stream::Sse {
+        data: Some(text),
+        ..Default::default()
+    })
 }
 
 impl StreamableHttpClient for Tagging {
