@@ -73,13 +73,13 @@ fn shown(path: &Path) -> String {
 
 // ---------------------------------------------------------------- size
 
-/// The lines of a source file that are not its test module: a
-/// `#[cfg(test)]` at the start of a line followed by `mod name {` is
-/// skipped up to the `}` that closes it at the start of a line; a
-/// `#[cfg(test)] mod name;` counts one line.
-fn lines_before_tests(text: &str) -> usize {
+/// Each line of a source file, and whether it belongs to its test module:
+/// a `#[cfg(test)]` at the start of a line followed by `mod name {` up to
+/// the `}` that closes it at the start of a line (`#[cfg(test)] mod name;`
+/// is one line of code).
+fn test_lines(text: &str) -> Vec<(&str, bool)> {
     let lines: Vec<&str> = text.lines().collect();
-    let mut count = 0;
+    let mut out = Vec::with_capacity(lines.len());
     let mut i = 0;
     while i < lines.len() {
         if lines[i].trim_end() == "#[cfg(test)]" {
@@ -95,14 +95,31 @@ fn lines_before_tests(text: &str) -> usize {
                 while k < lines.len() && lines[k] != "}" {
                     k += 1;
                 }
-                i = k + 1;
+                let end = (k + 1).min(lines.len());
+                out.extend(lines[i..end].iter().map(|l| (*l, true)));
+                i = end;
                 continue;
             }
         }
-        count += 1;
+        out.push((lines[i], false));
         i += 1;
     }
-    count
+    out
+}
+
+/// The lines of a source file that are not its test module.
+fn lines_before_tests(text: &str) -> usize {
+    test_lines(text).iter().filter(|(_, test)| !test).count()
+}
+
+/// A source file without its test module (tests may use anything; the
+/// import guard judges what ships).
+fn without_tests(text: &str) -> String {
+    test_lines(text)
+        .into_iter()
+        .map(|(line, test)| if test { "" } else { line })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Files over the limit, as `path: N lines`.
@@ -412,7 +429,7 @@ impl Imports {
         let mut scope = HashMap::new();
         let mut named = BTreeMap::new();
         for (module, file) in &tree.files {
-            let (paths, uses) = named_paths(&code_only(&read(file)));
+            let (paths, uses) = named_paths(&code_only(&without_tests(&read(file))));
             let absolute = |p: &[String]| {
                 absolute(module, p).or_else(|| {
                     // Uniform paths: `use child::Item` names a child module.
