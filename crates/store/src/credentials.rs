@@ -14,13 +14,14 @@ use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool,
 
 use crate::keys::{
     ApiKey, CreatedKey, is_well_formed_token, key_columns, key_from_row, looks_like_key_id,
-    new_key_id, new_token, shown_prefix, token_hash, validate_key_name,
+    new_key_id, new_token, token_hash, validate_key_name,
 };
 use crate::operators::{
     CreatedOperatorToken, OperatorToken, is_well_formed_operator_token, looks_like_operator_id,
     new_operator_id, new_operator_token, operator_columns, operator_from_row,
-    shown_operator_prefix, validate_operator_name,
+    validate_operator_name,
 };
+use crate::tokens::shown_prefix;
 use crate::{StoreError, now_ms};
 
 /// Keys and operator tokens in the pool's database.
@@ -264,7 +265,7 @@ where
         let operator = OperatorToken {
             id: new_operator_id()?,
             name: name.to_owned(),
-            prefix: shown_operator_prefix(&token),
+            prefix: shown_prefix(&token),
             created_at_ms: now_ms(),
             revoked_at_ms: None,
         };

@@ -29,9 +29,9 @@
 use plangate_core::JsonText;
 use serde::{Deserialize, Serialize};
 use sqlx::error::ErrorKind;
-use sqlx::{ColumnIndex, Decode, Row, Type};
 
 use crate::StoreError;
+use crate::rows::TableRow;
 
 /// The columns every event query returns, in the order
 /// [`event_from_row`] reads them; a literal so queries stay static strings
@@ -101,20 +101,14 @@ pub(crate) fn body_text(event: &NewEvent) -> Result<String, StoreError> {
 }
 
 /// Reads a row of [`event_columns!`] from any backend; `body` is JSON text.
-pub(crate) fn event_from_row<'r, R>(row: &'r R) -> Result<StoredEvent, StoreError>
-where
-    R: Row,
-    &'static str: ColumnIndex<R>,
-    String: Decode<'r, R::Database> + Type<R::Database>,
-    i64: Decode<'r, R::Database> + Type<R::Database>,
-{
-    let body: String = row.try_get("body")?;
+pub(crate) fn event_from_row(row: &impl TableRow) -> Result<StoredEvent, StoreError> {
+    let body = row.text("body")?;
     Ok(StoredEvent {
-        seq: row.try_get("seq")?,
-        key_id: row.try_get("key_id")?,
-        key_seq: row.try_get("key_seq")?,
-        at_ms: row.try_get("at_ms")?,
-        kind: row.try_get("type")?,
+        seq: row.int("seq")?,
+        key_id: row.text("key_id")?,
+        key_seq: row.int("key_seq")?,
+        at_ms: row.int("at_ms")?,
+        kind: row.text("type")?,
         body: JsonText::from_text(body).map_err(|e| StoreError::CorruptRow {
             table: "events",
             reason: format!("body is not JSON: {e}"),
