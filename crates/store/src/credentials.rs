@@ -200,42 +200,47 @@ where
 
     pub(crate) async fn list_keys(&self) -> Result<Vec<ApiKey>, StoreError> {
         let sql = concat!("SELECT ", key_columns!(), " FROM api_keys ORDER BY seq");
-        let rows = sqlx::query(sql).fetch_all(&self.pool).await?;
-        rows.iter().map(key_from_row).collect()
+        self.fetch_every(sql, key_from_row).await
     }
 
     pub(crate) async fn revoke_key(&self, name_or_id: &str) -> Result<ApiKey, StoreError> {
-        let (by_id, by_name) = revoke_sql!("api_keys", key_columns);
-        let sql = if looks_like_key_id(name_or_id) {
-            by_id
-        } else {
-            by_name
-        };
-        let row = sqlx::query(sql)
-            .bind(now_ms())
-            .bind(name_or_id)
-            .fetch_optional(&self.pool)
+        let sqls = revoke_sql!("api_keys", key_columns);
+        let key = self
+            .revoke(
+                sqls,
+                looks_like_key_id(name_or_id),
+                name_or_id,
+                key_from_row,
+            )
             .await?
             .ok_or_else(|| StoreError::KeyNotFound(name_or_id.to_owned()))?;
-        let key = key_from_row(&row)?;
         tracing::info!(key_id = %key.id, name = %key.name, "revoked api key");
         Ok(key)
     }
 
     pub(crate) async fn authenticate(&self, token: &str) -> Result<Option<ApiKey>, StoreError> {
-        if !is_well_formed_token(token) {
-            return Ok(None);
-        }
         let sql = concat!(
             "SELECT ",
             key_columns!(),
             " FROM api_keys WHERE token_sha256 = $1 AND revoked_at_ms IS NULL"
         );
-        let row = sqlx::query(sql)
-            .bind(token_hash(token))
-            .fetch_optional(&self.pool)
-            .await?;
-        row.as_ref().map(key_from_row).transpose()
+        self.by_api_token(sql, token, key_from_row).await
+    }
+
+    /// What `sql` finds by the hash of API token `token`, read by
+    /// `from_row`: [`SqlCredentials::authenticate`], and PostgreSQL's
+    /// `authenticate_seen`, which reads the key's log beside it. A token
+    /// not shaped like an API key's finds nothing, without a query.
+    pub(crate) async fn by_api_token<T>(
+        &self,
+        sql: &'static str,
+        token: &str,
+        from_row: impl Fn(&DB::Row) -> Result<T, StoreError>,
+    ) -> Result<Option<T>, StoreError> {
+        if !is_well_formed_token(token) {
+            return Ok(None);
+        }
+        self.fetch_by(sql, &token_hash(token), from_row).await
     }
 
     pub(crate) async fn find_key(&self, name_or_id: &str) -> Result<Option<ApiKey>, StoreError> {
@@ -249,11 +254,7 @@ where
                 " FROM api_keys WHERE name = $1 AND revoked_at_ms IS NULL"
             )
         };
-        let row = sqlx::query(sql)
-            .bind(name_or_id)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.as_ref().map(key_from_row).transpose()
+        self.fetch_by(sql, name_or_id, key_from_row).await
     }
 
     pub(crate) async fn create_operator_token(
@@ -291,27 +292,19 @@ where
             operator_columns!(),
             " FROM operator_tokens ORDER BY seq"
         );
-        let rows = sqlx::query(sql).fetch_all(&self.pool).await?;
-        rows.iter().map(operator_from_row).collect()
+        self.fetch_every(sql, operator_from_row).await
     }
 
     pub(crate) async fn revoke_operator_token(
         &self,
         name_or_id: &str,
     ) -> Result<OperatorToken, StoreError> {
-        let (by_id, by_name) = revoke_sql!("operator_tokens", operator_columns);
-        let sql = if looks_like_operator_id(name_or_id) {
-            by_id
-        } else {
-            by_name
-        };
-        let row = sqlx::query(sql)
-            .bind(now_ms())
-            .bind(name_or_id)
-            .fetch_optional(&self.pool)
+        let sqls = revoke_sql!("operator_tokens", operator_columns);
+        let is_id = looks_like_operator_id(name_or_id);
+        let operator = self
+            .revoke(sqls, is_id, name_or_id, operator_from_row)
             .await?
             .ok_or_else(|| StoreError::OperatorNotFound(name_or_id.to_owned()))?;
-        let operator = operator_from_row(&row)?;
         tracing::info!(operator_id = %operator.id, name = %operator.name, "revoked operator token");
         Ok(operator)
     }
@@ -328,11 +321,8 @@ where
             operator_columns!(),
             " FROM operator_tokens WHERE token_sha256 = $1 AND revoked_at_ms IS NULL"
         );
-        let row = sqlx::query(sql)
-            .bind(token_hash(token))
-            .fetch_optional(&self.pool)
-            .await?;
-        row.as_ref().map(operator_from_row).transpose()
+        self.fetch_by(sql, &token_hash(token), operator_from_row)
+            .await
     }
 
     pub(crate) async fn operator_token(
@@ -344,8 +334,7 @@ where
             operator_columns!(),
             " FROM operator_tokens WHERE id = $1"
         );
-        let row = sqlx::query(sql).bind(id).fetch_optional(&self.pool).await?;
-        row.as_ref().map(operator_from_row).transpose()
+        self.fetch_by(sql, id, operator_from_row).await
     }
 
     pub(crate) async fn end_console_session(
@@ -385,5 +374,50 @@ where
         .fetch_optional(&self.pool)
         .await?;
         Ok(row.is_some())
+    }
+
+    /// The row `sql` finds by its one bound value, read by `from_row`:
+    /// every lookup of a key or an operator token by id, name or token
+    /// hash.
+    async fn fetch_by<T>(
+        &self,
+        sql: &'static str,
+        value: &str,
+        from_row: impl Fn(&DB::Row) -> Result<T, StoreError>,
+    ) -> Result<Option<T>, StoreError> {
+        let row = sqlx::query(sql)
+            .bind(value)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(from_row).transpose()
+    }
+
+    /// Every row `sql` (which binds nothing) returns, read by `from_row`.
+    async fn fetch_every<T>(
+        &self,
+        sql: &'static str,
+        from_row: impl Fn(&DB::Row) -> Result<T, StoreError>,
+    ) -> Result<Vec<T>, StoreError> {
+        let rows = sqlx::query(sql).fetch_all(&self.pool).await?;
+        rows.iter().map(from_row).collect()
+    }
+
+    /// Revokes the row `name_or_id` names with one of `revoke_sql!`'s pair:
+    /// by id when it has the shape of an id (`is_id`), else the active row
+    /// of that name. `None` when no row matched.
+    async fn revoke<T>(
+        &self,
+        (by_id, by_name): (&'static str, &'static str),
+        is_id: bool,
+        name_or_id: &str,
+        from_row: impl Fn(&DB::Row) -> Result<T, StoreError>,
+    ) -> Result<Option<T>, StoreError> {
+        let sql = if is_id { by_id } else { by_name };
+        let row = sqlx::query(sql)
+            .bind(now_ms())
+            .bind(name_or_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(from_row).transpose()
     }
 }

@@ -66,7 +66,7 @@ use self::migrations::MIGRATIONS;
 use self::migrations::migrate;
 use crate::credentials::SqlCredentials;
 use crate::events::{body_text, committer_stopped, event_from_row};
-use crate::keys::{is_well_formed_token, key_columns, key_from_row, token_hash};
+use crate::keys::{key_columns, key_from_row};
 use crate::{
     ApiKey, CreatedKey, CreatedOperatorToken, NewEvent, OperatorToken, Store, StoreError,
     StoredEvent,
@@ -213,26 +213,18 @@ impl Credentials for PostgresStore {
         &self,
         token: &str,
     ) -> Result<Option<(ApiKey, Option<i64>)>, StoreError> {
-        if !is_well_formed_token(token) {
-            return Ok(None);
-        }
         let sql = concat!(
             "SELECT ",
             key_columns!(),
             ", (SELECT COALESCE(MAX(e.key_seq), 0) FROM events e WHERE e.key_id = api_keys.id)::BIGINT AS last_key_seq",
             " FROM api_keys WHERE token_sha256 = $1 AND revoked_at_ms IS NULL"
         );
-        let row = sqlx::query(sql)
-            .bind(token_hash(token))
-            .fetch_optional(&self.pool)
-            .await?;
-        row.as_ref()
-            .map(|row| {
-                let key = key_from_row(row)?;
-                let seen: i64 = sqlx::Row::try_get(row, "last_key_seq")?;
-                Ok((key, Some(seen)))
-            })
-            .transpose()
+        let seen = |row: &sqlx::postgres::PgRow| {
+            let key = key_from_row(row)?;
+            let seen: i64 = sqlx::Row::try_get(row, "last_key_seq")?;
+            Ok((key, Some(seen)))
+        };
+        self.credentials.by_api_token(sql, token, seen).await
     }
 
     async fn find_key(&self, name_or_id: &str) -> Result<Option<ApiKey>, StoreError> {
