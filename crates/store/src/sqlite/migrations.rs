@@ -7,6 +7,37 @@ use sqlx::sqlite::SqlitePool;
 use crate::schema::{Migration, pending};
 use crate::{StoreError, now_ms};
 
+/// The events table's columns after `seq`, the same in both of its
+/// versions (2 and 5), closing the `CREATE TABLE`.
+macro_rules! events_after_seq {
+    () => {
+        "
+        key_id   TEXT    NOT NULL,
+        key_seq  INTEGER NOT NULL CHECK (key_seq >= 1),
+        at_ms    INTEGER NOT NULL,
+        type     TEXT    NOT NULL CHECK (type <> ''),
+        body     TEXT    NOT NULL CHECK (json_valid(body)),
+        UNIQUE (key_id, key_seq)
+    );"
+    };
+}
+
+/// The events table's triggers, created by both of its versions (2 and
+/// 5): no row is ever updated or deleted, and each key's key_seq follows
+/// its last one (docs/design.md §6).
+macro_rules! events_guards {
+    () => {
+        "
+    CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+    BEGIN SELECT RAISE(ABORT, 'events are append-only: rows cannot be updated'); END;
+    CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+    BEGIN SELECT RAISE(ABORT, 'events are append-only: rows cannot be deleted'); END;
+    CREATE TRIGGER events_key_seq_follows BEFORE INSERT ON events
+    WHEN NEW.key_seq <> COALESCE((SELECT MAX(key_seq) FROM events WHERE key_id = NEW.key_id), 0) + 1
+    BEGIN SELECT RAISE(ABORT, 'events key_seq must follow the key''s last one'); END;"
+    };
+}
+
 /// The schema, as an ordered list of (version, SQL). A version is applied
 /// once, in the same transaction that records it in `schema_migrations`;
 /// entries are only ever appended, never edited.
@@ -30,23 +61,14 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     // a writer that bypasses this code.
     (
         2,
-        "CREATE TABLE events (
-        seq      INTEGER PRIMARY KEY AUTOINCREMENT,
-        key_id   TEXT    NOT NULL,
-        key_seq  INTEGER NOT NULL CHECK (key_seq >= 1),
-        at_ms    INTEGER NOT NULL,
-        type     TEXT    NOT NULL CHECK (type <> ''),
-        body     TEXT    NOT NULL CHECK (json_valid(body)),
-        UNIQUE (key_id, key_seq)
-    );
-    CREATE INDEX events_at_ms ON events (at_ms);
-    CREATE TRIGGER events_no_update BEFORE UPDATE ON events
-    BEGIN SELECT RAISE(ABORT, 'events are append-only: rows cannot be updated'); END;
-    CREATE TRIGGER events_no_delete BEFORE DELETE ON events
-    BEGIN SELECT RAISE(ABORT, 'events are append-only: rows cannot be deleted'); END;
-    CREATE TRIGGER events_key_seq_follows BEFORE INSERT ON events
-    WHEN NEW.key_seq <> COALESCE((SELECT MAX(key_seq) FROM events WHERE key_id = NEW.key_id), 0) + 1
-    BEGIN SELECT RAISE(ABORT, 'events key_seq must follow the key''s last one'); END;",
+        concat!(
+            "CREATE TABLE events (
+        seq      INTEGER PRIMARY KEY AUTOINCREMENT,",
+            events_after_seq!(),
+            "
+    CREATE INDEX events_at_ms ON events (at_ms);",
+            events_guards!()
+        ),
     ),
     // Operator tokens: the web console's credential, kept apart from API
     // keys so neither can ever stand in for the other.
@@ -85,27 +107,18 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     // DROP TABLE does not.
     (
         5,
-        "ALTER TABLE events RENAME TO events_v4;
+        concat!(
+            "ALTER TABLE events RENAME TO events_v4;
     CREATE TABLE events (
-        seq      INTEGER PRIMARY KEY,
-        key_id   TEXT    NOT NULL,
-        key_seq  INTEGER NOT NULL CHECK (key_seq >= 1),
-        at_ms    INTEGER NOT NULL,
-        type     TEXT    NOT NULL CHECK (type <> ''),
-        body     TEXT    NOT NULL CHECK (json_valid(body)),
-        UNIQUE (key_id, key_seq)
-    );
+        seq      INTEGER PRIMARY KEY,",
+            events_after_seq!(),
+            "
     INSERT INTO events (seq, key_id, key_seq, at_ms, type, body)
         SELECT seq, key_id, key_seq, at_ms, type, body FROM events_v4 ORDER BY seq;
     DROP TABLE events_v4;
-    DELETE FROM sqlite_sequence WHERE name IN ('events', 'events_v4');
-    CREATE TRIGGER events_no_update BEFORE UPDATE ON events
-    BEGIN SELECT RAISE(ABORT, 'events are append-only: rows cannot be updated'); END;
-    CREATE TRIGGER events_no_delete BEFORE DELETE ON events
-    BEGIN SELECT RAISE(ABORT, 'events are append-only: rows cannot be deleted'); END;
-    CREATE TRIGGER events_key_seq_follows BEFORE INSERT ON events
-    WHEN NEW.key_seq <> COALESCE((SELECT MAX(key_seq) FROM events WHERE key_id = NEW.key_id), 0) + 1
-    BEGIN SELECT RAISE(ABORT, 'events key_seq must follow the key''s last one'); END;",
+    DELETE FROM sqlite_sequence WHERE name IN ('events', 'events_v4');",
+            events_guards!()
+        ),
     ),
     // Web console sessions ended by a logout, by the SHA-256 of their
     // nonce, each kept until the session would have expired anyway.
