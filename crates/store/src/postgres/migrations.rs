@@ -6,8 +6,8 @@
 use sqlx::Connection;
 use sqlx::postgres::PgConnection;
 
-use crate::schema::{Migration, pending};
-use crate::{StoreError, now_ms};
+use crate::StoreError;
+use crate::schema::{Migration, VersionTable, apply_pending};
 
 /// The advisory lock key migrations hold: "plangate" in ASCII. It is
 /// database-wide, so two plangate schemas in one database migrate one after
@@ -128,6 +128,15 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     ),
 ];
 
+/// `schema_migrations` in PostgreSQL's dialect.
+const VERSION_TABLE: VersionTable = VersionTable {
+    create: "CREATE TABLE IF NOT EXISTS schema_migrations (
+            version        BIGINT PRIMARY KEY,
+            applied_at_ms  BIGINT NOT NULL
+        )",
+    current: "SELECT COALESCE(MAX(version), 0)::BIGINT FROM schema_migrations",
+};
+
 /// Applies every migration newer than the recorded version, in one
 /// transaction that first takes [`MIGRATION_LOCK`]: replicas starting at
 /// once queue on it, and each then sees what the first one did.
@@ -137,27 +146,7 @@ pub(super) async fn migrate(conn: &mut PgConnection) -> Result<(), StoreError> {
         .bind(MIGRATION_LOCK)
         .execute(&mut *tx)
         .await?;
-    sqlx::query(
-        "CREATE TABLE IF NOT EXISTS schema_migrations (
-            version        BIGINT PRIMARY KEY,
-            applied_at_ms  BIGINT NOT NULL
-        )",
-    )
-    .execute(&mut *tx)
-    .await?;
-    let current: i64 =
-        sqlx::query_scalar("SELECT COALESCE(MAX(version), 0)::BIGINT FROM schema_migrations")
-            .fetch_one(&mut *tx)
-            .await?;
-    for (version, sql) in pending(current, MIGRATIONS)? {
-        sqlx::raw_sql(*sql).execute(&mut *tx).await?;
-        sqlx::query("INSERT INTO schema_migrations (version, applied_at_ms) VALUES ($1, $2)")
-            .bind(version)
-            .bind(now_ms())
-            .execute(&mut *tx)
-            .await?;
-        tracing::info!(version, "applied database migration");
-    }
+    apply_pending::<sqlx::Postgres>(&mut tx, &VERSION_TABLE, MIGRATIONS).await?;
     tx.commit().await?;
     Ok(())
 }

@@ -4,8 +4,8 @@
 
 use sqlx::sqlite::SqlitePool;
 
-use crate::schema::{Migration, pending};
-use crate::{StoreError, now_ms};
+use crate::StoreError;
+use crate::schema::{Migration, VersionTable, apply_pending};
 
 /// The events table's columns after `seq`, the same in both of its
 /// versions (2 and 5), closing the `CREATE TABLE`.
@@ -131,32 +131,21 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     ),
 ];
 
+/// `schema_migrations` in SQLite's dialect.
+const VERSION_TABLE: VersionTable = VersionTable {
+    create: "CREATE TABLE IF NOT EXISTS schema_migrations (
+            version        INTEGER PRIMARY KEY,
+            applied_at_ms  INTEGER NOT NULL
+        )",
+    current: "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+};
+
 /// Applies every migration newer than the recorded version. `BEGIN
 /// IMMEDIATE` takes the write lock first, so of two processes starting at
 /// once one migrates and the other then sees the result.
 pub(super) async fn migrate(pool: &SqlitePool) -> Result<(), StoreError> {
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-    sqlx::query(
-        "CREATE TABLE IF NOT EXISTS schema_migrations (
-            version        INTEGER PRIMARY KEY,
-            applied_at_ms  INTEGER NOT NULL
-        )",
-    )
-    .execute(&mut *tx)
-    .await?;
-    let current: i64 =
-        sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")
-            .fetch_one(&mut *tx)
-            .await?;
-    for (version, sql) in pending(current, MIGRATIONS)? {
-        sqlx::raw_sql(*sql).execute(&mut *tx).await?;
-        sqlx::query("INSERT INTO schema_migrations (version, applied_at_ms) VALUES (?, ?)")
-            .bind(version)
-            .bind(now_ms())
-            .execute(&mut *tx)
-            .await?;
-        tracing::info!(version, "applied database migration");
-    }
+    apply_pending::<sqlx::Sqlite>(&mut tx, &VERSION_TABLE, MIGRATIONS).await?;
     tx.commit().await?;
     Ok(())
 }
