@@ -62,9 +62,9 @@ pub(crate) fn is_valid_name(name: &str, id_prefix: &str) -> bool {
         && !looks_like_id(name, id_prefix)
 }
 
-/// The `Debug` of a record just created with its token (`type_name` {
-/// `field`: `record`, token: "[redacted]" }), so logging it cannot leak
-/// the token.
+/// The `Debug` of a record just created with its token, the token
+/// replaced (`CreatedKey { key: …, token: "[redacted]" }`), so logging it
+/// cannot leak the token.
 pub(crate) fn fmt_created(
     f: &mut fmt::Formatter<'_>,
     type_name: &str,
