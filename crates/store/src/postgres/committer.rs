@@ -8,7 +8,9 @@ use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 
 use crate::StoreError;
-use crate::events::{Waiting, answer_batch, fail_batch, is_taken_key_seq, next_batch};
+use crate::events::group_commit::{
+    Waiting, answer_batch, fail_batch, is_taken_key_seq, run_committer, torn_append,
+};
 
 /// One non-empty `append_events` call waiting for the committer.
 #[derive(Debug)]
@@ -22,7 +24,7 @@ pub(super) struct Append {
 }
 
 /// Commits appends as they come: the first waiting one plus every other
-/// already queued (up to [`crate::events::GROUP_COMMIT_MAX`]) in one transaction, each as
+/// already queued (up to [`crate::events::group_commit::GROUP_COMMIT_MAX`]) in one transaction, each as
 /// one statement with its own compare-and-set, answering each caller only
 /// after the commit. Ends when the store is dropped.
 ///
@@ -32,22 +34,10 @@ pub(super) struct Append {
 /// any way is dropped, and the next batch connects anew.
 pub(super) async fn committer(
     options: PgConnectOptions,
-    mut jobs: tokio::sync::mpsc::UnboundedReceiver<Append>,
+    jobs: tokio::sync::mpsc::UnboundedReceiver<Append>,
 ) {
-    let mut conn: Option<PgConnection> = None;
-    while let Some(batch) = next_batch(&mut jobs).await {
-        let live = match conn.take() {
-            Some(live) => live,
-            None => match PgConnection::connect_with(&options).await {
-                Ok(live) => live,
-                Err(e) => {
-                    fail_batch(batch, &e);
-                    continue;
-                }
-            },
-        };
-        conn = commit_batch(live, batch).await;
-    }
+    let connect = || PgConnection::connect_with(&options);
+    run_committer(jobs, connect, commit_batch).await;
 }
 
 /// Commits one batch on `conn`; gives the connection back unless it
@@ -135,11 +125,7 @@ async fn commit_lone(mut conn: PgConnection, batch: Vec<Append>) -> Option<PgCon
     let result = match guarded_append(&mut conn, job).await {
         Ok(result) => result,
         Err(e) if is_taken_key_seq(&e) => match last_key_seq_in(&mut conn, &job.key_id).await {
-            Ok(found) if found != job.expected => Err(StoreError::Conflict {
-                key_id: job.key_id.clone(),
-                expected: job.expected,
-                found,
-            }),
+            Ok(found) if found != job.expected => Err(job.conflict(found)),
             // Refused although nothing moved: not a race after all.
             Ok(_) => {
                 fail_batch(batch, &e);
@@ -187,19 +173,13 @@ async fn commit_spread(mut conn: PgConnection, batch: Vec<Append>) -> Option<PgC
                     // Committed already: what the key holds now is the
                     // conflict's answer.
                     match last_key_seq_in(&mut conn, &job.key_id).await {
-                        Ok(found) => Err(StoreError::Conflict {
-                            key_id: job.key_id.clone(),
-                            expected: job.expected,
-                            found,
-                        }),
+                        Ok(found) => Err(job.conflict(found)),
                         Err(e) => Err(StoreError::Database(e)),
                     }
                 } else {
                     // One append's rows share one guard; anything else is
                     // not this statement's doing, and is said so.
-                    Err(StoreError::Database(sqlx::Error::Protocol(format!(
-                        "an append of {count} events inserted {n}"
-                    ))))
+                    Err(StoreError::Database(torn_append(count, n)))
                 });
             }
             answer_batch(batch, results);
@@ -272,6 +252,9 @@ impl Waiting for Append {
     fn key_id(&self) -> &str {
         &self.key_id
     }
+    fn expected(&self) -> i64 {
+        self.expected
+    }
     fn events(&self) -> usize {
         self.kinds.len()
     }
@@ -311,17 +294,11 @@ async fn guarded_append(
         // One statement inserts all or nothing; anything else is a reason
         // to take the careful path.
         n => {
-            return Err(sqlx::Error::Protocol(format!(
-                "an append of {count} events inserted {n}"
-            )));
+            return Err(torn_append(count, n));
         }
     }
     let found = last_key_seq_in(&mut *conn, &job.key_id).await?;
-    Ok(Err(StoreError::Conflict {
-        key_id: job.key_id.clone(),
-        expected: job.expected,
-        found,
-    }))
+    Ok(Err(job.conflict(found)))
 }
 
 /// The last key_seq of `key_id`, 0 if none, read through any executor (the

@@ -65,7 +65,8 @@ use self::committer::{Append, committer, last_key_seq_in};
 use self::migrations::MIGRATIONS;
 use self::migrations::migrate;
 use crate::credentials::SqlCredentials;
-use crate::events::{body_text, committer_stopped, event_from_row};
+use crate::events::group_commit::committer_stopped;
+use crate::events::{body_text, event_from_row};
 use crate::keys::{key_columns, key_from_row};
 use crate::{
     ApiKey, CreatedKey, CreatedOperatorToken, NewEvent, OperatorToken, Store, StoreError,
@@ -101,7 +102,7 @@ pub(crate) struct PostgresStore {
     pool: PgPool,
     /// Keys and operator tokens, in SQL shared with SQLite.
     credentials: SqlCredentials<sqlx::Postgres>,
-    /// Appends go to one committer task per process ([`committer`]), which
+    /// Appends go to one committer task per process ([`committer()`]), which
     /// takes the counter row's lock once for every append waiting at that
     /// moment and commits them together (group commit): the lock that
     /// serialises all writers is held once per batch, not once per append.

@@ -7,9 +7,12 @@
 use std::sync::Arc;
 
 use sqlx::Connection;
+use sqlx::pool::PoolConnection;
 use sqlx::sqlite::{SqliteConnection, SqlitePool};
 
-use crate::events::{Waiting, answer_batch, fail_batch, is_taken_key_seq, next_batch};
+use crate::events::group_commit::{
+    Waiting, answer_batch, fail_batch, is_taken_key_seq, run_committer, torn_append,
+};
 use crate::wal_mark::WalMark;
 use crate::{LogMark, StoreError};
 
@@ -27,7 +30,7 @@ pub(super) struct Append {
 }
 
 /// Commits appends as they come: takes the first waiting one plus every
-/// other already queued (up to [`crate::events::GROUP_COMMIT_MAX`]), writes each inside
+/// other already queued (up to [`crate::events::group_commit::GROUP_COMMIT_MAX`]), writes each inside
 /// its own savepoint — so a conflict or a bad event undoes that append
 /// alone, with the same per-key compare-and-set as ever — commits once,
 /// and only then answers each caller. Ends when the store is dropped.
@@ -44,22 +47,13 @@ pub(super) struct Append {
 pub(super) async fn committer(
     pool: SqlitePool,
     mark: Option<Arc<WalMark>>,
-    mut jobs: tokio::sync::mpsc::UnboundedReceiver<Append>,
+    jobs: tokio::sync::mpsc::UnboundedReceiver<Append>,
 ) {
-    let mut conn: Option<SqliteConnection> = None;
-    while let Some(batch) = next_batch(&mut jobs).await {
-        let live = match conn.take() {
-            Some(live) => live,
-            None => match pool.acquire().await {
-                Ok(pooled) => pooled.detach(),
-                Err(e) => {
-                    fail_batch(batch, &e);
-                    continue;
-                }
-            },
-        };
-        conn = commit_batch(live, mark.as_deref(), batch).await;
-    }
+    let pool = &pool;
+    let connect = move || async move { pool.acquire().await.map(PoolConnection::detach) };
+    let mark = mark.as_deref();
+    let commit = move |conn, batch| commit_batch(conn, mark, batch);
+    run_committer(jobs, connect, commit).await;
 }
 
 /// Writes one batch and answers its callers, each with the log mark after
@@ -120,7 +114,7 @@ async fn write_batch(
         let result = try_append(conn, job)
             .await
             .map_err(StoreError::from)
-            .and_then(|outcome| outcome.map_err(|found| conflict(job, found)));
+            .and_then(|outcome| outcome.map_err(|found| job.conflict(found)));
         return Ok(vec![result]);
     }
     // BEGIN IMMEDIATE takes the write lock before the checks, so no other
@@ -139,19 +133,14 @@ impl Waiting for Append {
     fn key_id(&self) -> &str {
         &self.key_id
     }
+    fn expected(&self) -> i64 {
+        self.expected
+    }
     fn events(&self) -> usize {
         self.rows.len()
     }
     fn answer(self, result: Result<i64, StoreError>) {
         let _ = self.reply.send(result.map(|last| (last, self.mark)));
-    }
-}
-
-fn conflict(job: &Append, found: i64) -> StoreError {
-    StoreError::Conflict {
-        key_id: job.key_id.clone(),
-        expected: job.expected,
-        found,
     }
 }
 
@@ -181,7 +170,7 @@ async fn append_in(
     }
     match outcome {
         Ok(Ok(last)) => Ok(last),
-        Ok(Err(found)) => Err(conflict(job, found)),
+        Ok(Err(found)) => Err(job.conflict(found)),
         Err(e) => Err(e.into()),
     }
 }
@@ -244,11 +233,7 @@ async fn try_append(
             }
             // One statement inserts all or nothing.
             Ok(done) => {
-                return Err(sqlx::Error::Protocol(format!(
-                    "an append of {} events inserted {}",
-                    chunk.len(),
-                    done.rows_affected()
-                )));
+                return Err(torn_append(chunk.len(), done.rows_affected()));
             }
             Err(e) if is_taken_key_seq(&e) => {
                 return Ok(Err(last_key_seq_in(&mut *conn, &job.key_id).await?));

@@ -22,7 +22,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteSy
 use self::committer::{Append, committer, last_key_seq_in};
 use self::migrations::migrate;
 use crate::credentials::SqlCredentials;
-use crate::events::{body_text, committer_stopped, event_columns, event_from_row};
+use crate::events::group_commit::committer_stopped;
+use crate::events::{body_text, event_columns, event_from_row};
 use crate::private_fs::create_new_private_file;
 use crate::wal_mark::WalMark;
 use crate::{
@@ -51,7 +52,7 @@ pub(crate) struct SqliteStore {
     /// `<database>-keys`: replaced with fresh random contents on every
     /// revocation, so every process on the file sees it with one read.
     epoch_file: PathBuf,
-    /// Appends go to one committer task ([`committer`]), which writes
+    /// Appends go to one committer task ([`committer()`]), which writes
     /// every append waiting at that moment in one transaction — one fsync
     /// for many keys' events (group commit) — instead of each waiting in
     /// SQLite's busy handler, which polls with growing sleeps. (Other

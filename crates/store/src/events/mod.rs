@@ -26,9 +26,10 @@
 //! [`Store::events_since`]: crate::EventLog::events_since
 //! [`StoreError::Conflict`]: crate::StoreError::Conflict
 
+pub(crate) mod group_commit;
+
 use plangate_core::JsonText;
 use serde::{Deserialize, Serialize};
-use sqlx::error::ErrorKind;
 
 use crate::StoreError;
 use crate::rows::TableRow;
@@ -114,82 +115,4 @@ pub(crate) fn event_from_row(row: &impl TableRow) -> Result<StoredEvent, StoreEr
             reason: format!("body is not JSON: {e}"),
         })?,
     })
-}
-
-/// Whether an insert broke the UNIQUE (key_id, key_seq) constraint, or the
-/// schema's rule that a key_seq follows the key's last one: another writer
-/// took that key_seq. Both schemas raise the same message for the rule.
-pub(crate) fn is_taken_key_seq(e: &sqlx::Error) -> bool {
-    e.as_database_error().is_some_and(|db| {
-        db.kind() == ErrorKind::UniqueViolation || db.message().contains("key_seq must follow")
-    })
-}
-
-// === group commit, shared by both backends ===
-
-/// At most this many appends share one transaction.
-pub(crate) const GROUP_COMMIT_MAX: usize = 64;
-
-/// The next batch for a backend's committer task: waits for one append,
-/// then takes every other already queued (up to [`GROUP_COMMIT_MAX`]).
-/// `None` once the store is dropped.
-pub(crate) async fn next_batch<T>(
-    jobs: &mut tokio::sync::mpsc::UnboundedReceiver<T>,
-) -> Option<Vec<T>> {
-    let first = jobs.recv().await?;
-    let mut batch = vec![first];
-    while batch.len() < GROUP_COMMIT_MAX {
-        match jobs.try_recv() {
-            Ok(job) => batch.push(job),
-            Err(_) => break,
-        }
-    }
-    Some(batch)
-}
-
-/// One append waiting for its backend's committer.
-pub(crate) trait Waiting {
-    /// The key appended to.
-    fn key_id(&self) -> &str;
-    /// How many events the append holds.
-    fn events(&self) -> usize;
-    /// Hands the caller its outcome.
-    fn answer(self, result: Result<i64, StoreError>);
-}
-
-/// Answers each caller of a committed batch with its own outcome.
-pub(crate) fn answer_batch<A: Waiting>(batch: Vec<A>, results: Vec<Result<i64, StoreError>>) {
-    for (job, result) in batch.into_iter().zip(results) {
-        if let Ok(last) = &result {
-            tracing::debug!(
-                key_id = job.key_id(),
-                last_key_seq = last,
-                appended = job.events(),
-                "appended events"
-            );
-        }
-        job.answer(result);
-    }
-}
-
-/// Answers every caller of a batch that was not committed with `e`.
-pub(crate) fn fail_batch<A: Waiting>(batch: Vec<A>, e: &sqlx::Error) {
-    for job in batch {
-        job.answer(Err(batch_failed(e)));
-    }
-}
-
-/// The same failure for every append of a batch (an `sqlx::Error` cannot
-/// be cloned, so each gets its own copy of the message).
-pub(crate) fn batch_failed(e: &sqlx::Error) -> StoreError {
-    StoreError::Database(sqlx::Error::Protocol(format!(
-        "the transaction holding this append failed: {e}"
-    )))
-}
-
-/// What an append answers when the committer task is gone.
-pub(crate) fn committer_stopped() -> StoreError {
-    StoreError::Database(sqlx::Error::Protocol(
-        "the store's committer has stopped (the store is shutting down)".to_owned(),
-    ))
 }
