@@ -27,6 +27,7 @@
 //! [`StoreError::Conflict`]: crate::StoreError::Conflict
 
 pub(crate) mod group_commit;
+pub(crate) mod reads;
 
 use plangate_core::JsonText;
 use serde::{Deserialize, Serialize};

@@ -307,7 +307,7 @@ pub(super) async fn last_key_seq_in<'e, E>(executor: E, key_id: &str) -> Result<
 where
     E: sqlx::PgExecutor<'e>,
 {
-    sqlx::query_scalar("SELECT COALESCE(MAX(key_seq), 0)::BIGINT FROM events WHERE key_id = $1")
+    sqlx::query_scalar(super::EVENT_SQL.last_key_seq)
         .bind(key_id)
         .fetch_one(executor)
         .await

@@ -65,14 +65,14 @@ use self::committer::{Append, committer, last_key_seq_in};
 use self::migrations::MIGRATIONS;
 use self::migrations::migrate;
 use crate::credentials::SqlCredentials;
+use crate::events::body_text;
 use crate::events::group_commit::committer_stopped;
-use crate::events::{body_text, event_from_row};
+use crate::events::reads::{EventSql, SqlEvents, forward_event_reads};
 use crate::keys::{key_columns, key_from_row};
 use crate::{
-    ApiKey, CreatedKey, CreatedOperatorToken, NewEvent, OperatorToken, Store, StoreError,
-    StoredEvent,
+    ApiKey, CreatedKey, CreatedOperatorToken, Credentials, Identity, NewEvent, OperatorToken,
+    Store, StoreError,
 };
-use crate::{Credentials, EventLog, Identity};
 
 /// Connections per store handle.
 const MAX_CONNECTIONS: u32 = 10;
@@ -80,13 +80,45 @@ const MAX_CONNECTIONS: u32 = 10;
 /// A pooled connection idle this long is pinged before it is handed out.
 const PING_WHEN_IDLE_FOR: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// The event columns, as [`event_from_row`] reads them: the `json` body
-/// read back as its exact text.
+/// The event columns, as [`crate::events::event_from_row`] reads them:
+/// the `json` body read back as its exact text.
 macro_rules! pg_event_columns {
     () => {
         "seq, key_id, key_seq, at_ms, type, body::text AS body"
     };
 }
+
+/// The log's reads in PostgreSQL's dialect.
+static EVENT_SQL: EventSql = EventSql {
+    load: concat!(
+        "SELECT ",
+        pg_event_columns!(),
+        " FROM events WHERE key_id = $1 AND key_seq > $2 ORDER BY key_seq"
+    ),
+    last_key_seq: "SELECT COALESCE(MAX(key_seq), 0)::BIGINT FROM events WHERE key_id = $1",
+    export_all: concat!("SELECT ", pg_event_columns!(), " FROM events ORDER BY seq"),
+    export_key: concat!(
+        "SELECT ",
+        pg_event_columns!(),
+        " FROM events WHERE key_id = $1 ORDER BY seq"
+    ),
+    export_since: concat!(
+        "SELECT ",
+        pg_event_columns!(),
+        " FROM events WHERE at_ms >= $1 ORDER BY seq"
+    ),
+    export_key_since: concat!(
+        "SELECT ",
+        pg_event_columns!(),
+        " FROM events WHERE key_id = $1 AND at_ms >= $2 ORDER BY seq"
+    ),
+    since: concat!(
+        "SELECT ",
+        pg_event_columns!(),
+        " FROM events WHERE seq > $1 ORDER BY seq LIMIT $2"
+    ),
+    last_seq: "SELECT COALESCE(MAX(seq), 0)::BIGINT FROM events",
+};
 
 /// Opens the PostgreSQL database at `url` (`postgres://` or
 /// `postgresql://`, with libpq-style query parameters such as
@@ -270,8 +302,14 @@ impl Credentials for PostgresStore {
     }
 }
 
-#[async_trait]
-impl EventLog for PostgresStore {
+impl PostgresStore {
+    /// The log's reads, in [`EVENT_SQL`].
+    fn events(&self) -> SqlEvents<'_, sqlx::Postgres> {
+        SqlEvents::new(&self.pool, &EVENT_SQL)
+    }
+}
+
+forward_event_reads!(PostgresStore {
     async fn append_events(
         &self,
         key_id: &str,
@@ -312,99 +350,7 @@ impl EventLog for PostgresStore {
             .map_err(|_| committer_stopped())?;
         answer.await.map_err(|_| committer_stopped())?
     }
-
-    async fn load_events(
-        &self,
-        key_id: &str,
-        after_key_seq: i64,
-    ) -> Result<Vec<StoredEvent>, StoreError> {
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            pg_event_columns!(),
-            " FROM events WHERE key_id = $1 AND key_seq > $2 ORDER BY key_seq"
-        ))
-        .bind(key_id)
-        .bind(after_key_seq)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(event_from_row).collect()
-    }
-
-    async fn last_key_seq(&self, key_id: &str) -> Result<i64, StoreError> {
-        Ok(last_key_seq_in(&self.pool, key_id).await?)
-    }
-
-    async fn keys_with_events(&self) -> Result<Vec<String>, StoreError> {
-        Ok(
-            sqlx::query_scalar("SELECT DISTINCT key_id FROM events ORDER BY key_id")
-                .fetch_all(&self.pool)
-                .await?,
-        )
-    }
-
-    async fn export_events(
-        &self,
-        key_id: Option<&str>,
-        since_ms: Option<i64>,
-    ) -> Result<Vec<StoredEvent>, StoreError> {
-        let query = match (key_id, since_ms) {
-            (None, None) => sqlx::query(concat!(
-                "SELECT ",
-                pg_event_columns!(),
-                " FROM events ORDER BY seq"
-            )),
-            (Some(key_id), None) => sqlx::query(concat!(
-                "SELECT ",
-                pg_event_columns!(),
-                " FROM events WHERE key_id = $1 ORDER BY seq"
-            ))
-            .bind(key_id),
-            (None, Some(since_ms)) => sqlx::query(concat!(
-                "SELECT ",
-                pg_event_columns!(),
-                " FROM events WHERE at_ms >= $1 ORDER BY seq"
-            ))
-            .bind(since_ms),
-            (Some(key_id), Some(since_ms)) => sqlx::query(concat!(
-                "SELECT ",
-                pg_event_columns!(),
-                " FROM events WHERE key_id = $1 AND at_ms >= $2 ORDER BY seq"
-            ))
-            .bind(key_id)
-            .bind(since_ms),
-        };
-        let rows = query.fetch_all(&self.pool).await?;
-        rows.iter().map(event_from_row).collect()
-    }
-
-    async fn events_since(
-        &self,
-        after_seq: i64,
-        limit: i64,
-    ) -> Result<Vec<StoredEvent>, StoreError> {
-        if limit <= 0 {
-            // PostgreSQL refuses a negative LIMIT; the contract says nothing.
-            return Ok(Vec::new());
-        }
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            pg_event_columns!(),
-            " FROM events WHERE seq > $1 ORDER BY seq LIMIT $2"
-        ))
-        .bind(after_seq)
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(event_from_row).collect()
-    }
-
-    async fn last_seq(&self) -> Result<i64, StoreError> {
-        let seq: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0)::BIGINT FROM events")
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(seq)
-    }
-}
+});
 
 #[cfg(test)]
 mod tests {

@@ -246,11 +246,11 @@ async fn try_append(
 
 /// The last key_seq of `key_id`, 0 if none, read through any executor (the
 /// pool, or the connection of an open transaction).
-pub(super) async fn last_key_seq_in<'e, E>(executor: E, key_id: &str) -> Result<i64, sqlx::Error>
+async fn last_key_seq_in<'e, E>(executor: E, key_id: &str) -> Result<i64, sqlx::Error>
 where
     E: sqlx::SqliteExecutor<'e>,
 {
-    sqlx::query_scalar("SELECT COALESCE(MAX(key_seq), 0) FROM events WHERE key_id = ?")
+    sqlx::query_scalar(super::EVENT_SQL.last_key_seq)
         .bind(key_id)
         .fetch_one(executor)
         .await

@@ -19,21 +19,54 @@ use async_trait::async_trait;
 use plangate_core::Scope;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 
-use self::committer::{Append, committer, last_key_seq_in};
+use self::committer::{Append, committer};
 use self::migrations::migrate;
 use crate::credentials::SqlCredentials;
 use crate::events::group_commit::committer_stopped;
-use crate::events::{body_text, event_columns, event_from_row};
+use crate::events::reads::{EventSql, SqlEvents, forward_event_reads};
+use crate::events::{body_text, event_columns};
 use crate::private_fs::create_new_private_file;
 use crate::wal_mark::WalMark;
 use crate::{
     ApiKey, CreatedKey, CreatedOperatorToken, KeyEpoch, LogMark, NewEvent, OperatorToken, Store,
-    StoreError, StoredEvent,
+    StoreError,
 };
-use crate::{Credentials, EventLog, Identity};
+use crate::{Credentials, Identity};
 
 /// How long a statement waits for another process's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The log's reads in SQLite's dialect.
+static EVENT_SQL: EventSql = EventSql {
+    load: concat!(
+        "SELECT ",
+        event_columns!(),
+        " FROM events WHERE key_id = ? AND key_seq > ? ORDER BY key_seq"
+    ),
+    last_key_seq: "SELECT COALESCE(MAX(key_seq), 0) FROM events WHERE key_id = ?",
+    export_all: concat!("SELECT ", event_columns!(), " FROM events ORDER BY seq"),
+    export_key: concat!(
+        "SELECT ",
+        event_columns!(),
+        " FROM events WHERE key_id = ? ORDER BY seq"
+    ),
+    export_since: concat!(
+        "SELECT ",
+        event_columns!(),
+        " FROM events WHERE at_ms >= ? ORDER BY seq"
+    ),
+    export_key_since: concat!(
+        "SELECT ",
+        event_columns!(),
+        " FROM events WHERE key_id = ? AND at_ms >= ? ORDER BY seq"
+    ),
+    since: concat!(
+        "SELECT ",
+        event_columns!(),
+        " FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
+    ),
+    last_seq: "SELECT COALESCE(MAX(seq), 0) FROM events",
+};
 
 /// Opens (creating if needed) the SQLite database at `path` and brings its
 /// schema up to date. The parent directory must exist; a new file is
@@ -261,8 +294,14 @@ impl Credentials for SqliteStore {
     }
 }
 
-#[async_trait]
-impl EventLog for SqliteStore {
+impl SqliteStore {
+    /// The log's reads, in [`EVENT_SQL`].
+    fn events(&self) -> SqlEvents<'_, sqlx::Sqlite> {
+        SqlEvents::new(&self.pool, &EVENT_SQL)
+    }
+}
+
+forward_event_reads!(SqliteStore {
     async fn append_events(
         &self,
         key_id: &str,
@@ -298,112 +337,15 @@ impl EventLog for SqliteStore {
         answer.await.map_err(|_| committer_stopped())?
     }
 
-    async fn load_events(
-        &self,
-        key_id: &str,
-        after_key_seq: i64,
-    ) -> Result<Vec<StoredEvent>, StoreError> {
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            event_columns!(),
-            " FROM events WHERE key_id = ? AND key_seq > ? ORDER BY key_seq"
-        ))
-        .bind(key_id)
-        .bind(after_key_seq)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(event_from_row).collect()
-    }
-
-    async fn last_key_seq(&self, key_id: &str) -> Result<i64, StoreError> {
-        Ok(last_key_seq_in(&self.pool, key_id).await?)
-    }
-
-    async fn keys_with_events(&self) -> Result<Vec<String>, StoreError> {
-        Ok(
-            sqlx::query_scalar("SELECT DISTINCT key_id FROM events ORDER BY key_id")
-                .fetch_all(&self.pool)
-                .await?,
-        )
-    }
-
-    async fn export_events(
-        &self,
-        key_id: Option<&str>,
-        since_ms: Option<i64>,
-    ) -> Result<Vec<StoredEvent>, StoreError> {
-        // One static statement per filter combination. With a key, the
-        // key's UNIQUE index finds its rows; a time bound alone scans the
-        // log in seq order (schema version 5 dropped the `at_ms` index to
-        // make every append two pages cheaper; an export reads most of the
-        // log anyway).
-        let query = match (key_id, since_ms) {
-            (None, None) => sqlx::query(concat!(
-                "SELECT ",
-                event_columns!(),
-                " FROM events ORDER BY seq"
-            )),
-            (Some(key_id), None) => sqlx::query(concat!(
-                "SELECT ",
-                event_columns!(),
-                " FROM events WHERE key_id = ? ORDER BY seq"
-            ))
-            .bind(key_id),
-            (None, Some(since_ms)) => sqlx::query(concat!(
-                "SELECT ",
-                event_columns!(),
-                " FROM events WHERE at_ms >= ? ORDER BY seq"
-            ))
-            .bind(since_ms),
-            (Some(key_id), Some(since_ms)) => sqlx::query(concat!(
-                "SELECT ",
-                event_columns!(),
-                " FROM events WHERE key_id = ? AND at_ms >= ? ORDER BY seq"
-            ))
-            .bind(key_id)
-            .bind(since_ms),
-        };
-        let rows = query.fetch_all(&self.pool).await?;
-        rows.iter().map(event_from_row).collect()
-    }
-
-    async fn events_since(
-        &self,
-        after_seq: i64,
-        limit: i64,
-    ) -> Result<Vec<StoredEvent>, StoreError> {
-        if limit <= 0 {
-            // SQLite reads a negative LIMIT as "no limit"; the contract
-            // says nothing.
-            return Ok(Vec::new());
-        }
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            event_columns!(),
-            " FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
-        ))
-        .bind(after_seq)
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(event_from_row).collect()
-    }
-
-    async fn last_seq(&self) -> Result<i64, StoreError> {
-        let seq: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM events")
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(seq)
-    }
-
     fn log_mark(&self) -> Option<LogMark> {
         self.mark.as_ref()?.read()
     }
-}
+});
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::EventLog;
 
     #[tokio::test]
     async fn every_connection_is_durable_waits_for_locks_and_checks_foreign_keys() {
