@@ -421,3 +421,122 @@ where
         row.as_ref().map(from_row).transpose()
     }
 }
+
+/// The [`crate::Credentials`] impl of a store whose `credentials` field is
+/// a [`SqlCredentials`]: every method forwards to it, but `revoke_key` —
+/// each backend writes its own (SQLite moves its key epoch around it) —
+/// and what the backend answers itself (`key_epoch`, `authenticate_seen`),
+/// which are given as the macro's items.
+macro_rules! forward_credentials {
+    ($store:ty { $($own:tt)* }) => {
+        #[async_trait::async_trait]
+        impl $crate::Credentials for $store {
+            $($own)*
+
+            async fn create_key(
+                &self,
+                name: &str,
+                scope: plangate_core::Scope,
+            ) -> Result<$crate::CreatedKey, $crate::StoreError> {
+                self.credentials.create_key(name, scope).await
+            }
+
+            async fn ensure_identity(
+                &self,
+                identity: &$crate::Identity,
+                scope: plangate_core::Scope,
+            ) -> Result<$crate::ApiKey, $crate::StoreError> {
+                self.credentials.ensure_identity(identity, scope).await
+            }
+
+            async fn list_keys(&self) -> Result<Vec<$crate::ApiKey>, $crate::StoreError> {
+                self.credentials.list_keys().await
+            }
+
+            async fn upstream_credentials(
+                &self,
+                name: &str,
+            ) -> Result<Option<String>, $crate::StoreError> {
+                self.credentials.upstream_credentials(name).await
+            }
+
+            async fn save_upstream_credentials(
+                &self,
+                name: &str,
+                sealed: &str,
+            ) -> Result<(), $crate::StoreError> {
+                self.credentials.save_upstream_credentials(name, sealed).await
+            }
+
+            async fn clear_upstream_credentials(&self, name: &str) -> Result<(), $crate::StoreError> {
+                self.credentials.clear_upstream_credentials(name).await
+            }
+
+            async fn authenticate(
+                &self,
+                token: &str,
+            ) -> Result<Option<$crate::ApiKey>, $crate::StoreError> {
+                self.credentials.authenticate(token).await
+            }
+
+            async fn find_key(
+                &self,
+                name_or_id: &str,
+            ) -> Result<Option<$crate::ApiKey>, $crate::StoreError> {
+                self.credentials.find_key(name_or_id).await
+            }
+
+            async fn create_operator_token(
+                &self,
+                name: &str,
+            ) -> Result<$crate::CreatedOperatorToken, $crate::StoreError> {
+                self.credentials.create_operator_token(name).await
+            }
+
+            async fn list_operator_tokens(
+                &self,
+            ) -> Result<Vec<$crate::OperatorToken>, $crate::StoreError> {
+                self.credentials.list_operator_tokens().await
+            }
+
+            async fn revoke_operator_token(
+                &self,
+                name_or_id: &str,
+            ) -> Result<$crate::OperatorToken, $crate::StoreError> {
+                self.credentials.revoke_operator_token(name_or_id).await
+            }
+
+            async fn authenticate_operator(
+                &self,
+                token: &str,
+            ) -> Result<Option<$crate::OperatorToken>, $crate::StoreError> {
+                self.credentials.authenticate_operator(token).await
+            }
+
+            async fn operator_token(
+                &self,
+                id: &str,
+            ) -> Result<Option<$crate::OperatorToken>, $crate::StoreError> {
+                self.credentials.operator_token(id).await
+            }
+
+            async fn end_console_session(
+                &self,
+                session_sha256: &str,
+                expires_at_ms: i64,
+            ) -> Result<(), $crate::StoreError> {
+                self.credentials
+                    .end_console_session(session_sha256, expires_at_ms)
+                    .await
+            }
+
+            async fn console_session_ended(
+                &self,
+                session_sha256: &str,
+            ) -> Result<bool, $crate::StoreError> {
+                self.credentials.console_session_ended(session_sha256).await
+            }
+        }
+    };
+}
+pub(crate) use forward_credentials;

@@ -55,8 +55,6 @@ mod migrations;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use plangate_core::Scope;
 use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
@@ -64,15 +62,12 @@ use self::committer::{Append, committer, last_key_seq_in};
 #[cfg(test)]
 use self::migrations::MIGRATIONS;
 use self::migrations::migrate;
-use crate::credentials::SqlCredentials;
+use crate::credentials::{SqlCredentials, forward_credentials};
 use crate::events::body_text;
 use crate::events::group_commit::committer_stopped;
 use crate::events::reads::{EventSql, SqlEvents, forward_event_reads};
 use crate::keys::{key_columns, key_from_row};
-use crate::{
-    ApiKey, CreatedKey, CreatedOperatorToken, Credentials, Identity, NewEvent, OperatorToken,
-    Store, StoreError,
-};
+use crate::{ApiKey, NewEvent, Store, StoreError};
 
 /// Connections per store handle.
 const MAX_CONNECTIONS: u32 = 10;
@@ -195,44 +190,9 @@ impl PostgresStore {
 
 // === impl Store for PostgresStore ===
 
-#[async_trait]
-impl Credentials for PostgresStore {
-    async fn create_key(&self, name: &str, scope: Scope) -> Result<CreatedKey, StoreError> {
-        self.credentials.create_key(name, scope).await
-    }
-
-    async fn ensure_identity(
-        &self,
-        identity: &Identity,
-        scope: Scope,
-    ) -> Result<ApiKey, StoreError> {
-        self.credentials.ensure_identity(identity, scope).await
-    }
-
-    async fn list_keys(&self) -> Result<Vec<ApiKey>, StoreError> {
-        self.credentials.list_keys().await
-    }
-
-    async fn upstream_credentials(&self, name: &str) -> Result<Option<String>, StoreError> {
-        self.credentials.upstream_credentials(name).await
-    }
-
-    async fn save_upstream_credentials(&self, name: &str, sealed: &str) -> Result<(), StoreError> {
-        self.credentials
-            .save_upstream_credentials(name, sealed)
-            .await
-    }
-
-    async fn clear_upstream_credentials(&self, name: &str) -> Result<(), StoreError> {
-        self.credentials.clear_upstream_credentials(name).await
-    }
-
+forward_credentials!(PostgresStore {
     async fn revoke_key(&self, name_or_id: &str) -> Result<ApiKey, StoreError> {
         self.credentials.revoke_key(name_or_id).await
-    }
-
-    async fn authenticate(&self, token: &str) -> Result<Option<ApiKey>, StoreError> {
-        self.credentials.authenticate(token).await
     }
 
     fn authenticate_sees_log(&self) -> bool {
@@ -259,48 +219,7 @@ impl Credentials for PostgresStore {
         };
         self.credentials.by_api_token(sql, token, seen).await
     }
-
-    async fn find_key(&self, name_or_id: &str) -> Result<Option<ApiKey>, StoreError> {
-        self.credentials.find_key(name_or_id).await
-    }
-
-    async fn create_operator_token(&self, name: &str) -> Result<CreatedOperatorToken, StoreError> {
-        self.credentials.create_operator_token(name).await
-    }
-
-    async fn list_operator_tokens(&self) -> Result<Vec<OperatorToken>, StoreError> {
-        self.credentials.list_operator_tokens().await
-    }
-
-    async fn revoke_operator_token(&self, name_or_id: &str) -> Result<OperatorToken, StoreError> {
-        self.credentials.revoke_operator_token(name_or_id).await
-    }
-
-    async fn authenticate_operator(
-        &self,
-        token: &str,
-    ) -> Result<Option<OperatorToken>, StoreError> {
-        self.credentials.authenticate_operator(token).await
-    }
-
-    async fn operator_token(&self, id: &str) -> Result<Option<OperatorToken>, StoreError> {
-        self.credentials.operator_token(id).await
-    }
-
-    async fn end_console_session(
-        &self,
-        session_sha256: &str,
-        expires_at_ms: i64,
-    ) -> Result<(), StoreError> {
-        self.credentials
-            .end_console_session(session_sha256, expires_at_ms)
-            .await
-    }
-
-    async fn console_session_ended(&self, session_sha256: &str) -> Result<bool, StoreError> {
-        self.credentials.console_session_ended(session_sha256).await
-    }
-}
+});
 
 impl PostgresStore {
     /// The log's reads, in [`EVENT_SQL`].

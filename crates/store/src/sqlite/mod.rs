@@ -15,23 +15,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
-use plangate_core::Scope;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 
 use self::committer::{Append, committer};
 use self::migrations::migrate;
-use crate::credentials::SqlCredentials;
+use crate::credentials::{SqlCredentials, forward_credentials};
 use crate::events::group_commit::committer_stopped;
 use crate::events::reads::{EventSql, SqlEvents, forward_event_reads};
 use crate::events::{body_text, event_columns};
 use crate::private_fs::create_new_private_file;
 use crate::wal_mark::WalMark;
-use crate::{
-    ApiKey, CreatedKey, CreatedOperatorToken, KeyEpoch, LogMark, NewEvent, OperatorToken, Store,
-    StoreError,
-};
-use crate::{Credentials, Identity};
+use crate::{ApiKey, KeyEpoch, LogMark, NewEvent, Store, StoreError};
 
 /// How long a statement waits for another process's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -198,38 +192,7 @@ fn is_busy(e: &sqlx::Error) -> bool {
 
 // === impl Store for SqliteStore ===
 
-#[async_trait]
-impl Credentials for SqliteStore {
-    async fn create_key(&self, name: &str, scope: Scope) -> Result<CreatedKey, StoreError> {
-        self.credentials.create_key(name, scope).await
-    }
-
-    async fn ensure_identity(
-        &self,
-        identity: &Identity,
-        scope: Scope,
-    ) -> Result<ApiKey, StoreError> {
-        self.credentials.ensure_identity(identity, scope).await
-    }
-
-    async fn list_keys(&self) -> Result<Vec<ApiKey>, StoreError> {
-        self.credentials.list_keys().await
-    }
-
-    async fn upstream_credentials(&self, name: &str) -> Result<Option<String>, StoreError> {
-        self.credentials.upstream_credentials(name).await
-    }
-
-    async fn save_upstream_credentials(&self, name: &str, sealed: &str) -> Result<(), StoreError> {
-        self.credentials
-            .save_upstream_credentials(name, sealed)
-            .await
-    }
-
-    async fn clear_upstream_credentials(&self, name: &str) -> Result<(), StoreError> {
-        self.credentials.clear_upstream_credentials(name).await
-    }
-
+forward_credentials!(SqliteStore {
     async fn revoke_key(&self, name_or_id: &str) -> Result<ApiKey, StoreError> {
         // The epoch moves before and after the change: a gateway that
         // re-filled its cache in between sees the second move.
@@ -247,52 +210,7 @@ impl Credentials for SqliteStore {
             Err(_) => None,
         }
     }
-
-    async fn authenticate(&self, token: &str) -> Result<Option<ApiKey>, StoreError> {
-        self.credentials.authenticate(token).await
-    }
-
-    async fn find_key(&self, name_or_id: &str) -> Result<Option<ApiKey>, StoreError> {
-        self.credentials.find_key(name_or_id).await
-    }
-
-    async fn create_operator_token(&self, name: &str) -> Result<CreatedOperatorToken, StoreError> {
-        self.credentials.create_operator_token(name).await
-    }
-
-    async fn list_operator_tokens(&self) -> Result<Vec<OperatorToken>, StoreError> {
-        self.credentials.list_operator_tokens().await
-    }
-
-    async fn revoke_operator_token(&self, name_or_id: &str) -> Result<OperatorToken, StoreError> {
-        self.credentials.revoke_operator_token(name_or_id).await
-    }
-
-    async fn authenticate_operator(
-        &self,
-        token: &str,
-    ) -> Result<Option<OperatorToken>, StoreError> {
-        self.credentials.authenticate_operator(token).await
-    }
-
-    async fn operator_token(&self, id: &str) -> Result<Option<OperatorToken>, StoreError> {
-        self.credentials.operator_token(id).await
-    }
-
-    async fn end_console_session(
-        &self,
-        session_sha256: &str,
-        expires_at_ms: i64,
-    ) -> Result<(), StoreError> {
-        self.credentials
-            .end_console_session(session_sha256, expires_at_ms)
-            .await
-    }
-
-    async fn console_session_ended(&self, session_sha256: &str) -> Result<bool, StoreError> {
-        self.credentials.console_session_ended(session_sha256).await
-    }
-}
+});
 
 impl SqliteStore {
     /// The log's reads, in [`EVENT_SQL`].
