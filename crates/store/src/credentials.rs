@@ -14,13 +14,14 @@ use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool,
 
 use crate::keys::{
     ApiKey, CreatedKey, is_well_formed_token, key_columns, key_from_row, looks_like_key_id,
-    new_key_id, new_token, shown_prefix, token_hash, validate_key_name,
+    new_key_id, new_token, token_hash, validate_key_name,
 };
 use crate::operators::{
     CreatedOperatorToken, OperatorToken, is_well_formed_operator_token, looks_like_operator_id,
     new_operator_id, new_operator_token, operator_columns, operator_from_row,
-    shown_operator_prefix, validate_operator_name,
+    validate_operator_name,
 };
+use crate::tokens::shown_prefix;
 use crate::{StoreError, now_ms};
 
 /// Keys and operator tokens in the pool's database.
@@ -199,42 +200,47 @@ where
 
     pub(crate) async fn list_keys(&self) -> Result<Vec<ApiKey>, StoreError> {
         let sql = concat!("SELECT ", key_columns!(), " FROM api_keys ORDER BY seq");
-        let rows = sqlx::query(sql).fetch_all(&self.pool).await?;
-        rows.iter().map(key_from_row).collect()
+        self.fetch_every(sql, key_from_row).await
     }
 
     pub(crate) async fn revoke_key(&self, name_or_id: &str) -> Result<ApiKey, StoreError> {
-        let (by_id, by_name) = revoke_sql!("api_keys", key_columns);
-        let sql = if looks_like_key_id(name_or_id) {
-            by_id
-        } else {
-            by_name
-        };
-        let row = sqlx::query(sql)
-            .bind(now_ms())
-            .bind(name_or_id)
-            .fetch_optional(&self.pool)
+        let sqls = revoke_sql!("api_keys", key_columns);
+        let key = self
+            .revoke(
+                sqls,
+                looks_like_key_id(name_or_id),
+                name_or_id,
+                key_from_row,
+            )
             .await?
             .ok_or_else(|| StoreError::KeyNotFound(name_or_id.to_owned()))?;
-        let key = key_from_row(&row)?;
         tracing::info!(key_id = %key.id, name = %key.name, "revoked api key");
         Ok(key)
     }
 
     pub(crate) async fn authenticate(&self, token: &str) -> Result<Option<ApiKey>, StoreError> {
-        if !is_well_formed_token(token) {
-            return Ok(None);
-        }
         let sql = concat!(
             "SELECT ",
             key_columns!(),
             " FROM api_keys WHERE token_sha256 = $1 AND revoked_at_ms IS NULL"
         );
-        let row = sqlx::query(sql)
-            .bind(token_hash(token))
-            .fetch_optional(&self.pool)
-            .await?;
-        row.as_ref().map(key_from_row).transpose()
+        self.by_api_token(sql, token, key_from_row).await
+    }
+
+    /// What `sql` finds by the hash of API token `token`, read by
+    /// `from_row`: [`SqlCredentials::authenticate`], and PostgreSQL's
+    /// `authenticate_seen`, which reads the key's log beside it. A token
+    /// not shaped like an API key's finds nothing, without a query.
+    pub(crate) async fn by_api_token<T>(
+        &self,
+        sql: &'static str,
+        token: &str,
+        from_row: impl Fn(&DB::Row) -> Result<T, StoreError>,
+    ) -> Result<Option<T>, StoreError> {
+        if !is_well_formed_token(token) {
+            return Ok(None);
+        }
+        self.fetch_by(sql, &token_hash(token), from_row).await
     }
 
     pub(crate) async fn find_key(&self, name_or_id: &str) -> Result<Option<ApiKey>, StoreError> {
@@ -248,11 +254,7 @@ where
                 " FROM api_keys WHERE name = $1 AND revoked_at_ms IS NULL"
             )
         };
-        let row = sqlx::query(sql)
-            .bind(name_or_id)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.as_ref().map(key_from_row).transpose()
+        self.fetch_by(sql, name_or_id, key_from_row).await
     }
 
     pub(crate) async fn create_operator_token(
@@ -264,7 +266,7 @@ where
         let operator = OperatorToken {
             id: new_operator_id()?,
             name: name.to_owned(),
-            prefix: shown_operator_prefix(&token),
+            prefix: shown_prefix(&token),
             created_at_ms: now_ms(),
             revoked_at_ms: None,
         };
@@ -290,27 +292,19 @@ where
             operator_columns!(),
             " FROM operator_tokens ORDER BY seq"
         );
-        let rows = sqlx::query(sql).fetch_all(&self.pool).await?;
-        rows.iter().map(operator_from_row).collect()
+        self.fetch_every(sql, operator_from_row).await
     }
 
     pub(crate) async fn revoke_operator_token(
         &self,
         name_or_id: &str,
     ) -> Result<OperatorToken, StoreError> {
-        let (by_id, by_name) = revoke_sql!("operator_tokens", operator_columns);
-        let sql = if looks_like_operator_id(name_or_id) {
-            by_id
-        } else {
-            by_name
-        };
-        let row = sqlx::query(sql)
-            .bind(now_ms())
-            .bind(name_or_id)
-            .fetch_optional(&self.pool)
+        let sqls = revoke_sql!("operator_tokens", operator_columns);
+        let is_id = looks_like_operator_id(name_or_id);
+        let operator = self
+            .revoke(sqls, is_id, name_or_id, operator_from_row)
             .await?
             .ok_or_else(|| StoreError::OperatorNotFound(name_or_id.to_owned()))?;
-        let operator = operator_from_row(&row)?;
         tracing::info!(operator_id = %operator.id, name = %operator.name, "revoked operator token");
         Ok(operator)
     }
@@ -327,11 +321,8 @@ where
             operator_columns!(),
             " FROM operator_tokens WHERE token_sha256 = $1 AND revoked_at_ms IS NULL"
         );
-        let row = sqlx::query(sql)
-            .bind(token_hash(token))
-            .fetch_optional(&self.pool)
-            .await?;
-        row.as_ref().map(operator_from_row).transpose()
+        self.fetch_by(sql, &token_hash(token), operator_from_row)
+            .await
     }
 
     pub(crate) async fn operator_token(
@@ -343,8 +334,7 @@ where
             operator_columns!(),
             " FROM operator_tokens WHERE id = $1"
         );
-        let row = sqlx::query(sql).bind(id).fetch_optional(&self.pool).await?;
-        row.as_ref().map(operator_from_row).transpose()
+        self.fetch_by(sql, id, operator_from_row).await
     }
 
     pub(crate) async fn end_console_session(
@@ -385,4 +375,168 @@ where
         .await?;
         Ok(row.is_some())
     }
+
+    /// The row `sql` finds by its one bound value, read by `from_row`:
+    /// every lookup of a key or an operator token by id, name or token
+    /// hash.
+    async fn fetch_by<T>(
+        &self,
+        sql: &'static str,
+        value: &str,
+        from_row: impl Fn(&DB::Row) -> Result<T, StoreError>,
+    ) -> Result<Option<T>, StoreError> {
+        let row = sqlx::query(sql)
+            .bind(value)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(from_row).transpose()
+    }
+
+    /// Every row `sql` (which binds nothing) returns, read by `from_row`.
+    async fn fetch_every<T>(
+        &self,
+        sql: &'static str,
+        from_row: impl Fn(&DB::Row) -> Result<T, StoreError>,
+    ) -> Result<Vec<T>, StoreError> {
+        let rows = sqlx::query(sql).fetch_all(&self.pool).await?;
+        rows.iter().map(from_row).collect()
+    }
+
+    /// Revokes the row `name_or_id` names with one of `revoke_sql!`'s pair:
+    /// by id when it has the shape of an id (`is_id`), else the active row
+    /// of that name. `None` when no row matched.
+    async fn revoke<T>(
+        &self,
+        (by_id, by_name): (&'static str, &'static str),
+        is_id: bool,
+        name_or_id: &str,
+        from_row: impl Fn(&DB::Row) -> Result<T, StoreError>,
+    ) -> Result<Option<T>, StoreError> {
+        let sql = if is_id { by_id } else { by_name };
+        let row = sqlx::query(sql)
+            .bind(now_ms())
+            .bind(name_or_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(from_row).transpose()
+    }
 }
+
+/// The [`crate::Credentials`] impl of a store whose `credentials` field is
+/// a [`SqlCredentials`]: every method forwards to it, but `revoke_key` —
+/// each backend writes its own (SQLite moves its key epoch around it) —
+/// and what the backend answers itself (`key_epoch`, `authenticate_seen`),
+/// which are given as the macro's items.
+macro_rules! forward_credentials {
+    ($store:ty { $($own:tt)* }) => {
+        #[async_trait::async_trait]
+        impl $crate::Credentials for $store {
+            $($own)*
+
+            async fn create_key(
+                &self,
+                name: &str,
+                scope: plangate_core::Scope,
+            ) -> Result<$crate::CreatedKey, $crate::StoreError> {
+                self.credentials.create_key(name, scope).await
+            }
+
+            async fn ensure_identity(
+                &self,
+                identity: &$crate::Identity,
+                scope: plangate_core::Scope,
+            ) -> Result<$crate::ApiKey, $crate::StoreError> {
+                self.credentials.ensure_identity(identity, scope).await
+            }
+
+            async fn list_keys(&self) -> Result<Vec<$crate::ApiKey>, $crate::StoreError> {
+                self.credentials.list_keys().await
+            }
+
+            async fn upstream_credentials(
+                &self,
+                name: &str,
+            ) -> Result<Option<String>, $crate::StoreError> {
+                self.credentials.upstream_credentials(name).await
+            }
+
+            async fn save_upstream_credentials(
+                &self,
+                name: &str,
+                sealed: &str,
+            ) -> Result<(), $crate::StoreError> {
+                self.credentials.save_upstream_credentials(name, sealed).await
+            }
+
+            async fn clear_upstream_credentials(&self, name: &str) -> Result<(), $crate::StoreError> {
+                self.credentials.clear_upstream_credentials(name).await
+            }
+
+            async fn authenticate(
+                &self,
+                token: &str,
+            ) -> Result<Option<$crate::ApiKey>, $crate::StoreError> {
+                self.credentials.authenticate(token).await
+            }
+
+            async fn find_key(
+                &self,
+                name_or_id: &str,
+            ) -> Result<Option<$crate::ApiKey>, $crate::StoreError> {
+                self.credentials.find_key(name_or_id).await
+            }
+
+            async fn create_operator_token(
+                &self,
+                name: &str,
+            ) -> Result<$crate::CreatedOperatorToken, $crate::StoreError> {
+                self.credentials.create_operator_token(name).await
+            }
+
+            async fn list_operator_tokens(
+                &self,
+            ) -> Result<Vec<$crate::OperatorToken>, $crate::StoreError> {
+                self.credentials.list_operator_tokens().await
+            }
+
+            async fn revoke_operator_token(
+                &self,
+                name_or_id: &str,
+            ) -> Result<$crate::OperatorToken, $crate::StoreError> {
+                self.credentials.revoke_operator_token(name_or_id).await
+            }
+
+            async fn authenticate_operator(
+                &self,
+                token: &str,
+            ) -> Result<Option<$crate::OperatorToken>, $crate::StoreError> {
+                self.credentials.authenticate_operator(token).await
+            }
+
+            async fn operator_token(
+                &self,
+                id: &str,
+            ) -> Result<Option<$crate::OperatorToken>, $crate::StoreError> {
+                self.credentials.operator_token(id).await
+            }
+
+            async fn end_console_session(
+                &self,
+                session_sha256: &str,
+                expires_at_ms: i64,
+            ) -> Result<(), $crate::StoreError> {
+                self.credentials
+                    .end_console_session(session_sha256, expires_at_ms)
+                    .await
+            }
+
+            async fn console_session_ended(
+                &self,
+                session_sha256: &str,
+            ) -> Result<bool, $crate::StoreError> {
+                self.credentials.console_session_ended(session_sha256).await
+            }
+        }
+    };
+}
+pub(crate) use forward_credentials;

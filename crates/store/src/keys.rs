@@ -9,15 +9,13 @@
 
 use std::fmt;
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use plangate_core::Scope;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use sqlx::{ColumnIndex, Decode, Row, Type};
 
 use crate::StoreError;
-use crate::random::random_bytes;
+use crate::rows::TableRow;
+use crate::tokens::{fmt_created, is_valid_name, is_well_formed, looks_like_id};
 
 /// The readable prefix of every token, so a leaked one is recognisable
 /// (and findable by secret scanners).
@@ -28,7 +26,6 @@ pub const SHOWN_PREFIX_LEN: usize = 12;
 /// The longest key name accepted.
 pub const MAX_KEY_NAME_LEN: usize = 64;
 
-const TOKEN_BODY_LEN: usize = 43; // base64url, no padding, of 32 bytes
 const KEY_ID_PREFIX: &str = "key_";
 
 /// A stored API key, without its token. Safe to show and log.
@@ -69,10 +66,7 @@ pub struct CreatedKey {
 
 impl fmt::Debug for CreatedKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CreatedKey")
-            .field("key", &self.key)
-            .field("token", &"[redacted]")
-            .finish()
+        fmt_created(f, "CreatedKey", "key", &self.key)
     }
 }
 
@@ -86,38 +80,26 @@ macro_rules! key_columns {
 pub(crate) use key_columns;
 
 /// Reads a row of [`key_columns!`] from any backend.
-pub(crate) fn key_from_row<'r, R>(row: &'r R) -> Result<ApiKey, StoreError>
-where
-    R: Row,
-    &'static str: ColumnIndex<R>,
-    String: Decode<'r, R::Database> + Type<R::Database>,
-    i64: Decode<'r, R::Database> + Type<R::Database>,
-{
-    let scope: String = row.try_get("scope")?;
+pub(crate) fn key_from_row(row: &impl TableRow) -> Result<ApiKey, StoreError> {
+    let scope = row.text("scope")?;
     let scope = scope.parse::<Scope>().map_err(|e| StoreError::CorruptRow {
         table: "api_keys",
         reason: e.to_string(),
     })?;
     Ok(ApiKey {
-        id: row.try_get("id")?,
-        name: row.try_get("name")?,
+        id: row.text("id")?,
+        name: row.text("name")?,
         scope,
-        prefix: row.try_get("prefix")?,
-        created_at_ms: row.try_get("created_at_ms")?,
-        revoked_at_ms: row.try_get("revoked_at_ms")?,
+        prefix: row.text("prefix")?,
+        created_at_ms: row.int("created_at_ms")?,
+        revoked_at_ms: row.maybe_int("revoked_at_ms")?,
     })
 }
 
 /// Checks a key name: 1–64 of `[A-Za-z0-9._-]`, and not shaped like a key
 /// id, so `revoke` can tell a name from an id without ambiguity.
 pub fn validate_key_name(name: &str) -> Result<(), StoreError> {
-    let ok = !name.is_empty()
-        && name.len() <= MAX_KEY_NAME_LEN
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-        && !looks_like_key_id(name);
-    if ok {
+    if is_valid_name(name, KEY_ID_PREFIX) {
         Ok(())
     } else {
         Err(StoreError::InvalidKeyName(name.to_owned()))
@@ -165,28 +147,17 @@ impl ApiKey {
 
 /// Whether `s` has the shape of a key id (`key_` + 16 lowercase hex).
 pub(crate) fn looks_like_key_id(s: &str) -> bool {
-    s.strip_prefix(KEY_ID_PREFIX).is_some_and(|rest| {
-        rest.len() == 16 && rest.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-    })
+    looks_like_id(s, KEY_ID_PREFIX)
 }
 
 /// A fresh key id.
 pub(crate) fn new_key_id() -> Result<String, StoreError> {
-    Ok(format!(
-        "{KEY_ID_PREFIX}{}",
-        hex::encode(random_bytes::<8>()?)
-    ))
+    crate::random::new_id(KEY_ID_PREFIX)
 }
 
 /// A fresh token: `pgk_` + base64url of 32 OS-random bytes.
 pub(crate) fn new_token() -> Result<String, StoreError> {
-    let bytes: [u8; 32] = random_bytes()?;
-    Ok(format!("{TOKEN_PREFIX}{}", URL_SAFE_NO_PAD.encode(bytes)))
-}
-
-/// The part of a token that may be stored and shown.
-pub(crate) fn shown_prefix(token: &str) -> String {
-    token.chars().take(SHOWN_PREFIX_LEN).collect()
+    crate::tokens::new_token(TOKEN_PREFIX)
 }
 
 /// Lowercase hex SHA-256 of the token: the only form in which it is stored.
@@ -197,16 +168,13 @@ pub(crate) fn token_hash(token: &str) -> String {
 /// Whether `token` is shaped like one plangate issues. Anything else is
 /// rejected before it reaches the database, and is simply "not a key".
 pub(crate) fn is_well_formed_token(token: &str) -> bool {
-    token
-        .strip_prefix(TOKEN_PREFIX)
-        .filter(|body| body.len() == TOKEN_BODY_LEN)
-        .and_then(|body| URL_SAFE_NO_PAD.decode(body).ok())
-        .is_some_and(|bytes| bytes.len() == 32)
+    is_well_formed(token, TOKEN_PREFIX)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tokens::shown_prefix;
 
     #[test]
     fn tokens_are_prefixed_random_and_well_formed() {

@@ -50,10 +50,12 @@ mod operators;
 mod postgres;
 mod private_fs;
 mod random;
+mod rows;
 mod schema;
 pub mod seal;
 mod sqlite;
 mod time;
+mod tokens;
 mod wal_mark;
 
 pub use data_dir::{DataDir, KeyMaterial, SEAL_KEY_VAR, SIGNING_KEY_VAR, default_data_dir};

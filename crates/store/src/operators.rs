@@ -10,20 +10,16 @@
 
 use std::fmt;
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
-use sqlx::{ColumnIndex, Decode, Row, Type};
 
 use crate::StoreError;
-use crate::keys::{MAX_KEY_NAME_LEN, SHOWN_PREFIX_LEN};
-use crate::random::random_bytes;
+use crate::rows::TableRow;
+use crate::tokens::{fmt_created, is_valid_name, is_well_formed, looks_like_id};
 
 /// The readable prefix of every operator token, distinct from API keys'
 /// `pgk_` so a token pasted in the wrong place is recognised.
 pub const OPERATOR_TOKEN_PREFIX: &str = "pgo_";
 
-const TOKEN_BODY_LEN: usize = 43; // base64url, no padding, of 32 bytes
 const ID_PREFIX: &str = "opr_";
 
 /// A stored operator token, without the token. Safe to show and log.
@@ -62,10 +58,7 @@ pub struct CreatedOperatorToken {
 
 impl fmt::Debug for CreatedOperatorToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CreatedOperatorToken")
-            .field("operator", &self.operator)
-            .field("token", &"[redacted]")
-            .finish()
+        fmt_created(f, "CreatedOperatorToken", "operator", &self.operator)
     }
 }
 
@@ -79,32 +72,20 @@ macro_rules! operator_columns {
 pub(crate) use operator_columns;
 
 /// Reads a row of [`operator_columns!`] from any backend.
-pub(crate) fn operator_from_row<'r, R>(row: &'r R) -> Result<OperatorToken, StoreError>
-where
-    R: Row,
-    &'static str: ColumnIndex<R>,
-    String: Decode<'r, R::Database> + Type<R::Database>,
-    i64: Decode<'r, R::Database> + Type<R::Database>,
-{
+pub(crate) fn operator_from_row(row: &impl TableRow) -> Result<OperatorToken, StoreError> {
     Ok(OperatorToken {
-        id: row.try_get("id")?,
-        name: row.try_get("name")?,
-        prefix: row.try_get("prefix")?,
-        created_at_ms: row.try_get("created_at_ms")?,
-        revoked_at_ms: row.try_get("revoked_at_ms")?,
+        id: row.text("id")?,
+        name: row.text("name")?,
+        prefix: row.text("prefix")?,
+        created_at_ms: row.int("created_at_ms")?,
+        revoked_at_ms: row.maybe_int("revoked_at_ms")?,
     })
 }
 
 /// Checks an operator name: the API key rule (1–64 of `[A-Za-z0-9._-]`),
 /// and not shaped like an operator id, so `revoke` can tell them apart.
 pub fn validate_operator_name(name: &str) -> Result<(), StoreError> {
-    let ok = !name.is_empty()
-        && name.len() <= MAX_KEY_NAME_LEN
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-        && !looks_like_operator_id(name);
-    if ok {
+    if is_valid_name(name, ID_PREFIX) {
         Ok(())
     } else {
         Err(StoreError::InvalidOperatorName(name.to_owned()))
@@ -113,38 +94,23 @@ pub fn validate_operator_name(name: &str) -> Result<(), StoreError> {
 
 /// Whether `s` has the shape of an operator id (`opr_` + 16 lowercase hex).
 pub(crate) fn looks_like_operator_id(s: &str) -> bool {
-    s.strip_prefix(ID_PREFIX).is_some_and(|rest| {
-        rest.len() == 16 && rest.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-    })
+    looks_like_id(s, ID_PREFIX)
 }
 
 /// A fresh operator id.
 pub(crate) fn new_operator_id() -> Result<String, StoreError> {
-    Ok(format!("{ID_PREFIX}{}", hex::encode(random_bytes::<8>()?)))
+    crate::random::new_id(ID_PREFIX)
 }
 
 /// A fresh operator token: `pgo_` + base64url of 32 OS-random bytes.
 pub(crate) fn new_operator_token() -> Result<String, StoreError> {
-    let bytes: [u8; 32] = random_bytes()?;
-    Ok(format!(
-        "{OPERATOR_TOKEN_PREFIX}{}",
-        URL_SAFE_NO_PAD.encode(bytes)
-    ))
-}
-
-/// The part of a token that may be stored and shown.
-pub(crate) fn shown_operator_prefix(token: &str) -> String {
-    token.chars().take(SHOWN_PREFIX_LEN).collect()
+    crate::tokens::new_token(OPERATOR_TOKEN_PREFIX)
 }
 
 /// Whether `token` is shaped like an operator token. An API key (`pgk_…`)
 /// is not, so it is refused before any table is asked.
 pub(crate) fn is_well_formed_operator_token(token: &str) -> bool {
-    token
-        .strip_prefix(OPERATOR_TOKEN_PREFIX)
-        .filter(|body| body.len() == TOKEN_BODY_LEN)
-        .and_then(|body| URL_SAFE_NO_PAD.decode(body).ok())
-        .is_some_and(|bytes| bytes.len() == 32)
+    is_well_formed(token, OPERATOR_TOKEN_PREFIX)
 }
 
 #[cfg(test)]
@@ -178,13 +144,16 @@ mod tests {
             operator: OperatorToken {
                 id: new_operator_id().expect("id"),
                 name: "ana".into(),
-                prefix: shown_operator_prefix(&token),
+                prefix: crate::tokens::shown_prefix(&token),
                 created_at_ms: 0,
                 revoked_at_ms: None,
             },
             token: token.clone(),
         };
         let shown = format!("{created:?}");
-        assert!(!shown.contains(&token[SHOWN_PREFIX_LEN..]), "{shown}");
+        assert!(
+            !shown.contains(&token[crate::SHOWN_PREFIX_LEN..]),
+            "{shown}"
+        );
     }
 }

@@ -13,7 +13,9 @@
 //! each of them and gain no behaviour (both refuse a newer schema and
 //! apply pending steps under a lock). The sqlx `migrate` feature is off.
 
-use crate::StoreError;
+use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Type};
+
+use crate::{StoreError, now_ms};
 
 /// One schema step: its version and the SQL that makes it.
 pub(crate) type Migration = (i64, &'static str);
@@ -22,7 +24,7 @@ pub(crate) type Migration = (i64, &'static str);
 /// database records, in order. A database recording a version this build
 /// does not know was migrated by a newer plangate:
 /// [`StoreError::SchemaTooNew`].
-pub(crate) fn pending(
+fn pending(
     current: i64,
     all: &'static [Migration],
 ) -> Result<impl Iterator<Item = &'static Migration>, StoreError> {
@@ -34,6 +36,46 @@ pub(crate) fn pending(
         });
     }
     Ok(all.iter().filter(move |(v, _)| *v > current))
+}
+
+/// How a backend keeps `schema_migrations`, in its dialect.
+pub(crate) struct VersionTable {
+    /// Creates the table unless it exists.
+    pub(crate) create: &'static str,
+    /// The highest version recorded (0 for none), as a 64-bit integer.
+    pub(crate) current: &'static str,
+}
+
+/// Brings the schema up to date on `conn`, inside the transaction the
+/// backend opened under its migration lock (the caller commits): creates
+/// `table` if needed, then applies each migration of `all` newer than the
+/// version it records, recording each in the same transaction.
+pub(crate) async fn apply_pending<DB>(
+    conn: &mut DB::Connection,
+    table: &VersionTable,
+    all: &'static [Migration],
+) -> Result<(), StoreError>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'q> i64: Encode<'q, DB> + Type<DB>,
+    (i64,): for<'r> FromRow<'r, DB::Row>,
+{
+    sqlx::query(table.create).execute(&mut *conn).await?;
+    let current: i64 = sqlx::query_scalar(table.current)
+        .fetch_one(&mut *conn)
+        .await?;
+    for (version, sql) in pending(current, all)? {
+        sqlx::raw_sql(*sql).execute(&mut *conn).await?;
+        sqlx::query("INSERT INTO schema_migrations (version, applied_at_ms) VALUES ($1, $2)")
+            .bind(version)
+            .bind(now_ms())
+            .execute(&mut *conn)
+            .await?;
+        tracing::info!(version, "applied database migration");
+    }
+    Ok(())
 }
 
 #[cfg(test)]

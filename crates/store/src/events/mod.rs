@@ -26,12 +26,14 @@
 //! [`Store::events_since`]: crate::EventLog::events_since
 //! [`StoreError::Conflict`]: crate::StoreError::Conflict
 
+pub(crate) mod group_commit;
+pub(crate) mod reads;
+
 use plangate_core::JsonText;
 use serde::{Deserialize, Serialize};
-use sqlx::error::ErrorKind;
-use sqlx::{ColumnIndex, Decode, Row, Type};
 
 use crate::StoreError;
+use crate::rows::TableRow;
 
 /// The columns every event query returns, in the order
 /// [`event_from_row`] reads them; a literal so queries stay static strings
@@ -101,101 +103,17 @@ pub(crate) fn body_text(event: &NewEvent) -> Result<String, StoreError> {
 }
 
 /// Reads a row of [`event_columns!`] from any backend; `body` is JSON text.
-pub(crate) fn event_from_row<'r, R>(row: &'r R) -> Result<StoredEvent, StoreError>
-where
-    R: Row,
-    &'static str: ColumnIndex<R>,
-    String: Decode<'r, R::Database> + Type<R::Database>,
-    i64: Decode<'r, R::Database> + Type<R::Database>,
-{
-    let body: String = row.try_get("body")?;
+pub(crate) fn event_from_row(row: &impl TableRow) -> Result<StoredEvent, StoreError> {
+    let body = row.text("body")?;
     Ok(StoredEvent {
-        seq: row.try_get("seq")?,
-        key_id: row.try_get("key_id")?,
-        key_seq: row.try_get("key_seq")?,
-        at_ms: row.try_get("at_ms")?,
-        kind: row.try_get("type")?,
+        seq: row.int("seq")?,
+        key_id: row.text("key_id")?,
+        key_seq: row.int("key_seq")?,
+        at_ms: row.int("at_ms")?,
+        kind: row.text("type")?,
         body: JsonText::from_text(body).map_err(|e| StoreError::CorruptRow {
             table: "events",
             reason: format!("body is not JSON: {e}"),
         })?,
     })
-}
-
-/// Whether an insert broke the UNIQUE (key_id, key_seq) constraint, or the
-/// schema's rule that a key_seq follows the key's last one: another writer
-/// took that key_seq. Both schemas raise the same message for the rule.
-pub(crate) fn is_taken_key_seq(e: &sqlx::Error) -> bool {
-    e.as_database_error().is_some_and(|db| {
-        db.kind() == ErrorKind::UniqueViolation || db.message().contains("key_seq must follow")
-    })
-}
-
-// === group commit, shared by both backends ===
-
-/// At most this many appends share one transaction.
-pub(crate) const GROUP_COMMIT_MAX: usize = 64;
-
-/// The next batch for a backend's committer task: waits for one append,
-/// then takes every other already queued (up to [`GROUP_COMMIT_MAX`]).
-/// `None` once the store is dropped.
-pub(crate) async fn next_batch<T>(
-    jobs: &mut tokio::sync::mpsc::UnboundedReceiver<T>,
-) -> Option<Vec<T>> {
-    let first = jobs.recv().await?;
-    let mut batch = vec![first];
-    while batch.len() < GROUP_COMMIT_MAX {
-        match jobs.try_recv() {
-            Ok(job) => batch.push(job),
-            Err(_) => break,
-        }
-    }
-    Some(batch)
-}
-
-/// One append waiting for its backend's committer.
-pub(crate) trait Waiting {
-    /// The key appended to.
-    fn key_id(&self) -> &str;
-    /// How many events the append holds.
-    fn events(&self) -> usize;
-    /// Hands the caller its outcome.
-    fn answer(self, result: Result<i64, StoreError>);
-}
-
-/// Answers each caller of a committed batch with its own outcome.
-pub(crate) fn answer_batch<A: Waiting>(batch: Vec<A>, results: Vec<Result<i64, StoreError>>) {
-    for (job, result) in batch.into_iter().zip(results) {
-        if let Ok(last) = &result {
-            tracing::debug!(
-                key_id = job.key_id(),
-                last_key_seq = last,
-                appended = job.events(),
-                "appended events"
-            );
-        }
-        job.answer(result);
-    }
-}
-
-/// Answers every caller of a batch that was not committed with `e`.
-pub(crate) fn fail_batch<A: Waiting>(batch: Vec<A>, e: &sqlx::Error) {
-    for job in batch {
-        job.answer(Err(batch_failed(e)));
-    }
-}
-
-/// The same failure for every append of a batch (an `sqlx::Error` cannot
-/// be cloned, so each gets its own copy of the message).
-pub(crate) fn batch_failed(e: &sqlx::Error) -> StoreError {
-    StoreError::Database(sqlx::Error::Protocol(format!(
-        "the transaction holding this append failed: {e}"
-    )))
-}
-
-/// What an append answers when the committer task is gone.
-pub(crate) fn committer_stopped() -> StoreError {
-    StoreError::Database(sqlx::Error::Protocol(
-        "the store's committer has stopped (the store is shutting down)".to_owned(),
-    ))
 }
