@@ -11,29 +11,13 @@
 
 use std::sync::{Arc, Mutex};
 
-use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::{CanonicalError, Step, StepRecord, canonical_json};
 
-/// What a keyed secret's HMAC is prefixed with in `keyed_arguments`.
-pub const HMAC_PREFIX: &str = "hmac-sha256:";
-/// What plan digests and schema hashes are prefixed with.
-pub const SHA256_PREFIX: &str = "sha256:";
-
-/// HMAC-SHA256 of `data` under `key`, as lowercase hex.
-pub fn hmac_hex(key: &[u8; 32], data: &[u8]) -> String {
-    // HMAC takes keys of any length, so this cannot fail.
-    let mut mac =
-        <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("HMAC-SHA256 accepts a 32-byte key");
-    mac.update(data);
-    hex::encode(mac.finalize().into_bytes())
-}
-
-pub(crate) fn sha256_hex(data: &[u8]) -> String {
-    hex::encode(Sha256::digest(data))
-}
+pub(crate) use crate::hash::sha256_hex;
+pub use crate::hash::{HMAC_PREFIX, SHA256_PREFIX, hmac_hex};
 
 /// A copy of `args` in which every secret, by the built-in rules, is
 /// replaced by `"hmac-sha256:" + hmac_hex(key, canonical_json(value))` —

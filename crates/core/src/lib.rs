@@ -43,10 +43,12 @@ pub mod event;
 pub mod fold;
 #[cfg(test)]
 mod fuzz;
+pub mod hash;
 pub mod history;
 pub mod json_text;
 pub mod mode;
 pub mod names;
+pub mod pinned;
 pub mod pins;
 pub mod preview;
 pub mod redact;
@@ -96,9 +98,7 @@ pub use redact::{
     REDACTED, RedactionError, Redactor, is_secret_key, keyed_from_split, redact, redact_text,
     scrub_text, scrub_value,
 };
-pub use revision::{
-    AmendedStep, JsonChange, PlanDiff, SinceReview, StatusChange, at_revision, json_diff,
-};
+pub use revision::{at_revision, json_diff};
 pub use scope::{ParseScopeError, Scope};
 pub use screen::{HIDDEN_MARK, Screened, screen, screen_json, screen_lines};
 pub use secrets::{keep_sealed, restore_secrets, split_secrets};
@@ -106,6 +106,6 @@ pub use sentence::{CallFacts, generic_effect};
 pub use template::{render_template, validate_template};
 pub use time::format_time_ms;
 pub use view::{
-    Applied, KeyPlanView, Outcome, PlanSummary, PlanView, PlannedStep, PlannedWrite, Receipt,
-    ReceiptStep, StepView,
+    AmendedStep, Applied, JsonChange, KeyPlanView, Outcome, PlanDiff, PlanSummary, PlanView,
+    PlannedStep, PlannedWrite, Receipt, ReceiptStep, SinceReview, StatusChange, StepView,
 };

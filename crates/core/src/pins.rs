@@ -25,72 +25,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
-use crate::JsonText;
-use crate::canonical::canonical_lossless;
-use crate::digest::SHA256_PREFIX;
 use crate::event::{Event, EventKind};
+pub use crate::pinned::{PinnedDefinition, QuarantineReason, definition_hash};
 
 /// The id of the log that holds tool pins, beside the keys' logs. Not a
 /// key id (those are `key_` + hex), so it never names a key's plan.
 pub const TOOLS_LOG: &str = "tools";
-
-/// `"sha256:"` + hex SHA-256 of a tool definition's canonical JSON (RFC
-/// 8785), as the upstream listed it (its own name, before plangate renames
-/// it): any change to any field is a new hash. An integer beyond ±2^53 in
-/// a schema is hashed by its exact digits, so every definition has one.
-pub fn definition_hash(definition: &Value) -> String {
-    let text = canonical_lossless(definition);
-    format!(
-        "{SHA256_PREFIX}{}",
-        hex::encode(Sha256::digest(text.as_bytes()))
-    )
-}
-
-impl PinnedDefinition {
-    /// A listed definition, hashed.
-    pub fn of(tool: &str, definition: &Value) -> PinnedDefinition {
-        PinnedDefinition {
-            tool: tool.to_owned(),
-            definition_hash: definition_hash(definition),
-            definition: JsonText::from_value(definition),
-        }
-    }
-}
-
-/// Why a definition was quarantined.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum QuarantineReason {
-    /// The tool was not in the upstream's first listing.
-    New,
-    /// The tool's definition differs from the one accepted.
-    Changed,
-}
-
-impl QuarantineReason {
-    /// The snake_case name used in tables and JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            QuarantineReason::New => "new",
-            QuarantineReason::Changed => "changed",
-        }
-    }
-}
-
-/// One definition of a tool, as a pin holds it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PinnedDefinition {
-    /// The upstream's own name for the tool.
-    pub tool: String,
-    /// [`definition_hash`] of `definition`.
-    pub definition_hash: String,
-    /// The whole definition as listed.
-    pub definition: JsonText,
-}
 
 /// A definition held back from clients.
 #[derive(Debug, Clone, PartialEq)]

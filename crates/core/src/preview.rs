@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::canonical::canonical_lossless;
-use crate::digest::{HMAC_PREFIX, SHA256_PREFIX, hmac_hex, sha256_hex};
+use crate::hash::{HMAC_PREFIX, SHA256_PREFIX, hmac_hex, sha256_hex};
 
 /// What a step's preview showed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -8,12 +8,11 @@
 //! steps planned since, and steps whose status changed (discarded,
 //! expired, started, applied, failed, in doubt).
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::event::Event;
 use crate::fold::{KeyState, Step, StepStatus};
-use crate::view::StepView;
+use crate::view::{AmendedStep, JsonChange, PlanDiff, SinceReview, StatusChange, StepView};
 
 /// The plan at revision `revision`: the key's events folded, in seq order,
 /// up to (not including) the first that would take the plan past it. A
@@ -38,45 +37,6 @@ pub fn at_revision<'a>(
     state
 }
 
-/// A step whose status changed between two revisions.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StatusChange {
-    /// The step.
-    pub step_id: String,
-    /// Its position in the plan.
-    pub position: u32,
-    /// The tool as the agent called it.
-    pub exposed_as: String,
-    /// What it was predicted to do.
-    pub predicted_effect: String,
-    /// Its status then.
-    pub from: StepStatus,
-    /// Its status now.
-    pub to: StepStatus,
-}
-
-/// A step a person amended between two revisions.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AmendedStep {
-    /// The step.
-    pub step_id: String,
-    /// Its position in the plan.
-    pub position: u32,
-    /// The tool as the agent called it.
-    pub exposed_as: String,
-    /// Who amended it last.
-    pub by: String,
-    /// The change to its redacted arguments.
-    pub arguments: Vec<JsonChange>,
-    /// What it was predicted to do then.
-    pub predicted_effect_then: String,
-    /// What it is predicted to do now.
-    pub predicted_effect_now: String,
-    /// Whether its preview (what the upstream showed of the target)
-    /// changed.
-    pub preview_changed: bool,
-}
-
 impl AmendedStep {
     /// The amendment from `then` to `now` (the same step), if it was amended.
     fn between(then: &Step, now: &Step) -> Option<AmendedStep> {
@@ -95,28 +55,6 @@ impl AmendedStep {
             preview_changed: then.record.preview != now.record.preview,
         })
     }
-}
-
-/// What changed in a plan between two revisions (`plans diff`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PlanDiff {
-    /// The revision compared from.
-    pub since: u64,
-    /// The revision now.
-    pub revision: u64,
-    /// Steps planned since, as a person sees them (redacted), in plan
-    /// order.
-    pub added: Vec<StepView>,
-    /// Steps that existed then and whose status changed, in plan order.
-    pub status_changed: Vec<StatusChange>,
-    /// Steps a person amended since, with the change to their (redacted)
-    /// arguments and what their preview says now, in plan order.
-    pub amended: Vec<AmendedStep>,
-    /// The plan digest then and now: an approval of the earlier digest
-    /// does not cover a plan whose digest changed.
-    pub digest_then: String,
-    /// The plan digest now.
-    pub digest_now: String,
 }
 
 impl PlanDiff {
@@ -143,29 +81,6 @@ impl PlanDiff {
     pub fn is_empty(&self) -> bool {
         self.added.is_empty() && self.status_changed.is_empty() && self.amended.is_empty()
     }
-}
-
-/// What changed since the last review that recorded its revision, as
-/// `get_plan` and `plans show` say it: compact (step ids; the steps
-/// themselves are listed beside it).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SinceReview {
-    /// The revision the review saw.
-    pub reviewed_revision: u64,
-    /// The revision now.
-    pub revision: u64,
-    /// Steps planned since, by id, in plan order.
-    pub added: Vec<String>,
-    /// Steps whose status changed since, in plan order.
-    pub status_changed: Vec<StatusChange>,
-    /// Steps a person amended since, in plan order, each with the change
-    /// to its (redacted) arguments since the review and whether its
-    /// preview changed.
-    #[serde(default)]
-    pub amended: Vec<AmendedStep>,
-    /// Whether the plan digest moved: an approval given then does not
-    /// cover the plan now.
-    pub digest_changed: bool,
 }
 
 impl KeyState {
@@ -256,20 +171,6 @@ fn changes(now: &KeyState, before: impl Fn(&str) -> Option<(StepStatus, u32)>) -
 /// How many times `step` was amended.
 fn amendments(step: &Step) -> u32 {
     step.amendment.as_ref().map_or(0, |a| a.count)
-}
-
-/// One change between two JSON values, at a JSON pointer (RFC 6901) into
-/// them: a value added, removed or replaced.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct JsonChange {
-    /// Where, as a JSON pointer (`""` for the whole value).
-    pub path: String,
-    /// The value before; absent when it was added.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub before: Option<Value>,
-    /// The value after; absent when it was removed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub after: Option<Value>,
 }
 
 /// The changes from `before` to `after`, in path order: objects compared

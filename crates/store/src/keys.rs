@@ -20,11 +20,7 @@ use crate::tokens::{fmt_created, is_valid_name, is_well_formed, looks_like_id};
 /// The readable prefix of every token, so a leaked one is recognisable
 /// (and findable by secret scanners).
 pub const TOKEN_PREFIX: &str = "pgk_";
-/// How many leading characters of a token are kept as [`ApiKey::prefix`]:
-/// enough to tell keys apart in a listing, far too few to guess the rest.
-pub const SHOWN_PREFIX_LEN: usize = 12;
-/// The longest key name accepted.
-pub const MAX_KEY_NAME_LEN: usize = 64;
+pub use crate::tokens::{MAX_KEY_NAME_LEN, SHOWN_PREFIX_LEN};
 
 const KEY_ID_PREFIX: &str = "key_";
 

@@ -13,8 +13,13 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 use crate::StoreError;
-use crate::keys::{MAX_KEY_NAME_LEN, SHOWN_PREFIX_LEN};
 use crate::random::random_bytes;
+
+/// How many leading characters of a token are kept as [`crate::ApiKey::prefix`]:
+/// enough to tell keys apart in a listing, far too few to guess the rest.
+pub const SHOWN_PREFIX_LEN: usize = 12;
+/// The longest key name accepted.
+pub const MAX_KEY_NAME_LEN: usize = 64;
 
 /// The length of a token after its prefix: base64url, no padding, of 32
 /// bytes.

@@ -24,8 +24,9 @@ mod text;
 use text::{push_quoted_marker, skip_ws, value_end};
 
 use crate::canonical::{canonical_lossless, push_pointer_token};
-use crate::digest::HMAC_PREFIX;
-use crate::{CanonicalError, check_safe_integers, hmac_hex};
+use crate::hash::HMAC_PREFIX;
+use crate::hash::hmac_hex;
+use crate::{CanonicalError, check_safe_integers};
 
 /// What a redacted value is replaced with.
 pub const REDACTED: &str = "[redacted]";

@@ -8,6 +8,10 @@
 //! these types, never JSON picked apart by string keys. Optional fields
 //! are left out when absent, as the contract shows them.
 
+mod changes;
+
+pub use changes::{AmendedStep, JsonChange, PlanDiff, SinceReview, StatusChange};
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -163,7 +167,7 @@ fn shown_as_digest(value: &Value) -> String {
     format!(
         "[{} bytes, sha256:{}: not shown here; get_plan with this step's step_id shows it whole]",
         text.len(),
-        crate::digest::sha256_hex(text.as_bytes())
+        crate::hash::sha256_hex(text.as_bytes())
     )
 }
 
@@ -384,7 +388,7 @@ pub struct PlanView {
     /// What changed since the last review that recorded its revision
     /// (absent if none did, or nothing changed since).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub since_review: Option<crate::SinceReview>,
+    pub since_review: Option<SinceReview>,
     /// Whether that digest is approved by someone whose approval counts.
     pub approved: bool,
     /// Every open step, in plan order.
@@ -427,7 +431,7 @@ pub struct KeyPlanView {
     pub reviewed_revision: Option<u64>,
     /// What changed since that review (absent if nothing did).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub since_review: Option<crate::SinceReview>,
+    pub since_review: Option<SinceReview>,
     /// Whether that digest is approved by someone whose approval counts.
     pub approved: bool,
     /// Every open step, with its attempts.
@@ -628,7 +632,7 @@ mod tests {
             shown["content"]
                 .as_str()
                 .unwrap()
-                .contains(&crate::digest::sha256_hex(text.as_bytes()))
+                .contains(&crate::hash::sha256_hex(text.as_bytes()))
         );
         let small = json!({"a": [1, 2, {"b": "c"}]});
         assert_eq!(compact(small.clone()), small);
