@@ -26,10 +26,28 @@ pub(super) async fn recheck(
     let tool = tool_as_planned(gw, &catalog, record)?;
     // The key's check, asked beside the step's claim (`KeyCheck`).
     key?;
-    declared_only(tool, record)?;
-    no_rule_refuses(gw, acting, tool, record, secrets).await?;
-    target_as_seen(gw, acting, tool, record, secrets).await?;
-    version_as_planned(gw, tool, record, secrets).await
+    let fresh = Fresh {
+        gw,
+        acting,
+        tool,
+        record,
+        secrets,
+    };
+    fresh.declared_only()?;
+    fresh.no_rule_refuses().await?;
+    fresh.target_as_seen().await?;
+    fresh.version_as_planned().await
+}
+
+/// What the checks after the tool's own look at: the step, its tool as
+/// offered now, the secrets sealed with it (its real arguments, and what
+/// every message is scrubbed of).
+struct Fresh<'a> {
+    gw: &'a Gateway,
+    acting: &'a Acting,
+    tool: &'a CatalogTool,
+    record: &'a StepRecord,
+    secrets: &'a [(String, Value)],
 }
 
 /// A step's failure before its call: nothing was sent.
@@ -110,196 +128,191 @@ fn tool_as_planned<'c>(
     Ok(tool)
 }
 
-/// An argument the tool does not take (a step planned before plangate
-/// refused those) could have passed a rule it should not have.
-fn declared_only(tool: &CatalogTool, record: &StepRecord) -> Result<(), StepError> {
-    let undeclared = plangate_core::undeclared(&tool.tool.input_schema, &record.arguments.value());
-    if !undeclared.refused.is_empty() {
-        return Err(fail(
-            Code::InvalidArguments,
-            format!(
-                "{} does not take {}: its input schema does not declare it, and a rule may have decided on it. Nothing was sent; plan the write again without it",
-                tool.exposed,
-                undeclared.refused.join(", ")
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// A refuse rule added (or matching) since the step was planned stops
-/// it: the operator's "never" holds at apply too.
-async fn no_rule_refuses(
-    gw: &Gateway,
-    acting: &Acting,
-    tool: &CatalogTool,
-    record: &StepRecord,
-    secrets: &[(String, Value)],
-) -> Result<(), StepError> {
-    if gw.policy().is_empty() {
-        return Ok(());
-    }
-    let real = restore_secrets(&record.arguments.value(), secrets);
-    let mode = match gw.log().state(&acting.key.id).await {
-        Ok(state) => gw.config().modes.in_force(&state).spec.name,
-        Err(_) => gw.config().modes.default_name().to_owned(),
-    };
-    let undeclared = plangate_core::undeclared(&tool.tool.input_schema, &real).allowed;
-    let paths =
-        crate::policy::call_paths(Some(gw), &gw.config(), &record.server, &tool.paths, &real).await;
-    let policy = gw.policy();
-    let who = crate::policy::Who {
-        name: &acting.key.name,
-        scope: acting.key.scope.as_str(),
-    };
-    if let Some(m) = crate::policy::judge(
-        &policy,
-        tool.into(),
-        tool.effect,
-        who,
-        &mode,
-        &real,
-        &undeclared,
-        &paths,
-    ) && m.outcome == plangate_policy::Outcome::Refuse
-    {
-        let doubt = m
-            .error
-            .map(|e| format!(" (its condition could not be evaluated — {e} — and a refuse rule refuses when in doubt)"))
-            .unwrap_or_default();
-        return Err(fail(
-            Code::ForbiddenByRule,
-            gw.redactor().scrub_text(
-                &format!(
-                    "the operator's rule {:?} refuses it now: {}{doubt}. Nothing was sent",
-                    m.rule,
-                    m.message.unwrap_or("")
-                ),
-                secrets,
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// A profile's preview: the target must be as the person saw it, at the
-/// place they saw it — read with a read that may still be made.
-async fn target_as_seen(
-    gw: &Gateway,
-    acting: &Acting,
-    tool: &CatalogTool,
-    record: &StepRecord,
-    secrets: &[(String, Value)],
-) -> Result<(), StepError> {
-    let (Some(planned), Some(spec)) = (
-        record.preview.as_ref().and_then(|p| p.before_digest()),
-        crate::preview::spec_of(gw, tool),
-    ) else {
-        return Ok(());
-    };
-    let real = restore_secrets(&record.arguments.value(), secrets);
-    let read_args =
-        serde_json::Value::Object(plangate_config::profiles::read_arguments(spec, &real));
-    let in_force = match gw.log().state(&acting.key.id).await {
-        Ok(state) => gw.config().modes.in_force(&state).spec,
-        Err(_) => gw.config().modes.resolve(None).0,
-    };
-    let checked = match crate::preview::access(
-        gw,
-        acting,
-        &in_force,
-        &record.server,
-        &spec.read,
-        &read_args,
-    )
-    .await
-    {
-        crate::preview::Access::Never(why) => Err(format!("the target cannot be checked: {why}")),
-        _ => crate::preview::still_as_seen(gw, tool, spec, &real, planned).await,
-    };
-    if let Err(why) = checked {
-        // What a withheld preview read stays unsaid here too.
-        let why = if record.preview_withheld.is_some() {
-            "the target changed since the person reviewed it, or cannot be read to check it"
-                .to_owned()
-        } else {
-            gw.redactor().scrub_text(&why, secrets)
-        };
-        return Err(fail(
-            Code::StaleTarget,
-            format!(
-                "{why}: the person approved it as it was then. Nothing was sent; plan the write again so they review it as it is now",
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// The configured preview tool must still show the target as it was when
-/// planned (the version it reported then).
-async fn version_as_planned(
-    gw: &Gateway,
-    tool: &CatalogTool,
-    record: &StepRecord,
-    secrets: &[(String, Value)],
-) -> Result<(), StepError> {
-    let config = gw.config();
-    let settings = config.tool_settings(&record.server, &record.tool);
-    let (Some(preview_tool), Some(planned_version)) = (
-        settings.and_then(|s| s.preview.clone()),
-        record.target_version.clone(),
-    ) else {
-        return Ok(());
-    };
-    if tool.effect < Effect::Write {
-        return Ok(());
-    }
-    let Some(upstream) = gw.upstream(&record.server) else {
-        return Err(fail(
-            Code::UpstreamUnavailable,
-            format!(
-                "upstream {} is not connected; nothing was sent",
-                record.server
-            ),
-        ));
-    };
-    let mut params = CallToolRequestParams::new(preview_tool);
-    params.arguments = restore_secrets(&record.arguments.value(), secrets)
-        .as_object()
-        .cloned();
-    let never = tokio_util::sync::CancellationToken::new();
-    let preview = upstream.call(gw.metrics(), params, None, &never).await;
-    let now_version = match preview {
-        Ok(r) if r.is_error != Some(true) => r
-            .structured_content
-            .and_then(|s| s.get("target_version").cloned()),
-        Ok(r) => {
-            let why = r
-                .content
-                .iter()
-                .find_map(|c| {
-                    c.as_text()
-                        .map(|t| gw.redactor().scrub_text(&t.text, secrets))
-                })
-                .unwrap_or_default();
+impl Fresh<'_> {
+    /// An argument the tool does not take (a step planned before plangate
+    /// refused those) could have passed a rule it should not have.
+    fn declared_only(&self) -> Result<(), StepError> {
+        let (tool, record) = (self.tool, self.record);
+        let undeclared =
+            plangate_core::undeclared(&tool.tool.input_schema, &record.arguments.value());
+        if !undeclared.refused.is_empty() {
             return Err(fail(
-                Code::StaleTarget,
-                format!("the target is no longer as planned: {why}. Nothing was sent"),
+                Code::InvalidArguments,
+                format!(
+                    "{} does not take {}: its input schema does not declare it, and a rule may have decided on it. Nothing was sent; plan the write again without it",
+                    tool.exposed,
+                    undeclared.refused.join(", ")
+                ),
             ));
         }
-        _ => None,
-    };
-    if now_version.as_ref() != Some(&planned_version) {
-        return Err(fail(
-            Code::StaleTarget,
-            format!(
-                "the target changed since the step was planned (version {} then, {} now); show the person the new state and plan again. Nothing was sent",
-                planned_version,
-                now_version
-                    .map(|v| v.to_string())
-                    .unwrap_or_else(|| "unknown".into())
-            ),
-        ));
+        Ok(())
     }
-    Ok(())
+
+    /// A refuse rule added (or matching) since the step was planned stops
+    /// it: the operator's "never" holds at apply too.
+    async fn no_rule_refuses(&self) -> Result<(), StepError> {
+        let (gw, acting, tool, record, secrets) =
+            (self.gw, self.acting, self.tool, self.record, self.secrets);
+        if gw.policy().is_empty() {
+            return Ok(());
+        }
+        let real = restore_secrets(&record.arguments.value(), secrets);
+        let mode = match gw.log().state(&acting.key.id).await {
+            Ok(state) => gw.config().modes.in_force(&state).spec.name,
+            Err(_) => gw.config().modes.default_name().to_owned(),
+        };
+        let undeclared = plangate_core::undeclared(&tool.tool.input_schema, &real).allowed;
+        let paths =
+            crate::policy::call_paths(Some(gw), &gw.config(), &record.server, &tool.paths, &real)
+                .await;
+        let policy = gw.policy();
+        let who = crate::policy::Who {
+            name: &acting.key.name,
+            scope: acting.key.scope.as_str(),
+        };
+        if let Some(m) = crate::policy::judge(
+            &policy,
+            tool.into(),
+            tool.effect,
+            who,
+            &mode,
+            &real,
+            &undeclared,
+            &paths,
+        ) && m.outcome == plangate_policy::Outcome::Refuse
+        {
+            let doubt = m
+                .error
+                .map(|e| format!(" (its condition could not be evaluated — {e} — and a refuse rule refuses when in doubt)"))
+                .unwrap_or_default();
+            return Err(fail(
+                Code::ForbiddenByRule,
+                gw.redactor().scrub_text(
+                    &format!(
+                        "the operator's rule {:?} refuses it now: {}{doubt}. Nothing was sent",
+                        m.rule,
+                        m.message.unwrap_or("")
+                    ),
+                    secrets,
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A profile's preview: the target must be as the person saw it, at the
+    /// place they saw it — read with a read that may still be made.
+    async fn target_as_seen(&self) -> Result<(), StepError> {
+        let (gw, acting, tool, record, secrets) =
+            (self.gw, self.acting, self.tool, self.record, self.secrets);
+        let (Some(planned), Some(spec)) = (
+            record.preview.as_ref().and_then(|p| p.before_digest()),
+            crate::preview::spec_of(gw, tool),
+        ) else {
+            return Ok(());
+        };
+        let real = restore_secrets(&record.arguments.value(), secrets);
+        let read_args =
+            serde_json::Value::Object(plangate_config::profiles::read_arguments(spec, &real));
+        let in_force = match gw.log().state(&acting.key.id).await {
+            Ok(state) => gw.config().modes.in_force(&state).spec,
+            Err(_) => gw.config().modes.resolve(None).0,
+        };
+        let checked = match crate::preview::access(
+            gw,
+            acting,
+            &in_force,
+            &record.server,
+            &spec.read,
+            &read_args,
+        )
+        .await
+        {
+            crate::preview::Access::Never(why) => {
+                Err(format!("the target cannot be checked: {why}"))
+            }
+            _ => crate::preview::still_as_seen(gw, tool, spec, &real, planned).await,
+        };
+        if let Err(why) = checked {
+            // What a withheld preview read stays unsaid here too.
+            let why = if record.preview_withheld.is_some() {
+                "the target changed since the person reviewed it, or cannot be read to check it"
+                    .to_owned()
+            } else {
+                gw.redactor().scrub_text(&why, secrets)
+            };
+            return Err(fail(
+                Code::StaleTarget,
+                format!(
+                    "{why}: the person approved it as it was then. Nothing was sent; plan the write again so they review it as it is now",
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The configured preview tool must still show the target as it was when
+    /// planned (the version it reported then).
+    async fn version_as_planned(&self) -> Result<(), StepError> {
+        let (gw, tool, record, secrets) = (self.gw, self.tool, self.record, self.secrets);
+        let config = gw.config();
+        let settings = config.tool_settings(&record.server, &record.tool);
+        let (Some(preview_tool), Some(planned_version)) = (
+            settings.and_then(|s| s.preview.clone()),
+            record.target_version.clone(),
+        ) else {
+            return Ok(());
+        };
+        if tool.effect < Effect::Write {
+            return Ok(());
+        }
+        let Some(upstream) = gw.upstream(&record.server) else {
+            return Err(fail(
+                Code::UpstreamUnavailable,
+                format!(
+                    "upstream {} is not connected; nothing was sent",
+                    record.server
+                ),
+            ));
+        };
+        let mut params = CallToolRequestParams::new(preview_tool);
+        params.arguments = restore_secrets(&record.arguments.value(), secrets)
+            .as_object()
+            .cloned();
+        let never = tokio_util::sync::CancellationToken::new();
+        let preview = upstream.call(gw.metrics(), params, None, &never).await;
+        let now_version = match preview {
+            Ok(r) if r.is_error != Some(true) => r
+                .structured_content
+                .and_then(|s| s.get("target_version").cloned()),
+            Ok(r) => {
+                let why = r
+                    .content
+                    .iter()
+                    .find_map(|c| {
+                        c.as_text()
+                            .map(|t| gw.redactor().scrub_text(&t.text, secrets))
+                    })
+                    .unwrap_or_default();
+                return Err(fail(
+                    Code::StaleTarget,
+                    format!("the target is no longer as planned: {why}. Nothing was sent"),
+                ));
+            }
+            _ => None,
+        };
+        if now_version.as_ref() != Some(&planned_version) {
+            return Err(fail(
+                Code::StaleTarget,
+                format!(
+                    "the target changed since the step was planned (version {} then, {} now); show the person the new state and plan again. Nothing was sent",
+                    planned_version,
+                    now_version
+                        .map(|v| v.to_string())
+                        .unwrap_or_else(|| "unknown".into())
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
