@@ -5,9 +5,11 @@
 //! answers lists from the catalog, and forwards calls, reads and prompts to
 //! the upstream that owns them — or refuses them per policy.
 //!
-//! `tools/call` is the pipeline in [`call`]; plangate's own tools are
-//! [`gateway_tools`]; sending a call upstream and relaying what the
-//! upstream asks on the way is [`forward`].
+//! `tools/call` is the pipeline in [`call`] — its checks in [`validate`],
+//! its decision in [`judge`], asking the person in [`ask`], its end on the
+//! record in [`record`]; plangate's own tools are [`gateway_tools`];
+//! sending a call upstream and relaying what the upstream asks on the way
+//! is [`forward`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -31,11 +33,15 @@ use serde_json::Value;
 use crate::Gateway;
 use crate::auth::{self, Caller, Denied};
 
+mod ask;
 mod call;
 mod forward;
 mod gateway_tools;
+mod judge;
 mod mrtr;
+mod record;
 mod traced;
+mod validate;
 
 pub use traced::Traced;
 
