@@ -11,13 +11,13 @@
 //! (compare-and-set on the key's log), so one wins and the other is told
 //! `plan_changed` with nothing recorded.
 
-use plangate_core::{Code, EventKind, KeyState, StepStatus, keep_sealed};
+use plangate_core::{Code, EventKind, KeyState, Step, StepRecord, StepStatus, keep_sealed};
 use serde_json::Value;
 
-use crate::Gateway;
 use crate::acting::Acting;
 use crate::operator::{OperatorError, refresh};
-use crate::plan::{open_secrets, prepare_step};
+use crate::plan::{open_secrets, planned_tool, prepare_step};
+use crate::{Catalog, CatalogTool, Gateway};
 
 /// Why new arguments cannot amend a step (all `invalid_arguments`).
 fn bad(why: String) -> OperatorError {
@@ -45,49 +45,8 @@ pub async fn amend(
     };
     let record = &old.record;
     let catalog = gw.catalog();
-    let Some(tool) = catalog
-        .tools
-        .iter()
-        .find(|t| t.upstream == record.server && t.original == record.tool)
-    else {
-        return Err(OperatorError::UpstreamDown {
-            server: record.server.clone(),
-            why: format!(
-                "{} is not offered now, so the new arguments cannot be checked or previewed",
-                record.tool
-            ),
-        });
-    };
-    if !tool.enabled || tool.withheld.is_some() {
-        return Err(OperatorError::Refused(crate::refusal::Refusal::new(
-            tool.withheld.as_ref().map_or(Code::Forbidden, |w| w.code()),
-            format!(
-                "{} is not offered to agents now, so the step cannot be amended; discard it instead",
-                tool.exposed
-            ),
-        )));
-    }
-    // "[redacted]" keeps the value sealed at that place.
-    let sealed = open_secrets(gw, record).ok_or_else(|| {
-        bad(format!(
-            "step {step_id}'s sealed values cannot be opened with this data dir's keys, so \"[redacted]\" cannot stand for them; give every value"
-        ))
-    })?;
-    let full = keep_sealed(arguments, &sealed).map_err(|at| {
-        bad(format!(
-            "\"[redacted]\" at {at:?} stands for a sealed value, but step {step_id} holds none there; give the value itself"
-        ))
-    })?;
-    if let Err(e) = plangate_core::check_safe_integers(&full) {
-        return Err(bad(format!("{e}; send it as a string or a smaller number")));
-    }
-    if let Err(errors) = tool.check_arguments(&full) {
-        return Err(bad(format!(
-            "the new arguments do not match {}'s input schema: {}",
-            tool.exposed,
-            errors.join("; ")
-        )));
-    }
+    let tool = amendable_tool(&catalog, record)?;
+    let full = new_arguments(gw, tool, record, arguments)?;
     let Value::Object(object) = &full else {
         return Err(bad("the new arguments must be a JSON object".to_owned()));
     };
@@ -113,37 +72,10 @@ pub async fn amend(
     amended.position = record.position;
     amended.planned_at_ms = record.planned_at_ms;
     amended.rule = record.rule.clone();
-    let seen = old.clone();
     let (state, ()) = gw
         .log()
         .transact(&key.id, |state| {
-            // Exactly the step the person amended, still waiting: else
-            // someone changed it meanwhile (another amendment, an apply, a
-            // discard) and this amendment is of a step that is gone.
-            let unseen = |now: &plangate_core::Step| {
-                seen_revision
-                    .is_some_and(|r| now.amendment.as_ref().is_some_and(|a| a.revision > r))
-            };
-            match state.step(step_id) {
-                Some(now)
-                    if now.status == StepStatus::Planned
-                        && now.record == seen.record
-                        && now.amendment == seen.amendment
-                        && !unseen(now) => {}
-                Some(now) => {
-                    return Err(OperatorError::StepChanged {
-                        key: key.name.clone(),
-                        step: step_id.to_owned(),
-                        status: now.status,
-                    });
-                }
-                None => {
-                    return Err(OperatorError::NoStep {
-                        key: key.name.clone(),
-                        step: step_id.to_owned(),
-                    });
-                }
-            }
+            still_as_seen(state, acting, &old, seen_revision)?;
             let config = gw.config();
             plangate_core::rules::room_for(
                 state,
@@ -158,11 +90,109 @@ pub async fn amend(
             })?;
             let event = acting.event(EventKind::StepAmended {
                 step: amended.clone(),
-                previous_arguments: seen.record.arguments.clone(),
+                previous_arguments: old.record.arguments.clone(),
             });
-            Ok((vec![event], ()))
+            Ok::<_, OperatorError>((vec![event], ()))
         })
         .await??;
     tracing::info!(key = %key.name, step = %step_id, by = ?acting.operator, "step amended");
     Ok(state)
+}
+
+/// The tool the step calls, if agents are offered it now: new arguments
+/// are checked and previewed against it, so a step of a tool gone,
+/// disabled or withheld is not amended (it can be discarded).
+fn amendable_tool<'c>(
+    catalog: &'c Catalog,
+    record: &StepRecord,
+) -> Result<&'c CatalogTool, OperatorError> {
+    let Some(tool) = planned_tool(catalog, record) else {
+        return Err(OperatorError::UpstreamDown {
+            server: record.server.clone(),
+            why: format!(
+                "{} is not offered now, so the new arguments cannot be checked or previewed",
+                record.tool
+            ),
+        });
+    };
+    if !tool.enabled || tool.withheld.is_some() {
+        return Err(OperatorError::Refused(crate::refusal::Refusal::new(
+            tool.withheld.as_ref().map_or(Code::Forbidden, |w| w.code()),
+            format!(
+                "{} is not offered to agents now, so the step cannot be amended; discard it instead",
+                tool.exposed
+            ),
+        )));
+    }
+    Ok(tool)
+}
+
+/// The new arguments in full — `"[redacted]"` replaced by the value sealed
+/// at that place — checked as a call's are: safe integers, the tool's
+/// input schema.
+fn new_arguments(
+    gw: &Gateway,
+    tool: &CatalogTool,
+    record: &StepRecord,
+    arguments: &Value,
+) -> Result<Value, OperatorError> {
+    let step_id = &record.step_id;
+    // "[redacted]" keeps the value sealed at that place.
+    let sealed = open_secrets(gw, record).ok_or_else(|| {
+        bad(format!(
+            "step {step_id}'s sealed values cannot be opened with this data dir's keys, so \"[redacted]\" cannot stand for them; give every value"
+        ))
+    })?;
+    let full = keep_sealed(arguments, &sealed).map_err(|at| {
+        bad(format!(
+            "\"[redacted]\" at {at:?} stands for a sealed value, but step {step_id} holds none there; give the value itself"
+        ))
+    })?;
+    if let Err(e) = plangate_core::check_safe_integers(&full) {
+        return Err(bad(format!("{e}; send it as a string or a smaller number")));
+    }
+    if let Err(errors) = tool.check_arguments(&full) {
+        return Err(bad(format!(
+            "the new arguments do not match {}'s input schema: {}",
+            tool.exposed,
+            errors.join("; ")
+        )));
+    }
+    Ok(full)
+}
+
+/// Whether `state` still holds exactly the step the person amended
+/// (`seen`), still waiting: else someone changed it meanwhile (another
+/// amendment, an apply, a discard) and this amendment is of a step that
+/// is gone. An amendment after `seen_revision` is one the person did not
+/// see.
+fn still_as_seen(
+    state: &KeyState,
+    acting: &Acting,
+    seen: &Step,
+    seen_revision: Option<u64>,
+) -> Result<(), OperatorError> {
+    let (key, step_id) = (&acting.key, seen.record.step_id.as_str());
+    let unseen = |now: &Step| {
+        seen_revision.is_some_and(|r| now.amendment.as_ref().is_some_and(|a| a.revision > r))
+    };
+    match state.step(step_id) {
+        Some(now)
+            if now.status == StepStatus::Planned
+                && now.record == seen.record
+                && now.amendment == seen.amendment
+                && !unseen(now) =>
+        {
+            Ok(())
+        }
+        Some(now) => Err(OperatorError::StepChanged {
+            key: key.name.clone(),
+            step: step_id.to_owned(),
+            status: now.status,
+        }),
+        None => Err(OperatorError::NoStep {
+            key: key.name.clone(),
+            step: step_id.to_owned(),
+        }),
+    }
 }

@@ -3,12 +3,13 @@
 //! ones planned against, its effect not raised, and the target unchanged
 //! since its preview. A step that fails one is never sent.
 
-use plangate_core::{Code, Effect, StepError, restore_secrets};
+use plangate_core::{Code, Effect, StepError, StepRecord, restore_secrets};
 use rmcp::model::CallToolRequestParams;
 use serde_json::Value;
 
-use crate::Gateway;
 use crate::acting::Acting;
+use crate::plan::planned_tool;
+use crate::{Catalog, CatalogTool, Gateway};
 
 /// The fresh checks before a step's call (docs/design.md §5 Apply, 2). `key` is
 /// the key's check, asked beside the step's claim; it is reported in its
@@ -21,17 +22,52 @@ pub(super) async fn recheck(
     key: Result<(), StepError>,
 ) -> Result<(), StepError> {
     let record = &step.record;
-    let fail = |code: Code, message: String| StepError {
+    let catalog = gw.catalog();
+    let tool = tool_as_planned(gw, &catalog, record)?;
+    // The key's check, asked beside the step's claim (`KeyCheck`).
+    key?;
+    let fresh = Fresh {
+        gw,
+        acting,
+        tool,
+        record,
+        secrets,
+    };
+    fresh.declared_only()?;
+    fresh.no_rule_refuses().await?;
+    fresh.target_as_seen().await?;
+    fresh.version_as_planned().await
+}
+
+/// What the checks after the tool's own look at: the step, its tool as
+/// offered now, the secrets sealed with it (its real arguments, and what
+/// every message is scrubbed of).
+struct Fresh<'a> {
+    gw: &'a Gateway,
+    acting: &'a Acting,
+    tool: &'a CatalogTool,
+    record: &'a StepRecord,
+    secrets: &'a [(String, Value)],
+}
+
+/// A step's failure before its call: nothing was sent.
+fn fail(code: Code, message: String) -> StepError {
+    StepError {
         code: code.into(),
         message,
         upstream: None,
-    };
-    let catalog = gw.catalog();
-    let Some(tool) = catalog
-        .tools
-        .iter()
-        .find(|t| t.upstream == record.server && t.original == record.tool)
-    else {
+    }
+}
+
+/// The step's tool, if it is still offered, enabled, not withheld, with
+/// the definition and schema the step was planned against and an effect
+/// not raised since.
+fn tool_as_planned<'c>(
+    gw: &Gateway,
+    catalog: &'c Catalog,
+    record: &StepRecord,
+) -> Result<&'c CatalogTool, StepError> {
+    let Some(tool) = planned_tool(catalog, record) else {
         return Err(fail(
             Code::StaleTarget,
             format!(
@@ -89,24 +125,37 @@ pub(super) async fn recheck(
             ),
         ));
     }
-    // The key's check, asked beside the step's claim (`KeyCheck`).
-    key?;
-    // An argument the tool does not take (a step planned before plangate
-    // refused those) could have passed a rule it should not have.
-    let undeclared = plangate_core::undeclared(&tool.tool.input_schema, &record.arguments.value());
-    if !undeclared.refused.is_empty() {
-        return Err(fail(
-            Code::InvalidArguments,
-            format!(
-                "{} does not take {}: its input schema does not declare it, and a rule may have decided on it. Nothing was sent; plan the write again without it",
-                tool.exposed,
-                undeclared.refused.join(", ")
-            ),
-        ));
+    Ok(tool)
+}
+
+impl Fresh<'_> {
+    /// An argument the tool does not take (a step planned before plangate
+    /// refused those) could have passed a rule it should not have.
+    fn declared_only(&self) -> Result<(), StepError> {
+        let (tool, record) = (self.tool, self.record);
+        let undeclared =
+            plangate_core::undeclared(&tool.tool.input_schema, &record.arguments.value());
+        if !undeclared.refused.is_empty() {
+            return Err(fail(
+                Code::InvalidArguments,
+                format!(
+                    "{} does not take {}: its input schema does not declare it, and a rule may have decided on it. Nothing was sent; plan the write again without it",
+                    tool.exposed,
+                    undeclared.refused.join(", ")
+                ),
+            ));
+        }
+        Ok(())
     }
-    // A refuse rule added (or matching) since the step was planned stops
-    // it: the operator's "never" holds at apply too.
-    if !gw.policy().is_empty() {
+
+    /// A refuse rule added (or matching) since the step was planned stops
+    /// it: the operator's "never" holds at apply too.
+    async fn no_rule_refuses(&self) -> Result<(), StepError> {
+        let (gw, acting, tool, record, secrets) =
+            (self.gw, self.acting, self.tool, self.record, self.secrets);
+        if gw.policy().is_empty() {
+            return Ok(());
+        }
         let real = restore_secrets(&record.arguments.value(), secrets);
         let mode = match gw.log().state(&acting.key.id).await {
             Ok(state) => gw.config().modes.in_force(&state).spec.name,
@@ -148,13 +197,20 @@ pub(super) async fn recheck(
                 ),
             ));
         }
+        Ok(())
     }
-    // A profile's preview: the target must be as the person saw it, at
-    // the place they saw it — read with a read that may still be made.
-    if let (Some(planned), Some(spec)) = (
-        record.preview.as_ref().and_then(|p| p.before_digest()),
-        crate::preview::spec_of(gw, tool),
-    ) {
+
+    /// A profile's preview: the target must be as the person saw it, at the
+    /// place they saw it — read with a read that may still be made.
+    async fn target_as_seen(&self) -> Result<(), StepError> {
+        let (gw, acting, tool, record, secrets) =
+            (self.gw, self.acting, self.tool, self.record, self.secrets);
+        let (Some(planned), Some(spec)) = (
+            record.preview.as_ref().and_then(|p| p.before_digest()),
+            crate::preview::spec_of(gw, tool),
+        ) else {
+            return Ok(());
+        };
         let real = restore_secrets(&record.arguments.value(), secrets);
         let read_args =
             serde_json::Value::Object(plangate_config::profiles::read_arguments(spec, &real));
@@ -192,15 +248,24 @@ pub(super) async fn recheck(
                 ),
             ));
         }
+        Ok(())
     }
-    // The preview must still show the target as it was when planned.
-    let config = gw.config();
-    let settings = config.tool_settings(&record.server, &record.tool);
-    if let (Some(preview_tool), Some(planned_version)) = (
-        settings.and_then(|s| s.preview.clone()),
-        record.target_version.clone(),
-    ) && tool.effect >= Effect::Write
-    {
+
+    /// The configured preview tool must still show the target as it was when
+    /// planned (the version it reported then).
+    async fn version_as_planned(&self) -> Result<(), StepError> {
+        let (gw, tool, record, secrets) = (self.gw, self.tool, self.record, self.secrets);
+        let config = gw.config();
+        let settings = config.tool_settings(&record.server, &record.tool);
+        let (Some(preview_tool), Some(planned_version)) = (
+            settings.and_then(|s| s.preview.clone()),
+            record.target_version.clone(),
+        ) else {
+            return Ok(());
+        };
+        if tool.effect < Effect::Write {
+            return Ok(());
+        }
         let Some(upstream) = gw.upstream(&record.server) else {
             return Err(fail(
                 Code::UpstreamUnavailable,
@@ -248,6 +313,6 @@ pub(super) async fn recheck(
                 ),
             ));
         }
+        Ok(())
     }
-    Ok(())
 }

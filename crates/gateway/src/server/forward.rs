@@ -24,7 +24,41 @@ use crate::auth::Caller;
 use crate::hub::Ask;
 use crate::metrics::Outcome;
 use crate::refusal::Refusal;
-use crate::relay::CallEvent;
+use crate::relay::{CallEvent, Running};
+
+/// A call being forwarded: who calls, the upstream's tool, the request it
+/// came in, and — over 2026-07-28 — what binds a parked call's retry to it.
+struct Forwarding<'a> {
+    caller: &'a Caller,
+    upstream: &'a str,
+    original: &'a str,
+    cx: &'a RequestContext<RoleServer>,
+    /// Whether the request speaks 2026-07-28: an upstream's question then
+    /// travels as `input_required`.
+    modern: bool,
+    kid: String,
+    tool: String,
+    /// Digest of the call's arguments (over 2026-07-28; empty before).
+    args: String,
+}
+
+impl Forwarding<'_> {
+    /// Who retries the call, with what.
+    fn who(&self) -> crate::parked::Retry<'_> {
+        crate::parked::Retry {
+            kid: &self.kid,
+            tool: &self.tool,
+            args: &self.args,
+        }
+    }
+}
+
+/// Where forwarding stands after a stage: it goes on with `T`, or the call
+/// ended here with this answer.
+enum Going<T> {
+    On(T),
+    Ended(Result<CallToolResponse, ErrorData>),
+}
 
 impl GatewayHandler {
     /// Calls `original` on upstream `upstream_name` for `caller` and
@@ -37,7 +71,6 @@ impl GatewayHandler {
         request: CallToolRequestParams,
         cx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let metrics = self.gw.metrics();
         let modern = crate::review::modern(cx);
         let kid = caller.key_id().unwrap_or_default().to_owned();
         let tool = request.name.to_string();
@@ -52,62 +85,89 @@ impl GatewayHandler {
         } else {
             String::new()
         };
-        let who = || crate::parked::Retry {
-            kid: &kid,
-            tool: &tool,
-            args: &args,
+        let at = Forwarding {
+            caller,
+            upstream: upstream_name,
+            original,
+            cx,
+            modern,
+            kid,
+            tool,
+            args,
         };
-        let mut running = match request.request_state.as_deref() {
-            // The retry that answers what the upstream asked: the same call
-            // goes on.
-            Some(state) if modern => {
-                match crate::parked::Parked::resume(
-                    &self.gw,
-                    who(),
-                    state,
-                    request.input_responses.as_ref(),
-                ) {
-                    Ok(running) => running,
-                    // SEP-2322: a request state that fails verification is
-                    // rejected as invalid params, not answered as a result.
-                    Err(refusal) => {
-                        return Err(ErrorData::invalid_params(
-                            refusal.message,
-                            Some(json!({"code": refusal.code})),
-                        ));
-                    }
-                }
-            }
-            _ => {
-                let Some(upstream) = self.gw.upstream(upstream_name) else {
-                    metrics.record(upstream_name, original, Outcome::Failed, None);
-                    return Ok(unavailable(upstream_name, &self.gw).into_result().into());
-                };
-                let mut params = CallToolRequestParams::new(original.to_owned());
-                params.arguments = request.arguments;
-                params.meta = forwarded_meta(cx);
-                // A 2026-07-28 client may answer up front (inputResponses
-                // without a request state); a 2026-07-28 upstream reads them.
-                let mut request_meta = None;
-                if upstream.is_modern() {
-                    params.input_responses = request.input_responses;
-                    request_meta = Some(modern_meta(&self.gw, self.session, cx));
-                }
-                crate::relay::start(
-                    self.gw.clone(),
-                    upstream,
-                    params,
-                    request_meta,
-                    self.session,
-                    cx.meta.get_progress_token(),
-                )
-            }
+        let running = match self.open(&at, request) {
+            Going::On(running) => running,
+            Going::Ended(answer) => return answer,
         };
+        let (outcome, running) = match self.relay(&at, running).await {
+            Going::On(done) => done,
+            Going::Ended(answer) => return answer,
+        };
+        let elapsed = running.started.elapsed();
+        let upstream = running.upstream.clone();
+        drop(running);
+        self.answered(&at, outcome, &upstream, elapsed)
+    }
+
+    /// Sends the call upstream — or, for the retry that answers what the
+    /// upstream asked, takes the same call up again.
+    fn open(&self, at: &Forwarding<'_>, request: CallToolRequestParams) -> Going<Running> {
+        let (upstream_name, original, cx) = (at.upstream, at.original, at.cx);
+        if let Some(state) = request.request_state.as_deref()
+            && at.modern
+        {
+            let responses = request.input_responses.as_ref();
+            return match crate::parked::Parked::resume(&self.gw, at.who(), state, responses) {
+                Ok(running) => Going::On(running),
+                // SEP-2322: a request state that fails verification is
+                // rejected as invalid params, not answered as a result.
+                Err(refusal) => Going::Ended(Err(ErrorData::invalid_params(
+                    refusal.message,
+                    Some(json!({"code": refusal.code})),
+                ))),
+            };
+        }
+        let Some(upstream) = self.gw.upstream(upstream_name) else {
+            let metrics = self.gw.metrics();
+            metrics.record(upstream_name, original, Outcome::Failed, None);
+            return Going::Ended(Ok(unavailable(upstream_name, &self.gw)
+                .into_result()
+                .into()));
+        };
+        let mut params = CallToolRequestParams::new(original.to_owned());
+        params.arguments = request.arguments;
+        params.meta = forwarded_meta(cx);
+        // A 2026-07-28 client may answer up front (inputResponses without
+        // a request state); a 2026-07-28 upstream reads them.
+        let mut request_meta = None;
+        if upstream.is_modern() {
+            params.input_responses = request.input_responses;
+            request_meta = Some(modern_meta(&self.gw, self.session, cx));
+        }
+        Going::On(crate::relay::start(
+            self.gw.clone(),
+            upstream,
+            params,
+            request_meta,
+            self.session,
+            cx.meta.get_progress_token(),
+        ))
+    }
+
+    /// Relays the running call's progress and questions to the client
+    /// until the upstream answers (or its channel closes): then the
+    /// outcome, with the call it came from.
+    async fn relay(
+        &self,
+        at: &Forwarding<'_>,
+        mut running: Running,
+    ) -> Going<(Result<ServerResult, ServiceError>, Running)> {
+        let cx = at.cx;
         let my_token = cx.meta.get_progress_token();
-        let outcome = loop {
+        loop {
             tokio::select! {
                 event = running.events.recv() => match event {
-                    Some(CallEvent::Done(r)) => break r,
+                    Some(CallEvent::Done(r)) => return Going::On((r, running)),
                     Some(CallEvent::Progress(mut p)) => {
                         // A retry may carry a token of its own.
                         if let Some(token) = &my_token {
@@ -115,54 +175,83 @@ impl GatewayHandler {
                             let _ = Box::pin(cx.peer.notify_progress(p)).await;
                         }
                     }
-                    Some(CallEvent::Asks(asks)) => {
-                        let (asks, undeclared): (Vec<_>, Vec<_>) =
-                            asks.into_iter().partition(|(_, ask)| declared(cx, ask));
-                        for (_, ask) in undeclared {
-                            decline(ask);
-                        }
-                        if asks.is_empty() {
-                            continue;
-                        }
-                        if modern {
-                            match crate::parked::Parked::park_many(&self.gw, who(), running, asks) {
-                                Ok(response) => {
-                                    tracing::info!(upstream = upstream_name, tool = original, caller = caller.label(), "call waits for the client to answer its upstream's question");
-                                    return Ok(response);
-                                }
-                                Err(back) => {
-                                    let (back, asks) = *back;
-                                    running = back;
-                                    for (_, ask) in asks {
-                                        decline(ask);
-                                    }
-                                }
-                            }
-                        } else {
-                            // A client that goes away while it is being
-                            // asked cancels its call: the question is
-                            // dropped (the upstream hears a decline) and
-                            // the call stops counting as in flight.
-                            for (_, ask) in asks {
-                                tokio::select! {
-                                    () = Box::pin(answer_ask(ask, cx)) => {}
-                                    () = cx.ct.cancelled() => {
-                                        return Err(self.cancelled(&running, upstream_name, original, caller));
-                                    }
-                                }
-                            }
-                        }
-                    }
-                    None => break Err(ServiceError::TransportClosed),
+                    Some(CallEvent::Asks(asks)) => match self.relay_asks(at, running, asks).await {
+                        Going::On(back) => running = back,
+                        Going::Ended(answer) => return Going::Ended(answer),
+                    },
+                    None => return Going::On((Err(ServiceError::TransportClosed), running)),
                 },
                 () = cx.ct.cancelled() => {
-                    return Err(self.cancelled(&running, upstream_name, original, caller));
+                    return Going::Ended(Err(self.cancelled(&running, at)));
                 }
             }
-        };
-        let elapsed = running.started.elapsed();
-        let upstream = running.upstream.clone();
-        drop(running);
+        }
+    }
+
+    /// Relays what the upstream asked during the call: a question the
+    /// client did not declare it can answer is declined; over 2026-07-28
+    /// the call is parked and the client answers on its retry; before, each
+    /// question is asked inside the client's request.
+    async fn relay_asks(
+        &self,
+        at: &Forwarding<'_>,
+        running: Running,
+        asks: Vec<(String, Ask)>,
+    ) -> Going<Running> {
+        let cx = at.cx;
+        let (asks, undeclared): (Vec<_>, Vec<_>) =
+            asks.into_iter().partition(|(_, ask)| declared(cx, ask));
+        for (_, ask) in undeclared {
+            decline(ask);
+        }
+        if asks.is_empty() {
+            return Going::On(running);
+        }
+        if at.modern {
+            return match crate::parked::Parked::park_many(&self.gw, at.who(), running, asks) {
+                Ok(response) => {
+                    tracing::info!(
+                        upstream = at.upstream,
+                        tool = at.original,
+                        caller = at.caller.label(),
+                        "call waits for the client to answer its upstream's question"
+                    );
+                    Going::Ended(Ok(response))
+                }
+                Err(back) => {
+                    let (back, asks) = *back;
+                    for (_, ask) in asks {
+                        decline(ask);
+                    }
+                    Going::On(back)
+                }
+            };
+        }
+        // A client that goes away while it is being asked cancels its
+        // call: the question is dropped (the upstream hears a decline) and
+        // the call stops counting as in flight.
+        for (_, ask) in asks {
+            tokio::select! {
+                () = Box::pin(answer_ask(ask, cx)) => {}
+                () = cx.ct.cancelled() => {
+                    return Going::Ended(Err(self.cancelled(&running, at)));
+                }
+            }
+        }
+        Going::On(running)
+    }
+
+    /// The upstream's outcome as the client's answer, metered and logged: a
+    /// result as it is, an upstream's JSON-RPC error as that error, and no
+    /// answer as `upstream_unavailable`.
+    fn answered(
+        &self,
+        at: &Forwarding<'_>,
+        outcome: Result<ServerResult, ServiceError>,
+        upstream: &crate::Upstream,
+        elapsed: std::time::Duration,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let (metrics, upstream_name, original) = (self.gw.metrics(), at.upstream, at.original);
         let ms = elapsed.as_secs_f64() * 1000.0;
         match outcome {
             Ok(ServerResult::CallToolResult(mut result)) => {
@@ -181,7 +270,7 @@ impl GatewayHandler {
                 tracing::info!(
                     upstream = upstream_name,
                     tool = original,
-                    caller = caller.label(),
+                    caller = at.caller.label(),
                     is_error,
                     ms,
                     "tool call"
@@ -202,7 +291,7 @@ impl GatewayHandler {
                 tracing::info!(
                     upstream = upstream_name,
                     tool = original,
-                    caller = caller.label(),
+                    caller = at.caller.label(),
                     code = e.code.0,
                     ms,
                     "tool call: upstream error"
@@ -210,31 +299,25 @@ impl GatewayHandler {
                 Err(e)
             }
             Err(e) => Ok(self
-                .call_failed(&upstream, original, e, Some(elapsed))
+                .call_failed(upstream, original, e, Some(elapsed))
                 .into()),
         }
     }
 
     /// The client cancelled its request (or its session ended): the
     /// upstream call is cancelled too.
-    fn cancelled(
-        &self,
-        running: &crate::relay::Running,
-        upstream_name: &str,
-        original: &str,
-        caller: &Caller,
-    ) -> ErrorData {
+    fn cancelled(&self, running: &Running, at: &Forwarding<'_>) -> ErrorData {
         running.cancel();
         self.gw.metrics().record(
-            upstream_name,
-            original,
+            at.upstream,
+            at.original,
             Outcome::Failed,
             Some(running.started.elapsed()),
         );
         tracing::info!(
-            upstream = upstream_name,
-            tool = original,
-            caller = caller.label(),
+            upstream = at.upstream,
+            tool = at.original,
+            caller = at.caller.label(),
             "call cancelled by the client"
         );
         ErrorData::new(ErrorCode::INTERNAL_ERROR, "request cancelled", None)

@@ -5,43 +5,50 @@
 //! answers lists from the catalog, and forwards calls, reads and prompts to
 //! the upstream that owns them — or refuses them per policy.
 //!
-//! `tools/call` is the pipeline in [`call`]; plangate's own tools are
-//! [`gateway_tools`]; sending a call upstream and relaying what the
-//! upstream asks on the way is [`forward`].
+//! `tools/call` is the pipeline in [`call`] — its checks in [`validate`],
+//! its decision in [`judge`], asking the person in [`ask`], its end on the
+//! record in [`record`]; plangate's own tools are [`gateway_tools`];
+//! sending a call upstream and relaying what the upstream asks on the way
+//! is [`forward`]; prompts, resource reads and completions are
+//! [`relayed`]; what the agent knows of its mode is [`mode`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use plangate_core::Effect;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ErrorCode, GetPromptRequestParams, GetPromptResponse,
     Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ResourceContents, ResultType,
-    ServerCapabilities, ServerConfig,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::json;
 
-use plangate_core::{Channel, DEFAULT_MODE, InForce, ModeSpec, OverAccess};
+use plangate_core::Channel;
 use rmcp::model::ContentBlock;
 use serde_json::Value;
 
 use crate::Gateway;
 use crate::auth::{self, Caller, Denied};
 
+mod ask;
 mod call;
 mod forward;
 mod gateway_tools;
+mod judge;
+mod mode;
 mod mrtr;
+mod record;
+mod relayed;
 mod traced;
+mod validate;
 
 pub use traced::Traced;
 
 pub(crate) use call::seen_would_help;
 pub(crate) use forward::service_error;
-use forward::unavailable;
+use mode::SeenMode;
 
 /// The JSON-RPC error code plangate answers when a request has no caller
 /// it could run as (no key, bad key). In the implementation-defined server
@@ -69,15 +76,6 @@ pub struct GatewayHandler {
     origin: Arc<Origin>,
     session: u64,
     seen: Arc<parking_lot::Mutex<SeenMode>>,
-}
-
-/// What this session's agent was last told about the mode, so a change made
-/// from outside is told exactly once (docs/design.md §4).
-#[derive(Default)]
-struct SeenMode {
-    spec: Option<ModeSpec>,
-    locked: bool,
-    told_undefined: bool,
 }
 
 impl GatewayHandler {
@@ -116,55 +114,6 @@ impl GatewayHandler {
             Origin::Stdio { .. } => Channel::Stdio,
             Origin::Http { .. } => Channel::Http,
         }
-    }
-
-    /// Notes the mode in force for this session. Returns what to tell the
-    /// agent — only when what it can do changed since it last heard (the
-    /// mode's caps, or its lock), or a recorded mode is no longer defined
-    /// (once) — and whether the tool list changed (plan mode on or off).
-    fn observe_mode(&self, in_force: &InForce) -> (Option<String>, bool) {
-        let spec = &in_force.spec;
-        let mut seen = self.seen.lock();
-        let previous = seen.spec.replace(spec.clone());
-        let was_locked = std::mem::replace(&mut seen.locked, in_force.locked());
-        let mut notice = None;
-        let mut list_changed = false;
-        match &previous {
-            None if spec.name != DEFAULT_MODE || in_force.locked() => {
-                notice = Some(describe_mode(in_force, false));
-            }
-            Some(p) if (p.access, p.over_access) != (spec.access, spec.over_access) => {
-                notice = Some(describe_mode(in_force, true));
-                list_changed = p.plan_mode() != spec.plan_mode();
-            }
-            Some(_) if was_locked != in_force.locked() => {
-                notice = Some(describe_mode(in_force, true));
-            }
-            _ => {}
-        }
-        if let Some(u) = &in_force.notice
-            && !seen.told_undefined
-        {
-            seen.told_undefined = true;
-            notice = Some(match notice {
-                Some(n) => format!("{u}. {n}"),
-                None => u.clone(),
-            });
-        }
-        (notice, list_changed)
-    }
-
-    /// Whether the mode in force for key `key_id` is a plan-like mode.
-    async fn in_plan_mode(&self, key_id: &str) -> Result<bool, crate::key_log::LogError> {
-        let state = self.gw.log().state(key_id).await?;
-        Ok(self.gw.config().modes.in_force(&state).spec.plan_mode())
-    }
-
-    /// Records a mode this session set itself (nothing to tell).
-    fn set_seen_mode(&self, in_force: InForce) {
-        let mut seen = self.seen.lock();
-        seen.locked = in_force.locked();
-        seen.spec = Some(in_force.spec);
     }
 
     /// The caller of this request, or the JSON-RPC error that explains why
@@ -223,25 +172,6 @@ impl GatewayHandler {
                 Some(json!({"code": denied.code()})),
             )
         })
-    }
-
-    /// The mode in force for this session's key (from
-    /// [`Modes::in_force`]), noted ([`Self::observe_mode`]): tells the
-    /// client its tool list changed when plan mode went on or off. Returns
-    /// the mode and the notice for the agent.
-    ///
-    /// [`Modes::in_force`]: plangate_core::Modes::in_force
-    async fn tell_mode(
-        &self,
-        in_force: InForce,
-        cx: &RequestContext<RoleServer>,
-    ) -> (InForce, Option<String>) {
-        let (notice, list_changed) = self.observe_mode(&in_force);
-        if list_changed {
-            // Boxed: see `call`'s note on the size of its task.
-            let _ = Box::pin(cx.peer.notify_tool_list_changed()).await;
-        }
-        (in_force, notice)
     }
 }
 
@@ -480,39 +410,7 @@ impl ServerHandler for GatewayHandler {
         cx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         self.caller(&cx).await?;
-        let catalog = self.gw.catalog();
-        let Some(prompt) = catalog.prompt(&request.name) else {
-            return Err(ErrorData::invalid_params(
-                format!("unknown prompt: {}", request.name),
-                None,
-            ));
-        };
-        let Some(upstream) = self.gw.upstream(&prompt.upstream) else {
-            return Err(ErrorData::new(
-                ErrorCode::INTERNAL_ERROR,
-                unavailable(&prompt.upstream, &self.gw).message,
-                Some(json!({"code": "upstream_unavailable"})),
-            ));
-        };
-        let mut params = GetPromptRequestParams::new(prompt.original.clone());
-        params.arguments = request.arguments;
-        if !upstream.is_modern() {
-            // Boxed: rmcp's request futures are kilobytes, and this one
-            // would otherwise sit inline in every request's task (see
-            // `call_tool`).
-            let mut result = Box::pin(upstream.timed(upstream.peer().get_prompt(params)))
-                .await
-                .map_err(|e| service_error(&prompt.upstream, e))?;
-            // A 2025-11-25 upstream sends none; a 2026-07-28 client needs
-            // it (rmcp drops it for older clients).
-            result.result_type.get_or_insert(ResultType::COMPLETE);
-            return Ok(result.into());
-        }
-        // A 2026-07-28 upstream may answer input_required (SEP-2322).
-        params.input_responses = request.input_responses;
-        params.request_state = request.request_state;
-        let meta = forward::modern_meta(&self.gw, self.session, &cx);
-        Box::pin(mrtr::get_prompt(&upstream, params, meta, &cx)).await
+        self.relay_prompt(request, cx).await
     }
 
     async fn list_resources(
@@ -546,59 +444,7 @@ impl ServerHandler for GatewayHandler {
         if request.uri == crate::apps::VIEW_URI {
             return Ok(crate::apps::read_view().into());
         }
-        let catalog = self.gw.catalog();
-        let Some((upstream_name, original)) = catalog.route_uri(&request.uri) else {
-            return Err(ErrorData::resource_not_found(
-                format!("unknown resource: {}", request.uri),
-                Some(json!({"uri": request.uri})),
-            ));
-        };
-        let Some(upstream) = self.gw.upstream(&upstream_name) else {
-            return Err(ErrorData::new(
-                ErrorCode::INTERNAL_ERROR,
-                unavailable(&upstream_name, &self.gw).message,
-                Some(json!({"code": "upstream_unavailable"})),
-            ));
-        };
-        let ns = catalog.namespaced.then_some(upstream_name.as_str());
-        let mut params = ReadResourceRequestParams::new(original);
-        let answer = if upstream.is_modern() {
-            // A 2026-07-28 upstream may answer input_required (SEP-2322).
-            params.input_responses = request.input_responses;
-            params.request_state = request.request_state;
-            let meta = forward::modern_meta(&self.gw, self.session, &cx);
-            match Box::pin(mrtr::read_resource(&upstream, params, meta, &cx)).await {
-                Ok(Err(asked)) => return Ok(ReadResourceResponse::InputRequired(asked)),
-                Ok(Ok(result)) => Ok(result),
-                Err(e) => Err(e),
-            }
-        } else {
-            // Boxed for the same reason as in `get_prompt`.
-            Box::pin(upstream.timed(upstream.peer().read_resource(params))).await
-        };
-        let mut result = answer.map_err(|e| match service_error(&upstream_name, e) {
-            // SEP-2164: a resource-not-found error (-32602; -32002 before
-            // it) names the URI asked for, in plangate's exposed form.
-            mut e
-                if (e.code == ErrorCode::INVALID_PARAMS
-                    || e.code == ErrorCode::RESOURCE_NOT_FOUND)
-                    && e.data.is_none() =>
-            {
-                e.data = Some(json!({"uri": request.uri}));
-                e
-            }
-            e => e,
-        })?;
-        result.result_type.get_or_insert(ResultType::COMPLETE);
-        for contents in &mut result.contents {
-            let uri = match contents {
-                ResourceContents::TextResourceContents { uri, .. }
-                | ResourceContents::BlobResourceContents { uri, .. } => uri,
-                _ => continue,
-            };
-            *uri = plangate_core::expose_uri(ns, uri);
-        }
-        Ok(result.into())
+        self.relay_resource(request, cx).await
     }
 
     /// `logging/setLevel`: kept for this session and passed on to the
@@ -623,58 +469,7 @@ impl ServerHandler for GatewayHandler {
         cx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CompleteResult, ErrorData> {
         self.caller(&cx).await?;
-        let catalog = self.gw.catalog();
-        let mut forwarded = request.clone();
-        let upstream_name = match &mut forwarded.r#ref {
-            rmcp::model::Reference::Prompt(p) => {
-                let Some(prompt) = catalog.prompt(&p.name) else {
-                    return Err(ErrorData::invalid_params(
-                        format!("unknown prompt: {}", p.name),
-                        Some(json!({"name": p.name})),
-                    ));
-                };
-                p.name = prompt.original.clone();
-                prompt.upstream.clone()
-            }
-            rmcp::model::Reference::Resource(r) => {
-                let Some((upstream, original)) = catalog.route_uri(&r.uri) else {
-                    return Err(ErrorData::resource_not_found(
-                        format!("unknown resource template: {}", r.uri),
-                        Some(json!({"uri": r.uri})),
-                    ));
-                };
-                r.uri = original;
-                upstream
-            }
-            _ => {
-                return Err(ErrorData::invalid_params(
-                    "completion/complete: unknown kind of ref (use ref/prompt or ref/resource)",
-                    None,
-                ));
-            }
-        };
-        let Some(upstream) = self.gw.upstream(&upstream_name) else {
-            return Err(ErrorData::new(
-                ErrorCode::INTERNAL_ERROR,
-                unavailable(&upstream_name, &self.gw).message,
-                Some(json!({"code": "upstream_unavailable"})),
-            ));
-        };
-        let offers = upstream
-            .peer()
-            .peer_info()
-            .is_some_and(|i| i.capabilities.completions.is_some());
-        if !offers {
-            return Ok(rmcp::model::CompleteResult::default());
-        }
-        forwarded.meta = upstream
-            .is_modern()
-            .then(|| forward::modern_meta(&self.gw, self.session, &cx));
-        let mut result = Box::pin(upstream.timed(upstream.peer().complete(forwarded)))
-            .await
-            .map_err(|e| service_error(&upstream_name, e))?;
-        result.result_type.get_or_insert(ResultType::COMPLETE);
-        Ok(result)
+        self.relay_completion(request, cx).await
     }
 
     /// `resources/subscribe`: updates of that resource reach this session
@@ -724,34 +519,4 @@ fn with_notice(response: CallToolResponse, notice: Option<String>) -> CallToolRe
         }
         other => other,
     }
-}
-
-/// A sentence telling the agent what a mode lets it do.
-fn describe_mode(in_force: &InForce, changed: bool) -> String {
-    let spec = &in_force.spec;
-    let verb = if changed { "is now" } else { "is" };
-    let lock = match in_force.locked_by {
-        Some(by) => format!(
-            " It is locked: {}; you cannot change it, end the session or leave plan mode, and a person outside your key approves the plan before it runs.",
-            by.describe()
-        ),
-        None => String::new(),
-    };
-    if spec.name == DEFAULT_MODE {
-        return format!("The mode {verb} default: calls run as your API key allows.{lock}");
-    }
-    let above = match spec.over_access {
-        OverAccess::Plan => "become plan steps for the person to review",
-        OverAccess::Refuse => "are refused",
-        OverAccess::Ask => "need the person's yes first",
-    };
-    let runs = match spec.access {
-        Effect::Read => "reads run".to_owned(),
-        Effect::Write => "reads and writes run".to_owned(),
-        Effect::Destructive => "every call runs".to_owned(),
-    };
-    format!(
-        "The mode {verb} {}: {runs}; calls above {} {above}.{lock}",
-        spec.name, spec.access
-    )
 }

@@ -27,19 +27,23 @@ use crate::telemetry;
 pub struct Traced(pub GatewayHandler);
 
 impl Traced {
-    /// Runs `work`, the answer to request `method` (about `target`), in its
-    /// server span; `failed` tells a result that is an error of its own (a
-    /// tool's `isError`).
-    async fn traced<T>(
+    /// Runs `work` on the request's context `cx` — the answer to request
+    /// `method` (about `target`) — in its server span while telemetry is
+    /// on; `failed` tells a result that is an error of its own (a tool's
+    /// `isError`).
+    async fn traced<T, F>(
         &self,
         method: &str,
         target: Option<&str>,
-        cx: &RequestContext<RoleServer>,
-        work: impl Future<Output = Result<T, ErrorData>>,
+        cx: RequestContext<RoleServer>,
+        work: impl FnOnce(RequestContext<RoleServer>) -> F,
         failed: impl Fn(&T) -> bool,
-    ) -> Result<T, ErrorData> {
+    ) -> Result<T, ErrorData>
+    where
+        F: Future<Output = Result<T, ErrorData>>,
+    {
         if !telemetry::enabled() {
-            return work.await;
+            return work(cx).await;
         }
         let session = cx
             .extensions
@@ -59,7 +63,7 @@ impl Traced {
             protocol: cx.protocol_version().map(|v| v.to_string()),
             meta: &cx.meta,
         });
-        let result = work.instrument(span.clone()).await;
+        let result = work(cx).instrument(span.clone()).await;
         match &result {
             Err(e) => telemetry::failed(&span, &e.code.0.to_string()),
             Ok(value) if failed(value) => telemetry::failed(&span, "tool_error"),
@@ -73,25 +77,40 @@ fn never<T>(_: &T) -> bool {
     false
 }
 
+/// Delegates `ServerHandler` methods that take their request's params and
+/// context, each in a server span named for its MCP method
+/// ([`Traced::traced`]), about no one target and never an error of its
+/// own: written once for all of them.
+macro_rules! untargeted {
+    ($($name:ident($params:ty) -> $answer:ty = $method:literal;)*) => {$(
+        async fn $name(
+            &self,
+            request: $params,
+            cx: RequestContext<RoleServer>,
+        ) -> Result<$answer, ErrorData> {
+            self.traced($method, None, cx, |cx| self.0.$name(request, cx), never)
+                .await
+        }
+    )*};
+}
+
 impl ServerHandler for Traced {
     fn get_info(&self) -> ServerConfig {
         self.0.get_info()
     }
 
-    async fn initialize(
-        &self,
-        request: InitializeRequestParams,
-        cx: RequestContext<RoleServer>,
-    ) -> Result<InitializeResult, ErrorData> {
-        let context = cx.clone();
-        self.traced(
-            "initialize",
-            None,
-            &context,
-            self.0.initialize(request, cx),
-            never,
-        )
-        .await
+    untargeted! {
+        initialize(InitializeRequestParams) -> InitializeResult = "initialize";
+        list_tools(Option<PaginatedRequestParams>) -> ListToolsResult = "tools/list";
+        list_prompts(Option<PaginatedRequestParams>) -> ListPromptsResult = "prompts/list";
+        list_resources(Option<PaginatedRequestParams>) -> ListResourcesResult = "resources/list";
+        list_resource_templates(Option<PaginatedRequestParams>) -> ListResourceTemplatesResult
+            = "resources/templates/list";
+        read_resource(ReadResourceRequestParams) -> ReadResourceResponse = "resources/read";
+        set_level(SetLevelRequestParams) -> () = "logging/setLevel";
+        complete(CompleteRequestParams) -> CompleteResult = "completion/complete";
+        subscribe(SubscribeRequestParams) -> () = "resources/subscribe";
+        unsubscribe(UnsubscribeRequestParams) -> () = "resources/unsubscribe";
     }
 
     async fn on_custom_request(
@@ -99,16 +118,9 @@ impl ServerHandler for Traced {
         request: CustomRequest,
         cx: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
-        let context = cx.clone();
         let method = request.method.clone();
-        self.traced(
-            &method,
-            None,
-            &context,
-            self.0.on_custom_request(request, cx),
-            never,
-        )
-        .await
+        let work = |cx| self.0.on_custom_request(request, cx);
+        self.traced(&method, None, cx, work, never).await
     }
 
     async fn on_initialized(&self, cx: NotificationContext<RoleServer>) {
@@ -126,53 +138,16 @@ impl ServerHandler for Traced {
         self.0.listen(context).await
     }
 
-    async fn list_tools(
-        &self,
-        request: Option<PaginatedRequestParams>,
-        cx: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
-        let context = cx.clone();
-        self.traced(
-            "tools/list",
-            None,
-            &context,
-            self.0.list_tools(request, cx),
-            never,
-        )
-        .await
-    }
-
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let context = cx.clone();
         let tool = request.name.clone();
-        self.traced(
-            "tools/call",
-            Some(&tool),
-            &context,
-            self.0.call_tool(request, cx),
-            |answer| matches!(answer, CallToolResponse::Complete(r) if r.is_error == Some(true)),
-        )
-        .await
-    }
-
-    async fn list_prompts(
-        &self,
-        request: Option<PaginatedRequestParams>,
-        cx: RequestContext<RoleServer>,
-    ) -> Result<ListPromptsResult, ErrorData> {
-        let context = cx.clone();
-        self.traced(
-            "prompts/list",
-            None,
-            &context,
-            self.0.list_prompts(request, cx),
-            never,
-        )
-        .await
+        let work = |cx| self.0.call_tool(request, cx);
+        let failed = |answer: &CallToolResponse| matches!(answer, CallToolResponse::Complete(r) if r.is_error == Some(true));
+        self.traced("tools/call", Some(&tool), cx, work, failed)
+            .await
     }
 
     async fn get_prompt(
@@ -180,127 +155,9 @@ impl ServerHandler for Traced {
         request: GetPromptRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let context = cx.clone();
         let prompt = request.name.clone();
-        self.traced(
-            "prompts/get",
-            Some(&prompt),
-            &context,
-            self.0.get_prompt(request, cx),
-            never,
-        )
-        .await
-    }
-
-    async fn list_resources(
-        &self,
-        request: Option<PaginatedRequestParams>,
-        cx: RequestContext<RoleServer>,
-    ) -> Result<ListResourcesResult, ErrorData> {
-        let context = cx.clone();
-        self.traced(
-            "resources/list",
-            None,
-            &context,
-            self.0.list_resources(request, cx),
-            never,
-        )
-        .await
-    }
-
-    async fn list_resource_templates(
-        &self,
-        request: Option<PaginatedRequestParams>,
-        cx: RequestContext<RoleServer>,
-    ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        let context = cx.clone();
-        self.traced(
-            "resources/templates/list",
-            None,
-            &context,
-            self.0.list_resource_templates(request, cx),
-            never,
-        )
-        .await
-    }
-
-    async fn read_resource(
-        &self,
-        request: ReadResourceRequestParams,
-        cx: RequestContext<RoleServer>,
-    ) -> Result<ReadResourceResponse, ErrorData> {
-        let context = cx.clone();
-        self.traced(
-            "resources/read",
-            None,
-            &context,
-            self.0.read_resource(request, cx),
-            never,
-        )
-        .await
-    }
-
-    async fn set_level(
-        &self,
-        request: SetLevelRequestParams,
-        cx: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        let context = cx.clone();
-        self.traced(
-            "logging/setLevel",
-            None,
-            &context,
-            self.0.set_level(request, cx),
-            never,
-        )
-        .await
-    }
-
-    async fn complete(
-        &self,
-        request: CompleteRequestParams,
-        cx: RequestContext<RoleServer>,
-    ) -> Result<CompleteResult, ErrorData> {
-        let context = cx.clone();
-        self.traced(
-            "completion/complete",
-            None,
-            &context,
-            self.0.complete(request, cx),
-            never,
-        )
-        .await
-    }
-
-    async fn subscribe(
-        &self,
-        request: SubscribeRequestParams,
-        cx: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        let context = cx.clone();
-        self.traced(
-            "resources/subscribe",
-            None,
-            &context,
-            self.0.subscribe(request, cx),
-            never,
-        )
-        .await
-    }
-
-    async fn unsubscribe(
-        &self,
-        request: UnsubscribeRequestParams,
-        cx: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        let context = cx.clone();
-        self.traced(
-            "resources/unsubscribe",
-            None,
-            &context,
-            self.0.unsubscribe(request, cx),
-            never,
-        )
-        .await
+        let work = |cx| self.0.get_prompt(request, cx);
+        self.traced("prompts/get", Some(&prompt), cx, work, never)
+            .await
     }
 }

@@ -107,22 +107,14 @@ impl Call {
                     mode: args.mode.ok_or_else(needs_mode)?,
                 })
             }
-            GatewayTool::GetPlan => {
-                let args: GetPlan = read(tool, arguments, "{\"step_id\"?: a step id string}")?;
-                Call::Session(SessionCall::GetPlan {
-                    step_id: args.step_id,
-                })
-            }
-            GatewayTool::DiscardPlan => {
-                let args: DiscardPlan = read(
-                    tool,
-                    arguments,
-                    "{\"step_ids\"?: a list of step id strings}",
-                )?;
-                Call::Session(SessionCall::DiscardPlan {
-                    step_ids: args.step_ids,
-                })
-            }
+            GatewayTool::GetPlan => read(tool, arguments, "{\"step_id\"?: a step id string}")
+                .map(|GetPlan { step_id }| Call::Session(SessionCall::GetPlan { step_id }))?,
+            GatewayTool::DiscardPlan => read(
+                tool,
+                arguments,
+                "{\"step_ids\"?: a list of step id strings}",
+            )
+            .map(|DiscardPlan { step_ids }| Call::Session(SessionCall::DiscardPlan { step_ids }))?,
             GatewayTool::ApplyPlan => {
                 let args: ApplyPlan = read(
                     tool,

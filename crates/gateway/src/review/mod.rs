@@ -11,12 +11,9 @@
 
 use std::time::Duration;
 
-use plangate_core::{Code, EventKind, KeyState, ModeSpec, Verdict, Where};
-use plangate_store::now_ms;
+use plangate_core::{Code, EventKind, ModeSpec, Verdict};
 use rmcp::model::{
-    CallToolResponse, CallToolResult, ElicitRequest, ElicitRequestParams, ElicitResult,
-    ElicitationAction, InputRequest, InputRequiredResult, InputResponses, RequestStateCodec,
-    SealOptions,
+    CallToolResponse, CallToolResult, ElicitResult, ElicitationAction, InputResponses,
 };
 use rmcp::service::{RequestContext, ServiceError};
 use rmcp::{Peer, RoleServer};
@@ -25,8 +22,14 @@ use serde_json::{Value, json};
 use crate::Gateway;
 use crate::acting::Acting;
 use crate::apply::{ApplyRequest, Progress, apply_plan};
-use crate::plan::expires_in;
 use crate::refusal::Refusal;
+
+mod question;
+mod rounds;
+
+use question::{plan_question, question_params};
+pub(crate) use rounds::{args_digest, codec};
+use rounds::{open_question, take_answer};
 
 /// The person's answer to a question.
 enum Answer {
@@ -65,29 +68,6 @@ fn unsupported(prefix: &str, mode: &ModeSpec, what: &str) -> Refusal {
         ),
     )
 }
-
-fn question_params(message: String) -> Result<ElicitRequestParams, serde_json::Error> {
-    serde_json::from_value(json!({
-        "mode": "form",
-        "message": message,
-        "requestedSchema": {
-            "type": "object",
-            "properties": {
-                "decision": {
-                    "type": "string",
-                    "title": "Decision",
-                    "oneOf": [
-                        {"const": "approve", "title": "Approve: apply it"},
-                        {"const": "keep_planning", "title": "Keep planning"}
-                    ]
-                },
-                "feedback": {"type": "string", "title": "Feedback for the agent (optional)"}
-            },
-            "required": ["decision"]
-        }
-    }))
-}
-
 /// What an elicitation result says.
 fn read_answer(result: ElicitResult) -> Answer {
     match result.action {
@@ -126,144 +106,6 @@ async fn ask(peer: &Peer<RoleServer>, message: String, timeout: Duration) -> Ans
         Err(e) => Answer::Lapsed(format!("the question failed: {e}")),
     }
 }
-
-/// The question as the person reads it in their client: each line
-/// screened ([`plangate_core::screen()`]: control characters, escape
-/// sequences and invisible format characters an agent or an upstream put
-/// in a value shown as visible escapes, the line marked), so nothing in a
-/// value can hide or reorder what the person is asked about. The line
-/// breaks are the question's own; a line break inside a value shows as
-/// `\n`.
-fn question_text(lines: &[String]) -> String {
-    lines
-        .iter()
-        .map(|l| plangate_core::screen(l).marked().into_owned())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// The question of docs/design.md §7 about a plan: who asks, every step (server,
-/// tool, predicted effect, where it lands, notes and warnings), freshness
-/// and the digest.
-fn plan_question(
-    gw: &Gateway,
-    acting: &Acting,
-    state: &KeyState,
-    agent_plan: &str,
-    digest: &str,
-) -> String {
-    let now = now_ms();
-    let catalog = gw.catalog();
-    let mut lines = vec![
-        format!(
-            "{} (API key {:?}, scope {}) asks you to approve this plan.",
-            "An agent", acting.key.name, acting.key.scope
-        ),
-        String::new(),
-        "In its words:".to_owned(),
-    ];
-    // The agent's plan keeps its own lines, each screened on its own.
-    lines.extend(agent_plan.trim().split('\n').map(|l| format!("  {l}")));
-    lines.extend([
-        String::new(),
-        "The steps plangate recorded (nothing has been written yet):".to_owned(),
-    ]);
-    for s in state.open_steps() {
-        let r = &s.record;
-        let mut warnings = Vec::new();
-        if r.effect == plangate_core::Effect::Destructive {
-            warnings.push("DESTRUCTIVE".to_owned());
-        }
-        match r.lands_on.where_ {
-            Where::Live => warnings.push("live".to_owned()),
-            Where::Copy => warnings.push("lands on a copy".to_owned()),
-        }
-        let open_world = catalog
-            .tools
-            .iter()
-            .find(|t| t.upstream == r.server && t.original == r.tool)
-            .and_then(|t| t.tool.annotations.as_ref())
-            .is_none_or(|a| a.open_world_hint != Some(false));
-        if open_world {
-            warnings.push("open world".to_owned());
-        }
-        lines.push(format!(
-            "{}. [{}] {} — {} on {}; {}{}",
-            r.position,
-            s.status,
-            r.predicted_effect,
-            r.tool,
-            r.server,
-            warnings.join(", "),
-            r.approval_note
-                .as_ref()
-                .map(|n| format!(". {n}"))
-                .unwrap_or_default()
-        ));
-        if let Some(rejection) = &s.rejection {
-            lines.push(format!(
-                "   Rejected by {}, will not run: {}",
-                rejection.by, rejection.reason
-            ));
-        } else if let Some(p) = &r.preview {
-            lines.extend(preview_excerpt(p));
-            if r.preview_withheld.is_some() {
-                lines.push("   (not shown to the agent: it may not read the target)".to_owned());
-            }
-        }
-    }
-    let first = state.open_steps().map(|s| s.record.planned_at_ms).min();
-    lines.push(String::new());
-    lines.push(format!(
-        "Planned {}{}. Plan digest {digest}.",
-        first
-            .map(|t| format!("from {}", plangate_store::format_time_ms(t)))
-            .unwrap_or_else(|| "just now".to_owned()),
-        expires_in(state, now, gw.ttl_ms())
-            .map(|s| format!("; expires in {} min", (s + 59) / 60))
-            .unwrap_or_default()
-    ));
-    lines.push("Approve to apply exactly the waiting (planned) steps now; keep planning to send the agent back with your feedback.".to_owned());
-    question_text(&lines)
-}
-
-/// The most lines of a step's diff or state the question shows.
-const QUESTION_PREVIEW_LINES: usize = 12;
-
-/// A step's preview for the question: its first lines, indented, then how
-/// many more there are (the whole preview is in `get_plan`, `plans show`
-/// and the console).
-fn preview_excerpt(p: &plangate_core::Preview) -> Vec<String> {
-    use plangate_core::Preview;
-    let text = match p {
-        Preview::Diff { diff, .. } => diff.clone(),
-        Preview::State { state, .. } => match state {
-            serde_json::Value::String(s) => s.clone(),
-            serde_json::Value::Null => String::new(),
-            other => serde_json::to_string_pretty(other).unwrap_or_default(),
-        },
-        Preview::Unavailable { reason, .. } => return vec![format!("   (no preview: {reason})")],
-    };
-    // Split at LF only: a CR stays in its line, where it is shown.
-    let all: Vec<&str> = text
-        .strip_suffix('\n')
-        .unwrap_or(&text)
-        .split('\n')
-        .collect();
-    let mut out: Vec<String> = all
-        .iter()
-        .take(QUESTION_PREVIEW_LINES)
-        .map(|l| format!("   {l}"))
-        .collect();
-    if all.len() > QUESTION_PREVIEW_LINES {
-        out.push(format!(
-            "   … {} more line(s) (the whole preview: get_plan, plans show, the console)",
-            all.len() - QUESTION_PREVIEW_LINES
-        ));
-    }
-    out
-}
-
 fn review_declined(message: String, feedback: Option<&str>) -> CallToolResult {
     let mut body =
         json!({"success": false, "code": Code::ReviewDeclined.as_str(), "message": message});
@@ -296,152 +138,6 @@ pub struct Round<'a> {
 pub fn modern(cx: &RequestContext<RoleServer>) -> bool {
     cx.protocol_version().is_some_and(|v| !v.has_initialize())
 }
-
-/// The key under which the question travels in `inputRequests`.
-const INPUT_KEY: &str = "review";
-
-/// What the signed request state binds (docs/design.md §7): key id, tool, a digest
-/// of the canonical arguments (never the arguments: the state is readable),
-/// the plan digest (or the call's own) and the question; expiry is the
-/// codec's.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct ReviewState {
-    kid: String,
-    tool: String,
-    args: String,
-    digest: String,
-    review: String,
-}
-
-/// The signing codec for request states (signing key per docs/design.md §2).
-pub(crate) fn codec(gw: &Gateway) -> Result<RequestStateCodec, Refusal> {
-    RequestStateCodec::try_new(gw.material().signing_key().to_vec())
-        .map_err(|e| Refusal::internal(format!("cannot sign request state: {e}")))
-}
-
-/// A digest of the call's arguments with secrets keyed (docs/design.md §5 Digest).
-pub(crate) fn args_digest(gw: &Gateway, arguments: &Value) -> Result<String, Refusal> {
-    let keyed = gw
-        .redactor()
-        .keyed(arguments, gw.material().signing_key())
-        .map_err(|e| Refusal::new(Code::InvalidArguments, e.to_string()))?;
-    let canonical = plangate_core::canonical_json(&keyed)
-        .map_err(|e| Refusal::new(Code::InvalidArguments, e.to_string()))?;
-    Ok(plangate_core::hmac_hex(
-        gw.material().signing_key(),
-        canonical.as_bytes(),
-    ))
-}
-
-/// The first round over 2026-07-28: record the question and answer
-/// `input_required` with it and a signed, expiring, single-use state.
-async fn open_question(
-    gw: &Gateway,
-    acting: &Acting,
-    round: Round<'_>,
-    question: String,
-    digest: &str,
-) -> Result<CallToolResponse, Refusal> {
-    let review = plangate_store::new_id("rev_").map_err(Refusal::internal)?;
-    let payload = ReviewState {
-        kid: acting.key.id.clone(),
-        tool: round.tool.to_owned(),
-        args: args_digest(gw, round.arguments)?,
-        digest: digest.to_owned(),
-        review: review.clone(),
-    };
-    let options = SealOptions::new()
-        .associated_data(acting.key.id.as_bytes())
-        .ttl(gw.review_timeout());
-    let sealed = codec(gw)?
-        .seal_json_with(&payload, &options)
-        .map_err(|e| Refusal::internal(format!("cannot sign request state: {e}")))?;
-    record(
-        gw,
-        acting,
-        EventKind::ReviewRequested {
-            review_id: review,
-            plan_digest: digest.to_owned(),
-        },
-    )
-    .await?;
-    let params = question_params(question)
-        .map_err(|e| Refusal::internal(format!("the question could not be built: {e}")))?;
-    let requests = std::collections::BTreeMap::from([(
-        INPUT_KEY.to_owned(),
-        InputRequest::Elicitation(ElicitRequest::new(params)),
-    )]);
-    Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
-        Some(requests),
-        Some(sealed),
-    )))
-}
-
-/// The retry over 2026-07-28: verify the state (signature, expiry, key,
-/// tool, arguments), take the answer and record it — once: a replayed state
-/// is refused atomically.
-async fn take_answer(
-    gw: &Gateway,
-    acting: &Acting,
-    round: Round<'_>,
-) -> Result<(String, Answer), Refusal> {
-    let invalid = |why: &str| {
-        Refusal::new(
-            Code::ReviewDeclined,
-            format!(
-                "{why}; nothing was written. Call {} again to ask the person anew",
-                round.tool
-            ),
-        )
-    };
-    let sealed = round.state.unwrap_or_default();
-    let payload: ReviewState = codec(gw)?
-        .open_json_with(sealed, acting.key.id.as_bytes())
-        .map_err(|e| match e {
-            rmcp::model::RequestStateError::Expired => invalid("the question expired before the answer came back"),
-            _ => invalid("the request state is not one plangate issued to this key (tampered, forged or from another key)"),
-        })?;
-    if payload.kid != acting.key.id || payload.tool != round.tool {
-        return Err(invalid("the request state belongs to another key or tool"));
-    }
-    if payload.args != args_digest(gw, round.arguments)? {
-        return Err(invalid(
-            "the retried request's arguments differ from the ones the person was asked about",
-        ));
-    }
-    let answer = round
-        .responses
-        .and_then(|r| r.get(INPUT_KEY))
-        .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok())
-        .map(read_answer)
-        .unwrap_or(Answer::Cancel);
-    let (verdict, feedback) = verdict_of(&answer);
-    let review = payload.review.clone();
-    let digest = payload.digest.clone();
-    gw.log()
-        .transact(&acting.key.id, |state| {
-            if state.is_answered(&review) {
-                return Err(invalid(
-                    "this question was already answered (a replayed request state)",
-                ));
-            }
-            Ok((
-                vec![acting.event(EventKind::ReviewAnswered {
-                    review_id: Some(review.clone()),
-                    verdict,
-                    plan_digest: digest.clone(),
-                    feedback: feedback.clone(),
-                    step_ids: None,
-                    revision: state.revision_seen(&digest),
-                })],
-                (),
-            ))
-        })
-        .await
-        .map_err(crate::tools::log_failed)??;
-    Ok((payload.digest, answer))
-}
-
 fn verdict_of(answer: &Answer) -> (Verdict, Option<String>) {
     match answer {
         Answer::Approve => (Verdict::Approve, None),
@@ -586,7 +282,6 @@ pub enum Asked {
     /// Over 2026-07-28: answer this `input_required` and wait for the retry.
     Pending(CallToolResponse),
 }
-
 /// An `ask` mode: asks the person about one call above the mode's access,
 /// bound to that call's own digest. A refusal means no call.
 #[allow(clippy::too_many_arguments)]
@@ -620,24 +315,7 @@ pub async fn ask_for_call(
                 ),
             ));
         }
-        let mut lines = vec![
-            format!(
-                "An agent (API key {:?}, scope {}) wants to call {} on {} — a {} tool, above what mode {} runs without asking.",
-                acting.key.name,
-                acting.key.scope,
-                tool.original,
-                tool.upstream,
-                tool.effect,
-                mode.name,
-            ),
-            format!("Arguments: {redacted_arguments}"),
-        ];
-        if tool.effect == plangate_core::Effect::Destructive {
-            lines.push("DESTRUCTIVE: it may destroy or overwrite data.".to_owned());
-        }
-        lines.push(format!("Call digest {call_digest}."));
-        lines.push("Approve to run this one call now.".to_owned());
-        let question = question_text(&lines);
+        let question = question::call_question(acting, mode, tool, redacted_arguments, call_digest);
         if modern(cx) {
             return open_question(gw, acting, round, question, call_digest)
                 .await

@@ -1,0 +1,138 @@
+//! A person's yes to steps of a key's plan ([`approve`]), bound to what
+//! they looked at ([`Seen`]). Apart from the other acts because a yes has
+//! rules of its own: it covers exactly the steps named, and a plan that
+//! moved on since the person looked refuses it (docs/design.md §5, §7).
+
+use plangate_core::{Actor, Channel, EventKind, KeyState, Step, StepStatus, Verdict};
+use plangate_store::{ApiKey, now_ms};
+
+use super::{OperatorError, check_digest, waiting_step};
+use crate::key_log::KeyLog;
+
+/// What a person approved (`approve`).
+#[derive(Debug, Clone)]
+pub struct Approved {
+    /// The key's state after the approval was recorded.
+    pub state: KeyState,
+    /// The steps approved, in plan order.
+    pub step_ids: Vec<String>,
+    /// The digest the approval binds: of exactly those steps (docs/design.md §5
+    /// form), the plan's digest when they are every waiting step.
+    pub digest: String,
+}
+
+/// What a person looked at when they said yes: the plan's digest, and its
+/// revision when their screen showed one (the console, a confirmation on a
+/// terminal). A yes binds it: a plan that moved on from either is refused
+/// `plan_changed` and nothing is recorded.
+#[derive(Debug, Clone, Copy)]
+pub struct Seen<'a> {
+    /// The plan digest shown.
+    pub digest: &'a str,
+    /// The plan revision shown, if one was.
+    pub revision: Option<u64>,
+}
+
+impl<'a> Seen<'a> {
+    /// Only the digest was shown (`--digest`).
+    pub fn digest(digest: &'a str) -> Seen<'a> {
+        Seen {
+            digest,
+            revision: None,
+        }
+    }
+
+    /// Whether `state` is still the plan the person saw: the same digest,
+    /// and the same revision when one was shown.
+    pub(super) fn check(&self, key: &ApiKey, state: &KeyState) -> Result<(), OperatorError> {
+        let current = state.plan_digest();
+        if self.digest != current {
+            return Err(OperatorError::PlanChanged {
+                key: key.name.clone(),
+                seen: self.digest.to_owned(),
+                current,
+            });
+        }
+        match self.revision {
+            Some(seen) if seen != state.revision => Err(OperatorError::RevisionMoved {
+                key: key.name.clone(),
+                seen,
+                current: state.revision,
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Records `actor`'s yes over `channel` to the `named` waiting (or
+/// failed: to run again) steps of `key`'s plan, or to every waiting step
+/// when none is named
+/// (`review_answered`, approve, with the step ids and the digest of
+/// exactly those steps). The approval covers those steps while they are
+/// unchanged, whatever else the plan gains or loses; an amendment of one
+/// of them ends it. With `seen`, what the person looked at, a plan that
+/// moved since is refused ([`OperatorError::PlanChanged`],
+/// [`OperatorError::RevisionMoved`]). Nothing is recorded when anything is
+/// refused.
+pub async fn approve(
+    log: &KeyLog,
+    key: &ApiKey,
+    actor: Actor,
+    channel: Channel,
+    seen: Option<Seen<'_>>,
+    named: &[String],
+) -> Result<Approved, OperatorError> {
+    if let Some(seen) = seen {
+        check_digest(seen.digest)?;
+    }
+    let (state, (step_ids, digest)) = log
+        .transact(&key.id, |state| {
+            if let Some(seen) = seen {
+                seen.check(key, state)?;
+            }
+            let mut ids: Vec<&Step> = Vec::new();
+            if named.is_empty() {
+                ids.extend(state.planned_steps());
+            }
+            for id in named {
+                // A failed step named: the person's new yes to run it
+                // again (the last one was spent on its failed run).
+                let step = match state.step(id) {
+                    Some(step) if step.status == StepStatus::Failed => step,
+                    _ => waiting_step(state, key, id)?,
+                };
+                if !ids.iter().any(|s| s.record.step_id == *id) {
+                    ids.push(step);
+                }
+            }
+            if ids.is_empty() {
+                return Err(OperatorError::NothingWaiting {
+                    key: key.name.clone(),
+                });
+            }
+            ids.sort_by_key(|s| s.record.position);
+            let step_ids: Vec<String> = ids.iter().map(|s| s.record.step_id.clone()).collect();
+            let digest = plangate_core::plan_digest(ids.iter().map(|s| &s.record));
+            let event = plangate_core::Event {
+                at_ms: now_ms(),
+                key_id: key.id.clone(),
+                actor: actor.clone(),
+                channel,
+                kind: EventKind::ReviewAnswered {
+                    review_id: None,
+                    verdict: Verdict::Approve,
+                    plan_digest: digest.clone(),
+                    feedback: None,
+                    step_ids: Some(step_ids.clone()),
+                    revision: Some(state.revision),
+                },
+            };
+            Ok((vec![event], (step_ids, digest)))
+        })
+        .await??;
+    Ok(Approved {
+        state,
+        step_ids,
+        digest,
+    })
+}

@@ -1,0 +1,281 @@
+//! What a person does to a key's plan from outside the agent — through the
+//! CLI (`plangate plans …`) or the web console — in one place, so both
+//! channels follow exactly the same rules (docs/design.md §5, §7).
+//!
+//! Plans are folds over each key's event log, so every act here is a
+//! [`KeyLog::transact`] with the log's compare-and-set rule: a person's
+//! discard or retry and an agent's call racing on one key never both win
+//! on a stale view. Every event a person causes names them
+//! (`Actor::Operator`) and the channel they used. Reading a plan first
+//! brings it up to date, as every plangate process sharing the store does
+//! ([`refresh`]): a claim whose lease ran out is marked `in_doubt`, and a
+//! plan past its life expires.
+//!
+//! Errors carry a stable code ([`OperatorError::code`], docs/design.md §8) and a
+//! lowercase message naming the value at fault; callers add their own
+//! hints (the CLI names commands, the console names buttons).
+
+use plangate_config::Config;
+use plangate_core::{Channel, EventKind, KeyPlanView, KeyState, Step, StepStatus, StepView};
+use plangate_store::{ApiKey, now_ms};
+
+use crate::acting::Acting;
+use crate::apply;
+use crate::key_log::{KeyLog, LogError};
+use crate::plan::{expires_in, expiry_due};
+use plangate_core::rules::{self, Refused, Selection};
+
+mod approve;
+mod error;
+mod run;
+
+pub use approve::{Approved, Seen, approve};
+pub use error::OperatorError;
+pub use run::{apply_now, check_in_doubt, require_upstreams, retry, steps_to_apply};
+
+/// The person acting on `key`'s plan, named `operator`, over `channel`.
+pub fn acting(key: &ApiKey, operator: &str, channel: Channel) -> Acting {
+    Acting {
+        key: key.clone(),
+        channel,
+        operator: Some(operator.to_owned()),
+    }
+}
+
+/// A plan's life in ms, from config.
+pub fn ttl_ms(config: &Config) -> i64 {
+    i64::try_from(config.gateway.plan_ttl.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// A claim's lease in ms, from config.
+pub fn lease_ms(config: &Config) -> i64 {
+    i64::try_from(config.gateway.lease.as_millis()).unwrap_or(30_000)
+}
+
+/// Checks that `d` is shaped like a plan digest (`sha256:` + 64 hex).
+pub fn check_digest(d: &str) -> Result<(), OperatorError> {
+    let hex = d.strip_prefix("sha256:").unwrap_or_default();
+    if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(())
+    } else {
+        Err(OperatorError::BadDigest(d.to_owned()))
+    }
+}
+
+/// Brings a key's plan up to date before a person reads or changes it:
+/// expires a plan past its life and marks claims whose lease ran out
+/// `in_doubt` (the same events the gateway's sweeper appends, by
+/// `Actor::System`). Returns the state after.
+pub async fn refresh(
+    log: &KeyLog,
+    acting: &Acting,
+    ttl_ms: i64,
+    lease_ms: i64,
+) -> Result<KeyState, LogError> {
+    let (state, ()) = log
+        .transact(&acting.key.id, |state| {
+            let now = now_ms();
+            let mut view = state.clone();
+            let mut events = Vec::new();
+            if let Some(e) = expiry_due(&view, now, ttl_ms, acting) {
+                view.apply(view.last_seq + 1, &e);
+                events.push(e);
+            }
+            for e in apply::lease_cleanup(&view, now, lease_ms, acting) {
+                view.apply(view.last_seq + 1, &e);
+                events.push(e);
+            }
+            Ok::<_, std::convert::Infallible>((events, ()))
+        })
+        .await?
+        .unwrap_or_else(|never| match never {});
+    Ok(state)
+}
+
+/// A key's plan as a person sees it (`plans show --json`, the console):
+/// the key, its mode, every open step as `get_plan` shows it (redacted,
+/// never sealed) with its attempts, the digest and whether that digest is
+/// approved by someone whose approval counts for this key (docs/design.md §7).
+pub fn plan_view(config: &Config, key: &ApiKey, state: &KeyState, now: i64) -> KeyPlanView {
+    let in_force = config.modes.in_force(state);
+    let digest = state.plan_digest();
+    let scope = rules::approval_scope_for(state, key.scope, &in_force);
+    let covered = rules::approved_steps(state, &key.id, scope);
+    let approved = state.covers_waiting(&covered);
+    let (mode, notice) = (in_force.spec, in_force.notice);
+    KeyPlanView {
+        key: key.name.clone(),
+        key_id: key.id.clone(),
+        scope: key.scope,
+        revoked: !key.is_active(),
+        mode: mode.name.clone(),
+        plan_mode: mode.plan_mode(),
+        mode_locked: in_force.locked_by,
+        expires_in: expires_in(state, now, ttl_ms(config)),
+        pending_steps: state.planned_steps().count(),
+        plan_digest: digest,
+        revision: state.revision,
+        reviewed_revision: state.reviewed.as_ref().map(|r| r.revision),
+        since_review: state.since_review(),
+        approved,
+        steps: state
+            .open_steps()
+            .map(|s| StepView::for_person(s).covered_by(&covered))
+            .collect(),
+        notice,
+    }
+}
+
+/// What a person's `mode set` does to the key's lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockChange {
+    /// Lock the key in the mode set.
+    Lock,
+    /// Unlock it: its agent sets its mode again, and `[gateway]
+    /// default_mode_locked` no longer holds it.
+    Unlock,
+    /// Neither: a locked key stays locked (in the new mode), an unlocked
+    /// one stays unlocked.
+    Keep,
+}
+
+/// A person sets `acting`'s key's mode (`mode`, or the mode it is in when
+/// `None`, which only an unlock may leave out) and lock: one append of
+/// `mode_set` and `mode_locked`/`mode_unlocked` as needed, so the mode and
+/// its lock never read apart. A key locked (by an operator or by config)
+/// and set without `--lock`/`--unlock` stays locked, in the new mode: an
+/// operator moving a held agent does not free it by the way. Returns the
+/// mode in force after.
+pub async fn set_mode(
+    log: &KeyLog,
+    config: &Config,
+    acting: &Acting,
+    mode: Option<&str>,
+    lock: LockChange,
+) -> Result<plangate_core::InForce, LogError> {
+    let modes = &config.modes;
+    let (state, ()) = log
+        .transact(&acting.key.id, |state| {
+            let before = modes.in_force(state);
+            let mut events = Vec::new();
+            if let Some(mode) = mode {
+                events.push(acting.event(EventKind::ModeSet {
+                    mode: mode.to_owned(),
+                }));
+            }
+            let target = mode.unwrap_or(&before.spec.name).to_owned();
+            match lock {
+                LockChange::Lock => {
+                    events.push(acting.event(EventKind::ModeLocked { mode: target }))
+                }
+                LockChange::Keep if before.locked() && mode.is_some() => {
+                    events.push(acting.event(EventKind::ModeLocked { mode: target }));
+                }
+                LockChange::Keep => {}
+                LockChange::Unlock => events.push(acting.event(EventKind::ModeUnlocked)),
+            }
+            Ok::<_, std::convert::Infallible>((events, ()))
+        })
+        .await?
+        .unwrap_or_else(|never| match never {});
+    Ok(modes.in_force(&state))
+}
+
+/// A person drops steps of `acting`'s key: the `named` waiting, failed or
+/// in-doubt ones, or every waiting step when none is named. Returns the
+/// state after and the ids discarded (none: nothing was recorded).
+pub async fn discard(
+    log: &KeyLog,
+    acting: &Acting,
+    named: &[String],
+    ttl_ms: i64,
+) -> Result<(KeyState, Vec<String>), OperatorError> {
+    let key = &acting.key;
+    let (state, ids) = log
+        .transact(&key.id, |state| {
+            // As the agent's discard does: a plan past its life expires
+            // first, so naming one of its steps answers `plan_expired`.
+            let mut view = state.clone();
+            let mut events = Vec::new();
+            if let Some(e) = expiry_due(state, now_ms(), ttl_ms, acting) {
+                view.apply(view.last_seq + 1, &e);
+                events.push(e);
+            }
+            let selection = if named.is_empty() {
+                Selection::Waiting
+            } else {
+                Selection::Named(named)
+            };
+            let ids = rules::discard_selection(&view, selection).map_err(|refused| {
+                OperatorError::Rule {
+                    key: key.name.clone(),
+                    refused,
+                }
+            })?;
+            if !ids.is_empty() {
+                events.push(acting.event(EventKind::StepsDiscarded {
+                    step_ids: ids.clone(),
+                }));
+            }
+            Ok::<_, OperatorError>((events, ids))
+        })
+        .await??;
+    Ok((state, ids))
+}
+
+/// Waiting step `step_id` of `key`'s plan in `state`, or why a person
+/// cannot act on it as a waiting step: it is not in the plan, or it is no
+/// longer waiting. Approve, reject and amend all start here.
+pub fn waiting_step<'s>(
+    state: &'s KeyState,
+    key: &ApiKey,
+    step_id: &str,
+) -> Result<&'s Step, OperatorError> {
+    let step = state.step(step_id).ok_or_else(|| OperatorError::NoStep {
+        key: key.name.clone(),
+        step: step_id.to_owned(),
+    })?;
+    if step.status != StepStatus::Planned {
+        return Err(OperatorError::Rule {
+            key: key.name.clone(),
+            refused: Refused::Status {
+                step: step_id.to_owned(),
+                status: step.status,
+            },
+        });
+    }
+    Ok(step)
+}
+
+/// The longest rejection reason taken, in characters.
+pub const MAX_REASON: usize = 2000;
+
+/// A person rejects one waiting step of `acting`'s key, saying why
+/// (`step_rejected`): it never runs, leaves the plan digest, and its
+/// agent reads the reason verbatim in `get_plan` and every apply answer.
+/// Returns the state after.
+pub async fn reject(
+    log: &KeyLog,
+    acting: &Acting,
+    step_id: &str,
+    reason: &str,
+) -> Result<KeyState, OperatorError> {
+    let reason = reason.trim();
+    if reason.is_empty() || reason.chars().count() > MAX_REASON {
+        return Err(OperatorError::BadReason { max: MAX_REASON });
+    }
+    let key = &acting.key;
+    let (state, ()) = log
+        .transact(&key.id, |state| {
+            waiting_step(state, key, step_id)?;
+            Ok::<_, OperatorError>((
+                vec![acting.event(EventKind::StepRejected {
+                    step_id: step_id.to_owned(),
+                    reason: reason.to_owned(),
+                })],
+                (),
+            ))
+        })
+        .await??;
+    Ok(state)
+}
