@@ -271,6 +271,38 @@ async fn run(args: RunArgs) -> Result<()> {
         Some(p) => p.clone(),
         None => build_plangate(&repo)?,
     };
+    let mut ctx = new_ctx(&args, repo, run_dir.clone(), plangate)?;
+    record_meta(&mut ctx, &args, stamp);
+
+    let mut durability = durability(&mut ctx, &args).await?;
+    run_phases(&mut ctx, &args).await?;
+    if let Some(mode) = sqlite_journal_mode(&run_dir).await {
+        durability[0] = durability[0].replace("see below", &mode);
+    }
+    ctx.report.meta.durability = durability;
+    ctx.report.meta.machine.load_avg_end = load_avg();
+    ctx.report.meta.duration_s = started.elapsed().as_secs_f64();
+    ctx.report.targets = report::targets(&ctx.report);
+    write_outputs(&ctx.report, &out, true)?;
+    eprintln!(
+        "bench: done in {:.0} s; wrote {}",
+        started.elapsed().as_secs_f64(),
+        out.display()
+    );
+    for t in &ctx.report.targets {
+        let met = match t.met {
+            Some(true) => "met",
+            Some(false) => "MISSED",
+            None => "not measured",
+        };
+        eprintln!("  [{met}] {}: {}", t.target, t.measured);
+    }
+    Ok(())
+}
+
+/// The run's shared state: its sizes (quick or full, `--rounds`), the
+/// builds measured and an empty report.
+fn new_ctx(args: &RunArgs, repo: PathBuf, run_dir: PathBuf, plangate: PathBuf) -> Result<Ctx> {
     let mut sizes = if args.quick {
         Sizes::quick()
     } else {
@@ -279,12 +311,12 @@ async fn run(args: RunArgs) -> Result<()> {
     if let Some(rounds) = args.rounds {
         sizes.rounds = usize::from(rounds);
     }
-    let mut ctx = Ctx {
+    Ok(Ctx {
         exe: std::env::current_exe()?,
-        plangate: plangate.clone(),
-        repo: repo.clone(),
-        run_dir: run_dir.clone(),
-        sizes: sizes.clone(),
+        plangate,
+        repo,
+        run_dir,
+        sizes,
         candidate: match &args.candidate {
             Some(spec) => {
                 let Some((label, path)) = spec.split_once('=') else {
@@ -299,12 +331,18 @@ async fn run(args: RunArgs) -> Result<()> {
         },
         postgres: None,
         report: Report::default(),
-    };
+    })
+}
+
+/// What the report says of the run before anything is measured: when,
+/// which commit and binary, the machine, the sizes and how it measures.
+fn record_meta(ctx: &mut Ctx, args: &RunArgs, stamp: i64) {
+    let sizes = &ctx.sizes;
     let meta = &mut ctx.report.meta;
     meta.started = plangate_store::format_time_ms(stamp);
     meta.quick = args.quick;
-    meta.git_commit = git_commit(&repo);
-    meta.plangate_binary = plangate.display().to_string();
+    meta.git_commit = git_commit(&ctx.repo);
+    meta.plangate_binary = ctx.plangate.display().to_string();
     meta.machine = machine();
     meta.settings = report::Settings {
         rounds: sizes.rounds,
@@ -328,14 +366,22 @@ async fn run(args: RunArgs) -> Result<()> {
         "plangate runs with its default logging (an info line per tool call to stderr, here a file) and default settings; bridges run with their logging lowered where they have the option"
             .to_owned(),
     );
-    let skip = |p: &str| args.skip.iter().any(|s| s == p);
+}
 
-    // Durability as configured for this run.
+/// Whether a phase was skipped with `--skip`.
+fn skipped(args: &RunArgs, phase: &str) -> bool {
+    args.skip.iter().any(|s| s == phase)
+}
+
+/// Durability as configured for this run: SQLite's (its journal mode
+/// filled in at the end), PostgreSQL's when it is used (set up here) and
+/// the disk's fsync.
+async fn durability(ctx: &mut Ctx, args: &RunArgs) -> Result<Vec<String>> {
     let mut durability = vec![format!(
         "SQLite: plangate's store opens every connection with `synchronous = FULL` in WAL mode (journal mode read back from the file: {})",
         "see below"
     )];
-    if !args.no_postgres && !skip("planning") {
+    if !args.no_postgres && !skipped(args, "planning") {
         match setup_postgres(&args.postgres).await {
             Ok((url, settings)) => {
                 durability.push(settings);
@@ -344,50 +390,34 @@ async fn run(args: RunArgs) -> Result<()> {
             Err(e) => ctx.not_measured("PostgreSQL (planning and apply)", format!("{e:#}")),
         }
     }
-    let fsync_ms = fsync_probe(&run_dir)?;
+    let fsync_ms = fsync_probe(&ctx.run_dir)?;
     ctx.report.meta.fsync_ms = Some(fsync_ms);
     durability.push(format!(
         "disk: fsync of a 4 KiB write takes {fsync_ms:.3} ms (p50 of 200) in the run dir"
     ));
+    Ok(durability)
+}
 
+/// Every phase not skipped, in order.
+async fn run_phases(ctx: &mut Ctx, args: &RunArgs) -> Result<()> {
+    let skip = |p: &str| skipped(args, p);
     if !skip("passthrough") {
         if skip("sdk") {
             ctx.sizes.sdk_calls = 0;
         }
-        passthrough::run(&mut ctx).await?;
+        passthrough::run(ctx).await?;
     }
     if !skip("everything") {
-        passthrough::everything(&mut ctx).await?;
+        passthrough::everything(ctx).await?;
     }
     if !skip("planning") {
-        planning::run(&mut ctx).await?;
+        planning::run(ctx).await?;
     }
     if !skip("scale") {
-        scale::run(&mut ctx).await?;
+        scale::run(ctx).await?;
     }
     if !skip("rules") {
-        rules::run(&mut ctx)?;
-    }
-    if let Some(mode) = sqlite_journal_mode(&run_dir).await {
-        durability[0] = durability[0].replace("see below", &mode);
-    }
-    ctx.report.meta.durability = durability;
-    ctx.report.meta.machine.load_avg_end = load_avg();
-    ctx.report.meta.duration_s = started.elapsed().as_secs_f64();
-    ctx.report.targets = report::targets(&ctx.report);
-    write_outputs(&ctx.report, &out, true)?;
-    eprintln!(
-        "bench: done in {:.0} s; wrote {}",
-        started.elapsed().as_secs_f64(),
-        out.display()
-    );
-    for t in &ctx.report.targets {
-        let met = match t.met {
-            Some(true) => "met",
-            Some(false) => "MISSED",
-            None => "not measured",
-        };
-        eprintln!("  [{met}] {}: {}", t.target, t.measured);
+        rules::run(ctx)?;
     }
     Ok(())
 }
