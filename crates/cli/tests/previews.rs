@@ -10,50 +10,24 @@
 
 mod common;
 
-use std::path::PathBuf;
-
 use common::*;
 use serde_json::json;
 
 /// A scratch dir with a filesystem root holding `existing.txt`, a config
 /// of the real filesystem and memory servers, and a `plan` key `agent`.
-struct World {
-    scratch: Scratch,
-    root: PathBuf,
-    config: String,
-    token: String,
-}
-
-fn world() -> World {
-    let peers = peers();
-    let scratch = Scratch::new();
-    let root = scratch.path().join("root");
-    std::fs::create_dir_all(&root).unwrap();
-    std::fs::write(
-        root.join("existing.txt"),
-        "line one\nline two\nline three\n",
-    )
-    .unwrap();
-    let fs_js = peers.js("@modelcontextprotocol/server-filesystem/dist/index.js");
-    let memory_js = peers.js("@modelcontextprotocol/server-memory/dist/index.js");
-    let memory_file = scratch.path().join("memory.jsonl");
-    let config = scratch.write(
-        "plangate.toml",
-        &format!(
-            "[upstreams.fs]\ncommand = \"node\"\nargs = [{:?}, {:?}]\n\n[upstreams.memory]\ncommand = \"node\"\nargs = [{:?}]\nenv = {{ MEMORY_FILE_PATH = {:?} }}\n",
-            fs_js.display().to_string(),
-            root.display().to_string(),
-            memory_js.display().to_string(),
-            memory_file.display().to_string(),
-        ),
-    );
-    let token = scratch.create_key("agent", "plan");
-    World {
-        scratch,
-        root,
-        config: config.display().to_string(),
-        token,
-    }
+fn world() -> FsWorld {
+    FsWorld::new(|scratch, root| {
+        std::fs::write(
+            root.join("existing.txt"),
+            "line one\nline two\nline three\n",
+        )
+        .unwrap();
+        let memory_file = scratch.path().join("memory.jsonl");
+        scratch.write(
+            "plangate.toml",
+            &fs_and_memory_toml(root, None, &[], &memory_file),
+        )
+    })
 }
 
 /// Runs an operator command that must succeed; returns stdout.

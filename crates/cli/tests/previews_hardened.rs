@@ -29,26 +29,24 @@ struct World {
 }
 
 fn world(extra: &str) -> World {
-    let peers = peers();
     let scratch = Scratch::new();
     let root = std::fs::canonicalize(scratch.path()).unwrap().join("root");
     std::fs::create_dir_all(root.join("secrets")).unwrap();
     std::fs::write(root.join("secrets/payroll.txt"), format!("{CANARY}\n")).unwrap();
-    let fs_js = peers.js("@modelcontextprotocol/server-filesystem/dist/index.js");
-    let memory_js = peers.js("@modelcontextprotocol/server-memory/dist/index.js");
     let tap_js = repo_root().join("tests/interop/tap.mjs");
     let tap = scratch.path().join("tap.jsonl");
+    let wrap = [
+        tap_js.display().to_string(),
+        tap.display().to_string(),
+        "--".to_owned(),
+        "node".to_owned(),
+    ];
+    let servers = fs_and_memory_toml(&root, None, &wrap, &scratch.path().join("memory.jsonl"));
     let config = scratch.write(
         "plangate.toml",
         &format!(
-            "[upstreams.fs]\ncommand = \"node\"\nargs = [{:?}, {:?}]\n\n[upstreams.memory]\ncommand = \"node\"\nargs = [{:?}, {:?}, \"--\", \"node\", {:?}]\nenv = {{ MEMORY_FILE_PATH = {:?} }}\n\n{}",
-            fs_js.display().to_string(),
-            root.display().to_string(),
-            tap_js.display().to_string(),
-            tap.display().to_string(),
-            memory_js.display().to_string(),
-            scratch.path().join("memory.jsonl").display().to_string(),
-            extra.replace("{root}", &root.display().to_string()),
+            "{servers}\n{}",
+            extra.replace("{root}", &root.display().to_string())
         ),
     );
     let token = scratch.create_key("agent", "plan");
