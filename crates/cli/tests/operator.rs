@@ -7,6 +7,10 @@
 
 mod common;
 
+#[allow(dead_code)]
+#[path = "../../gateway/tests/common/console_http.rs"]
+mod console_http;
+
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
@@ -895,35 +899,9 @@ async fn discard_answers_the_same_through_the_agents_tool_the_cli_and_the_consol
         cli.push((what, code.to_owned()));
     }
 
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
+    let http = console_http::http_client();
     let base = gw.url().replace("/mcp", "");
-    let login = http
-        .post(format!("{base}/console/login"))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("token={operator}"))
-        .send()
-        .await
-        .unwrap();
-    let cookie = login.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
-    let state: Value = http
-        .get(format!("{base}/console/api/state"))
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let csrf = state["csrf"].as_str().unwrap().to_owned();
+    let (cookie, csrf) = console_http::login(&http, &base, &operator).await.unwrap();
     let keys = op_json(&scratch, &["keys", "list", "--json"]);
     let key_id = keys
         .as_array()

@@ -304,6 +304,16 @@ impl Browser {
         );
     }
 
+    /// The events of the history the page shows, each as `type | actor`:
+    /// what the tests read a history's acts and actors off.
+    pub fn history_acts(&mut self, session: &str) -> Vec<String> {
+        let acts = self.eval(
+            session,
+            "Array.from(document.querySelectorAll('ol.history li.event')).map(li => li.getAttribute('data-type') + ' | ' + li.querySelector('.actor').textContent)",
+        );
+        serde_json::from_value(acts).unwrap()
+    }
+
     /// The top `height` pixels of the page (1200 wide), as a person first
     /// sees it: what the README shows.
     pub fn screenshot_top(&mut self, session: &str, height: u32, to: &Path) {
