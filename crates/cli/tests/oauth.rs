@@ -566,15 +566,7 @@ async fn upstream_login_signs_plangate_in_and_serve_refreshes_the_token() {
     let client = common::config_client(&outer, config, &token).await;
     let names = common::tool_names(&client).await;
     assert!(names.contains(&"read_graph".to_owned()), "{names:?}");
-    let graph = common::call(&client, "read_graph", json!({}))
-        .await
-        .unwrap();
-    assert_ne!(graph.is_error, Some(true), "{graph:?}");
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let again = common::call(&client, "read_graph", json!({}))
-        .await
-        .unwrap();
-    assert_ne!(again.is_error, Some(true), "after the expiry: {again:?}");
+    reads_the_graph_across_an_expiry(&client).await;
     client.cancel().await.unwrap();
     assert!(
         !holds_a_jwt(&outer.data_dir()),
@@ -597,6 +589,16 @@ async fn upstream_login_signs_plangate_in_and_serve_refreshes_the_token() {
     let out = outer.run(&args);
     let said = format!("{}{}", common::stdout(&out), common::stderr(&out));
     assert!(said.contains("plangate upstream login inner"), "{said}");
+}
+
+/// `read_graph` through `client` answers, and again once the upstream's
+/// token has expired (they live 2 s).
+async fn reads_the_graph_across_an_expiry(client: &common::Client) {
+    let graph = common::call(client, "read_graph", json!({})).await.unwrap();
+    assert_ne!(graph.is_error, Some(true), "{graph:?}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let again = common::call(client, "read_graph", json!({})).await.unwrap();
+    assert_ne!(again.is_error, Some(true), "after the expiry: {again:?}");
 }
 
 /// A machine upstream (`grant = "client_credentials"`): no login; plangate
@@ -627,15 +629,7 @@ async fn a_client_credentials_upstream_gets_its_own_tokens_without_a_login() {
 
     let token = outer.create_key("agent", "write");
     let client = common::config_client(&outer, config, &token).await;
-    let graph = common::call(&client, "read_graph", json!({}))
-        .await
-        .unwrap();
-    assert_ne!(graph.is_error, Some(true), "{graph:?}");
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let again = common::call(&client, "read_graph", json!({}))
-        .await
-        .unwrap();
-    assert_ne!(again.is_error, Some(true), "after the expiry: {again:?}");
+    reads_the_graph_across_an_expiry(&client).await;
     client.cancel().await.unwrap();
     assert!(!holds_a_jwt(&outer.data_dir()));
     let args = ["keys", "list", "--json"];
