@@ -114,10 +114,7 @@ async fn a_file_write_shows_its_diff_and_a_file_changed_after_approval_is_not_ov
 
     // The person approves; then someone changes the file; then the agent
     // applies. The new file is written; the changed one is not touched.
-    let digest = get_plan(&agent).await["plan_digest"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let digest = plan_digest(&agent).await;
     op_ok(
         &w.scratch,
         &["plans", "approve", "--key", "agent", "--digest", &digest],
@@ -328,10 +325,7 @@ async fn a_commit_through_the_reference_git_server_shows_the_staged_diff_and_goe
     assert!(diff.contains("-two") && diff.contains("+TWO"), "{diff}");
     // Staging changes after approval: the commit would record what the
     // person never saw, so it does not run.
-    let digest = get_plan(&agent).await["plan_digest"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let digest = plan_digest(&agent).await;
     succeeded(
         &["plans", "approve"],
         &scratch.run(&["plans", "approve", "--key", "agent", "--digest", &digest]),

@@ -80,12 +80,24 @@ async fn with_alice(w: &World) -> Client {
         json!({"entities": [{"name": "alice", "entityType": "person", "observations": [CANARY]}]}),
     )
     .await;
-    let digest = get_plan(&agent).await["plan_digest"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let digest = plan_digest(&agent).await;
     apply_as_person(w, &digest);
     agent
+}
+
+/// With `alice` created (see [`with_alice`]), the agent plans to delete
+/// her: its client, and the planned answer, which never carries her
+/// observation.
+async fn planned_delete_of_alice(w: &World) -> (Client, Value) {
+    let agent = with_alice(w).await;
+    let deleted = ok(
+        &agent,
+        "memory__delete_entities",
+        json!({"entityNames": ["alice"]}),
+    )
+    .await;
+    assert!(!deleted.to_string().contains("CANARY"), "{deleted}");
+    (agent, deleted)
 }
 
 /// Applies the key's plan as a person, at its current digest.
@@ -191,22 +203,10 @@ async fn a_disabled_read_is_never_called_for_a_preview_and_a_refused_one_is_with
 enabled = false
 "#,
     );
-    let agent = with_alice(&w).await;
-
-    let deleted = ok(
-        &agent,
-        "memory__delete_entities",
-        json!({"entityNames": ["alice"]}),
-    )
-    .await;
-    let text = deleted.to_string();
-    assert!(!text.contains("CANARY"), "{text}");
+    let (agent, deleted) = planned_delete_of_alice(&w).await;
     assert_eq!(deleted["preview"]["kind"], "unavailable", "{deleted}");
     assert!(
-        deleted["preview"]["reason"]
-            .as_str()
-            .unwrap()
-            .contains("disabled"),
+        mentions(&deleted["preview"]["reason"], "disabled"),
         "{deleted}"
     );
     assert!(
@@ -232,14 +232,7 @@ outcome = "refuse"
 message = "the graph is private"
 "#,
     );
-    let agent = with_alice(&w).await;
-    let deleted = ok(
-        &agent,
-        "memory__delete_entities",
-        json!({"entityNames": ["alice"]}),
-    )
-    .await;
-    assert!(!deleted.to_string().contains("CANARY"), "{deleted}");
+    let (agent, deleted) = planned_delete_of_alice(&w).await;
     assert!(
         !deleted["predicted_effect"]
             .as_str()
@@ -345,10 +338,7 @@ async fn a_failed_step_approved_by_a_person_does_not_run_twice_on_the_agents_wor
     assert!(!target.exists());
 
     // A person's new yes to that step lets it run once more.
-    let digest = get_plan(&agent).await["plan_digest"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let digest = plan_digest(&agent).await;
     succeeded(
         &["plans", "approve"],
         &scratch.run(&[

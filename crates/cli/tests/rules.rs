@@ -161,11 +161,11 @@ async fn env_files_are_refused(agent: &Client, root: &Path) {
     assert!(!root.join("scratch/prod.env").exists());
 }
 
-/// `policy test --json` of a call by the key `agent`: its decision and the
-/// name of the rule that made it (`null` for none).
-fn policy_test(w: &World, tool: &str, args: &Value) -> (String, Value) {
+/// `policy test` of a call of `tool` with `args` by the key `agent`, then
+/// `extra` (e.g. `--json`).
+fn run_policy_test(w: &World, tool: &str, args: &Value, extra: &[&str]) -> std::process::Output {
     let text = args.to_string();
-    let out = w.scratch.run(&[
+    let mut argv = vec![
         "policy",
         "test",
         "--config",
@@ -176,8 +176,15 @@ fn policy_test(w: &World, tool: &str, args: &Value) -> (String, Value) {
         tool,
         "--arguments",
         &text,
-        "--json",
-    ]);
+    ];
+    argv.extend_from_slice(extra);
+    w.scratch.run(&argv)
+}
+
+/// `policy test --json` of a call by the key `agent`: its decision and the
+/// name of the rule that made it (`null` for none).
+fn policy_test(w: &World, tool: &str, args: &Value) -> (String, Value) {
+    let out = run_policy_test(w, tool, args, &["--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
     (
@@ -188,57 +195,34 @@ fn policy_test(w: &World, tool: &str, args: &Value) -> (String, Value) {
 
 /// `policy test` says of each call what the gateway did, without making it.
 fn policy_test_says_the_same(w: &World) {
-    let cases = [
-        (
-            "write_file",
-            write(&w.root.join("scratch/a2.txt"), "a"),
-            "run",
-            json!("scratch-runs"),
-        ),
-        (
-            "write_file",
-            write(&w.root.join("b2.txt"), "b"),
-            "plan",
-            Value::Null,
-        ),
-        (
-            "write_file",
-            write(&w.root.join("scratch/../c.txt"), "c"),
-            "plan",
-            Value::Null,
-        ),
-        (
-            "write_file",
-            write(&w.root.join("scratch/link/d.txt"), "d"),
-            "plan",
-            Value::Null,
-        ),
-        (
-            "write_file",
-            write(&w.root.join("scratch/prod.env"), "K"),
-            "refuse",
-            json!("no-env"),
-        ),
-        (
-            "read_text_file",
-            json!({"path": w.root.join("scratch/prod.env")}),
-            "refuse",
-            json!("no-env"),
-        ),
-        (
-            "read_text_file",
-            json!({"path": w.root.join("scratch/a.txt")}),
-            "run",
-            Value::Null,
-        ),
-        (
-            "move_file",
-            json!({"source": "/x", "destination": "/y"}),
-            "ask",
-            json!("moves-ask"),
-        ),
-    ];
-    for (tool, args, decision, rule) in cases {
+    // Writes: (path under the root, content, decision, rule).
+    let writes = [
+        ("scratch/a2.txt", "a", "run", json!("scratch-runs")),
+        ("b2.txt", "b", "plan", Value::Null),
+        ("scratch/../c.txt", "c", "plan", Value::Null),
+        ("scratch/link/d.txt", "d", "plan", Value::Null),
+        ("scratch/prod.env", "K", "refuse", json!("no-env")),
+    ]
+    .map(|(rel, content, decision, rule)| {
+        let args = write(&w.root.join(rel), content);
+        ("write_file", args, decision, rule)
+    });
+    // Reads: (path under the root, decision, rule).
+    let reads = [
+        ("scratch/prod.env", "refuse", json!("no-env")),
+        ("scratch/a.txt", "run", Value::Null),
+    ]
+    .map(|(rel, decision, rule)| {
+        let args = json!({"path": w.root.join(rel)});
+        ("read_text_file", args, decision, rule)
+    });
+    let moves = [(
+        "move_file",
+        json!({"source": "/x", "destination": "/y"}),
+        "ask",
+        json!("moves-ask"),
+    )];
+    for (tool, args, decision, rule) in writes.into_iter().chain(reads).chain(moves) {
         assert_eq!(
             policy_test(w, tool, &args),
             (decision.to_owned(), rule),
@@ -247,18 +231,12 @@ fn policy_test_says_the_same(w: &World) {
     }
     let text = succeeded(
         &["policy", "test"],
-        &w.scratch.run(&[
-            "policy",
-            "test",
-            "--config",
-            &w.config,
-            "--key",
-            "agent",
-            "--tool",
+        &run_policy_test(
+            w,
             "write_file",
-            "--arguments",
-            &write(&w.root.join("scratch/x.env"), "K").to_string(),
-        ]),
+            &write(&w.root.join("scratch/x.env"), "K"),
+            &[],
+        ),
     );
     assert!(text.contains("rule \"no-env\" decides: refuse"), "{text}");
     assert!(

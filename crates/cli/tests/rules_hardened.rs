@@ -101,10 +101,7 @@ async fn a_decoy_argument_the_tool_does_not_take_is_refused_and_moves_nothing() 
     )
     .await;
     // The first write of the plan key is planned; apply it as a person.
-    let digest = get_plan(&agent).await["plan_digest"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let digest = plan_digest(&agent).await;
     succeeded(
         &["plans", "apply"],
         &w.scratch.run(&[

@@ -185,20 +185,11 @@ fn reject_d_and_amend_e(w: &FsWorld, d: &str, e: &str, digest: &str) {
             "not d: <b>keep</b> d as it is",
         ],
     );
-    let amended = op_json(
-        &w.scratch,
-        &[
-            "plans",
-            "amend",
-            "--config",
-            &w.config,
-            "--key",
-            "agent",
-            e,
-            "--arguments",
-            &json!({"path": txt(w, "e"), "content": "amended e\n"}).to_string(),
-            "--json",
-        ],
+    let arguments = json!({"path": txt(w, "e"), "content": "amended e\n"}).to_string();
+    let args = ["plans", "amend", e, "--json"];
+    let amended = parsed(
+        &args,
+        &succeeded(&args, &amend_step(w, e, &arguments, &["--json"])),
     );
     assert_eq!(
         amended["arguments_changed"],

@@ -129,31 +129,16 @@ fn shape_in_the_console(b: &mut Browser, page: &str, steps: &[String], reason: &
     for id in &steps[..3] {
         b.click(page, &format!("{} input.pick", step_sel(id)));
     }
-    b.click(page, "button.approve-picked");
-    b.wait_for(
+    b.click_then(
         page,
+        "button.approve-picked",
         "three approved steps",
         "document.querySelectorAll('section.key[data-key=\"agent\"] .step-approved').length === 3",
     );
-    b.click(page, &format!("{} button.reject-step", step_sel(&steps[3])));
-    b.wait_for(
+    b.reject_step(page, &step_sel(&steps[3]), reason);
+    b.click_then(
         page,
-        "the reason box",
-        "document.querySelector('textarea.reason')",
-    );
-    b.type_into(page, "textarea.reason", reason);
-    b.click(page, "button.confirm-reject");
-    b.wait_for(
-        page,
-        "the rejection",
-        &format!(
-            "document.querySelector('{} .rejection')",
-            step_sel(&steps[3])
-        ),
-    );
-    b.click(page, &format!("{} button.amend-step", step_sel(&steps[4])));
-    b.wait_for(
-        page,
+        &format!("{} button.amend-step", step_sel(&steps[4])),
         "the amend form",
         "document.querySelector('.amend-form [name=\"content\"]')",
     );
@@ -162,9 +147,9 @@ fn shape_in_the_console(b: &mut Browser, page: &str, steps: &[String], reason: &
         ".amend-form [name=\"content\"]",
         "step 5, as the person wrote it",
     );
-    b.click(page, "button.confirm-amend");
-    b.wait_for(
+    b.click_then(
         page,
+        "button.confirm-amend",
         "the amendment",
         &format!(
             "document.querySelector('{} .step-amended')",
@@ -172,9 +157,9 @@ fn shape_in_the_console(b: &mut Browser, page: &str, steps: &[String], reason: &
         ),
     );
     // What changed since the yes to steps 1–3.
-    b.click(page, "section.key[data-key=\"agent\"] button.show-diff");
-    b.wait_for(
+    b.click_then(
         page,
+        "section.key[data-key=\"agent\"] button.show-diff",
         "the diff",
         "document.querySelector('pre.diff') && document.querySelector('pre.diff').textContent.includes('amended by')",
     );
@@ -188,9 +173,9 @@ fn shape_in_the_console(b: &mut Browser, page: &str, steps: &[String], reason: &
     b.screenshot_top(page, 700, &artifacts_dir().join("e2e-console-diff.png"));
     // The amended step needs a yes of its own.
     b.click(page, &format!("{} input.pick", step_sel(&steps[4])));
-    b.click(page, "button.approve-picked");
-    b.wait_for(
+    b.click_then(
         page,
+        "button.approve-picked",
         "four approved steps",
         "document.querySelectorAll('section.key[data-key=\"agent\"] .step-approved').length === 4",
     );
@@ -239,15 +224,15 @@ fn the_history_names_every_act(b: &mut Browser, page: &str) {
         "the plan after the apply",
         "document.querySelectorAll('section.key[data-key=\"agent\"] li.step').length === 1",
     );
-    b.click(page, "section.key[data-key=\"agent\"] button.show-diff");
-    b.wait_for(
+    b.click_then(
         page,
+        "section.key[data-key=\"agent\"] button.show-diff",
         "the diff closed",
         "!document.querySelector('pre.diff')",
     );
-    b.click(page, "section.key[data-key=\"agent\"] button.show-history");
-    b.wait_for(
+    b.click_then(
         page,
+        "section.key[data-key=\"agent\"] button.show-history",
         "the history with the apply",
         "document.querySelector('ol.history li.event[data-type=\"apply_finished\"]')",
     );

@@ -380,25 +380,22 @@ async fn a_forged_form_from_another_origin_is_refused(b: &mut Browser, s: &Setup
 /// plan on screen, and opens the first step's (redacted) arguments, as a
 /// person would, for the screenshot.
 fn approve_after_seeing_the_new_step(b: &mut Browser, page: &str) {
-    b.click(page, "section.key[data-key=\"planner\"] button.ack-changes");
-    b.wait_for(
+    b.click_then(
         page,
+        "section.key[data-key=\"planner\"] button.ack-changes",
         "the new step, seen",
         "!document.querySelector('section.key[data-key=\"planner\"] li.step.unseen')",
     );
-    b.click(page, "section.key[data-key=\"planner\"] button.approve");
-    b.wait_for(
+    b.click_then(
         page,
+        "section.key[data-key=\"planner\"] button.approve",
         "the approval",
         "document.querySelector('section.key[data-key=\"planner\"] .approved').textContent === 'approved'",
     );
     // Show the first step's (redacted) arguments, as a person would.
-    b.click(
+    b.click_then(
         page,
         "section.key[data-key=\"planner\"] details.args > summary",
-    );
-    b.wait_for(
-        page,
         "the arguments",
         "document.querySelector('details.args').open",
     );
@@ -562,9 +559,9 @@ async fn a_step_added_while_the_page_is_open_is_highlighted_and_approve_waits_un
     let before = s.store.last_seq().await.unwrap();
     blocking(|| {
         for button in ["button.approve", "button.apply"] {
-            b.click(&page, &format!("{section} {button}"));
-            b.wait_for(
+            b.click_then(
                 &page,
+                &format!("{section} {button}"),
                 "the refusal",
                 "document.getElementById('status').textContent.includes('changed while you were looking')",
             );
@@ -641,9 +638,9 @@ fn acknowledge_and_approve(b: &mut Browser, page: &str, section: &str, now: u64)
         "the revision now",
         &format!("Array.from(document.querySelectorAll('{section} dl.facts dt')).some((dt) => dt.textContent === 'revision' && dt.nextElementSibling.textContent.startsWith('{now}'))"),
     );
-    b.click(page, &format!("{section} button.ack-changes"));
-    b.wait_for(
+    b.click_then(
         page,
+        &format!("{section} button.ack-changes"),
         "no highlight",
         &format!("!document.querySelector('{section} li.step.unseen') && !document.querySelector('{section} .unseen-banner')"),
     );
@@ -651,9 +648,9 @@ fn acknowledge_and_approve(b: &mut Browser, page: &str, section: &str, now: u64)
         page,
         &format!("document.querySelector('{section} .digest').textContent"),
     );
-    b.click(page, &format!("{section} button.approve"));
-    b.wait_for(
+    b.click_then(
         page,
+        &format!("{section} button.approve"),
         "the approval",
         &format!("document.querySelector('{section} .approved').textContent === 'approved'"),
     );
@@ -775,17 +772,17 @@ fn approve_two_by_keyboard(b: &mut Browser, s: &Setup, steps: [&String; 2]) -> S
 /// Amends the step `menu` with hostile strings through the form; the
 /// pair's approval no longer covers it.
 fn amend_the_menu_item(b: &mut Browser, page: &str, menu: &str) {
-    b.click(page, &format!("{} button.amend-step", step_sel(menu)));
-    b.wait_for(
+    b.click_then(
         page,
+        &format!("{} button.amend-step", step_sel(menu)),
         "the amend form",
         "document.querySelector('.amend-form input[name=\"label\"]')",
     );
     b.type_into(page, ".amend-form input[name=\"label\"]", ANCHOR);
     b.type_into(page, ".amend-form input[name=\"url\"]", JS_LINK);
-    b.click(page, "button.confirm-amend");
-    b.wait_for(
+    b.click_then(
         page,
+        "button.confirm-amend",
         "the amended step, no longer approved",
         &format!(
             "document.querySelector('{} .step-amended') && document.querySelectorAll('section.key[data-key=\"planner\"] .step-approved').length === 0",
@@ -796,8 +793,12 @@ fn amend_the_menu_item(b: &mut Browser, page: &str, menu: &str) {
 
 /// The diff since the review shows the change as text (a screenshot).
 fn the_diff_shows_the_change_as_text(b: &mut Browser, page: &str) {
-    b.click(page, "section.key[data-key=\"planner\"] button.show-diff");
-    b.wait_for(page, "the diff", "document.querySelector('pre.diff')");
+    b.click_then(
+        page,
+        "section.key[data-key=\"planner\"] button.show-diff",
+        "the diff",
+        "document.querySelector('pre.diff')",
+    );
     let shown = b.eval(
         page,
         "(() => { const d = document.querySelector('pre.diff'); return { text: d.textContent, markup: document.getElementById('keys').querySelectorAll('img, script, a, iframe, object, svg, form').length, pwned: window.__pwned === undefined ? null : String(window.__pwned) }; })()",
@@ -821,39 +822,24 @@ fn the_diff_shows_the_change_as_text(b: &mut Browser, page: &str) {
 /// clicks Apply: exactly the approved step runs.
 fn approve_reject_and_apply(b: &mut Browser, page: &str, tagline: &str, title: &str) {
     b.click(page, &format!("{} input.pick", step_sel(tagline)));
-    b.click(page, "button.approve-picked");
-    b.wait_for(
+    b.click_then(
         page,
+        "button.approve-picked",
         "the tagline approved",
         &format!(
             "document.querySelector('{} .step-approved')",
             step_sel(tagline).replace('\'', "\\'")
         ),
     );
-    b.click(page, &format!("{} button.reject-step", step_sel(title)));
-    b.wait_for(
+    b.reject_step(
         page,
-        "the reason box",
-        "document.querySelector('textarea.reason')",
-    );
-    b.type_into(
-        page,
-        "textarea.reason",
+        &step_sel(title),
         "keep the title: <b>Bakery</b> is wrong",
     );
-    b.click(page, "button.confirm-reject");
-    b.wait_for(
-        page,
-        "the rejection",
-        &format!(
-            "document.querySelector('{} .rejection')",
-            step_sel(title).replace('\'', "\\'")
-        ),
-    );
     // Apply: exactly the approved step runs.
-    b.click(page, "section.key[data-key=\"planner\"] button.apply");
-    b.wait_for(
+    b.click_then(
         page,
+        "section.key[data-key=\"planner\"] button.apply",
         "the receipt",
         "document.querySelector('.receipt') && document.querySelector('.receipt').textContent.includes('not_approved')",
     );
@@ -862,12 +848,9 @@ fn approve_reject_and_apply(b: &mut Browser, page: &str, tagline: &str, title: &
 /// The history: every act with its actor, newest first, filterable by
 /// kind (a screenshot); nothing hostile ran.
 fn the_history_names_every_act_and_filters(b: &mut Browser, page: &str) {
-    b.click(
+    b.click_then(
         page,
         "section.key[data-key=\"planner\"] button.show-history",
-    );
-    b.wait_for(
-        page,
         "the history",
         "document.querySelectorAll('ol.history li.event').length > 5",
     );

@@ -416,6 +416,15 @@ pub async fn get_plan(client: &Client) -> Value {
     ok(client, "plangate_get_plan", json!({})).await
 }
 
+/// The digest of the client's plan, as `plangate_get_plan` shows it to
+/// the agent.
+pub async fn plan_digest(client: &Client) -> String {
+    get_plan(client).await["plan_digest"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
 /// Applies the client's plan with `args` (which must succeed); returns the receipt.
 pub async fn apply_plan(client: &Client, args: Value) -> Value {
     ok(client, "plangate_apply_plan", args).await
