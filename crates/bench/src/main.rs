@@ -23,6 +23,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
 mod ctx;
+mod host;
 mod http1;
 mod load;
 mod mcp;
@@ -36,6 +37,7 @@ mod stats;
 mod upstream;
 
 use ctx::{Ctx, Sizes};
+use host::{fsync_probe, git_commit, load_avg, machine, setup_postgres, sqlite_journal_mode};
 use report::Report;
 
 const RESULTS_BEGIN: &str = "<!-- bench:results:begin (written by plangate-bench) -->";
@@ -271,6 +273,38 @@ async fn run(args: RunArgs) -> Result<()> {
         Some(p) => p.clone(),
         None => build_plangate(&repo)?,
     };
+    let mut ctx = new_ctx(&args, repo, run_dir.clone(), plangate)?;
+    record_meta(&mut ctx, &args, stamp);
+
+    let mut durability = durability(&mut ctx, &args).await?;
+    run_phases(&mut ctx, &args).await?;
+    if let Some(mode) = sqlite_journal_mode(&run_dir).await {
+        durability[0] = durability[0].replace("see below", &mode);
+    }
+    ctx.report.meta.durability = durability;
+    ctx.report.meta.machine.load_avg_end = load_avg();
+    ctx.report.meta.duration_s = started.elapsed().as_secs_f64();
+    ctx.report.targets = report::targets(&ctx.report);
+    write_outputs(&ctx.report, &out, true)?;
+    eprintln!(
+        "bench: done in {:.0} s; wrote {}",
+        started.elapsed().as_secs_f64(),
+        out.display()
+    );
+    for t in &ctx.report.targets {
+        let met = match t.met {
+            Some(true) => "met",
+            Some(false) => "MISSED",
+            None => "not measured",
+        };
+        eprintln!("  [{met}] {}: {}", t.target, t.measured);
+    }
+    Ok(())
+}
+
+/// The run's shared state: its sizes (quick or full, `--rounds`), the
+/// builds measured and an empty report.
+fn new_ctx(args: &RunArgs, repo: PathBuf, run_dir: PathBuf, plangate: PathBuf) -> Result<Ctx> {
     let mut sizes = if args.quick {
         Sizes::quick()
     } else {
@@ -279,12 +313,12 @@ async fn run(args: RunArgs) -> Result<()> {
     if let Some(rounds) = args.rounds {
         sizes.rounds = usize::from(rounds);
     }
-    let mut ctx = Ctx {
+    Ok(Ctx {
         exe: std::env::current_exe()?,
-        plangate: plangate.clone(),
-        repo: repo.clone(),
-        run_dir: run_dir.clone(),
-        sizes: sizes.clone(),
+        plangate,
+        repo,
+        run_dir,
+        sizes,
         candidate: match &args.candidate {
             Some(spec) => {
                 let Some((label, path)) = spec.split_once('=') else {
@@ -299,12 +333,18 @@ async fn run(args: RunArgs) -> Result<()> {
         },
         postgres: None,
         report: Report::default(),
-    };
+    })
+}
+
+/// What the report says of the run before anything is measured: when,
+/// which commit and binary, the machine, the sizes and how it measures.
+fn record_meta(ctx: &mut Ctx, args: &RunArgs, stamp: i64) {
+    let sizes = &ctx.sizes;
     let meta = &mut ctx.report.meta;
     meta.started = plangate_store::format_time_ms(stamp);
     meta.quick = args.quick;
-    meta.git_commit = git_commit(&repo);
-    meta.plangate_binary = plangate.display().to_string();
+    meta.git_commit = git_commit(&ctx.repo);
+    meta.plangate_binary = ctx.plangate.display().to_string();
     meta.machine = machine();
     meta.settings = report::Settings {
         rounds: sizes.rounds,
@@ -328,14 +368,22 @@ async fn run(args: RunArgs) -> Result<()> {
         "plangate runs with its default logging (an info line per tool call to stderr, here a file) and default settings; bridges run with their logging lowered where they have the option"
             .to_owned(),
     );
-    let skip = |p: &str| args.skip.iter().any(|s| s == p);
+}
 
-    // Durability as configured for this run.
+/// Whether a phase was skipped with `--skip`.
+fn skipped(args: &RunArgs, phase: &str) -> bool {
+    args.skip.iter().any(|s| s == phase)
+}
+
+/// Durability as configured for this run: SQLite's (its journal mode
+/// filled in at the end), PostgreSQL's when it is used (set up here) and
+/// the disk's fsync.
+async fn durability(ctx: &mut Ctx, args: &RunArgs) -> Result<Vec<String>> {
     let mut durability = vec![format!(
         "SQLite: plangate's store opens every connection with `synchronous = FULL` in WAL mode (journal mode read back from the file: {})",
         "see below"
     )];
-    if !args.no_postgres && !skip("planning") {
+    if !args.no_postgres && !skipped(args, "planning") {
         match setup_postgres(&args.postgres).await {
             Ok((url, settings)) => {
                 durability.push(settings);
@@ -344,50 +392,34 @@ async fn run(args: RunArgs) -> Result<()> {
             Err(e) => ctx.not_measured("PostgreSQL (planning and apply)", format!("{e:#}")),
         }
     }
-    let fsync_ms = fsync_probe(&run_dir)?;
+    let fsync_ms = fsync_probe(&ctx.run_dir)?;
     ctx.report.meta.fsync_ms = Some(fsync_ms);
     durability.push(format!(
         "disk: fsync of a 4 KiB write takes {fsync_ms:.3} ms (p50 of 200) in the run dir"
     ));
+    Ok(durability)
+}
 
+/// Every phase not skipped, in order.
+async fn run_phases(ctx: &mut Ctx, args: &RunArgs) -> Result<()> {
+    let skip = |p: &str| skipped(args, p);
     if !skip("passthrough") {
         if skip("sdk") {
             ctx.sizes.sdk_calls = 0;
         }
-        passthrough::run(&mut ctx).await?;
+        passthrough::run(ctx).await?;
     }
     if !skip("everything") {
-        passthrough::everything(&mut ctx).await?;
+        passthrough::everything(ctx).await?;
     }
     if !skip("planning") {
-        planning::run(&mut ctx).await?;
+        planning::run(ctx).await?;
     }
     if !skip("scale") {
-        scale::run(&mut ctx).await?;
+        scale::run(ctx).await?;
     }
     if !skip("rules") {
-        rules::run(&mut ctx)?;
-    }
-    if let Some(mode) = sqlite_journal_mode(&run_dir).await {
-        durability[0] = durability[0].replace("see below", &mode);
-    }
-    ctx.report.meta.durability = durability;
-    ctx.report.meta.machine.load_avg_end = load_avg();
-    ctx.report.meta.duration_s = started.elapsed().as_secs_f64();
-    ctx.report.targets = report::targets(&ctx.report);
-    write_outputs(&ctx.report, &out, true)?;
-    eprintln!(
-        "bench: done in {:.0} s; wrote {}",
-        started.elapsed().as_secs_f64(),
-        out.display()
-    );
-    for t in &ctx.report.targets {
-        let met = match t.met {
-            Some(true) => "met",
-            Some(false) => "MISSED",
-            None => "not measured",
-        };
-        eprintln!("  [{met}] {}: {}", t.target, t.measured);
+        rules::run(ctx)?;
     }
     Ok(())
 }
@@ -436,170 +468,4 @@ fn build_plangate(repo: &Path) -> Result<PathBuf> {
         bail!("{} not found after the build", bin.display());
     }
     Ok(bin)
-}
-
-/// The commit checked out, read from `.git` without running git: a
-/// repository's own, or a worktree's (`.git` a file naming its git dir,
-/// whose branches live in the main repository's, its `commondir`).
-fn git_commit(repo: &Path) -> Option<String> {
-    let mut git = repo.join(".git");
-    if let Ok(pointer) = std::fs::read_to_string(&git)
-        && let Some(dir) = pointer.trim().strip_prefix("gitdir: ")
-    {
-        git = repo.join(dir);
-    }
-    let common = std::fs::read_to_string(git.join("commondir"))
-        .map(|c| git.join(c.trim()))
-        .unwrap_or_else(|_| git.clone());
-    let head = std::fs::read_to_string(git.join("HEAD")).ok()?;
-    let head = head.trim();
-    let Some(reference) = head.strip_prefix("ref: ") else {
-        return Some(head.to_owned());
-    };
-    for dir in [&git, &common] {
-        if let Ok(c) = std::fs::read_to_string(dir.join(reference)) {
-            return Some(c.trim().to_owned());
-        }
-    }
-    let packed = std::fs::read_to_string(common.join("packed-refs")).ok()?;
-    packed
-        .lines()
-        .find(|l| l.ends_with(reference))
-        .and_then(|l| l.split_whitespace().next())
-        .map(str::to_owned)
-}
-
-fn load_avg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
-
-fn machine() -> report::Machine {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let mem_kib: f64 = meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0);
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("model name"))
-        .map(|v| v.trim_start_matches([' ', '\t', ':']).trim().to_owned())
-        .unwrap_or_default();
-    report::Machine {
-        cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
-        memory_gib: mem_kib / 1024.0 / 1024.0,
-        cpu,
-        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .unwrap_or_default()
-            .trim()
-            .to_owned(),
-        load_avg_start: load_avg(),
-        load_avg_end: String::new(),
-    }
-}
-
-/// p50 of 200 synced 4 KiB writes, ms: what one durable commit costs here
-/// at least.
-fn fsync_probe(dir: &Path) -> Result<f64> {
-    use std::io::Write;
-    let path = dir.join("fsync-probe");
-    let mut f = std::fs::File::create(&path)?;
-    let block = [7u8; 4096];
-    let mut v = Vec::with_capacity(200);
-    for _ in 0..200 {
-        let t = Instant::now();
-        f.write_all(&block)?;
-        f.sync_data()?;
-        v.push(t.elapsed().as_secs_f64() * 1000.0);
-    }
-    drop(f);
-    let _ = std::fs::remove_file(path);
-    Ok(stats::median(&v))
-}
-
-/// Creates the `plangate_bench` database anew; returns its URL and a line
-/// on the server's durability settings.
-async fn setup_postgres(admin: &str) -> Result<(String, String)> {
-    use sqlx::Connection;
-    let mut conn = tokio::time::timeout(Duration::from_secs(5), sqlx::PgConnection::connect(admin))
-        .await
-        .context("PostgreSQL did not answer within 5 s")?
-        .with_context(|| format!("cannot connect to PostgreSQL at {}", strip_password(admin)))?;
-    sqlx::query("DROP DATABASE IF EXISTS plangate_bench WITH (FORCE)")
-        .execute(&mut conn)
-        .await?;
-    sqlx::query("CREATE DATABASE plangate_bench")
-        .execute(&mut conn)
-        .await?;
-    let mut values = Vec::new();
-    for name in [
-        "server_version",
-        "fsync",
-        "synchronous_commit",
-        "wal_sync_method",
-        "full_page_writes",
-    ] {
-        let v: String = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SHOW {name}")))
-            .fetch_one(&mut conn)
-            .await?;
-        values.push((name, v));
-    }
-    conn.close().await?;
-    let get = |n: &str| {
-        values
-            .iter()
-            .find(|(k, _)| *k == n)
-            .map(|(_, v)| v.clone())
-            .unwrap_or_default()
-    };
-    if get("fsync") != "on" {
-        bail!(
-            "the PostgreSQL server runs with fsync = {}: its numbers would not count",
-            get("fsync")
-        );
-    }
-    let base = admin.rsplit_once('/').map_or(admin, |(b, _)| b);
-    let url = format!("{base}/plangate_bench");
-    let line = format!(
-        "PostgreSQL {}: fsync = {}, full_page_writes = {}, wal_sync_method = {}; plangate sets synchronous_commit = on for each of its connections (server default: {})",
-        get("server_version"),
-        get("fsync"),
-        get("full_page_writes"),
-        get("wal_sync_method"),
-        get("synchronous_commit")
-    );
-    Ok((url, line))
-}
-
-fn strip_password(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if s < at => match url[s + 3..at].split_once(':') {
-            Some((user, _)) => format!("{}{}:[redacted]{}", &url[..s + 3], user, &url[at..]),
-            None => url.to_owned(),
-        },
-        _ => url.to_owned(),
-    }
-}
-
-/// The journal mode recorded in one of the run's SQLite files.
-async fn sqlite_journal_mode(run_dir: &Path) -> Option<String> {
-    use sqlx::Connection;
-    let file = run_dir.join("planning-sqlite-0/plangate.db");
-    if !file.exists() {
-        return None;
-    }
-    let options = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(&file)
-        .read_only(true);
-    let mut conn = sqlx::SqliteConnection::connect_with(&options).await.ok()?;
-    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
-        .fetch_one(&mut conn)
-        .await
-        .ok()?;
-    let _ = conn.close().await;
-    Some(mode)
 }

@@ -8,13 +8,16 @@
 //! in stages so its RSS is read at every size in one process. Start-up is
 //! timed last, interleaving a fresh data dir with the seeded one.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use tokio::process::Command;
 
-use crate::ctx::{Ctx, Gateway, StoreSpec, UpstreamSpec, echo_args, plangate_stdio, rotated};
+use crate::ctx::{
+    Ctx, Gateway, Sizes, StoreSpec, UpstreamSpec, echo_args, plangate_stdio, rotated,
+};
 use crate::mcp::Client;
 use crate::procs::{self, Proc};
 use crate::report::{Scale, ScalePoint};
@@ -182,53 +185,9 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
             ..Scale::default()
         };
         let largest = gateways.len() - 1;
-
-        // Idle: at ready, then after one session's calls.
-        scale.idle_rss_kib = settled_rss(&gateways[largest].gateway.proc).await;
-        {
-            let g = &mut gateways[largest].gateway;
-            let token = g.key().await?;
-            let mut c = Client::connect(&g.target(&token), "scale-idle").await?;
-            c.request("tools/list", &json!({})).await?;
-            c.call_ok("echo", &echo_args()).await?;
-            c.call_ok(GET_PLAN, &json!({})).await?;
-            c.close().await;
-        }
-        scale.idle_after_calls_rss_kib = settled_rss(&gateways[largest].gateway.proc).await;
-
-        // Seed: the smaller gateways, then the largest in stages.
-        for g in gateways.iter_mut().take(largest) {
-            eprintln!("bench: scale: seeding {} keys", g.keys);
-            let n = g.keys;
-            seed(g, n, steps).await?;
-        }
-        let mut rss_at = Vec::new();
-        let mut seeded_s = 0.0;
-        for &stage in &sizes.scale_keys {
-            eprintln!("bench: scale: seeding the largest gateway up to {stage} keys");
-            let big = &mut gateways[largest];
-            let took = seed(big, stage, steps).await?;
-            seeded_s += took.as_secs_f64();
-            rss_at.push(settled_rss(&big.gateway.proc).await);
-        }
-        let most = *sizes.scale_keys.last().unwrap_or(&0);
-        scale.seed_keys_per_s = most as f64 / seeded_s;
-
-        // get_plan, interleaved across the gateways.
-        let order: Vec<usize> = (0..gateways.len()).collect();
-        let mut batches: Vec<Vec<Batch>> = vec![Vec::new(); gateways.len()];
-        for &i in &order {
-            get_plans(&gateways[i], sizes.get_plan_calls / 5, 7, steps).await?;
-        }
-        for r in 0..sizes.rounds {
-            eprintln!("bench: scale: get_plan round {}/{}", r + 1, sizes.rounds);
-            for i in rotated(&order, r) {
-                let b = get_plans(&gateways[i], sizes.get_plan_calls, 1000 + r as u64, steps)
-                    .await
-                    .with_context(|| format!("get_plan at {} keys", gateways[i].keys))?;
-                batches[i].push(b);
-            }
-        }
+        idle(&mut scale, &mut gateways[largest]).await?;
+        let rss_at = seed_all(&mut scale, &mut gateways, &sizes).await?;
+        let batches = time_get_plans(&gateways, &sizes).await?;
         for (i, g) in gateways.iter().enumerate() {
             scale.points.push(ScalePoint {
                 keys: g.keys,
@@ -236,56 +195,14 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
                 rss_kib: rss_at.get(i).copied().unwrap_or(0),
             });
         }
-        let n = rss_at.len();
-        if n >= 2 {
-            let (a, b) = (sizes.scale_keys[n - 2], sizes.scale_keys[n - 1]);
-            scale.bytes_per_plan_marginal =
-                (rss_at[n - 1] as f64 - rss_at[n - 2] as f64) * 1024.0 / (b - a) as f64;
-        }
-        scale.bytes_per_plan = (rss_at.last().copied().unwrap_or(0) as f64
-            - scale.idle_after_calls_rss_kib as f64)
-            * 1024.0
-            / most as f64;
+        memory_per_plan(&mut scale, &rss_at, &sizes.scale_keys);
 
         // Start-up, interleaved: fresh data dir vs the largest's store.
         let full_spec = gateways[largest].spec.clone();
         for g in &mut gateways {
             g.gateway.proc.stop().await;
         }
-        let (mut empty, mut full, mut stdio) = (Vec::new(), Vec::new(), Vec::new());
-        eprintln!("bench: scale: start-up trials");
-        for t in 0..sizes.startup_trials {
-            let fresh = StoreSpec::sqlite(ctx, &format!("startup-fresh-{t}"));
-            // Fresh: open nothing beforehand, so plangate creates it all.
-            empty.push(startup_http(&build.path, &config, &fresh).await?);
-            full.push(startup_http(&build.path, &config, &full_spec).await?);
-            let fresh_stdio = StoreSpec::sqlite(ctx, &format!("startup-stdio-{t}"));
-            let token = {
-                let store = fresh_stdio.open().await?;
-                store
-                    .create_key("startup", plangate_core::Scope::Write)
-                    .await?
-                    .token
-            };
-            let target = plangate_stdio(&build.path, &config, &fresh_stdio, &token);
-            let t0 = Instant::now();
-            let c = Client::connect(&target, "startup-stdio").await?;
-            stdio.push(t0.elapsed().as_secs_f64() * 1e6);
-            c.close().await;
-        }
-        let one = |v: Vec<f64>| {
-            let batches: Vec<Batch> = v
-                .into_iter()
-                .map(|us| Batch {
-                    latencies_us: vec![us],
-                    wall_s: 0.0,
-                })
-                .collect();
-            combine(&batches)
-        };
-        scale.startup_empty = one(empty);
-        scale.startup_full = one(full);
-        scale.startup_stdio = one(stdio);
+        startup(&mut scale, ctx, &build.path, &config, &full_spec).await?;
         anyhow::Ok(scale)
     }
     .await;
@@ -296,12 +213,131 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
     Ok(())
 }
 
+/// Idle RSS of a gateway: at ready, then after one session's calls.
+async fn idle(scale: &mut Scale, largest: &mut Sized) -> Result<()> {
+    scale.idle_rss_kib = settled_rss(&largest.gateway.proc).await;
+    {
+        let g = &mut largest.gateway;
+        let token = g.key().await?;
+        let mut c = Client::connect(&g.target(&token), "scale-idle").await?;
+        c.request("tools/list", &json!({})).await?;
+        c.call_ok("echo", &echo_args()).await?;
+        c.call_ok(GET_PLAN, &json!({})).await?;
+        c.close().await;
+    }
+    scale.idle_after_calls_rss_kib = settled_rss(&largest.gateway.proc).await;
+    Ok(())
+}
+
+/// Seeds the smaller gateways, then the largest in stages (one per size);
+/// returns the largest's RSS at each stage and records the seeding rate.
+async fn seed_all(scale: &mut Scale, gateways: &mut [Sized], sizes: &Sizes) -> Result<Vec<u64>> {
+    let steps = sizes.steps_per_plan;
+    let largest = gateways.len() - 1;
+    for g in gateways.iter_mut().take(largest) {
+        eprintln!("bench: scale: seeding {} keys", g.keys);
+        let n = g.keys;
+        seed(g, n, steps).await?;
+    }
+    let mut rss_at = Vec::new();
+    let mut seeded_s = 0.0;
+    for &stage in &sizes.scale_keys {
+        eprintln!("bench: scale: seeding the largest gateway up to {stage} keys");
+        let big = &mut gateways[largest];
+        let took = seed(big, stage, steps).await?;
+        seeded_s += took.as_secs_f64();
+        rss_at.push(settled_rss(&big.gateway.proc).await);
+    }
+    let most = *sizes.scale_keys.last().unwrap_or(&0);
+    scale.seed_keys_per_s = most as f64 / seeded_s;
+    Ok(rss_at)
+}
+
+/// `get_plan`, interleaved across the gateways after a warm-up each:
+/// every gateway's batches, in the gateways' order.
+async fn time_get_plans(gateways: &[Sized], sizes: &Sizes) -> Result<Vec<Vec<Batch>>> {
+    let steps = sizes.steps_per_plan;
+    let order: Vec<usize> = (0..gateways.len()).collect();
+    let mut batches: Vec<Vec<Batch>> = vec![Vec::new(); gateways.len()];
+    for &i in &order {
+        get_plans(&gateways[i], sizes.get_plan_calls / 5, 7, steps).await?;
+    }
+    for r in 0..sizes.rounds {
+        eprintln!("bench: scale: get_plan round {}/{}", r + 1, sizes.rounds);
+        for i in rotated(&order, r) {
+            let b = get_plans(&gateways[i], sizes.get_plan_calls, 1000 + r as u64, steps)
+                .await
+                .with_context(|| format!("get_plan at {} keys", gateways[i].keys))?;
+            batches[i].push(b);
+        }
+    }
+    Ok(batches)
+}
+
+/// Memory per open plan from the largest gateway's RSS at each stage:
+/// overall (against idle after calls) and between the two largest.
+fn memory_per_plan(scale: &mut Scale, rss_at: &[u64], scale_keys: &[usize]) {
+    let most = *scale_keys.last().unwrap_or(&0);
+    let n = rss_at.len();
+    if n >= 2 {
+        let (a, b) = (scale_keys[n - 2], scale_keys[n - 1]);
+        scale.bytes_per_plan_marginal =
+            (rss_at[n - 1] as f64 - rss_at[n - 2] as f64) * 1024.0 / (b - a) as f64;
+    }
+    scale.bytes_per_plan = (rss_at.last().copied().unwrap_or(0) as f64
+        - scale.idle_after_calls_rss_kib as f64)
+        * 1024.0
+        / most as f64;
+}
+
+/// Start-up trials, interleaved: over HTTP with a fresh data dir and with
+/// `full_spec`'s seeded store, and over stdio with a fresh one.
+async fn startup(
+    scale: &mut Scale,
+    ctx: &Ctx,
+    bin: &Path,
+    config: &Path,
+    full_spec: &StoreSpec,
+) -> Result<()> {
+    let (mut empty, mut full, mut stdio) = (Vec::new(), Vec::new(), Vec::new());
+    eprintln!("bench: scale: start-up trials");
+    for t in 0..ctx.sizes.startup_trials {
+        let fresh = StoreSpec::sqlite(ctx, &format!("startup-fresh-{t}"));
+        // Fresh: open nothing beforehand, so plangate creates it all.
+        empty.push(startup_http(bin, config, &fresh).await?);
+        full.push(startup_http(bin, config, full_spec).await?);
+        let fresh_stdio = StoreSpec::sqlite(ctx, &format!("startup-stdio-{t}"));
+        let token = {
+            let store = fresh_stdio.open().await?;
+            store
+                .create_key("startup", plangate_core::Scope::Write)
+                .await?
+                .token
+        };
+        let target = plangate_stdio(bin, config, &fresh_stdio, &token);
+        let t0 = Instant::now();
+        let c = Client::connect(&target, "startup-stdio").await?;
+        stdio.push(t0.elapsed().as_secs_f64() * 1e6);
+        c.close().await;
+    }
+    let one = |v: Vec<f64>| {
+        let batches: Vec<Batch> = v
+            .into_iter()
+            .map(|us| Batch {
+                latencies_us: vec![us],
+                wall_s: 0.0,
+            })
+            .collect();
+        combine(&batches)
+    };
+    scale.startup_empty = one(empty);
+    scale.startup_full = one(full);
+    scale.startup_stdio = one(stdio);
+    Ok(())
+}
+
 /// Spawn → `/readyz` 200, µs; the gateway is stopped again.
-async fn startup_http(
-    bin: &std::path::Path,
-    config: &std::path::Path,
-    spec: &StoreSpec,
-) -> Result<f64> {
+async fn startup_http(bin: &Path, config: &Path, spec: &StoreSpec) -> Result<f64> {
     let port = procs::free_port()?;
     let addr = format!("127.0.0.1:{port}");
     let mut cmd = Command::new(bin);

@@ -52,55 +52,19 @@ async fn run(store_label: &str, database: Option<String>) -> Tally {
         extra.push(db.clone());
     }
     let extra_refs: Vec<&str> = extra.iter().map(String::as_str).collect();
-    let mut keys_cmd = vec!["keys", "create", "--scope", "write", "--name"];
-    if let Some(db) = &database {
-        keys_cmd = vec![
-            "--database",
-            db.as_str(),
-            "keys",
-            "create",
-            "--scope",
-            "write",
-            "--name",
-        ];
-    }
-    let store = match &database {
-        Some(db) => plangate_store::open_postgres(db).await.unwrap(),
-        None => {
-            std::fs::create_dir_all(scratch.data_dir()).unwrap();
-            plangate_store::open_sqlite(&scratch.data_dir().join("plangate.db"))
-                .await
-                .unwrap()
-        }
-    };
+    let store = open_store(&scratch, database.as_deref()).await;
     let keylog = plangate_gateway::key_log::KeyLog::new(Arc::clone(&store));
     let mut tally = Tally::default();
 
     for trial in 0..trials() {
         let name = format!("trial{trial}");
-        let mut args = keys_cmd.clone();
-        args.push(&name);
-        let out = scratch.run(&args);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        let token = create_key(&scratch, database.as_deref(), &name);
         let key = store.find_key(&name).await.unwrap().unwrap();
 
         // Plan 20 steps through gateway A, then apply and kill it mid-way.
         let a = serve_http(&scratch, &extra_refs);
         let client = http_client(&a.url(), Some(&token)).await.unwrap();
-        call(&client, "plangate_begin_session", json!({"mode": "plan"}))
-            .await
-            .unwrap();
-        for i in 0..STEPS {
-            let r = call(&client, "bump", json!({"n": trial * 100 + i, "ms": 15}))
-                .await
-                .unwrap();
-            assert_eq!(r.structured_content.unwrap()["planned"], true);
-        }
+        plan_steps(&client, trial).await;
         let applying = {
             let url = a.url();
             let token = token.clone();
@@ -129,51 +93,11 @@ async fn run(store_label: &str, database: Option<String>) -> Tally {
         // Restart (gateway B on the same store) after the dead claim's lease,
         // and apply what is left.
         tokio::time::sleep(Duration::from_millis(1100)).await;
-        let b = serve_http(&scratch, &extra_refs);
-        let client = http_client(&b.url(), Some(&token)).await.unwrap();
-        let receipt = call(&client, "plangate_apply_plan", json!({}))
-            .await
-            .unwrap();
-        let receipt = receipt.structured_content.unwrap();
-        assert_ne!(
-            receipt["code"], "apply_in_progress",
-            "the dead apply was found: {receipt}"
-        );
-        drop(client);
-        drop(b);
+        apply_the_rest(&scratch, &extra_refs, &token).await;
 
         // Compare plangate's record with the upstream's own count.
         let state = keylog.state(&key.id).await.unwrap();
-        let counted = deliveries(&log);
-        assert_eq!(
-            state.steps.len() as u64,
-            STEPS,
-            "trial {trial}: a recorded step was lost"
-        );
-        for step in &state.steps {
-            let n = step.record.arguments.value()["n"].as_u64().unwrap();
-            let count = counted.get(&n).copied().unwrap_or(0);
-            if count > 1 {
-                tally.duplicates += 1;
-            }
-            match step.status {
-                StepStatus::Applied => {
-                    tally.applied += 1;
-                    if count != 1 {
-                        tally.lost += 1;
-                    }
-                }
-                StepStatus::InDoubt => tally.in_doubt += 1,
-                // Delivered yet recorded as never run would be run again.
-                StepStatus::Planned | StepStatus::Failed => {
-                    if count != 0 {
-                        tally.lost += 1;
-                    }
-                }
-                other => panic!("trial {trial}: step {n} ended {other}"),
-            }
-        }
-        tally.trials += 1;
+        count_trial(&mut tally, trial, &state.steps, &deliveries(&log));
     }
     eprintln!(
         "chaos [{store_label}]: trials {} | kills mid-call {} | in_doubt found {} | applied {} | duplicates {} | lost {}",
@@ -185,6 +109,115 @@ async fn run(store_label: &str, database: Option<String>) -> Tally {
         tally.lost
     );
     tally
+}
+
+/// The store the gateways share, opened by the test to read keys' logs:
+/// PostgreSQL at `database`, else the scratch data dir's SQLite file.
+async fn open_store(scratch: &Scratch, database: Option<&str>) -> Arc<dyn plangate_store::Store> {
+    match database {
+        Some(db) => plangate_store::open_postgres(db).await.unwrap(),
+        None => {
+            std::fs::create_dir_all(scratch.data_dir()).unwrap();
+            plangate_store::open_sqlite(&scratch.data_dir().join("plangate.db"))
+                .await
+                .unwrap()
+        }
+    }
+}
+
+/// `plangate keys create` of a `write` key `name` in the trials' store;
+/// returns its token.
+fn create_key(scratch: &Scratch, database: Option<&str>, name: &str) -> String {
+    let mut args = vec!["keys", "create", "--scope", "write", "--name"];
+    if let Some(db) = database {
+        args = vec![
+            "--database",
+            db,
+            "keys",
+            "create",
+            "--scope",
+            "write",
+            "--name",
+        ];
+    }
+    args.push(name);
+    let out = scratch.run(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// Plans the trial's [`STEPS`] `bump`s, each of which must be planned.
+async fn plan_steps(client: &Client, trial: u64) {
+    call(client, "plangate_begin_session", json!({"mode": "plan"}))
+        .await
+        .unwrap();
+    for i in 0..STEPS {
+        let r = call(client, "bump", json!({"n": trial * 100 + i, "ms": 15}))
+            .await
+            .unwrap();
+        assert_eq!(r.structured_content.unwrap()["planned"], true);
+    }
+}
+
+/// Starts gateway B on the same store and applies what is left; the dead
+/// apply must not be found still in progress.
+async fn apply_the_rest(scratch: &Scratch, extra: &[&str], token: &str) {
+    let b = serve_http(scratch, extra);
+    let client = http_client(&b.url(), Some(token)).await.unwrap();
+    let receipt = call(&client, "plangate_apply_plan", json!({}))
+        .await
+        .unwrap();
+    let receipt = receipt.structured_content.unwrap();
+    assert_ne!(
+        receipt["code"], "apply_in_progress",
+        "the dead apply was found: {receipt}"
+    );
+    drop(client);
+    drop(b);
+}
+
+/// Counts a trial's steps against the upstream's deliveries (`counted`:
+/// n → how many times): none may be lost, duplicated, or delivered while
+/// recorded as never run.
+fn count_trial(
+    tally: &mut Tally,
+    trial: u64,
+    steps: &[Arc<plangate_core::Step>],
+    counted: &std::collections::BTreeMap<u64, u64>,
+) {
+    assert_eq!(
+        steps.len() as u64,
+        STEPS,
+        "trial {trial}: a recorded step was lost"
+    );
+    for step in steps {
+        let n = step.record.arguments.value()["n"].as_u64().unwrap();
+        let count = counted.get(&n).copied().unwrap_or(0);
+        if count > 1 {
+            tally.duplicates += 1;
+        }
+        match step.status {
+            StepStatus::Applied => {
+                tally.applied += 1;
+                if count != 1 {
+                    tally.lost += 1;
+                }
+            }
+            StepStatus::InDoubt => tally.in_doubt += 1,
+            // Delivered yet recorded as never run would be run again.
+            StepStatus::Planned | StepStatus::Failed => {
+                if count != 0 {
+                    tally.lost += 1;
+                }
+            }
+            other => panic!("trial {trial}: step {n} ended {other}"),
+        }
+    }
+    tally.trials += 1;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -141,6 +141,15 @@ async fn two_clients(gw: &Proc) -> Two {
     }
 }
 
+/// Client A was asked once: its own question, never B's.
+fn asked_only_its_own(a: &Asked) {
+    assert_eq!(
+        a.questions.lock().unwrap().len(),
+        1,
+        "A was asked B's question"
+    );
+}
+
 /// B's call of `test_elicitation` with `message`: its content, as JSON.
 async fn call_text(
     client: &rmcp::service::RunningService<RoleClient, Asked>,
@@ -178,31 +187,21 @@ async fn elicitation_reaches_the_client_whose_call_caused_it() {
     let scratch = Scratch::new();
     let gw = plangate_in_front(&scratch, &format!("url = \"{url}\"\n"));
 
-    let Two {
-        a,
-        a_client,
-        abandoned,
-        b,
-        b_client,
-        text,
-    } = two_clients(&gw).await;
+    let two = two_clients(&gw).await;
+    let text = &two.text;
     assert!(
         text.contains("action=accept") && text.contains("from B"),
         "B's call did not get B's answer: {text}\nplangate log:\n{}",
         gw.log()
     );
     assert_eq!(
-        *b.questions.lock().unwrap(),
+        *two.b.questions.lock().unwrap(),
         ["[Asked by the upstream MCP server \"reference\", not by plangate] question for B"]
     );
-    assert_eq!(
-        a.questions.lock().unwrap().len(),
-        1,
-        "A was asked B's question"
-    );
-    abandoned.abort();
-    let _ = a_client.cancel().await;
-    let _ = b_client.cancel().await;
+    asked_only_its_own(&two.a);
+    two.abandoned.abort();
+    let _ = two.a_client.cancel().await;
+    let _ = two.b_client.cancel().await;
 }
 
 /// Over a stdio upstream nothing on the wire says which call a question
@@ -225,21 +224,10 @@ async fn over_stdio_an_ambiguous_question_is_declined_and_a_gone_client_does_not
     );
     let gw = plangate_in_front(&scratch, &upstream);
 
-    let Two {
-        a,
-        a_client,
-        abandoned,
-        b,
-        b_client,
-        text,
-    } = two_clients(&gw).await;
-    assert!(text.contains("action=decline"), "{text}");
-    assert!(b.questions.lock().unwrap().is_empty());
-    assert_eq!(
-        a.questions.lock().unwrap().len(),
-        1,
-        "A was asked B's question"
-    );
+    let two = two_clients(&gw).await;
+    assert!(two.text.contains("action=decline"), "{}", two.text);
+    assert!(two.b.questions.lock().unwrap().is_empty());
+    asked_only_its_own(&two.a);
     assert!(
         gw.log()
             .contains("elicitation from the upstream declined: calls of several clients"),
@@ -250,11 +238,11 @@ async fn over_stdio_an_ambiguous_question_is_declined_and_a_gone_client_does_not
     // A goes away (its session ends): its call is cancelled and no longer
     // counts. Ending a session is asynchronous on plangate's side, so B asks
     // until it is (a declined question changes nothing).
-    abandoned.abort();
-    let _ = a_client.cancel().await;
+    two.abandoned.abort();
+    let _ = two.a_client.cancel().await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     loop {
-        let text = call_text(&b_client, "again for B").await;
+        let text = call_text(&two.b_client, "again for B").await;
         if text.contains("action=accept") && text.contains("from B") {
             break;
         }
@@ -265,12 +253,8 @@ async fn over_stdio_an_ambiguous_question_is_declined_and_a_gone_client_does_not
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert_eq!(
-        a.questions.lock().unwrap().len(),
-        1,
-        "A was asked B's question"
-    );
-    let _ = b_client.cancel().await;
+    asked_only_its_own(&two.a);
+    let _ = two.b_client.cancel().await;
 }
 
 /// A client that records the log messages it is sent.

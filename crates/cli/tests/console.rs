@@ -8,6 +8,10 @@
 
 mod common;
 
+#[allow(dead_code)]
+#[path = "../../gateway/tests/common/console_http.rs"]
+mod console_http;
+
 use common::*;
 use serde_json::{Value, json};
 
@@ -128,26 +132,17 @@ async fn the_console_opens_with_an_operator_token_and_closes_when_another_proces
         server.log()
     );
     let base = format!("http://{}", server.addr);
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
-    let login = |t: String| {
-        http.post(format!("{base}/console/login"))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(format!("token={t}"))
-            .send()
-    };
+    let http = console_http::http_client();
 
     // The login form, then: an API key is refused, the operator token is
     // let in with a strict, HttpOnly session cookie scoped to /console.
     let form = http.get(format!("{base}/console")).send().await.unwrap();
     assert_eq!(form.status(), 200);
     assert!(form.text().await.unwrap().contains("Operator token"));
-    let refused = login(api_key.clone()).await.unwrap();
+    let refused = console_http::post_login(&http, &base, &api_key).await;
     assert_eq!(refused.status(), 401);
     assert!(refused.headers().get("set-cookie").is_none());
-    let r = login(token.clone()).await.unwrap();
+    let r = console_http::post_login(&http, &base, &token).await;
     assert_eq!(r.status(), 303);
     let set = r.headers()["set-cookie"].to_str().unwrap().to_owned();
     for part in ["HttpOnly", "SameSite=Strict", "Path=/console"] {
@@ -165,16 +160,7 @@ async fn the_console_opens_with_an_operator_token_and_closes_when_another_proces
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["operator"], "ana");
     // The operator token is no API key at /mcp.
-    let mcp = http
-        .post(format!("{base}/mcp"))
-        .bearer_auth(&token)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(mcp.status(), 401);
+    assert_eq!(console_http::mcp_status(&http, &base, &token).await, 401);
 
     // A direct write by the write key is on the record, and the console
     // lists it among the recent calls, arguments redacted.
@@ -234,18 +220,9 @@ async fn a_cookie_replayed_after_logout_is_refused_on_every_replica_and_other_se
     // Two replicas on one store (and one signing key).
     let one = serve_http(&scratch, &[]);
     let two = serve_http(&scratch, &[]);
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
+    let http = console_http::http_client();
     let login = async || {
-        let r = http
-            .post(format!("http://{}/console/login", one.addr))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(format!("token={token}"))
-            .send()
-            .await
-            .unwrap();
+        let r = console_http::post_login(&http, &format!("http://{}", one.addr), &token).await;
         assert_eq!(r.status(), 303);
         let set = r.headers()["set-cookie"].to_str().unwrap().to_owned();
         set.split(';').next().unwrap().to_owned()

@@ -976,15 +976,21 @@ fn http_readyz_is_503_while_an_upstream_is_unreachable_and_200_when_it_is_back()
 
 // --- the MCP Inspector CLI ----------------------------------------------------
 
-/// Runs the Inspector CLI against `plangate serve --stdio`.
-fn inspector(world: &World, method_args: &[&str]) -> Value {
+/// `node …/inspector/cli/build/cli.js --cli`: the Inspector CLI, its
+/// target and method still to be given.
+fn inspector_cli(world: &World) -> Command {
     let cli = world
         .peers
         .js("@modelcontextprotocol/inspector/cli/build/cli.js");
     let mut cmd = Command::new("node");
-    cmd.arg(cli)
-        .arg("--cli")
-        .arg("-e")
+    cmd.arg(cli).arg("--cli");
+    cmd
+}
+
+/// Runs the Inspector CLI against `plangate serve --stdio`.
+fn inspector(world: &World, method_args: &[&str]) -> Value {
+    let mut cmd = inspector_cli(world);
+    cmd.arg("-e")
         .arg(format!("PLANGATE_KEY={}", world.token))
         // After `--`, every argument goes to the target command (the
         // Inspector has a --config option of its own).
@@ -1011,13 +1017,8 @@ fn inspector(world: &World, method_args: &[&str]) -> Value {
 fn inspector_cli_without_a_key_shows_how_to_get_one_and_starts_no_oauth() {
     let world = World::new(Options::default());
     let gw = world.serve_http();
-    let cli = world
-        .peers
-        .js("@modelcontextprotocol/inspector/cli/build/cli.js");
-    let mut cmd = Command::new("node");
-    cmd.arg(cli)
-        .arg("--cli")
-        .arg(gw.url())
+    let mut cmd = inspector_cli(&world);
+    cmd.arg(gw.url())
         .args(["--transport", "http", "--method", "tools/list"]);
     let (status, stdout, stderr) = run(&mut cmd, "the Inspector CLI");
     assert!(!status.success(), "connected without a key:\n{stdout}");
@@ -1458,6 +1459,79 @@ async fn until_tools(
     panic!("{what}: tools are {:?}", tool_names(client).await);
 }
 
+/// `tools list` says what changed in `note` (a write now claiming to be a
+/// read) and why it is held, and that `wipe` is new; returns note's row.
+fn the_operator_sees_what_changed(scratch: &Scratch, config: &str) -> Value {
+    let listed = scratch.run(&["tools", "list", "--config", config, "--json"]);
+    assert!(listed.status.success(), "{listed:?}");
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let row = |tool: &str| {
+        listed["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["tool"] == tool)
+            .cloned()
+            .unwrap_or_else(|| panic!("{tool} not listed: {listed}"))
+    };
+    let note = row("note");
+    assert_eq!(
+        (note["status"].as_str(), note["reason"].as_str()),
+        (Some("quarantined"), Some("changed")),
+        "{note}"
+    );
+    assert_eq!(
+        (note["effect"].as_str(), note["held_effect"].as_str()),
+        (Some("write"), Some("read")),
+        "{note}"
+    );
+    for field in ["annotations", "description", "inputSchema"] {
+        assert!(
+            note["changed"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|f| f == field),
+            "{field}: {note}"
+        );
+    }
+    assert_eq!(row("wipe")["reason"], "new");
+    let table = scratch.run(&["tools", "list", "--config", config]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        table.contains("quarantined (changed)") && table.contains("write -> read"),
+        "{table}"
+    );
+    note
+}
+
+/// A downgrade is never accepted silently: `tools accept` of `note` (its
+/// listed row) needs `--allow-downgrade` and the held hash; `wipe` is
+/// rejected.
+fn the_operator_accepts_the_note_and_rejects_wipe(scratch: &Scratch, config: &str, note: &Value) {
+    let silent = scratch.run(&["tools", "accept", "--config", config, "rug", "note"]);
+    assert_eq!(silent.status.code(), Some(2), "{silent:?}");
+    let said = String::from_utf8_lossy(&silent.stderr);
+    assert!(
+        said.contains("from write to read") && said.contains("--allow-downgrade"),
+        "{said}"
+    );
+    let accepted = scratch.run(&[
+        "tools",
+        "accept",
+        "--config",
+        config,
+        "rug",
+        "note",
+        "--hash",
+        note["held_hash"].as_str().unwrap(),
+        "--allow-downgrade",
+    ]);
+    assert!(accepted.status.success(), "{accepted:?}");
+    let rejected = scratch.run(&["tools", "reject", "--config", config, "rug", "wipe"]);
+    assert!(rejected.status.success(), "{rejected:?}");
+}
+
 #[tokio::test]
 async fn a_rug_pulling_stdio_upstream_runs_nothing_it_changed_until_an_operator_accepts() {
     let peers = peers();
@@ -1512,70 +1586,10 @@ async fn a_rug_pulling_stdio_upstream_runs_nothing_it_changed_until_an_operator_
     );
     assert_eq!(delivered(), "", "nothing reached the upstream");
 
-    // The operator sees what changed and why it is held.
-    let listed = scratch.run(&["tools", "list", "--config", &config, "--json"]);
-    assert!(listed.status.success(), "{listed:?}");
-    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
-    let row = |tool: &str| {
-        listed["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["tool"] == tool)
-            .cloned()
-            .unwrap_or_else(|| panic!("{tool} not listed: {listed}"))
-    };
-    let note = row("note");
-    assert_eq!(
-        (note["status"].as_str(), note["reason"].as_str()),
-        (Some("quarantined"), Some("changed")),
-        "{note}"
-    );
-    assert_eq!(
-        (note["effect"].as_str(), note["held_effect"].as_str()),
-        (Some("write"), Some("read")),
-        "{note}"
-    );
-    for field in ["annotations", "description", "inputSchema"] {
-        assert!(
-            note["changed"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|f| f == field),
-            "{field}: {note}"
-        );
-    }
-    assert_eq!(row("wipe")["reason"], "new");
-    let table = scratch.run(&["tools", "list", "--config", &config]);
-    let table = String::from_utf8_lossy(&table.stdout);
-    assert!(
-        table.contains("quarantined (changed)") && table.contains("write -> read"),
-        "{table}"
-    );
-
-    // A downgrade is never accepted silently.
-    let silent = scratch.run(&["tools", "accept", "--config", &config, "rug", "note"]);
-    assert_eq!(silent.status.code(), Some(2), "{silent:?}");
-    let said = String::from_utf8_lossy(&silent.stderr);
-    assert!(
-        said.contains("from write to read") && said.contains("--allow-downgrade"),
-        "{said}"
-    );
-    let accepted = scratch.run(&[
-        "tools",
-        "accept",
-        "--config",
-        &config,
-        "rug",
-        "note",
-        "--hash",
-        note["held_hash"].as_str().unwrap(),
-        "--allow-downgrade",
-    ]);
-    assert!(accepted.status.success(), "{accepted:?}");
-    let rejected = scratch.run(&["tools", "reject", "--config", &config, "rug", "wipe"]);
-    assert!(rejected.status.success(), "{rejected:?}");
+    // The operator sees what changed and why it is held, and accepts
+    // the downgrade only when told so; wipe is rejected.
+    let note = the_operator_sees_what_changed(&scratch, &config);
+    the_operator_accepts_the_note_and_rejects_wipe(&scratch, &config, &note);
 
     // The accepted definition is offered; the rejected one stays out; the
     // step planned against the old definition still does not run.

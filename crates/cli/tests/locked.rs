@@ -20,6 +20,18 @@ async fn refused(client: &Client, tool: &str, args: Value, code: &str) -> Value 
     b
 }
 
+/// Asking to leave plan mode for the default one, refused `mode_locked`:
+/// the refusal.
+async fn leaving_plan_mode_is_refused(client: &Client) -> Value {
+    refused(
+        client,
+        "plangate_begin_session",
+        json!({"mode": "default"}),
+        "mode_locked",
+    )
+    .await
+}
+
 /// Runs an operator command that must succeed; returns stdout.
 fn op_ok(scratch: &Scratch, args: &[&str]) -> String {
     succeeded(args, &scratch.run(args))
@@ -54,13 +66,7 @@ async fn an_operator_lock_holds_a_write_key_in_plan_mode_until_a_person_approves
     let plan = body(&first);
     assert_eq!(plan["mode"], "plan");
     assert_eq!(plan["mode_locked"], "operator");
-    let no = refused(
-        &client,
-        "plangate_begin_session",
-        json!({"mode": "default"}),
-        "mode_locked",
-    )
-    .await;
+    let no = leaving_plan_mode_is_refused(&client).await;
     assert!(
         mentions(&no["message"], "only an operator can unlock"),
         "{no}"
@@ -148,13 +154,7 @@ async fn the_configured_lock_holds_every_key_that_no_operator_unlocked() {
     assert_eq!(plan["mode_locked"], "config");
     let step = ok(&client, "update_option", tagline("held")).await;
     assert_eq!(step["planned"], true);
-    let no = refused(
-        &client,
-        "plangate_begin_session",
-        json!({"mode": "default"}),
-        "mode_locked",
-    )
-    .await;
+    let no = leaving_plan_mode_is_refused(&client).await;
     assert!(mentions(&no["message"], "default_mode_locked"), "{no}");
     refused(&client, "plangate_apply_plan", json!({}), "forbidden").await;
     assert_ne!(site_tagline(&scratch), "held");

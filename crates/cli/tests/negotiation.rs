@@ -273,15 +273,10 @@ async fn said(
     body(&r)
 }
 
-/// A 2025-11-25 client keeps logging levels and resource subscriptions
-/// when plangate speaks 2026-07-28 to the upstream (the official Python
-/// SDK's server over stdio), where neither `logging/setLevel` nor
-/// `resources/subscribe` exists: the level travels with each request
-/// (`_meta` `logLevel`), the subscription in the upstream's
-/// `subscriptions/listen` filter.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_2025_client_keeps_log_levels_and_subscriptions_on_a_2026_upstream() {
-    use rmcp::ServiceExt;
+/// `plangate serve --http` in front of the official Python SDK's server
+/// speaking 2026-07-28 (tests/interop/modern_server.py) as upstream
+/// `notes`: the scratch dir, the gateway and a `write` key's token.
+fn gateway_on_modern_notes() -> (Scratch, Proc, String) {
     let python = peers().python.clone();
     let server = repo_root().join("tests/interop/modern_server.py");
     let scratch = Scratch::new();
@@ -295,6 +290,19 @@ async fn a_2025_client_keeps_log_levels_and_subscriptions_on_a_2026_upstream() {
     );
     let token = scratch.create_key("agent", "write");
     let gw = serve_http(&scratch, &["--config", config.to_str().unwrap()]);
+    (scratch, gw, token)
+}
+
+/// A 2025-11-25 client keeps logging levels and resource subscriptions
+/// when plangate speaks 2026-07-28 to the upstream (the official Python
+/// SDK's server over stdio), where neither `logging/setLevel` nor
+/// `resources/subscribe` exists: the level travels with each request
+/// (`_meta` `logLevel`), the subscription in the upstream's
+/// `subscriptions/listen` filter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2025_client_keeps_log_levels_and_subscriptions_on_a_2026_upstream() {
+    use rmcp::ServiceExt;
+    let (_scratch, gw, token) = gateway_on_modern_notes();
     let hearing = Hearing::default();
     let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
         reqwest::Client::new(),
@@ -372,19 +380,7 @@ async fn a_2025_client_keeps_log_levels_and_subscriptions_on_a_2026_upstream() {
 /// list, which plangate re-reads.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2026_client_hears_updates_of_the_resources_in_its_listen_filter() {
-    let python = peers().python.clone();
-    let server = repo_root().join("tests/interop/modern_server.py");
-    let scratch = Scratch::new();
-    let config = scratch.write(
-        "plangate.toml",
-        &format!(
-            "[upstreams.notes]\ncommand = \"{}\"\nargs = [\"{}\"]\nprotocol = \"2026-07-28\"\n",
-            python.display(),
-            server.display()
-        ),
-    );
-    let token = scratch.create_key("agent", "write");
-    let gw = serve_http(&scratch, &["--config", config.to_str().unwrap()]);
+    let (_scratch, gw, token) = gateway_on_modern_notes();
     let client = modern_client(&gw, token).await;
     wait_for_tool(client.peer(), "set_note").await;
     let mut filter = rmcp::model::SubscriptionFilter::builder()

@@ -239,8 +239,41 @@ fn never_written(scratch: &Scratch, gw: &Proc, tokens: &[&str]) {
     }
 }
 
+/// plangate's client at `url`, holding a token of the provider's
+/// `machine` client with `scope`.
+async fn machine_client(p: &Provider, url: &str, scope: &str) -> common::Client {
+    let token = machine_token(p, url, scope).await;
+    common::http_client(url, Some(&token)).await.unwrap()
+}
+
 fn identity_of(issuer: &str, user: &str) -> String {
     format!("{issuer}#{user}")
+}
+
+/// plangate serving HTTP on `port` (`url` its MCP endpoint) that trusts
+/// one provider, `idp`, whose tokens for it live an hour. The tests bind
+/// the fields in this order, so the gateway ends before its scratch dir.
+struct Trusting {
+    scratch: Scratch,
+    port: u16,
+    url: String,
+    idp: Provider,
+    gw: Proc,
+}
+
+fn trusting_one_provider() -> Trusting {
+    let scratch = Scratch::new();
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let idp = provider(&[&url], 3600);
+    let gw = plangate(&scratch, port, &[&idp.issuer]);
+    Trusting {
+        scratch,
+        port,
+        url,
+        idp,
+        gw,
+    }
 }
 
 /// The done-when path: the Python SDK discovers plangate's metadata,
@@ -248,11 +281,13 @@ fn identity_of(issuer: &str, user: &str) -> String {
 /// the plan it makes is its own, invisible to another person.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_signs_in_and_each_identity_has_its_own_plan() {
-    let scratch = Scratch::new();
-    let port = free_port();
-    let url = format!("http://127.0.0.1:{port}/mcp");
-    let idp = provider(&[&url], 3600);
-    let gw = plangate(&scratch, port, &[&idp.issuer]);
+    let Trusting {
+        scratch,
+        port,
+        url,
+        idp,
+        gw,
+    } = trusting_one_provider();
 
     // What a client finds first.
     let (status, challenge, body) = initialize(&url, None, None).await;
@@ -543,11 +578,10 @@ async fn upstream_login_signs_plangate_in_and_serve_refreshes_the_token() {
     let Chain {
         inner_scratch,
         inner,
-        inner_url: _,
-        idp_port: _,
         idp,
         outer,
         config,
+        ..
     } = chain(2, "");
     let config = config.as_str();
 
@@ -566,15 +600,7 @@ async fn upstream_login_signs_plangate_in_and_serve_refreshes_the_token() {
     let client = common::config_client(&outer, config, &token).await;
     let names = common::tool_names(&client).await;
     assert!(names.contains(&"read_graph".to_owned()), "{names:?}");
-    let graph = common::call(&client, "read_graph", json!({}))
-        .await
-        .unwrap();
-    assert_ne!(graph.is_error, Some(true), "{graph:?}");
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let again = common::call(&client, "read_graph", json!({}))
-        .await
-        .unwrap();
-    assert_ne!(again.is_error, Some(true), "after the expiry: {again:?}");
+    reads_the_graph_across_an_expiry(&client).await;
     client.cancel().await.unwrap();
     assert!(
         !holds_a_jwt(&outer.data_dir()),
@@ -599,6 +625,16 @@ async fn upstream_login_signs_plangate_in_and_serve_refreshes_the_token() {
     assert!(said.contains("plangate upstream login inner"), "{said}");
 }
 
+/// `read_graph` through `client` answers, and again once the upstream's
+/// token has expired (they live 2 s).
+async fn reads_the_graph_across_an_expiry(client: &common::Client) {
+    let graph = common::call(client, "read_graph", json!({})).await.unwrap();
+    assert_ne!(graph.is_error, Some(true), "{graph:?}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let again = common::call(client, "read_graph", json!({})).await.unwrap();
+    assert_ne!(again.is_error, Some(true), "after the expiry: {again:?}");
+}
+
 /// A machine upstream (`grant = "client_credentials"`): no login; plangate
 /// asks for its own tokens, again once one has expired, and keeps none.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -606,11 +642,10 @@ async fn a_client_credentials_upstream_gets_its_own_tokens_without_a_login() {
     let Chain {
         inner_scratch,
         inner: _inner,
-        inner_url: _,
-        idp_port: _,
         idp,
         outer,
         config,
+        ..
     } = chain(
         2,
         "grant = \"client_credentials\"\nclient_id = \"machine\"\nclient_secret = \"machine-secret\"\nscopes = [\"mcp:write\"]\n",
@@ -627,15 +662,7 @@ async fn a_client_credentials_upstream_gets_its_own_tokens_without_a_login() {
 
     let token = outer.create_key("agent", "write");
     let client = common::config_client(&outer, config, &token).await;
-    let graph = common::call(&client, "read_graph", json!({}))
-        .await
-        .unwrap();
-    assert_ne!(graph.is_error, Some(true), "{graph:?}");
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let again = common::call(&client, "read_graph", json!({}))
-        .await
-        .unwrap();
-    assert_ne!(again.is_error, Some(true), "after the expiry: {again:?}");
+    reads_the_graph_across_an_expiry(&client).await;
     client.cancel().await.unwrap();
     assert!(!holds_a_jwt(&outer.data_dir()));
     let args = ["keys", "list", "--json"];
@@ -776,11 +803,10 @@ async fn a_scope_step_up_names_the_sign_in_and_keeps_the_scopes_granted_before()
     let Chain {
         inner_scratch: _inner_scratch,
         inner: _inner,
-        inner_url: _,
-        idp_port: _,
         idp,
         outer,
         config,
+        ..
     } = chain(300, "scopes = [\"openid\", \"offline_access\"]\n");
     let config = config.as_str();
     let told = upstream_login(&outer, config, &idp, "frank");
@@ -902,11 +928,13 @@ async fn opaque_tokens_are_introspected_and_a_revoked_one_is_refused_within_ever
 /// A name of an untrusted issuer is still refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_identity_s_mode_can_be_set_before_its_first_sign_in() {
-    let scratch = Scratch::new();
-    let port = free_port();
-    let url = format!("http://127.0.0.1:{port}/mcp");
-    let idp = provider(&[&url], 3600);
-    let _gw = plangate(&scratch, port, &[&idp.issuer]);
+    let Trusting {
+        scratch,
+        port: _,
+        url,
+        idp,
+        gw: _gw,
+    } = trusting_one_provider();
     let config = scratch.path().join("plangate.toml");
     let config = config.to_str().unwrap();
     let who = identity_of(&idp.issuer, "machine");
@@ -921,8 +949,7 @@ async fn an_identity_s_mode_can_be_set_before_its_first_sign_in() {
     assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
     assert!(common::stderr(&out).contains("ISSUER one of [auth.oauth] issuers"));
 
-    let token = machine_token(&idp, &url, "mcp:write").await;
-    let client = common::http_client(&url, Some(&token)).await.unwrap();
+    let client = machine_client(&idp, &url, "mcp:write").await;
     let created = common::call(
         &client,
         "create_entities",
@@ -944,11 +971,13 @@ async fn an_identity_s_mode_can_be_set_before_its_first_sign_in() {
 /// for a token plangate accepted (and remembered) a moment before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_that_drops_an_issuer_refuses_its_tokens_at_once() {
-    let scratch = Scratch::new();
-    let port = free_port();
-    let url = format!("http://127.0.0.1:{port}/mcp");
-    let idp = provider(&[&url], 3600);
-    let gw = plangate(&scratch, port, &[&idp.issuer]);
+    let Trusting {
+        scratch,
+        port: _,
+        url,
+        idp,
+        gw,
+    } = trusting_one_provider();
     let token = machine_token(&idp, &url, "mcp:read").await;
     let (status, _, body) = initialize(&url, Some(&token), None).await;
     assert_eq!(status, 200, "{body}");

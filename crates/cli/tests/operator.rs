@@ -7,6 +7,10 @@
 
 mod common;
 
+#[allow(dead_code)]
+#[path = "../../gateway/tests/common/console_http.rs"]
+mod console_http;
+
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
@@ -235,6 +239,101 @@ fn plangate_demo_json_prints_every_answer_as_a_json_line() {
 
 // === audit export ===
 
+/// `audit export --out FILE`: every event, in global order and each key's
+/// own, with every field, the secret (`canary`) sealed; the key `agent_id`
+/// planned and applied. Returns the events.
+fn everything_to_a_file(scratch: &Scratch, canary: &str, agent_id: &Value) -> Vec<Value> {
+    let file = scratch.path().join("audit.jsonl");
+    let said = op_ok(
+        scratch,
+        &["audit", "export", "--out", file.to_str().unwrap()],
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(!text.contains(canary), "the export leaks the secret");
+    let all = lines(&text);
+    assert!(
+        said.contains(&format!("wrote {} event(s)", all.len())),
+        "{said}"
+    );
+    for kind in [
+        "mode_set",
+        "session_begun",
+        "step_planned",
+        "apply_started",
+        "step_started",
+        "step_applied",
+        "apply_finished",
+    ] {
+        assert!(!of_type(&all, kind).is_empty(), "no {kind} in\n{text}");
+    }
+    for e in &all {
+        for field in [
+            "seq", "key_seq", "at_ms", "key_id", "actor", "channel", "type",
+        ] {
+            assert!(!e[field].is_null(), "{field} missing in {e}");
+        }
+    }
+    let seqs: Vec<i64> = all.iter().map(|e| e["seq"].as_i64().unwrap()).collect();
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "global order: {seqs:?}"
+    );
+    let agent_seqs: Vec<i64> = all
+        .iter()
+        .filter(|e| e["key_id"] == *agent_id)
+        .map(|e| e["key_seq"].as_i64().unwrap())
+        .collect();
+    assert_eq!(
+        agent_seqs,
+        (1..=agent_seqs.len() as i64).collect::<Vec<_>>()
+    );
+    let planned = of_type(&all, "step_planned");
+    let sealed = planned
+        .iter()
+        .find(|e| e["step"]["tool"] == "update_option")
+        .unwrap();
+    assert_eq!(
+        sealed["step"]["arguments"]["value"]["password"],
+        "[redacted]"
+    );
+    assert!(sealed["step"]["sealed_secrets"].is_string());
+    all
+}
+
+/// `audit export --since` a time, in each accepted form: after `mid` only
+/// the key `other_id` acted; `all` is every event.
+fn since_a_time_in_each_accepted_form(
+    scratch: &Scratch,
+    all: &[Value],
+    mid: i64,
+    other_id: &Value,
+) {
+    let later = lines(&op_ok(
+        scratch,
+        &["audit", "export", "--since", &mid.to_string()],
+    ));
+    assert!(later.iter().all(|e| e["at_ms"].as_i64().unwrap() >= mid));
+    assert!(later.iter().all(|e| e["key_id"] == *other_id), "{later:?}");
+    assert_eq!(of_type(&later, "step_planned").len(), 1);
+    let rfc3339 = plangate_store::format_time_ms(mid);
+    let since_second = lines(&op_ok(scratch, &["audit", "export", "--since", &rfc3339]));
+    assert!(since_second.len() >= later.len() && since_second.len() <= all.len());
+    assert!(
+        since_second
+            .iter()
+            .all(|e| e["at_ms"].as_i64().unwrap() >= mid - 1000)
+    );
+    assert_eq!(
+        lines(&op_ok(
+            scratch,
+            &["audit", "export", "--since", "2000-01-01"]
+        ))
+        .len(),
+        all.len()
+    );
+    assert!(op_ok(scratch, &["audit", "export", "--since", "2999-12-31"]).is_empty());
+}
+
 #[tokio::test]
 async fn audit_export_writes_json_lines_filters_by_key_and_time_and_never_leaks_a_secret() {
     let (scratch, config, [agent_token, other_token]) =
@@ -269,62 +368,7 @@ async fn audit_export_writes_json_lines_filters_by_key_and_time_and_never_leaks_
             .unwrap()["id"]
             .clone()
     };
-
-    // Everything, to a file.
-    let file = scratch.path().join("audit.jsonl");
-    let said = op_ok(
-        &scratch,
-        &["audit", "export", "--out", file.to_str().unwrap()],
-    );
-    let text = std::fs::read_to_string(&file).unwrap();
-    assert!(!text.contains(&canary), "the export leaks the secret");
-    let all = lines(&text);
-    assert!(
-        said.contains(&format!("wrote {} event(s)", all.len())),
-        "{said}"
-    );
-    for kind in [
-        "mode_set",
-        "session_begun",
-        "step_planned",
-        "apply_started",
-        "step_started",
-        "step_applied",
-        "apply_finished",
-    ] {
-        assert!(!of_type(&all, kind).is_empty(), "no {kind} in\n{text}");
-    }
-    for e in &all {
-        for field in [
-            "seq", "key_seq", "at_ms", "key_id", "actor", "channel", "type",
-        ] {
-            assert!(!e[field].is_null(), "{field} missing in {e}");
-        }
-    }
-    let seqs: Vec<i64> = all.iter().map(|e| e["seq"].as_i64().unwrap()).collect();
-    assert!(
-        seqs.windows(2).all(|w| w[0] < w[1]),
-        "global order: {seqs:?}"
-    );
-    let agent_seqs: Vec<i64> = all
-        .iter()
-        .filter(|e| e["key_id"] == key_id("agent"))
-        .map(|e| e["key_seq"].as_i64().unwrap())
-        .collect();
-    assert_eq!(
-        agent_seqs,
-        (1..=agent_seqs.len() as i64).collect::<Vec<_>>()
-    );
-    let planned = of_type(&all, "step_planned");
-    let sealed = planned
-        .iter()
-        .find(|e| e["step"]["tool"] == "update_option")
-        .unwrap();
-    assert_eq!(
-        sealed["step"]["arguments"]["value"]["password"],
-        "[redacted]"
-    );
-    assert!(sealed["step"]["sealed_secrets"].is_string());
+    let all = everything_to_a_file(&scratch, &canary, &key_id("agent"));
 
     // One key, to stdout.
     let mine = lines(&op_ok(&scratch, &["audit", "export", "--key", "agent"]));
@@ -338,34 +382,7 @@ async fn audit_export_writes_json_lines_filters_by_key_and_time_and_never_leaks_
             .count()
     );
 
-    // Since a time, in each accepted form.
-    let later = lines(&op_ok(
-        &scratch,
-        &["audit", "export", "--since", &mid.to_string()],
-    ));
-    assert!(later.iter().all(|e| e["at_ms"].as_i64().unwrap() >= mid));
-    assert!(
-        later.iter().all(|e| e["key_id"] == key_id("other")),
-        "{later:?}"
-    );
-    assert_eq!(of_type(&later, "step_planned").len(), 1);
-    let rfc3339 = plangate_store::format_time_ms(mid);
-    let since_second = lines(&op_ok(&scratch, &["audit", "export", "--since", &rfc3339]));
-    assert!(since_second.len() >= later.len() && since_second.len() <= all.len());
-    assert!(
-        since_second
-            .iter()
-            .all(|e| e["at_ms"].as_i64().unwrap() >= mid - 1000)
-    );
-    assert_eq!(
-        lines(&op_ok(
-            &scratch,
-            &["audit", "export", "--since", "2000-01-01"]
-        ))
-        .len(),
-        all.len()
-    );
-    assert!(op_ok(&scratch, &["audit", "export", "--since", "2999-12-31"]).is_empty());
+    since_a_time_in_each_accepted_form(&scratch, &all, mid, &key_id("other"));
 
     // Bad usage names the value at fault and exits 2.
     let err = op_fails(&scratch, &["audit", "export", "--since", "yesterday"], 2);
@@ -722,10 +739,7 @@ async fn plans_approve_counts_for_the_current_digest_only_and_only_from_outside_
     );
     let client = config_client(&scratch, &config, &planner).await;
     ok(&client, "update_option", tagline("approved")).await;
-    let digest = get_plan(&client).await["plan_digest"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let digest = plan_digest(&client).await;
 
     // An approval of a digest the plan has moved on from is refused, and
     // nothing is recorded.
@@ -895,35 +909,9 @@ async fn discard_answers_the_same_through_the_agents_tool_the_cli_and_the_consol
         cli.push((what, code.to_owned()));
     }
 
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
+    let http = console_http::http_client();
     let base = gw.url().replace("/mcp", "");
-    let login = http
-        .post(format!("{base}/console/login"))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("token={operator}"))
-        .send()
-        .await
-        .unwrap();
-    let cookie = login.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
-    let state: Value = http
-        .get(format!("{base}/console/api/state"))
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let csrf = state["csrf"].as_str().unwrap().to_owned();
+    let (cookie, csrf) = console_http::login(&http, &base, &operator).await.unwrap();
     let keys = op_json(&scratch, &["keys", "list", "--json"]);
     let key_id = keys
         .as_array()

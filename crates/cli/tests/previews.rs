@@ -10,50 +10,24 @@
 
 mod common;
 
-use std::path::PathBuf;
-
 use common::*;
 use serde_json::json;
 
 /// A scratch dir with a filesystem root holding `existing.txt`, a config
 /// of the real filesystem and memory servers, and a `plan` key `agent`.
-struct World {
-    scratch: Scratch,
-    root: PathBuf,
-    config: String,
-    token: String,
-}
-
-fn world() -> World {
-    let peers = peers();
-    let scratch = Scratch::new();
-    let root = scratch.path().join("root");
-    std::fs::create_dir_all(&root).unwrap();
-    std::fs::write(
-        root.join("existing.txt"),
-        "line one\nline two\nline three\n",
-    )
-    .unwrap();
-    let fs_js = peers.js("@modelcontextprotocol/server-filesystem/dist/index.js");
-    let memory_js = peers.js("@modelcontextprotocol/server-memory/dist/index.js");
-    let memory_file = scratch.path().join("memory.jsonl");
-    let config = scratch.write(
-        "plangate.toml",
-        &format!(
-            "[upstreams.fs]\ncommand = \"node\"\nargs = [{:?}, {:?}]\n\n[upstreams.memory]\ncommand = \"node\"\nargs = [{:?}]\nenv = {{ MEMORY_FILE_PATH = {:?} }}\n",
-            fs_js.display().to_string(),
-            root.display().to_string(),
-            memory_js.display().to_string(),
-            memory_file.display().to_string(),
-        ),
-    );
-    let token = scratch.create_key("agent", "plan");
-    World {
-        scratch,
-        root,
-        config: config.display().to_string(),
-        token,
-    }
+fn world() -> FsWorld {
+    FsWorld::new(|scratch, root| {
+        std::fs::write(
+            root.join("existing.txt"),
+            "line one\nline two\nline three\n",
+        )
+        .unwrap();
+        let memory_file = scratch.path().join("memory.jsonl");
+        scratch.write(
+            "plangate.toml",
+            &fs_and_memory_toml(root, None, &[], &memory_file),
+        )
+    })
 }
 
 /// Runs an operator command that must succeed; returns stdout.
@@ -140,10 +114,7 @@ async fn a_file_write_shows_its_diff_and_a_file_changed_after_approval_is_not_ov
 
     // The person approves; then someone changes the file; then the agent
     // applies. The new file is written; the changed one is not touched.
-    let digest = get_plan(&agent).await["plan_digest"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let digest = plan_digest(&agent).await;
     op_ok(
         &w.scratch,
         &["plans", "approve", "--key", "agent", "--digest", &digest],
@@ -354,10 +325,7 @@ async fn a_commit_through_the_reference_git_server_shows_the_staged_diff_and_goe
     assert!(diff.contains("-two") && diff.contains("+TWO"), "{diff}");
     // Staging changes after approval: the commit would record what the
     // person never saw, so it does not run.
-    let digest = get_plan(&agent).await["plan_digest"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let digest = plan_digest(&agent).await;
     succeeded(
         &["plans", "approve"],
         &scratch.run(&["plans", "approve", "--key", "agent", "--digest", &digest]),

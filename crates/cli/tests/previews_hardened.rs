@@ -29,26 +29,24 @@ struct World {
 }
 
 fn world(extra: &str) -> World {
-    let peers = peers();
     let scratch = Scratch::new();
     let root = std::fs::canonicalize(scratch.path()).unwrap().join("root");
     std::fs::create_dir_all(root.join("secrets")).unwrap();
     std::fs::write(root.join("secrets/payroll.txt"), format!("{CANARY}\n")).unwrap();
-    let fs_js = peers.js("@modelcontextprotocol/server-filesystem/dist/index.js");
-    let memory_js = peers.js("@modelcontextprotocol/server-memory/dist/index.js");
     let tap_js = repo_root().join("tests/interop/tap.mjs");
     let tap = scratch.path().join("tap.jsonl");
+    let wrap = [
+        tap_js.display().to_string(),
+        tap.display().to_string(),
+        "--".to_owned(),
+        "node".to_owned(),
+    ];
+    let servers = fs_and_memory_toml(&root, None, &wrap, &scratch.path().join("memory.jsonl"));
     let config = scratch.write(
         "plangate.toml",
         &format!(
-            "[upstreams.fs]\ncommand = \"node\"\nargs = [{:?}, {:?}]\n\n[upstreams.memory]\ncommand = \"node\"\nargs = [{:?}, {:?}, \"--\", \"node\", {:?}]\nenv = {{ MEMORY_FILE_PATH = {:?} }}\n\n{}",
-            fs_js.display().to_string(),
-            root.display().to_string(),
-            tap_js.display().to_string(),
-            tap.display().to_string(),
-            memory_js.display().to_string(),
-            scratch.path().join("memory.jsonl").display().to_string(),
-            extra.replace("{root}", &root.display().to_string()),
+            "{servers}\n{}",
+            extra.replace("{root}", &root.display().to_string())
         ),
     );
     let token = scratch.create_key("agent", "plan");
@@ -82,12 +80,24 @@ async fn with_alice(w: &World) -> Client {
         json!({"entities": [{"name": "alice", "entityType": "person", "observations": [CANARY]}]}),
     )
     .await;
-    let digest = get_plan(&agent).await["plan_digest"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let digest = plan_digest(&agent).await;
     apply_as_person(w, &digest);
     agent
+}
+
+/// With `alice` created (see [`with_alice`]), the agent plans to delete
+/// her: its client, and the planned answer, which never carries her
+/// observation.
+async fn planned_delete_of_alice(w: &World) -> (Client, Value) {
+    let agent = with_alice(w).await;
+    let deleted = ok(
+        &agent,
+        "memory__delete_entities",
+        json!({"entityNames": ["alice"]}),
+    )
+    .await;
+    assert!(!deleted.to_string().contains("CANARY"), "{deleted}");
+    (agent, deleted)
 }
 
 /// Applies the key's plan as a person, at its current digest.
@@ -193,22 +203,10 @@ async fn a_disabled_read_is_never_called_for_a_preview_and_a_refused_one_is_with
 enabled = false
 "#,
     );
-    let agent = with_alice(&w).await;
-
-    let deleted = ok(
-        &agent,
-        "memory__delete_entities",
-        json!({"entityNames": ["alice"]}),
-    )
-    .await;
-    let text = deleted.to_string();
-    assert!(!text.contains("CANARY"), "{text}");
+    let (agent, deleted) = planned_delete_of_alice(&w).await;
     assert_eq!(deleted["preview"]["kind"], "unavailable", "{deleted}");
     assert!(
-        deleted["preview"]["reason"]
-            .as_str()
-            .unwrap()
-            .contains("disabled"),
+        mentions(&deleted["preview"]["reason"], "disabled"),
         "{deleted}"
     );
     assert!(
@@ -234,14 +232,7 @@ outcome = "refuse"
 message = "the graph is private"
 "#,
     );
-    let agent = with_alice(&w).await;
-    let deleted = ok(
-        &agent,
-        "memory__delete_entities",
-        json!({"entityNames": ["alice"]}),
-    )
-    .await;
-    assert!(!deleted.to_string().contains("CANARY"), "{deleted}");
+    let (agent, deleted) = planned_delete_of_alice(&w).await;
     assert!(
         !deleted["predicted_effect"]
             .as_str()
@@ -347,10 +338,7 @@ async fn a_failed_step_approved_by_a_person_does_not_run_twice_on_the_agents_wor
     assert!(!target.exists());
 
     // A person's new yes to that step lets it run once more.
-    let digest = get_plan(&agent).await["plan_digest"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let digest = plan_digest(&agent).await;
     succeeded(
         &["plans", "approve"],
         &scratch.run(&[

@@ -82,18 +82,32 @@ fn calls(scratch: &Scratch) -> Vec<Value> {
         .collect()
 }
 
+/// A world with only the standard rules, and the client of a new key
+/// `name` of `scope` in a session begun in plan mode.
+async fn plan_agent(name: &str, scope: &str) -> (World, Client) {
+    let w = world("");
+    let token = w.scratch.create_key(name, scope);
+    let agent = plan_client(&w.scratch, &w.config, &token).await;
+    (w, agent)
+}
+
+/// Writes `content` to `path` through `agent`, which must be planned;
+/// returns the step's answer.
+async fn planned_write(agent: &Client, path: &Path, content: &str) -> Value {
+    let planned = ok(agent, "write_file", write(path, content)).await;
+    assert_eq!(planned["code"], "plan_step");
+    planned
+}
+
 #[tokio::test]
 async fn in_plan_mode_scratch_writes_run_others_are_planned_env_files_are_refused_and_moves_ask() {
-    let w = world("");
-    let token = w.scratch.create_key("agent", "write");
-    let agent = plan_client(&w.scratch, &w.config, &token).await;
+    let (w, agent) = plan_agent("agent", "write").await;
 
     // Under scratch: runs at once, on the rule's word.
     ran_directly(&agent, &w.root.join("scratch/a.txt"), "a").await;
 
     // Elsewhere: planned by the mode; nothing written.
-    let planned = ok(&agent, "write_file", write(&w.root.join("b.txt"), "b")).await;
-    assert_eq!(planned["code"], "plan_step");
+    let planned = planned_write(&agent, &w.root.join("b.txt"), "b").await;
     assert!(planned.get("rule").is_none(), "{planned}");
     assert!(!w.root.join("b.txt").exists());
 
@@ -108,23 +122,7 @@ async fn in_plan_mode_scratch_writes_run_others_are_planned_env_files_are_refuse
     assert!(!w.root.join("c.txt").exists());
     assert!(!w.root.join("secrets/d.txt").exists());
 
-    // Anything named *.env: refused with the rule's message — a read too.
-    for (tool, args) in [
-        ("write_file", write(&w.root.join("scratch/prod.env"), "K=V")),
-        (
-            "read_text_file",
-            json!({"path": w.root.join("scratch/prod.env")}),
-        ),
-    ] {
-        let refused = call(&agent, tool, args).await.unwrap();
-        assert_eq!(refused.is_error, Some(true), "{refused:?}");
-        let body = body(&refused);
-        assert_eq!(body["code"], "forbidden_by_rule", "{body}");
-        let message = body["message"].as_str().unwrap();
-        assert!(message.contains("\"no-env\""), "{message}");
-        assert!(message.contains("a person edits them by hand"), "{message}");
-    }
-    assert!(!w.root.join("scratch/prod.env").exists());
+    env_files_are_refused(&agent, &w.root).await;
 
     // move_file asks the person first: this client cannot be asked, so it
     // is told so, and nothing moves.
@@ -138,109 +136,118 @@ async fn in_plan_mode_scratch_writes_run_others_are_planned_env_files_are_refuse
     assert_eq!(body(&asked)["code"], "elicitation_unsupported", "{asked:?}");
     assert!(w.root.join("scratch/a.txt").exists());
 
-    // `policy test` says the same of each call, without making it.
-    let tested = |tool: &str, args: Value| -> (String, Value) {
-        let text = args.to_string();
-        let out = w.scratch.run(&[
-            "policy",
-            "test",
-            "--config",
-            &w.config,
-            "--key",
-            "agent",
-            "--tool",
-            tool,
-            "--arguments",
-            &text,
-            "--json",
-        ]);
-        assert!(out.status.success(), "{}", stderr(&out));
-        let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
-        (
-            v["decision"].as_str().unwrap().to_owned(),
-            v["rule"]["name"].clone(),
-        )
-    };
-    let cases = [
-        (
-            "write_file",
-            write(&w.root.join("scratch/a2.txt"), "a"),
-            "run",
-            json!("scratch-runs"),
-        ),
-        (
-            "write_file",
-            write(&w.root.join("b2.txt"), "b"),
-            "plan",
-            Value::Null,
-        ),
-        (
-            "write_file",
-            write(&w.root.join("scratch/../c.txt"), "c"),
-            "plan",
-            Value::Null,
-        ),
-        (
-            "write_file",
-            write(&w.root.join("scratch/link/d.txt"), "d"),
-            "plan",
-            Value::Null,
-        ),
-        (
-            "write_file",
-            write(&w.root.join("scratch/prod.env"), "K"),
-            "refuse",
-            json!("no-env"),
-        ),
+    policy_test_says_the_same(&w);
+    record_names_the_rules(&w.scratch);
+    agent.cancel().await.unwrap();
+}
+
+/// Anything named *.env: refused with the rule's message — a read too.
+async fn env_files_are_refused(agent: &Client, root: &Path) {
+    for (tool, args) in [
+        ("write_file", write(&root.join("scratch/prod.env"), "K=V")),
         (
             "read_text_file",
-            json!({"path": w.root.join("scratch/prod.env")}),
-            "refuse",
-            json!("no-env"),
+            json!({"path": root.join("scratch/prod.env")}),
         ),
-        (
-            "read_text_file",
-            json!({"path": w.root.join("scratch/a.txt")}),
-            "run",
-            Value::Null,
-        ),
-        (
-            "move_file",
-            json!({"source": "/x", "destination": "/y"}),
-            "ask",
-            json!("moves-ask"),
-        ),
+    ] {
+        let refused = call(agent, tool, args).await.unwrap();
+        assert_eq!(refused.is_error, Some(true), "{refused:?}");
+        let body = body(&refused);
+        assert_eq!(body["code"], "forbidden_by_rule", "{body}");
+        let message = body["message"].as_str().unwrap();
+        assert!(message.contains("\"no-env\""), "{message}");
+        assert!(message.contains("a person edits them by hand"), "{message}");
+    }
+    assert!(!root.join("scratch/prod.env").exists());
+}
+
+/// `policy test` of a call of `tool` with `args` by the key `agent`, then
+/// `extra` (e.g. `--json`).
+fn run_policy_test(w: &World, tool: &str, args: &Value, extra: &[&str]) -> std::process::Output {
+    let text = args.to_string();
+    let mut argv = vec![
+        "policy",
+        "test",
+        "--config",
+        &w.config,
+        "--key",
+        "agent",
+        "--tool",
+        tool,
+        "--arguments",
+        &text,
     ];
-    for (tool, args, decision, rule) in cases {
+    argv.extend_from_slice(extra);
+    w.scratch.run(&argv)
+}
+
+/// `policy test --json` of a call by the key `agent`: its decision and the
+/// name of the rule that made it (`null` for none).
+fn policy_test(w: &World, tool: &str, args: &Value) -> (String, Value) {
+    let out = run_policy_test(w, tool, args, &["--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    (
+        v["decision"].as_str().unwrap().to_owned(),
+        v["rule"]["name"].clone(),
+    )
+}
+
+/// `policy test` says of each call what the gateway did, without making it.
+fn policy_test_says_the_same(w: &World) {
+    // Writes: (path under the root, content, decision, rule).
+    let writes = [
+        ("scratch/a2.txt", "a", "run", json!("scratch-runs")),
+        ("b2.txt", "b", "plan", Value::Null),
+        ("scratch/../c.txt", "c", "plan", Value::Null),
+        ("scratch/link/d.txt", "d", "plan", Value::Null),
+        ("scratch/prod.env", "K", "refuse", json!("no-env")),
+    ]
+    .map(|(rel, content, decision, rule)| {
+        let args = write(&w.root.join(rel), content);
+        ("write_file", args, decision, rule)
+    });
+    // Reads: (path under the root, decision, rule).
+    let reads = [
+        ("scratch/prod.env", "refuse", json!("no-env")),
+        ("scratch/a.txt", "run", Value::Null),
+    ]
+    .map(|(rel, decision, rule)| {
+        let args = json!({"path": w.root.join(rel)});
+        ("read_text_file", args, decision, rule)
+    });
+    let moves = [(
+        "move_file",
+        json!({"source": "/x", "destination": "/y"}),
+        "ask",
+        json!("moves-ask"),
+    )];
+    for (tool, args, decision, rule) in writes.into_iter().chain(reads).chain(moves) {
         assert_eq!(
-            tested(tool, args.clone()),
+            policy_test(w, tool, &args),
             (decision.to_owned(), rule),
             "{tool} {args}"
         );
     }
     let text = succeeded(
         &["policy", "test"],
-        &w.scratch.run(&[
-            "policy",
-            "test",
-            "--config",
-            &w.config,
-            "--key",
-            "agent",
-            "--tool",
+        &run_policy_test(
+            w,
             "write_file",
-            "--arguments",
-            &write(&w.root.join("scratch/x.env"), "K").to_string(),
-        ]),
+            &write(&w.root.join("scratch/x.env"), "K"),
+            &[],
+        ),
     );
     assert!(text.contains("rule \"no-env\" decides: refuse"), "{text}");
     assert!(
         text.contains("the agent would be told: env files hold secrets"),
         "{text}"
     );
+}
 
-    // The record names the rule that decided each call.
-    let recorded = calls(&w.scratch);
+/// The record names the rule that decided each call.
+fn record_names_the_rules(scratch: &Scratch) {
+    let recorded = calls(scratch);
     let by_rule =
         |rule: &str| -> Vec<&Value> { recorded.iter().filter(|c| c["rule"] == rule).collect() };
     let ran = by_rule("scratch-runs");
@@ -254,18 +261,14 @@ async fn in_plan_mode_scratch_writes_run_others_are_planned_env_files_are_refuse
     assert_eq!(refused.len(), 1, "{recorded:#?}");
     assert!(refused.iter().all(|c| c["code"] == "forbidden_by_rule"));
     assert!(!by_rule("moves-ask").is_empty(), "{recorded:#?}");
-    agent.cancel().await.unwrap();
 }
 
 #[tokio::test]
 async fn a_run_rule_is_a_standing_approval_for_a_plan_key_and_a_refuse_rule_holds_at_apply() {
-    let w = world("");
-    let token = w.scratch.create_key("planner", "plan");
-    let agent = plan_client(&w.scratch, &w.config, &token).await;
+    let (w, agent) = plan_agent("planner", "plan").await;
     // The rule lets it run.
     ran_directly(&agent, &w.root.join("scratch/p.txt"), "p").await;
-    let planned = ok(&agent, "write_file", write(&w.root.join("later.txt"), "l")).await;
-    assert_eq!(planned["code"], "plan_step");
+    planned_write(&agent, &w.root.join("later.txt"), "l").await;
     agent.cancel().await.unwrap();
 
     // The operator adds a rule refusing it, then applies: the step fails

@@ -40,16 +40,9 @@ impl World {
 
     /// A config of both servers with `rules` (`{root}` in them replaced).
     fn config(&self, name: &str, rules: &str) -> String {
-        let peers = peers();
-        let fs_js = peers.js("@modelcontextprotocol/server-filesystem/dist/index.js");
-        let memory_js = peers.js("@modelcontextprotocol/server-memory/dist/index.js");
+        let servers = fs_and_memory_toml(&self.root, Some(&self.root), &[], &self.memory_file);
         let text = format!(
-            "[upstreams.fs]\ncommand = \"node\"\nargs = [{:?}, {:?}]\nenv = {{ HOME = {:?} }}\n\n[upstreams.memory]\ncommand = \"node\"\nargs = [{:?}]\nenv = {{ MEMORY_FILE_PATH = {:?} }}\n\n{}",
-            fs_js.display().to_string(),
-            self.root.display().to_string(),
-            self.root.display().to_string(),
-            memory_js.display().to_string(),
-            self.memory_file.display().to_string(),
+            "{servers}\n{}",
             rules.replace("{root}", &self.root.display().to_string()),
         );
         self.scratch.write(name, &text).display().to_string()
@@ -108,10 +101,7 @@ async fn a_decoy_argument_the_tool_does_not_take_is_refused_and_moves_nothing() 
     )
     .await;
     // The first write of the plan key is planned; apply it as a person.
-    let digest = get_plan(&agent).await["plan_digest"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let digest = plan_digest(&agent).await;
     succeeded(
         &["plans", "apply"],
         &w.scratch.run(&[

@@ -165,35 +165,7 @@ async fn a_planned_write_and_its_apply_arrive_as_linked_spans_without_argument_v
         "plangate serving ",
     );
 
-    // The agent's planned write, in its own trace.
-    let agent = http_client(&outer.url(), Some(&agent_token)).await.unwrap();
-    let mut meta = serde_json::Map::new();
-    meta.insert(
-        "traceparent".into(),
-        json!(format!("00-{TRACE_ID}-00f067aa0ba902b7-01")),
-    );
-    let mut params = CallToolRequestParams::new("update_option");
-    params.arguments = json!({"name": "tagline", "value": CANARY})
-        .as_object()
-        .cloned();
-    let answer = agent
-        .peer()
-        .send_request_with_option(
-            ClientRequest::CallToolRequest(CallToolRequest::new(params)),
-            PeerRequestOptions::no_options().with_meta(RequestMetaObject(MetaObject(meta))),
-        )
-        .await
-        .unwrap()
-        .await_response()
-        .await
-        .unwrap();
-    let ServerResult::CallToolResult(planned) = answer else {
-        panic!("{answer:?}")
-    };
-    let planned = body(&planned);
-    assert_eq!(planned["planned"], true, "{planned}");
-    let step_id = planned["step_id"].as_str().unwrap().to_owned();
-    agent.cancel().await.unwrap();
+    let step_id = plan_in_the_agents_trace(&outer.url(), &agent_token).await;
 
     // The operator applies it, through the CLI (a traced process too).
     let out = traced(
@@ -232,37 +204,129 @@ async fn a_planned_write_and_its_apply_arrive_as_linked_spans_without_argument_v
     );
 
     let got = got.lock().unwrap();
-    let spans: Vec<&(String, Span)> = got.spans.iter().collect();
-    let named = |service: &str, name: &str| -> Vec<&Span> {
-        spans
+    let spans = Spans::of(&got);
+    let digest = the_planned_write_names_its_step_in_the_agents_trace(&spans, &step_id);
+    let call = the_apply_names_the_same_plan_and_step(&spans, &digest, &step_id);
+    the_http_upstream_continues_the_trace(&spans, call);
+
+    // No argument value, key or session id in anything sent.
+    let sent = String::from_utf8_lossy(&got.bodies);
+    assert!(!sent.contains(CANARY), "an argument value reached a span");
+    assert!(!sent.contains(&agent_token) && !sent.contains(&outer_token));
+    let mut kinds: HashMap<&str, usize> = HashMap::new();
+    for (service, _) in &got.spans {
+        *kinds.entry(service.as_str()).or_default() += 1;
+    }
+    assert!(
+        kinds.len() >= 3,
+        "spans from all three processes: {kinds:?}"
+    );
+}
+
+/// The agent's planned write of the canary tagline through `url` with
+/// `token`, in its own trace (`_meta.traceparent` of [`TRACE_ID`]): the
+/// step's id.
+async fn plan_in_the_agents_trace(url: &str, token: &str) -> String {
+    let agent = http_client(url, Some(token)).await.unwrap();
+    let mut meta = serde_json::Map::new();
+    meta.insert(
+        "traceparent".into(),
+        json!(format!("00-{TRACE_ID}-00f067aa0ba902b7-01")),
+    );
+    let mut params = CallToolRequestParams::new("update_option");
+    params.arguments = json!({"name": "tagline", "value": CANARY})
+        .as_object()
+        .cloned();
+    let answer = agent
+        .peer()
+        .send_request_with_option(
+            ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+            PeerRequestOptions::no_options().with_meta(RequestMetaObject(MetaObject(meta))),
+        )
+        .await
+        .unwrap()
+        .await_response()
+        .await
+        .unwrap();
+    let ServerResult::CallToolResult(planned) = answer else {
+        panic!("{answer:?}")
+    };
+    let planned = body(&planned);
+    assert_eq!(planned["planned"], true, "{planned}");
+    let step_id = planned["step_id"].as_str().unwrap().to_owned();
+    agent.cancel().await.unwrap();
+    step_id
+}
+
+/// Bytes as lowercase hex, as trace and span ids are written.
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The spans received, by the process that sent them, and a listing of
+/// them all for failure messages: who sent what.
+struct Spans<'a> {
+    spans: &'a [(String, Span)],
+    listed: Vec<String>,
+}
+
+impl<'a> Spans<'a> {
+    fn of(got: &'a Received) -> Spans<'a> {
+        let listed = got
+            .spans
+            .iter()
+            .map(|(s, span)| {
+                format!(
+                    "{s} {} kind={} span={} parent={}",
+                    span.name,
+                    span.kind,
+                    hex(&span.span_id),
+                    hex(&span.parent_span_id)
+                )
+            })
+            .collect();
+        Spans {
+            spans: &got.spans,
+            listed,
+        }
+    }
+
+    /// The spans `name` that `service` sent.
+    fn named(&self, service: &str, name: &str) -> Vec<&'a Span> {
+        self.spans
             .iter()
             .filter(|(s, span)| s.contains(service) && span.name == name)
             .map(|(_, span)| span)
             .collect()
-    };
-    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
-    // For failure messages: who sent what.
-    let spans_listed: Vec<String> = spans
-        .iter()
-        .map(|(s, span)| {
-            format!(
-                "{s} {} kind={} span={} parent={}",
-                span.name,
-                span.kind,
-                hex(&span.span_id),
-                hex(&span.parent_span_id)
-            )
-        })
-        .collect();
-    let spans = &spans;
+    }
 
-    // The planned write: a server span in the agent's trace, saying which
-    // step it planned in which plan.
-    let planning = named("outer", "tools/call update_option");
-    let planning = planning
-        .iter()
-        .find(|s| s.kind == 2)
-        .unwrap_or_else(|| panic!("no server span for the planned write: {spans_listed:#?}"));
+    /// The first span `name` of `service` of `kind` (2 server, 3 client)
+    /// that `also` holds for; what is missing is `missing`.
+    fn find(
+        &self,
+        service: &str,
+        name: &str,
+        kind: i32,
+        also: impl Fn(&Span) -> bool,
+        missing: &str,
+    ) -> &'a Span {
+        self.named(service, name)
+            .into_iter()
+            .find(|s| s.kind == kind && also(s))
+            .unwrap_or_else(|| panic!("{missing}: {:#?}", self.listed))
+    }
+}
+
+/// The planned write: a server span in the agent's trace, saying which
+/// step it planned in which plan. Returns the plan's digest.
+fn the_planned_write_names_its_step_in_the_agents_trace(spans: &Spans, step_id: &str) -> String {
+    let planning = spans.find(
+        "outer",
+        "tools/call update_option",
+        2,
+        |_| true,
+        "no server span for the planned write",
+    );
     assert_eq!(
         hex(&planning.trace_id),
         TRACE_ID,
@@ -284,63 +348,58 @@ async fn a_planned_write_and_its_apply_arrive_as_linked_spans_without_argument_v
     assert_eq!(attr(planning, "network.transport").as_deref(), Some("tcp"));
     assert!(attr(planning, "jsonrpc.request.id").is_some());
     assert_eq!(attr(planning, "mcp.session.id").map(|s| s.len()), Some(16));
-    assert_eq!(
-        attr(planning, "plangate.step.id").as_deref(),
-        Some(step_id.as_str())
-    );
-    let digest = attr(planning, "plangate.plan.digest").unwrap();
+    assert_eq!(attr(planning, "plangate.step.id").as_deref(), Some(step_id));
+    attr(planning, "plangate.plan.digest").unwrap()
+}
 
-    // The apply: its span names the same plan, its step span the same
-    // step, and the step's call to the upstream is a client span under it.
-    let applies = named("operator", "apply_plan");
+/// The apply: its span names the same plan, its step span the same step,
+/// and the step's call to the upstream is a client span under it, which
+/// is returned.
+fn the_apply_names_the_same_plan_and_step<'a>(
+    spans: &Spans<'a>,
+    digest: &str,
+    step_id: &str,
+) -> &'a Span {
+    let applies = spans.named("operator", "apply_plan");
     let apply = applies
         .first()
-        .unwrap_or_else(|| panic!("no apply span: {spans_listed:#?}"));
-    assert_eq!(
-        attr(apply, "plangate.plan.digest").as_deref(),
-        Some(digest.as_str())
-    );
-    let step = named("operator", "apply step");
+        .unwrap_or_else(|| panic!("no apply span: {:#?}", spans.listed));
+    assert_eq!(attr(apply, "plangate.plan.digest").as_deref(), Some(digest));
+    let step = spans.named("operator", "apply step");
     let step = step.first().unwrap();
-    assert_eq!(
-        attr(step, "plangate.step.id").as_deref(),
-        Some(step_id.as_str())
-    );
+    assert_eq!(attr(step, "plangate.step.id").as_deref(), Some(step_id));
     assert_eq!(step.parent_span_id, apply.span_id);
-    let call = named("operator", "tools/call update_option");
-    let call = call
-        .iter()
-        .find(|s| s.kind == 3 && s.parent_span_id == step.span_id)
-        .unwrap_or_else(|| panic!("no client span under the step: {spans_listed:#?}"));
+    let call = spans.find(
+        "operator",
+        "tools/call update_option",
+        3,
+        |s| s.parent_span_id == step.span_id,
+        "no client span under the step",
+    );
     assert_eq!(attr(call, "network.transport").as_deref(), Some("tcp"));
     assert_eq!(attr(call, "plangate.upstream").as_deref(), Some("site"));
+    call
+}
 
-    // The HTTP upstream continued that trace from the call's `_meta`, and
-    // called the demo site (a child process) under it.
-    let served = named("inner", "tools/call update_option");
-    let served_by_inner = served
-        .iter()
-        .find(|s| s.kind == 2)
-        .unwrap_or_else(|| panic!("no server span in the inner plangate: {spans_listed:#?}"));
+/// The HTTP upstream continued the trace of `call` from its `_meta`, and
+/// called the demo site (a child process) under it.
+fn the_http_upstream_continues_the_trace(spans: &Spans, call: &Span) {
+    let served_by_inner = spans.find(
+        "inner",
+        "tools/call update_option",
+        2,
+        |_| true,
+        "no server span in the inner plangate",
+    );
     assert_eq!(served_by_inner.trace_id, call.trace_id);
     assert_eq!(served_by_inner.parent_span_id, call.span_id);
-    let to_site = served
-        .iter()
-        .find(|s| s.kind == 3)
-        .unwrap_or_else(|| panic!("no client span to the demo site: {spans_listed:#?}"));
+    let to_site = spans.find(
+        "inner",
+        "tools/call update_option",
+        3,
+        |_| true,
+        "no client span to the demo site",
+    );
     assert_eq!(to_site.parent_span_id, served_by_inner.span_id);
     assert_eq!(attr(to_site, "network.transport").as_deref(), Some("pipe"));
-
-    // No argument value, key or session id in anything sent.
-    let sent = String::from_utf8_lossy(&got.bodies);
-    assert!(!sent.contains(CANARY), "an argument value reached a span");
-    assert!(!sent.contains(&agent_token) && !sent.contains(&outer_token));
-    let mut kinds: HashMap<&str, usize> = HashMap::new();
-    for (service, _) in spans.iter() {
-        *kinds.entry(service.as_str()).or_default() += 1;
-    }
-    assert!(
-        kinds.len() >= 3,
-        "spans from all three processes: {kinds:?}"
-    );
 }

@@ -45,6 +45,19 @@ impl Home {
         std::fs::write(&path, text).unwrap();
         path
     }
+    /// Writes `template` at `rel` with `{fs}` in it replaced by
+    /// server-filesystem's entry on the project's `files`.
+    fn fs_file(&self, rel: &str, template: &str) -> PathBuf {
+        let entry = filesystem_entry(&self.project().join("files"));
+        self.file(rel, &template.replace("{fs}", &entry))
+    }
+    /// `wrap --client CLIENT --dry-run`, which must find the client's file
+    /// in its documented place (no `--from`) and succeed: what it shows.
+    fn dry_run(&self, client: &str) -> String {
+        let out = self.plangate(&["wrap", "--client", client, "--dry-run"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    }
     fn plangate(&self, args: &[&str]) -> Output {
         Command::new(plangate())
             .arg("--data-dir")
@@ -200,34 +213,27 @@ fn round_trip(home: &Home, file: &Path, key_path: &[&str], extra: &[&str]) -> St
 #[test]
 fn claude_desktop_round_trips_with_unknown_fields_kept() {
     let home = Home::new();
-    let file = home.file(
+    let file = home.fs_file(
         "home/.config/Claude/claude_desktop_config.json",
-        &format!(
-            "{{\n  \"mcpServers\": {{\n    \"fs\": {}\n  }},\n  \"globalShortcut\": \"Ctrl+Space\"\n}}\n",
-            filesystem_entry(&home.project().join("files"))
-        ),
+        "{\n  \"mcpServers\": {\n    \"fs\": {fs}\n  },\n  \"globalShortcut\": \"Ctrl+Space\"\n}\n",
     );
     // Found in its documented place without --from too.
-    let out = home.plangate(&["wrap", "--client", "claude-desktop", "--dry-run"]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    home.dry_run("claude-desktop");
     round_trip(&home, &file, &["mcpServers", "plangate"], &[]);
 }
 
 #[test]
 fn a_cursor_project_file_keeps_references_to_secrets_as_references() {
     let home = Home::new();
-    let file = home.file(
+    let file = home.fs_file(
         "project/.cursor/mcp.json",
-        &format!(
-            r#"{{
-  "mcpServers": {{
-    "fs": {},
-    "docs": {{"url": "https://docs.example.com/mcp", "headers": {{"Authorization": "Bearer ${{env:DOCS_TOKEN}}"}}, "disabled": true}}
-  }}
-}}
+        r#"{
+  "mcpServers": {
+    "fs": {fs},
+    "docs": {"url": "https://docs.example.com/mcp", "headers": {"Authorization": "Bearer ${env:DOCS_TOKEN}"}, "disabled": true}
+  }
+}
 "#,
-            filesystem_entry(&home.project().join("files"))
-        ),
     );
     let config = round_trip(&home, &file, &["mcpServers", "plangate"], &[]);
     let toml = std::fs::read_to_string(config).unwrap();
@@ -264,16 +270,12 @@ fn a_vs_code_file_with_comments_keeps_them_and_its_inputs() {
 #[test]
 fn the_vs_code_user_file_is_found_in_its_place_and_round_trips() {
     let home = Home::new();
-    let file = home.file(
+    let file = home.fs_file(
         "home/.config/Code/User/mcp.json",
-        &format!(
-            "{{\n  \"servers\": {{\n    \"fs\": {}\n  }}\n}}\n",
-            filesystem_entry(&home.project().join("files"))
-        ),
+        "{\n  \"servers\": {\n    \"fs\": {fs}\n  }\n}\n",
     );
-    let out = home.plangate(&["wrap", "--client", "vscode", "--dry-run"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stdout(&out).contains(&format!("--- {}", file.display())));
+    let diff = home.dry_run("vscode");
+    assert!(diff.contains(&format!("--- {}", file.display())));
     round_trip(&home, &file, &["servers", "plangate"], &[]);
 }
 
@@ -316,13 +318,7 @@ fn claude_code_project_servers_in_the_home_file_come_back_with_the_clients_own_c
 #[test]
 fn unwrap_refuses_to_lose_a_changed_server_map_and_force_saves_it_first() {
     let home = Home::new();
-    let file = home.file(
-        "project/.mcp.json",
-        &format!(
-            "{{\"mcpServers\": {{\"fs\": {}}}}}\n",
-            filesystem_entry(&home.project().join("files"))
-        ),
-    );
+    let file = home.fs_file("project/.mcp.json", "{\"mcpServers\": {\"fs\": {fs}}}\n");
     let before = std::fs::read(&file).unwrap();
     home.ok(&["wrap", "--client", "claude-code", "--scope", "write"]);
     let wrapped = std::fs::read_to_string(&file).unwrap();
@@ -411,13 +407,7 @@ fn a_dry_run_shows_env_and_headers_by_name_never_their_values() {
 #[test]
 fn a_wrap_that_fails_after_making_its_key_takes_back_the_key_and_the_config() {
     let home = Home::new();
-    let file = home.file(
-        "project/.mcp.json",
-        &format!(
-            "{{\"mcpServers\": {{\"fs\": {}}}}}\n",
-            filesystem_entry(&home.project().join("files"))
-        ),
-    );
+    let file = home.fs_file("project/.mcp.json", "{\"mcpServers\": {\"fs\": {fs}}}\n");
     set_mode(&file, 0o644);
     let before = std::fs::read(&file).unwrap();
     // The data dir exists, but where wrap keeps its records is a file:

@@ -26,10 +26,13 @@ mod common;
 use std::sync::Arc;
 
 use common::browser::{Browser, artifacts_dir};
+use common::console_http::{get, get_json, http_client, login, mcp_status, post_login};
 use common::*;
 use plangate_core::Scope;
 use plangate_gateway::Gateway;
 use plangate_store::Store;
+use rmcp::RoleClient;
+use rmcp::service::RunningService;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -145,10 +148,51 @@ async fn attacker(target: &str, key_id: &str, digest: &str) -> (String, Cancella
     (format!("http://{addr}/"), stop)
 }
 
+/// The agent's client: a `plan`-scope key's, over the in-process stdio.
+type Agent = RunningService<RoleClient, Seen>;
+
+/// The agent's client of `s`'s gateway, with the `plan`-scope key.
+async fn agent(s: &Setup) -> Agent {
+    client_of(s.gw.clone(), Some(s.agent_token.clone()), Seen::default()).await
+}
+
+/// The digest of the agent's plan, as `plangate_get_plan` answers it.
+async fn plan_digest(client: &Agent) -> String {
+    let plan = call(client, "plangate_get_plan", json!({})).await;
+    plan.structured_content.unwrap()["plan_digest"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// The agent's plan and its step `id`, as `plangate_get_plan` answers it.
+async fn plan_step(client: &Agent, id: &str) -> (Value, Value) {
+    let plan = call(client, "plangate_get_plan", json!({})).await;
+    let plan = plan.structured_content.unwrap();
+    let step = plan["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|st| st["step_id"] == id)
+        .unwrap()
+        .clone();
+    (plan, step)
+}
+
+/// Opens the console, logs in with `s`'s operator token and waits for
+/// `what` (`ready`, a script): the page's session.
+fn open_console(b: &mut Browser, s: &Setup, what: &str, ready: &str) -> String {
+    let page = b.open(&format!("{}/console", s.base));
+    b.wait_for(&page, "the login form", "document.getElementById('token')");
+    b.log_in(&page, &s.operator_token);
+    b.wait_for(&page, what, ready);
+    page
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_operator_approves_a_plan_in_the_console_and_only_then_the_agent_applies_it() {
     let s = setup().await;
-    let client = client_of(s.gw.clone(), Some(s.agent_token.clone()), Seen::default()).await;
+    let client = agent(&s).await;
 
     // The agent (scope plan) plans a write full of hostile strings; its
     // apply is refused: nobody outside the key has approved.
@@ -158,11 +202,7 @@ async fn an_operator_approves_a_plan_in_the_console_and_only_then_the_agent_appl
         planned.structured_content.as_ref().unwrap()["code"],
         "plan_step"
     );
-    let plan = call(&client, "plangate_get_plan", json!({})).await;
-    let digest = plan.structured_content.unwrap()["plan_digest"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let digest = plan_digest(&client).await;
     let refused = call(
         &client,
         "plangate_apply_plan",
@@ -173,66 +213,15 @@ async fn an_operator_approves_a_plan_in_the_console_and_only_then_the_agent_appl
     assert_eq!(refused.structured_content.unwrap()["code"], "forbidden");
 
     let mut b = blocking(Browser::start);
-    let console = format!("{}/console", s.base);
-
-    // A wrong token is refused with a clear message, and no session.
-    let page = blocking(|| {
-        let page = b.open(&console);
-        b.wait_for(&page, "the login form", "document.getElementById('token')");
-        b.log_in(&page, "pgo_not-a-real-operator-token");
-        b.wait_for(
-            &page,
-            "the refusal",
-            "document.body.innerText.includes('not a valid operator token')",
-        );
-        assert_eq!(
-            b.eval(&page, "document.getElementById('keys') === null"),
-            json!(true)
-        );
-        // An API key is not an operator token either.
-        b.log_in(&page, &s.agent_token);
-        b.wait_for(
-            &page,
-            "the refusal of an API key",
-            "document.getElementById('token') && document.body.innerText.includes('not a valid operator token')",
-        );
-        // The operator token opens the console, which shows the plan.
-        b.log_in(&page, &s.operator_token);
-        b.wait_for(
-            &page,
-            "the planner's plan",
-            "document.querySelector('section.key[data-key=\"planner\"] li.step')",
-        );
-        page
-    });
-    let seen = blocking(|| {
-        b.eval(
-            &page,
-            "(() => { const k = document.querySelector('section.key[data-key=\"planner\"]'); return { text: k.innerText, args: k.querySelector('pre.arguments').textContent, digest: k.querySelector('.digest').textContent, approved: k.querySelector('.approved').textContent, who: document.getElementById('who').textContent, steps: k.querySelectorAll('li.step').length }; })()",
-        )
-    });
-    assert_eq!(seen["digest"], json!(digest), "{seen}");
-    assert_eq!(seen["approved"], "not approved");
-    assert_eq!(seen["who"], "operator ana");
-    assert_eq!(seen["steps"], 1);
-    let text = seen["text"].as_str().unwrap();
-    assert!(text.contains("update_page"), "{text}");
-    assert!(text.contains("a copy of 2"), "lands_on is shown: {text}");
-    // Hostile arguments are shown as the exact text they are.
-    let args: Value = serde_json::from_str(seen["args"].as_str().unwrap()).unwrap();
-    assert_eq!(args["title"], IMG);
-    assert_eq!(args["body"], SCRIPT);
+    let page = blocking(|| log_in_past_the_wrong_tokens(&mut b, &s));
+    blocking(|| the_page_shows_the_plan_as_text(&mut b, &page, &digest));
 
     // While the page stays open, the agent plans another step; the page
     // shows it without a reload (the marker set on this document survives).
     blocking(|| b.eval(&page, "window.__sameDocument = 'yes'"));
     let menu = json!({"menu": "main", "label": ANCHOR, "url": JS_LINK});
     call_ok(&client, "create_menu_item", menu).await;
-    let plan = call(&client, "plangate_get_plan", json!({})).await;
-    let digest = plan.structured_content.unwrap()["plan_digest"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let digest = plan_digest(&client).await;
     blocking(|| {
         b.wait_for(
             &page,
@@ -249,82 +238,12 @@ async fn an_operator_approves_a_plan_in_the_console_and_only_then_the_agent_appl
         );
         assert_eq!(b.eval(&page, "window.__sameDocument"), json!("yes"));
     });
-    let hostile = blocking(|| {
-        b.eval(
-            &page,
-            "(() => { const k = document.getElementById('keys'); return { pwned: window.__pwned === undefined ? null : String(window.__pwned), markup: k.querySelectorAll('img, script, a, iframe, object, svg, form').length, text: k.textContent }; })()",
-        )
-    });
-    assert_eq!(hostile["pwned"], Value::Null, "hostile code ran: {hostile}");
-    assert_eq!(
-        hostile["markup"], 0,
-        "hostile text became markup: {hostile}"
-    );
-    let text = hostile["text"].as_str().unwrap();
-    for s in [IMG, SCRIPT, ANCHOR, JS_LINK] {
-        let shown = serde_json::to_string(s).unwrap();
-        assert!(
-            text.contains(&shown[1..shown.len() - 1]),
-            "{s} is not shown as text"
-        );
-    }
-
-    // A page on another origin auto-submits a form to the approve
-    // endpoint (the session cookie rides along: same site, other port).
-    // It is refused, and nothing is recorded.
-    let before = s.store.last_seq().await.unwrap();
-    let (evil, stop_evil) = attacker(&s.base, &s.key_id, &digest).await;
-    let answer = blocking(|| {
-        let evil_page = b.open(&evil);
-        b.wait_for(
-            &evil_page,
-            "the console's answer to the forged form",
-            "location.href.includes('/console/api/approve') && document.body && document.body.innerText.length > 0",
-        );
-        b.eval(&evil_page, "document.body.innerText")
-    });
-    stop_evil.cancel();
-    assert!(
-        answer.as_str().unwrap().contains("cross_site_request"),
-        "{answer}"
-    );
-    assert_eq!(
-        s.store.last_seq().await.unwrap(),
-        before,
-        "something was recorded"
-    );
-    assert!(s.approvals().await.is_empty());
+    blocking(|| no_hostile_string_became_markup(&mut b, &page));
+    a_forged_form_from_another_origin_is_refused(&mut b, &s, &digest).await;
 
     // The person clicks Approve, having read the step that came while the
     // page was open: the plan on screen is approved.
-    blocking(|| {
-        b.click(
-            &page,
-            "section.key[data-key=\"planner\"] button.ack-changes",
-        );
-        b.wait_for(
-            &page,
-            "the new step, seen",
-            "!document.querySelector('section.key[data-key=\"planner\"] li.step.unseen')",
-        );
-        b.click(&page, "section.key[data-key=\"planner\"] button.approve");
-        b.wait_for(
-            &page,
-            "the approval",
-            "document.querySelector('section.key[data-key=\"planner\"] .approved').textContent === 'approved'",
-        );
-        // Show the first step's (redacted) arguments, as a person would.
-        b.click(
-            &page,
-            "section.key[data-key=\"planner\"] details.args > summary",
-        );
-        b.wait_for(
-            &page,
-            "the arguments",
-            "document.querySelector('details.args').open",
-        );
-        b.screenshot(&page, &artifacts_dir().join("console.png"));
-    });
+    blocking(|| approve_after_seeing_the_new_step(&mut b, &page));
     let approvals = s.approvals().await;
     assert_eq!(approvals.len(), 1, "{approvals:?}");
     assert_eq!(
@@ -353,6 +272,136 @@ async fn an_operator_approves_a_plan_in_the_console_and_only_then_the_agent_appl
     s.stop().await;
 }
 
+/// A wrong token is refused with a clear message, and no session; an API
+/// key too; the operator token opens the console, which shows the plan.
+/// Returns the page.
+fn log_in_past_the_wrong_tokens(b: &mut Browser, s: &Setup) -> String {
+    let page = b.open(&format!("{}/console", s.base));
+    b.wait_for(&page, "the login form", "document.getElementById('token')");
+    b.log_in(&page, "pgo_not-a-real-operator-token");
+    b.wait_for(
+        &page,
+        "the refusal",
+        "document.body.innerText.includes('not a valid operator token')",
+    );
+    assert_eq!(
+        b.eval(&page, "document.getElementById('keys') === null"),
+        json!(true)
+    );
+    // An API key is not an operator token either.
+    b.log_in(&page, &s.agent_token);
+    b.wait_for(
+        &page,
+        "the refusal of an API key",
+        "document.getElementById('token') && document.body.innerText.includes('not a valid operator token')",
+    );
+    // The operator token opens the console, which shows the plan.
+    b.log_in(&page, &s.operator_token);
+    b.wait_for(
+        &page,
+        "the planner's plan",
+        "document.querySelector('section.key[data-key=\"planner\"] li.step')",
+    );
+    page
+}
+
+/// The planner's one step as the page shows it: digest `digest`, not
+/// approved, by the operator ana, lands on a copy; its hostile arguments
+/// shown as the exact text they are.
+fn the_page_shows_the_plan_as_text(b: &mut Browser, page: &str, digest: &str) {
+    let seen = b.eval(
+        page,
+        "(() => { const k = document.querySelector('section.key[data-key=\"planner\"]'); return { text: k.innerText, args: k.querySelector('pre.arguments').textContent, digest: k.querySelector('.digest').textContent, approved: k.querySelector('.approved').textContent, who: document.getElementById('who').textContent, steps: k.querySelectorAll('li.step').length }; })()",
+    );
+    assert_eq!(seen["digest"], json!(digest), "{seen}");
+    assert_eq!(seen["approved"], "not approved");
+    assert_eq!(seen["who"], "operator ana");
+    assert_eq!(seen["steps"], 1);
+    let text = seen["text"].as_str().unwrap();
+    assert!(text.contains("update_page"), "{text}");
+    assert!(text.contains("a copy of 2"), "lands_on is shown: {text}");
+    // Hostile arguments are shown as the exact text they are.
+    let args: Value = serde_json::from_str(seen["args"].as_str().unwrap()).unwrap();
+    assert_eq!(args["title"], IMG);
+    assert_eq!(args["body"], SCRIPT);
+}
+
+/// None of the hostile strings ran or became markup: each is on the page
+/// as text.
+fn no_hostile_string_became_markup(b: &mut Browser, page: &str) {
+    let hostile = b.eval(
+        page,
+        "(() => { const k = document.getElementById('keys'); return { pwned: window.__pwned === undefined ? null : String(window.__pwned), markup: k.querySelectorAll('img, script, a, iframe, object, svg, form').length, text: k.textContent }; })()",
+    );
+    assert_eq!(hostile["pwned"], Value::Null, "hostile code ran: {hostile}");
+    assert_eq!(
+        hostile["markup"], 0,
+        "hostile text became markup: {hostile}"
+    );
+    let text = hostile["text"].as_str().unwrap();
+    for s in [IMG, SCRIPT, ANCHOR, JS_LINK] {
+        let shown = serde_json::to_string(s).unwrap();
+        assert!(
+            text.contains(&shown[1..shown.len() - 1]),
+            "{s} is not shown as text"
+        );
+    }
+}
+
+/// A page on another origin auto-submits a form to the approve endpoint
+/// (the session cookie rides along: same site, other port). It is
+/// refused, and nothing is recorded.
+async fn a_forged_form_from_another_origin_is_refused(b: &mut Browser, s: &Setup, digest: &str) {
+    let before = s.store.last_seq().await.unwrap();
+    let (evil, stop_evil) = attacker(&s.base, &s.key_id, digest).await;
+    let answer = blocking(|| {
+        let evil_page = b.open(&evil);
+        b.wait_for(
+            &evil_page,
+            "the console's answer to the forged form",
+            "location.href.includes('/console/api/approve') && document.body && document.body.innerText.length > 0",
+        );
+        b.eval(&evil_page, "document.body.innerText")
+    });
+    stop_evil.cancel();
+    assert!(
+        answer.as_str().unwrap().contains("cross_site_request"),
+        "{answer}"
+    );
+    assert_eq!(
+        s.store.last_seq().await.unwrap(),
+        before,
+        "something was recorded"
+    );
+    assert!(s.approvals().await.is_empty());
+}
+
+/// Acknowledges the step that came while the page was open, approves the
+/// plan on screen, and opens the first step's (redacted) arguments, as a
+/// person would, for the screenshot.
+fn approve_after_seeing_the_new_step(b: &mut Browser, page: &str) {
+    b.click_then(
+        page,
+        "section.key[data-key=\"planner\"] button.ack-changes",
+        "the new step, seen",
+        "!document.querySelector('section.key[data-key=\"planner\"] li.step.unseen')",
+    );
+    b.click_then(
+        page,
+        "section.key[data-key=\"planner\"] button.approve",
+        "the approval",
+        "document.querySelector('section.key[data-key=\"planner\"] .approved').textContent === 'approved'",
+    );
+    // Show the first step's (redacted) arguments, as a person would.
+    b.click_then(
+        page,
+        "section.key[data-key=\"planner\"] details.args > summary",
+        "the arguments",
+        "document.querySelector('details.args').open",
+    );
+    b.screenshot(page, &artifacts_dir().join("console.png"));
+}
+
 /// What an agent or an upstream wrote reaches the console screened: a
 /// plugin slug that erases its own line (`\r\e[2K`) in a predicted
 /// effect, and an option value with a right-to-left override and a
@@ -363,7 +412,7 @@ async fn an_operator_approves_a_plan_in_the_console_and_only_then_the_agent_appl
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn hidden_characters_in_a_plan_show_as_escapes_and_are_marked_in_the_console() {
     let s = setup().await;
-    let client = client_of(s.gw.clone(), Some(s.agent_token.clone()), Seen::default()).await;
+    let client = agent(&s).await;
     call_ok(
         &client,
         "set_plugin_active",
@@ -379,11 +428,9 @@ async fn hidden_characters_in_a_plan_show_as_escapes_and_are_marked_in_the_conso
 
     let mut b = blocking(Browser::start);
     let seen = blocking(|| {
-        let page = b.open(&format!("{}/console", s.base));
-        b.wait_for(&page, "the login form", "document.getElementById('token')");
-        b.log_in(&page, &s.operator_token);
-        b.wait_for(
-            &page,
+        let page = open_console(
+            &mut b,
+            &s,
             "two steps",
             "document.querySelectorAll('section.key[data-key=\"planner\"] li.step').length === 2",
         );
@@ -447,18 +494,16 @@ async fn hidden_characters_in_a_plan_show_as_escapes_and_are_marked_in_the_conso
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_step_added_while_the_page_is_open_is_highlighted_and_approve_waits_until_it_is_seen() {
     let s = setup().await;
-    let client = client_of(s.gw.clone(), Some(s.agent_token.clone()), Seen::default()).await;
+    let client = agent(&s).await;
     let tagline = json!({"name": "tagline", "value": "Fresh bread"});
     call_ok(&client, "update_option", tagline.clone()).await;
     let section = "section.key[data-key=\"planner\"]";
 
     let mut b = blocking(Browser::start);
     let page = blocking(|| {
-        let page = b.open(&format!("{}/console", s.base));
-        b.wait_for(&page, "the login form", "document.getElementById('token')");
-        b.log_in(&page, &s.operator_token);
-        b.wait_for(
-            &page,
+        let page = open_console(
+            &mut b,
+            &s,
             "the plan",
             &format!("document.querySelectorAll('{section} li.step').length === 1"),
         );
@@ -514,9 +559,9 @@ async fn a_step_added_while_the_page_is_open_is_highlighted_and_approve_waits_un
     let before = s.store.last_seq().await.unwrap();
     blocking(|| {
         for button in ["button.approve", "button.apply"] {
-            b.click(&page, &format!("{section} {button}"));
-            b.wait_for(
+            b.click_then(
                 &page,
+                &format!("{section} {button}"),
                 "the refusal",
                 "document.getElementById('status').textContent.includes('changed while you were looking')",
             );
@@ -535,8 +580,28 @@ async fn a_step_added_while_the_page_is_open_is_highlighted_and_approve_waits_un
     );
     assert!(s.approvals().await.is_empty());
 
-    // The gateway checks it too: the revision on screen, even where the
-    // digest is the same (the agent sent its first write again).
+    let now = the_gateway_refuses_a_revision_the_plan_moved_on_from(&s, &client, tagline).await;
+
+    // Seen, once the page shows the plan as it is now: the highlight goes,
+    // and Approve records the plan on screen.
+    let shown = blocking(|| acknowledge_and_approve(&mut b, &page, section, now));
+    let approvals = s.approvals().await;
+    assert_eq!(approvals.len(), 1, "{approvals:?}");
+    assert_eq!(approvals[0]["plan_digest"], shown);
+    assert_eq!(approvals[0]["step_ids"].as_array().unwrap().len(), 2);
+    drop(b);
+    client.cancel().await.unwrap();
+    s.stop().await;
+}
+
+/// The gateway checks it too: the revision on screen, even where the
+/// digest is the same (the agent sends its first write, `first`, again).
+/// Returns the plan's revision now.
+async fn the_gateway_refuses_a_revision_the_plan_moved_on_from(
+    s: &Setup,
+    client: &Agent,
+    first: Value,
+) -> u64 {
     let http = http_client();
     let (cookie, csrf) = login(&http, &s.base, &s.operator_token).await.unwrap();
     let state = get_json(&http, &format!("{}/console/api/state", s.base), &cookie).await;
@@ -544,7 +609,7 @@ async fn a_step_added_while_the_page_is_open_is_highlighted_and_approve_waits_un
         state["keys"][0]["plan_digest"].clone(),
         state["keys"][0]["revision"].as_u64().unwrap(),
     );
-    let again = call_ok(&client, "update_option", tagline).await;
+    let again = call_ok(client, "update_option", first).await;
     assert_eq!(again.structured_content.unwrap()["deduplicated"], true);
     let state = get_json(&http, &format!("{}/console/api/state", s.base), &cookie).await;
     assert_eq!(state["keys"][0]["plan_digest"], digest);
@@ -562,40 +627,34 @@ async fn a_step_added_while_the_page_is_open_is_highlighted_and_approve_waits_un
     let err: Value = r.json().await.unwrap();
     assert_eq!(err["error"], "plan_changed", "{err}");
     assert!(s.approvals().await.is_empty());
+    now
+}
 
-    // Seen, once the page shows the plan as it is now: the highlight goes,
-    // and Approve records the plan on screen.
-    let shown = blocking(|| {
-        b.wait_for(
-            &page,
-            "the revision now",
-            &format!("Array.from(document.querySelectorAll('{section} dl.facts dt')).some((dt) => dt.textContent === 'revision' && dt.nextElementSibling.textContent.startsWith('{now}'))"),
-        );
-        b.click(&page, &format!("{section} button.ack-changes"));
-        b.wait_for(
-            &page,
-            "no highlight",
-            &format!("!document.querySelector('{section} li.step.unseen') && !document.querySelector('{section} .unseen-banner')"),
-        );
-        let shown = b.eval(
-            &page,
-            &format!("document.querySelector('{section} .digest').textContent"),
-        );
-        b.click(&page, &format!("{section} button.approve"));
-        b.wait_for(
-            &page,
-            "the approval",
-            &format!("document.querySelector('{section} .approved').textContent === 'approved'"),
-        );
-        shown
-    });
-    let approvals = s.approvals().await;
-    assert_eq!(approvals.len(), 1, "{approvals:?}");
-    assert_eq!(approvals[0]["plan_digest"], shown);
-    assert_eq!(approvals[0]["step_ids"].as_array().unwrap().len(), 2);
-    drop(b);
-    client.cancel().await.unwrap();
-    s.stop().await;
+/// Once the page shows revision `now`: says the new step was seen (the
+/// highlight goes) and approves; returns the digest on screen.
+fn acknowledge_and_approve(b: &mut Browser, page: &str, section: &str, now: u64) -> Value {
+    b.wait_for(
+        page,
+        "the revision now",
+        &format!("Array.from(document.querySelectorAll('{section} dl.facts dt')).some((dt) => dt.textContent === 'revision' && dt.nextElementSibling.textContent.startsWith('{now}'))"),
+    );
+    b.click_then(
+        page,
+        &format!("{section} button.ack-changes"),
+        "no highlight",
+        &format!("!document.querySelector('{section} li.step.unseen') && !document.querySelector('{section} .unseen-banner')"),
+    );
+    let shown = b.eval(
+        page,
+        &format!("document.querySelector('{section} .digest').textContent"),
+    );
+    b.click_then(
+        page,
+        &format!("{section} button.approve"),
+        "the approval",
+        &format!("document.querySelector('{section} .approved').textContent === 'approved'"),
+    );
+    shown
 }
 
 /// The demo site's state as it holds it.
@@ -619,7 +678,7 @@ fn step_sel(id: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_operator_approves_part_amends_rejects_and_applies_in_the_console() {
     let s = setup().await;
-    let client = client_of(s.gw.clone(), Some(s.agent_token.clone()), Seen::default()).await;
+    let client = agent(&s).await;
     let mut ids = Vec::new();
     for (tool, args) in [
         (
@@ -642,136 +701,22 @@ async fn an_operator_approves_part_amends_rejects_and_applies_in_the_console() {
     let [tagline, menu, title] = <[String; 3]>::try_from(ids).unwrap();
 
     let mut b = blocking(Browser::start);
-    let console = format!("{}/console", s.base);
-    let page = blocking(|| {
-        let page = b.open(&console);
-        b.wait_for(&page, "the login form", "document.getElementById('token')");
-        b.log_in(&page, &s.operator_token);
-        b.wait_for(
-            &page,
-            "three steps",
-            "document.querySelectorAll('section.key[data-key=\"planner\"] li.step').length === 3",
-        );
-        // Tick the first two and approve them, by keyboard: focus, Space
-        // on each box, Enter on the button.
-        for id in [&tagline, &menu] {
-            b.press(&page, &format!("{} input.pick", step_sel(id)), " ");
-        }
-        b.wait_for(
-            &page,
-            "the approve-selected button",
-            "document.querySelector('button.approve-picked').textContent === 'Approve selected (2)'",
-        );
-        b.press(&page, "button.approve-picked", "Enter");
-        b.wait_for(
-            &page,
-            "two approved steps",
-            "document.querySelectorAll('section.key[data-key=\"planner\"] .step-approved').length === 2",
-        );
-        page
-    });
+    let page = blocking(|| approve_two_by_keyboard(&mut b, &s, [&tagline, &menu]));
     let approvals = s.approvals().await;
     assert_eq!(approvals.len(), 1);
     assert_eq!(approvals[0]["step_ids"], json!([tagline, menu]));
 
     // Amend the menu item through the form built from the tool's schema,
     // with hostile strings: the approval of the pair no longer covers it.
-    blocking(|| {
-        b.click(&page, &format!("{} button.amend-step", step_sel(&menu)));
-        b.wait_for(
-            &page,
-            "the amend form",
-            "document.querySelector('.amend-form input[name=\"label\"]')",
-        );
-        b.type_into(&page, ".amend-form input[name=\"label\"]", ANCHOR);
-        b.type_into(&page, ".amend-form input[name=\"url\"]", JS_LINK);
-        b.click(&page, "button.confirm-amend");
-        b.wait_for(
-            &page,
-            "the amended step, no longer approved",
-            &format!(
-                "document.querySelector('{} .step-amended') && document.querySelectorAll('section.key[data-key=\"planner\"] .step-approved').length === 0",
-                step_sel(&menu).replace('\'', "\\'")
-            ),
-        );
-    });
-    let plan = call(&client, "plangate_get_plan", json!({})).await;
-    let plan = plan.structured_content.unwrap();
-    let amended = plan["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|st| st["step_id"] == menu.as_str())
-        .unwrap()
-        .clone();
+    blocking(|| amend_the_menu_item(&mut b, &page, &menu));
+    let (plan, amended) = plan_step(&client, &menu).await;
     assert_eq!(amended["arguments"]["label"], ANCHOR, "the agent sees it");
     assert_eq!(amended["amendment"]["by"], "ana");
     assert_eq!(amended["amendment"]["previous_arguments"]["label"], "Hours");
     assert_eq!(plan["approved"], false);
 
-    // The diff since the review shows the change as text.
-    blocking(|| {
-        b.click(&page, "section.key[data-key=\"planner\"] button.show-diff");
-        b.wait_for(&page, "the diff", "document.querySelector('pre.diff')");
-        let shown = b.eval(
-            &page,
-            "(() => { const d = document.querySelector('pre.diff'); return { text: d.textContent, markup: document.getElementById('keys').querySelectorAll('img, script, a, iframe, object, svg, form').length, pwned: window.__pwned === undefined ? null : String(window.__pwned) }; })()",
-        );
-        let text = shown["text"].as_str().unwrap();
-        assert!(text.contains("amended by ana"), "{text}");
-        assert!(
-            text.contains(&format!(
-                "/label: {}",
-                serde_json::to_string(ANCHOR).unwrap()
-            )),
-            "{text}"
-        );
-        assert!(text.contains("/label: \"Hours\""), "{text}");
-        assert_eq!(shown["markup"], 0, "hostile text became markup: {shown}");
-        assert_eq!(shown["pwned"], Value::Null, "hostile code ran: {shown}");
-        b.screenshot(&page, &artifacts_dir().join("console-diff.png"));
-    });
-
-    // Approve the tagline alone again, reject the title with a reason.
-    blocking(|| {
-        b.click(&page, &format!("{} input.pick", step_sel(&tagline)));
-        b.click(&page, "button.approve-picked");
-        b.wait_for(
-            &page,
-            "the tagline approved",
-            &format!(
-                "document.querySelector('{} .step-approved')",
-                step_sel(&tagline).replace('\'', "\\'")
-            ),
-        );
-        b.click(&page, &format!("{} button.reject-step", step_sel(&title)));
-        b.wait_for(
-            &page,
-            "the reason box",
-            "document.querySelector('textarea.reason')",
-        );
-        b.type_into(
-            &page,
-            "textarea.reason",
-            "keep the title: <b>Bakery</b> is wrong",
-        );
-        b.click(&page, "button.confirm-reject");
-        b.wait_for(
-            &page,
-            "the rejection",
-            &format!(
-                "document.querySelector('{} .rejection')",
-                step_sel(&title).replace('\'', "\\'")
-            ),
-        );
-        // Apply: exactly the approved step runs.
-        b.click(&page, "section.key[data-key=\"planner\"] button.apply");
-        b.wait_for(
-            &page,
-            "the receipt",
-            "document.querySelector('.receipt') && document.querySelector('.receipt').textContent.includes('not_approved')",
-        );
-    });
+    blocking(|| the_diff_shows_the_change_as_text(&mut b, &page));
+    blocking(|| approve_reject_and_apply(&mut b, &page, &tagline, &title));
     let site = site_state(&s);
     assert_eq!(site["options"]["tagline"]["value"], "Fresh bread");
     let labels: Vec<&str> = site["menus"]["main"]["items"]
@@ -785,117 +730,167 @@ async fn an_operator_approves_part_amends_rejects_and_applies_in_the_console() {
         "the amended step was not approved: {labels:?}"
     );
     assert_ne!(site["options"]["site_title"]["value"], "Bakery");
-    let plan = call(&client, "plangate_get_plan", json!({})).await;
-    let plan = plan.structured_content.unwrap();
-    let rejected = plan["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|st| st["step_id"] == title.as_str())
-        .unwrap()
-        .clone();
+    let (_, rejected) = plan_step(&client, &title).await;
     assert_eq!(
         rejected["rejection"]["reason"],
         "keep the title: <b>Bakery</b> is wrong"
     );
 
-    // The history: every act with its actor, filterable and searchable.
-    blocking(|| {
-        b.click(
-            &page,
-            "section.key[data-key=\"planner\"] button.show-history",
-        );
-        b.wait_for(
-            &page,
-            "the history",
-            "document.querySelectorAll('ol.history li.event').length > 5",
-        );
-        let acts = b.eval(
-            &page,
-            "Array.from(document.querySelectorAll('ol.history li.event')).map(li => li.getAttribute('data-type') + ' | ' + li.querySelector('.actor').textContent)",
-        );
-        let acts: Vec<String> = serde_json::from_value(acts).unwrap();
-        for expected in [
-            "step_amended | ana (operator) over console",
-            "step_rejected | ana (operator) over console",
-            "review_answered | ana (operator) over console",
-            "step_applied | ana (operator) over console",
-            "step_planned | planner (agent) over stdio",
-        ] {
-            assert!(
-                acts.iter().any(|a| a == expected),
-                "{expected} not in {acts:?}"
-            );
-        }
-        assert_eq!(
-            acts[0].split(" | ").next(),
-            Some("apply_finished"),
-            "newest first: {acts:?}"
-        );
-        b.eval(
-            &page,
-            "(() => { const s = document.querySelector('select.history-kind'); s.value = 'step_amended'; s.dispatchEvent(new Event('change')); })()",
-        );
-        b.wait_for(
-            &page,
-            "only the amendment",
-            "document.querySelectorAll('ol.history li.event').length === 1 && document.querySelector('ol.history li.event').getAttribute('data-type') === 'step_amended'",
-        );
-        b.screenshot(&page, &artifacts_dir().join("console-history.png"));
-        let pwned = b.eval(&page, "window.__pwned === undefined");
-        assert_eq!(pwned, json!(true));
-    });
+    blocking(|| the_history_names_every_act_and_filters(&mut b, &page));
     drop(b);
     client.cancel().await.unwrap();
     s.stop().await;
 }
 
-/// Logs in over plain HTTP (no browser, so no `Origin`): the session
-/// cookie and the CSRF token.
-async fn login(http: &reqwest::Client, base: &str, token: &str) -> Option<(String, String)> {
-    let r = http
-        .post(format!("{base}/console/login"))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("token={token}"))
-        .send()
-        .await
-        .unwrap();
-    let cookie = r
-        .headers()
-        .get("set-cookie")?
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
-    let state = get_json(http, &format!("{base}/console/api/state"), &cookie).await;
-    Some((cookie, state["csrf"].as_str()?.to_owned()))
+/// Opens the console on three steps, ticks `steps` and approves them, by
+/// keyboard: focus, Space on each box, Enter on the button. Returns the
+/// page.
+fn approve_two_by_keyboard(b: &mut Browser, s: &Setup, steps: [&String; 2]) -> String {
+    let page = open_console(
+        b,
+        s,
+        "three steps",
+        "document.querySelectorAll('section.key[data-key=\"planner\"] li.step').length === 3",
+    );
+    for id in steps {
+        b.press(&page, &format!("{} input.pick", step_sel(id)), " ");
+    }
+    b.wait_for(
+        &page,
+        "the approve-selected button",
+        "document.querySelector('button.approve-picked').textContent === 'Approve selected (2)'",
+    );
+    b.press(&page, "button.approve-picked", "Enter");
+    b.wait_for(
+        &page,
+        "two approved steps",
+        "document.querySelectorAll('section.key[data-key=\"planner\"] .step-approved').length === 2",
+    );
+    page
 }
 
-/// GETs `url` in the session of `cookie`.
-async fn get(http: &reqwest::Client, url: &str, cookie: &str) -> reqwest::Response {
-    http.get(url).header("cookie", cookie).send().await.unwrap()
+/// Amends the step `menu` with hostile strings through the form; the
+/// pair's approval no longer covers it.
+fn amend_the_menu_item(b: &mut Browser, page: &str, menu: &str) {
+    b.click_then(
+        page,
+        &format!("{} button.amend-step", step_sel(menu)),
+        "the amend form",
+        "document.querySelector('.amend-form input[name=\"label\"]')",
+    );
+    b.type_into(page, ".amend-form input[name=\"label\"]", ANCHOR);
+    b.type_into(page, ".amend-form input[name=\"url\"]", JS_LINK);
+    b.click_then(
+        page,
+        "button.confirm-amend",
+        "the amended step, no longer approved",
+        &format!(
+            "document.querySelector('{} .step-amended') && document.querySelectorAll('section.key[data-key=\"planner\"] .step-approved').length === 0",
+            step_sel(menu).replace('\'', "\\'")
+        ),
+    );
 }
 
-/// Like [`get`]; the answer must be JSON.
-async fn get_json(http: &reqwest::Client, url: &str, cookie: &str) -> Value {
-    get(http, url, cookie).await.json().await.unwrap()
+/// The diff since the review shows the change as text (a screenshot).
+fn the_diff_shows_the_change_as_text(b: &mut Browser, page: &str) {
+    b.click_then(
+        page,
+        "section.key[data-key=\"planner\"] button.show-diff",
+        "the diff",
+        "document.querySelector('pre.diff')",
+    );
+    let shown = b.eval(
+        page,
+        "(() => { const d = document.querySelector('pre.diff'); return { text: d.textContent, markup: document.getElementById('keys').querySelectorAll('img, script, a, iframe, object, svg, form').length, pwned: window.__pwned === undefined ? null : String(window.__pwned) }; })()",
+    );
+    let text = shown["text"].as_str().unwrap();
+    assert!(text.contains("amended by ana"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "/label: {}",
+            serde_json::to_string(ANCHOR).unwrap()
+        )),
+        "{text}"
+    );
+    assert!(text.contains("/label: \"Hours\""), "{text}");
+    assert_eq!(shown["markup"], 0, "hostile text became markup: {shown}");
+    assert_eq!(shown["pwned"], Value::Null, "hostile code ran: {shown}");
+    b.screenshot(page, &artifacts_dir().join("console-diff.png"));
 }
 
-/// A plain HTTP client that shows redirects rather than following them.
-fn http_client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
+/// Approves the tagline alone again, rejects the title with a reason, and
+/// clicks Apply: exactly the approved step runs.
+fn approve_reject_and_apply(b: &mut Browser, page: &str, tagline: &str, title: &str) {
+    b.click(page, &format!("{} input.pick", step_sel(tagline)));
+    b.click_then(
+        page,
+        "button.approve-picked",
+        "the tagline approved",
+        &format!(
+            "document.querySelector('{} .step-approved')",
+            step_sel(tagline).replace('\'', "\\'")
+        ),
+    );
+    b.reject_step(
+        page,
+        &step_sel(title),
+        "keep the title: <b>Bakery</b> is wrong",
+    );
+    // Apply: exactly the approved step runs.
+    b.click_then(
+        page,
+        "section.key[data-key=\"planner\"] button.apply",
+        "the receipt",
+        "document.querySelector('.receipt') && document.querySelector('.receipt').textContent.includes('not_approved')",
+    );
+}
+
+/// The history: every act with its actor, newest first, filterable by
+/// kind (a screenshot); nothing hostile ran.
+fn the_history_names_every_act_and_filters(b: &mut Browser, page: &str) {
+    b.click_then(
+        page,
+        "section.key[data-key=\"planner\"] button.show-history",
+        "the history",
+        "document.querySelectorAll('ol.history li.event').length > 5",
+    );
+    let acts = b.history_acts(page);
+    for expected in [
+        "step_amended | ana (operator) over console",
+        "step_rejected | ana (operator) over console",
+        "review_answered | ana (operator) over console",
+        "step_applied | ana (operator) over console",
+        "step_planned | planner (agent) over stdio",
+    ] {
+        assert!(
+            acts.iter().any(|a| a == expected),
+            "{expected} not in {acts:?}"
+        );
+    }
+    assert_eq!(
+        acts[0].split(" | ").next(),
+        Some("apply_finished"),
+        "newest first: {acts:?}"
+    );
+    b.eval(
+        page,
+        "(() => { const s = document.querySelector('select.history-kind'); s.value = 'step_amended'; s.dispatchEvent(new Event('change')); })()",
+    );
+    b.wait_for(
+        page,
+        "only the amendment",
+        "document.querySelectorAll('ol.history li.event').length === 1 && document.querySelector('ol.history li.event').getAttribute('data-type') === 'step_amended'",
+    );
+    b.screenshot(page, &artifacts_dir().join("console-history.png"));
+    let pwned = b.eval(page, "window.__pwned === undefined");
+    assert_eq!(pwned, json!(true));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_never_cross_over_approve_binds_the_digest_and_revocation_is_immediate() {
     let s = setup().await;
     let http = http_client();
-    let client = client_of(s.gw.clone(), Some(s.agent_token.clone()), Seen::default()).await;
+    let client = agent(&s).await;
     let planned = call_ok(
         &client,
         "update_page",
@@ -903,30 +898,7 @@ async fn tokens_never_cross_over_approve_binds_the_digest_and_revocation_is_imme
     )
     .await;
 
-    // A wrong token: 401, a clear message, no cookie, nothing else.
-    let r = http
-        .post(format!("{}/console/login", s.base))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body("token=pgo_wrong")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 401);
-    assert!(r.headers().get("set-cookie").is_none());
-    let body = r.text().await.unwrap();
-    assert!(body.contains("not a valid operator token"), "{body}");
-    // An API key never opens the console; an operator token never opens /mcp.
-    assert!(login(&http, &s.base, &s.agent_token).await.is_none());
-    let r = http
-        .post(format!("{}/mcp", s.base))
-        .bearer_auth(&s.operator_token)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 401);
+    tokens_never_stand_in_for_each_other(&http, &s).await;
 
     let (cookie, csrf) = login(&http, &s.base, &s.operator_token).await.unwrap();
     let page = get(&http, &format!("{}/console", s.base), &cookie).await;
@@ -977,15 +949,57 @@ async fn tokens_never_cross_over_approve_binds_the_digest_and_revocation_is_imme
     assert_eq!(err["error"], "plan_changed", "{err}");
     assert!(s.approvals().await.is_empty());
 
-    // Retry is for in-doubt steps only; discard records the operator.
     let step_id = planned.structured_content.as_ref().unwrap()["step_id"]
         .as_str()
         .unwrap()
         .to_owned();
+    retry_is_for_in_doubt_steps_and_discard_is_recorded(&http, &s, (&cookie, &csrf), &step_id)
+        .await;
+
+    // Revoked: the very next request is refused.
+    s.store.revoke_operator_token("ana").await.unwrap();
+    let r = get(&http, &format!("{}/console/api/state", s.base), &cookie).await;
+    assert_eq!(r.status(), 401);
+    let err: Value = r.json().await.unwrap();
+    assert_eq!(err["error"], "unauthorized");
+    let r = approve(Some(&csrf), &digest).await.unwrap();
+    assert_eq!(r.status(), 401);
+    // A forged cookie for the same id is refused too.
+    let forged = cookie.replace(&cookie[cookie.len() - 8..], "00000000");
+    let r = get(&http, &format!("{}/console/api/state", s.base), &forged).await;
+    assert_eq!(r.status(), 401);
+    assert!(s.approvals().await.is_empty());
+
+    client.cancel().await.unwrap();
+    s.stop().await;
+}
+
+/// A wrong token: 401, a clear message, no cookie, nothing else. An API
+/// key never opens the console; an operator token never opens /mcp.
+async fn tokens_never_stand_in_for_each_other(http: &reqwest::Client, s: &Setup) {
+    let r = post_login(http, &s.base, "pgo_wrong").await;
+    assert_eq!(r.status(), 401);
+    assert!(r.headers().get("set-cookie").is_none());
+    let body = r.text().await.unwrap();
+    assert!(body.contains("not a valid operator token"), "{body}");
+    // An API key never opens the console; an operator token never opens /mcp.
+    assert!(login(http, &s.base, &s.agent_token).await.is_none());
+    assert_eq!(mcp_status(http, &s.base, &s.operator_token).await, 401);
+}
+
+/// Retry is for in-doubt steps only (`step_id` is not); discard records
+/// the operator, and of an unknown key is 404; both in the operator's
+/// session (its cookie and CSRF token).
+async fn retry_is_for_in_doubt_steps_and_discard_is_recorded(
+    http: &reqwest::Client,
+    s: &Setup,
+    (cookie, csrf): (&str, &str),
+    step_id: &str,
+) {
     let post = |path: &str, body: Value| {
         http.post(format!("{}/console/api/{path}", s.base))
-            .header("cookie", &cookie)
-            .header("x-plangate-csrf", &csrf)
+            .header("cookie", cookie)
+            .header("x-plangate-csrf", csrf)
             .json(&body)
             .send()
     };
@@ -1025,23 +1039,6 @@ async fn tokens_never_cross_over_approve_binds_the_digest_and_revocation_is_imme
         .await
         .unwrap();
     assert_eq!(r.status(), 404);
-
-    // Revoked: the very next request is refused.
-    s.store.revoke_operator_token("ana").await.unwrap();
-    let r = get(&http, &format!("{}/console/api/state", s.base), &cookie).await;
-    assert_eq!(r.status(), 401);
-    let err: Value = r.json().await.unwrap();
-    assert_eq!(err["error"], "unauthorized");
-    let r = approve(Some(&csrf), &digest).await.unwrap();
-    assert_eq!(r.status(), 401);
-    // A forged cookie for the same id is refused too.
-    let forged = cookie.replace(&cookie[cookie.len() - 8..], "00000000");
-    let r = get(&http, &format!("{}/console/api/state", s.base), &forged).await;
-    assert_eq!(r.status(), 401);
-    assert!(s.approvals().await.is_empty());
-
-    client.cancel().await.unwrap();
-    s.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

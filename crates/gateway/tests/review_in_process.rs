@@ -12,6 +12,9 @@ use common::*;
 use plangate_core::{Actor, Channel, EventKind, Scope, Verdict};
 use serde_json::json;
 
+/// The agent's client, answering questions as its [`Seen`] says.
+type Client = rmcp::service::RunningService<rmcp::RoleClient, Seen>;
+
 /// A gateway on the recording upstream, with an ask mode and questions
 /// that lapse after `review_timeout`, and a key of `scope`.
 async fn rig(scope: Scope, review_timeout: Duration) -> Rig<Recorder> {
@@ -21,12 +24,17 @@ async fn rig(scope: Scope, review_timeout: Duration) -> Rig<Recorder> {
     .await
 }
 
-async fn plan_two(
-    r: &Rig<Recorder>,
-    seen: Seen,
-) -> rmcp::service::RunningService<rmcp::RoleClient, Seen> {
+/// A client of the rig answering as `seen` says, in a session begun in
+/// `mode`.
+async fn client_in(r: &Rig<Recorder>, seen: Seen, mode: &str) -> Client {
     let client = r.client(seen).await;
-    call(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
+    call(&client, "plangate_begin_session", json!({"mode": mode})).await;
+    client
+}
+
+/// [`client_in`] plan mode, with two `record` steps planned.
+async fn plan_two(r: &Rig<Recorder>, seen: Seen) -> Client {
+    let client = client_in(r, seen, "plan").await;
     call(&client, "record", json!({"note": "one"})).await;
     call(&client, "record", json!({"note": "two"})).await;
     client
@@ -176,13 +184,7 @@ async fn a_question_that_times_out_writes_nothing() {
 async fn an_ask_mode_asks_before_a_call_above_its_access() {
     let r = rig(Scope::Write, Duration::from_secs(30)).await;
     let yes = Seen::answering("accept", json!({"decision": "approve"}));
-    let client = r.client(yes.clone()).await;
-    call(
-        &client,
-        "plangate_begin_session",
-        json!({"mode": "careful"}),
-    )
-    .await;
+    let client = client_in(&r, yes.clone(), "careful").await;
     let ran = call(
         &client,
         "record",
@@ -270,8 +272,7 @@ async fn a_plan_keys_own_yes_does_not_apply_but_an_operators_approval_of_the_cur
 async fn the_question_shows_hidden_characters_as_escapes_and_marks_their_lines() {
     let r = rig(Scope::Write, Duration::from_secs(30)).await;
     let seen = Seen::answering("accept", json!({"decision": "keep_planning"}));
-    let client = r.client(seen.clone()).await;
-    call(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
+    let client = client_in(&r, seen.clone(), "plan").await;
     call(&client, "record", json!({"note": "one"})).await;
     // The agent's words: a line that erases itself, one reversed by
     // U+202E, and a zero-width space.
@@ -303,13 +304,7 @@ async fn the_question_shows_hidden_characters_as_escapes_and_marks_their_lines()
 
     // An ask mode's question about one call: its arguments the same.
     let yes = Seen::answering("accept", json!({"decision": "approve"}));
-    let client = r.client(yes.clone()).await;
-    call(
-        &client,
-        "plangate_begin_session",
-        json!({"mode": "careful"}),
-    )
-    .await;
+    let client = client_in(&r, yes.clone(), "careful").await;
     call(
         &client,
         "record",

@@ -229,8 +229,64 @@ async fn hostile_tool_results_render_as_text_in_headless_chromium_and_the_csp_ho
     let errors = v["errors"].as_array().unwrap();
     assert!(errors.is_empty(), "host page errors: {errors:?}");
 
-    // The handshake: the view asks first, exactly as specified, and says
-    // `initialized` only after the host answered.
+    the_handshake_is_as_specified(&v);
+    // Nothing hostile ever ran; no message but the host's was obeyed.
+    assert_eq!(v["pwned"], json!([]), "hostile code ran");
+    assert_eq!(
+        v["early_rendered"], false,
+        "a notification before the handshake was rendered"
+    );
+    every_scenario_shows_text_and_its_exact_input(&v, &scenarios);
+    get_plan_shows_every_step_as_text(scenario(&v, "get_plan"), &scenarios);
+    the_step_receipt_and_refusal_show_what_they_are(&v, &scenarios);
+    the_tabs_follow_the_keyboard_and_search_filters(&v);
+
+    // A sibling frame's forged messages are received and ignored.
+    assert!(
+        v["attacker"]["ignored_after"].as_u64().unwrap()
+            >= v["attacker"]["ignored_before"].as_u64().unwrap() + 2,
+        "{}",
+        v["attacker"]
+    );
+    assert_eq!(
+        v["attacker"]["rendered"], false,
+        "a forged message was rendered"
+    );
+
+    // The CSP holds: injected script and inline handler blocked, no
+    // network, no eval — while the view's own script and style run.
+    let csp = &v["csp"];
+    assert_eq!(csp["fetch"], "blocked", "{csp}");
+    assert!(
+        csp["eval"].as_str().unwrap().starts_with("blocked"),
+        "{csp}"
+    );
+    let violated = strings(&csp["violations"]);
+    for d in ["script-src-elem", "img-src", "connect-src"] {
+        assert!(violated.contains(&d), "no {d} violation in {violated:?}");
+    }
+    assert_eq!(
+        csp["own_style_applied"], true,
+        "the view's style was blocked"
+    );
+
+    screenshot(dir.path(), &url).await;
+}
+
+/// What the host page recorded of the scenario `name`.
+fn scenario<'a>(v: &'a Value, name: &str) -> &'a Value {
+    v["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap_or_else(|| panic!("no scenario {name}"))
+}
+
+/// The handshake: the view asks first, exactly as specified, and says
+/// `initialized` only after the host answered; a display-only view sends
+/// nothing else but its size.
+fn the_handshake_is_as_specified(v: &Value) {
     assert_eq!(
         v["initialize"]["params"],
         json!({
@@ -262,22 +318,11 @@ async fn hostile_tool_results_render_as_text_in_headless_chromium_and_the_csp_ho
             "a display-only view sent {m}"
         );
     }
+}
 
-    // Nothing hostile ever ran; no message but the host's was obeyed.
-    assert_eq!(v["pwned"], json!([]), "hostile code ran");
-    assert_eq!(
-        v["early_rendered"], false,
-        "a notification before the handshake was rendered"
-    );
-
-    let by_name = |name: &str| -> &Value {
-        v["scenarios"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["name"] == name)
-            .unwrap_or_else(|| panic!("no scenario {name}"))
-    };
+/// In every scenario: no hostile text became markup, no secret is shown,
+/// the host is named, and the input tab shows the exact input.
+fn every_scenario_shows_text_and_its_exact_input(v: &Value, scenarios: &[Value]) {
     for s in v["scenarios"].as_array().unwrap() {
         let name = s["name"].as_str().unwrap();
         assert_eq!(
@@ -305,10 +350,11 @@ async fn hostile_tool_results_render_as_text_in_headless_chromium_and_the_csp_ho
         );
         assert_eq!(s["tool_name"], "plangate_get_plan", "{name}");
     }
+}
 
-    // get_plan: every step as a disclosure group, digest, warnings, and the
-    // hostile strings shown as text; unknown fields in the full JSON.
-    let plan = by_name("get_plan");
+/// get_plan: every step as a disclosure group, digest, warnings, and the
+/// hostile strings shown as text; unknown fields in the full JSON.
+fn get_plan_shows_every_step_as_text(plan: &Value, scenarios: &[Value]) {
     let digest = scenarios[3]["result"]["structuredContent"]["plan_digest"]
         .as_str()
         .unwrap();
@@ -337,9 +383,14 @@ async fn hostile_tool_results_render_as_text_in_headless_chromium_and_the_csp_ho
     let full = plan["json"].as_str().unwrap();
     assert!(full.contains("x_future_field"));
     assert!(shows(full, IMG) && shows(full, SCRIPT));
+}
 
+/// A planned step shows its exact hostile arguments; the receipt its
+/// outcomes, copy id, links and snapshots as text; the refusal its code
+/// and the isError warning.
+fn the_step_receipt_and_refusal_show_what_they_are(v: &Value, scenarios: &[Value]) {
     // A planned step: one step, its exact hostile arguments.
-    let step = by_name("planned_step");
+    let step = scenario(v, "planned_step");
     assert_eq!(step["steps"], 1);
     assert!(
         step["summary"]
@@ -350,7 +401,7 @@ async fn hostile_tool_results_render_as_text_in_headless_chromium_and_the_csp_ho
     assert!(shows(step["input"].as_str().unwrap(), IMG));
 
     // The receipt: outcomes, copy id, links and snapshots as text.
-    let receipt = by_name("receipt");
+    let receipt = scenario(v, "receipt");
     let body = &scenarios[1]["result"]["structuredContent"];
     assert_eq!(receipt["steps"], 3);
     assert!(
@@ -378,7 +429,7 @@ async fn hostile_tool_results_render_as_text_in_headless_chromium_and_the_csp_ho
     }
 
     // The refusal: its code and the isError warning.
-    let refusal = by_name("refusal");
+    let refusal = scenario(v, "refusal");
     let code = scenarios[0]["result"]["structuredContent"]["code"]
         .as_str()
         .unwrap();
@@ -389,9 +440,11 @@ async fn hostile_tool_results_render_as_text_in_headless_chromium_and_the_csp_ho
         "{summary}"
     );
     assert_eq!(refusal["steps"], 0);
+}
 
-    // Keyboard: arrows move and wrap, Home/End jump; focus follows, one
-    // panel is visible at a time.
+/// Keyboard: arrows move and wrap, Home/End jump; focus follows, one
+/// panel is visible at a time. Search filters the steps.
+fn the_tabs_follow_the_keyboard_and_search_filters(v: &Value) {
     let tabs: Vec<(String, String, String)> = v["tabs"]
         .as_array()
         .unwrap()
@@ -424,44 +477,19 @@ async fn hostile_tool_results_render_as_text_in_headless_chromium_and_the_csp_ho
     assert_eq!(v["search"]["nothing"], 0);
     assert_eq!(v["search"]["no_match_shown"], true);
     assert_eq!(v["search"]["cleared"], 4);
+}
 
-    // A sibling frame's forged messages are received and ignored.
-    assert!(
-        v["attacker"]["ignored_after"].as_u64().unwrap()
-            >= v["attacker"]["ignored_before"].as_u64().unwrap() + 2,
-        "{}",
-        v["attacker"]
-    );
-    assert_eq!(
-        v["attacker"]["rendered"], false,
-        "a forged message was rendered"
-    );
-
-    // The CSP holds: injected script and inline handler blocked, no
-    // network, no eval — while the view's own script and style run.
-    let csp = &v["csp"];
-    assert_eq!(csp["fetch"], "blocked", "{csp}");
-    assert!(
-        csp["eval"].as_str().unwrap().starts_with("blocked"),
-        "{csp}"
-    );
-    let violated = strings(&csp["violations"]);
-    for d in ["script-src-elem", "img-src", "connect-src"] {
-        assert!(violated.contains(&d), "no {d} violation in {violated:?}");
-    }
-    assert_eq!(
-        csp["own_style_applied"], true,
-        "the view's style was blocked"
-    );
-
-    // The screenshot, for people: same host page, final state on screen.
+/// The screenshot, for people: the host page at `url`, its final state on
+/// screen, in `target/artifacts/plan-review.png`.
+async fn screenshot(dir: &Path, url: &str) {
     let out = artifacts_dir();
     std::fs::create_dir_all(&out).unwrap();
     let png = out.join("plan-review.png");
     let _ = std::fs::remove_file(&png);
     tokio::task::spawn_blocking({
-        let profile = dir.path().join("profile-shot");
+        let profile = dir.join("profile-shot");
         let png = png.clone();
+        let url = format!("{url}#screenshot");
         move || {
             run_chromium(
                 &profile,
@@ -469,7 +497,7 @@ async fn hostile_tool_results_render_as_text_in_headless_chromium_and_the_csp_ho
                     format!("--screenshot={}", png.display()),
                     "--window-size=1200,1150".to_owned(),
                 ],
-                &format!("{url}#screenshot"),
+                &url,
             )
         }
     })

@@ -18,8 +18,7 @@ use crate::stats::{Batch, combine};
 /// The same sequential reads from the official Python SDK, direct and via
 /// plangate, interleaved.
 pub(super) async fn sdk(ctx: &mut Ctx, cfgs: &[Cfg]) {
-    let python = ctx.tool("venv/bin/python");
-    let script = ctx.repo.join("benches/sdk_client.py");
+    let (python, script) = client(ctx);
     if ctx.sizes.sdk_calls == 0 {
         return;
     }
@@ -57,21 +56,34 @@ pub(super) async fn sdk(ctx: &mut Ctx, cfgs: &[Cfg]) {
     }
     let mut rows: Vec<PassRow> = chosen
         .iter()
-        .filter_map(|c| {
-            results.get(&c.id).map(|b| PassRow {
-                id: format!("sdk-{}", c.id),
-                label: format!("{} (Python SDK)", c.label),
-                client: c.client.into(),
-                upstream: c.upstream.into(),
-                via: c.via.clone(),
-                clients: 1,
-                m: combine(b),
-                ..PassRow::default()
-            })
-        })
+        .filter_map(|c| results.get(&c.id).map(|b| sdk_row(c, "Python SDK", b)))
         .collect();
     relate(&mut rows);
     ctx.report.sdk = rows;
+}
+
+/// The Python interpreter of the tools' venv and the SDK client script
+/// it runs.
+pub(super) fn client(ctx: &Ctx) -> (PathBuf, PathBuf) {
+    (
+        ctx.tool("venv/bin/python"),
+        ctx.repo.join("benches/sdk_client.py"),
+    )
+}
+
+/// A configuration's row from the SDK client's batches, its label saying
+/// `what` measured it.
+pub(super) fn sdk_row(c: &Cfg, what: &str, batches: &[Batch]) -> PassRow {
+    PassRow {
+        id: format!("sdk-{}", c.id),
+        label: format!("{} ({what})", c.label),
+        client: c.client.into(),
+        upstream: c.upstream.into(),
+        via: c.via.clone(),
+        clients: 1,
+        m: combine(batches),
+        ..PassRow::default()
+    }
 }
 
 pub(super) async fn sdk_batch(

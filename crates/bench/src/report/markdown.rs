@@ -3,7 +3,8 @@
 use std::fmt::Write as _;
 
 use super::format::{ms, ratio, rps};
-use super::{PassRow, Report};
+use super::{PassRow, Report, Scale};
+use crate::stats::Measured;
 
 fn pass_table(out: &mut String, rows: &[PassRow], clients: usize) {
     let rows: Vec<&PassRow> = rows.iter().filter(|r| r.clients == clients).collect();
@@ -22,13 +23,11 @@ fn pass_table(out: &mut String, rows: &[PassRow], clients: usize) {
     for r in rows {
         let _ = write!(
             out,
-            "| {} | {} | {} | {} ({}–{}) | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.client,
             r.label,
             r.upstream,
-            ms(r.m.p50_ms),
-            ms(r.m.p50_spread_ms[0]),
-            ms(r.m.p50_spread_ms[1]),
+            p50_spread(&r.m),
             ms(r.m.p99_ms),
             rps(r.m.throughput_rps),
             r.added_p50_ms.map_or("–".into(), |a| format!("{a:+.3}")),
@@ -48,10 +47,36 @@ fn pass_table(out: &mut String, rows: &[PassRow], clients: usize) {
     }
 }
 
+/// A median with its spread over rounds, `p50 (smallest–largest)`: how
+/// every timed cell of the tables reads.
+fn p50_spread(m: &Measured) -> String {
+    format!(
+        "{} ({}–{})",
+        ms(m.p50_ms),
+        ms(m.p50_spread_ms[0]),
+        ms(m.p50_spread_ms[1])
+    )
+}
+
 /// The results as Markdown (the part of docs/benchmarks.md between the
 /// result markers).
 pub fn markdown(r: &Report) -> String {
     let mut out = String::new();
+    run_header(&mut out, r);
+    targets_section(&mut out, r);
+    passthrough_sections(&mut out, r);
+    planning_section(&mut out, r);
+    apply_section(&mut out, r);
+    rules_section(&mut out, r);
+    if let Some(s) = &r.scale {
+        scale_section(&mut out, s);
+    }
+    peers_and_notes(&mut out, r);
+    out
+}
+
+/// When, where and with what sizes and durability the run was made.
+fn run_header(out: &mut String, r: &Report) {
     let m = &r.meta;
     let _ = writeln!(
         out,
@@ -78,7 +103,10 @@ pub fn markdown(r: &Report) -> String {
         s.rounds, s.seq_calls, s.concurrent_clients, s.calls_per_client, s.warmup_calls
     );
     let _ = writeln!(out, "Durability: {}.\n", m.durability.join("; "));
+}
 
+/// The targets table, after a warning when main's HTTP answers stalled.
+fn targets_section(out: &mut String, r: &Report) {
     let _ = writeln!(out, "### Targets\n");
     let stalled = r
         .passthrough
@@ -105,12 +133,17 @@ pub fn markdown(r: &Report) -> String {
             t.build, t.target, t.measured, met
         );
     }
+}
 
+/// The passthrough tables (one client, then each concurrency), then the
+/// same through the Python SDK and against `server-everything`.
+fn passthrough_sections(out: &mut String, r: &Report) {
+    let s = &r.meta.settings;
     let _ = writeln!(
         out,
         "\n### Passthrough: one client, sequential `echo` calls\n"
     );
-    pass_table(&mut out, &r.passthrough, 1);
+    pass_table(out, &r.passthrough, 1);
     let mut counts: Vec<usize> = r
         .passthrough
         .iter()
@@ -121,7 +154,7 @@ pub fn markdown(r: &Report) -> String {
     counts.dedup();
     for conc in &counts {
         let _ = writeln!(out, "\n### Passthrough: {conc} concurrent clients\n");
-        pass_table(&mut out, &r.passthrough, *conc);
+        pass_table(out, &r.passthrough, *conc);
     }
     let many = if s.many_clients > 0 && counts.contains(&s.many_clients) {
         format!(
@@ -141,7 +174,7 @@ pub fn markdown(r: &Report) -> String {
             out,
             "### The same through the official Python SDK (\"real agent\" figures)\n"
         );
-        pass_table(&mut out, &r.sdk, 1);
+        pass_table(out, &r.sdk, 1);
         out.push('\n');
     }
     if !r.everything.is_empty() {
@@ -149,141 +182,146 @@ pub fn markdown(r: &Report) -> String {
             out,
             "### Cross-check: `server-everything` as the upstream\n"
         );
-        pass_table(&mut out, &r.everything, 1);
+        pass_table(out, &r.everything, 1);
         out.push('\n');
     }
+}
 
-    if !r.planning.is_empty() {
-        let _ = writeln!(out, "### Planning: durable planned writes over HTTP\n");
-        let _ = writeln!(
-            out,
-            "| build | store | concurrent keys | planned write p50 ms (spread) | p99 ms | writes/s | read p50 ms (same gateway) | write ÷ read |"
-        );
-        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
-        for p in &r.planning {
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {} ({}–{}) | {} | {} | {} | {:.2}× |",
-                p.build,
-                p.store,
-                p.keys,
-                ms(p.write.p50_ms),
-                ms(p.write.p50_spread_ms[0]),
-                ms(p.write.p50_spread_ms[1]),
-                ms(p.write.p99_ms),
-                rps(p.write.throughput_rps),
-                ms(p.read.p50_ms),
-                p.ratio_p50
-            );
-        }
-        out.push('\n');
+/// Durable planned writes beside reads on the same gateway.
+fn planning_section(out: &mut String, r: &Report) {
+    if r.planning.is_empty() {
+        return;
     }
-
-    if !r.apply.is_empty() {
-        let _ = writeln!(out, "### Apply: a {}-step plan\n", r.apply[0].steps);
+    let _ = writeln!(out, "### Planning: durable planned writes over HTTP\n");
+    let _ = writeln!(
+        out,
+        "| build | store | concurrent keys | planned write p50 ms (spread) | p99 ms | writes/s | read p50 ms (same gateway) | write ÷ read |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
+    for p in &r.planning {
         let _ = writeln!(
             out,
-            "| build | store | apply_plan ms (spread) | per step ms | upstream `put` ms (direct, stdio) | `put` through plangate ms (not planned) | overhead per step beyond the upstream call | beyond a passthrough write |"
-        );
-        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
-        for a in &r.apply {
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} ({}–{}) | {} | {} | {} | {} | {} |",
-                a.build,
-                a.store,
-                ms(a.apply.p50_ms),
-                ms(a.apply.p50_spread_ms[0]),
-                ms(a.apply.p50_spread_ms[1]),
-                ms(a.per_step_ms),
-                ms(a.upstream_put_ms),
-                ms(a.passthrough_put_ms),
-                ms(a.overhead_per_step_ms),
-                ms(a.overhead_vs_passthrough_ms)
-            );
-        }
-        out.push('\n');
-    }
-
-    if !r.rules.is_empty() {
-        let _ = writeln!(
-            out,
-            "### Rules (`[[rules]]`): evaluating them for a call none matches (in process)\n"
-        );
-        let _ = writeln!(out, "| rules | kind | p50 µs | p99 µs | calls |");
-        let _ = writeln!(out, "|---|---|---|---|---|");
-        for row in &r.rules {
-            let _ = writeln!(
-                out,
-                "| {} | {} | {:.2} | {:.2} | {} |",
-                row.rules, row.case, row.p50_us, row.p99_us, row.samples
-            );
-        }
-        let _ = writeln!(
-            out,
-            "\nA rule that names its tool (`tool == '…' && …`) is passed over for other tools without being evaluated; one that does not is evaluated for every call. The passthrough rows \"plangate, 100 rules\" are the whole call through a gateway with 100 rules of the first kind.\n"
+            "| {} | {} | {} | {} | {} | {} | {} | {:.2}× |",
+            p.build,
+            p.store,
+            p.keys,
+            p50_spread(&p.write),
+            ms(p.write.p99_ms),
+            rps(p.write.throughput_rps),
+            ms(p.read.p50_ms),
+            p.ratio_p50
         );
     }
+    out.push('\n');
+}
 
-    if let Some(s) = &r.scale {
-        let _ = writeln!(
-            out,
-            "### Scale: keys with open {}-step plans (SQLite; build: {})\n",
-            s.steps_per_plan, s.build
-        );
-        let _ = writeln!(
-            out,
-            "| keys with open plans | get_plan p50 ms (spread) | p99 ms | gateway RSS MB |"
-        );
-        let _ = writeln!(out, "|---|---|---|---|");
-        for p in &s.points {
-            let _ = writeln!(
-                out,
-                "| {} | {} ({}–{}) | {} | {:.1} |",
-                p.keys,
-                ms(p.get_plan.p50_ms),
-                ms(p.get_plan.p50_spread_ms[0]),
-                ms(p.get_plan.p50_spread_ms[1]),
-                ms(p.get_plan.p99_ms),
-                p.rss_kib as f64 / 1024.0
-            );
-        }
-        let _ = writeln!(
-            out,
-            "\nIdle RSS: {:.1} MB at ready, {:.1} MB after a first session's calls. Memory per open plan: {:.0} B (overall: (RSS at the largest point − idle after calls) ÷ plans), {:.0} B marginal (between the two largest points). Seeding: {:.0} keys/s.\n",
-            s.idle_rss_kib as f64 / 1024.0,
-            s.idle_after_calls_rss_kib as f64 / 1024.0,
-            s.bytes_per_plan,
-            s.bytes_per_plan_marginal,
-            s.seed_keys_per_s
-        );
-        let _ = writeln!(out, "| start-up to ready | p50 ms (spread) |");
-        let _ = writeln!(out, "|---|---|");
-        for (what, m) in [
-            (
-                "HTTP, fresh data dir (spawn → `/readyz` 200)",
-                &s.startup_empty,
-            ),
-            (
-                "HTTP, store holding the largest point's plans",
-                &s.startup_full,
-            ),
-            (
-                "stdio, fresh data dir (spawn → `initialize` answered)",
-                &s.startup_stdio,
-            ),
-        ] {
-            let _ = writeln!(
-                out,
-                "| {what} | {} ({}–{}) |",
-                ms(m.p50_ms),
-                ms(m.p50_spread_ms[0]),
-                ms(m.p50_spread_ms[1]),
-            );
-        }
-        out.push('\n');
+/// Applying a plan, and what each step costs beyond the upstream call.
+fn apply_section(out: &mut String, r: &Report) {
+    if r.apply.is_empty() {
+        return;
     }
+    let _ = writeln!(out, "### Apply: a {}-step plan\n", r.apply[0].steps);
+    let _ = writeln!(
+        out,
+        "| build | store | apply_plan ms (spread) | per step ms | upstream `put` ms (direct, stdio) | `put` through plangate ms (not planned) | overhead per step beyond the upstream call | beyond a passthrough write |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
+    for a in &r.apply {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            a.build,
+            a.store,
+            p50_spread(&a.apply),
+            ms(a.per_step_ms),
+            ms(a.upstream_put_ms),
+            ms(a.passthrough_put_ms),
+            ms(a.overhead_per_step_ms),
+            ms(a.overhead_vs_passthrough_ms)
+        );
+    }
+    out.push('\n');
+}
 
+/// Evaluating operators' rules for a call none matches.
+fn rules_section(out: &mut String, r: &Report) {
+    if r.rules.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "### Rules (`[[rules]]`): evaluating them for a call none matches (in process)\n"
+    );
+    let _ = writeln!(out, "| rules | kind | p50 µs | p99 µs | calls |");
+    let _ = writeln!(out, "|---|---|---|---|---|");
+    for row in &r.rules {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.2} | {:.2} | {} |",
+            row.rules, row.case, row.p50_us, row.p99_us, row.samples
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nA rule that names its tool (`tool == '…' && …`) is passed over for other tools without being evaluated; one that does not is evaluated for every call. The passthrough rows \"plangate, 100 rules\" are the whole call through a gateway with 100 rules of the first kind.\n"
+    );
+}
+
+/// `get_plan` and memory with many keys holding open plans, then start-up.
+fn scale_section(out: &mut String, s: &Scale) {
+    let _ = writeln!(
+        out,
+        "### Scale: keys with open {}-step plans (SQLite; build: {})\n",
+        s.steps_per_plan, s.build
+    );
+    let _ = writeln!(
+        out,
+        "| keys with open plans | get_plan p50 ms (spread) | p99 ms | gateway RSS MB |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|");
+    for p in &s.points {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {:.1} |",
+            p.keys,
+            p50_spread(&p.get_plan),
+            ms(p.get_plan.p99_ms),
+            p.rss_kib as f64 / 1024.0
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nIdle RSS: {:.1} MB at ready, {:.1} MB after a first session's calls. Memory per open plan: {:.0} B (overall: (RSS at the largest point − idle after calls) ÷ plans), {:.0} B marginal (between the two largest points). Seeding: {:.0} keys/s.\n",
+        s.idle_rss_kib as f64 / 1024.0,
+        s.idle_after_calls_rss_kib as f64 / 1024.0,
+        s.bytes_per_plan,
+        s.bytes_per_plan_marginal,
+        s.seed_keys_per_s
+    );
+    let _ = writeln!(out, "| start-up to ready | p50 ms (spread) |");
+    let _ = writeln!(out, "|---|---|");
+    for (what, m) in [
+        (
+            "HTTP, fresh data dir (spawn → `/readyz` 200)",
+            &s.startup_empty,
+        ),
+        (
+            "HTTP, store holding the largest point's plans",
+            &s.startup_full,
+        ),
+        (
+            "stdio, fresh data dir (spawn → `initialize` answered)",
+            &s.startup_stdio,
+        ),
+    ] {
+        let _ = writeln!(out, "| {what} | {} |", p50_spread(m));
+    }
+    out.push('\n');
+}
+
+/// The peers asked for, what was not measured, and the run's notes.
+fn peers_and_notes(out: &mut String, r: &Report) {
+    let m = &r.meta;
     let _ = writeln!(out, "### Peers\n");
     let _ = writeln!(out, "| peer | version | ran | note |");
     let _ = writeln!(out, "|---|---|---|---|");
@@ -309,7 +347,6 @@ pub fn markdown(r: &Report) -> String {
             let _ = writeln!(out, "* {n}");
         }
     }
-    out
 }
 
 #[cfg(test)]

@@ -2,8 +2,8 @@
 
 use std::fmt::Write as _;
 
-use super::Report;
 use super::format::{ms, rps};
+use super::{PassRow, Report};
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -136,6 +136,26 @@ fn short(build: &str) -> &str {
     if build == "main" { "main" } else { "candidate" }
 }
 
+/// A passthrough row's bar: labelled and coloured by its configuration,
+/// so the latency and throughput panels name each row alike.
+fn pass_bar(p: &PassRow, value: f64, whisker: Option<f64>, text: String) -> Bar {
+    Bar {
+        label: format!("{} → {} → {}", p.client, p.label, p.upstream),
+        value,
+        whisker,
+        color: color(&p.via),
+        text,
+    }
+}
+
+/// Draws a panel below the last (none when it has no bars), moving `y`
+/// past it.
+fn add_panel(body: &mut String, y: &mut f64, width: f64, title: &str, unit: &str, bars: &[Bar]) {
+    if !bars.is_empty() {
+        *y += panel(body, 10.0, *y, width - 20.0, title, unit, bars) + 16.0;
+    }
+}
+
 /// A bar chart: passthrough p50 (whisker to p99) per configuration, one
 /// client and concurrent; throughput with concurrent clients.
 pub fn svg(r: &Report) -> String {
@@ -159,49 +179,55 @@ pub fn svg(r: &Report) -> String {
             ),
         ),
     ] {
-        let bars: Vec<Bar> = r
-            .passthrough
-            .iter()
-            .filter(|p| p.clients == clients)
-            .map(|p| Bar {
-                label: format!("{} → {} → {}", p.client, p.label, p.upstream),
-                value: p.m.p50_ms,
-                whisker: Some(p.m.p99_ms),
-                color: color(&p.via),
-                text: format!(
-                    "{} ms{}",
-                    ms(p.m.p50_ms),
-                    p.ratio_p50.map_or(String::new(), |r| format!(" ({r:.2}×)"))
-                ),
-            })
-            .collect();
-        if !bars.is_empty() {
-            y += panel(&mut body, 10.0, y, width - 20.0, &title, " ms", &bars) + 16.0;
-        }
+        let bars = latency_bars(r, clients);
+        add_panel(&mut body, &mut y, width, &title, " ms", &bars);
     }
     let bars: Vec<Bar> = r
         .passthrough
         .iter()
         .filter(|p| p.clients == conc)
-        .map(|p| Bar {
-            label: format!("{} → {} → {}", p.client, p.label, p.upstream),
-            value: p.m.throughput_rps,
-            whisker: None,
-            color: color(&p.via),
-            text: format!("{}/s", rps(p.m.throughput_rps)),
+        .map(|p| {
+            let text = format!("{}/s", rps(p.m.throughput_rps));
+            pass_bar(p, p.m.throughput_rps, None, text)
         })
         .collect();
-    if !bars.is_empty() {
-        y += panel(
-            &mut body,
-            10.0,
-            y,
-            width - 20.0,
-            &format!("Throughput, {conc} concurrent clients (calls/s, log scale)"),
-            "/s",
-            &bars,
-        ) + 16.0;
-    }
+    add_panel(
+        &mut body,
+        &mut y,
+        width,
+        &format!("Throughput, {conc} concurrent clients (calls/s, log scale)"),
+        "/s",
+        &bars,
+    );
+    add_panel(
+        &mut body,
+        &mut y,
+        width,
+        "Planned writes and get_plan over HTTP (p50 bar, whisker to p99; log scale)",
+        " ms",
+        &plan_bars(r),
+    );
+    frame(r, width, y + 24.0, &body)
+}
+
+/// Passthrough p50 with a whisker to p99, for the rows with `clients`.
+fn latency_bars(r: &Report, clients: usize) -> Vec<Bar> {
+    r.passthrough
+        .iter()
+        .filter(|p| p.clients == clients)
+        .map(|p| {
+            let text = format!(
+                "{} ms{}",
+                ms(p.m.p50_ms),
+                p.ratio_p50.map_or(String::new(), |r| format!(" ({r:.2}×)"))
+            );
+            pass_bar(p, p.m.p50_ms, Some(p.m.p99_ms), text)
+        })
+        .collect()
+}
+
+/// Planned writes per store and build, then `get_plan` at each scale point.
+fn plan_bars(r: &Report) -> Vec<Bar> {
     let mut bars = Vec::new();
     for p in &r.planning {
         bars.push(Bar {
@@ -237,18 +263,11 @@ pub fn svg(r: &Report) -> String {
             });
         }
     }
-    if !bars.is_empty() {
-        y += panel(
-            &mut body,
-            10.0,
-            y,
-            width - 20.0,
-            "Planned writes and get_plan over HTTP (p50 bar, whisker to p99; log scale)",
-            " ms",
-            &bars,
-        ) + 16.0;
-    }
-    let height = y + 24.0;
+    bars
+}
+
+/// The document around the panels: size, title, legend and footer.
+fn frame(r: &Report, width: f64, height: f64, body: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -265,7 +284,7 @@ pub fn svg(r: &Report) -> String {
         out,
         r##"<g font-size="11"><rect x="520" y="12" width="10" height="10" fill="#8c8c8c"/><text x="534" y="21">direct</text><rect x="580" y="12" width="10" height="10" fill="#2b6cb0"/><text x="594" y="21">plangate (main)</text><rect x="690" y="12" width="10" height="10" fill="#7fb2e5"/><text x="704" y="21">plangate candidate</text><rect x="820" y="12" width="10" height="10" fill="#dd8a2e"/><text x="834" y="21">peer bridge</text></g>"##
     );
-    out.push_str(&body);
+    out.push_str(body);
     let _ = writeln!(
         out,
         r##"<text x="10" y="{:.0}" font-size="10" fill="#555">{} cores, shared machine; interleaved rounds; medians of round p50s. Full data: docs/benchmarks.json</text>"##,

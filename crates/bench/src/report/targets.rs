@@ -40,20 +40,64 @@ pub fn targets(r: &Report) -> Vec<TargetRow> {
     out
 }
 
-fn targets_for(r: &Report, via: &str, build: &str) -> Vec<TargetRow> {
-    let mut out = Vec::new();
-    let mut row = |target: &str, measured: String, met: Option<bool>| {
-        out.push(TargetRow {
-            build: build.to_owned(),
+/// The target rows of one build as they are read off, in order.
+struct Rows<'a> {
+    build: &'a str,
+    out: Vec<TargetRow>,
+    /// Added to every measured row's figures: says when they were taken on
+    /// the other build (see [`scale_targets`]).
+    mark: String,
+}
+
+impl Rows<'_> {
+    fn row(&mut self, target: &str, measured: String, met: Option<bool>) {
+        let measured = if met.is_some() {
+            format!("{measured}{}", self.mark)
+        } else {
+            measured
+        };
+        self.out.push(TargetRow {
+            build: self.build.to_owned(),
             target: target.to_owned(),
             measured,
             met,
         });
-    };
+    }
 
-    // 1. Passthrough: added latency at or below the fastest peer
-    // bridge's, and throughput at or above it, on every row a peer runs
-    // (client transport, upstream transport, 1 and 16 clients).
+    fn not_measured(&mut self, target: &str) {
+        self.row(target, "not measured".into(), None);
+    }
+
+    /// `a` within 1.2× of `b` (both ms), `detail` said after the figures.
+    fn within_1_2(&mut self, target: &str, a: f64, b: f64, detail: &str) {
+        let ratio = a / b;
+        self.row(
+            target,
+            format!("{ratio:.2}× ({a:.3} ms vs {b:.3} ms{detail})"),
+            Some(ratio <= 1.2),
+        );
+    }
+}
+
+fn targets_for(r: &Report, via: &str, build: &str) -> Vec<TargetRow> {
+    let mut rows = Rows {
+        build,
+        out: Vec::new(),
+        mark: String::new(),
+    };
+    passthrough_targets(&mut rows, r, via);
+    sdk_target(&mut rows, r, via);
+    write_targets(&mut rows, r, build);
+    rules_target(&mut rows, r, via);
+    apply_targets(&mut rows, r, build);
+    scale_targets(&mut rows, r, via, build);
+    rows.out
+}
+
+/// Target 1, passthrough: added latency at or below the fastest peer
+/// bridge's, and throughput at or above it, on every row a peer runs
+/// (client transport, upstream transport, 1 and 16 clients).
+fn passthrough_targets(rows: &mut Rows, r: &Report, via: &str) {
     let many = r.meta.settings.many_clients.max(1);
     for (client, upstream, clients) in [
         ("http", "stdio", 1),
@@ -87,50 +131,68 @@ fn targets_for(r: &Report, via: &str, build: &str) -> Vec<TargetRow> {
             .iter()
             .filter_map(|p| p.added_p50_ms.map(|a| (a, p.label.clone())))
             .min_by(|a, b| a.0.total_cmp(&b.0));
-        let t = format!("added p50 ≤ the fastest peer bridge's ({what})");
-        match (ours.and_then(|p| p.added_p50_ms), &fastest) {
-            (Some(ours), Some((peer, name))) => row(
-                &t,
-                format!("plangate +{ours:.3} ms vs {name} +{peer:.3} ms"),
-                Some(ours <= *peer),
-            ),
-            (Some(ours), None) => row(
-                &t,
-                format!("plangate +{ours:.3} ms; no peer bridge measured on this row"),
-                None,
-            ),
-            _ => row(&t, "not measured".into(), None),
-        }
+        vs_fastest_peer(
+            rows,
+            &format!("added p50 ≤ the fastest peer bridge's ({what})"),
+            ours.and_then(|p| p.added_p50_ms),
+            fastest,
+            |v| format!("+{v:.3} ms"),
+            |ours, peer| ours <= peer,
+        );
         let most = peers
             .iter()
             .map(|p| (p.m.throughput_rps, p.label.clone()))
             .filter(|(rps, _)| rps.is_finite())
             .max_by(|a, b| a.0.total_cmp(&b.0));
-        let t = format!("throughput ≥ the fastest peer bridge's ({what})");
-        match (ours.map(|p| p.m.throughput_rps), &most) {
-            (Some(ours), Some((peer, name))) => row(
-                &t,
-                format!("plangate {ours:.0}/s vs {name} {peer:.0}/s"),
-                Some(ours >= *peer),
-            ),
-            (Some(ours), None) => row(
-                &t,
-                format!("plangate {ours:.0}/s; no peer bridge measured on this row"),
-                None,
-            ),
-            _ => row(&t, "not measured".into(), None),
-        }
+        vs_fastest_peer(
+            rows,
+            &format!("throughput ≥ the fastest peer bridge's ({what})"),
+            ours.map(|p| p.m.throughput_rps),
+            most,
+            |v| format!("{v:.0}/s"),
+            |ours, peer| ours >= peer,
+        );
     }
+}
 
-    // 2. What an agent feels: the official Python SDK over stdio against
-    // server-everything, ≤ 1.25× the direct call.
+/// One figure of plangate's against the best peer's (`(figure, name)`),
+/// met when `better`; `figure` writes a value.
+fn vs_fastest_peer(
+    rows: &mut Rows,
+    target: &str,
+    ours: Option<f64>,
+    best_peer: Option<(f64, String)>,
+    figure: impl Fn(f64) -> String,
+    better: impl Fn(f64, f64) -> bool,
+) {
+    match (ours, best_peer) {
+        (Some(ours), Some((peer, name))) => rows.row(
+            target,
+            format!("plangate {} vs {name} {}", figure(ours), figure(peer)),
+            Some(better(ours, peer)),
+        ),
+        (Some(ours), None) => rows.row(
+            target,
+            format!(
+                "plangate {}; no peer bridge measured on this row",
+                figure(ours)
+            ),
+            None,
+        ),
+        _ => rows.not_measured(target),
+    }
+}
+
+/// Target 2, what an agent feels: the official Python SDK over stdio
+/// against server-everything, ≤ 1.25× the direct call.
+fn sdk_target(rows: &mut Rows, r: &Report, via: &str) {
     let sdk = r
         .everything
         .iter()
         .find(|p| p.id.starts_with("sdk-") && p.via == via && p.client == "stdio");
     let t = "the Python SDK over stdio against server-everything ≤ 1.25× direct";
     match sdk.and_then(|p| p.ratio_p50.map(|ratio| (p, ratio))) {
-        Some((p, ratio)) => row(
+        Some((p, ratio)) => rows.row(
             t,
             format!(
                 "{ratio:.2}× ({:.3} ms vs {:.3} ms direct)",
@@ -139,10 +201,13 @@ fn targets_for(r: &Report, via: &str, build: &str) -> Vec<TargetRow> {
             ),
             Some(ratio <= 1.25),
         ),
-        None => row(t, "not measured".into(), None),
+        None => rows.not_measured(t),
     }
+}
 
-    // 3. A planned write ≤ a passthrough read + one fsync + 0.2 ms.
+/// Targets 3 and 3b: a planned write ≤ a passthrough read + one fsync +
+/// 0.2 ms, and a direct write, on the record, within the same bound.
+fn write_targets(rows: &mut Rows, r: &Report, build: &str) {
     for p in r.planning.iter().filter(|p| p.build == build) {
         let t = format!(
             "planned write ≤ a passthrough read + one fsync + 0.2 ms ({}, {} key{})",
@@ -153,7 +218,7 @@ fn targets_for(r: &Report, via: &str, build: &str) -> Vec<TargetRow> {
         match r.meta.fsync_ms {
             Some(fsync) => {
                 let bound = p.read.p50_ms + fsync + 0.2;
-                row(
+                rows.row(
                     &t,
                     format!(
                         "{:.3} ms vs {bound:.3} ms (read {:.3} + fsync {fsync:.3} + 0.2)",
@@ -162,7 +227,7 @@ fn targets_for(r: &Report, via: &str, build: &str) -> Vec<TargetRow> {
                     Some(p.write.p50_ms <= bound),
                 );
             }
-            None => row(&t, "not measured (no fsync probe)".into(), None),
+            None => rows.row(&t, "not measured (no fsync probe)".into(), None),
         }
     }
 
@@ -182,7 +247,7 @@ fn targets_for(r: &Report, via: &str, build: &str) -> Vec<TargetRow> {
         match (planned, r.meta.fsync_ms) {
             (Some(p), Some(fsync)) if a.passthrough_put_ms.is_finite() => {
                 let bound = p.read.p50_ms + fsync + 0.2;
-                row(
+                rows.row(
                     &t,
                     format!(
                         "{:.3} ms vs {bound:.3} ms (read {:.3} + fsync {fsync:.3} + 0.2; a planned write {:.3} ms)",
@@ -191,41 +256,48 @@ fn targets_for(r: &Report, via: &str, build: &str) -> Vec<TargetRow> {
                     Some(a.passthrough_put_ms <= bound),
                 )
             }
-            _ => row(&t, "not measured".into(), None),
+            _ => rows.not_measured(&t),
         }
     }
+}
 
-    // 3c. Rules: 100 of them add ≤ 5 µs p50 to a call (the evaluation, in
-    // process); the whole call through a gateway with them is shown beside
-    // the same call without (passthrough rows "plangate, 100 rules").
-    if via == "plangate"
-        && let Some(named) = r.rules.first()
-    {
-        let end_to_end = match (
-            find(&r.passthrough, "plangate-rules", "http", "stdio", 1),
-            find(&r.passthrough, "plangate", "http", "stdio", 1),
-        ) {
-            (Some(with), Some(without)) => format!(
-                "; a whole call over HTTP {:+.3} ms with them ({:.3} vs {:.3} ms p50)",
-                with.m.p50_ms - without.m.p50_ms,
-                with.m.p50_ms,
-                without.m.p50_ms
-            ),
-            _ => String::new(),
-        };
-        row(
-            &format!("{} rules add ≤ 5 µs p50 to a call", named.rules),
-            format!(
-                "{:.2} µs p50, {:.2} µs p99 evaluating them ({}){end_to_end}",
-                named.p50_us, named.p99_us, named.case
-            ),
-            Some(named.p50_us <= 5.0),
-        );
+/// Target 3c, rules: 100 of them add ≤ 5 µs p50 to a call (the
+/// evaluation, in process); the whole call through a gateway with them is
+/// shown beside the same call without (passthrough rows "plangate, 100
+/// rules").
+fn rules_target(rows: &mut Rows, r: &Report, via: &str) {
+    if via != "plangate" {
+        return;
     }
+    let Some(named) = r.rules.first() else {
+        return;
+    };
+    let end_to_end = match (
+        find(&r.passthrough, "plangate-rules", "http", "stdio", 1),
+        find(&r.passthrough, "plangate", "http", "stdio", 1),
+    ) {
+        (Some(with), Some(without)) => format!(
+            "; a whole call over HTTP {:+.3} ms with them ({:.3} vs {:.3} ms p50)",
+            with.m.p50_ms - without.m.p50_ms,
+            with.m.p50_ms,
+            without.m.p50_ms
+        ),
+        _ => String::new(),
+    };
+    rows.row(
+        &format!("{} rules add ≤ 5 µs p50 to a call", named.rules),
+        format!(
+            "{:.2} µs p50, {:.2} µs p99 evaluating them ({}){end_to_end}",
+            named.p50_us, named.p99_us, named.case
+        ),
+        Some(named.p50_us <= 5.0),
+    );
+}
 
-    // 4. Apply overhead ≤ 1 ms per step.
+/// Target 4: apply overhead ≤ 1 ms per step.
+fn apply_targets(rows: &mut Rows, r: &Report, build: &str) {
     for a in r.apply.iter().filter(|a| a.build == build) {
-        row(
+        rows.row(
             &format!(
                 "apply overhead ≤ 1 ms per step ({}, {} steps)",
                 a.store, a.steps
@@ -237,100 +309,71 @@ fn targets_for(r: &Report, via: &str, build: &str) -> Vec<TargetRow> {
             Some(a.overhead_per_step_ms <= 1.0),
         );
     }
+}
 
-    // 5–7. Scale.
-    // Scale runs once, on the candidate build when there is one: main's
-    // rows then show it, marked, since the code measured is the same but
-    // for the listener's socket option.
+/// Targets 5–7, scale. Scale runs once, on the candidate build when there
+/// is one: main's rows then show it, marked, since the code measured is
+/// the same but for the listener's socket option.
+fn scale_targets(rows: &mut Rows, r: &Report, via: &str, build: &str) {
     let scale = r
         .scale
         .as_ref()
         .filter(|s| s.build == build || via == "plangate");
-    let mark = match scale {
+    rows.mark = match scale {
         Some(s) if s.build != build => format!(" [measured on the {} build]", s.build),
         _ => String::new(),
     };
-    let mut row = |target: &str, measured: String, met: Option<bool>| {
-        let measured = if met.is_some() {
-            format!("{measured}{mark}")
-        } else {
-            measured
-        };
-        row(target, measured, met);
+    let Some(s) = scale else {
+        for t in [
+            "get_plan p50 at 10,000 keys within 1.2× of 10 keys",
+            "each open plan adds ≤ 4 KB of RSS",
+            "idle RSS ≤ 30 MB with one upstream",
+        ] {
+            rows.not_measured(t);
+        }
+        return;
     };
-    match scale {
-        Some(s) => {
-            let first = s.points.first();
-            let last = s.points.last();
-            match (first, last) {
-                (Some(f), Some(l)) if s.points.len() > 1 => {
-                    let ratio = l.get_plan.p50_ms / f.get_plan.p50_ms;
-                    row(
-                        &format!(
-                            "get_plan p50 at {} keys within 1.2× of {} keys",
-                            l.keys, f.keys
-                        ),
-                        format!(
-                            "{ratio:.2}× ({:.3} ms vs {:.3} ms)",
-                            l.get_plan.p50_ms, f.get_plan.p50_ms
-                        ),
-                        Some(ratio <= 1.2),
-                    );
-                }
-                _ => row(
-                    "get_plan p50 at 10,000 keys within 1.2× of 10 keys",
-                    "not measured".into(),
-                    None,
-                ),
-            }
-            // get_plan never calls an upstream: at most 1.2× a read.
-            let read = find(&r.passthrough, via, "http", "stdio", 1)
-                .or_else(|| find(&r.passthrough, "plangate", "http", "stdio", 1));
-            match (first, read) {
-                (Some(f), Some(read)) => {
-                    let ratio = f.get_plan.p50_ms / read.m.p50_ms;
-                    row(
-                        &format!("get_plan p50 ≤ 1.2× a passthrough read ({} keys)", f.keys),
-                        format!(
-                            "{ratio:.2}× ({:.3} ms vs {:.3} ms, http, 1 client)",
-                            f.get_plan.p50_ms, read.m.p50_ms
-                        ),
-                        Some(ratio <= 1.2),
-                    );
-                }
-                _ => row(
-                    "get_plan p50 ≤ 1.2× a passthrough read",
-                    "not measured".into(),
-                    None,
-                ),
-            }
-            row(
-                "each open plan adds ≤ 4 KB of RSS",
-                format!(
-                    "{:.0} B per plan overall, {:.0} B marginal",
-                    s.bytes_per_plan, s.bytes_per_plan_marginal
-                ),
-                Some(s.bytes_per_plan <= 4096.0),
-            );
-            row(
-                "idle RSS ≤ 30 MB with one upstream",
-                format!(
-                    "{:.1} MB at ready, {:.1} MB after first calls",
-                    s.idle_rss_kib as f64 / 1024.0,
-                    s.idle_after_calls_rss_kib as f64 / 1024.0
-                ),
-                Some(s.idle_after_calls_rss_kib.max(s.idle_rss_kib) as f64 / 1024.0 <= 30.0),
-            );
-        }
-        None => {
-            for t in [
-                "get_plan p50 at 10,000 keys within 1.2× of 10 keys",
-                "each open plan adds ≤ 4 KB of RSS",
-                "idle RSS ≤ 30 MB with one upstream",
-            ] {
-                row(t, "not measured".into(), None);
-            }
-        }
+    let first = s.points.first();
+    let last = s.points.last();
+    match (first, last) {
+        (Some(f), Some(l)) if s.points.len() > 1 => rows.within_1_2(
+            &format!(
+                "get_plan p50 at {} keys within 1.2× of {} keys",
+                l.keys, f.keys
+            ),
+            l.get_plan.p50_ms,
+            f.get_plan.p50_ms,
+            "",
+        ),
+        _ => rows.not_measured("get_plan p50 at 10,000 keys within 1.2× of 10 keys"),
     }
-    out
+    // get_plan never calls an upstream: at most 1.2× a read.
+    let read = find(&r.passthrough, via, "http", "stdio", 1)
+        .or_else(|| find(&r.passthrough, "plangate", "http", "stdio", 1));
+    match (first, read) {
+        (Some(f), Some(read)) => rows.within_1_2(
+            &format!("get_plan p50 ≤ 1.2× a passthrough read ({} keys)", f.keys),
+            f.get_plan.p50_ms,
+            read.m.p50_ms,
+            ", http, 1 client",
+        ),
+        _ => rows.not_measured("get_plan p50 ≤ 1.2× a passthrough read"),
+    }
+    rows.row(
+        "each open plan adds ≤ 4 KB of RSS",
+        format!(
+            "{:.0} B per plan overall, {:.0} B marginal",
+            s.bytes_per_plan, s.bytes_per_plan_marginal
+        ),
+        Some(s.bytes_per_plan <= 4096.0),
+    );
+    rows.row(
+        "idle RSS ≤ 30 MB with one upstream",
+        format!(
+            "{:.1} MB at ready, {:.1} MB after first calls",
+            s.idle_rss_kib as f64 / 1024.0,
+            s.idle_after_calls_rss_kib as f64 / 1024.0
+        ),
+        Some(s.idle_after_calls_rss_kib.max(s.idle_rss_kib) as f64 / 1024.0 <= 30.0),
+    );
 }

@@ -416,6 +416,15 @@ pub async fn get_plan(client: &Client) -> Value {
     ok(client, "plangate_get_plan", json!({})).await
 }
 
+/// The digest of the client's plan, as `plangate_get_plan` shows it to
+/// the agent.
+pub async fn plan_digest(client: &Client) -> String {
+    get_plan(client).await["plan_digest"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
 /// Applies the client's plan with `args` (which must succeed); returns the receipt.
 pub async fn apply_plan(client: &Client, args: Value) -> Value {
     ok(client, "plangate_apply_plan", args).await
@@ -649,6 +658,63 @@ pub fn filesystem_config(scratch: &Scratch, root: &Path, extra: &str) -> PathBuf
             root.display().to_string(),
         ),
     )
+}
+
+/// The TOML of the official `server-filesystem` as upstream `fs`, serving
+/// `root` (with `HOME` set to `home` where given, for `~`), and the
+/// official `server-memory` as upstream `memory`, keeping its graph in
+/// `memory_file` and started as `node WRAP… SCRIPT` (`wrap`: e.g. a tap
+/// logging its traffic): the two servers the preview and rule tests use.
+pub fn fs_and_memory_toml(
+    root: &Path,
+    home: Option<&Path>,
+    wrap: &[String],
+    memory_file: &Path,
+) -> String {
+    let peers = peers();
+    let quoted = |p: &Path| format!("{:?}", p.display().to_string());
+    let fs_js = peers.js("@modelcontextprotocol/server-filesystem/dist/index.js");
+    let memory_js = peers.js("@modelcontextprotocol/server-memory/dist/index.js");
+    let fs_env = home.map_or(String::new(), |h| {
+        format!("env = {{ HOME = {} }}\n", quoted(h))
+    });
+    let mut memory_args: Vec<String> = wrap.iter().map(|a| format!("{a:?}")).collect();
+    memory_args.push(quoted(&memory_js));
+    format!(
+        "[upstreams.fs]\ncommand = \"node\"\nargs = [{}, {}]\n{fs_env}\n[upstreams.memory]\ncommand = \"node\"\nargs = [{}]\nenv = {{ MEMORY_FILE_PATH = {} }}\n",
+        quoted(&fs_js),
+        quoted(root),
+        memory_args.join(", "),
+        quoted(memory_file),
+    )
+}
+
+/// Where the filesystem tests start: a scratch dir with a filesystem root
+/// (`root/`, made), a config of real servers over it, and a `plan` key
+/// `agent` (its plans run only on a person's yes).
+pub struct FsWorld {
+    pub scratch: Scratch,
+    pub root: PathBuf,
+    pub config: String,
+    pub token: String,
+}
+
+impl FsWorld {
+    /// `config` fills the root as the test needs and writes the config,
+    /// returning its path.
+    pub fn new(config: impl FnOnce(&Scratch, &Path) -> PathBuf) -> FsWorld {
+        let scratch = Scratch::new();
+        let root = scratch.path().join("root");
+        std::fs::create_dir_all(&root).unwrap();
+        let config = config(&scratch, &root);
+        let token = scratch.create_key("agent", "plan");
+        FsWorld {
+            scratch,
+            root,
+            config: config.display().to_string(),
+            token,
+        }
+    }
 }
 
 /// A plangate.toml in `scratch` with the demo site as upstream `site`

@@ -251,6 +251,34 @@ impl Browser {
         }
     }
 
+    /// Clicks the element matching `selector`, then waits for `what`
+    /// (`expr` true): a person's click and what it leads to.
+    pub fn click_then(&mut self, session: &str, selector: &str, what: &str, expr: &str) {
+        self.click(session, selector);
+        self.wait_for(session, what, expr);
+    }
+
+    /// Rejects the console's step matching `step` with `reason` through
+    /// its form, and waits until the page shows the rejection.
+    pub fn reject_step(&mut self, session: &str, step: &str, reason: &str) {
+        self.click_then(
+            session,
+            &format!("{step} button.reject-step"),
+            "the reason box",
+            "document.querySelector('textarea.reason')",
+        );
+        self.type_into(session, "textarea.reason", reason);
+        self.click_then(
+            session,
+            "button.confirm-reject",
+            "the rejection",
+            &format!(
+                "document.querySelector('{} .rejection')",
+                step.replace('\'', "\\'")
+            ),
+        );
+    }
+
     /// Focuses the element matching `selector` and presses `key` on it
     /// (`" "` or `"Enter"`), as a person at the keyboard does.
     pub fn press(&mut self, session: &str, selector: &str, key: &str) {
@@ -302,6 +330,16 @@ impl Browser {
             "the page after logging in",
             "!window.__previousPage && document.readyState === 'complete'",
         );
+    }
+
+    /// The events of the history the page shows, each as `type | actor`:
+    /// what the tests read a history's acts and actors off.
+    pub fn history_acts(&mut self, session: &str) -> Vec<String> {
+        let acts = self.eval(
+            session,
+            "Array.from(document.querySelectorAll('ol.history li.event')).map(li => li.getAttribute('data-type') + ' | ' + li.querySelector('.actor').textContent)",
+        );
+        serde_json::from_value(acts).unwrap()
     }
 
     /// The top `height` pixels of the page (1200 wide), as a person first

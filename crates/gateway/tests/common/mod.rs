@@ -3,6 +3,7 @@
 #![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod browser;
+pub mod console_http;
 
 use std::collections::BTreeMap;
 use std::path::Path;
