@@ -163,9 +163,13 @@ impl Code {
 }
 
 /// The one body of an HTTP answer that refuses: `{"error": code,
-/// "message": …}`, for the console's API and the front door alike.
+/// "message": …}`, for the console's API and the front door alike, with
+/// the HTTP status its code declares (not serialized).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ErrorBody {
+    /// The HTTP status the code declares.
+    #[serde(skip)]
+    pub status: u16,
     /// The stable code ([`Code`] or [`AccessCode`] string).
     pub error: &'static str,
     /// What happened and what to do next, for a person.
@@ -176,6 +180,7 @@ impl ErrorBody {
     /// A refusal's body.
     pub fn new(code: Code, message: impl Into<String>) -> ErrorBody {
         ErrorBody {
+            status: code.http_status(),
             error: code.as_str(),
             message: message.into(),
         }
@@ -184,6 +189,7 @@ impl ErrorBody {
     /// A front-door refusal's body.
     pub fn access(code: AccessCode, message: impl Into<String>) -> ErrorBody {
         ErrorBody {
+            status: code.http_status(),
             error: code.as_str(),
             message: message.into(),
         }
@@ -250,11 +256,14 @@ pub enum AccessCode {
     /// A trusted authorization server's keys could not be fetched to check
     /// a token (503).
     IssuerUnavailable,
+    /// A path plangate does not serve, such as OAuth metadata when OAuth is
+    /// not configured (404).
+    NotFound,
 }
 
 impl AccessCode {
     /// Every access code.
-    pub const ALL: [AccessCode; 12] = [
+    pub const ALL: [AccessCode; 13] = [
         AccessCode::KeyRequired,
         AccessCode::InvalidKey,
         AccessCode::SessionKeyMismatch,
@@ -267,6 +276,7 @@ impl AccessCode {
         AccessCode::InvalidToken,
         AccessCode::InsufficientScope,
         AccessCode::IssuerUnavailable,
+        AccessCode::NotFound,
     ];
 
     /// The stable string.
@@ -284,6 +294,7 @@ impl AccessCode {
             AccessCode::InvalidToken => "invalid_token",
             AccessCode::InsufficientScope => "insufficient_scope",
             AccessCode::IssuerUnavailable => "issuer_unavailable",
+            AccessCode::NotFound => "not_found",
         }
     }
 }
@@ -303,6 +314,7 @@ impl AccessCode {
             | AccessCode::CsrfTokenInvalid
             | AccessCode::InsufficientScope => 403,
             AccessCode::BodyTimeout => 408,
+            AccessCode::NotFound => 404,
             AccessCode::TooLarge => 413,
             AccessCode::IssuerUnavailable => 503,
         }

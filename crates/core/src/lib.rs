@@ -106,6 +106,7 @@ pub use sentence::{CallFacts, generic_effect};
 pub use template::{render_template, validate_template};
 pub use time::format_time_ms;
 pub use view::{
-    AmendedStep, Applied, JsonChange, KeyPlanView, Outcome, PlanDiff, PlanSummary, PlanView,
-    PlannedStep, PlannedWrite, Receipt, ReceiptStep, SinceReview, StatusChange, StepView,
+    AmendAnswer, AmendedStep, Applied, ApprovalAnswer, DiscardAnswer, JsonChange, KeyPlanView,
+    Outcome, PlanAfter, PlanDiff, PlanSummary, PlanView, PlannedStep, PlannedWrite, Receipt,
+    ReceiptStep, RejectionAnswer, SinceReview, StatusChange, StepView,
 };

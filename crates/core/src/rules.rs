@@ -218,6 +218,18 @@ pub enum Selection<'a> {
     Named(&'a [String]),
 }
 
+impl<'a> Selection<'a> {
+    /// The named steps, or every waiting step when none is named (a
+    /// person's `plans discard` / `plans apply` with no step given).
+    pub fn of(named: &'a [String]) -> Selection<'a> {
+        if named.is_empty() {
+            Selection::Waiting
+        } else {
+            Selection::Named(named)
+        }
+    }
+}
+
 /// Each id once, in the order first named.
 fn unique(ids: &[String]) -> Vec<String> {
     let mut seen = std::collections::HashSet::new();
@@ -230,6 +242,17 @@ fn unique(ids: &[String]) -> Vec<String> {
 fn waiting(state: &KeyState) -> Vec<String> {
     state
         .planned_steps()
+        .map(|s| s.record.step_id.clone())
+        .collect()
+}
+
+/// The steps ending a session drops (docs/design.md §5 `end_session`): every
+/// open step but one running now — a claimed call finishes and is recorded
+/// as it ends.
+pub fn end_session_selection(state: &KeyState) -> Vec<String> {
+    state
+        .open_steps()
+        .filter(|s| s.status != StepStatus::Running)
         .map(|s| s.record.step_id.clone())
         .collect()
 }

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use hashlink::LruCache;
 use parking_lot::Mutex;
-use plangate_core::{CallDecision, CallOutcome, CallRecord, EventKind, JsonText};
+use plangate_core::{CallDecision, CallOutcome, CallRecord, Code, EventKind, JsonText};
 use rmcp::ErrorData;
 use rmcp::model::CallToolResponse;
 use serde_json::Value;
@@ -36,12 +36,12 @@ const WINDOW: Duration = Duration::from_secs(60);
 const MAX_WINDOWS: usize = 10_000;
 
 /// Refusals counted rather than written one by one.
-const COALESCED: [&str; 5] = [
-    "forbidden",
-    "forbidden_by_mode",
-    "forbidden_by_rule",
-    "rate_limited",
-    "too_large",
+const COALESCED: [Code; 5] = [
+    Code::Forbidden,
+    Code::ForbiddenByMode,
+    Code::ForbiddenByRule,
+    Code::RateLimited,
+    Code::TooLarge,
 ];
 
 struct Window {
@@ -66,7 +66,7 @@ impl CallLog {
     /// Whether a refusal `code` of `key_id` is written now: `Some(n)` with
     /// the `n` counted since the last one written, or `None` to count it.
     fn admit(&self, key_id: &str, code: &str, now: Instant) -> Option<u32> {
-        if !COALESCED.contains(&code) {
+        if !COALESCED.iter().any(|c| c.as_str() == code) {
             return Some(0);
         }
         let mut windows = self.windows.lock();
@@ -167,11 +167,7 @@ pub async fn record(gw: &Gateway, acting: &Acting, call: Call<'_>) {
 /// before it was read (so its tool is not known: the record names none),
 /// coalesced like every cheap refusal. `bytes` is its declared size.
 pub async fn record_too_large(gw: &Gateway, acting: &Acting, bytes: Option<u64>) {
-    let code = plangate_core::AccessCode::TooLarge;
-    let code = serde_json::to_value(code)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default();
+    let code = plangate_core::AccessCode::TooLarge.as_str().to_owned();
     let Some(repeated) = gw.call_log().admit(&acting.key.id, &code, Instant::now()) else {
         return;
     };

@@ -19,6 +19,8 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use plangate_core::{AccessCode, ErrorBody};
+
 use crate::session_guard::{self, SessionOwners};
 use crate::{Gateway, GatewayHandler, auth};
 
@@ -116,16 +118,14 @@ async fn protected_resource(State(gw): State<Arc<Gateway>>, uri: axum::http::Uri
             )
                 .into_response()
         }
-        Some(_) => (
-            StatusCode::NOT_FOUND,
-            axum::Json(json!({"error": "not_found", "message": "plangate protects one resource; its metadata is at the path of its resource URL"})),
-        )
-            .into_response(),
-        None => (
-            StatusCode::NOT_FOUND,
-            axum::Json(json!({"error": "not_found", "message": "plangate takes API keys here, not OAuth ([auth.oauth] is not configured): send `Authorization: Bearer <key>` with a key from `plangate keys create`"})),
-        )
-            .into_response(),
+        Some(_) => crate::http_error::respond(ErrorBody::access(
+            AccessCode::NotFound,
+            "plangate protects one resource; its metadata is at the path of its resource URL",
+        )),
+        None => crate::http_error::respond(ErrorBody::access(
+            AccessCode::NotFound,
+            "plangate takes API keys here, not OAuth ([auth.oauth] is not configured): send `Authorization: Bearer <key>` with a key from `plangate keys create`",
+        )),
     }
 }
 
@@ -160,14 +160,10 @@ async fn allowed_host_only(
     if host_allowed(&gw, request.headers()) {
         return next.run(request).await;
     }
-    (
-        StatusCode::FORBIDDEN,
-        axum::Json(json!({
-            "error": plangate_core::AccessCode::ForbiddenHost,
-            "message": "this Host is not in [gateway] allowed_hosts",
-        })),
-    )
-        .into_response()
+    crate::http_error::respond(ErrorBody::access(
+        AccessCode::ForbiddenHost,
+        "this Host is not in [gateway] allowed_hosts",
+    ))
 }
 
 /// Liveness: the process serves HTTP. Always 200.

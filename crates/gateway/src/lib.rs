@@ -29,6 +29,7 @@ pub mod catalog;
 pub mod console;
 mod follow;
 pub mod http;
+mod http_error;
 pub mod hub;
 pub mod key_log;
 pub mod limits;

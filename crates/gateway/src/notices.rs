@@ -274,7 +274,7 @@ async fn upstream_subscribe(
     let Some(up) = gw.upstream(upstream) else {
         return Err(ErrorData::internal_error(
             format!("upstream {upstream} is unavailable; try again shortly"),
-            Some(json!({"code": "upstream_unavailable"})),
+            Some(plangate_core::Code::UpstreamUnavailable.error_data()),
         ));
     };
     if !declares(gw, upstream, "subscribe") {

@@ -50,9 +50,8 @@ use parking_lot::Mutex;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use serde_json::json;
 
 use crate::auth::Caller;
 use plangate_core::AccessCode;
@@ -381,11 +380,10 @@ async fn refuse(request: Request) -> Response {
     // unread request bytes makes the kernel reset the connection, and the
     // client may then lose the answer itself.
     let _ = axum::body::to_bytes(request.into_body(), REFUSED_BODY_LIMIT).await;
-    let mut response = (
-        StatusCode::FORBIDDEN,
-        axum::Json(json!({"error": MISMATCH_CODE, "message": MISMATCH_MESSAGE})),
-    )
-        .into_response();
+    let mut response = crate::http_error::respond(plangate_core::ErrorBody::access(
+        MISMATCH_CODE,
+        MISMATCH_MESSAGE,
+    ));
     response
         .headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));

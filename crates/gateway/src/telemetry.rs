@@ -192,7 +192,7 @@ pub fn service_error_kind(e: &rmcp::service::ServiceError) -> String {
         ServiceError::McpError(e) => e.code.0.to_string(),
         ServiceError::Timeout { .. } => "timeout".to_owned(),
         ServiceError::Cancelled { .. } => "cancelled".to_owned(),
-        _ => "upstream_unavailable".to_owned(),
+        _ => plangate_core::Code::UpstreamUnavailable.as_str().to_owned(),
     }
 }
 

@@ -113,7 +113,7 @@ fn approval_scope(config: &Config, key: &ApiKey, state: &KeyState) -> plangate_c
 /// ([`rules::approved_steps`] under [`approval_scope`]): what `plans show`,
 /// the console and `get_plan` mark approved.
 fn covered_steps<'s>(config: &Config, key: &ApiKey, state: &'s KeyState) -> BTreeSet<&'s str> {
-    rules::approved_steps(state, &key.id, approval_scope(config, key, state))
+    operator::covered_steps(config, key, state)
 }
 
 /// The waiting steps of `key`'s plan that do not run without a person's

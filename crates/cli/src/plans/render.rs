@@ -99,11 +99,7 @@ pub(super) fn change_lines(changes: &[plangate_core::JsonChange]) -> Vec<String>
 }
 
 /// Prints a receipt; an apply with failed or in-doubt steps exits 1.
-pub(super) fn finish_receipt(result: rmcp::model::CallToolResult, as_json: bool) -> Result<()> {
-    let body = result.structured_content.unwrap_or(Value::Null);
-    let receipt: Receipt = serde_json::from_value(body).map_err(|e| {
-        anyhow!("plangate answered an apply with something other than a receipt ({e}); see its log")
-    })?;
+pub(super) fn finish_receipt(receipt: Receipt, as_json: bool) -> Result<()> {
     if as_json {
         print_json(&receipt)?;
     } else {

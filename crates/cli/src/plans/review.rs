@@ -8,17 +8,17 @@ use std::sync::Arc;
 
 use anyhow::{Result, anyhow};
 use plangate_config::Config;
-use plangate_core::rules;
+use plangate_core::rules::{self, Selection};
 use plangate_core::{Actor, Channel, KeyState, Step};
 use plangate_gateway::Gateway;
 use plangate_gateway::key_log::KeyLog;
 use plangate_gateway::operator::{self, OperatorError, ttl_ms};
 use plangate_store::{ApiKey, KeyMaterial, Store};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::confirm::{Act, Shown, confirm};
 use super::render::change_lines;
-use super::{cli_acting, cli_error, covered_steps, print_json, refresh, resolve_key};
+use super::{cli_acting, cli_error, print_json, refresh, resolve_key};
 use crate::commands::{UsageError, operator_name};
 use crate::output::outln;
 
@@ -39,26 +39,17 @@ pub async fn reject(
         "; `plangate plans show --key {}` lists the waiting steps",
         plangate_core::shell_word(&key.name)
     );
-    let state = operator::reject(&log, &cli_acting(&key), step, reason)
+    let rejected = operator::reject(&log, &cli_acting(&key), step, reason)
         .await
         .map_err(|e| cli_error(e, &hint))?;
     if as_json {
-        return print_json(&json!({
-            "success": true,
-            "key": key.name,
-            "rejected": step,
-            "reason": reason.trim(),
-            "rejected_by": operator_name(),
-            "pending_steps": state.planned_steps().count(),
-            "plan_digest": state.plan_digest(),
-            "revision": state.revision,
-        }));
+        return print_json(&rejected);
     }
     outln!(
         "rejected step {step} of key {}; its agent reads your reason. {} step(s) waiting, plan digest {}",
         key.name,
-        state.planned_steps().count(),
-        state.plan_digest()
+        rejected.plan.pending_steps,
+        rejected.plan.plan_digest
     );
     Ok(())
 }
@@ -111,52 +102,33 @@ pub async fn amend(
         };
         return Err(cli_error(e, &why));
     }
-    // Whether a yes that counts for the key covered the step before: then
-    // say it no longer does.
-    let covered = covered_steps(&config, &key, &before).contains(step);
     let gw = Gateway::build(config, store, material).await;
-    let outcome =
-        plangate_gateway::amend::amend(&gw, &cli_acting(&key), step, &arguments, seen_revision)
-            .await;
+    let outcome = operator::amend(&gw, &cli_acting(&key), step, &arguments, seen_revision).await;
     gw.shutdown().await;
-    let after = outcome.map_err(|e| match e {
+    let amended = outcome.map_err(|e| match e {
         OperatorError::StepChanged { .. } => anyhow!("{e} [{}]", e.code()),
         e => cli_error(e, &hint),
     })?;
-    let (Some(old), Some(new)) = (before.step(step), after.step(step)) else {
-        return Err(anyhow!(
-            "step {step} is not in key {}'s log after the amendment",
-            key.name
-        ));
-    };
-    let changes =
-        plangate_core::json_diff(&old.record.arguments.value(), &new.record.arguments.value());
     if as_json {
-        return print_json(&json!({
-            "success": true,
-            "key": key.name,
-            "step": plangate_core::StepView::for_person(new),
-            "arguments_changed": changes,
-            "plan_digest": after.plan_digest(),
-            "revision": after.revision,
-        }));
+        return print_json(&amended);
     }
+    let new = &amended.step;
     outln!(
         "amended step {} ({}. {}) of key {}:",
         step,
-        new.record.position,
-        new.record.exposed_as,
+        new.step.position,
+        new.step.exposed_as,
         key.name
     );
-    for line in change_lines(&changes) {
+    for line in change_lines(&amended.arguments_changed) {
         outln!("  {line}");
     }
-    outln!("  now: {}", new.record.predicted_effect);
+    outln!("  now: {}", new.step.predicted_effect);
     outln!(
         "plan digest {} (revision {}); {}: `plangate plans approve --key {} {step}`",
-        after.plan_digest(),
-        after.revision,
-        if covered {
+        amended.plan.plan_digest,
+        amended.plan.revision,
+        if amended.was_approved {
             "the approval that covered this step no longer does, so it runs only after a new yes"
         } else {
             "it runs only after a yes to it as it is now"
@@ -184,28 +156,26 @@ pub async fn discard(
         "; `plangate plans show --key {}` lists the steps",
         plangate_core::shell_word(&key.name)
     );
-    let (state, discarded) = operator::discard(&log, &cli_acting(&key), named, ttl_ms(config))
-        .await
-        .map_err(|e| cli_error(e, &hint))?;
-    let pending = state.planned_steps().count();
+    let answer = operator::discard(
+        &log,
+        &cli_acting(&key),
+        Selection::of(named),
+        ttl_ms(config),
+    )
+    .await
+    .map_err(|e| cli_error(e, &hint))?;
     if as_json {
-        return print_json(&json!({
-            "success": true,
-            "key": key.name,
-            "discarded": discarded,
-            "pending_steps": pending,
-            "plan_digest": state.plan_digest(),
-            "discarded_by": operator_name(),
-        }));
+        return print_json(&answer);
     }
-    if discarded.is_empty() {
+    if answer.discarded.is_empty() {
         outln!("nothing to discard: key {} has no waiting steps", key.name);
     } else {
         outln!(
-            "discarded {} step(s) of key {}: {}; {pending} waiting",
-            discarded.len(),
+            "discarded {} step(s) of key {}: {}; {} waiting",
+            answer.discarded.len(),
             key.name,
-            discarded.join(", ")
+            answer.discarded.join(", "),
+            answer.plan.pending_steps
         );
     }
     Ok(())
@@ -334,7 +304,7 @@ fn steps_to_approve<'s>(state: &'s KeyState, target: &ApiKey, named: &[String]) 
 }
 
 /// What `plans approve` recorded, and which waiting steps no yes that
-/// counts for the key covers yet.
+/// counts for the key covers yet ([`operator::approval_answer`]).
 fn print_approved(
     config: &Config,
     target: &ApiKey,
@@ -342,34 +312,17 @@ fn print_approved(
     approved: &operator::Approved,
     as_json: bool,
 ) -> Result<()> {
-    let state = &approved.state;
-    let waiting_unapproved: Vec<&Step> = {
-        // Whose yes counts is the gateway's rule for the key: a lock or a
-        // plan made with a `plan` token holds a write key like a plan key.
-        let covered = covered_steps(config, target, state);
-        state
-            .planned_steps()
-            .filter(|s| !covered.contains(s.record.step_id.as_str()))
-            .collect()
-    };
+    let answer = operator::approval_answer(config, target, actor.clone(), approved);
     if as_json {
-        return print_json(&json!({
-            "success": true,
-            "key": target.name,
-            "approved_steps": approved.step_ids,
-            "approved_digest": approved.digest,
-            "plan_digest": state.plan_digest(),
-            "revision": state.revision,
-            "not_approved": waiting_unapproved.iter().map(|s| &s.record.step_id).collect::<Vec<_>>(),
-            "approved_by": actor,
-        }));
+        return print_json(&answer);
     }
+    let state = &approved.state;
     outln!(
         "approved {} step(s) of {:?}'s plan:",
-        approved.step_ids.len(),
+        answer.approved_steps.len(),
         target.name
     );
-    for id in &approved.step_ids {
+    for id in &answer.approved_steps {
         if let Some(step) = state.step(id) {
             outln!(
                 "  {}. {}  {}",
@@ -379,7 +332,7 @@ fn print_approved(
             );
         }
     }
-    if waiting_unapproved.is_empty() {
+    if answer.not_approved.is_empty() {
         outln!(
             "every waiting step is approved; the agent's apply_plan (or `plangate plans apply --key {}`) runs them",
             plangate_core::shell_word(&target.name)
@@ -387,9 +340,11 @@ fn print_approved(
     } else {
         outln!(
             "{} waiting step(s) are not approved and will not run without a yes: {}",
-            waiting_unapproved.len(),
-            waiting_unapproved
+            answer.not_approved.len(),
+            answer
+                .not_approved
                 .iter()
+                .filter_map(|id| state.step(id))
                 .map(|s| format!("{}. {}", s.record.position, s.record.step_id))
                 .collect::<Vec<_>>()
                 .join(", ")

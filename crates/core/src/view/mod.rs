@@ -8,7 +8,10 @@
 //! these types, never JSON picked apart by string keys. Optional fields
 //! are left out when absent, as the contract shows them.
 
+mod answers;
 mod changes;
+
+pub use answers::{AmendAnswer, ApprovalAnswer, DiscardAnswer, PlanAfter, RejectionAnswer};
 
 pub use changes::{AmendedStep, JsonChange, PlanDiff, SinceReview, StatusChange};
 
@@ -506,6 +509,34 @@ pub struct Receipt {
     /// A change of mode the agent had not heard of.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notice: Option<String>,
+    /// The mode the session is in after this apply, when the apply itself
+    /// ended plan mode (a person's yes to `exit_plan_mode`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+}
+
+impl Receipt {
+    /// The receipt of an apply that had nothing to run: no step selected,
+    /// the plan as it is.
+    pub fn nothing(message: String, plan_digest: String, plan_mode: bool) -> Receipt {
+        Receipt {
+            success: true,
+            code: AnswerCode::PlanApplied,
+            message,
+            applied: 0,
+            failed: 0,
+            in_doubt: 0,
+            not_run: 0,
+            not_approved: 0,
+            approved_by_apply: Vec::new(),
+            plan_digest,
+            plan_mode,
+            steps: Vec::new(),
+            rejected: Vec::new(),
+            notice: None,
+            mode: None,
+        }
+    }
 }
 
 /// A rejected step as answers list it.

@@ -13,9 +13,9 @@
 
 use tracing::Instrument as _;
 
-use plangate_core::{Code, Event, EventKind, KeyState};
+use plangate_core::{Code, Event, EventKind, KeyState, Receipt};
 use plangate_store::now_ms;
-use rmcp::model::{CallToolResult, ProgressNotificationParam, ProgressToken};
+use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::{Peer, RoleServer};
 use tokio_util::sync::CancellationToken;
 
@@ -31,6 +31,7 @@ mod recheck;
 mod step;
 
 use key_check::KeyCheck;
+pub use receipt::receipt_result;
 use receipt::{Outcome, receipt};
 use step::{Handover, run_step};
 
@@ -87,7 +88,7 @@ pub async fn apply_plan(
     request: ApplyRequest,
     progress: Option<Progress>,
     cancel: CancellationToken,
-) -> Result<CallToolResult, Refusal> {
+) -> Result<Receipt, Refusal> {
     let span = crate::telemetry::internal_span("apply_plan");
     let result = async {
         let begun = begin(gw, acting, &request).await?;
@@ -337,7 +338,7 @@ async fn conclude(
     begun: Begun,
     mut outcomes: Vec<(String, Outcome)>,
     carry: Vec<Event>,
-) -> Result<CallToolResult, Refusal> {
+) -> Result<Receipt, Refusal> {
     let total = begun.selected.len();
     outcomes.extend(
         begun

@@ -17,27 +17,14 @@ pub(super) fn receipt(
     key_name: &str,
     outcomes: &[(String, Outcome)],
     [applied, failed, in_doubt, not_run, not_approved]: [u32; 5],
-) -> CallToolResult {
+) -> Receipt {
     let mut steps = Vec::new();
-    let mut lines = Vec::new();
     let mut ordered: Vec<&(String, Outcome)> = outcomes.iter().collect();
     ordered.sort_by_key(|(id, _)| state.step(id).map(|s| s.record.position));
     for (step_id, outcome) in ordered {
         let Some(step) = state.step(step_id) else {
             continue;
         };
-        let r = &step.record;
-        lines.push(format!(
-            "{}. {} — {}{}",
-            r.position,
-            r.predicted_effect,
-            outcome.as_str(),
-            step.error
-                .as_ref()
-                .filter(|_| matches!(outcome, Outcome::Failed | Outcome::InDoubt))
-                .map(|e| format!(": {}", e.message))
-                .unwrap_or_default()
-        ));
         steps.push(ReceiptStep::of(step, *outcome));
     }
     let success = failed == 0 && in_doubt == 0;
@@ -57,10 +44,10 @@ pub(super) fn receipt(
         ));
     }
     let mode = gw.config().modes.in_force(state).spec;
-    let body = Receipt {
+    Receipt {
         success,
         code: AnswerCode::PlanApplied,
-        message: message.clone(),
+        message,
         applied,
         failed,
         in_doubt,
@@ -76,12 +63,33 @@ pub(super) fn receipt(
         steps,
         rejected: plangate_core::view::RejectedStep::all(state),
         notice: None,
-    };
-    for r in &body.rejected {
+        mode: None,
+    }
+}
+
+/// The agent's answer of a receipt: the receipt itself as structured
+/// content, and as text its message and one line per step, in plan order
+/// (why a failed or in-doubt step stopped), then the rejected steps.
+pub fn receipt_result(receipt: &Receipt) -> CallToolResult {
+    let mut lines = vec![receipt.message.clone()];
+    for s in &receipt.steps {
+        lines.push(format!(
+            "{}. {} — {}{}",
+            s.position,
+            s.predicted_effect,
+            s.outcome.as_str(),
+            s.error
+                .as_ref()
+                .filter(|_| matches!(s.outcome, Outcome::Failed | Outcome::InDoubt))
+                .map(|e| format!(": {}", e.message))
+                .unwrap_or_default()
+        ));
+    }
+    for r in &receipt.rejected {
         lines.push(format!(
             "{}. {} — rejected by {}, not run: {}",
             r.position, r.predicted_effect, r.by, r.reason
         ));
     }
-    structured(&body, format!("{message}\n{}", lines.join("\n")))
+    structured(receipt, lines.join("\n"))
 }

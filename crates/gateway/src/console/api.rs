@@ -8,14 +8,14 @@
 use std::sync::Arc;
 
 use axum::extract::{Query, State};
-use axum::http::StatusCode;
 use axum::response::Response;
-use plangate_core::{Channel, Code};
+use plangate_core::rules::Selection;
+use plangate_core::{Channel, Code, Receipt};
 use plangate_store::{ApiKey, now_ms};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Acting, Body, ConsoleError, Session, Viewer, ok_json};
+use super::{Acting, Body, ConsoleError, Session, Viewer, ok_json, ok_typed};
 use crate::Gateway;
 use crate::operator::{self, OperatorError};
 
@@ -79,16 +79,10 @@ pub(super) async fn tool_decision(
             tracing::error!("console: tool pins: {e}");
             Err(ConsoleError::store_down())
         }
-        Err(e @ (PinError::Changed { .. } | PinError::Downgrade { .. })) => Err(ConsoleError::new(
-            StatusCode::CONFLICT,
-            Code::ToolQuarantined.as_str(),
-            e.to_string(),
-        )),
-        Err(e) => Err(ConsoleError::new(
-            StatusCode::NOT_FOUND,
-            Code::InvalidArguments.as_str(),
-            e.to_string(),
-        )),
+        Err(e @ (PinError::Changed { .. } | PinError::Downgrade { .. })) => {
+            Err(ConsoleError::refusal(Code::ToolQuarantined, e.to_string()))
+        }
+        Err(e) => Err(ConsoleError::refusal(Code::InvalidArguments, e.to_string())),
     }
 }
 
@@ -103,9 +97,8 @@ pub(super) fn log_down(e: impl std::fmt::Display) -> ConsoleError {
 pub(super) async fn key_by_id(gw: &Gateway, key_id: &str) -> Result<ApiKey, ConsoleError> {
     match gw.store().find_key(key_id).await {
         Ok(Some(k)) if k.id == key_id => Ok(k),
-        Ok(_) => Err(ConsoleError::new(
-            StatusCode::NOT_FOUND,
-            Code::InvalidArguments.as_str(),
+        Ok(_) => Err(ConsoleError::refusal(
+            Code::InvalidArguments,
             format!("there is no key with id {key_id:?}"),
         )),
         Err(e) => {
@@ -137,23 +130,10 @@ impl From<OperatorError> for ConsoleError {
 }
 
 fn refused(e: OperatorError) -> ConsoleError {
-    let status = match &e {
-        e if e.is_bad_input() => StatusCode::BAD_REQUEST,
-        OperatorError::PlanChanged { .. }
-        | OperatorError::RevisionMoved { .. }
-        | OperatorError::StepChanged { .. }
-        | OperatorError::ApplyAlive { .. } => StatusCode::CONFLICT,
-        OperatorError::PlanOutlived { .. } => StatusCode::GONE,
-        OperatorError::Refused(_) => StatusCode::CONFLICT,
-        OperatorError::UpstreamDown { .. } | OperatorError::Log(_) => {
-            StatusCode::SERVICE_UNAVAILABLE
-        }
-        _ => StatusCode::BAD_REQUEST,
-    };
     if let OperatorError::Log(inner) = &e {
         tracing::error!("console: event log: {inner}");
     }
-    ConsoleError::new(status, e.code(), e.to_string())
+    ConsoleError::refusal(e.code(), e.to_string())
 }
 
 /// `POST /console/api/approve` and `POST /console/api/apply` body: the
@@ -202,15 +182,12 @@ pub(super) async fn approve(
     )
     .await?;
     tracing::info!(operator = %session.operator.name, key = %key.name, steps = approved.step_ids.len(), "console: approved steps");
-    Ok(ok_json(json!({
-        "success": true,
-        "key": key.name,
-        "plan_digest": body.plan_digest,
-        "approved_steps": approved.step_ids,
-        "approved_digest": approved.digest,
-        "current_digest": approved.state.plan_digest(),
-        "approved_by": session.operator.name,
-    })))
+    Ok(ok_typed(&operator::approval_answer(
+        &gw.config(),
+        key,
+        acting.actor(),
+        &approved,
+    )))
 }
 
 /// `POST /console/api/discard` body: no `step_ids` discards every waiting
@@ -229,15 +206,15 @@ pub(super) async fn discard(
 ) -> Result<Response, ConsoleError> {
     let acting = acting_on(&gw, &body.key_id, &session).await?;
     let key = &acting.key;
-    let (state, ids) = operator::discard(gw.log(), &acting, &body.step_ids, gw.ttl_ms()).await?;
-    tracing::info!(operator = %session.operator.name, key = %key.name, discarded = ids.len(), "console: discarded steps");
-    Ok(ok_json(json!({
-        "success": true,
-        "key": key.name,
-        "discarded": ids,
-        "pending_steps": state.planned_steps().count(),
-        "plan_digest": state.plan_digest(),
-    })))
+    let discarded = operator::discard(
+        gw.log(),
+        &acting,
+        Selection::of(&body.step_ids),
+        gw.ttl_ms(),
+    )
+    .await?;
+    tracing::info!(operator = %session.operator.name, key = %key.name, discarded = discarded.discarded.len(), "console: discarded steps");
+    Ok(ok_typed(&discarded))
 }
 
 /// One step of a key's plan: the `POST /console/api/retry` body, and the
@@ -258,7 +235,7 @@ pub(super) async fn retry(
     let key = &acting.key;
     let receipt = operator::retry(&gw, &acting, &body.step_id).await?;
     tracing::info!(operator = %session.operator.name, key = %key.name, "console: retried a step");
-    Ok(ok_json(receipt.structured_content.unwrap_or(Value::Null)))
+    Ok(ok_typed(&receipt))
 }
 
 /// The person's Apply: the same code as `plangate plans apply`
@@ -273,16 +250,20 @@ pub(super) async fn apply(
     let key = &acting.key;
     let receipt = operator::apply_now(&gw, &acting, Some(body.seen()), &body.step_ids).await?;
     tracing::info!(operator = %session.operator.name, key = %key.name, "console: applied steps");
-    Ok(ok_json(match receipt {
-        Some(r) => r.structured_content.unwrap_or(Value::Null),
-        None => json!({
-            "success": true,
-            "code": "plan_applied",
-            "applied": 0,
-            "message": format!("Nothing to apply: key {} has no waiting steps.", key.name),
-            "steps": [],
-        }),
-    }))
+    let receipt = match receipt {
+        Some(receipt) => receipt,
+        None => {
+            let state = operator::refresh(gw.log(), &acting, gw.ttl_ms(), gw.lease_ms())
+                .await
+                .map_err(log_down)?;
+            Receipt::nothing(
+                format!("Nothing to apply: key {} has no waiting steps.", key.name),
+                state.plan_digest(),
+                gw.config().modes.in_force(&state).spec.plan_mode(),
+            )
+        }
+    };
+    Ok(ok_typed(&receipt))
 }
 
 /// `POST /console/api/reject` body.
@@ -301,15 +282,9 @@ pub(super) async fn reject(
 ) -> Result<Response, ConsoleError> {
     let acting = acting_on(&gw, &body.key_id, &session).await?;
     let key = &acting.key;
-    let state = operator::reject(gw.log(), &acting, &body.step_id, &body.reason).await?;
+    let rejected = operator::reject(gw.log(), &acting, &body.step_id, &body.reason).await?;
     tracing::info!(operator = %session.operator.name, key = %key.name, "console: rejected a step");
-    Ok(ok_json(json!({
-        "success": true,
-        "key": key.name,
-        "rejected": body.step_id,
-        "plan_digest": state.plan_digest(),
-        "revision": state.revision,
-    })))
+    Ok(ok_typed(&rejected))
 }
 
 /// `POST /console/api/amend` body: the new arguments, and the plan
@@ -332,7 +307,7 @@ pub(super) async fn amend(
 ) -> Result<Response, ConsoleError> {
     let acting = acting_on(&gw, &body.key_id, &session).await?;
     let key = &acting.key;
-    let state = crate::amend::amend(
+    let amended = operator::amend(
         &gw,
         &acting,
         &body.step_id,
@@ -341,16 +316,7 @@ pub(super) async fn amend(
     )
     .await?;
     tracing::info!(operator = %session.operator.name, key = %key.name, "console: amended a step");
-    let step = state
-        .step(&body.step_id)
-        .map(plangate_core::StepView::for_person);
-    Ok(ok_json(json!({
-        "success": true,
-        "key": key.name,
-        "step": step,
-        "plan_digest": state.plan_digest(),
-        "revision": state.revision,
-    })))
+    Ok(ok_typed(&amended))
 }
 
 /// What the amend form is built from: the step's tool's input schema and

@@ -51,7 +51,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Form, Json};
-use plangate_core::{AccessCode, Code, hmac_hex};
+use plangate_core::{AccessCode, Code, ErrorBody, hmac_hex};
 use plangate_store::{OperatorToken, now_ms};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -164,29 +164,28 @@ fn html(status: StatusCode, body: String, csp: &str) -> Response {
     harden(response, csp)
 }
 
-/// Why a console API request did not go on: one status, one stable code,
-/// one message — its own response (`{"error": code, "message": …}`).
-/// Every check and every handler of the API answers through it.
+/// Why a console API request did not go on: one stable code, the HTTP
+/// status that code declares ([`Code::http_status`],
+/// [`AccessCode::http_status`]), one message — the one error body
+/// ([`ErrorBody`]: `{"error": code, "message": …}`). Every check and every
+/// handler of the API answers through it.
 #[derive(Debug)]
-pub struct ConsoleError {
-    status: StatusCode,
-    code: &'static str,
-    message: String,
-}
+pub struct ConsoleError(ErrorBody);
 
 impl ConsoleError {
-    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ConsoleError {
-        ConsoleError {
-            status,
-            code,
-            message: message.into(),
-        }
+    /// A refusal with a docs/design.md §8 code.
+    fn refusal(code: Code, message: impl Into<String>) -> ConsoleError {
+        ConsoleError(ErrorBody::new(code, message))
+    }
+
+    /// A refusal at the door (session, host, CSRF).
+    fn access(code: AccessCode, message: impl Into<String>) -> ConsoleError {
+        ConsoleError(ErrorBody::access(code, message))
     }
 
     fn store_down() -> ConsoleError {
-        ConsoleError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            Code::StoreUnavailable.as_str(),
+        ConsoleError::refusal(
+            Code::StoreUnavailable,
             "plangate cannot read its store; see the gateway's log",
         )
     }
@@ -194,15 +193,17 @@ impl ConsoleError {
 
 impl IntoResponse for ConsoleError {
     fn into_response(self) -> Response {
-        let body = json!({"error": self.code, "message": self.message});
-        harden(
-            (self.status, Json(body)).into_response(),
-            "default-src 'none'",
-        )
+        harden(crate::http_error::respond(self.0), "default-src 'none'")
     }
 }
 
 fn ok_json(body: Value) -> Response {
+    ok_typed(&body)
+}
+
+/// A typed answer of the API: the operation's own result type, serialized
+/// as every other face sees it.
+fn ok_typed<T: serde::Serialize>(body: &T) -> Response {
     harden(
         (StatusCode::OK, Json(body)).into_response(),
         "default-src 'none'",
@@ -346,9 +347,8 @@ async fn session(gw: &Gateway, headers: &HeaderMap) -> Result<Session, NoSession
 impl From<NoSession> for ConsoleError {
     fn from(why: NoSession) -> ConsoleError {
         match why {
-            NoSession::Invalid => ConsoleError::new(
-                StatusCode::UNAUTHORIZED,
-                AccessCode::Unauthorized.as_str(),
+            NoSession::Invalid => ConsoleError::access(
+                AccessCode::Unauthorized,
                 "no console session, or it ended (expired, logged out, or its operator token was revoked); log in again at /console",
             ),
             NoSession::StoreDown => ConsoleError::store_down(),
@@ -362,9 +362,8 @@ fn allowed_host(gw: &Gateway, headers: &HeaderMap) -> Result<(), ConsoleError> {
     if crate::http::host_allowed(gw, headers) {
         return Ok(());
     }
-    Err(ConsoleError::new(
-        StatusCode::FORBIDDEN,
-        AccessCode::ForbiddenHost.as_str(),
+    Err(ConsoleError::access(
+        AccessCode::ForbiddenHost,
         "this Host is not in allowed_hosts",
     ))
 }
@@ -401,9 +400,8 @@ impl FromRequestParts<Arc<Gateway>> for Acting {
         let headers = &parts.headers;
         allowed_host(gw, headers)?;
         if !same_origin(headers) {
-            return Err(ConsoleError::new(
-                StatusCode::FORBIDDEN,
-                AccessCode::CrossSiteRequest.as_str(),
+            return Err(ConsoleError::access(
+                AccessCode::CrossSiteRequest,
                 "refused: this request did not come from the console's own page; nothing was recorded",
             ));
         }
@@ -413,9 +411,8 @@ impl FromRequestParts<Arc<Gateway>> for Acting {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default();
         if !same(sent, &session.csrf) {
-            return Err(ConsoleError::new(
-                StatusCode::FORBIDDEN,
-                AccessCode::CsrfTokenInvalid.as_str(),
+            return Err(ConsoleError::access(
+                AccessCode::CsrfTokenInvalid,
                 "refused: the request lacks this session's CSRF token; reload the console. Nothing was recorded",
             ));
         }
@@ -436,9 +433,8 @@ impl<T: serde::de::DeserializeOwned, S: Send + Sync> axum::extract::FromRequest<
     ) -> Result<Body<T>, ConsoleError> {
         match Json::<T>::from_request(request, state).await {
             Ok(Json(value)) => Ok(Body(value)),
-            Err(e) => Err(ConsoleError::new(
-                StatusCode::BAD_REQUEST,
-                Code::InvalidArguments.as_str(),
+            Err(e) => Err(ConsoleError::refusal(
+                Code::InvalidArguments,
                 format!(
                     "the request body is not what this endpoint takes: {}",
                     e.body_text()
@@ -539,9 +535,7 @@ async fn logout(State(gw): State<Arc<Gateway>>, Acting(session): Acting) -> Resp
         .await
     {
         tracing::error!("console: operator store: {e}");
-        return ConsoleError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            Code::StoreUnavailable.as_str(),
+        return ConsoleError::refusal(Code::StoreUnavailable,
             "plangate cannot record the logout in its store, so the session is still open; try again, or revoke the operator token to end all its sessions",
         )
         .into_response();

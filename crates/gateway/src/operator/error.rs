@@ -133,25 +133,26 @@ pub enum OperatorError {
 }
 
 impl OperatorError {
-    /// The stable code (docs/design.md §8) for answers a program reads.
-    pub fn code(&self) -> &'static str {
+    /// The stable code (docs/design.md §8) for answers a program reads; its
+    /// HTTP status and JSON-RPC code come with it ([`Code::http_status`]).
+    pub fn code(&self) -> Code {
         match self {
             OperatorError::NoStep { .. }
             | OperatorError::NotInDoubt { .. }
             | OperatorError::BadDigest(_)
             | OperatorError::NothingWaiting { .. }
             | OperatorError::BadArguments(_)
-            | OperatorError::BadReason { .. } => Code::InvalidArguments.as_str(),
-            OperatorError::StepChanged { .. } => Code::PlanChanged.as_str(),
-            OperatorError::Rule { refused, .. } => refused.code().as_str(),
+            | OperatorError::BadReason { .. } => Code::InvalidArguments,
+            OperatorError::StepChanged { .. } => Code::PlanChanged,
+            OperatorError::Rule { refused, .. } => refused.code(),
             OperatorError::PlanChanged { .. } | OperatorError::RevisionMoved { .. } => {
-                Code::PlanChanged.as_str()
+                Code::PlanChanged
             }
-            OperatorError::ApplyAlive { .. } => Code::ApplyInProgress.as_str(),
-            OperatorError::PlanOutlived { .. } => Code::PlanExpired.as_str(),
-            OperatorError::UpstreamDown { .. } => Code::UpstreamUnavailable.as_str(),
-            OperatorError::Log(_) => Code::StoreUnavailable.as_str(),
-            OperatorError::Refused(r) => r.code.as_str(),
+            OperatorError::ApplyAlive { .. } => Code::ApplyInProgress,
+            OperatorError::PlanOutlived { .. } => Code::PlanExpired,
+            OperatorError::UpstreamDown { .. } => Code::UpstreamUnavailable,
+            OperatorError::Log(_) => Code::StoreUnavailable,
+            OperatorError::Refused(r) => r.code,
         }
     }
 

@@ -16,7 +16,10 @@
 //! hints (the CLI names commands, the console names buttons).
 
 use plangate_config::Config;
-use plangate_core::{Channel, EventKind, KeyPlanView, KeyState, Step, StepStatus, StepView};
+use plangate_core::{
+    Channel, DiscardAnswer, EventKind, KeyPlanView, KeyState, PlanAfter, RejectionAnswer, Step,
+    StepStatus, StepView,
+};
 use plangate_store::{ApiKey, now_ms};
 
 use crate::acting::Acting;
@@ -25,10 +28,12 @@ use crate::key_log::{KeyLog, LogError};
 use crate::plan::{expires_in, expiry_due};
 use plangate_core::rules::{self, Refused, Selection};
 
+mod answers;
 mod approve;
 mod error;
 mod run;
 
+pub use answers::{amend, approval_answer, covered_steps};
 pub use approve::{Approved, Seen, approve};
 pub use error::OperatorError;
 pub use run::{apply_now, check_in_doubt, require_upstreams, retry, steps_to_apply};
@@ -181,15 +186,16 @@ pub async fn set_mode(
     Ok(modes.in_force(&state))
 }
 
-/// A person drops steps of `acting`'s key: the `named` waiting, failed or
-/// in-doubt ones, or every waiting step when none is named. Returns the
+/// Drops steps of `acting`'s key (a person's discard, or the agent's
+/// `discard_plan`): the named waiting, failed or in-doubt ones, or every
+/// waiting step. Returns the
 /// state after and the ids discarded (none: nothing was recorded).
 pub async fn discard(
     log: &KeyLog,
     acting: &Acting,
-    named: &[String],
+    selection: Selection<'_>,
     ttl_ms: i64,
-) -> Result<(KeyState, Vec<String>), OperatorError> {
+) -> Result<DiscardAnswer, OperatorError> {
     let key = &acting.key;
     let (state, ids) = log
         .transact(&key.id, |state| {
@@ -201,11 +207,6 @@ pub async fn discard(
                 view.apply(view.last_seq + 1, &e);
                 events.push(e);
             }
-            let selection = if named.is_empty() {
-                Selection::Waiting
-            } else {
-                Selection::Named(named)
-            };
             let ids = rules::discard_selection(&view, selection).map_err(|refused| {
                 OperatorError::Rule {
                     key: key.name.clone(),
@@ -220,7 +221,13 @@ pub async fn discard(
             Ok::<_, OperatorError>((events, ids))
         })
         .await??;
-    Ok((state, ids))
+    Ok(DiscardAnswer {
+        success: true,
+        key: key.name.clone(),
+        discarded: ids,
+        discarded_by: acting.actor(),
+        plan: PlanAfter::of(&state),
+    })
 }
 
 /// Waiting step `step_id` of `key`'s plan in `state`, or why a person
@@ -253,13 +260,13 @@ pub const MAX_REASON: usize = 2000;
 /// A person rejects one waiting step of `acting`'s key, saying why
 /// (`step_rejected`): it never runs, leaves the plan digest, and its
 /// agent reads the reason verbatim in `get_plan` and every apply answer.
-/// Returns the state after.
+/// Answers where the plan stands after.
 pub async fn reject(
     log: &KeyLog,
     acting: &Acting,
     step_id: &str,
     reason: &str,
-) -> Result<KeyState, OperatorError> {
+) -> Result<RejectionAnswer, OperatorError> {
     let reason = reason.trim();
     if reason.is_empty() || reason.chars().count() > MAX_REASON {
         return Err(OperatorError::BadReason { max: MAX_REASON });
@@ -277,5 +284,12 @@ pub async fn reject(
             ))
         })
         .await??;
-    Ok(state)
+    Ok(RejectionAnswer {
+        success: true,
+        key: key.name.clone(),
+        rejected: step_id.to_owned(),
+        reason: reason.to_owned(),
+        rejected_by: acting.actor(),
+        plan: PlanAfter::of(&state),
+    })
 }

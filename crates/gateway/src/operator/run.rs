@@ -5,10 +5,10 @@
 //! (docs/design.md §5).
 
 use plangate_config::Config;
+use plangate_core::Receipt;
 use plangate_core::rules::{self, Selection};
 use plangate_core::{EventKind, KeyState, Step, StepStatus};
 use plangate_store::{ApiKey, now_ms};
-use rmcp::model::CallToolResult;
 use tokio_util::sync::CancellationToken;
 
 use super::{OperatorError, Seen, approve, check_digest, refresh};
@@ -26,11 +26,7 @@ pub fn steps_to_apply(
     state: &KeyState,
     named: &[String],
 ) -> Result<rules::ApplySteps, OperatorError> {
-    let selection = if named.is_empty() {
-        Selection::Waiting
-    } else {
-        Selection::Named(named)
-    };
+    let selection = Selection::of(named);
     let scope = rules::approval_scope_for(state, key.scope, &config.modes.in_force(state));
     let covered = rules::approved_steps(state, &key.id, scope);
     rules::apply_steps(state, selection, rules::Applier::Operator, &covered).map_err(|refused| {
@@ -53,7 +49,7 @@ pub async fn apply_now(
     acting: &Acting,
     seen: Option<Seen<'_>>,
     named: &[String],
-) -> Result<Option<CallToolResult>, OperatorError> {
+) -> Result<Option<Receipt>, OperatorError> {
     if let Some(seen) = seen {
         check_digest(seen.digest)?;
     }
@@ -145,11 +141,7 @@ pub fn check_in_doubt(state: &KeyState, key: &ApiKey, step_id: &str) -> Result<(
 /// `step_retried` by the operator, then runs exactly that step now through
 /// `gw`, with the same claims, fresh checks and at-most-once rule as an
 /// agent's `apply_plan`. Returns the receipt.
-pub async fn retry(
-    gw: &Gateway,
-    acting: &Acting,
-    step_id: &str,
-) -> Result<CallToolResult, OperatorError> {
+pub async fn retry(gw: &Gateway, acting: &Acting, step_id: &str) -> Result<Receipt, OperatorError> {
     let key = &acting.key;
     let (lease, ttl) = (gw.lease_ms(), gw.ttl_ms());
     let state = refresh(gw.log(), acting, ttl, lease).await?;

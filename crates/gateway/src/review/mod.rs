@@ -238,11 +238,9 @@ async fn conclude_plan(
                 },
             )
             .await?;
-            if let Some(Value::Object(body)) = receipt.structured_content.as_mut() {
-                body.insert("plan_mode".into(), json!(false));
-                body.insert("mode".into(), json!(plangate_core::DEFAULT_MODE));
-            }
-            Ok(receipt)
+            receipt.plan_mode = false;
+            receipt.mode = Some(plangate_core::DEFAULT_MODE.to_owned());
+            Ok(crate::apply::receipt_result(&receipt))
         }
         Answer::KeepPlanning(f) => Ok(review_declined(
             format!(

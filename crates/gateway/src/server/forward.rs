@@ -279,8 +279,9 @@ impl GatewayHandler {
             }
             Ok(_) => {
                 metrics.record(upstream_name, original, Outcome::Failed, Some(elapsed));
+                // plangate's own limit, not the upstream's outage.
                 Ok(Refusal::new(
-                    Code::UpstreamUnavailable,
+                    Code::InternalError,
                     format!("upstream {upstream_name} answered with a result type plangate does not forward (input_required or task)"),
                 )
                 .into_result()
@@ -507,17 +508,17 @@ fn forwarded_meta(cx: &RequestContext<RoleServer>) -> Option<rmcp::model::Reques
 pub(crate) fn service_error(upstream: &str, e: ServiceError) -> ErrorData {
     if let Some(refusal) = crate::upstream::oauth::door_refusal(&e) {
         return ErrorData::new(
-            ErrorCode::INTERNAL_ERROR,
+            ErrorCode(Code::UpstreamUnavailable.jsonrpc_code()),
             refusal.explain(upstream, None),
-            Some(json!({"code": "upstream_unavailable"})),
+            Some(Code::UpstreamUnavailable.error_data()),
         );
     }
     match e {
         ServiceError::McpError(e) => e,
         other => ErrorData::new(
-            ErrorCode::INTERNAL_ERROR,
+            ErrorCode(Code::UpstreamUnavailable.jsonrpc_code()),
             format!("upstream {upstream} did not answer: {other}"),
-            Some(json!({"code": "upstream_unavailable"})),
+            Some(Code::UpstreamUnavailable.error_data()),
         ),
     }
 }

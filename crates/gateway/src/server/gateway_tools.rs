@@ -79,7 +79,11 @@ impl GatewayHandler {
                 let receipt =
                     crate::apply::apply_plan(&self.gw, &acting, apply, progress, cx.ct.clone())
                         .await;
-                (receipt.map(Into::into), false, false)
+                (
+                    receipt.map(|r| crate::apply::receipt_result(&r).into()),
+                    false,
+                    false,
+                )
             }
             Call::ExitPlanMode { plan } => {
                 // Nor while the person is asked, and then the apply runs.

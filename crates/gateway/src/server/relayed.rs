@@ -23,9 +23,9 @@ impl GatewayHandler {
     fn connected(&self, name: &str) -> Result<Arc<Upstream>, ErrorData> {
         self.gw.upstream(name).ok_or_else(|| {
             ErrorData::new(
-                ErrorCode::INTERNAL_ERROR,
+                ErrorCode(plangate_core::Code::UpstreamUnavailable.jsonrpc_code()),
                 unavailable(name, &self.gw).message,
-                Some(json!({"code": "upstream_unavailable"})),
+                Some(plangate_core::Code::UpstreamUnavailable.error_data()),
             )
         })
     }

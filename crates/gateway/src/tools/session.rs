@@ -226,22 +226,15 @@ async fn discard_plan(
     acting: &Acting,
     named: Option<Vec<String>>,
 ) -> Result<Answered, Refusal> {
-    let ttl_ms = gw.ttl_ms();
     let prefix = &gw.config().gateway.tool_prefix;
-    let (state, discarded) = gw
-        .log()
-        .transact(&acting.key.id, |state| {
-            let mut events = Vec::new();
-            let mut view = state.clone();
-            if let Some(e) = expiry_due(state, now_ms(), ttl_ms, acting) {
-                view.apply(view.last_seq + 1, &e);
-                events.push(e);
-            }
-            let selection = match &named {
-                None => Selection::Waiting,
-                Some(ids) => Selection::Named(ids),
-            };
-            let ids = rules::discard_selection(&view, selection).map_err(|refused| {
+    let selection = match &named {
+        None => Selection::Waiting,
+        Some(ids) => Selection::Named(ids),
+    };
+    let answered = crate::operator::discard(gw.log(), acting, selection, gw.ttl_ms())
+        .await
+        .map_err(|e| match e {
+            crate::operator::OperatorError::Rule { refused, .. } => {
                 let hint = match &refused {
                     Refused::Status { .. } => {
                         " (only waiting, failed or in-doubt steps can be discarded)".to_owned()
@@ -252,27 +245,16 @@ async fn discard_plan(
                     refused.code(),
                     format!("{refused}{hint}. Nothing was discarded"),
                 )
-            })?;
-            if !ids.is_empty() {
-                events.push(acting.event(EventKind::StepsDiscarded {
-                    step_ids: ids.clone(),
-                }));
             }
-            Ok((events, ids))
-        })
-        .await
-        .map_err(log_failed)??;
-    let body = json!({
-        "success": true,
-        "discarded": discarded,
-        "pending_steps": state.planned_steps().count(),
-        "plan_digest": state.plan_digest(),
-    });
+            crate::operator::OperatorError::Log(e) => log_failed(e),
+            other => Refusal::new(other.code(), other.to_string()),
+        })?;
     let text = format!(
         "Discarded {} step(s); {} waiting.",
-        discarded.len(),
-        state.planned_steps().count()
+        answered.discarded.len(),
+        answered.plan.pending_steps
     );
+    let body = serde_json::to_value(&answered).unwrap_or_default();
     Ok((answer(body, text), false, None))
 }
 
@@ -292,11 +274,7 @@ async fn end_session(gw: &Gateway, acting: &Acting) -> Result<Answered, Refusal>
                     "the session goes on and no step was dropped",
                 )
             })?;
-            let ids: Vec<String> = state
-                .open_steps()
-                .filter(|s| s.status != StepStatus::Running)
-                .map(|s| s.record.step_id.clone())
-                .collect();
+            let ids = rules::end_session_selection(state);
             let events = vec![
                 acting.event(EventKind::SessionEnded {
                     discarded: ids.clone(),

@@ -145,7 +145,9 @@ impl Upstream {
             Err(CallError::Rpc(e)) => crate::telemetry::failed(&span, &e.code.0.to_string()),
             Err(CallError::Timeout(_)) => crate::telemetry::failed(&span, "timeout"),
             Err(CallError::Cancelled) => crate::telemetry::failed(&span, "cancelled"),
-            Err(_) => crate::telemetry::failed(&span, "upstream_unavailable"),
+            Err(_) => {
+                crate::telemetry::failed(&span, plangate_core::Code::UpstreamUnavailable.as_str())
+            }
         }
         let outcome = match &answer {
             Ok(result) if result.is_error == Some(true) => Outcome::ToolError,

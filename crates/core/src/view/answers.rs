@@ -1,0 +1,107 @@
+//! What a person's act on a plan answers, as every face gives it: the
+//! CLI's `--json`, the web console's API, and the text the CLI prints from
+//! the same value. One type a verb, built in one place
+//! (`gateway::operator`), so no face reshapes an answer of its own.
+
+use serde::{Deserialize, Serialize};
+
+use super::{JsonChange, StepView};
+use crate::{Actor, KeyState};
+
+/// Where a plan stands after an act: its digest, its revision, and how
+/// many steps wait.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanAfter {
+    /// The plan digest now.
+    pub plan_digest: String,
+    /// The plan's revision now.
+    pub revision: u64,
+    /// How many steps are waiting now.
+    pub pending_steps: usize,
+}
+
+impl PlanAfter {
+    /// Where `state`'s plan stands.
+    pub fn of(state: &KeyState) -> PlanAfter {
+        PlanAfter {
+            plan_digest: state.plan_digest(),
+            revision: state.revision,
+            pending_steps: state.planned_steps().count(),
+        }
+    }
+}
+
+/// A person's yes (`plans approve`, the console's Approve).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalAnswer {
+    /// Always true: a refusal is an error, not this.
+    pub success: bool,
+    /// The key whose plan it is.
+    pub key: String,
+    /// The steps the yes covers, in plan order.
+    pub approved_steps: Vec<String>,
+    /// The digest the yes binds: of exactly those steps.
+    pub approved_digest: String,
+    /// Waiting steps no yes that counts for the key covers yet.
+    pub not_approved: Vec<String>,
+    /// Who said yes.
+    pub approved_by: Actor,
+    /// The plan now.
+    #[serde(flatten)]
+    pub plan: PlanAfter,
+}
+
+/// A person's no to one waiting step (`plans reject`, the console's Reject).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RejectionAnswer {
+    /// Always true.
+    pub success: bool,
+    /// The key whose plan it is.
+    pub key: String,
+    /// The step rejected.
+    pub rejected: String,
+    /// The reason, as its agent reads it.
+    pub reason: String,
+    /// Who said no.
+    pub rejected_by: Actor,
+    /// The plan now.
+    #[serde(flatten)]
+    pub plan: PlanAfter,
+}
+
+/// Steps a person discarded (`plans discard`, the console's Discard).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DiscardAnswer {
+    /// Always true.
+    pub success: bool,
+    /// The key whose plan it is.
+    pub key: String,
+    /// The steps discarded, in plan order.
+    pub discarded: Vec<String>,
+    /// Who discarded them.
+    pub discarded_by: Actor,
+    /// The plan now.
+    #[serde(flatten)]
+    pub plan: PlanAfter,
+}
+
+/// A step a person amended (`plans amend`, the console's amend form).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AmendAnswer {
+    /// Always true.
+    pub success: bool,
+    /// The key whose plan it is.
+    pub key: String,
+    /// The step as amended, as a person sees it.
+    pub step: StepView,
+    /// What changed in its (redacted) arguments.
+    pub arguments_changed: Vec<JsonChange>,
+    /// Whether a yes that counted for the key covered the step before the
+    /// amendment (it no longer does).
+    pub was_approved: bool,
+    /// Who amended it.
+    pub amended_by: Actor,
+    /// The plan now.
+    #[serde(flatten)]
+    pub plan: PlanAfter,
+}
