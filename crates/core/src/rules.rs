@@ -56,6 +56,21 @@ pub enum Refused {
         /// The cap (`[gateway] max_plan_bytes`).
         max: usize,
     },
+    /// The plan is no longer at the digest the person saw.
+    PlanChanged {
+        /// The digest they saw.
+        seen: String,
+        /// The plan's digest now.
+        current: String,
+    },
+    /// The plan moved past the revision the person saw (the same digest
+    /// can come back; the revision does not).
+    RevisionMoved {
+        /// The revision they saw.
+        seen: u64,
+        /// The revision now.
+        current: u64,
+    },
 }
 
 impl std::fmt::Display for Refused {
@@ -91,6 +106,14 @@ impl std::fmt::Display for Refused {
                 f,
                 "this step would make the plan {bytes} bytes, past its cap of {max} bytes ([gateway] max_plan_bytes)"
             ),
+            Refused::PlanChanged { seen, current } => write!(
+                f,
+                "the plan changed since it was reviewed (digest {seen} is now {current})"
+            ),
+            Refused::RevisionMoved { seen, current } => write!(
+                f,
+                "the plan moved on since it was reviewed (revision {seen} is now {current})"
+            ),
         }
     }
 }
@@ -107,7 +130,30 @@ impl Refused {
             Refused::ModeLocked { .. } => Code::ModeLocked,
             Refused::PlanFull { .. } => Code::PlanFull,
             Refused::TooLarge { .. } => Code::TooLarge,
+            Refused::PlanChanged { .. } | Refused::RevisionMoved { .. } => Code::PlanChanged,
         }
+    }
+}
+
+// === what the person saw ===
+
+/// Whether `state`'s plan is still the one a person saw: the same digest,
+/// and the same revision when their screen showed one. Every yes and every
+/// apply bound to a digest asks this, and nothing else decides it.
+pub fn still_as_seen(state: &KeyState, digest: &str, revision: Option<u64>) -> Result<(), Refused> {
+    let current = state.plan_digest();
+    if digest != current {
+        return Err(Refused::PlanChanged {
+            seen: digest.to_owned(),
+            current,
+        });
+    }
+    match revision {
+        Some(seen) if seen != state.revision => Err(Refused::RevisionMoved {
+            seen,
+            current: state.revision,
+        }),
+        _ => Ok(()),
     }
 }
 
@@ -140,6 +186,59 @@ pub fn room_for(
         });
     }
     Ok(())
+}
+
+// === repeated writes and claims ===
+
+/// What a write planned again is to the plan (docs/design.md §5): the
+/// same server, tool and arguments as a waiting step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Repeat<'s> {
+    /// Nothing waiting repeats it: planned as a new step.
+    New,
+    /// It repeats this waiting step, whose target is as the person was
+    /// shown (`before_digest` of its preview, or the `target_version` a
+    /// configured preview reported): answered with that step
+    /// (`step_deduplicated`).
+    Same(&'s str),
+    /// It repeats this waiting step, but the target changed since it was
+    /// planned: the old step (and any approval of it) is discarded and the
+    /// write planned anew with the target as it is now.
+    TargetChanged(&'s str),
+}
+
+/// Whether a write with `fingerprint`, whose target reads as `preview` and
+/// `target_version` now, repeats a waiting step of `state`'s plan.
+pub fn repeat_of<'s>(
+    state: &'s KeyState,
+    fingerprint: &str,
+    preview: Option<&crate::Preview>,
+    target_version: Option<&serde_json::Value>,
+) -> Repeat<'s> {
+    let Some(existing) = state.find_planned_duplicate(fingerprint) else {
+        return Repeat::New;
+    };
+    let step_id = existing.record.step_id.as_str();
+    let seen_then = existing
+        .record
+        .preview
+        .as_ref()
+        .and_then(|p| p.before_digest());
+    let seen_now = preview.and_then(|p| p.before_digest());
+    if seen_then == seen_now && existing.record.target_version.as_ref() == target_version {
+        Repeat::Same(step_id)
+    } else {
+        Repeat::TargetChanged(step_id)
+    }
+}
+
+/// Whether an apply may claim step `step_id` now (`step_started`): it is
+/// in the plan and may become `running` ([`StepStatus::can_become`]) — a
+/// waiting step, or a failed one named to run again.
+pub fn claimable(state: &KeyState, step_id: &str) -> bool {
+    state
+        .step(step_id)
+        .is_some_and(|step| step.status.can_become(StepStatus::Running))
 }
 
 // === plan life ===

@@ -183,17 +183,17 @@ impl Opening<'_> {
         for e in lease_cleanup(&view, now, self.lease_ms, acting) {
             add(&mut view, e, &mut events);
         }
-        let current = view.plan_digest();
         if let Some(d) = &self.request.plan_digest
-            && *d != current
+            && let Err(refused) = rules::still_as_seen(&view, d, None)
         {
             return Err(Refusal::new(
-                Code::PlanChanged,
+                refused.code(),
                 format!(
-                    "the plan changed since it was reviewed (digest {d} is now {current}); nothing was run. Show the person the plan again ({prefix}get_plan) and apply the digest they approve"
+                    "{refused}; nothing was run. Show the person the plan again ({prefix}get_plan) and apply the digest they approve"
                 ),
             ));
         }
+        let current = view.plan_digest();
         let scope =
             rules::approval_scope_for(&view, acting.key.scope, &gw.config().modes.in_force(&view));
         let applier = match &acting.operator {

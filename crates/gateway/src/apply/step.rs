@@ -61,9 +61,7 @@ pub(super) async fn run_step(
         // The carried outcome is another step's (an apply lists a step
         // once), so deciding on the state before it is deciding on the
         // state after it.
-        let claimable = state
-            .step(step_id)
-            .is_some_and(|step| matches!(step.status, StepStatus::Planned | StepStatus::Failed));
+        let claimable = plangate_core::rules::claimable(state, step_id);
         if claimable {
             events.push(acting.event(EventKind::StepStarted {
                 step_id: step_id.to_owned(),

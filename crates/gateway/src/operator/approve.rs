@@ -42,25 +42,26 @@ impl<'a> Seen<'a> {
         }
     }
 
-    /// Whether `state` is still the plan the person saw: the same digest,
-    /// and the same revision when one was shown.
+    /// Whether `state` is still the plan the person saw
+    /// ([`plangate_core::rules::still_as_seen`]).
     pub(super) fn check(&self, key: &ApiKey, state: &KeyState) -> Result<(), OperatorError> {
-        let current = state.plan_digest();
-        if self.digest != current {
-            return Err(OperatorError::PlanChanged {
-                key: key.name.clone(),
-                seen: self.digest.to_owned(),
-                current,
-            });
-        }
-        match self.revision {
-            Some(seen) if seen != state.revision => Err(OperatorError::RevisionMoved {
+        use plangate_core::rules::{Refused, still_as_seen};
+        still_as_seen(state, self.digest, self.revision).map_err(|refused| match refused {
+            Refused::PlanChanged { seen, current } => OperatorError::PlanChanged {
                 key: key.name.clone(),
                 seen,
-                current: state.revision,
-            }),
-            _ => Ok(()),
-        }
+                current,
+            },
+            Refused::RevisionMoved { seen, current } => OperatorError::RevisionMoved {
+                key: key.name.clone(),
+                seen,
+                current,
+            },
+            refused => OperatorError::Rule {
+                key: key.name.clone(),
+                refused,
+            },
+        })
     }
 }
 

@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use plangate_core::rules;
+use plangate_core::rules::{self, Repeat};
 use plangate_core::view::AnswerCode;
 use plangate_core::{
     Actor, Code, Event, EventKind, InForce, KeyState, ModeSpec, PlanSummary, PlannedStep,
@@ -253,32 +253,29 @@ impl Recording<'_> {
             view.apply(view.last_seq + 1, &expired);
             events.push(expired);
         }
-        if let Some(existing) = view.find_planned_duplicate(&prepared.fingerprint) {
-            let step_id = existing.record.step_id.clone();
-            // What the person was shown of the target: a built-in
-            // profile's preview (its `before_digest`), or the version a
-            // configured preview tool reported (`target_version`).
-            let seen_then = existing
-                .record
-                .preview
-                .as_ref()
-                .and_then(|p| p.before_digest());
-            let seen_now = prepared.preview.as_ref().and_then(|p| p.before_digest());
-            if seen_then == seen_now && existing.record.target_version == prepared.target_version {
+        let repeat = rules::repeat_of(
+            &view,
+            &prepared.fingerprint,
+            prepared.preview.as_ref(),
+            prepared.target_version.as_ref(),
+        );
+        match repeat {
+            Repeat::New => {}
+            Repeat::Same(step_id) => {
+                let step_id = step_id.to_owned();
                 events.push(acting.event(EventKind::StepDeduplicated {
                     step_id: step_id.clone(),
                 }));
                 events.extend(self.call_event(&step_id));
                 return Ok((events, (step_id, true)));
             }
-            // The same write, but its target changed since it was
-            // planned: the old step (and any approval of it) goes, and
-            // the write is planned anew with what the target is now.
-            let dropped = acting.event(EventKind::StepsDiscarded {
-                step_ids: vec![step_id],
-            });
-            view.apply(view.last_seq + 1, &dropped);
-            events.push(dropped);
+            Repeat::TargetChanged(step_id) => {
+                let dropped = acting.event(EventKind::StepsDiscarded {
+                    step_ids: vec![step_id.to_owned()],
+                });
+                view.apply(view.last_seq + 1, &dropped);
+                events.push(dropped);
+            }
         }
         if let Err(refused) = rules::room_for(
             &view,
