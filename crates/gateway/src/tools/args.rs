@@ -6,6 +6,8 @@
 //! typed values, never a JSON object to pick apart.
 
 use rmcp::model::JsonObject;
+use schemars::JsonSchema;
+use schemars::generate::SchemaSettings;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -55,34 +57,101 @@ pub enum SessionCall {
     EndSession,
 }
 
-#[derive(Deserialize)]
-struct BeginSession {
+/// `begin_session`'s arguments.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub(super) struct BeginSession {
+    /// The mode to work in; "default" has no cap.
+    #[schemars(required)]
     mode: Option<String>,
 }
 
-#[derive(Deserialize)]
-struct GetPlan {
+/// `get_plan`'s arguments.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub(super) struct GetPlan {
+    /// Show only this step, whole (large values included).
     step_id: Option<String>,
 }
 
-#[derive(Deserialize)]
-struct DiscardPlan {
+/// `discard_plan`'s arguments.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub(super) struct DiscardPlan {
+    /// Steps to discard; all waiting steps if omitted.
     step_ids: Option<Vec<String>>,
 }
 
-/// `apply_plan` refuses an argument it does not know: a misspelt
-/// `plan_digest` must not quietly run an unchecked plan.
-#[derive(Deserialize)]
+/// `apply_plan`'s arguments. It refuses an argument it does not know: a
+/// misspelt `plan_digest` must not quietly run an unchecked plan.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ApplyPlan {
+pub(super) struct ApplyPlan {
+    /// Steps to run; all waiting steps if omitted. A failed step runs again
+    /// when named, once the person said yes to it again if this key's plans
+    /// wait for a person.
     step_ids: Option<Vec<String>>,
+    /// The digest of the plan the person approved (from get_plan).
     plan_digest: Option<String>,
+    /// Run the remaining steps after a failure (default false).
     continue_on_error: Option<bool>,
 }
 
-#[derive(Deserialize)]
-struct ExitPlanMode {
+/// `exit_plan_mode`'s arguments.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub(super) struct ExitPlanMode {
+    /// The plan in plain words, as you would explain it to the person.
+    #[schemars(required)]
     plan: Option<String>,
+}
+
+/// `end_session` takes no arguments.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub(super) struct EndSession {}
+
+/// The input schema of a gateway tool, derived from the struct its
+/// arguments are read into: one definition for both, so the schema an
+/// agent is shown is the shape the gateway reads. `Option` fields are
+/// optional (not nullable), and the struct's name is not a title.
+pub(super) fn schema_of<T: JsonSchema>() -> JsonObject {
+    let mut settings = SchemaSettings::draft2020_12();
+    settings.meta_schema = None;
+    let mut schema = settings
+        .into_generator()
+        .into_root_schema_for::<T>()
+        .to_value();
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        properties.values_mut().for_each(not_null);
+    }
+    let mut object = match schema {
+        Value::Object(object) => object,
+        _ => JsonObject::new(),
+    };
+    // Clients read `properties` even when a tool takes none.
+    object
+        .entry("properties")
+        .or_insert_with(|| Value::Object(JsonObject::new()));
+    object.remove("title");
+    object.remove("description");
+    object
+}
+
+/// An optional argument is left out, not sent as `null`: its schema's
+/// `type: [T, "null"]` becomes `type: T`. Its description (the field's doc
+/// comment) reads as one paragraph.
+fn not_null(property: &mut Value) {
+    if let Some(Value::String(text)) = property.get_mut("description") {
+        *text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    }
+    if let Some(Value::Array(types)) = property.get_mut("type") {
+        types.retain(|t| t != "null");
+        if let [only] = types.as_slice() {
+            let only = only.clone();
+            property["type"] = only;
+        }
+    }
 }
 
 impl Call {
@@ -173,6 +242,63 @@ mod tests {
 
     fn args(v: Value) -> JsonObject {
         v.as_object().cloned().unwrap()
+    }
+
+    /// The derived schemas say what the hand-written ones said: the same
+    /// properties, types, descriptions, required fields, and no others.
+    #[test]
+    fn each_tools_schema_is_the_shape_its_arguments_are_read_into() {
+        let schema = |v: Value| v.as_object().cloned().unwrap();
+        assert_eq!(
+            schema_of::<ApplyPlan>(),
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "step_ids": {"type": "array", "items": {"type": "string"}, "description": "Steps to run; all waiting steps if omitted. A failed step runs again when named, once the person said yes to it again if this key's plans wait for a person."},
+                    "plan_digest": {"type": "string", "description": "The digest of the plan the person approved (from get_plan)."},
+                    "continue_on_error": {"type": "boolean", "description": "Run the remaining steps after a failure (default false)."}
+                },
+                "additionalProperties": false
+            }))
+        );
+        assert_eq!(
+            schema_of::<ExitPlanMode>(),
+            schema(json!({
+                "type": "object",
+                "properties": {"plan": {"type": "string", "description": "The plan in plain words, as you would explain it to the person."}},
+                "required": ["plan"],
+                "additionalProperties": false
+            }))
+        );
+        assert_eq!(
+            schema_of::<BeginSession>(),
+            schema(json!({
+                "type": "object",
+                "properties": {"mode": {"type": "string", "description": "The mode to work in; \"default\" has no cap."}},
+                "required": ["mode"],
+                "additionalProperties": false
+            }))
+        );
+        assert_eq!(
+            schema_of::<GetPlan>(),
+            schema(json!({
+                "type": "object",
+                "properties": {"step_id": {"type": "string", "description": "Show only this step, whole (large values included)."}},
+                "additionalProperties": false
+            }))
+        );
+        assert_eq!(
+            schema_of::<DiscardPlan>(),
+            schema(json!({
+                "type": "object",
+                "properties": {"step_ids": {"type": "array", "items": {"type": "string"}, "description": "Steps to discard; all waiting steps if omitted."}},
+                "additionalProperties": false
+            }))
+        );
+        assert_eq!(
+            schema_of::<EndSession>(),
+            schema(json!({"type": "object", "properties": {}, "additionalProperties": false}))
+        );
     }
 
     fn refused(tool: GatewayTool, v: Value) -> String {

@@ -66,8 +66,15 @@ impl GatewayTool {
     }
 }
 
-fn object(v: Value) -> Arc<JsonObject> {
-    Arc::new(v.as_object().cloned().unwrap_or_default())
+/// `begin_session`'s schema: derived from its arguments, with the modes
+/// this gateway defines as the values `mode` takes.
+fn begin_session_schema(modes: &[String]) -> Arc<JsonObject> {
+    let mut schema = args::schema_of::<args::BeginSession>();
+    if let Some(Value::Object(mode)) = schema.get_mut("properties").and_then(|p| p.get_mut("mode"))
+    {
+        mode.insert("enum".into(), json!(modes));
+    }
+    Arc::new(schema)
 }
 
 /// The gateway tools a session lists: `exit_plan_mode` only while a
@@ -99,46 +106,25 @@ pub fn definitions_for(config: &plangate_config::Config, plan_mode: bool) -> Vec
                 "Start working in a mode and (re)start the plan's life. In a plan-like mode (e.g. \"plan\") reads run and every write becomes a plan step the person reviews; nothing is written until they say yes and {prefix}apply_plan runs. Modes: {}.",
                 modes.join(", ")
             ),
-            object(json!({
-                "type": "object",
-                "properties": {"mode": {"type": "string", "enum": modes, "description": "The mode to work in; \"default\" has no cap."}},
-                "required": ["mode"],
-                "additionalProperties": false
-            })),
+            begin_session_schema(&modes),
         )
         .with_annotations(annotations(false, false, true, "Begin a session in a mode")),
         Tool::new(
             name(GatewayTool::GetPlan),
             "Show the current plan: every step not yet done, with its status, predicted effect, where it lands and whether it needs the person's explicit yes, plus the plan digest. An argument value or preview over 64 KiB is shown by its size and digest; with step_id, that one step is shown whole. Changes nothing.",
-            object(json!({
-                "type": "object",
-                "properties": {"step_id": {"type": "string", "description": "Show only this step, whole (large values included)."}},
-                "additionalProperties": false
-            })),
+            Arc::new(args::schema_of::<args::GetPlan>()),
         )
         .with_annotations(annotations(true, false, true, "Show the plan")),
         Tool::new(
             name(GatewayTool::DiscardPlan),
             "Discard every waiting step of the plan, or only the named ones (waiting, failed or in doubt). Nothing is written upstream.",
-            object(json!({
-                "type": "object",
-                "properties": {"step_ids": {"type": "array", "items": {"type": "string"}, "description": "Steps to discard; all waiting steps if omitted."}},
-                "additionalProperties": false
-            })),
+            Arc::new(args::schema_of::<args::DiscardPlan>()),
         )
         .with_annotations(annotations(false, false, true, "Discard plan steps")),
         Tool::new(
             name(GatewayTool::ApplyPlan),
             "Run the plan's waiting steps (or the named ones) in order, at most once each, after the person said yes; returns a receipt of what happened. Pass the plan_digest the person approved: if the plan changed since, nothing runs. Stops at the first failure unless continue_on_error.",
-            object(json!({
-                "type": "object",
-                "properties": {
-                    "step_ids": {"type": "array", "items": {"type": "string"}, "description": "Steps to run; all waiting steps if omitted. A failed step runs again when named, once the person said yes to it again if this key's plans wait for a person."},
-                    "plan_digest": {"type": "string", "description": "The digest of the plan the person approved (from get_plan)."},
-                    "continue_on_error": {"type": "boolean", "description": "Run the remaining steps after a failure (default false)."}
-                },
-                "additionalProperties": false
-            })),
+            Arc::new(args::schema_of::<args::ApplyPlan>()),
         )
         .with_annotations({
             let mut a = annotations(false, true, false, "Apply the approved plan");
@@ -151,12 +137,7 @@ pub fn definitions_for(config: &plangate_config::Config, plan_mode: bool) -> Vec
             Tool::new(
                 name(GatewayTool::ExitPlanMode),
                 "Ask the person to review your plan (your words plus the recorded steps) and say yes or keep planning.",
-                object(json!({
-                    "type": "object",
-                    "properties": {"plan": {"type": "string", "description": "The plan in plain words, as you would explain it to the person."}},
-                    "required": ["plan"],
-                    "additionalProperties": false
-                })),
+                Arc::new(args::schema_of::<args::ExitPlanMode>()),
             )
             .with_annotations(annotations(false, false, false, "Ask the person to review the plan")),
         );
@@ -165,7 +146,7 @@ pub fn definitions_for(config: &plangate_config::Config, plan_mode: bool) -> Vec
         Tool::new(
             name(GatewayTool::EndSession),
             "End the session: the mode returns to \"default\" and the plan's waiting steps are dropped.",
-            object(json!({"type": "object", "properties": {}, "additionalProperties": false})),
+            Arc::new(args::schema_of::<args::EndSession>()),
         )
         .with_annotations(annotations(false, true, true, "End the session")),
     );
