@@ -7,6 +7,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[allow(dead_code)]
+#[path = "../../gateway/tests/common/console_http.rs"]
+mod console_http;
 
 use common::*;
 use serde_json::{Value, json};
@@ -56,45 +59,21 @@ impl Console {
         )
         .trim()
         .to_owned();
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap();
-        let r = http
-            .post(format!("{base}/console/login"))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(format!("token={token}"))
-            .send()
+        let http = console_http::http_client();
+        let (cookie, csrf) = console_http::login(&http, &base, &token)
             .await
-            .unwrap();
-        assert_eq!(r.status(), 303);
-        let cookie = r.headers()["set-cookie"]
-            .to_str()
-            .unwrap()
-            .split(';')
-            .next()
-            .unwrap()
-            .to_owned();
-        let mut console = Console {
+            .expect("the operator token opens a console session");
+        Console {
             base,
             http,
             cookie,
-            csrf: String::new(),
-        };
-        console.csrf = console.state().await["csrf"].as_str().unwrap().to_owned();
-        console
+            csrf,
+        }
     }
 
     async fn state(&self) -> Value {
-        let r = self
-            .http
-            .get(format!("{}/console/api/state", self.base))
-            .header("cookie", &self.cookie)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
-        r.json().await.unwrap()
+        let url = format!("{}/console/api/state", self.base);
+        console_http::get_json(&self.http, &url, &self.cookie).await
     }
 
     async fn key_view(&self, name: &str) -> Value {

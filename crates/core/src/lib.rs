@@ -59,6 +59,8 @@ pub mod screen;
 pub mod secrets;
 pub mod sentence;
 pub mod template;
+#[cfg(any(test, feature = "test-support"))]
+pub mod testing;
 pub mod time;
 pub mod view;
 

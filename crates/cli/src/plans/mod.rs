@@ -136,9 +136,7 @@ fn waiting_for_yes(config: &Config, key: &ApiKey, state: &KeyState) -> BTreeSet<
 
 #[cfg(test)]
 mod tests {
-    use plangate_core::{
-        Actor, Effect, Event, EventKind, JsonText, LandsOn, Scope, StepRecord, Verdict, Where,
-    };
+    use plangate_core::{Actor, Event, EventKind, Scope, Verdict};
 
     use super::*;
 
@@ -154,36 +152,13 @@ mod tests {
     }
 
     fn planned(step_id: &str, position: u32) -> EventKind {
-        let arguments = JsonText::from_value(&serde_json::json!({"id": position}));
         EventKind::StepPlanned {
-            step: StepRecord {
-                step_id: step_id.into(),
+            step: plangate_core::testing::step_record(
+                step_id,
                 position,
-                server: "site".into(),
-                tool: "update_page".into(),
-                exposed_as: "update_page".into(),
-                arguments,
-                keyed_arguments: None,
-                sealed_secrets: None,
-                fingerprint: format!("fp-{step_id}"),
-                effect: Effect::Write,
-                schema_hash: "sha256:00".into(),
-                predicted_effect: "Call update_page.".into(),
-                lands_on: LandsOn {
-                    where_: Where::Live,
-                    target: None,
-                    copy_id: None,
-                    note: None,
-                },
-                approval_required: false,
-                approval_note: None,
-                planned_at_ms: 1_000,
-                target_version: None,
-                definition_hash: None,
-                preview: None,
-                rule: None,
-                preview_withheld: None,
-            },
+                "update_page",
+                serde_json::json!({"id": position}),
+            ),
         }
     }
 

@@ -341,40 +341,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::Effect;
 
-    /// A step record for tests: position, tool and arguments vary.
-    pub(crate) fn record(step_id: &str, position: u32, tool: &str, args: Value) -> StepRecord {
-        StepRecord {
-            step_id: step_id.into(),
-            position,
-            server: "site".into(),
-            tool: tool.into(),
-            exposed_as: format!("site__{tool}"),
-            keyed_arguments: StepRecord::keyed_unless_same(
-                &JsonText::from_value(&crate::redact(&args)),
-                JsonText::from_value(&crate::keyed_arguments(&args, &[7; 32]).unwrap()),
-            ),
-            arguments: JsonText::from_value(&crate::redact(&args)),
-            sealed_secrets: None,
-            fingerprint: format!("fp-{tool}-{args}"),
-            effect: Effect::Write,
-            schema_hash: "sha256:00".into(),
-            predicted_effect: format!("Call {tool}."),
-            lands_on: LandsOn {
-                where_: Where::Live,
-                target: None,
-                copy_id: None,
-                note: None,
-            },
-            approval_required: false,
-            approval_note: None,
-            planned_at_ms: 1_000,
-            target_version: None,
-            definition_hash: None,
-            preview: None,
-            rule: None,
-            preview_withheld: None,
-        }
-    }
+    pub(crate) use crate::testing::step_record as record;
 
     fn event(kind: EventKind) -> Event {
         Event {
