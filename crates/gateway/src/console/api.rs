@@ -10,7 +10,7 @@ use std::sync::Arc;
 use axum::extract::{Query, State};
 use axum::response::Response;
 use plangate_core::rules::Selection;
-use plangate_core::{Channel, Code, Receipt};
+use plangate_core::{AccessCode, Channel, Code, Receipt};
 use plangate_store::{ApiKey, now_ms};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -82,7 +82,8 @@ pub(super) async fn tool_decision(
         Err(e @ (PinError::Changed { .. } | PinError::Downgrade { .. })) => {
             Err(ConsoleError::refusal(Code::ToolQuarantined, e.to_string()))
         }
-        Err(e) => Err(ConsoleError::refusal(Code::InvalidArguments, e.to_string())),
+        // Nothing of that tool is held: no such thing to decide.
+        Err(e) => Err(ConsoleError::access(AccessCode::NotFound, e.to_string())),
     }
 }
 
@@ -97,8 +98,8 @@ pub(super) fn log_down(e: impl std::fmt::Display) -> ConsoleError {
 pub(super) async fn key_by_id(gw: &Gateway, key_id: &str) -> Result<ApiKey, ConsoleError> {
     match gw.store().find_key(key_id).await {
         Ok(Some(k)) if k.id == key_id => Ok(k),
-        Ok(_) => Err(ConsoleError::refusal(
-            Code::InvalidArguments,
+        Ok(_) => Err(ConsoleError::access(
+            AccessCode::NotFound,
             format!("there is no key with id {key_id:?}"),
         )),
         Err(e) => {
