@@ -372,7 +372,7 @@ impl Verifier {
             return Ok(found.clone());
         }
         let endpoint = self
-            .named_in_metadata(issuer, "introspection_endpoint")
+            .named_in_metadata(issuer, Endpoint::Introspection)
             .await?;
         self.introspection_endpoints
             .lock()
@@ -437,21 +437,21 @@ impl Verifier {
     /// discovery) names `jwks_uri`, whose `issuer` must be the issuer
     /// itself (RFC 8414 §3.3).
     async fn fetch_keys(&self, issuer: &str) -> Result<JwkSet, String> {
-        let jwks_uri = self.named_in_metadata(issuer, "jwks_uri").await?;
+        let jwks_uri = self.named_in_metadata(issuer, Endpoint::Jwks).await?;
         let set = self.get_json(&jwks_uri).await?;
         serde_json::from_value(set).map_err(|e| format!("{jwks_uri} is not a JWK set: {e}"))
     }
 
-    /// The URL `issuer`'s metadata names in `field` (`jwks_uri`,
-    /// `introspection_endpoint`), if plangate may fetch it: https://, or
-    /// http:// on loopback only.
-    async fn named_in_metadata(&self, issuer: &str, field: &str) -> Result<String, String> {
+    /// The URL `issuer`'s metadata names for `endpoint`, if plangate may
+    /// fetch it: https://, or http:// on loopback only.
+    async fn named_in_metadata(&self, issuer: &str, endpoint: Endpoint) -> Result<String, String> {
         let meta = self.issuer_metadata(issuer).await?;
-        let url = meta
-            .get(field)
-            .and_then(Value::as_str)
-            .ok_or_else(|| format!("{issuer}'s metadata names no {field}"))?
-            .to_owned();
+        let field = endpoint.field();
+        let url = match endpoint {
+            Endpoint::Jwks => meta.jwks_uri,
+            Endpoint::Introspection => meta.introspection_endpoint,
+        }
+        .ok_or_else(|| format!("{issuer}'s metadata names no {field}"))?;
         if !fetchable(&url) {
             return Err(format!(
                 "its {field} {url} is not https:// (http:// only on loopback)"
@@ -462,7 +462,7 @@ impl Verifier {
 
     /// The issuer's metadata (RFC 8414, else OpenID discovery), whose
     /// `issuer` must be the issuer itself (RFC 8414 §3.3).
-    async fn issuer_metadata(&self, issuer: &str) -> Result<Value, String> {
+    async fn issuer_metadata(&self, issuer: &str) -> Result<IssuerMetadata, String> {
         let (origin, path) = split_url(issuer);
         let path = path.trim_end_matches('/');
         let candidates = [
@@ -475,10 +475,12 @@ impl Verifier {
             if tried.contains(&url) {
                 continue;
             }
-            match self.get_json(&url).await {
-                Ok(meta) if meta.get("issuer").and_then(Value::as_str) == Some(issuer) => {
-                    return Ok(meta);
-                }
+            let meta = self.get_json(&url).await.and_then(|v| {
+                serde_json::from_value::<IssuerMetadata>(v)
+                    .map_err(|e| format!("not authorization server metadata: {e}"))
+            });
+            match meta {
+                Ok(meta) if meta.issuer == issuer => return Ok(meta),
                 Ok(_) => tracing::debug!(url, "metadata of another issuer: skipped"),
                 Err(e) => tracing::debug!(url, "no metadata: {e}"),
             }
@@ -508,6 +510,37 @@ impl Verifier {
             .json::<Value>()
             .await
             .map_err(|e| format!("{url} did not answer JSON: {e}"))
+    }
+}
+
+/// What plangate reads of an authorization server's metadata (RFC 8414 §2,
+/// or OpenID discovery): whose it is, and the two endpoints it may use to
+/// check a token. Other fields are ignored.
+#[derive(Debug, serde::Deserialize)]
+struct IssuerMetadata {
+    issuer: String,
+    #[serde(default)]
+    jwks_uri: Option<String>,
+    #[serde(default)]
+    introspection_endpoint: Option<String>,
+}
+
+/// An endpoint an issuer's metadata names.
+#[derive(Debug, Clone, Copy)]
+enum Endpoint {
+    /// `jwks_uri`: its signing keys.
+    Jwks,
+    /// `introspection_endpoint` (RFC 7662).
+    Introspection,
+}
+
+impl Endpoint {
+    /// The metadata field that names it.
+    fn field(self) -> &'static str {
+        match self {
+            Endpoint::Jwks => "jwks_uri",
+            Endpoint::Introspection => "introspection_endpoint",
+        }
     }
 }
 
