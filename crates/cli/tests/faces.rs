@@ -209,5 +209,37 @@ async fn the_agent_the_cli_and_the_console_say_the_same_of_one_plan_and_refuse_a
         .unwrap();
     assert_eq!(body(&r)["code"], "plan_changed", "{r:?}");
     assert_eq!(every_face(&scratch, &agent, &console, "agent").await, all);
+
+    // A no and a discard answer the same shape from every face: the
+    // console rejects one step, the CLI discards the other, and all faces
+    // then agree there is nothing waiting.
+    let plan = get_plan(&agent).await;
+    let ids: Vec<String> = plan["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["step_id"].as_str().unwrap().to_owned())
+        .collect();
+    let (status, no) = console
+        .post(
+            "reject",
+            json!({"key_id": key_id, "step_id": ids[0], "reason": "not this one"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{no}");
+    let args = ["plans", "discard", "--key", "agent", &ids[1], "--json"];
+    let dropped = cli_json(&scratch, &args);
+    for answer in [&no, &dropped] {
+        for field in ["success", "key", "plan_digest", "revision", "pending_steps"] {
+            assert!(answer.get(field).is_some(), "{field} missing from {answer}");
+        }
+    }
+    assert_eq!(no["rejected_by"]["kind"], "operator", "{no}");
+    assert_eq!(dropped["discarded"], json!([ids[1]]), "{dropped}");
+    let end = every_face(&scratch, &agent, &console, "agent").await;
+    assert_eq!(
+        (end.pending, end.digest.as_str()),
+        (0, dropped["plan_digest"].as_str().unwrap())
+    );
     agent.cancel().await.unwrap();
 }
