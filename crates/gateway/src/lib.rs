@@ -21,6 +21,7 @@
 
 pub mod acting;
 pub mod amend;
+pub mod answer;
 pub mod apply;
 pub mod apps;
 pub mod auth;

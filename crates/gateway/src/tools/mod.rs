@@ -181,7 +181,7 @@ pub fn definitions_for(config: &plangate_config::Config, plan_mode: bool) -> Vec
 
 /// An answer: `structuredContent` = `body`, `content` = `text`.
 fn answer(body: Value, text: String) -> CallToolResult {
-    crate::plan::with_text(body, text, false)
+    crate::answer::with_text(body, text, false)
 }
 
 /// A log failure as a refusal that changes nothing.
