@@ -39,9 +39,9 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::Gateway;
-use crate::hub::Ask;
 use crate::refusal::Refusal;
 use crate::relay::Running;
+use crate::upstream::Ask;
 
 /// The key under which an upstream's request travels in `inputRequests`
 /// when the upstream gave it none (a 2025-11-25 upstream's own request);

@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
-use crate::hub::Ask;
+use crate::upstream::Ask;
 use crate::{Gateway, Upstream};
 
 /// What a forwarded call reports to the request waiting for it.

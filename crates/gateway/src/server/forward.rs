@@ -21,10 +21,10 @@ use plangate_core::Code;
 use super::GatewayHandler;
 use crate::Gateway;
 use crate::auth::Caller;
-use crate::hub::Ask;
 use crate::metrics::Outcome;
 use crate::refusal::Refusal;
 use crate::relay::{CallEvent, Running};
+use crate::upstream::Ask;
 
 /// A call being forwarded: who calls, the upstream's tool, the request it
 /// came in, and — over 2026-07-28 — what binds a parked call's retry to it.

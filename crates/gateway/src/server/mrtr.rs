@@ -20,7 +20,7 @@ use rmcp::{ErrorData, RoleServer};
 use super::forward::{answer_ask, declared, decline};
 use super::service_error;
 use crate::Upstream;
-use crate::hub::marked_elicitation;
+use crate::upstream::marked_elicitation;
 
 /// The most `input_required` rounds one request may take.
 const MAX_ROUNDS: usize = 16;
