@@ -501,23 +501,3 @@ fn forwarded_meta(cx: &RequestContext<RoleServer>) -> Option<rmcp::model::Reques
         .retain(|k, _| !k.starts_with("io.modelcontextprotocol/"));
     (!meta.0.0.is_empty()).then_some(meta)
 }
-
-/// An upstream failure as the JSON-RPC error of a forwarded prompt or
-/// resource read.
-pub(crate) fn service_error(upstream: &str, e: ServiceError) -> ErrorData {
-    if let Some(refusal) = crate::upstream::oauth::door_refusal(&e) {
-        return ErrorData::new(
-            ErrorCode::INTERNAL_ERROR,
-            refusal.explain(upstream, None),
-            Some(json!({"code": "upstream_unavailable"})),
-        );
-    }
-    match e {
-        ServiceError::McpError(e) => e,
-        other => ErrorData::new(
-            ErrorCode::INTERNAL_ERROR,
-            format!("upstream {upstream} did not answer: {other}"),
-            Some(json!({"code": "upstream_unavailable"})),
-        ),
-    }
-}

@@ -47,7 +47,6 @@ mod validate;
 pub use traced::Traced;
 
 pub(crate) use call::seen_would_help;
-pub(crate) use forward::service_error;
 use mode::SeenMode;
 
 /// The JSON-RPC error code plangate answers when a request has no caller

@@ -12,12 +12,14 @@
 
 use std::time::{Duration, Instant};
 
+use rmcp::model::ErrorCode;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
     ClientRequest, RequestId, RequestMetaObject, ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, RequestHandle, ServiceError};
 use rmcp::{ErrorData, RoleClient};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
@@ -76,6 +78,27 @@ impl std::fmt::Display for CallError {
             CallError::Cancelled => f.write_str("cancelled"),
             CallError::NoAnswer { error, .. } => write!(f, "no answer ({error})"),
         }
+    }
+}
+
+/// An upstream failure as the JSON-RPC error of a forwarded prompt,
+/// resource read or subscription: kept with the upstream's other errors,
+/// below the server and the notices that relay it.
+pub(crate) fn service_error(upstream: &str, e: ServiceError) -> ErrorData {
+    if let Some(refusal) = super::oauth::door_refusal(&e) {
+        return ErrorData::new(
+            ErrorCode::INTERNAL_ERROR,
+            refusal.explain(upstream, None),
+            Some(json!({"code": "upstream_unavailable"})),
+        );
+    }
+    match e {
+        ServiceError::McpError(e) => e,
+        other => ErrorData::new(
+            ErrorCode::INTERNAL_ERROR,
+            format!("upstream {upstream} did not answer: {other}"),
+            Some(json!({"code": "upstream_unavailable"})),
+        ),
     }
 }
 

@@ -33,6 +33,7 @@ pub mod related;
 mod stderr;
 mod tls;
 pub use call::CallError;
+pub(crate) use call::service_error;
 pub use client::UpstreamClient;
 pub use connect::{connect_once, connector_for, connector_from, without_type_names};
 pub(crate) use downstream::Downstream;
