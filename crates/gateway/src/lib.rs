@@ -58,6 +58,7 @@ pub mod stdio;
 mod supervisor;
 mod sweep;
 pub mod telemetry;
+mod tool_names;
 pub mod tool_pins;
 pub mod tools;
 pub mod upstream;

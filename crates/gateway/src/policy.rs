@@ -301,6 +301,18 @@ pub fn judge<'p>(
     policy.decide(&call, paths.resolver.clone())
 }
 
+/// Whether the operator's rules may decide calls of `tool`: rules about
+/// other tools (a guard says so) cost nothing.
+pub(crate) fn may_rule(gw: &Gateway, tool: &CatalogTool) -> bool {
+    !gw.policy().is_empty()
+        && gw.policy().may_decide(&plangate_policy::Tool {
+            upstream: &tool.upstream,
+            tool: &tool.original,
+            exposed: &tool.exposed,
+            effect: tool.effect,
+        })
+}
+
 /// A tool's three names.
 #[derive(Debug, Clone, Copy)]
 pub struct ToolNames<'a> {

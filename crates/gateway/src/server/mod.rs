@@ -30,7 +30,7 @@ use rmcp::model::ContentBlock;
 use serde_json::Value;
 
 use crate::Gateway;
-use crate::auth::{self, Caller, Denied};
+use crate::auth::{self, Caller, Denied, UNAUTHORIZED};
 
 mod ask;
 mod call;
@@ -46,13 +46,7 @@ mod validate;
 
 pub use traced::Traced;
 
-pub(crate) use call::seen_would_help;
 use mode::SeenMode;
-
-/// The JSON-RPC error code plangate answers when a request has no caller
-/// it could run as (no key, bad key). In the implementation-defined server
-/// range; `data.code` carries the stable name.
-pub(crate) const UNAUTHORIZED: ErrorCode = ErrorCode(-32001);
 
 /// Where a session's requests come from.
 enum Origin {

@@ -18,53 +18,9 @@ use plangate_core::rules::Refused;
 pub mod args;
 mod session;
 
+pub use crate::tool_names::GatewayTool;
 pub use args::{Call, SessionCall};
 pub use session::call;
-
-/// Which gateway tool a name refers to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GatewayTool {
-    /// `begin_session {mode}`.
-    BeginSession,
-    /// `get_plan`.
-    GetPlan,
-    /// `discard_plan {step_ids?}`.
-    DiscardPlan,
-    /// `apply_plan {step_ids?, plan_digest?, continue_on_error?}`.
-    ApplyPlan,
-    /// `exit_plan_mode {plan}`.
-    ExitPlanMode,
-    /// `end_session`.
-    EndSession,
-}
-
-impl GatewayTool {
-    const ALL: [GatewayTool; 6] = [
-        GatewayTool::BeginSession,
-        GatewayTool::GetPlan,
-        GatewayTool::DiscardPlan,
-        GatewayTool::ApplyPlan,
-        GatewayTool::ExitPlanMode,
-        GatewayTool::EndSession,
-    ];
-
-    fn suffix(self) -> &'static str {
-        match self {
-            GatewayTool::BeginSession => "begin_session",
-            GatewayTool::GetPlan => "get_plan",
-            GatewayTool::DiscardPlan => "discard_plan",
-            GatewayTool::ApplyPlan => "apply_plan",
-            GatewayTool::ExitPlanMode => "exit_plan_mode",
-            GatewayTool::EndSession => "end_session",
-        }
-    }
-
-    /// The gateway tool called `name` under `prefix`, if any.
-    pub fn parse(prefix: &str, name: &str) -> Option<GatewayTool> {
-        let suffix = name.strip_prefix(prefix)?;
-        Self::ALL.into_iter().find(|t| t.suffix() == suffix)
-    }
-}
 
 fn object(v: Value) -> Arc<JsonObject> {
     Arc::new(v.as_object().cloned().unwrap_or_default())
