@@ -444,11 +444,12 @@ async fn authenticate_token(
 /// without a key, or with a token never found to be a key, is refused
 /// before a byte of its body is read, so a stalled or huge body of a
 /// caller plangate does not know costs it nothing but the socket until
-/// the body's deadline (`limits::discard_body`). Only a token this process
-/// has already authenticated, on a store that reads the key's log with
-/// the key (PostgreSQL), has up to 16 KiB of its body read first — under
-/// the same deadline — to see which tool it calls (docs/architecture.md,
-/// step 3): without a hint about the key that could not pay anyway.
+/// the body's deadline ([`crate::deadline::discard_body`]). Only a token
+/// this process has already authenticated, on a store that reads the
+/// key's log with the key (PostgreSQL), has up to 16 KiB of its body read
+/// first — under the same deadline — to see which tool it calls
+/// (docs/architecture.md, step 3): without a hint about the key that
+/// could not pay anyway.
 pub async fn require_caller(
     State(gw): State<Arc<Gateway>>,
     mut request: Request,
@@ -496,7 +497,7 @@ pub async fn require_caller(
             // read and dropped behind the answer, within the body's
             // deadline.
             let limit = gw.config().gateway.max_request_bytes;
-            crate::limits::discard_body(gw.clone(), request.into_body(), limit);
+            crate::deadline::discard_body(gw.clone(), request.into_body(), limit);
             let status = denied.status();
             let config = gw.config();
             let oauth = config.auth.oauth.as_ref();
@@ -569,7 +570,7 @@ struct PeekParams<'a> {
 /// which tool it calls, handing back the request with the same bytes. A
 /// body that cannot be read (its deadline passed, the client went away or
 /// sent less than it declared) is answered here (`408` or `400`,
-/// `limits::unreadable_body`): nothing of it is left to serve.
+/// [`crate::deadline::unreadable_body`]): nothing of it is left to serve.
 async fn peek_tool_call(
     request: Request,
     within: std::time::Duration,
@@ -591,7 +592,7 @@ async fn peek_tool_call(
     let (parts, body) = request.into_parts();
     let bytes = axum::body::to_bytes(body, PEEK_LIMIT)
         .await
-        .map_err(|e| crate::limits::unreadable_body(&e, None, within))?;
+        .map_err(|e| crate::deadline::unreadable_body(&e, None, within))?;
     let peeked = match serde_json::from_slice::<PeekMessage<'_>>(&bytes) {
         Ok(PeekMessage {
             method: Some(method),

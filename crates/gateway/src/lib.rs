@@ -28,6 +28,7 @@ pub mod auth;
 pub mod call_log;
 pub mod catalog;
 pub mod console;
+pub mod deadline;
 mod follow;
 pub mod http;
 pub mod hub;
