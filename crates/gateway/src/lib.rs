@@ -22,10 +22,12 @@
 pub mod acting;
 pub mod amend;
 pub mod answer;
+mod app_view;
 pub mod apply;
 pub mod apps;
 pub mod auth;
 pub mod call_log;
+mod capabilities;
 pub mod catalog;
 pub mod console;
 pub mod deadline;
@@ -75,10 +77,11 @@ use plangate_core::ToolPins;
 use plangate_store::{KeyMaterial, Store};
 use tokio_util::sync::CancellationToken;
 
+pub use capabilities::server_capabilities;
 pub use catalog::{Catalog, CatalogTool};
 use reload::Loaded;
 pub use reload::{RESTART_ONLY, Reloaded};
-pub use server::{GatewayHandler, server_capabilities};
+pub use server::GatewayHandler;
 use slots::{Slot, SlotState, first_attempts};
 pub use upstream::{Connector, Upstream, UpstreamClient, UpstreamError};
 

@@ -34,7 +34,7 @@ pub fn definitions(gw: &Gateway, plan_mode: bool) -> Vec<Tool> {
 
 /// The gateway tools a gateway built from `config` lists; the plan tools
 /// (`get_plan`, `apply_plan`, `exit_plan_mode`) link the MCP Apps view
-/// through `_meta.ui` ([`crate::apps::tool_meta`]).
+/// through `_meta.ui` ([`crate::app_view::tool_meta`]).
 pub fn definitions_for(config: &plangate_config::Config, plan_mode: bool) -> Vec<Tool> {
     let prefix = &config.gateway.tool_prefix;
     let modes = config.modes.names();
@@ -127,9 +127,9 @@ pub fn definitions_for(config: &plangate_config::Config, plan_mode: bool) -> Vec
     );
     for tool in &mut tools {
         if let Some(suffix) = tool.name.strip_prefix(prefix.as_str())
-            && crate::apps::links_view(suffix)
+            && crate::app_view::links_view(suffix)
         {
-            tool.meta = Some(crate::apps::tool_meta());
+            tool.meta = Some(crate::app_view::tool_meta());
         }
     }
     tools
