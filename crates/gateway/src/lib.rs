@@ -53,6 +53,7 @@ pub mod rate;
 pub mod refusal;
 pub mod relay;
 mod reload;
+mod request_state;
 pub mod review;
 mod server;
 pub mod session_guard;

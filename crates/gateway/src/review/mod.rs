@@ -27,8 +27,8 @@ use crate::refusal::Refusal;
 mod question;
 mod rounds;
 
+pub(crate) use crate::request_state::args_digest;
 use question::{plan_question, question_params};
-pub(crate) use rounds::{args_digest, codec};
 use rounds::{open_question, take_answer};
 
 /// The person's answer to a question.
