@@ -32,6 +32,7 @@ pub mod catalog;
 pub mod console;
 pub mod deadline;
 mod follow;
+mod hosts;
 pub mod http;
 pub mod hub;
 pub mod key_log;
