@@ -18,6 +18,7 @@ use serde_json::json;
 
 use super::forward::unavailable;
 use super::judge::{Decided, Judge, Ruled, refused_message};
+use super::tool_call::ToolCall;
 use super::validate::{Checked, validate};
 use super::{GatewayHandler, with_notice};
 use crate::CatalogTool;
@@ -34,17 +35,6 @@ use crate::tools::GatewayTool;
 /// log moved on and the write no longer one to plan (another process set
 /// the mode meanwhile) before it is refused as too busy.
 const MAX_REDECISIONS: usize = 4;
-
-/// One `tools/call` of a catalog tool once its tool is resolved: who
-/// calls, what, since when, and the request it came in. Every refusal
-/// from there on is metered, logged and on the record.
-#[derive(Clone, Copy)]
-pub(super) struct ToolCall<'a> {
-    pub(super) caller: &'a Caller,
-    pub(super) tool: &'a CatalogTool,
-    pub(super) started: Instant,
-    pub(super) cx: &'a RequestContext<RoleServer>,
-}
 
 /// What a call comes to before its key's state is read.
 enum Classed<'a> {

@@ -12,7 +12,7 @@ use rmcp::ErrorData;
 use rmcp::model::CallToolResponse;
 
 use super::GatewayHandler;
-use super::call::ToolCall;
+use super::tool_call::ToolCall;
 use super::validate::Checked;
 use crate::CatalogTool;
 use crate::auth::Caller;

@@ -42,6 +42,7 @@ mod mode;
 mod mrtr;
 mod record;
 mod relayed;
+mod tool_call;
 mod traced;
 mod validate;
 
