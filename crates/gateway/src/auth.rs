@@ -305,9 +305,9 @@ pub async fn resolve_seen(
 }
 
 /// Whether knowing where the key's log stands when the key is
-/// authenticated ([`LogSeen`]) could spare a call of `name`
-/// a read of the store — asking it costs the store a little on every
-/// request, so only such calls ask. It could when this process holds a
+/// authenticated ([`LogSeen`]) could spare a call of `name` a read of the
+/// store — asking it costs the store a little on every request, so only
+/// such calls ask. It could when this process holds a
 /// state of the key (`hint`: the key this token was last found to be, a
 /// guess, never a credential) and the call is decided on it: plangate's
 /// own tools, a tool the operator's rules may decide, and a write that the

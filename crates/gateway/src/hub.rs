@@ -28,10 +28,9 @@
 #![allow(deprecated)]
 
 use parking_lot::Mutex;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-
-use std::future::Future;
 
 use rmcp::model::{
     LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, RequestId,

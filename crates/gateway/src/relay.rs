@@ -37,8 +37,8 @@ pub enum CallEvent {
     Progress(ProgressNotificationParam),
     /// What the upstream asks the client during the call, under the keys
     /// a 2026-07-28 client answers them by: one request the upstream sent
-    /// (under [`INPUT_KEY`]), or all the requests of a
-    /// 2026-07-28 upstream's `input_required`, under its own keys.
+    /// (under [`INPUT_KEY`]), or all the requests of a 2026-07-28
+    /// upstream's `input_required`, under its own keys.
     Asks(Vec<(String, Ask)>),
     /// The upstream's answer (or why there is none).
     Done(Result<ServerResult, ServiceError>),
