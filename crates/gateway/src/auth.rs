@@ -16,12 +16,20 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use hashlink::LruCache;
 use plangate_config::Anonymous;
-use plangate_core::{AccessCode, Code};
+use plangate_core::{AccessCode, Code, Decision};
 use plangate_store::{ApiKey, KeyEpoch};
+use rmcp::model::ErrorCode;
 use serde_json::json;
 use sha2::Digest as _;
 
 use crate::Gateway;
+use crate::policy::may_rule;
+use crate::tool_names::GatewayTool;
+
+/// The JSON-RPC error code plangate answers when a request has no caller
+/// it could run as (no key, bad key). In the implementation-defined server
+/// range; `data.code` carries the stable name.
+pub(crate) const UNAUTHORIZED: ErrorCode = ErrorCode(-32001);
 
 /// The caller of a request, as the gateway's policy sees it.
 #[derive(Debug, Clone)]
@@ -259,7 +267,7 @@ pub enum Asked<'a> {
 
 /// [`resolve`], also asking the store where the key's log stands when the
 /// key is asked of it and that could spare the request a read
-/// (`server::seen_would_help`); [`LogSeen`] if the store says.
+/// ([`seen_would_help`]); [`LogSeen`] if the store says.
 /// Reading it costs the store a little more (the key's newest event is
 /// read, often one just committed), so a read does not ask.
 pub async fn resolve_seen(
@@ -296,6 +304,44 @@ pub async fn resolve_seen(
     }
 }
 
+/// Whether knowing where the key's log stands when the key is
+/// authenticated ([`LogSeen`]) could spare a call of `name` a read of the
+/// store — asking it costs the store a little on every request, so only
+/// such calls ask. It could when this process holds a
+/// state of the key (`hint`: the key this token was last found to be, a
+/// guess, never a credential) and the call is decided on it: plangate's
+/// own tools, a tool the operator's rules may decide, and a write that the
+/// held state would not plan — a write to plan is decided on the held
+/// state anyway (its append's compare-and-set confirms it), so only a
+/// write that runs, asks or is refused needs the fresh view. A read no
+/// rule touches, and an unknown tool, need no state.
+fn seen_would_help(gw: &Gateway, name: &str, hint: Option<&ApiKey>) -> bool {
+    let Some(key) = hint else {
+        return false;
+    };
+    if GatewayTool::parse(&gw.config().gateway.tool_prefix, name).is_some() {
+        return gw.log().look_cached(&key.id, |_| ()).is_some();
+    }
+    let catalog = gw.catalog();
+    let Some(tool) = catalog.tool(name) else {
+        return false;
+    };
+    if may_rule(gw, tool) {
+        return true;
+    }
+    if tool.effect == plangate_core::Effect::Read {
+        return false;
+    }
+    let config = gw.config();
+    gw.log()
+        .look_cached(&key.id, |state| {
+            let in_force = config.modes.in_force(state);
+            plangate_policy::decision(None, tool.effect, key.scope, &in_force.spec, false)
+                != Decision::Plan
+        })
+        .unwrap_or(false)
+}
+
 async fn authenticate(
     gw: &Gateway,
     token: &str,
@@ -306,7 +352,7 @@ async fn authenticate(
     {
         let hint = gw.key_cache().hint(&hash);
         let wants_seen = match asked {
-            Asked::Tool(tool) => crate::server::seen_would_help(gw, tool, hint.as_ref()),
+            Asked::Tool(tool) => seen_would_help(gw, tool, hint.as_ref()),
             Asked::Unknown => {
                 hint.is_some_and(|key| gw.log().look_cached(&key.id, |_| ()).is_some())
             }
@@ -398,11 +444,12 @@ async fn authenticate_token(
 /// without a key, or with a token never found to be a key, is refused
 /// before a byte of its body is read, so a stalled or huge body of a
 /// caller plangate does not know costs it nothing but the socket until
-/// the body's deadline (`limits::discard_body`). Only a token this process
-/// has already authenticated, on a store that reads the key's log with
-/// the key (PostgreSQL), has up to 16 KiB of its body read first — under
-/// the same deadline — to see which tool it calls (docs/architecture.md,
-/// step 3): without a hint about the key that could not pay anyway.
+/// the body's deadline ([`crate::deadline::discard_body`]). Only a token
+/// this process has already authenticated, on a store that reads the
+/// key's log with the key (PostgreSQL), has up to 16 KiB of its body read
+/// first — under the same deadline — to see which tool it calls
+/// (docs/architecture.md, step 3): without a hint about the key that
+/// could not pay anyway.
 pub async fn require_caller(
     State(gw): State<Arc<Gateway>>,
     mut request: Request,
@@ -450,7 +497,7 @@ pub async fn require_caller(
             // read and dropped behind the answer, within the body's
             // deadline.
             let limit = gw.config().gateway.max_request_bytes;
-            crate::limits::discard_body(gw.clone(), request.into_body(), limit);
+            crate::deadline::discard_body(gw.clone(), request.into_body(), limit);
             let status = denied.status();
             let config = gw.config();
             let oauth = config.auth.oauth.as_ref();
@@ -471,7 +518,7 @@ pub async fn require_caller(
                 "jsonrpc": "2.0",
                 "id": null,
                 "error": {
-                    "code": crate::server::UNAUTHORIZED.0,
+                    "code": UNAUTHORIZED.0,
                     "message": message,
                     "data": {"code": denied.code()},
                 },
@@ -523,7 +570,7 @@ struct PeekParams<'a> {
 /// which tool it calls, handing back the request with the same bytes. A
 /// body that cannot be read (its deadline passed, the client went away or
 /// sent less than it declared) is answered here (`408` or `400`,
-/// `limits::unreadable_body`): nothing of it is left to serve.
+/// [`crate::deadline::unreadable_body`]): nothing of it is left to serve.
 async fn peek_tool_call(
     request: Request,
     within: std::time::Duration,
@@ -545,7 +592,7 @@ async fn peek_tool_call(
     let (parts, body) = request.into_parts();
     let bytes = axum::body::to_bytes(body, PEEK_LIMIT)
         .await
-        .map_err(|e| crate::limits::unreadable_body(&e, None, within))?;
+        .map_err(|e| crate::deadline::unreadable_body(&e, None, within))?;
     let peeked = match serde_json::from_slice::<PeekMessage<'_>>(&bytes) {
         Ok(PeekMessage {
             method: Some(method),

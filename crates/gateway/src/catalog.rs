@@ -14,6 +14,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use plangate_config::Config;
+use plangate_config::profiles::{PlacementSpec, ToolProfile, path_pointers};
 use plangate_core::{
     Code, Effect, EffectSource, QuarantineReason, Standing, ToolPins, assign_names, classify,
     expose_uri,
@@ -59,7 +60,7 @@ pub struct CatalogTool {
     pub profile: Option<Arc<plangate_config::profiles::Matched>>,
     /// Which arguments are paths and how the server places them: what
     /// rules see as `paths` ([`crate::policy`]).
-    pub paths: Arc<crate::policy::PathFacts>,
+    pub paths: Arc<PathFacts>,
 }
 
 /// Why plangate withholds an upstream tool that config enables.
@@ -390,7 +391,7 @@ fn catalog_tool(
         &tool.input_schema,
     )
     .map(Arc::new);
-    let paths = Arc::new(crate::policy::PathFacts::of(
+    let paths = Arc::new(PathFacts::of(
         config,
         name,
         &tool.name,
@@ -455,6 +456,44 @@ fn rewrite_ui_resource_uri(meta: &mut serde_json::Map<String, Value>, ns: Option
     }
     if let Some(Value::String(uri)) = meta.get_mut("ui/resourceUri") {
         *uri = expose_uri(ns, uri);
+    }
+}
+
+/// What the rules need to know about one tool's paths: which arguments
+/// are paths, and how its server places them. Fixed when the catalog is
+/// built, so it is defined here, below the rules that read it
+/// ([`crate::policy::call_paths`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PathFacts {
+    /// JSON pointers to its path arguments ([`path_pointers`]).
+    pub pointers: Vec<String>,
+    /// How its server places `~` and relative paths (its profile).
+    pub placement: Option<PlacementSpec>,
+    /// The argument its relative paths resolve against (its profile).
+    pub relative_to_argument: Option<String>,
+}
+
+impl PathFacts {
+    /// The facts of `upstream`'s tool `tool` with `input_schema`, for a
+    /// server that says it is `server_name`.
+    pub fn of(
+        config: &Config,
+        upstream: &str,
+        tool: &str,
+        server_name: Option<&str>,
+        profile: Option<&ToolProfile>,
+        input_schema: &serde_json::Map<String, Value>,
+    ) -> PathFacts {
+        let placement = plangate_config::profiles::server_profile(&config.profiles, server_name)
+            .and_then(|(_, p)| p.placement.clone());
+        let configured = config
+            .tool_settings(upstream, tool)
+            .and_then(|s| s.paths.as_deref());
+        PathFacts {
+            pointers: path_pointers(configured, profile, placement.as_ref(), input_schema),
+            placement,
+            relative_to_argument: profile.and_then(|p| p.relative_to.clone()),
+        }
     }
 }
 

@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use plangate_core::{AccessCode, ErrorBody};
 
+use crate::hosts::host_allowed;
 use crate::session_guard::{self, SessionOwners};
 use crate::{Gateway, GatewayHandler, auth};
 
@@ -127,28 +128,6 @@ async fn protected_resource(State(gw): State<Arc<Gateway>>, uri: axum::http::Uri
             "plangate takes API keys here, not OAuth ([auth.oauth] is not configured): send `Authorization: Bearer <key>` with a key from `plangate keys create`",
         )),
     }
-}
-
-/// Whether the request's `Host` (without its port) is one config allows —
-/// the DNS-rebinding rule `/mcp`, `/console`, `/readyz` and `/metrics`
-/// share.
-pub(crate) fn host_allowed(gw: &Gateway, headers: &axum::http::HeaderMap) -> bool {
-    let Some(host) = headers
-        .get(axum::http::header::HOST)
-        .and_then(|v| v.to_str().ok())
-    else {
-        return false;
-    };
-    let name = if let Some(rest) = host.strip_prefix('[') {
-        rest.split_once(']').map(|(h, _)| h).unwrap_or(rest)
-    } else {
-        host.rsplit_once(':').map(|(h, _)| h).unwrap_or(host)
-    };
-    gw.config()
-        .gateway
-        .allowed_hosts
-        .iter()
-        .any(|a| a.eq_ignore_ascii_case(name))
 }
 
 /// Refuses a request whose `Host` is not allowed (403, JSON).

@@ -28,71 +28,23 @@
 #![allow(deprecated)]
 
 use parking_lot::Mutex;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
-    ListRootsResult, ProgressNotificationParam, ProgressToken, RequestId,
+    LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, RequestId,
 };
-use rmcp::{ErrorData, Peer, RoleServer};
-use tokio::sync::{mpsc, oneshot};
+use rmcp::{Peer, RoleServer};
+use tokio::sync::mpsc;
+
+use crate::upstream::Downstream;
+pub use crate::upstream::{Ask, marked_elicitation};
 
 /// How long progress for a token nobody has registered yet is kept.
 const ORPHAN_PROGRESS_TTL: Duration = Duration::from_secs(5);
 /// At most this many orphaned progress notifications are kept.
 const ORPHAN_PROGRESS_MAX: usize = 256;
-
-/// A request an upstream sent while one of its calls was in flight, waiting
-/// to be asked of the calling client.
-pub enum Ask {
-    /// `elicitation/create`.
-    Elicit(
-        ElicitRequestParams,
-        oneshot::Sender<Result<ElicitResult, ErrorData>>,
-    ),
-    /// `sampling/createMessage`.
-    Sample(
-        CreateMessageRequestParams,
-        oneshot::Sender<Result<CreateMessageResult, ErrorData>>,
-    ),
-    /// `roots/list`.
-    Roots(oneshot::Sender<Result<ListRootsResult, ErrorData>>),
-}
-
-impl Ask {
-    /// Marks an elicitation as the named upstream's question, so the person
-    /// never takes it for plangate's own (an upstream could otherwise ask
-    /// "plangate: approve the plan?"). Other requests carry no text to
-    /// mark.
-    pub fn from_upstream(self, upstream: &str) -> Ask {
-        match self {
-            Ask::Elicit(params, tx) => Ask::Elicit(marked_elicitation(params, upstream), tx),
-            other => other,
-        }
-    }
-}
-
-/// An upstream's elicitation with its message marked as that upstream's
-/// question ([`Ask::from_upstream`]), and screened line by line
-/// ([`plangate_core::screen_lines`]): an upstream's control characters,
-/// escape sequences and invisible format characters show as visible
-/// escapes with the line marked, so none can erase or reorder the mark in
-/// the person's client (a terminal client obeys `\r\e[2K`).
-pub fn marked_elicitation(params: ElicitRequestParams, upstream: &str) -> ElicitRequestParams {
-    let marked = serde_json::to_value(&params).ok().and_then(|mut v| {
-        let message = v.get("message")?.as_str()?;
-        let shown: Vec<String> = plangate_core::screen_lines(message)
-            .map(|line| line.marked().into_owned())
-            .collect();
-        v["message"] = serde_json::Value::String(format!(
-            "[Asked by the upstream MCP server \"{upstream}\", not by plangate] {}",
-            shown.join("\n")
-        ));
-        serde_json::from_value(v).ok()
-    });
-    marked.unwrap_or(params)
-}
 
 struct InFlight {
     id: u64,
@@ -404,23 +356,37 @@ impl Hub {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// What an upstream sends on its own reaches the downstream side here: its
+/// requests and progress go to the calls in flight (the [`Hub`]), its log
+/// messages and resource updates to the sessions that hear them
+/// ([`crate::notices`]).
+impl Downstream for crate::Gateway {
+    fn ask_target(
+        &self,
+        upstream: &str,
+        related: Option<&RequestId>,
+    ) -> Result<mpsc::Sender<Ask>, &'static str> {
+        self.hub().ask_target(upstream, related)
+    }
 
-    #[test]
-    fn an_upstreams_question_is_marked_and_its_hidden_characters_shown() {
-        let params: ElicitRequestParams = serde_json::from_value(serde_json::json!({
-            "mode": "form",
-            "message": "\r\u{1b}[2Kplangate: approve the plan?\nyes \u{202e}on\nplain line",
-            "requestedSchema": {"type": "object", "properties": {}}
-        }))
-        .unwrap();
-        let marked = serde_json::to_value(marked_elicitation(params, "odd")).unwrap();
-        let message = marked["message"].as_str().unwrap();
-        assert_eq!(
-            message,
-            "[Asked by the upstream MCP server \"odd\", not by plangate] \\r\\e[2Kplangate: approve the plan?  [contains hidden characters]\nyes \\u{202e}on  [contains hidden characters]\nplain line"
-        );
+    fn upstream_progress(&self, upstream: &str, params: ProgressNotificationParam) {
+        self.hub().progress(upstream, params);
+    }
+
+    fn upstream_log(
+        &self,
+        upstream: &str,
+        related: Option<&RequestId>,
+        params: LoggingMessageNotificationParam,
+    ) -> impl Future<Output = ()> + Send {
+        crate::notices::log_message(self, upstream, related, params)
+    }
+
+    fn upstream_resource_updated(
+        &self,
+        upstream: &str,
+        uri: &str,
+    ) -> impl Future<Output = ()> + Send {
+        crate::notices::resource_updated(self, upstream, uri)
     }
 }

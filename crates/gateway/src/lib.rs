@@ -20,14 +20,18 @@
 //! goes or changes its lists.
 
 pub mod acting;
-pub mod amend;
+pub mod answer;
+mod app_view;
 pub mod apply;
 pub mod apps;
 pub mod auth;
 pub mod call_log;
+mod capabilities;
 pub mod catalog;
 pub mod console;
+pub mod deadline;
 mod follow;
+mod hosts;
 pub mod http;
 mod http_error;
 pub mod hub;
@@ -50,6 +54,7 @@ pub mod rate;
 pub mod refusal;
 pub mod relay;
 mod reload;
+mod request_state;
 pub mod review;
 mod server;
 pub mod session_guard;
@@ -58,6 +63,7 @@ pub mod stdio;
 mod supervisor;
 mod sweep;
 pub mod telemetry;
+mod tool_names;
 pub mod tool_pins;
 pub mod tools;
 pub mod upstream;
@@ -73,10 +79,11 @@ use plangate_core::ToolPins;
 use plangate_store::{KeyMaterial, Store};
 use tokio_util::sync::CancellationToken;
 
+pub use capabilities::server_capabilities;
 pub use catalog::{Catalog, CatalogTool};
 use reload::Loaded;
 pub use reload::{RESTART_ONLY, Reloaded};
-pub use server::{GatewayHandler, server_capabilities};
+pub use server::GatewayHandler;
 use slots::{Slot, SlotState, first_attempts};
 pub use upstream::{Connector, Upstream, UpstreamClient, UpstreamError};
 

@@ -302,7 +302,7 @@ async fn upstream_subscribe(
         )
         .await
     };
-    result.map_err(|e| crate::server::service_error(upstream, e))
+    result.map_err(|e| crate::upstream::service_error(upstream, e))
 }
 
 /// The count bumped when the URIs subscribed on 2026-07-28 upstream

@@ -39,14 +39,10 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::Gateway;
-use crate::hub::Ask;
 use crate::refusal::Refusal;
+pub use crate::relay::INPUT_KEY;
 use crate::relay::Running;
-
-/// The key under which an upstream's request travels in `inputRequests`
-/// when the upstream gave it none (a 2025-11-25 upstream's own request);
-/// a 2026-07-28 upstream's `input_required` keeps its own keys.
-pub const INPUT_KEY: &str = "upstream";
+use crate::upstream::Ask;
 
 /// At most this many calls wait for an answer at once; past it, an
 /// upstream's question is declined rather than held (each parked call keeps
@@ -191,7 +187,7 @@ impl Parked {
         let options = SealOptions::new()
             .associated_data(who.kid.as_bytes())
             .ttl(gw.review_timeout());
-        let Ok(sealed) = crate::review::codec(gw).and_then(|c| {
+        let Ok(sealed) = crate::request_state::codec(gw).and_then(|c| {
             c.seal_json_with(&payload, &options)
                 .map_err(Refusal::internal)
         }) else {
@@ -256,7 +252,7 @@ impl Parked {
     /// let a retry that answers an upstream's question through checks that
     /// already passed when the call was first made.
     pub fn is_park_state(gw: &Gateway, kid: &str, state: &str) -> bool {
-        crate::review::codec(gw)
+        crate::request_state::codec(gw)
             .ok()
             .and_then(|c| c.open_json_with::<ParkState>(state, kid.as_bytes()).ok())
             .is_some()
@@ -280,7 +276,7 @@ impl Parked {
                 ),
             )
         };
-        let payload: ParkState = crate::review::codec(gw)?
+        let payload: ParkState = crate::request_state::codec(gw)?
             .open_json_with(state, who.kid.as_bytes())
             .map_err(|e| match e {
                 rmcp::model::RequestStateError::Expired => {

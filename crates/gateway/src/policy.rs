@@ -13,13 +13,14 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use plangate_config::profiles::{PlacementSpec, ToolProfile, path_pointers, path_values, select};
+use plangate_config::profiles::{path_values, select};
 use plangate_config::{Config, Transport};
 use plangate_core::Effect;
 use plangate_policy::paths::{nfc, place};
 use plangate_policy::{Lexical, Matched, PathResolver, Placement, Policy, Unplaced};
 use serde_json::Value;
 
+pub use crate::catalog::PathFacts;
 use crate::{CatalogTool, Gateway};
 
 /// Most symlinks followed while placing one path (Linux's own limit).
@@ -130,43 +131,6 @@ fn entry_named(dir: &Path, part: &str) -> std::io::Result<Named> {
         }
     }
     Ok(Named::Equivalent(found))
-}
-
-/// What the rules need to know about one tool's paths: which arguments
-/// are paths, and how its server places them. Fixed when the catalog is
-/// built.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PathFacts {
-    /// JSON pointers to its path arguments ([`path_pointers`]).
-    pub pointers: Vec<String>,
-    /// How its server places `~` and relative paths (its profile).
-    pub placement: Option<PlacementSpec>,
-    /// The argument its relative paths resolve against (its profile).
-    pub relative_to_argument: Option<String>,
-}
-
-impl PathFacts {
-    /// The facts of `upstream`'s tool `tool` with `input_schema`, for a
-    /// server that says it is `server_name`.
-    pub fn of(
-        config: &Config,
-        upstream: &str,
-        tool: &str,
-        server_name: Option<&str>,
-        profile: Option<&ToolProfile>,
-        input_schema: &serde_json::Map<String, Value>,
-    ) -> PathFacts {
-        let placement = plangate_config::profiles::server_profile(&config.profiles, server_name)
-            .and_then(|(_, p)| p.placement.clone());
-        let configured = config
-            .tool_settings(upstream, tool)
-            .and_then(|s| s.paths.as_deref());
-        PathFacts {
-            pointers: path_pointers(configured, profile, placement.as_ref(), input_schema),
-            placement,
-            relative_to_argument: profile.and_then(|p| p.relative_to.clone()),
-        }
-    }
 }
 
 /// A call's paths, ready for the rules: their values, and the resolver
@@ -335,6 +299,18 @@ pub fn judge<'p>(
         undeclared,
     };
     policy.decide(&call, paths.resolver.clone())
+}
+
+/// Whether the operator's rules may decide calls of `tool`: rules about
+/// other tools (a guard says so) cost nothing.
+pub(crate) fn may_rule(gw: &Gateway, tool: &CatalogTool) -> bool {
+    !gw.policy().is_empty()
+        && gw.policy().may_decide(&plangate_policy::Tool {
+            upstream: &tool.upstream,
+            tool: &tool.original,
+            exposed: &tool.exposed,
+            effect: tool.effect,
+        })
 }
 
 /// A tool's three names.

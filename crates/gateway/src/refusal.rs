@@ -66,6 +66,6 @@ impl Refusal {
             body["retry_after_ms"] = json!(ms);
         }
         let text = format!("{} ({})", self.message, self.code.as_str());
-        crate::plan::with_text(body, text, true)
+        crate::answer::with_text(body, text, true)
     }
 }

@@ -19,8 +19,13 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
-use crate::hub::Ask;
+use crate::upstream::Ask;
 use crate::{Gateway, Upstream};
+
+/// The key under which an upstream's request travels in `inputRequests`
+/// when the upstream gave it none (a 2025-11-25 upstream's own request);
+/// a 2026-07-28 upstream's `input_required` keeps its own keys.
+pub const INPUT_KEY: &str = "upstream";
 
 /// What a forwarded call reports to the request waiting for it.
 // A handful of events per call, each moved once through a channel: the
@@ -32,8 +37,8 @@ pub enum CallEvent {
     Progress(ProgressNotificationParam),
     /// What the upstream asks the client during the call, under the keys
     /// a 2026-07-28 client answers them by: one request the upstream sent
-    /// (under [`crate::parked::INPUT_KEY`]), or all the requests of a
-    /// 2026-07-28 upstream's `input_required`, under its own keys.
+    /// (under [`INPUT_KEY`]), or all the requests of a 2026-07-28
+    /// upstream's `input_required`, under its own keys.
     Asks(Vec<(String, Ask)>),
     /// The upstream's answer (or why there is none).
     Done(Result<ServerResult, ServiceError>),
@@ -120,7 +125,7 @@ pub fn start(
                     Some(ask) = call.asks.recv() => {
                         deadline.as_mut().reset(tokio::time::Instant::now() + asking);
                         let ask = ask.from_upstream(up.name());
-                        let _ = tx.send(CallEvent::Asks(vec![(crate::parked::INPUT_KEY.to_owned(), ask)]));
+                        let _ = tx.send(CallEvent::Asks(vec![(INPUT_KEY.to_owned(), ask)]));
                     }
                     Some(p) = call.progress.recv() => {
                         deadline.as_mut().reset(tokio::time::Instant::now() + timeout);

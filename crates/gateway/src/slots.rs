@@ -1,8 +1,9 @@
 //! The configured upstreams' slots: what the gateway knows about each
-//! upstream right now (connecting, up, down), the supervisors that keep
-//! them connected, and the catalog rebuilt from them. Apart from the crate
-//! root because it is the gateway's one moving part: every change of an
-//! upstream's state passes through here.
+//! upstream right now (connecting, up, down), and the catalog rebuilt from
+//! them. Apart from the crate root because it is the gateway's one moving
+//! part: every change of an upstream's state passes through here. The
+//! supervisors that keep each slot connected ([`crate::supervisor`]) sit
+//! above the slots and write their states.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,10 +13,7 @@ use parking_lot::RwLock;
 use plangate_config::UpstreamConfig;
 use tokio_util::sync::CancellationToken;
 
-use crate::{
-    Catalog, Connector, FIRST_ATTEMPT_WAIT, Gateway, Upstream, read, reserved_names, supervisor,
-    write,
-};
+use crate::{Catalog, FIRST_ATTEMPT_WAIT, Gateway, Upstream, read, reserved_names, write};
 
 /// What the gateway knows about one configured upstream right now.
 #[derive(Clone)]
@@ -128,30 +126,6 @@ impl Gateway {
             }
             Err(e) => tracing::warn!(upstream = name, "refreshing lists failed: {e}"),
         }
-    }
-
-    /// Starts a supervisor for every upstream in `connectors` that has a
-    /// slot. Returns what resolves once each has made its first attempt.
-    pub(crate) fn supervise(
-        self: &Arc<Self>,
-        connectors: BTreeMap<String, Connector>,
-    ) -> Vec<(String, tokio::sync::oneshot::Receiver<()>)> {
-        let mut first = Vec::new();
-        for (name, connector) in connectors {
-            let Some(slot) = self.slot(&name) else {
-                continue;
-            };
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            first.push((name.clone(), rx));
-            tokio::spawn(supervisor::supervise(
-                Arc::downgrade(self),
-                slot,
-                name,
-                connector,
-                tx,
-            ));
-        }
-        first
     }
 
     /// Stops every supervisor and closes every upstream session (child

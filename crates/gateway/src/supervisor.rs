@@ -1,7 +1,10 @@
 //! Keeping each upstream connected: connect, wait for the session to end,
 //! mark it down, wait with backoff, reconnect — until the gateway shuts
 //! down. A crashed stdio upstream comes back; the others keep serving.
+//! One supervisor per slot ([`Gateway::supervise`]), above the slots
+//! ([`crate::slots`]) whose states it writes.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -13,6 +16,26 @@ use crate::{Gateway, Slot, SlotState, read};
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 /// Longest wait between reconnection attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+impl Gateway {
+    /// Starts a supervisor for every upstream in `connectors` that has a
+    /// slot. Returns what resolves once each has made its first attempt.
+    pub(crate) fn supervise(
+        self: &Arc<Self>,
+        connectors: BTreeMap<String, Connector>,
+    ) -> Vec<(String, tokio::sync::oneshot::Receiver<()>)> {
+        let mut first = Vec::new();
+        for (name, connector) in connectors {
+            let Some(slot) = self.slot(&name) else {
+                continue;
+            };
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            first.push((name.clone(), rx));
+            tokio::spawn(supervise(Arc::downgrade(self), slot, name, connector, tx));
+        }
+        first
+    }
+}
 
 /// Keeps one upstream connected: connect, wait for the session to end, mark
 /// it down, wait (with backoff), reconnect — until the gateway shuts down

@@ -125,7 +125,7 @@ async fn scenarios(dir: &Path) -> Vec<Value> {
     )
     .await
     .unwrap();
-    plangate_gateway::amend::amend(
+    plangate_gateway::operator::amend(
         &gw,
         &person,
         &step_id(&menu_step),

@@ -637,57 +637,18 @@ fn strongly_connected<'a>(
     s.out
 }
 
-/// The cycles that stand today, each as crate, parent module and the
-/// siblings in it. The list only shrinks: a new cycle, or a module joining
-/// one, fails; a cycle broken must leave the list (docs/architecture.md,
-/// "Guards").
-const STANDING_CYCLES: &[(&str, &str, &[&str])] = &[];
-
-/// Cycles found, as `crate: in parent: a, b, c` lines, each with how.
-fn found_cycles() -> Vec<(String, String)> {
-    let mut found = Vec::new();
-    for krate in crates() {
-        let src = krate.join("src");
-        for cycle in cycles(&Imports::of(&src).edges()) {
-            let (head, how) = cycle
-                .split_once(" import each other:")
-                .unwrap_or((&cycle, ""));
-            found.push((format!("{}: {head}", shown(&krate)), how.to_owned()));
-        }
-    }
-    found
-}
-
 #[test]
 fn no_crate_has_an_import_cycle_between_sibling_modules() {
-    let standing: BTreeSet<String> = STANDING_CYCLES
-        .iter()
-        .map(|(krate, parent, members)| {
-            format!("crates/{krate}: in {parent}: {}", members.join(", "))
-        })
-        .collect();
-    let found = found_cycles();
-    let new: Vec<String> = found
-        .iter()
-        .filter(|(head, _)| !standing.contains(head))
-        .map(|(head, how)| format!("{head} import each other:{how}"))
-        .collect();
-    let gone: Vec<&String> = standing
-        .iter()
-        .filter(|s| !found.iter().any(|(head, _)| head == *s))
-        .collect();
+    let mut found = Vec::new();
+    for krate in crates() {
+        for cycle in cycles(&Imports::of(&krate.join("src")).edges()) {
+            found.push(format!("{}: {cycle}", shown(&krate)));
+        }
+    }
     assert!(
-        new.is_empty(),
+        found.is_empty(),
         "modules that depend on each other (make one side depend on the other, or move what both need below them):\n  {}",
-        new.join("\n  ")
-    );
-    assert!(
-        gone.is_empty(),
-        "these cycles are broken or smaller now: take them out of STANDING_CYCLES (the list only shrinks):\n  {}",
-        gone.iter()
-            .map(|s| s.as_str())
-            .collect::<Vec<_>>()
-            .join("\n  ")
+        found.join("\n  ")
     );
 }
 

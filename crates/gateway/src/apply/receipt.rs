@@ -7,7 +7,7 @@ use plangate_core::{KeyState, Receipt, ReceiptStep};
 use rmcp::model::CallToolResult;
 
 use crate::Gateway;
-use crate::plan::structured;
+use crate::answer::structured;
 
 /// The receipt of docs/design.md §5.
 pub(super) fn receipt(

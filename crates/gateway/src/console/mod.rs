@@ -359,7 +359,7 @@ impl From<NoSession> for ConsoleError {
 /// The first check of every console request: its `Host` is one of
 /// `allowed_hosts`.
 fn allowed_host(gw: &Gateway, headers: &HeaderMap) -> Result<(), ConsoleError> {
-    if crate::http::host_allowed(gw, headers) {
+    if crate::hosts::host_allowed(gw, headers) {
         return Ok(());
     }
     Err(ConsoleError::access(
@@ -448,7 +448,7 @@ impl<T: serde::de::DeserializeOwned, S: Send + Sync> axum::extract::FromRequest<
 
 /// `GET /console`: the console for a live session, else the login form.
 async fn page(State(gw): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
-    if !crate::http::host_allowed(&gw, &headers) {
+    if !crate::hosts::host_allowed(&gw, &headers) {
         return login_page(StatusCode::FORBIDDEN, "This Host is not in allowed_hosts.");
     }
     match session(&gw, &headers).await {
@@ -473,7 +473,7 @@ async fn login(
     headers: HeaderMap,
     form: Result<Form<LoginForm>, FormRejection>,
 ) -> Response {
-    if !crate::http::host_allowed(&gw, &headers) {
+    if !crate::hosts::host_allowed(&gw, &headers) {
         return login_page(StatusCode::FORBIDDEN, "This Host is not in allowed_hosts.");
     }
     if !same_origin(&headers) {

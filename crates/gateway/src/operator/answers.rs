@@ -49,7 +49,7 @@ pub fn approval_answer(
 }
 
 /// A person amends waiting step `step_id` of `acting`'s key
-/// ([`crate::amend::amend`]) and is answered the step as amended, what
+/// ([`super::amend::amend`]) and is answered the step as amended, what
 /// changed in its arguments, and whether a yes covered it before (it no
 /// longer does).
 pub async fn amend(
@@ -63,7 +63,7 @@ pub async fn amend(
     let before = gw.log().state(&key.id).await?;
     waiting_step(&before, key, step_id)?;
     let was_approved = covered_steps(&gw.config(), key, &before).contains(step_id);
-    let after = crate::amend::amend(gw, acting, step_id, arguments, seen_revision).await?;
+    let after = super::amend::amend(gw, acting, step_id, arguments, seen_revision).await?;
     let (Some(old), Some(new)) = (before.step(step_id), after.step(step_id)) else {
         return Err(OperatorError::NoStep {
             key: key.name.clone(),

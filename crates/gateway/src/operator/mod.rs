@@ -28,6 +28,7 @@ use crate::key_log::{KeyLog, LogError};
 use crate::plan::{expires_in, expiry_due};
 use plangate_core::rules::{self, Refused, Selection};
 
+mod amend;
 mod answers;
 mod approve;
 mod error;

@@ -11,12 +11,11 @@ use std::time::Instant;
 use plangate_core::rules::{self, Repeat};
 use plangate_core::view::AnswerCode;
 use plangate_core::{
-    Actor, Code, Event, EventKind, InForce, KeyState, ModeSpec, PlanSummary, PlannedStep,
-    PlannedWrite, Scope, StepRecord,
+    Actor, Event, EventKind, InForce, KeyState, ModeSpec, PlanSummary, PlannedStep, PlannedWrite,
+    Scope, StepRecord,
 };
 use plangate_store::now_ms;
-use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
-use serde_json::{Value, json};
+use rmcp::model::{CallToolResult, JsonObject};
 
 use crate::acting::Acting;
 use crate::refusal::Refusal;
@@ -51,35 +50,8 @@ pub fn expiry_due(state: &KeyState, now: i64, ttl_ms: i64, acting: &Acting) -> O
     Some(event)
 }
 
+pub use crate::answer::{structured, with_text};
 pub use plangate_core::view::expires_in;
-
-/// A typed answer as a tool result: `structuredContent` = `view`'s JSON,
-/// `content` = `text`.
-pub fn structured<T: serde::Serialize>(view: &T, text: String) -> CallToolResult {
-    let body = serde_json::to_value(view).unwrap_or_else(|e| {
-        // Every view is strings, numbers and JSON already parsed: this
-        // cannot happen, and if it did the agent must not get half an answer.
-        tracing::error!("serialising an answer: {e}");
-        json!({"code": Code::InternalError, "message": "plangate could not write its answer; see its log"})
-    });
-    with_text(body, text, false)
-}
-
-/// A tool result carrying `body` as `structuredContent` and `text` as its
-/// one content block. Built directly rather than with rmcp's
-/// `CallToolResult::structured`, which also writes the whole body out as
-/// JSON text — work thrown away when the text is replaced by the summary,
-/// and on every planned write and `get_plan` the largest answer there is.
-pub fn with_text(body: Value, text: String, is_error: bool) -> CallToolResult {
-    let content = vec![ContentBlock::text(text)];
-    let mut result = if is_error {
-        CallToolResult::error(content)
-    } else {
-        CallToolResult::success(content)
-    };
-    result.structured_content = Some(body);
-    result
-}
 
 /// The catalog's tool a step was planned against (its upstream and the
 /// upstream's own name for it), if it is still offered: what apply's fresh

@@ -27,8 +27,8 @@ use crate::refusal::Refusal;
 mod question;
 mod rounds;
 
+pub(crate) use crate::request_state::args_digest;
 use question::{plan_question, question_params};
-pub(crate) use rounds::{args_digest, codec};
 use rounds::{open_question, take_answer};
 
 /// The person's answer to a question.
@@ -116,7 +116,7 @@ fn review_declined(message: String, feedback: Option<&str>) -> CallToolResult {
         Some(f) => format!("{message} The person's feedback, verbatim: {f}"),
         None => message.clone(),
     };
-    crate::plan::with_text(body, text, true)
+    crate::answer::with_text(body, text, true)
 }
 
 /// Where a reviewed call is in its rounds: the MCP 2026-07-28 retry of a

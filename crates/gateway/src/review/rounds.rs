@@ -7,16 +7,15 @@
 
 use plangate_core::{Code, EventKind};
 use rmcp::model::{
-    CallToolResponse, ElicitRequest, ElicitResult, InputRequest, InputRequiredResult,
-    RequestStateCodec, SealOptions,
+    CallToolResponse, ElicitRequest, ElicitResult, InputRequest, InputRequiredResult, SealOptions,
 };
-use serde_json::Value;
 
 use super::question::question_params;
 use super::{Answer, Round, read_answer, record, verdict_of};
 use crate::Gateway;
 use crate::acting::Acting;
 use crate::refusal::Refusal;
+use crate::request_state::{args_digest, codec};
 
 /// The key under which the question travels in `inputRequests`.
 const INPUT_KEY: &str = "review";
@@ -32,26 +31,6 @@ struct ReviewState {
     args: String,
     digest: String,
     review: String,
-}
-
-/// The signing codec for request states (signing key per docs/design.md §2).
-pub(crate) fn codec(gw: &Gateway) -> Result<RequestStateCodec, Refusal> {
-    RequestStateCodec::try_new(gw.material().signing_key().to_vec())
-        .map_err(|e| Refusal::internal(format!("cannot sign request state: {e}")))
-}
-
-/// A digest of the call's arguments with secrets keyed (docs/design.md §5 Digest).
-pub(crate) fn args_digest(gw: &Gateway, arguments: &Value) -> Result<String, Refusal> {
-    let keyed = gw
-        .redactor()
-        .keyed(arguments, gw.material().signing_key())
-        .map_err(|e| Refusal::new(Code::InvalidArguments, e.to_string()))?;
-    let canonical = plangate_core::canonical_json(&keyed)
-        .map_err(|e| Refusal::new(Code::InvalidArguments, e.to_string()))?;
-    Ok(plangate_core::hmac_hex(
-        gw.material().signing_key(),
-        canonical.as_bytes(),
-    ))
 }
 
 /// The first round over 2026-07-28: record the question and answer

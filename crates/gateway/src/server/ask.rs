@@ -10,7 +10,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResponse, JsonObject};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 
-use super::call::ToolCall;
+use super::tool_call::ToolCall;
 use super::validate::Checked;
 use super::{GatewayHandler, with_notice};
 use crate::CatalogTool;

@@ -17,7 +17,8 @@ use rmcp::{ErrorData, RoleServer};
 use serde_json::json;
 
 use super::forward::unavailable;
-use super::judge::{Decided, Judge, Ruled, may_rule, refused_message};
+use super::judge::{Decided, Judge, Ruled, refused_message};
+use super::tool_call::ToolCall;
 use super::validate::{Checked, validate};
 use super::{GatewayHandler, with_notice};
 use crate::CatalogTool;
@@ -25,6 +26,7 @@ use crate::acting::Acting;
 use crate::auth::Caller;
 use crate::catalog::Catalog;
 use crate::plan::{self, PlanReason};
+use crate::policy::may_rule;
 use crate::rate::CallSlot;
 use crate::refusal::Refusal;
 use crate::tools::GatewayTool;
@@ -33,17 +35,6 @@ use crate::tools::GatewayTool;
 /// log moved on and the write no longer one to plan (another process set
 /// the mode meanwhile) before it is refused as too busy.
 const MAX_REDECISIONS: usize = 4;
-
-/// One `tools/call` of a catalog tool once its tool is resolved: who
-/// calls, what, since when, and the request it came in. Every refusal
-/// from there on is metered, logged and on the record.
-#[derive(Clone, Copy)]
-pub(super) struct ToolCall<'a> {
-    pub(super) caller: &'a Caller,
-    pub(super) tool: &'a CatalogTool,
-    pub(super) started: Instant,
-    pub(super) cx: &'a RequestContext<RoleServer>,
-}
 
 /// What a call comes to before its key's state is read.
 enum Classed<'a> {
@@ -393,46 +384,4 @@ fn classify<'a>(caller: &'a Caller, tool: &CatalogTool, ruled: bool) -> Classed<
         (_, Some(Decision::Refuse(code))) => Classed::Refused(code),
         (_, _) => Classed::Refused(Code::PlanNeedsKey),
     }
-}
-
-/// Whether knowing where the key's log stands when the key is
-/// authenticated ([`crate::auth::LogSeen`]) could spare a call of `name`
-/// a read of the store — asking it costs the store a little on every
-/// request, so only such calls ask. It could when this process holds a
-/// state of the key (`hint`: the key this token was last found to be, a
-/// guess, never a credential) and the call is decided on it: plangate's
-/// own tools, a tool the operator's rules may decide, and a write that the
-/// held state would not plan — a write to plan is decided on the held
-/// state anyway (its append's compare-and-set confirms it), so only a
-/// write that runs, asks or is refused needs the fresh view. A read no
-/// rule touches, and an unknown tool, need no state.
-pub(crate) fn seen_would_help(
-    gw: &crate::Gateway,
-    name: &str,
-    hint: Option<&plangate_store::ApiKey>,
-) -> bool {
-    let Some(key) = hint else {
-        return false;
-    };
-    if GatewayTool::parse(&gw.config().gateway.tool_prefix, name).is_some() {
-        return gw.log().look_cached(&key.id, |_| ()).is_some();
-    }
-    let catalog = gw.catalog();
-    let Some(tool) = catalog.tool(name) else {
-        return false;
-    };
-    if may_rule(gw, tool) {
-        return true;
-    }
-    if tool.effect == plangate_core::Effect::Read {
-        return false;
-    }
-    let config = gw.config();
-    gw.log()
-        .look_cached(&key.id, |state| {
-            let in_force = config.modes.in_force(state);
-            plangate_policy::decision(None, tool.effect, key.scope, &in_force.spec, false)
-                != Decision::Plan
-        })
-        .unwrap_or(false)
 }

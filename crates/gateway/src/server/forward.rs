@@ -21,10 +21,10 @@ use plangate_core::Code;
 use super::GatewayHandler;
 use crate::Gateway;
 use crate::auth::Caller;
-use crate::hub::Ask;
 use crate::metrics::Outcome;
 use crate::refusal::Refusal;
 use crate::relay::{CallEvent, Running};
+use crate::upstream::Ask;
 
 /// A call being forwarded: who calls, the upstream's tool, the request it
 /// came in, and — over 2026-07-28 — what binds a parked call's retry to it.
@@ -501,24 +501,4 @@ fn forwarded_meta(cx: &RequestContext<RoleServer>) -> Option<rmcp::model::Reques
         .0
         .retain(|k, _| !k.starts_with("io.modelcontextprotocol/"));
     (!meta.0.0.is_empty()).then_some(meta)
-}
-
-/// An upstream failure as the JSON-RPC error of a forwarded prompt or
-/// resource read.
-pub(crate) fn service_error(upstream: &str, e: ServiceError) -> ErrorData {
-    if let Some(refusal) = crate::upstream::oauth::door_refusal(&e) {
-        return ErrorData::new(
-            ErrorCode(Code::UpstreamUnavailable.jsonrpc_code()),
-            refusal.explain(upstream, None),
-            Some(Code::UpstreamUnavailable.error_data()),
-        );
-    }
-    match e {
-        ServiceError::McpError(e) => e,
-        other => ErrorData::new(
-            ErrorCode(Code::UpstreamUnavailable.jsonrpc_code()),
-            format!("upstream {upstream} did not answer: {other}"),
-            Some(Code::UpstreamUnavailable.error_data()),
-        ),
-    }
 }

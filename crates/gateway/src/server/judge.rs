@@ -12,24 +12,12 @@ use rmcp::ErrorData;
 use rmcp::model::CallToolResponse;
 
 use super::GatewayHandler;
-use super::call::ToolCall;
+use super::tool_call::ToolCall;
 use super::validate::Checked;
 use crate::CatalogTool;
 use crate::auth::Caller;
 use crate::policy::CallPaths;
 use crate::refusal::Refusal;
-
-/// Whether the operator's rules may decide calls of `tool`: rules about
-/// other tools (a guard says so) cost nothing.
-pub(super) fn may_rule(gw: &crate::Gateway, tool: &CatalogTool) -> bool {
-    !gw.policy().is_empty()
-        && gw.policy().may_decide(&plangate_policy::Tool {
-            upstream: &tool.upstream,
-            tool: &tool.original,
-            exposed: &tool.exposed,
-            effect: tool.effect,
-        })
-}
 
 /// The rule that decided a call, owned (the policy lends its names).
 pub(super) struct Ruled {

@@ -19,7 +19,7 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ErrorCode, GetPromptRequestParams, GetPromptResponse,
     Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+    ReadResourceRequestParams, ReadResourceResponse, ServerConfig,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -30,7 +30,8 @@ use rmcp::model::ContentBlock;
 use serde_json::Value;
 
 use crate::Gateway;
-use crate::auth::{self, Caller, Denied};
+use crate::auth::{self, Caller, Denied, UNAUTHORIZED};
+use crate::capabilities::server_capabilities;
 
 mod ask;
 mod call;
@@ -41,19 +42,13 @@ mod mode;
 mod mrtr;
 mod record;
 mod relayed;
+mod tool_call;
 mod traced;
 mod validate;
 
 pub use traced::Traced;
 
-pub(crate) use call::seen_would_help;
-pub(crate) use forward::service_error;
 use mode::SeenMode;
-
-/// The JSON-RPC error code plangate answers when a request has no caller
-/// it could run as (no key, bad key). In the implementation-defined server
-/// range; `data.code` carries the stable name.
-pub(crate) const UNAUTHORIZED: ErrorCode = ErrorCode(-32001);
 
 /// Where a session's requests come from.
 enum Origin {
@@ -173,29 +168,6 @@ impl GatewayHandler {
             )
         })
     }
-}
-
-/// Everything plangate's server advertises: prompts, resources, tools (with
-/// list changes) and the MCP Apps extension (`io.modelcontextprotocol/ui`)
-/// for its plan review view. `plangate catalog` prints the same.
-///
-/// Logging, completions and resource subscriptions are relayed to the
-/// upstreams that offer them ([`crate::notices`], [`GatewayHandler::complete`]):
-/// advertised always, since upstreams come and go while a session lasts.
-pub fn server_capabilities() -> ServerCapabilities {
-    let mut caps = ServerCapabilities::builder()
-        .enable_prompts()
-        .enable_prompts_list_changed()
-        .enable_resources()
-        .enable_resources_list_changed()
-        .enable_resources_subscribe()
-        .enable_tools()
-        .enable_tool_list_changed()
-        .enable_extensions_with(crate::apps::extensions())
-        .build();
-    caps.logging = Some(Default::default());
-    caps.completions = Some(Default::default());
-    caps
 }
 
 impl ServerHandler for GatewayHandler {

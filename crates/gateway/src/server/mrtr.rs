@@ -18,9 +18,8 @@ use rmcp::service::{PeerRequestOptions, RequestContext, ServiceError};
 use rmcp::{ErrorData, RoleServer};
 
 use super::forward::{answer_ask, declared, decline};
-use super::service_error;
 use crate::Upstream;
-use crate::hub::marked_elicitation;
+use crate::upstream::{marked_elicitation, service_error};
 
 /// The most `input_required` rounds one request may take.
 const MAX_ROUNDS: usize = 16;

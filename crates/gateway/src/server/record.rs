@@ -11,7 +11,7 @@ use rmcp::model::CallToolResponse;
 use serde_json::Value;
 
 use super::GatewayHandler;
-use super::call::ToolCall;
+use super::tool_call::ToolCall;
 use super::validate::Checked;
 use crate::CatalogTool;
 use crate::acting::Acting;

@@ -14,9 +14,10 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde_json::json;
 
-use super::forward::{self, service_error, unavailable};
+use super::forward::{self, unavailable};
 use super::{GatewayHandler, mrtr};
 use crate::Upstream;
+use crate::upstream::service_error;
 
 impl GatewayHandler {
     /// Upstream `name`, or the JSON-RPC error saying it is unavailable.

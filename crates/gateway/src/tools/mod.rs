@@ -18,53 +18,9 @@ use plangate_core::rules::Refused;
 pub mod args;
 mod session;
 
+pub use crate::tool_names::GatewayTool;
 pub use args::{Call, SessionCall};
 pub use session::call;
-
-/// Which gateway tool a name refers to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GatewayTool {
-    /// `begin_session {mode}`.
-    BeginSession,
-    /// `get_plan`.
-    GetPlan,
-    /// `discard_plan {step_ids?}`.
-    DiscardPlan,
-    /// `apply_plan {step_ids?, plan_digest?, continue_on_error?}`.
-    ApplyPlan,
-    /// `exit_plan_mode {plan}`.
-    ExitPlanMode,
-    /// `end_session`.
-    EndSession,
-}
-
-impl GatewayTool {
-    const ALL: [GatewayTool; 6] = [
-        GatewayTool::BeginSession,
-        GatewayTool::GetPlan,
-        GatewayTool::DiscardPlan,
-        GatewayTool::ApplyPlan,
-        GatewayTool::ExitPlanMode,
-        GatewayTool::EndSession,
-    ];
-
-    fn suffix(self) -> &'static str {
-        match self {
-            GatewayTool::BeginSession => "begin_session",
-            GatewayTool::GetPlan => "get_plan",
-            GatewayTool::DiscardPlan => "discard_plan",
-            GatewayTool::ApplyPlan => "apply_plan",
-            GatewayTool::ExitPlanMode => "exit_plan_mode",
-            GatewayTool::EndSession => "end_session",
-        }
-    }
-
-    /// The gateway tool called `name` under `prefix`, if any.
-    pub fn parse(prefix: &str, name: &str) -> Option<GatewayTool> {
-        let suffix = name.strip_prefix(prefix)?;
-        Self::ALL.into_iter().find(|t| t.suffix() == suffix)
-    }
-}
 
 /// `begin_session`'s schema: derived from its arguments, with the modes
 /// this gateway defines as the values `mode` takes.
@@ -85,7 +41,7 @@ pub fn definitions(gw: &Gateway, plan_mode: bool) -> Vec<Tool> {
 
 /// The gateway tools a gateway built from `config` lists; the plan tools
 /// (`get_plan`, `apply_plan`, `exit_plan_mode`) link the MCP Apps view
-/// through `_meta.ui` ([`crate::apps::tool_meta`]).
+/// through `_meta.ui` ([`crate::app_view::tool_meta`]).
 pub fn definitions_for(config: &plangate_config::Config, plan_mode: bool) -> Vec<Tool> {
     let prefix = &config.gateway.tool_prefix;
     let modes = config.modes.names();
@@ -152,9 +108,9 @@ pub fn definitions_for(config: &plangate_config::Config, plan_mode: bool) -> Vec
     );
     for tool in &mut tools {
         if let Some(suffix) = tool.name.strip_prefix(prefix.as_str())
-            && crate::apps::links_view(suffix)
+            && crate::app_view::links_view(suffix)
         {
-            tool.meta = Some(crate::apps::tool_meta());
+            tool.meta = Some(crate::app_view::tool_meta());
         }
     }
     tools
@@ -162,7 +118,7 @@ pub fn definitions_for(config: &plangate_config::Config, plan_mode: bool) -> Vec
 
 /// An answer: `structuredContent` = `body`, `content` = `text`.
 fn answer(body: Value, text: String) -> CallToolResult {
-    crate::plan::with_text(body, text, false)
+    crate::answer::with_text(body, text, false)
 }
 
 /// A log failure as a refusal that changes nothing.

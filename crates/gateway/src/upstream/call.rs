@@ -12,6 +12,7 @@
 
 use std::time::{Duration, Instant};
 
+use rmcp::model::ErrorCode;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
     ClientRequest, RequestId, RequestMetaObject, ServerResult,
@@ -20,6 +21,8 @@ use rmcp::service::{PeerRequestOptions, RequestHandle, ServiceError};
 use rmcp::{ErrorData, RoleClient};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
+
+use plangate_core::Code;
 
 use super::Upstream;
 use crate::metrics::{Metrics, Outcome};
@@ -76,6 +79,27 @@ impl std::fmt::Display for CallError {
             CallError::Cancelled => f.write_str("cancelled"),
             CallError::NoAnswer { error, .. } => write!(f, "no answer ({error})"),
         }
+    }
+}
+
+/// An upstream failure as the JSON-RPC error of a forwarded prompt,
+/// resource read or subscription: kept with the upstream's other errors,
+/// below the server and the notices that relay it.
+pub(crate) fn service_error(upstream: &str, e: ServiceError) -> ErrorData {
+    if let Some(refusal) = super::oauth::door_refusal(&e) {
+        return ErrorData::new(
+            ErrorCode(Code::UpstreamUnavailable.jsonrpc_code()),
+            refusal.explain(upstream, None),
+            Some(Code::UpstreamUnavailable.error_data()),
+        );
+    }
+    match e {
+        ServiceError::McpError(e) => e,
+        other => ErrorData::new(
+            ErrorCode(Code::UpstreamUnavailable.jsonrpc_code()),
+            format!("upstream {upstream} did not answer: {other}"),
+            Some(Code::UpstreamUnavailable.error_data()),
+        ),
     }
 }
 

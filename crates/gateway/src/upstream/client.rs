@@ -17,15 +17,14 @@ use rmcp::{ClientHandler, ErrorData, RoleClient};
 use tokio::sync::oneshot;
 
 use super::stderr::StderrTail;
-use super::{ASK_TIMEOUT, oauth, related};
+use super::{ASK_TIMEOUT, Ask, Downstream, oauth, related};
 use crate::Gateway;
-use crate::hub::Ask;
 
 /// plangate's client side towards one upstream. It declares elicitation
 /// and sampling so upstreams may ask during a call; what they ask is routed
-/// to the client whose call is in progress (see [`crate::hub`]). It does
-/// not declare roots: an upstream shared by several clients cannot be given
-/// one client's roots.
+/// to the client whose call is in progress (handed to its gateway as
+/// [`Downstream`]). It does not declare roots: an upstream shared by
+/// several clients cannot be given one client's roots.
 #[derive(Clone)]
 pub struct UpstreamClient {
     pub(super) name: Arc<str>,
@@ -72,7 +71,7 @@ impl UpstreamClient {
     }
 
     /// Where a request this upstream sent goes (see
-    /// [`crate::hub::Hub::ask_target`]); `None` after logging why it goes
+    /// [`Downstream::ask_target`]); `None` after logging why it goes
     /// nowhere.
     fn ask_sender(
         &self,
@@ -87,7 +86,7 @@ impl UpstreamClient {
             _ => tagged,
         };
         let gw = self.gw.upgrade()?;
-        match gw.hub().ask_target(&self.name, related.as_ref()) {
+        match gw.ask_target(&self.name, related.as_ref()) {
             Ok(sender) => Some(sender),
             Err(why) => {
                 tracing::info!(upstream = %self.name, "{what} from the upstream declined: {why}");
@@ -175,7 +174,7 @@ impl ClientHandler for UpstreamClient {
     ) {
         let related = related::take(&mut cx.meta.0.0);
         if let Some(gw) = self.gw.upgrade() {
-            crate::notices::log_message(&gw, &self.name, related.as_ref(), params).await;
+            gw.upstream_log(&self.name, related.as_ref(), params).await;
         }
     }
 
@@ -185,7 +184,7 @@ impl ClientHandler for UpstreamClient {
         _cx: NotificationContext<RoleClient>,
     ) {
         if let Some(gw) = self.gw.upgrade() {
-            crate::notices::resource_updated(&gw, &self.name, &params.uri).await;
+            gw.upstream_resource_updated(&self.name, &params.uri).await;
         }
     }
 
@@ -195,7 +194,7 @@ impl ClientHandler for UpstreamClient {
         _cx: NotificationContext<RoleClient>,
     ) {
         if let Some(gw) = self.gw.upgrade() {
-            gw.hub().progress(&self.name, params);
+            gw.upstream_progress(&self.name, params);
         }
     }
 

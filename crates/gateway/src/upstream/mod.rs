@@ -26,14 +26,18 @@ use rmcp::{Peer, RoleClient};
 mod call;
 mod client;
 mod connect;
+mod downstream;
 pub mod oauth;
 mod ordered;
 pub mod related;
 mod stderr;
 mod tls;
 pub use call::CallError;
+pub(crate) use call::service_error;
 pub use client::UpstreamClient;
 pub use connect::{connect_once, connector_for, connector_from, without_type_names};
+pub(crate) use downstream::Downstream;
+pub use downstream::{Ask, marked_elicitation};
 pub use stderr::StderrTail;
 
 /// The environment variable plangate sets on every upstream it starts,

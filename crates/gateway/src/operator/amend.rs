@@ -14,8 +14,8 @@
 use plangate_core::{Code, EventKind, KeyState, Step, StepRecord, StepStatus, keep_sealed};
 use serde_json::Value;
 
+use super::{OperatorError, refresh};
 use crate::acting::Acting;
-use crate::operator::{OperatorError, refresh};
 use crate::plan::{open_secrets, planned_tool, prepare_step};
 use crate::{Catalog, CatalogTool, Gateway};
 
@@ -37,7 +37,7 @@ pub async fn amend(
 ) -> Result<KeyState, OperatorError> {
     let key = &acting.key;
     let state = refresh(gw.log(), acting, gw.ttl_ms(), gw.lease_ms()).await?;
-    let old = crate::operator::waiting_step(&state, key, step_id)?.clone();
+    let old = super::waiting_step(&state, key, step_id)?.clone();
     let Value::Object(_) = arguments else {
         return Err(bad(
             "the new arguments must be a JSON object, as the tool takes them".to_owned(),
