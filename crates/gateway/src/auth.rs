@@ -267,7 +267,7 @@ pub enum Asked<'a> {
 
 /// [`resolve`], also asking the store where the key's log stands when the
 /// key is asked of it and that could spare the request a read
-/// ([`seen_would_help`]); [`LogSeen`] if the store says.
+/// (`seen_would_help`); [`LogSeen`] if the store says.
 /// Reading it costs the store a little more (the key's newest event is
 /// read, often one just committed), so a read does not ask.
 pub async fn resolve_seen(

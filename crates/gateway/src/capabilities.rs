@@ -11,7 +11,7 @@ use rmcp::model::ServerCapabilities;
 ///
 /// Logging, completions and resource subscriptions are relayed to the
 /// upstreams that offer them ([`crate::notices`],
-/// [`crate::GatewayHandler::complete`]): advertised always, since
+/// its `complete` handler): advertised always, since
 /// upstreams come and go while a session lasts.
 pub fn server_capabilities() -> ServerCapabilities {
     let mut caps = ServerCapabilities::builder()

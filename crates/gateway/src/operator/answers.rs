@@ -49,7 +49,7 @@ pub fn approval_answer(
 }
 
 /// A person amends waiting step `step_id` of `acting`'s key
-/// ([`super::amend::amend`]) and is answered the step as amended, what
+/// (`operator::amend`) and is answered the step as amended, what
 /// changed in its arguments, and whether a yes covered it before (it no
 /// longer does).
 pub async fn amend(

@@ -23,7 +23,7 @@ use crate::Gateway;
 /// plangate's client side towards one upstream. It declares elicitation
 /// and sampling so upstreams may ask during a call; what they ask is routed
 /// to the client whose call is in progress (handed to its gateway as
-/// [`Downstream`]). It does not declare roots: an upstream shared by
+/// `Downstream`). It does not declare roots: an upstream shared by
 /// several clients cannot be given one client's roots.
 #[derive(Clone)]
 pub struct UpstreamClient {
