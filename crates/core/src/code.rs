@@ -61,6 +61,15 @@ pub enum Code {
     /// plangate's own store could not be read or written: plangate's
     /// failure, never the upstream's.
     StoreUnavailable,
+    /// An act that widens what runs (an approval, a person's apply, an
+    /// unlock…) needs a factor only the person holds — a TOTP code — and
+    /// none was given, or the one given was wrong (docs/design.md §12).
+    FactorRequired,
+    /// The key's event log does not verify (a row changed or added outside
+    /// plangate: its hash chain or signature breaks, docs/design.md §6):
+    /// nothing is applied from it until a person looks
+    /// (`plangate audit verify`).
+    TamperedLog,
     /// Something in plangate itself failed (no randomness, a signing
     /// failure): plangate's failure, never the upstream's.
     InternalError,
@@ -68,7 +77,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, in docs/design.md §8 order; for docs, catalogs and tests.
-    pub const ALL: [Code; 20] = [
+    pub const ALL: [Code; 22] = [
         Code::PlanNeedsKey,
         Code::PlanFull,
         Code::PlanChanged,
@@ -88,6 +97,8 @@ impl Code {
         Code::RateLimited,
         Code::TooLarge,
         Code::StoreUnavailable,
+        Code::FactorRequired,
+        Code::TamperedLog,
         Code::InternalError,
     ];
 
@@ -113,6 +124,8 @@ impl Code {
             Code::RateLimited => "rate_limited",
             Code::TooLarge => "too_large",
             Code::StoreUnavailable => "store_unavailable",
+            Code::FactorRequired => "factor_required",
+            Code::TamperedLog => "tampered_log",
             Code::InternalError => "internal_error",
         }
     }
@@ -125,7 +138,10 @@ impl Code {
     pub fn http_status(self) -> u16 {
         match self {
             Code::PlanNeedsKey => 401,
-            Code::Forbidden | Code::ForbiddenByMode | Code::ForbiddenByRule => 403,
+            Code::Forbidden
+            | Code::ForbiddenByMode
+            | Code::ForbiddenByRule
+            | Code::FactorRequired => 403,
             Code::InvalidArguments | Code::ElicitationUnsupported => 400,
             Code::PlanExpired => 410,
             Code::PlanFull
@@ -135,7 +151,8 @@ impl Code {
             | Code::NotInPlanMode
             | Code::ReviewDeclined
             | Code::ModeLocked
-            | Code::ToolQuarantined => 409,
+            | Code::ToolQuarantined
+            | Code::TamperedLog => 409,
             Code::TooLarge => 413,
             Code::RateLimited => 429,
             Code::InternalError => 500,
@@ -372,8 +389,8 @@ mod tests {
         assert!("plan-full".parse::<Code>().is_err());
     }
 
-    /// The first round's codes, then the second round's as they land
-    /// (docs/design.md §8, "New codes from the second round").
+    /// The first round's codes, then the later rounds' as they land
+    /// (docs/design.md §8, §12).
     #[test]
     fn the_codes_are_exactly_those_of_design_section_8() {
         let names: Vec<&str> = Code::ALL.iter().map(|c| c.as_str()).collect();
@@ -399,6 +416,8 @@ mod tests {
                 "rate_limited",
                 "too_large",
                 "store_unavailable",
+                "factor_required",
+                "tampered_log",
                 "internal_error",
             ]
         );

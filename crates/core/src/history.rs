@@ -169,6 +169,22 @@ pub fn describe(event: &Event, before: &KeyState) -> String {
         } => format!("{server} {} held for review", definition.tool),
         EventKind::ToolAccepted { server, tool, .. } => format!("{server} {tool} accepted"),
         EventKind::ToolRejected { server, tool, .. } => format!("{server} {tool} rejected"),
+        EventKind::OperatorEnrolled { operator, .. } => {
+            format!("operator {operator} enrolled with a TOTP factor")
+        }
+        EventKind::OperatorRemoved { operator } => format!("operator {operator} removed"),
+        EventKind::ApprovalsRequired { require } => format!("approvals now require {require}"),
+        EventKind::FactorUsed {
+            operator,
+            factor,
+            act,
+            ..
+        } => format!("{operator} proved \"{act}\" with {}", factor.as_str()),
+        EventKind::FactorRefused {
+            operator,
+            act,
+            reason,
+        } => format!("a code for {operator} was refused for \"{act}\": {reason}"),
     }
 }
 

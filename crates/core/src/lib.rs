@@ -34,12 +34,14 @@
 
 pub mod call_record;
 pub mod canonical;
+pub mod chain;
 pub mod code;
 pub mod decision;
 pub mod declared;
 pub mod digest;
 pub mod effect;
 pub mod event;
+pub mod factor;
 pub mod fold;
 #[cfg(test)]
 mod fuzz;
@@ -48,6 +50,7 @@ pub mod history;
 pub mod json_text;
 pub mod mode;
 pub mod names;
+pub mod operators;
 pub mod pinned;
 pub mod pins;
 pub mod preview;

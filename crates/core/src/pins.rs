@@ -84,6 +84,8 @@ pub struct ToolPins {
     pub servers: BTreeSet<String>,
     /// By upstream, then the upstream's own tool name.
     pub tools: BTreeMap<String, BTreeMap<String, ToolPin>>,
+    /// Where the pins' log stands in its hash chain ([`crate::chain`]).
+    pub chain: crate::chain::Chain,
 }
 
 impl ToolPins {

@@ -71,6 +71,9 @@ pub enum Refused {
         /// The revision now.
         current: u64,
     },
+    /// The key's log does not verify ([`crate::chain`]): a row was changed
+    /// or added outside plangate, so no approval in it can be trusted.
+    TamperedLog(crate::chain::Break),
 }
 
 impl std::fmt::Display for Refused {
@@ -91,7 +94,7 @@ impl std::fmt::Display for Refused {
             Refused::ReadScope => write!(f, "a read key cannot apply a plan"),
             Refused::NotApproved { digest } => write!(
                 f,
-                "this plan runs only after a person outside this key approves digest {digest} (an operator, or a write key)"
+                "this plan runs only after a person approves digest {digest}"
             ),
             Refused::ModeLocked { mode, by } => write!(
                 f,
@@ -114,6 +117,10 @@ impl std::fmt::Display for Refused {
                 f,
                 "the plan moved on since it was reviewed (revision {seen} is now {current})"
             ),
+            Refused::TamperedLog(broken) => write!(
+                f,
+                "this key's log does not verify ({broken}), so nothing in it is applied; a person must look at it"
+            ),
         }
     }
 }
@@ -131,6 +138,7 @@ impl Refused {
             Refused::PlanFull { .. } => Code::PlanFull,
             Refused::TooLarge { .. } => Code::TooLarge,
             Refused::PlanChanged { .. } | Refused::RevisionMoved { .. } => Code::PlanChanged,
+            Refused::TamperedLog(_) => Code::TamperedLog,
         }
     }
 }
@@ -236,9 +244,19 @@ pub fn repeat_of<'s>(
 /// in the plan and may become `running` ([`StepStatus::can_become`]) — a
 /// waiting step, or a failed one named to run again.
 pub fn claimable(state: &KeyState, step_id: &str) -> bool {
-    state
-        .step(step_id)
-        .is_some_and(|step| step.status.can_become(StepStatus::Running))
+    state.chain.broken.is_none()
+        && state
+            .step(step_id)
+            .is_some_and(|step| step.status.can_become(StepStatus::Running))
+}
+
+/// Whether the key's log verifies ([`crate::chain`]): nothing is applied
+/// from a log with a break, whoever asks.
+pub fn log_intact(state: &KeyState) -> Result<(), Refused> {
+    match &state.chain.broken {
+        Some(broken) => Err(Refused::TamperedLog(broken.clone())),
+        None => Ok(()),
+    }
 }
 
 // === plan life ===
@@ -548,6 +566,7 @@ pub fn apply_steps(
     applier: Applier<'_>,
     approved: &BTreeSet<&str>,
 ) -> Result<ApplySteps, Refused> {
+    log_intact(state)?;
     let own_yes = match applier {
         Applier::Operator => true,
         Applier::Key {

@@ -23,9 +23,13 @@ use crate::random::random_bytes;
 pub const SEAL_KEY_VAR: &str = "PLANGATE_SEAL_KEY";
 /// The environment variable that supplies the signing key; named in errors.
 pub const SIGNING_KEY_VAR: &str = "PLANGATE_SIGNING_KEY";
+/// The environment variable that supplies the log key's seed (the Ed25519
+/// key that signs the event log); named in errors.
+pub const LOG_KEY_VAR: &str = "PLANGATE_LOG_KEY";
 
 const SEAL_KEY_FILE: &str = "seal.key";
 const SIGNING_KEY_FILE: &str = "signing.key";
+const LOG_KEY_FILE: &str = "log.key";
 const SQLITE_FILE: &str = "plangate.db";
 
 /// Every other file plangate keeps in the data dir: the database's own
@@ -84,22 +88,16 @@ impl DataDir {
         self.path.join(SQLITE_FILE)
     }
 
-    /// The seal and signing keys. A value given (from config or the
+    /// The seal, signing and log keys. A value given (from config or the
     /// environment; base64 or hex of exactly 32 bytes) wins, so replicas can
     /// share keys; otherwise the key is read from `DIR/seal.key` /
-    /// `DIR/signing.key`, generated there (0600) on first start. Files are
-    /// never rewritten, so a restart invalidates nothing.
-    pub fn key_material(
-        &self,
-        seal_from_env: Option<&str>,
-        signing_from_env: Option<&str>,
-    ) -> Result<KeyMaterial, StoreError> {
-        let seal_key = self.one_key(SEAL_KEY_VAR, seal_from_env, SEAL_KEY_FILE)?;
-        let signing_key = self.one_key(SIGNING_KEY_VAR, signing_from_env, SIGNING_KEY_FILE)?;
-        Ok(KeyMaterial {
-            seal_key,
-            signing_key,
-        })
+    /// `DIR/signing.key` / `DIR/log.key`, generated there (0600) on first
+    /// start. Files are never rewritten, so a restart invalidates nothing.
+    pub fn key_material(&self, from_env: &KeysFromEnv<'_>) -> Result<KeyMaterial, StoreError> {
+        let seal_key = self.one_key(SEAL_KEY_VAR, from_env.seal, SEAL_KEY_FILE)?;
+        let signing_key = self.one_key(SIGNING_KEY_VAR, from_env.signing, SIGNING_KEY_FILE)?;
+        let log_key = self.one_key(LOG_KEY_VAR, from_env.log, LOG_KEY_FILE)?;
+        KeyMaterial::new(seal_key, signing_key, log_key)
     }
 
     fn one_key(
@@ -115,6 +113,18 @@ impl DataDir {
             None => load_or_create_key_file(&self.path.join(file)),
         }
     }
+}
+
+/// The keys given from outside the data dir (replicas share them), each
+/// `None` when not given: then the data dir's file is used.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KeysFromEnv<'a> {
+    /// [`SEAL_KEY_VAR`]'s value.
+    pub seal: Option<&'a str>,
+    /// [`SIGNING_KEY_VAR`]'s value.
+    pub signing: Option<&'a str>,
+    /// [`LOG_KEY_VAR`]'s value.
+    pub log: Option<&'a str>,
 }
 
 /// Where plangate keeps its state when nothing says otherwise:
@@ -140,23 +150,53 @@ fn default_data_dir_from(xdg_data_home: Option<OsString>, home: Option<OsString>
 
 // === impl KeyMaterial ===
 
-/// The two process-wide secrets: the seal key (AEAD for secrets at rest)
-/// and the signing key (request state, HMAC digests of secrets). Its
-/// `Debug` prints `[redacted]` so it can sit in a struct that is logged.
-#[derive(Clone, PartialEq, Eq)]
+/// The three process-wide secrets: the seal key (AEAD for secrets at
+/// rest), the signing key (request state, HMAC digests of secrets) and the
+/// log key's seed (Ed25519 signatures over the event log,
+/// [`crate::LogKey`]). Its `Debug` prints `[redacted]` so it can sit in a
+/// struct that is logged.
+#[derive(Clone)]
 pub struct KeyMaterial {
     seal_key: [u8; 32],
     signing_key: [u8; 32],
+    log_seed: [u8; 32],
+    log_key: std::sync::Arc<crate::LogKey>,
 }
+
+impl PartialEq for KeyMaterial {
+    fn eq(&self, other: &Self) -> bool {
+        (self.seal_key, self.signing_key, self.log_seed)
+            == (other.seal_key, other.signing_key, other.log_seed)
+    }
+}
+
+impl Eq for KeyMaterial {}
 
 impl KeyMaterial {
     /// Key material from raw bytes, for tests and for callers that get keys
-    /// from somewhere other than the data dir.
-    pub fn new(seal_key: [u8; 32], signing_key: [u8; 32]) -> KeyMaterial {
-        KeyMaterial {
+    /// from somewhere other than the data dir. An error only if the crypto
+    /// library refuses the log key's seed.
+    pub fn new(
+        seal_key: [u8; 32],
+        signing_key: [u8; 32],
+        log_seed: [u8; 32],
+    ) -> Result<KeyMaterial, StoreError> {
+        let log_key =
+            crate::LogKey::from_seed(&log_seed).map_err(|reason| StoreError::BadKeyMaterial {
+                var: LOG_KEY_VAR,
+                reason,
+            })?;
+        Ok(KeyMaterial {
             seal_key,
             signing_key,
-        }
+            log_seed,
+            log_key: std::sync::Arc::new(log_key),
+        })
+    }
+
+    /// The key that signs the event log ([`crate::LogKey`]).
+    pub fn log_key(&self) -> std::sync::Arc<crate::LogKey> {
+        self.log_key.clone()
     }
 
     /// The key that seals secret argument values at rest.
@@ -292,7 +332,7 @@ mod trust {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     use std::path::Path;
 
-    use super::{SEAL_KEY_FILE, SIGNING_KEY_FILE, STATE_FILES};
+    use super::{LOG_KEY_FILE, SEAL_KEY_FILE, SIGNING_KEY_FILE, STATE_FILES};
     use crate::StoreError;
 
     /// Why a link in the data dir is refused.
@@ -345,10 +385,11 @@ mod trust {
                 "the data dir was {open} (mode {mode:03o}); plangate made it owner-only (0700). Every file of plangate's in it must be this user's own, or it is refused"
             );
         }
-        let files = STATE_FILES
-            .iter()
-            .map(|f| (*f, Kind::State))
-            .chain([(SEAL_KEY_FILE, Kind::Key), (SIGNING_KEY_FILE, Kind::Key)]);
+        let files = STATE_FILES.iter().map(|f| (*f, Kind::State)).chain([
+            (SEAL_KEY_FILE, Kind::Key),
+            (SIGNING_KEY_FILE, Kind::Key),
+            (LOG_KEY_FILE, Kind::Key),
+        ]);
         for (name, kind) in files {
             let path = dir.join(name);
             match fs::symlink_metadata(&path) {
@@ -465,7 +506,7 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = DataDir::open(tmp.path().join("data")).expect("open");
         assert_eq!(mode(dir.path()), 0o700);
-        dir.key_material(None, None).expect("keys");
+        dir.key_material(&KeysFromEnv::default()).expect("keys");
         assert_eq!(mode(&dir.path().join("seal.key")), 0o600);
         assert_eq!(mode(&dir.path().join("signing.key")), 0o600);
     }
@@ -475,11 +516,11 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         let first = DataDir::open(tmp.path())
             .expect("open")
-            .key_material(None, None)
+            .key_material(&KeysFromEnv::default())
             .expect("keys");
         let second = DataDir::open(tmp.path())
             .expect("open")
-            .key_material(None, None)
+            .key_material(&KeysFromEnv::default())
             .expect("keys");
         assert_eq!(first, second);
         assert_ne!(first.seal_key(), first.signing_key());
@@ -489,7 +530,7 @@ mod tests {
             .expect("read_dir")
             .map(|e| e.expect("entry").file_name())
             .collect();
-        assert_eq!(names.len(), 2, "{names:?}");
+        assert_eq!(names.len(), 3, "{names:?}");
     }
 
     #[test]
@@ -505,7 +546,7 @@ mod tests {
                         barrier.wait();
                         DataDir::open(path)
                             .expect("open")
-                            .key_material(None, None)
+                            .key_material(&KeysFromEnv::default())
                             .expect("keys")
                     })
                 })
@@ -517,7 +558,7 @@ mod tests {
             assert!(keys.windows(2).all(|w| w[0] == w[1]));
             let on_disk = DataDir::open(tmp.path())
                 .expect("open")
-                .key_material(None, None)
+                .key_material(&KeysFromEnv::default())
                 .expect("keys");
             assert_eq!(keys[0], on_disk);
         }
@@ -530,14 +571,21 @@ mod tests {
         let seal = [7u8; 32];
         let signing = [9u8; 32];
         let keys = dir
-            .key_material(Some(&hex::encode(seal)), Some(&STANDARD.encode(signing)))
+            .key_material(&KeysFromEnv {
+                seal: Some(&hex::encode(seal)),
+                signing: Some(&STANDARD.encode(signing)),
+                log: None,
+            })
             .expect("keys");
         assert_eq!(keys.seal_key(), &seal);
         assert_eq!(keys.signing_key(), &signing);
         assert!(!dir.path().join("seal.key").exists());
         // URL-safe, unpadded base64 works too.
         let keys = dir
-            .key_material(Some(&URL_SAFE_NO_PAD.encode([0xfbu8; 32])), None)
+            .key_material(&KeysFromEnv {
+                seal: Some(&URL_SAFE_NO_PAD.encode([0xfbu8; 32])),
+                ..KeysFromEnv::default()
+            })
             .expect("keys");
         assert_eq!(keys.seal_key(), &[0xfb; 32]);
     }
@@ -547,7 +595,12 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = DataDir::open(tmp.path()).expect("open");
         let short = STANDARD.encode([1u8; 16]);
-        let err = dir.key_material(Some(&short), None).expect_err("short");
+        let err = dir
+            .key_material(&KeysFromEnv {
+                seal: Some(&short),
+                ..KeysFromEnv::default()
+            })
+            .expect_err("short");
         assert_eq!(err.code(), "bad_key_material");
         let msg = err.to_string();
         assert!(msg.contains("PLANGATE_SEAL_KEY"), "{msg}");
@@ -555,13 +608,21 @@ mod tests {
         assert!(!msg.contains(&short), "{msg}");
 
         let err = dir
-            .key_material(None, Some("not a key!"))
+            .key_material(&KeysFromEnv {
+                signing: Some("not a key!"),
+                ..KeysFromEnv::default()
+            })
             .expect_err("garbage");
         let msg = err.to_string();
         assert!(msg.contains("PLANGATE_SIGNING_KEY"), "{msg}");
         assert!(!msg.contains("not a key!"), "{msg}");
 
-        let err = dir.key_material(Some(""), None).expect_err("empty");
+        let err = dir
+            .key_material(&KeysFromEnv {
+                seal: Some(""),
+                ..KeysFromEnv::default()
+            })
+            .expect_err("empty");
         assert!(err.to_string().contains("PLANGATE_SEAL_KEY"));
     }
 
@@ -573,7 +634,9 @@ mod tests {
         // Owner-only, as plangate writes it: only the contents are damaged.
         #[cfg(unix)]
         chmod(&dir.path().join("seal.key"), 0o600);
-        let err = dir.key_material(None, None).expect_err("damaged");
+        let err = dir
+            .key_material(&KeysFromEnv::default())
+            .expect_err("damaged");
         assert_eq!(err.code(), "key_file_invalid");
         assert_eq!(
             fs::read_to_string(dir.path().join("seal.key")).expect("read"),
@@ -621,10 +684,14 @@ mod tests {
         );
         assert!(text.contains("chmod 600"), "{text}");
         // Refused when read, too (planted after the directory was opened).
-        let err = dir.key_material(None, None).expect_err("refused at read");
+        let err = dir
+            .key_material(&KeysFromEnv::default())
+            .expect_err("refused at read");
         assert_eq!(err.code(), "untrusted_data_dir");
         chmod(&planted, 0o600);
-        let keys = dir.key_material(None, None).expect("owner-only is fine");
+        let keys = dir
+            .key_material(&KeysFromEnv::default())
+            .expect("owner-only is fine");
         assert_eq!(keys.signing_key(), &[1u8; 32]);
     }
 
@@ -637,7 +704,9 @@ mod tests {
         fs::write(&elsewhere, hex::encode([2u8; 32])).expect("key");
         chmod(&elsewhere, 0o600);
         std::os::unix::fs::symlink(&elsewhere, dir.path().join("seal.key")).expect("link");
-        let err = dir.key_material(None, None).expect_err("link refused");
+        let err = dir
+            .key_material(&KeysFromEnv::default())
+            .expect_err("link refused");
         assert_eq!(err.code(), "untrusted_data_dir");
         assert!(err.to_string().contains("symbolic link"), "{err}");
         let err = DataDir::open(dir.path()).expect_err("link refused at open");

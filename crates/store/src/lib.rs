@@ -46,6 +46,7 @@ mod data_dir;
 mod error;
 pub mod events;
 mod keys;
+mod log_key;
 mod operators;
 mod postgres;
 mod private_fs;
@@ -58,18 +59,21 @@ mod time;
 mod tokens;
 mod wal_mark;
 
-pub use data_dir::{DataDir, KeyMaterial, SEAL_KEY_VAR, SIGNING_KEY_VAR, default_data_dir};
+pub use data_dir::{
+    DataDir, KeyMaterial, KeysFromEnv, LOG_KEY_VAR, SEAL_KEY_VAR, SIGNING_KEY_VAR, default_data_dir,
+};
 pub use error::StoreError;
-pub use events::{NewEvent, StoredEvent};
+pub use events::{NewEvent, Seal, StoredEvent, body_text};
 pub use keys::{
     ApiKey, CreatedKey, IDENTITY_PREFIX, Identity, MAX_KEY_NAME_LEN, SHOWN_PREFIX_LEN,
     TOKEN_PREFIX, validate_key_name,
 };
+pub use log_key::{LogKey, PUBLIC_KEY_PREFIX, PublicLogKey};
 pub use operators::{
     CreatedOperatorToken, OPERATOR_TOKEN_PREFIX, OperatorToken, validate_operator_name,
 };
 pub use postgres::open_postgres;
-pub use random::new_id;
+pub use random::{new_id, random_bytes};
 pub use sqlite::open_sqlite;
 pub use time::{format_time_ms, now_ms};
 

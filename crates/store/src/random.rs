@@ -8,7 +8,7 @@ use crate::StoreError;
 
 /// `N` bytes straight from the operating system's generator (never a
 /// user-space PRNG), for tokens, ids and key material.
-pub(crate) fn random_bytes<const N: usize>() -> Result<[u8; N], StoreError> {
+pub fn random_bytes<const N: usize>() -> Result<[u8; N], StoreError> {
     let mut buf = [0u8; N];
     SysRng
         .try_fill_bytes(&mut buf)

@@ -14,6 +14,8 @@ pub(crate) trait TableRow {
     fn int(&self, column: &'static str) -> Result<i64, sqlx::Error>;
     /// An integer column that may be NULL.
     fn maybe_int(&self, column: &'static str) -> Result<Option<i64>, sqlx::Error>;
+    /// A text column that may be NULL.
+    fn maybe_text(&self, column: &'static str) -> Result<Option<String>, sqlx::Error>;
 }
 
 impl<R> TableRow for R
@@ -32,6 +34,10 @@ where
     }
 
     fn maybe_int(&self, column: &'static str) -> Result<Option<i64>, sqlx::Error> {
+        self.try_get(column)
+    }
+
+    fn maybe_text(&self, column: &'static str) -> Result<Option<String>, sqlx::Error> {
         self.try_get(column)
     }
 }

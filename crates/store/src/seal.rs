@@ -99,7 +99,7 @@ mod tests {
     use super::*;
 
     fn material(seal: u8) -> KeyMaterial {
-        KeyMaterial::new([seal; 32], [0xee; 32])
+        KeyMaterial::new([seal; 32], [0xee; 32], [0xdd; 32]).expect("keys")
     }
 
     const SECRET: &[u8] = br#"{"api_key":"sk-live-0123456789abcdef"}"#;
@@ -134,7 +134,7 @@ mod tests {
         assert!(matches!(err, StoreError::UnsealFailed), "{err}");
         assert_eq!(err.code(), "unseal_failed");
         // The signing key plays no part: only the seal key matters.
-        let same_seal = KeyMaterial::new([1; 32], [0x11; 32]);
+        let same_seal = KeyMaterial::new([1; 32], [0x11; 32], [0x22; 32]).expect("keys");
         assert_eq!(
             unseal(&same_seal, &sealed, b"step_1").expect("unseal"),
             SECRET

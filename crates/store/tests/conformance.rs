@@ -363,6 +363,7 @@ fn event(kind: &str, at_ms: i64, body: serde_json::Value) -> NewEvent {
         at_ms,
         kind: kind.to_owned(),
         body,
+        seal: None,
     }
 }
 
@@ -1258,6 +1259,7 @@ fn numbered(i: i64) -> NewEvent {
         at_ms: i,
         kind: "mode_set".to_owned(),
         body: json!({"mode": "plan", "i": i}),
+        seal: None,
     }
 }
 

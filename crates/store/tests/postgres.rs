@@ -147,6 +147,7 @@ async fn bodies_come_back_as_the_exact_json_written() {
                     at_ms: 1,
                     kind: "step_planned".to_owned(),
                     body: body.clone(),
+                    seal: None,
                 }],
             )
             .await
@@ -180,7 +181,7 @@ async fn replicas_starting_at_once_on_a_new_schema_all_open_it() {
                     .fetch_all(&mut conn)
                     .await
                     .expect("migrations");
-            assert_eq!(versions, [1, 2, 3, 4, 5, 6]);
+            assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7]);
             conn.close().await.expect("close");
         })
         .await;

@@ -71,6 +71,11 @@ event_types! {
     ToolQuarantined => "tool_quarantined",
     ToolAccepted => "tool_accepted",
     ToolRejected => "tool_rejected",
+    OperatorEnrolled => "operator_enrolled",
+    OperatorRemoved => "operator_removed",
+    ApprovalsRequired => "approvals_required",
+    FactorUsed => "factor_used",
+    FactorRefused => "factor_refused",
 }
 
 impl EventType {

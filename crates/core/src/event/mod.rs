@@ -332,6 +332,50 @@ pub enum EventKind {
         /// The definition rejected.
         definition_hash: String,
     },
+    /// A person was enrolled as an operator with a factor (log
+    /// [`crate::operators::OPERATORS_LOG`]); a later enrolment of the same
+    /// name replaces it.
+    OperatorEnrolled {
+        /// The operator's name.
+        operator: String,
+        /// The TOTP secret, sealed under the seal key.
+        totp_sealed: Option<String>,
+        /// SHA-256 (hex) of each one-time recovery code.
+        recovery_sha256: Vec<String>,
+    },
+    /// An operator and their factors were removed.
+    OperatorRemoved {
+        /// The operator's name.
+        operator: String,
+    },
+    /// What a yes needs from now on (the last one wins).
+    ApprovalsRequired {
+        /// The requirement.
+        require: crate::factor::Requirement,
+    },
+    /// A factor proved a person's act: which operator, which factor, and
+    /// the act it was given for, in words.
+    FactorUsed {
+        /// The operator.
+        operator: String,
+        /// The factor.
+        factor: crate::factor::FactorKind,
+        /// The TOTP step used (no code of it or before is taken again).
+        step: Option<u64>,
+        /// The recovery code used, by position.
+        recovery: Option<usize>,
+        /// What it was for ("approve key agent at sha256:…").
+        act: String,
+    },
+    /// A wrong factor was given (counted for the rate limit).
+    FactorRefused {
+        /// The operator named.
+        operator: String,
+        /// What it was for.
+        act: String,
+        /// Why it was refused.
+        reason: String,
+    },
 }
 
 #[cfg(test)]
@@ -505,6 +549,29 @@ pub(crate) mod tests {
                 server: "site".into(),
                 tool: "delete_page".into(),
                 definition_hash: "sha256:cd".into(),
+            },
+            EventKind::OperatorEnrolled {
+                operator: "alice".into(),
+                totp_sealed: Some("v1.sealed".into()),
+                recovery_sha256: vec!["ab".repeat(32)],
+            },
+            EventKind::OperatorRemoved {
+                operator: "alice".into(),
+            },
+            EventKind::ApprovalsRequired {
+                require: crate::factor::Requirement::Totp,
+            },
+            EventKind::FactorUsed {
+                operator: "alice".into(),
+                factor: crate::factor::FactorKind::Totp,
+                step: Some(59_000_000),
+                recovery: None,
+                act: "approve key agent".into(),
+            },
+            EventKind::FactorRefused {
+                operator: "alice".into(),
+                act: "approve key agent".into(),
+                reason: "wrong code".into(),
             },
         ]
     }

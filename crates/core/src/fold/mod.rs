@@ -180,6 +180,11 @@ pub struct KeyState {
     /// "changed since the last review" is measured against.
     #[serde(default)]
     pub reviewed: Option<ReviewedPlan>,
+    /// Where the key's log stands in its hash chain, and its first break
+    /// ([`crate::chain`]): set by the reader that follows the stored rows,
+    /// not by the fold of events. An apply refuses a broken log.
+    #[serde(default)]
+    pub chain: crate::chain::Chain,
     /// The waiting steps' digest hash as last computed, shared by every
     /// copy of this state, so the next digest hashes only what was added
     /// ([`DigestMemo`]). Not state: skipped when serialised, always equal.
@@ -216,6 +221,7 @@ impl Default for KeyState {
             reviews: Vec::new(),
             revision: 0,
             reviewed: None,
+            chain: crate::chain::Chain::default(),
             digest_memo: DigestMemo::default(),
         }
     }
@@ -336,11 +342,17 @@ impl KeyState {
             EventKind::PlanExpired { step_ids } => self.expire(step_ids, at),
             // Kept in the log; they change nothing here.
             EventKind::ReviewRequested { .. } | EventKind::CallRecorded { .. } => false,
-            // Tool pins live in their own log ([`crate::TOOLS_LOG`]).
+            // Tool pins and operators live in their own logs
+            // ([`crate::TOOLS_LOG`], [`crate::operators::OPERATORS_LOG`]).
             EventKind::ToolsPinned { .. }
             | EventKind::ToolQuarantined { .. }
             | EventKind::ToolAccepted { .. }
-            | EventKind::ToolRejected { .. } => false,
+            | EventKind::ToolRejected { .. }
+            | EventKind::OperatorEnrolled { .. }
+            | EventKind::OperatorRemoved { .. }
+            | EventKind::ApprovalsRequired { .. }
+            | EventKind::FactorUsed { .. }
+            | EventKind::FactorRefused { .. } => false,
         };
         // Outside a session, a plan that emptied has no life left.
         if self.session_id.is_none() && !self.has_open_steps() {
@@ -561,6 +573,11 @@ pub(crate) mod tests {
                         | EventKind::ToolQuarantined { .. }
                         | EventKind::ToolAccepted { .. }
                         | EventKind::ToolRejected { .. }
+                        | EventKind::OperatorEnrolled { .. }
+                        | EventKind::OperatorRemoved { .. }
+                        | EventKind::ApprovalsRequired { .. }
+                        | EventKind::FactorUsed { .. }
+                        | EventKind::FactorRefused { .. }
                 )
             })
             .collect::<Vec<_>>();

@@ -40,7 +40,7 @@ use crate::rows::TableRow;
 /// (`concat!`) with bound values only.
 macro_rules! event_columns {
     () => {
-        "seq, key_id, key_seq, at_ms, type, body"
+        "seq, key_id, key_seq, at_ms, type, body, hash, sig"
     };
 }
 pub(crate) use event_columns;
@@ -57,6 +57,22 @@ pub struct NewEvent {
     pub kind: String,
     /// The event itself, opaque to the store.
     pub body: serde_json::Value,
+    /// Its link in the key's hash chain and the log key's signature over
+    /// it (`plangate_core::chain`), computed by the writer over the body
+    /// as [`body_text`] writes it; `None` only for rows written by tools
+    /// that do not sign (tests, old versions), which a reader of a signed
+    /// log takes as a break.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seal: Option<Seal>,
+}
+
+/// An event's link in its key's hash chain and the signature over it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Seal {
+    /// The link, SHA-256 in lowercase hex.
+    pub hash: String,
+    /// The log key's Ed25519 signature over the link's 32 bytes, base64.
+    pub sig: String,
 }
 
 /// An event as recorded.
@@ -78,11 +94,24 @@ pub struct StoredEvent {
     /// reader that wants a type (the fold wants an event) parses it once,
     /// straight into that type; [`JsonText::value`] gives a value.
     pub body: JsonText,
+    /// Its link in the key's hash chain (hex), as recorded; `None` for a
+    /// row written before the log was signed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash: Option<String>,
+    /// The log key's signature over the link (base64), as recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sig: Option<String>,
+}
+
+/// The body as every backend writes it: the text a writer hashes into the
+/// event's link.
+pub fn body_text(body: &serde_json::Value) -> Result<String, serde_json::Error> {
+    serde_json::to_string(body)
 }
 
 /// Checks an event before any backend writes it, so every backend refuses
 /// the same things, and returns the body as JSON text.
-pub(crate) fn body_text(event: &NewEvent) -> Result<String, StoreError> {
+pub(crate) fn checked_body_text(event: &NewEvent) -> Result<String, StoreError> {
     if event.kind.is_empty() {
         return Err(StoreError::InvalidEvent(
             "its type is empty; every event needs a type".to_owned(),
@@ -94,7 +123,7 @@ pub(crate) fn body_text(event: &NewEvent) -> Result<String, StoreError> {
             "its type contains a NUL character".to_owned(),
         ));
     }
-    serde_json::to_string(&event.body).map_err(|e| {
+    body_text(&event.body).map_err(|e| {
         StoreError::InvalidEvent(format!(
             "its body of type {:?} is not serializable: {e}",
             event.kind
@@ -115,5 +144,7 @@ pub(crate) fn event_from_row(row: &impl TableRow) -> Result<StoredEvent, StoreEr
             table: "events",
             reason: format!("body is not JSON: {e}"),
         })?,
+        hash: row.maybe_text("hash")?,
+        sig: row.maybe_text("sig")?,
     })
 }

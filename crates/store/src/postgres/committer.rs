@@ -20,6 +20,8 @@ pub(super) struct Append {
     pub(super) at_ms: Vec<i64>,
     pub(super) kinds: Vec<String>,
     pub(super) bodies: Vec<String>,
+    pub(super) hashes: Vec<Option<String>>,
+    pub(super) sigs: Vec<Option<String>>,
     pub(super) reply: tokio::sync::oneshot::Sender<Result<i64, StoreError>>,
 }
 
@@ -207,6 +209,8 @@ async fn spread_append(
     let mut at_ms = Vec::with_capacity(rows);
     let mut kinds = Vec::with_capacity(rows);
     let mut bodies = Vec::with_capacity(rows);
+    let mut hashes = Vec::with_capacity(rows);
+    let mut sigs = Vec::with_capacity(rows);
     for job in batch {
         for (i, ((at, kind), body)) in job
             .at_ms
@@ -215,6 +219,8 @@ async fn spread_append(
             .zip(&job.bodies)
             .enumerate()
         {
+            hashes.push(job.hashes[i].as_deref());
+            sigs.push(job.sigs[i].as_deref());
             key_ids.push(job.key_id.as_str());
             key_seqs.push(job.expected + 1 + i as i64);
             expected.push(job.expected);
@@ -225,10 +231,11 @@ async fn spread_append(
     }
     // The trigger numbers rows in order.
     let landed: Vec<String> = sqlx::query_scalar(
-        "INSERT INTO events (key_id, key_seq, at_ms, type, body)
-         SELECT e.key_id, e.key_seq, e.at_ms, e.type, e.body::json
-         FROM UNNEST($1::text[], $2::int8[], $3::int8[], $4::int8[], $5::text[], $6::text[])
-              WITH ORDINALITY AS e(key_id, key_seq, expected, at_ms, type, body, n)
+        "INSERT INTO events (key_id, key_seq, at_ms, type, body, hash, sig)
+         SELECT e.key_id, e.key_seq, e.at_ms, e.type, e.body::json, e.hash, e.sig
+         FROM UNNEST($1::text[], $2::int8[], $3::int8[], $4::int8[], $5::text[], $6::text[],
+                     $7::text[], $8::text[])
+              WITH ORDINALITY AS e(key_id, key_seq, expected, at_ms, type, body, hash, sig, n)
          WHERE (SELECT COALESCE(MAX(key_seq), 0) FROM events WHERE key_id = e.key_id) = e.expected
          ORDER BY e.n
          RETURNING key_id",
@@ -239,6 +246,8 @@ async fn spread_append(
     .bind(&at_ms)
     .bind(&kinds)
     .bind(&bodies)
+    .bind(&hashes)
+    .bind(&sigs)
     .fetch_all(&mut *conn)
     .await?;
     let mut inserted = std::collections::HashMap::with_capacity(batch.len());
@@ -273,10 +282,10 @@ async fn guarded_append(
     let key_seqs: Vec<i64> = (job.expected + 1..=job.expected + count).collect();
     // The trigger numbers rows in order.
     let inserted = sqlx::query(
-        "INSERT INTO events (key_id, key_seq, at_ms, type, body)
-         SELECT $1, e.key_seq, e.at_ms, e.type, e.body::json
-         FROM UNNEST($2::int8[], $3::int8[], $4::text[], $5::text[])
-              WITH ORDINALITY AS e(key_seq, at_ms, type, body, n)
+        "INSERT INTO events (key_id, key_seq, at_ms, type, body, hash, sig)
+         SELECT $1, e.key_seq, e.at_ms, e.type, e.body::json, e.hash, e.sig
+         FROM UNNEST($2::int8[], $3::int8[], $4::text[], $5::text[], $7::text[], $8::text[])
+              WITH ORDINALITY AS e(key_seq, at_ms, type, body, hash, sig, n)
          WHERE (SELECT COALESCE(MAX(key_seq), 0) FROM events WHERE key_id = $1) = $6
          ORDER BY e.n",
     )
@@ -286,6 +295,8 @@ async fn guarded_append(
     .bind(&job.kinds)
     .bind(&job.bodies)
     .bind(job.expected)
+    .bind(&job.hashes)
+    .bind(&job.sigs)
     .execute(&mut *conn)
     .await?;
     match inserted.rows_affected() {

@@ -126,6 +126,12 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         expires_at_ms   BIGINT NOT NULL
     );",
     ),
+    // Each event's link and signature, as in SQLite's version 7.
+    (
+        7,
+        "ALTER TABLE events ADD COLUMN hash TEXT;
+    ALTER TABLE events ADD COLUMN sig TEXT;",
+    ),
 ];
 
 /// `schema_migrations` in PostgreSQL's dialect.

@@ -63,7 +63,7 @@ use self::committer::{Append, committer, last_key_seq_in};
 use self::migrations::MIGRATIONS;
 use self::migrations::migrate;
 use crate::credentials::{SqlCredentials, forward_credentials};
-use crate::events::body_text;
+use crate::events::checked_body_text;
 use crate::events::group_commit::committer_stopped;
 use crate::events::reads::{EventSql, SqlEvents, forward_event_reads};
 use crate::keys::{key_columns, key_from_row};
@@ -79,7 +79,7 @@ const PING_WHEN_IDLE_FOR: std::time::Duration = std::time::Duration::from_secs(1
 /// the `json` body read back as its exact text.
 macro_rules! pg_event_columns {
     () => {
-        "seq, key_id, key_seq, at_ms, type, body::text AS body"
+        "seq, key_id, key_seq, at_ms, type, body::text AS body, hash, sig"
     };
 }
 
@@ -237,7 +237,7 @@ forward_event_reads!(PostgresStore {
     ) -> Result<i64, StoreError> {
         let bodies = events
             .iter()
-            .map(body_text)
+            .map(checked_body_text)
             .collect::<Result<Vec<_>, _>>()?;
         i64::try_from(events.len())
             .map_err(|_| StoreError::InvalidEvent("the batch is too large".to_owned()))?;
@@ -264,6 +264,14 @@ forward_event_reads!(PostgresStore {
                 at_ms: events.iter().map(|e| e.at_ms).collect(),
                 kinds: events.iter().map(|e| e.kind.clone()).collect(),
                 bodies,
+                hashes: events
+                    .iter()
+                    .map(|e| e.seal.as_ref().map(|s| s.hash.clone()))
+                    .collect(),
+                sigs: events
+                    .iter()
+                    .map(|e| e.seal.as_ref().map(|s| s.sig.clone()))
+                    .collect(),
                 reply,
             })
             .map_err(|_| committer_stopped())?;

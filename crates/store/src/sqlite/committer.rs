@@ -21,12 +21,22 @@ use crate::{LogMark, StoreError};
 pub(super) struct Append {
     pub(super) key_id: String,
     pub(super) expected: i64,
-    /// `(at_ms, type, body)` per event, in order.
-    pub(super) rows: Vec<(i64, String, String)>,
+    /// The events, in order.
+    pub(super) rows: Vec<Row>,
     /// The log mark right after the commit, when it is known to follow
     /// from this batch's commit alone (see [`commit_batch`]).
     pub(super) mark: Option<LogMark>,
     pub(super) reply: tokio::sync::oneshot::Sender<Result<(i64, Option<LogMark>), StoreError>>,
+}
+
+/// One event of an append, as its columns.
+#[derive(Debug)]
+pub(super) struct Row {
+    pub(super) at_ms: i64,
+    pub(super) kind: String,
+    pub(super) body: String,
+    pub(super) hash: Option<String>,
+    pub(super) sig: Option<String>,
 }
 
 /// Commits appends as they come: takes the first waiting one plus every
@@ -144,7 +154,7 @@ impl Waiting for Append {
     }
 }
 
-/// Events written by one guarded statement: 3 bound values each, far
+/// Events written by one guarded statement: 5 bound values each, far
 /// below SQLite's limit of 32,766 bound values per statement. An append
 /// this long is rare (a plan holds at most 1,000 steps).
 const APPEND_CHUNK: usize = 1000;
@@ -197,19 +207,21 @@ async fn try_append(
     let mut last = job.expected;
     for chunk in job.rows.chunks(APPEND_CHUNK) {
         let mut sql = String::from(
-            "INSERT INTO events (key_id, key_seq, at_ms, type, body) \
-             SELECT column1, column2, column3, column4, column5 FROM (VALUES ",
+            "INSERT INTO events (key_id, key_seq, at_ms, type, body, hash, sig) \
+             SELECT column1, column2, column3, column4, column5, column6, column7 FROM (VALUES ",
         );
         for i in 0..chunk.len() {
             if i > 0 {
                 sql.push_str(", ");
             }
-            let p = 3 + 3 * i;
+            let p = 3 + 5 * i;
             sql.push_str(&format!(
-                "(?1, ?2 + {}, ?{p}, ?{}, ?{})",
+                "(?1, ?2 + {}, ?{p}, ?{}, ?{}, ?{}, ?{})",
                 i + 1,
                 p + 1,
-                p + 2
+                p + 2,
+                p + 3,
+                p + 4
             ));
         }
         sql.push_str(
@@ -223,8 +235,13 @@ async fn try_append(
             .persistent(chunk.len() <= 4)
             .bind(&job.key_id)
             .bind(last);
-        for (at_ms, kind, body) in chunk {
-            query = query.bind(at_ms).bind(kind).bind(body);
+        for row in chunk {
+            query = query
+                .bind(row.at_ms)
+                .bind(&row.kind)
+                .bind(&row.body)
+                .bind(&row.hash)
+                .bind(&row.sig);
         }
         match query.execute(&mut *conn).await {
             Ok(done) if done.rows_affected() == chunk.len() as u64 => last += chunk.len() as i64,
@@ -294,11 +311,13 @@ mod tests {
         Append {
             key_id: key_id.to_owned(),
             expected,
-            rows: vec![(
-                expected,
-                "mode_set".to_owned(),
-                r#"{"mode":"plan"}"#.to_owned(),
-            )],
+            rows: vec![Row {
+                at_ms: expected,
+                kind: "mode_set".to_owned(),
+                body: r#"{"mode":"plan"}"#.to_owned(),
+                hash: None,
+                sig: None,
+            }],
             mark: None,
             reply,
         }
@@ -316,6 +335,7 @@ mod tests {
             at_ms: 1,
             kind: "mode_set".to_owned(),
             body: serde_json::json!({"mode": "plan", "padding": "x".repeat(200)}),
+            seal: None,
         };
         for seq in 0..300 {
             store

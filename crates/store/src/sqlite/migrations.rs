@@ -129,6 +129,13 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         expires_at_ms   INTEGER NOT NULL
     );",
     ),
+    // Each event's link in its key's hash chain and the log key's
+    // signature over it (docs/design.md §6); NULL in rows written before.
+    (
+        7,
+        "ALTER TABLE events ADD COLUMN hash TEXT;
+    ALTER TABLE events ADD COLUMN sig TEXT;",
+    ),
 ];
 
 /// `schema_migrations` in SQLite's dialect.
@@ -294,6 +301,7 @@ mod tests {
                     at_ms: 40,
                     kind: "session_begun".to_owned(),
                     body: serde_json::json!({}),
+                    seal: None,
                 }],
             )
             .await

@@ -22,7 +22,7 @@ use self::migrations::migrate;
 use crate::credentials::{SqlCredentials, forward_credentials};
 use crate::events::group_commit::committer_stopped;
 use crate::events::reads::{EventSql, SqlEvents, forward_event_reads};
-use crate::events::{body_text, event_columns};
+use crate::events::{checked_body_text, event_columns};
 use crate::private_fs::create_new_private_file;
 use crate::wal_mark::WalMark;
 use crate::{ApiKey, KeyEpoch, LogMark, NewEvent, Store, StoreError};
@@ -240,7 +240,15 @@ forward_event_reads!(SqliteStore {
     ) -> Result<(i64, Option<LogMark>), StoreError> {
         let rows = events
             .iter()
-            .map(|e| body_text(e).map(|body| (e.at_ms, e.kind.clone(), body)))
+            .map(|e| {
+                checked_body_text(e).map(|body| committer::Row {
+                    at_ms: e.at_ms,
+                    kind: e.kind.clone(),
+                    body,
+                    hash: e.seal.as_ref().map(|s| s.hash.clone()),
+                    sig: e.seal.as_ref().map(|s| s.sig.clone()),
+                })
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let (reply, answer) = tokio::sync::oneshot::channel();
         self.appends
@@ -311,6 +319,7 @@ mod tests {
             at_ms: 1,
             kind: "session_begun".to_owned(),
             body: serde_json::json!({}),
+            seal: None,
         }]
     }
 

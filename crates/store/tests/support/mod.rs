@@ -123,6 +123,7 @@ pub fn events(n: i64) -> Vec<NewEvent> {
             at_ms: i,
             kind: "mode_set".to_owned(),
             body: json!({"mode": "plan", "i": i}),
+            seal: None,
         })
         .collect()
 }
