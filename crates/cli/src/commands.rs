@@ -282,10 +282,16 @@ fn identity_named(config: &Config, name: &str) -> Option<plangate_store::Identit
 /// sets the key's mode and lock ([`plangate_gateway::operator::set_mode`]).
 pub async fn mode_set(
     config: &Config,
-    store: std::sync::Arc<dyn Store>,
+    (store, log_key): (
+        std::sync::Arc<dyn Store>,
+        std::sync::Arc<plangate_store::LogKey>,
+    ),
     key: &str,
     mode: Option<&str>,
-    change: plangate_gateway::operator::LockChange,
+    (change, yes): (
+        plangate_gateway::operator::LockChange,
+        Option<&plangate_gateway::operator::factor::Confirmed>,
+    ),
     as_json: bool,
 ) -> Result<()> {
     use plangate_gateway::operator::LockChange;
@@ -324,12 +330,14 @@ pub async fn mode_set(
             }
         },
     };
-    let operator = operator_name();
+    let operator = yes
+        .and_then(|y| y.operator())
+        .map_or_else(operator_name, str::to_owned);
     let acting =
         plangate_gateway::operator::acting(&api_key, &operator, plangate_core::Channel::Cli);
-    let log = plangate_gateway::key_log::KeyLog::new(store);
+    let log = plangate_gateway::key_log::KeyLog::new(store, log_key);
     let in_force =
-        plangate_gateway::operator::set_mode(&log, config, &acting, mode, change).await?;
+        plangate_gateway::operator::set_mode(&log, config, &acting, mode, change, yes).await?;
     let name = &api_key.name;
     let now = &in_force.spec.name;
     if as_json {

@@ -14,7 +14,10 @@ use crate::output::outln;
 /// tool's exposed name, effect class and where the class came from.
 pub async fn run(
     config: Config,
-    pins: Option<plangate_core::ToolPins>,
+    (pins, enforcement): (
+        Option<plangate_core::ToolPins>,
+        Option<crate::enforcement::Enforcement>,
+    ),
     vault: Option<plangate_gateway::upstream::oauth::Vault>,
     as_json: bool,
 ) -> Result<()> {
@@ -32,6 +35,7 @@ pub async fn run(
         catalog: &catalog,
         ups: &ups,
         pins: pins.as_ref(),
+        enforcement: enforcement.as_ref(),
     };
     if as_json {
         check.print_json(&source, &errors)?;
@@ -92,6 +96,7 @@ struct Checked<'a> {
     catalog: &'a plangate_gateway::Catalog,
     ups: &'a [std::sync::Arc<plangate_gateway::Upstream>],
     pins: Option<&'a plangate_core::ToolPins>,
+    enforcement: Option<&'a crate::enforcement::Enforcement>,
 }
 
 impl Checked<'_> {
@@ -168,6 +173,7 @@ impl Checked<'_> {
             "upstreams": upstreams,
             "tools": tools,
             "errors": errors,
+            "enforcement": self.enforcement,
         }))?;
         Ok(())
     }
@@ -176,6 +182,9 @@ impl Checked<'_> {
     fn print_text(&self, source: &str, errors: &[String]) {
         let (config, catalog) = (self.config, self.catalog);
         outln!("config: {source}");
+        if let Some(enforcement) = self.enforcement {
+            outln!("approvals: {}", enforcement.text);
+        }
         for u in config.upstreams.values() {
             let state = if !u.enabled {
                 "disabled".to_owned()

@@ -125,7 +125,7 @@ pub async fn run(as_json: bool) -> Result<()> {
         .await
         .context("cannot open the demo's database")?;
     // Fresh keys for a throwaway store: never the environment's.
-    let material = dir.key_material(None, None)?;
+    let material = dir.key_material(&plangate_store::KeysFromEnv::default())?;
     let key = store.create_key("demo-agent", Scope::Write).await?;
     let gw = Gateway::build(config, store, material).await;
     let result = async {

@@ -8,15 +8,20 @@ use std::path::Path;
 use anyhow::{Context, Result};
 
 use crate::args::{
-    AuditCommand, Cli, Command, ConfigCommand, ConfigSourceArgs, KeysCommand, ModeCommand,
-    OperatorCommand, PlanYes, PlansCommand, PolicyCommand, ToolsCommand, UpstreamCommand,
-    WrapTarget,
+    ApprovalsCommand, AuditCommand, Cli, Command, ConfigCommand, ConfigSourceArgs, KeysCommand,
+    ModeCommand, OperatorCommand, PlanYes, PlansCommand, PolicyCommand, ToolsCommand,
+    UpstreamCommand, WrapTarget,
 };
 use crate::setup::{
-    builtin_modes, config_to_call, key_material, load_config, open_store, use_database, vault_of,
+    builtin_modes, config_to_call, key_material, load_config, log_key, open_store, use_database,
+    vault_of,
 };
-use crate::{audit, catalog, chain_text, commands, demo, output, plans, policy, tools, upstream};
+use crate::{
+    audit, audit_verify, catalog, chain_text, commands, demo, factor, output, plans, policy, tools,
+    upstream,
+};
 use crate::{serve, wrap};
+use plangate_gateway::operator::factor::Act;
 
 /// Runs the command `cli` names.
 pub(crate) async fn run(cli: Cli) -> Result<()> {
@@ -30,6 +35,12 @@ pub(crate) async fn run(cli: Cli) -> Result<()> {
         Command::Serve(args) => serve::serve(args, data_dir).await,
         Command::Keys(cmd) => keys_command(cmd, data_dir).await,
         Command::Operator(cmd) => operator_command(cmd, data_dir).await,
+        Command::Approvals(ApprovalsCommand::Require {
+            requirement,
+            json,
+            factor,
+        }) => factor::require(data_dir, &requirement, &factor, json).await,
+        Command::Approvals(ApprovalsCommand::Show { json }) => factor::show(data_dir, json).await,
         Command::Config(ConfigCommand::Check { source, json }) => {
             config_check(&source, data_dir, json).await
         }
@@ -92,6 +103,24 @@ pub(crate) async fn run(cli: Cli) -> Result<()> {
             let store = open_store(data_dir).await?;
             audit::export(&*store, key.as_deref(), since, out.as_deref(), json).await
         }
+        Command::Audit(AuditCommand::Verify {
+            key,
+            public_key,
+            export,
+            json,
+        }) => match (public_key, export) {
+            (Some(public_key), Some(export)) => {
+                audit_verify::verify_export(&public_key, &export, json)
+            }
+            _ => {
+                let store = open_store(data_dir).await?;
+                let public = log_key(data_dir)?.public();
+                audit_verify::verify_store(&*store, public, key.as_deref(), json).await
+            }
+        },
+        Command::Audit(AuditCommand::PublicKey { json }) => {
+            audit_verify::public_key(log_key(data_dir)?.public(), json)
+        }
         Command::Demo { json } => demo::run(json).await,
         Command::Catalog { source, json, html } => {
             let config = load_config(&source, data_dir)?;
@@ -117,8 +146,17 @@ fn wrap_target(target: WrapTarget) -> wrap::Target {
 async fn keys_command(cmd: KeysCommand, data_dir: &Path) -> Result<()> {
     let store = open_store(data_dir).await?;
     match cmd {
-        KeysCommand::Create { name, scope, json } => {
-            commands::keys_create(&*store, &name, scope.into(), json).await
+        KeysCommand::Create {
+            name,
+            scope,
+            json,
+            factor,
+        } => {
+            let scope: plangate_core::Scope = scope.into();
+            if scope == plangate_core::Scope::Write {
+                factor::confirm(data_dir, &Act::CreateWriteKey { name: &name }, &factor).await?;
+            }
+            commands::keys_create(&*store, &name, scope, json).await
         }
         KeysCommand::List { json } => commands::keys_list(&*store, json).await,
         KeysCommand::Revoke { key, json } => commands::keys_revoke(&*store, &key, json).await,
@@ -128,8 +166,18 @@ async fn keys_command(cmd: KeysCommand, data_dir: &Path) -> Result<()> {
 async fn operator_command(cmd: OperatorCommand, data_dir: &Path) -> Result<()> {
     let store = open_store(data_dir).await?;
     match cmd {
-        OperatorCommand::Token { name, json } => {
+        OperatorCommand::Token { name, json, factor } => {
+            factor::confirm(data_dir, &Act::IssueOperatorToken { name: &name }, &factor).await?;
             commands::operator_token(&*store, &name, json).await
+        }
+        OperatorCommand::Enroll {
+            name,
+            totp: _,
+            json,
+            factor,
+        } => factor::enroll(data_dir, &name, &factor, json).await,
+        OperatorCommand::Remove { name, json, factor } => {
+            factor::remove(data_dir, &name, &factor, json).await
         }
         OperatorCommand::List { json } => commands::operator_list(&*store, json).await,
         OperatorCommand::Revoke { operator, json } => {
@@ -144,22 +192,26 @@ async fn config_check(source: &ConfigSourceArgs, data_dir: &Path, json: bool) ->
     // The pins, when the store can be read, so changed definitions
     // are flagged; config check works without a store too.
     let (pins, vault) = match open_store(data_dir).await {
-        Ok(store) => {
-            let pins = plangate_gateway::key_log::KeyLog::<plangate_core::ToolPins>::with_capacity(
-                store.clone(),
-                1,
-            )
-            .state(plangate_core::TOOLS_LOG)
-            .await
-            .ok();
-            let vault = key_material(data_dir)
-                .ok()
-                .map(|material| plangate_gateway::upstream::oauth::Vault { store, material });
-            (pins, vault)
-        }
+        Ok(store) => match key_material(data_dir) {
+            Ok(material) => {
+                let pins =
+                    plangate_gateway::key_log::KeyLog::<plangate_core::ToolPins>::with_capacity(
+                        store.clone(),
+                        material.log_key(),
+                        1,
+                    )
+                    .state(plangate_core::TOOLS_LOG)
+                    .await
+                    .ok();
+                let vault = plangate_gateway::upstream::oauth::Vault { store, material };
+                (pins, Some(vault))
+            }
+            Err(_) => (None, None),
+        },
         Err(_) => (None, None),
     };
-    crate::config_check::run(config, pins, vault, json).await
+    let enforcement = crate::enforcement::read(data_dir).await;
+    crate::config_check::run(config, (pins, enforcement), vault, json).await
 }
 
 async fn upstream_command(cmd: UpstreamCommand, data_dir: &Path) -> Result<()> {
@@ -212,6 +264,7 @@ async fn mode_command(cmd: ModeCommand, data_dir: &Path) -> Result<()> {
         lock,
         unlock,
         json,
+        factor,
     } = cmd;
     // `plan` and `default` are always defined: setting them needs
     // no upstream config, so a broken or absent one cannot keep an
@@ -237,15 +290,30 @@ async fn mode_command(cmd: ModeCommand, data_dir: &Path) -> Result<()> {
         (_, true) => plangate_gateway::operator::LockChange::Unlock,
         _ => plangate_gateway::operator::LockChange::Keep,
     };
-    commands::mode_set(&config, store, &key, mode.as_deref(), change, json).await
+    let yes = if unlock {
+        Some(factor::confirm(data_dir, &Act::Unlock { key: &key }, &factor).await?)
+    } else {
+        None
+    };
+    let log_key = log_key(data_dir)?;
+    commands::mode_set(
+        &config,
+        (store, log_key),
+        &key,
+        mode.as_deref(),
+        (change, yes.as_ref()),
+        json,
+    )
+    .await
 }
 /// `plangate tools list|accept|reject`.
 async fn tools_command(cmd: ToolsCommand, data_dir: &Path) -> Result<()> {
     use plangate_gateway::tool_pins::Decision;
-    let (source, upstream, tool, hash, decision, json) = match cmd {
+    let (source, named, hash, decision, json) = match cmd {
         ToolsCommand::List { source, json } => {
             let config = load_config(&source, data_dir)?;
-            return tools::list(&config, open_store(data_dir).await?, json).await;
+            let store = open_store(data_dir).await?;
+            return tools::list(&config, store, log_key(data_dir)?, json).await;
         }
         ToolsCommand::Accept {
             source,
@@ -254,31 +322,45 @@ async fn tools_command(cmd: ToolsCommand, data_dir: &Path) -> Result<()> {
             hash,
             allow_downgrade,
             json,
-        } => (
-            source,
-            upstream,
-            tool,
-            hash,
-            Decision::Accept { allow_downgrade },
-            json,
-        ),
+            factor,
+        } => {
+            let act = Act::AcceptTool {
+                server: &upstream,
+                tool: &tool,
+            };
+            let yes = factor::confirm(data_dir, &act, &factor).await?;
+            (
+                source,
+                (upstream.clone(), tool.clone()),
+                hash,
+                (Decision::Accept { allow_downgrade }, Some(yes)),
+                json,
+            )
+        }
         ToolsCommand::Reject {
             source,
             upstream,
             tool,
             hash,
             json,
-        } => (source, upstream, tool, hash, Decision::Reject, json),
+        } => (
+            source,
+            (upstream, tool),
+            hash,
+            (Decision::Reject, None),
+            json,
+        ),
     };
+    let (upstream, tool) = named;
     let config = load_config(&source, data_dir)?;
     let store = open_store(data_dir).await?;
     tools::decide(
         &config,
         store,
-        &upstream,
-        &tool,
+        log_key(data_dir)?,
+        (&upstream, &tool),
         hash.as_deref(),
-        decision,
+        (decision.0, decision.1.as_ref()),
         json,
     )
     .await
@@ -289,18 +371,23 @@ async fn plans_command(cmd: PlansCommand, data_dir: &Path) -> Result<()> {
     match cmd {
         PlansCommand::List { source, json } => {
             let config = load_config(&source, data_dir)?;
-            plans::list(&config, open_store(data_dir).await?, json).await
+            let store = open_store(data_dir).await?;
+            plans::list(&config, store, log_key(data_dir)?, json).await
         }
         PlansCommand::Show { source, key, json } => {
             let config = load_config(&source, data_dir)?;
-            plans::show(&config, open_store(data_dir).await?, &key, json).await
+            let store = open_store(data_dir).await?;
+            plans::show(&config, store, log_key(data_dir)?, &key, json).await
         }
         PlansCommand::Reject {
             key,
             step,
             reason,
             json,
-        } => plans::reject(open_store(data_dir).await?, &key, &step, &reason, json).await,
+        } => {
+            let store = open_store(data_dir).await?;
+            plans::reject(store, log_key(data_dir)?, &key, &step, &reason, json).await
+        }
         PlansCommand::Amend {
             source,
             key,
@@ -329,18 +416,24 @@ async fn plans_command(cmd: PlansCommand, data_dir: &Path) -> Result<()> {
             json,
         } => {
             let config = load_config(&source, data_dir)?;
-            plans::discard(&config, open_store(data_dir).await?, &key, &steps, json).await
+            let store = open_store(data_dir).await?;
+            plans::discard(&config, store, log_key(data_dir)?, &key, &steps, json).await
         }
         PlansCommand::Retry {
             source,
             key,
             step,
             json,
+            factor,
         } => {
             let config = config_to_call(&source, data_dir).await?;
             let store = open_store(data_dir).await?;
             let material = key_material(data_dir)?;
-            plans::retry(config, store, material, &key, &step, json).await
+            let confirming = plans::Confirming {
+                data_dir,
+                factor: &factor,
+            };
+            plans::retry(config, (store, material), confirming, &key, &step, json).await
         }
         PlansCommand::Approve(yes) => approve(yes, data_dir).await,
         PlansCommand::Apply(PlanYes {
@@ -349,17 +442,20 @@ async fn plans_command(cmd: PlansCommand, data_dir: &Path) -> Result<()> {
             digest,
             steps,
             json,
+            factor,
         }) => {
             let config = config_to_call(&source, data_dir).await?;
             let store = open_store(data_dir).await?;
             let material = key_material(data_dir)?;
             plans::apply_cmd(
                 config,
-                store,
-                material,
+                (store, material),
+                plans::Confirming {
+                    data_dir,
+                    factor: &factor,
+                },
                 &key,
-                digest.as_deref(),
-                &steps,
+                (digest.as_deref(), &steps),
                 json,
             )
             .await
@@ -377,6 +473,7 @@ async fn approve(yes: PlanYes, data_dir: &Path) -> Result<()> {
         digest,
         steps,
         json,
+        factor,
     } = yes;
     let config = load_config(&source, data_dir).unwrap_or_else(|e| {
         eprintln!(
@@ -389,10 +486,13 @@ async fn approve(yes: PlanYes, data_dir: &Path) -> Result<()> {
     let approver = std::env::var("PLANGATE_KEY").ok().filter(|t| !t.is_empty());
     plans::approve(
         &config,
-        store,
+        (store, log_key(data_dir)?),
+        plans::Confirming {
+            data_dir,
+            factor: &factor,
+        },
         &key,
-        digest.as_deref(),
-        &steps,
+        (digest.as_deref(), &steps),
         approver.as_deref(),
         json,
     )

@@ -14,7 +14,7 @@ use plangate_core::{Code, Decision, Effect, TOOLS_LOG, ToolPins};
 use plangate_gateway::key_log::KeyLog;
 use plangate_gateway::policy::{CallPaths, PathFacts, ToolNames, Who, call_paths, judge};
 use plangate_gateway::tool_pins::effect_of;
-use plangate_store::{ApiKey, KeyMaterial, Store};
+use plangate_store::{ApiKey, KeyMaterial, LogKey, Store};
 use serde_json::{Value, json};
 
 use crate::commands::UsageError;
@@ -170,14 +170,17 @@ pub async fn test(
     let config = &config;
     let (arguments, explicit) = call_arguments(t.arguments)?;
     let key = resolve_key(&*store, t.key).await?;
-    let state = KeyLog::new(store.clone()).state(&key.id).await?;
+    let state = KeyLog::new(store.clone(), material.log_key())
+        .state(&key.id)
+        .await?;
     let in_force = config.modes.in_force(&state);
     let mode = in_force.spec;
     let given = t.effect.and_then(effect_named);
+    let log_key = material.log_key();
     let (found, paths) = match live_tool(config, store.clone(), material, t.tool, &arguments).await
     {
         Some(live) => live,
-        None => pinned_tool(config, store, t.tool, given, &arguments).await?,
+        None => pinned_tool(config, store, log_key, t.tool, given, &arguments).await?,
     };
     let effect = given.unwrap_or(found.effect);
     // Arguments the tool does not take are refused before any rule, as
@@ -269,11 +272,12 @@ fn call_arguments(text: &str) -> Result<(Value, bool)> {
 async fn pinned_tool(
     config: &Config,
     store: Arc<dyn Store>,
+    log_key: Arc<LogKey>,
     exposed: &str,
     given: Option<Effect>,
     arguments: &Value,
 ) -> Result<(Found, CallPaths)> {
-    let pins = KeyLog::<ToolPins>::with_capacity(store, 1)
+    let pins = KeyLog::<ToolPins>::with_capacity(store, log_key, 1)
         .state(TOOLS_LOG)
         .await?;
     let (server, tool, effect, schema) = find_tool(config, &pins, exposed, given)?;

@@ -58,6 +58,9 @@ pub(crate) async fn serve(args: ServeArgs, data_dir: &Path) -> Result<()> {
         watched,
     ));
     let catalog = gw.catalog();
+    if let Some(enforcement) = crate::enforcement::read(data_dir).await {
+        eprintln!("plangate: {}", enforcement.text);
+    }
     tracing::info!(
         config = %commands::describe_source(&source),
         data_dir = %data_dir.display(),

@@ -53,15 +53,26 @@ pub(crate) async fn vault_of(
     })
 }
 
-/// The seal and signing keys: from `PLANGATE_SEAL_KEY` /
-/// `PLANGATE_SIGNING_KEY` when set (replicas share them), else generated
-/// into the data dir on first start.
+/// The seal, signing and log keys: from `PLANGATE_SEAL_KEY` /
+/// `PLANGATE_SIGNING_KEY` / `PLANGATE_LOG_KEY` when set (replicas share
+/// them), else generated into the data dir on first start.
 pub(crate) fn key_material(data_dir: &Path) -> Result<plangate_store::KeyMaterial> {
     let dir = DataDir::open(data_dir)
         .with_context(|| format!("cannot use data dir {}", data_dir.display()))?;
     let seal = std::env::var(plangate_store::SEAL_KEY_VAR).ok();
     let signing = std::env::var(plangate_store::SIGNING_KEY_VAR).ok();
-    Ok(dir.key_material(seal.as_deref(), signing.as_deref())?)
+    let log = std::env::var(plangate_store::LOG_KEY_VAR).ok();
+    Ok(dir.key_material(&plangate_store::KeysFromEnv {
+        seal: seal.as_deref(),
+        signing: signing.as_deref(),
+        log: log.as_deref(),
+    })?)
+}
+
+/// The key that signs and checks the event log (one of
+/// [`key_material`]'s), for commands that read or write a key's log.
+pub(crate) fn log_key(data_dir: &Path) -> Result<std::sync::Arc<plangate_store::LogKey>> {
+    Ok(key_material(data_dir)?.log_key())
 }
 
 /// Loads the config named by flags or environment; else `./plangate.toml`;
@@ -108,7 +119,10 @@ pub(crate) async fn config_to_call(source: &ConfigSourceArgs, data_dir: &Path) -
     let Ok(store) = open_store(data_dir).await else {
         return Ok(config);
     };
-    let log = plangate_gateway::key_log::KeyLog::new(store.clone());
+    let Ok(log_key) = log_key(data_dir) else {
+        return Ok(config);
+    };
+    let log = plangate_gateway::key_log::KeyLog::new(store.clone(), log_key);
     let mut named = std::collections::BTreeSet::new();
     for key_id in store.keys_with_events().await? {
         let Ok(state) = log.state(&key_id).await else {

@@ -13,8 +13,9 @@ use anyhow::Result;
 use plangate_config::Config;
 use plangate_core::{Actor, Channel, TOOLS_LOG, ToolPins};
 use plangate_gateway::key_log::KeyLog;
+use plangate_gateway::operator::factor::Confirmed;
 use plangate_gateway::tool_pins::{self, Decision, PinError};
-use plangate_store::{Store, format_time_ms, now_ms};
+use plangate_store::{LogKey, Store, format_time_ms, now_ms};
 use serde_json::json;
 
 use crate::commands::{UsageError, operator_name, print_table};
@@ -26,15 +27,20 @@ fn short(hash: &str) -> String {
         .collect()
 }
 
-async fn pins(store: Arc<dyn Store>) -> Result<ToolPins> {
-    Ok(KeyLog::<ToolPins>::with_capacity(store, 1)
+async fn pins(store: Arc<dyn Store>, log_key: Arc<LogKey>) -> Result<ToolPins> {
+    Ok(KeyLog::<ToolPins>::with_capacity(store, log_key, 1)
         .state(TOOLS_LOG)
         .await?)
 }
 
 /// `plangate tools list`: every pinned, quarantined or rejected tool.
-pub async fn list(config: &Config, store: Arc<dyn Store>, as_json: bool) -> Result<()> {
-    let pins = pins(store).await?;
+pub async fn list(
+    config: &Config,
+    store: Arc<dyn Store>,
+    log_key: Arc<LogKey>,
+    as_json: bool,
+) -> Result<()> {
+    let pins = pins(store, log_key).await?;
     let rows = tool_pins::rows(&pins, config);
     if as_json {
         crate::output::json(&json!({"tools": rows}))?;
@@ -95,20 +101,22 @@ pub async fn list(config: &Config, store: Arc<dyn Store>, as_json: bool) -> Resu
     Ok(())
 }
 
-/// `plangate tools accept|reject UPSTREAM TOOL [--hash H]`.
-#[allow(clippy::too_many_arguments)]
+/// `plangate tools accept|reject UPSTREAM TOOL [--hash H]`; an accept
+/// comes with the person's confirmed yes.
 pub async fn decide(
     config: &Config,
     store: Arc<dyn Store>,
-    server: &str,
-    tool: &str,
+    log_key: Arc<LogKey>,
+    (server, tool): (&str, &str),
     hash: Option<&str>,
-    decision: Decision,
+    (decision, yes): (Decision, Option<&Confirmed>),
     as_json: bool,
 ) -> Result<()> {
-    let log = KeyLog::<ToolPins>::with_capacity(store, 1);
+    let log = KeyLog::<ToolPins>::with_capacity(store, log_key, 1);
     let who = Actor::Operator {
-        name: operator_name(),
+        name: yes
+            .and_then(Confirmed::operator)
+            .map_or_else(operator_name, str::to_owned),
     };
     let pins = tool_pins::decide(
         &log,
@@ -117,7 +125,7 @@ pub async fn decide(
         tool,
         hash,
         decision,
-        who,
+        (who, yes),
         Channel::Cli,
         now_ms(),
     )

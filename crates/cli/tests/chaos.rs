@@ -53,7 +53,12 @@ async fn run(store_label: &str, database: Option<String>) -> Tally {
     }
     let extra_refs: Vec<&str> = extra.iter().map(String::as_str).collect();
     let store = open_store(&scratch, database.as_deref()).await;
-    let keylog = plangate_gateway::key_log::KeyLog::new(Arc::clone(&store));
+    let log_key = plangate_store::DataDir::open(scratch.data_dir())
+        .expect("data dir")
+        .key_material(&plangate_store::KeysFromEnv::default())
+        .expect("keys")
+        .log_key();
+    let keylog = plangate_gateway::key_log::KeyLog::new(Arc::clone(&store), log_key);
     let mut tally = Tally::default();
 
     for trial in 0..trials() {

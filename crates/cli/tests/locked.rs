@@ -82,9 +82,10 @@ async fn an_operator_lock_holds_a_write_key_in_plan_mode_until_a_person_approves
     let step = ok(&client, "update_option", tagline("locked")).await;
     assert_eq!(step["code"], "plan_step");
     assert!(
-        mentions(&step["message"], "plangate plans approve --key agent"),
+        mentions(&step["message"], "a person reviews and approves it"),
         "{step}"
     );
+    assert!(!mentions(&step["message"], "plangate plans"), "{step}");
     refused(&client, "plangate_end_session", json!({}), "mode_locked").await;
     refused(
         &client,
@@ -95,9 +96,10 @@ async fn an_operator_lock_holds_a_write_key_in_plan_mode_until_a_person_approves
     .await;
     let no = refused(&client, "plangate_apply_plan", json!({}), "forbidden").await;
     assert!(
-        mentions(&no["message"], "plangate plans approve --key agent"),
+        mentions(&no["message"], "a person reviews and approves it"),
         "{no}"
     );
+    assert!(!mentions(&no["message"], "plangate plans"), "{no}");
     assert_ne!(site_tagline(&scratch), "locked");
     // Nothing the agent did dropped its step.
     let plan = get_plan(&client).await;

@@ -473,19 +473,13 @@ async fn bad_tokens_are_refused_and_a_plan_token_s_steps_wait_for_a_person() {
     assert_eq!(answer.is_error, Some(true), "{answer:?}");
     let answer = common::body(&answer);
     assert_eq!(answer["code"], "forbidden", "{answer}");
+    // Who approves and where, never how (the agent may have a shell).
+    let said = answer["message"].as_str().unwrap();
     assert!(
-        answer["message"]
-            .as_str()
-            .unwrap()
-            .contains("runs only after a person outside this key approves"),
+        said.contains("runs only after a person approves"),
         "{answer}"
     );
-    // The identity is named the way a shell takes it.
-    let quoted = format!("--key '{}'", identity_of(&idp.issuer, "machine"));
-    assert!(
-        answer["message"].as_str().unwrap().contains(&quoted),
-        "{answer}"
-    );
+    assert!(!said.contains("plangate plans"), "{answer}");
     writer.cancel().await.unwrap();
     assert!(
         !std::fs::read_to_string(scratch.path().join("memory.jsonl"))

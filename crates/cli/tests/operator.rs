@@ -580,7 +580,11 @@ async fn fake_dead_claim(scratch: &Scratch, key: &str, step_id: &str, lease_unti
         .await
         .unwrap();
     let api_key = store.find_key(key).await.unwrap().unwrap();
-    let log = plangate_gateway::key_log::KeyLog::new(store);
+    let log_key = dir
+        .key_material(&plangate_store::KeysFromEnv::default())
+        .unwrap()
+        .log_key();
+    let log = plangate_gateway::key_log::KeyLog::new(store, log_key);
     let event = plangate_core::Event {
         at_ms: now_ms(),
         key_id: api_key.id.clone(),

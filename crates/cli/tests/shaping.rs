@@ -102,7 +102,7 @@ async fn a_person_approves_some_steps_rejects_one_amends_one_and_apply_runs_exac
         receipt["message"]
             .as_str()
             .unwrap()
-            .contains("plangate plans approve --key agent"),
+            .contains("still waiting until a person reviews and approves it"),
         "{receipt}"
     );
     for n in ["a", "b", "c"] {

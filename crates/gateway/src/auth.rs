@@ -129,10 +129,10 @@ impl Denied {
         }
         let how = match transport {
             "stdio" => {
-                "create one with `plangate keys create --name NAME --scope plan` (plan: its writes wait for a person's approval) and set it as PLANGATE_KEY in the environment of `plangate serve` (in your client's MCP server config); a key made with another data dir is unknown here, so give `plangate serve` the same --data-dir or PLANGATE_DATA_DIR (its log names the one it uses)"
+                "the person who runs plangate creates one (`plangate keys create --name NAME --scope plan`: its writes wait for a person's approval) and puts it in this server's entry in the client's config; plangate's own log says why the key it was given is refused"
             }
             _ => {
-                "create one with `plangate keys create --name NAME --scope plan` (plan: its writes wait for a person's approval) and send it as `Authorization: Bearer <key>`"
+                "the person who runs plangate creates one (`plangate keys create --name NAME --scope plan`: its writes wait for a person's approval), and the client sends it as `Authorization: Bearer <key>`"
             }
         };
         match self {

@@ -93,28 +93,28 @@ impl Withheld {
 
     /// One sentence for a person: why, and what to do.
     pub fn reason(&self, tool: &CatalogTool, prefix: &str) -> String {
-        let (up, name) = (&tool.upstream, &tool.original);
+        let up = &tool.upstream;
         match self {
             Withheld::Imitation => format!(
                 "{} is not offered: its name reads like one of plangate's own tools (prefix {prefix:?}), so an agent or a person could take it for plangate's. Namespace the upstream ([gateway] namespace = \"always\") or change plangate's tool_prefix to offer it",
                 tool.exposed
             ),
             Withheld::Quarantined { rejected: true, .. } => format!(
-                "{} is quarantined: an operator rejected its current definition from upstream {up}; it is not offered until the upstream changes it and an operator accepts the new one (`plangate tools list`)",
+                "{} is quarantined: an operator rejected its current definition from upstream {up}; it is not offered until the upstream changes it and a person accepts the new one",
                 tool.exposed
             ),
             Withheld::Quarantined {
                 reason: QuarantineReason::New,
                 ..
             } => format!(
-                "{} is quarantined: upstream {up} added it after its tools were pinned, so nobody has reviewed it yet. An operator can review and accept it: `plangate tools accept {up} {name}`",
+                "{} is quarantined: upstream {up} added it after its tools were pinned, so nobody has reviewed it yet; it is offered once a person reviews and accepts it",
                 tool.exposed
             ),
             Withheld::Quarantined {
                 reason: QuarantineReason::Changed,
                 ..
             } => format!(
-                "{} is quarantined: upstream {up} changed its definition (description, schema or annotations) since it was pinned. An operator can review the change and accept it: `plangate tools list`, then `plangate tools accept {up} {name}`",
+                "{} is quarantined: upstream {up} changed its definition (description, schema or annotations) since it was pinned; it is offered again once a person reviews the change and accepts it",
                 tool.exposed
             ),
             Withheld::Unverified => format!(

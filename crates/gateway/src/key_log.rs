@@ -16,8 +16,9 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use plangate_core::chain::{self, Chain, Sealed};
 use plangate_core::{Event, KeyState, ToolPins};
-use plangate_store::{LogMark, NewEvent, Store, StoreError};
+use plangate_store::{LogKey, LogMark, NewEvent, PublicLogKey, Seal, Store, StoreError};
 
 /// How often a transaction is retried after losing a race before giving up.
 const MAX_ATTEMPTS: usize = 32;
@@ -56,6 +57,8 @@ pub trait Fold: Default + Clone + Send + Sync + 'static {
     fn last_seq(&self) -> i64;
     /// Folds in one event with its seq.
     fn apply(&mut self, seq: i64, event: &Event);
+    /// Where the log's hash chain stands ([`plangate_core::chain`]).
+    fn chain_mut(&mut self) -> &mut Chain;
 }
 
 impl Fold for KeyState {
@@ -64,6 +67,21 @@ impl Fold for KeyState {
     }
     fn apply(&mut self, seq: i64, event: &Event) {
         KeyState::apply(self, seq, event);
+    }
+    fn chain_mut(&mut self) -> &mut Chain {
+        &mut self.chain
+    }
+}
+
+impl Fold for plangate_core::operators::Operators {
+    fn last_seq(&self) -> i64 {
+        self.last_seq
+    }
+    fn apply(&mut self, seq: i64, event: &Event) {
+        plangate_core::operators::Operators::apply(self, seq, event);
+    }
+    fn chain_mut(&mut self) -> &mut Chain {
+        &mut self.chain
     }
 }
 
@@ -74,12 +92,19 @@ impl Fold for ToolPins {
     fn apply(&mut self, seq: i64, event: &Event) {
         ToolPins::apply(self, seq, event);
     }
+    fn chain_mut(&mut self) -> &mut Chain {
+        &mut self.chain
+    }
 }
 
 /// The per-key event log with its folded states (by default keys' plans;
 /// `KeyLog<ToolPins>` for the tool pins' log).
 pub struct KeyLog<S: Fold = KeyState> {
     store: Arc<dyn Store>,
+    /// Signs each appended event's link; its public half checks every
+    /// event read.
+    key: Arc<LogKey>,
+    public: PublicLogKey,
     cache: Mutex<Cache<S>>,
     /// How many times a key's events were read from the store.
     #[cfg(test)]
@@ -137,18 +162,21 @@ impl<S: Fold> Cache<S> {
 }
 
 impl KeyLog<KeyState> {
-    /// The keys' logs over `store`, keeping at most [`CACHED_KEYS`] folded
-    /// states.
-    pub fn new(store: Arc<dyn Store>) -> KeyLog {
-        Self::with_capacity(store, CACHED_KEYS)
+    /// The keys' logs over `store`, signed and checked with `key`, keeping
+    /// at most [`CACHED_KEYS`] folded states.
+    pub fn new(store: Arc<dyn Store>, key: Arc<LogKey>) -> KeyLog {
+        Self::with_capacity(store, key, CACHED_KEYS)
     }
 }
 
 impl<S: Fold> KeyLog<S> {
-    /// A log over `store` keeping at most `capacity` keys' folded states.
-    pub fn with_capacity(store: Arc<dyn Store>, capacity: usize) -> KeyLog<S> {
+    /// A log over `store`, signed and checked with `key`, keeping at most
+    /// `capacity` keys' folded states.
+    pub fn with_capacity(store: Arc<dyn Store>, key: Arc<LogKey>, capacity: usize) -> KeyLog<S> {
         KeyLog {
             store,
+            public: key.public(),
+            key,
             cache: Mutex::new(Cache {
                 states: LruCache::new(capacity.max(1)),
             }),
@@ -238,7 +266,10 @@ impl<S: Fold> KeyLog<S> {
         Ok(state)
     }
 
-    /// `state` brought up to date with the events appended after it.
+    /// `state` brought up to date with the events appended after it, each
+    /// row followed in the hash chain and its signature checked: a row
+    /// that does not verify is still folded (a person must see what the
+    /// log holds) but marks the chain broken, and an apply refuses it.
     async fn fold_onto(&self, key_id: &str, mut state: S) -> Result<S, LogError> {
         #[cfg(test)]
         self.loads
@@ -246,6 +277,19 @@ impl<S: Fold> KeyLog<S> {
         let fresh = self.store.load_events(key_id, state.last_seq()).await?;
         for stored in fresh {
             let key_seq = stored.key_seq;
+            let sealed = Sealed {
+                hash: stored.hash.as_deref(),
+                sig: stored.sig.as_deref(),
+            };
+            state.chain_mut().follow(
+                key_id,
+                key_seq,
+                stored.at_ms,
+                &stored.kind,
+                stored.body.as_str(),
+                sealed,
+                |link, sig| self.public.verifies(link, sig),
+            );
             let event: Event =
                 serde_json::from_str(stored.body.as_str()).map_err(|e| LogError::Corrupt {
                     key_id: key_id.to_owned(),
@@ -292,19 +336,7 @@ impl<S: Fold> KeyLog<S> {
             if events.is_empty() {
                 return Ok(Ok((state, answer)));
             }
-            let mut batch = Vec::with_capacity(events.len());
-            for e in &events {
-                let body = serde_json::to_value(e).map_err(|err| LogError::Corrupt {
-                    key_id: key_id.to_owned(),
-                    key_seq: state.last_seq() + 1,
-                    reason: err.to_string(),
-                })?;
-                batch.push(NewEvent {
-                    at_ms: e.at_ms,
-                    kind: e.kind.name().to_owned(),
-                    body,
-                });
-            }
+            let (batch, links) = self.sealed_batch(key_id, &mut state, &events)?;
             match self
                 .store
                 .append_events_marked(key_id, state.last_seq(), &batch)
@@ -312,9 +344,10 @@ impl<S: Fold> KeyLog<S> {
             {
                 Ok((last, mark)) => {
                     let mut seq = state.last_seq();
-                    for e in &events {
+                    for (e, link) in events.iter().zip(links) {
                         seq += 1;
                         state.apply(seq, e);
+                        state.chain_mut().extend(link);
                     }
                     debug_assert_eq!(seq, last);
                     // The store's mark when it knows no other commit came
@@ -327,6 +360,49 @@ impl<S: Fold> KeyLog<S> {
             }
         }
         Err(LogError::Busy(key_id.to_owned()))
+    }
+
+    /// `events` as rows to append after `state`, each with its link in the
+    /// key's hash chain and the log key's signature over it; the links, to
+    /// move the chain's head once the append lands.
+    fn sealed_batch(
+        &self,
+        key_id: &str,
+        state: &mut S,
+        events: &[Event],
+    ) -> Result<(Vec<NewEvent>, Vec<[u8; 32]>), LogError> {
+        let mut head = state.chain_mut().head;
+        let mut key_seq = state.last_seq();
+        let mut batch = Vec::with_capacity(events.len());
+        let mut links = Vec::with_capacity(events.len());
+        for e in events {
+            key_seq += 1;
+            let corrupt = |err: serde_json::Error| LogError::Corrupt {
+                key_id: key_id.to_owned(),
+                key_seq,
+                reason: err.to_string(),
+            };
+            let body = serde_json::to_value(e).map_err(corrupt)?;
+            let text = plangate_store::body_text(&body).map_err(corrupt)?;
+            let kind = e.kind.name();
+            head = chain::link(&head, key_id, key_seq, e.at_ms, kind, &text);
+            batch.push(NewEvent {
+                at_ms: e.at_ms,
+                kind: kind.to_owned(),
+                body,
+                seal: Some(Seal {
+                    hash: hex::encode(head),
+                    sig: self.key.sign(&head),
+                }),
+            });
+            links.push(head);
+        }
+        Ok((batch, links))
+    }
+
+    /// The public half of the key this log is checked with.
+    pub fn public_key(&self) -> PublicLogKey {
+        self.public
     }
 }
 
@@ -356,7 +432,7 @@ mod tests {
         let store = plangate_store::open_sqlite(&dir.path().join("plangate.db"))
             .await
             .unwrap();
-        let log = KeyLog::<KeyState>::with_capacity(store.clone(), 8);
+        let log = KeyLog::<KeyState>::with_capacity(store.clone(), test_key(), 8);
         for i in 0..40 {
             let key = format!("key_{i}");
             log.transact(&key, |_| {
@@ -379,21 +455,64 @@ mod tests {
         assert_eq!(peeked.mode.as_deref(), Some("m39"));
         assert_eq!(log.cached_keys(), before);
         // Another writer's event is seen whether or not the key is held.
-        store
-            .append_events(
-                "key_0",
-                1,
-                &[NewEvent {
-                    at_ms: 2,
-                    kind: "mode_set".into(),
-                    body: serde_json::to_value(mode("key_0", "late")).unwrap(),
-                }],
-            )
+        let other = KeyLog::<KeyState>::with_capacity(store.clone(), test_key(), 1);
+        set(&other, "key_0", "late").await;
+        let state = log.state("key_0").await.unwrap();
+        assert_eq!(state.mode.as_deref(), Some("late"));
+        assert_eq!(
+            state.chain.broken, None,
+            "another plangate's event verifies"
+        );
+    }
+
+    fn test_key() -> Arc<LogKey> {
+        Arc::new(LogKey::from_seed(&[5; 32]).unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_row_put_into_the_store_without_the_log_key_breaks_the_chain_and_apply_refuses() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = plangate_store::open_sqlite(&dir.path().join("plangate.db"))
             .await
             .unwrap();
+        let log = KeyLog::new(store.clone(), test_key());
+        set(&log, "k", "plan").await;
+        set(&log, "k", "plan").await;
+        assert_eq!(log.state("k").await.unwrap().chain.broken, None);
+        // What an insert into the database looks like: no seal at all.
+        let forged = NewEvent {
+            at_ms: 2,
+            kind: "mode_set".into(),
+            body: serde_json::to_value(mode("k", "default")).unwrap(),
+            seal: None,
+        };
+        store.append_events("k", 2, &[forged]).await.unwrap();
+        let state = log.state("k").await.unwrap();
+        let broken = state.chain.broken.clone().expect("the forged row is seen");
+        assert_eq!(broken.key_seq, 3);
+        assert!(broken.reason.contains("unsigned"), "{}", broken.reason);
+        let refused = plangate_core::rules::log_intact(&state).unwrap_err();
+        assert_eq!(refused.code(), plangate_core::Code::TamperedLog);
+        // Signed with another key: a break too, named as such.
+        let other = KeyLog::new(
+            store.clone(),
+            Arc::new(LogKey::from_seed(&[6; 32]).unwrap()),
+        );
+        set(&other, "j", "plan").await;
+        let broken = log.state("j").await.unwrap().chain.broken.expect("broken");
+        assert!(broken.reason.contains("signature"), "{}", broken.reason);
+        // A fresh reader folding from the start finds the same break.
+        let fresh = KeyLog::new(store, test_key());
         assert_eq!(
-            log.state("key_0").await.unwrap().mode.as_deref(),
-            Some("late")
+            fresh
+                .state("k")
+                .await
+                .unwrap()
+                .chain
+                .broken
+                .unwrap()
+                .key_seq,
+            3
         );
     }
 
@@ -414,7 +533,12 @@ mod tests {
     /// Two logs, each on its own store handle, on one SQLite file in `dir`.
     async fn two_processes(dir: &tempfile::TempDir) -> (KeyLog, KeyLog) {
         let path = dir.path().join("plangate.db");
-        let open = || async { KeyLog::new(plangate_store::open_sqlite(&path).await.unwrap()) };
+        let open = || async {
+            KeyLog::new(
+                plangate_store::open_sqlite(&path).await.unwrap(),
+                test_key(),
+            )
+        };
         (open().await, open().await)
     }
 

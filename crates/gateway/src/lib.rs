@@ -111,6 +111,9 @@ pub struct Gateway {
     log: Arc<key_log::KeyLog>,
     /// The log of tool pins ([`plangate_core::TOOLS_LOG`]).
     pins: Arc<key_log::KeyLog<ToolPins>>,
+    /// The operators' log: what a yes needs and who can give it
+    /// ([`operator::factor`]).
+    operators: operator::factor::OperatorsLog,
     /// The pins as last read: what the catalog is built against.
     pinned: RwLock<Arc<ToolPins>>,
     owner: String,
@@ -191,9 +194,15 @@ impl Gateway {
             reloading: tokio::sync::Mutex::new(()),
             log: Arc::new(key_log::KeyLog::<plangate_core::KeyState>::with_capacity(
                 store.clone(),
+                material.log_key(),
                 cached_keys,
             )),
-            pins: Arc::new(key_log::KeyLog::with_capacity(store.clone(), 1)),
+            operators: operator::factor::operators_log(store.clone(), material.log_key()),
+            pins: Arc::new(key_log::KeyLog::with_capacity(
+                store.clone(),
+                material.log_key(),
+                1,
+            )),
             pinned: RwLock::new(Arc::new(ToolPins::default())),
             owner: format!(
                 "{}@{}",
@@ -269,6 +278,11 @@ impl Gateway {
         &self.log
     }
 
+    /// The operators' log ([`operator::factor`]).
+    pub fn operators(&self) -> &operator::factor::OperatorsLog {
+        &self.operators
+    }
+
     /// A shared handle to the log, for background tasks.
     pub fn log_handle(&self) -> Arc<key_log::KeyLog> {
         self.log.clone()
@@ -327,35 +341,18 @@ impl Gateway {
         let _ = self.console_url.set(url);
     }
 
-    /// How a person approves key `key_name`'s plan, in words for a refusal
-    /// or a step's note: the web console's address when this process serves
-    /// one, and the CLI commands, with the plan's `digest` when known.
-    pub fn how_to_approve(&self, key_name: &str, digest: Option<&str>) -> String {
-        let key_name = plangate_core::shell_word(key_name);
-        let cli = format!(
-            "`plangate plans show --key {key_name}` then `plangate plans approve --key {key_name} --digest {}`",
-            digest.unwrap_or("<the digest it shows>")
-        );
+    /// Who approves a plan and where, in words for a refusal or a step's
+    /// note an agent reads: a person, in the web console when this process
+    /// serves one. It never names a command, a credential or a variable
+    /// that approves (docs/security.md, "An agent with a shell"): an agent
+    /// that is told how to say yes will try it. The person learns the CLI
+    /// from `--help`, the README and serve's own startup lines.
+    pub fn how_to_approve(&self) -> String {
         match self.console_url.get() {
             Some(url) => format!(
-                "a person reviews and approves it in the web console at {url}, or at the CLI: {cli}"
+                "a person reviews and approves it in plangate's web console ({url}); nothing this key can call approves it"
             ),
-            None => format!(
-                "a person reviews and approves it at the CLI: {cli}, or in the web console of `plangate serve --http`"
-            ),
-        }
-    }
-
-    /// How a person approves some waiting steps of `key_name`'s plan,
-    /// for answers that name steps no approval covers.
-    pub fn how_to_approve_steps(&self, key_name: &str) -> String {
-        let key_name = plangate_core::shell_word(key_name);
-        let cli = format!("`plangate plans approve --key {key_name} STEP…`");
-        match self.console_url.get() {
-            Some(url) => {
-                format!("a person approves them in the web console at {url}, or at the CLI: {cli}")
-            }
-            None => format!("a person approves them at the CLI: {cli}"),
+            None => "a person reviews and approves it outside this session; nothing this key can call approves it".to_owned(),
         }
     }
 

@@ -98,6 +98,10 @@ pub enum PinError {
         /// The effect class it would have.
         to: Effect,
     },
+    /// An accept reached here without the person's confirmed yes (a
+    /// face's mistake).
+    #[error("accepting a tool needs the person's confirmed yes; nothing was recorded")]
+    Unconfirmed,
     /// The store failed.
     #[error("{0}")]
     Log(#[from] LogError),
@@ -175,7 +179,9 @@ pub enum Decision {
 
 /// Records a person's accept or reject of the held definition of `tool`
 /// of `server` — exactly `hash` when given (what the person looked at) —
-/// by `who` over `channel`. Returns the pins after.
+/// by `who` over `channel`. Returns the pins after. An accept widens what
+/// runs: it needs `yes`, the act as the store's requirement confirmed it
+/// ([`crate::operator::factor::confirm`]).
 #[allow(clippy::too_many_arguments)]
 pub async fn decide(
     log: &KeyLog<ToolPins>,
@@ -184,10 +190,13 @@ pub async fn decide(
     tool: &str,
     hash: Option<&str>,
     decision: Decision,
-    who: Actor,
+    (who, yes): (Actor, Option<&crate::operator::factor::Confirmed>),
     channel: Channel,
     now_ms: i64,
 ) -> Result<ToolPins, PinError> {
+    if matches!(decision, Decision::Accept { .. }) && yes.is_none() {
+        return Err(PinError::Unconfirmed);
+    }
     let decided = log
         .transact(TOOLS_LOG, |pins| {
             let pin = pins.pin(server, tool);

@@ -190,7 +190,7 @@ async fn a_dead_processes_claim_is_marked_in_doubt_by_another_process() {
         body(&named)["message"]
             .as_str()
             .unwrap()
-            .contains("plans retry")
+            .contains("a person checks the target and retries or discards it")
     );
     let person = Actor::Operator {
         name: "person".into(),

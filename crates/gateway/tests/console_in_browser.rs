@@ -1086,6 +1086,7 @@ async fn a_quarantined_tool_is_shown_and_accepted_in_the_console_bound_to_its_de
                 at_ms: 1,
                 kind: "tools_pinned".into(),
                 body: serde_json::to_value(&pinned).unwrap(),
+                seal: None,
             }],
         )
         .await

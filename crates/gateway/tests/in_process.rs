@@ -334,21 +334,41 @@ async fn an_upstream_list_change_refreshes_the_catalog_and_a_new_tool_waits_for_
     assert_eq!(refused.is_error, Some(true));
     let refusal = refused.structured_content.unwrap();
     assert_eq!(refusal["code"], "tool_quarantined", "{refusal}");
+    // It says a person accepts it, and never how: the agent may have a
+    // shell (docs/design.md §12).
+    let message = refusal["message"].as_str().unwrap();
     assert!(
-        refusal["message"]
-            .as_str()
-            .unwrap()
-            .contains("plangate tools accept odd grown"),
+        message.contains("once a person reviews and accepts it"),
         "{refusal}"
     );
+    assert!(!message.contains("plangate tools"), "{refusal}");
 
     // An operator accepts it from another process sharing the store: the
     // gateway follows the log, offers it and tells the client.
     let before = seen.list_changed.load(Ordering::SeqCst);
     let operator_log = plangate_gateway::key_log::KeyLog::<plangate_core::ToolPins>::with_capacity(
         r.store.clone(),
+        common::material().log_key(),
         1,
     );
+    // No factor is required here, so the person's yes is confirmed at once.
+    let operators = plangate_gateway::operator::factor::operators_log(
+        r.store.clone(),
+        common::material().log_key(),
+    );
+    let act = plangate_gateway::operator::factor::Act::AcceptTool {
+        server: "odd",
+        tool: "grown",
+    };
+    let yes = plangate_gateway::operator::factor::confirm(
+        &operators,
+        &common::material(),
+        &act,
+        Default::default(),
+        plangate_core::Channel::Cli,
+    )
+    .await
+    .unwrap();
     plangate_gateway::tool_pins::decide(
         &operator_log,
         &gw.config(),
@@ -358,7 +378,10 @@ async fn an_upstream_list_change_refreshes_the_catalog_and_a_new_tool_waits_for_
         plangate_gateway::tool_pins::Decision::Accept {
             allow_downgrade: false,
         },
-        plangate_core::Actor::Operator { name: "ops".into() },
+        (
+            plangate_core::Actor::Operator { name: "ops".into() },
+            Some(&yes),
+        ),
         plangate_core::Channel::Cli,
         1,
     )

@@ -13,13 +13,14 @@ use plangate_core::rules::Refused;
 use plangate_core::{KeyState, Step, StepStatus};
 use plangate_gateway::Gateway;
 use plangate_gateway::key_log::KeyLog;
+use plangate_gateway::operator::factor::Act as FactorAct;
 use plangate_gateway::operator::{self, OperatorError};
 use plangate_store::{ApiKey, KeyMaterial, Store};
 use serde_json::json;
 
 use super::confirm::{Act, confirm};
 use super::render::finish_receipt;
-use super::{cli_acting, cli_error, print_json, refresh, resolve_key};
+use super::{cli_error, confirmed_acting, print_json, refresh, resolve_key};
 use crate::commands::UsageError;
 use crate::output::outln;
 
@@ -43,20 +44,31 @@ fn retry_hint(state: &KeyState, key: &ApiKey, step_id: &str) -> String {
 /// that step runs now, through a gateway built in this process.
 pub async fn retry(
     config: Config,
-    store: Arc<dyn Store>,
-    material: KeyMaterial,
+    (store, material): (Arc<dyn Store>, KeyMaterial),
+    confirming: super::Confirming<'_>,
     key: &str,
     step_id: &str,
     as_json: bool,
 ) -> Result<()> {
     let key = resolve_key(&*store, key).await?;
-    let state = refresh(&KeyLog::new(store.clone()), &key, &config).await?;
+    let state = refresh(
+        &KeyLog::new(store.clone(), material.log_key()),
+        &key,
+        &config,
+    )
+    .await?;
     // Checked before any upstream is started: a step not in doubt is a
     // mistake whatever the world looks like.
     operator::check_in_doubt(&state, &key, step_id)
         .map_err(|e| cli_error(e, &retry_hint(&state, &key, step_id)))?;
+    let yes = confirming
+        .confirm(&FactorAct::Retry {
+            key: &key.name,
+            step: step_id,
+        })
+        .await?;
     let gw = Gateway::build(config, store, material).await;
-    let outcome = operator::retry(&gw, &cli_acting(&key), step_id).await;
+    let outcome = operator::retry(&gw, &confirmed_acting(&key, &yes), &yes, step_id).await;
     gw.shutdown().await;
     let receipt = outcome.map_err(|e| match e {
         OperatorError::UpstreamDown { .. } => anyhow!("{e}; step {step_id} stays in doubt"),
@@ -74,11 +86,10 @@ pub async fn retry(
 /// plan as it was shown, through a gateway built in this process.
 pub async fn apply_cmd(
     config: Config,
-    store: Arc<dyn Store>,
-    material: KeyMaterial,
+    (store, material): (Arc<dyn Store>, KeyMaterial),
+    confirming: super::Confirming<'_>,
     key: &str,
-    digest: Option<&str>,
-    named: &[String],
+    (digest, named): (Option<&str>, &[String]),
     as_json: bool,
 ) -> Result<()> {
     if let Some(d) = digest {
@@ -86,7 +97,12 @@ pub async fn apply_cmd(
             .map_err(|e| UsageError(format!("{e} (`plangate plans show` prints it)")))?;
     }
     let key = resolve_key(&*store, key).await?;
-    let state = refresh(&KeyLog::new(store.clone()), &key, &config).await?;
+    let state = refresh(
+        &KeyLog::new(store.clone(), material.log_key()),
+        &key,
+        &config,
+    )
+    .await?;
     // Checked before any upstream is started: a step that cannot run, or a
     // plan that moved on, is a mistake whatever the world looks like.
     let hint = |e: &OperatorError| match e {
@@ -142,8 +158,12 @@ pub async fn apply_cmd(
         Some(shown) => shown.seen(),
         None => operator::Seen::digest(&current),
     };
+    let yes = confirming
+        .confirm(&FactorAct::Apply { key: &key.name })
+        .await?;
     let gw = Gateway::build(config, store, material).await;
-    let outcome = operator::apply_now(&gw, &cli_acting(&key), Some(seen), named).await;
+    let outcome =
+        operator::apply_now(&gw, &confirmed_acting(&key, &yes), &yes, Some(seen), named).await;
     gw.shutdown().await;
     let receipt = outcome.map_err(|e| match e {
         OperatorError::PlanChanged { .. } | OperatorError::RevisionMoved { .. } => {

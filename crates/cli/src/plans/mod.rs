@@ -44,6 +44,27 @@ pub use read::{diff, list, show};
 pub use render::human_secs;
 pub use review::{Amendment, amend, approve, discard, reject};
 
+/// Where a verb that widens what runs gets the person's confirmed yes:
+/// the data dir's operators log and the factor given on the command line
+/// (or asked for on the terminal), checked right before the act — after
+/// the person was shown what they say yes to.
+pub struct Confirming<'a> {
+    /// The data dir (or database) holding the operators log.
+    pub data_dir: &'a std::path::Path,
+    /// `--code` and `--operator`.
+    pub factor: &'a crate::args::FactorArgs,
+}
+
+impl Confirming<'_> {
+    /// Confirms `act` ([`crate::factor::confirm`]).
+    pub async fn confirm(
+        &self,
+        act: &plangate_gateway::operator::factor::Act<'_>,
+    ) -> Result<plangate_gateway::operator::factor::Confirmed> {
+        crate::factor::confirm(self.data_dir, act, self.factor).await
+    }
+}
+
 use crate::commands::{UsageError, operator_name};
 
 // === keys and state ===
@@ -72,6 +93,15 @@ pub async fn resolve_key(store: &dyn Store, key: &str) -> Result<ApiKey> {
 /// The CLI acting on `key`'s log, as the person at this terminal.
 fn cli_acting(key: &ApiKey) -> Acting {
     operator::acting(key, &operator_name(), Channel::Cli)
+}
+
+/// The person acting at the CLI with a confirmed yes: named as the
+/// operator whose factor proved it, else as [`cli_acting`].
+fn confirmed_acting(key: &ApiKey, yes: &plangate_gateway::operator::factor::Confirmed) -> Acting {
+    match yes.operator() {
+        Some(name) => operator::acting(key, name, Channel::Cli),
+        None => cli_acting(key),
+    }
 }
 
 /// Brings a key's plan up to date before a person reads or changes it

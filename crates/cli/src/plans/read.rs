@@ -13,7 +13,7 @@ use plangate_core::{KeyPlanView, KeyState, Scope, StepStatus, StepView};
 use plangate_gateway::key_log::KeyLog;
 use plangate_gateway::operator::{self, ttl_ms};
 use plangate_gateway::plan::expires_in;
-use plangate_store::{ApiKey, Store, now_ms};
+use plangate_store::{ApiKey, LogKey, Store, now_ms};
 use serde_json::{Value, json};
 
 use super::render::{change_lines, human_secs, lands_on_text};
@@ -30,8 +30,13 @@ fn count(state: &KeyState, status: StepStatus) -> usize {
 
 /// `plangate plans list`: every key with a plan (open steps or a session)
 /// or an operator's lock on its mode.
-pub async fn list(config: &Config, store: Arc<dyn Store>, as_json: bool) -> Result<()> {
-    let log = KeyLog::new(store.clone());
+pub async fn list(
+    config: &Config,
+    store: Arc<dyn Store>,
+    log_key: Arc<LogKey>,
+    as_json: bool,
+) -> Result<()> {
+    let log = KeyLog::new(store.clone(), log_key);
     let keys: BTreeMap<String, ApiKey> = store
         .list_keys()
         .await?
@@ -150,9 +155,15 @@ fn print_plans(rows: &[Value]) {
 // === show ===
 
 /// `plangate plans show --key NAME`: the plan as `get_plan` shows it.
-pub async fn show(config: &Config, store: Arc<dyn Store>, key: &str, as_json: bool) -> Result<()> {
+pub async fn show(
+    config: &Config,
+    store: Arc<dyn Store>,
+    log_key: Arc<LogKey>,
+    key: &str,
+    as_json: bool,
+) -> Result<()> {
     let key = resolve_key(&*store, key).await?;
-    let log = KeyLog::new(store.clone());
+    let log = KeyLog::new(store.clone(), log_key);
     let state = refresh(&log, &key, config).await?;
     let view = operator::plan_view(config, &key, &state, now_ms());
     if as_json {

@@ -12,8 +12,9 @@ use plangate_core::rules::{self, Selection};
 use plangate_core::{Actor, Channel, KeyState, Step};
 use plangate_gateway::Gateway;
 use plangate_gateway::key_log::KeyLog;
+use plangate_gateway::operator::factor::Act as FactorAct;
 use plangate_gateway::operator::{self, OperatorError, ttl_ms};
-use plangate_store::{ApiKey, KeyMaterial, Store};
+use plangate_store::{ApiKey, KeyMaterial, LogKey, Store};
 use serde_json::Value;
 
 use super::confirm::{Act, Shown, confirm};
@@ -28,13 +29,14 @@ use crate::output::outln;
 /// to one waiting step.
 pub async fn reject(
     store: Arc<dyn Store>,
+    log_key: Arc<LogKey>,
     key: &str,
     step: &str,
     reason: &str,
     as_json: bool,
 ) -> Result<()> {
     let key = resolve_key(&*store, key).await?;
-    let log = KeyLog::new(store.clone());
+    let log = KeyLog::new(store.clone(), log_key);
     let hint = format!(
         "; `plangate plans show --key {}` lists the waiting steps",
         plangate_core::shell_word(&key.name)
@@ -88,7 +90,12 @@ pub async fn amend(
         ))
     })?;
     let key = resolve_key(&*store, key).await?;
-    let before = refresh(&KeyLog::new(store.clone()), &key, &config).await?;
+    let before = refresh(
+        &KeyLog::new(store.clone(), material.log_key()),
+        &key,
+        &config,
+    )
+    .await?;
     let hint = format!(
         "; `plangate plans show --key {}` lists the waiting steps and their arguments",
         plangate_core::shell_word(&key.name)
@@ -145,12 +152,13 @@ pub async fn amend(
 pub async fn discard(
     config: &Config,
     store: Arc<dyn Store>,
+    log_key: Arc<LogKey>,
     key: &str,
     named: &[String],
     as_json: bool,
 ) -> Result<()> {
     let key = resolve_key(&*store, key).await?;
-    let log = KeyLog::new(store.clone());
+    let log = KeyLog::new(store.clone(), log_key);
     refresh(&log, &key, config).await?;
     let hint = format!(
         "; `plangate plans show --key {}` lists the steps",
@@ -193,10 +201,10 @@ pub async fn discard(
 /// is left waiting afterwards.
 pub async fn approve(
     config: &Config,
-    store: Arc<dyn Store>,
+    (store, log_key): (Arc<dyn Store>, Arc<LogKey>),
+    confirming: super::Confirming<'_>,
     key: &str,
-    digest: Option<&str>,
-    named: &[String],
+    (digest, named): (Option<&str>, &[String]),
     approver_token: Option<&str>,
     as_json: bool,
 ) -> Result<()> {
@@ -210,7 +218,7 @@ pub async fn approve(
     }
     let target = resolve_key(&*store, key).await?;
     let actor = approver(&*store, approver_token, &target).await?;
-    let log = KeyLog::new(store);
+    let log = KeyLog::new(store, log_key);
     let hint = format!(
         "; `plangate plans show --key {}` lists the waiting steps",
         plangate_core::shell_word(&target.name)
@@ -228,7 +236,10 @@ pub async fn approve(
         (None, Some(d)) => Some(operator::Seen::digest(d)),
         (None, None) => None,
     };
-    let approved = operator::approve(&log, &target, actor.clone(), Channel::Cli, seen, named)
+    let yes = confirming
+        .confirm(&FactorAct::Approve { key: &target.name })
+        .await?;
+    let approved = operator::approve(&log, &target, actor.clone(), &yes, Channel::Cli, seen, named)
         .await
         .map_err(|e| match e {
             OperatorError::PlanChanged { .. } | OperatorError::RevisionMoved { .. } => anyhow!(
@@ -253,7 +264,7 @@ async fn approver(store: &dyn Store, token: Option<&str>, target: &ApiKey) -> Re
     };
     let Some(approver) = store.authenticate(token).await? else {
         return Err(UsageError(
-            "PLANGATE_KEY is unknown or revoked; unset it to approve as the operator".to_owned(),
+            "the API key this command runs with is unknown or revoked, and a key cannot approve a plan [forbidden]; nothing was recorded".to_owned(),
         )
         .into());
     };
@@ -264,7 +275,7 @@ async fn approver(store: &dyn Store, token: Option<&str>, target: &ApiKey) -> Re
     };
     if !rules::approver_counts(&actor, &target.id) {
         return Err(UsageError(format!(
-            "PLANGATE_KEY is set to key {:?} (scope {}), which cannot approve {:?}'s plan: only the operator or another key of scope write can. Unset PLANGATE_KEY (`env -u PLANGATE_KEY plangate plans approve …`) to approve as the operator",
+            "key {:?} (scope {}) cannot approve {:?}'s plan [forbidden]; nothing was recorded",
             approver.name, approver.scope, target.name
         ))
         .into());

@@ -228,16 +228,16 @@ impl Opening<'_> {
 
     /// Why the steps asked for cannot be applied, and what to do.
     fn not_applied(&self, refused: &Refused) -> Refusal {
-        let (acting, prefix) = (self.acting, &self.prefix);
+        let prefix = &self.prefix;
         let hint = match refused {
-            Refused::NotApproved { digest } => format!(
+            Refused::NotApproved { .. } => format!(
                 ". Nothing was run: {}; then call {prefix}apply_plan again",
-                self.gw.how_to_approve(&acting.key.name, Some(digest))
+                self.gw.how_to_approve()
             ),
-            Refused::InDoubt(id) => format!(
-                " (`plangate plans retry --key {} {id}`, or discard it). Nothing was run",
-                plangate_core::shell_word(&acting.key.name)
-            ),
+            Refused::InDoubt(_) => {
+                "; a person checks the target and retries or discards it. Nothing was run"
+                    .to_owned()
+            }
             Refused::Status { .. } => {
                 " (only waiting or failed steps can be applied). Nothing was run".to_owned()
             }
@@ -379,7 +379,6 @@ async fn conclude(
         gw,
         &state,
         &begun.digest,
-        &acting.key.name,
         &outcomes,
         [applied, failed, in_doubt, not_run, unapproved],
     ))

@@ -14,7 +14,6 @@ pub(super) fn receipt(
     gw: &Gateway,
     state: &KeyState,
     digest: &str,
-    key_name: &str,
     outcomes: &[(String, Outcome)],
     [applied, failed, in_doubt, not_run, not_approved]: [u32; 5],
 ) -> Receipt {
@@ -39,8 +38,8 @@ pub(super) fn receipt(
     };
     if not_approved > 0 {
         message.push_str(&format!(
-            " {not_approved} step(s) were not run because no person approved them (a person approved other steps of this plan); they are still waiting: {}, or discard them.",
-            gw.how_to_approve_steps(key_name)
+            " {not_approved} step(s) were not run because no person approved them (a person approved other steps of this plan); they are still waiting until {}, or are discarded.",
+            gw.how_to_approve()
         ));
     }
     let mode = gw.config().modes.in_force(state).spec;

@@ -29,6 +29,36 @@ pub(super) struct ToolBody {
     decision: ToolVerdict,
     #[serde(default)]
     allow_downgrade: bool,
+    #[serde(flatten)]
+    factor: FactorFields,
+}
+
+/// The factor a person types into the console for an act that widens
+/// what runs, when the store requires one ([`operator::factor`]).
+#[derive(Deserialize, Default)]
+pub(super) struct FactorFields {
+    /// A code from the operator's authenticator, or a recovery code.
+    #[serde(default)]
+    code: Option<String>,
+    /// The enrolled operator (needed when several are).
+    #[serde(default)]
+    operator: Option<String>,
+}
+
+/// Confirms `act` for the console's person with what they typed
+/// ([`operator::factor::confirm`]).
+async fn confirm(
+    gw: &Gateway,
+    act: &operator::factor::Act<'_>,
+    given: &FactorFields,
+) -> Result<operator::factor::Confirmed, ConsoleError> {
+    let proof = operator::factor::Proof {
+        operator: given.operator.as_deref(),
+        code: given.code.as_deref(),
+    };
+    operator::factor::confirm(gw.operators(), gw.material(), act, proof, Channel::Console)
+        .await
+        .map_err(|e| refused(OperatorError::Factor(e)))
 }
 
 #[derive(Deserialize, Clone, Copy)]
@@ -52,8 +82,22 @@ pub(super) async fn tool_decision(
         },
         ToolVerdict::Reject => Decision::Reject,
     };
+    let yes = match decision {
+        Decision::Accept { .. } => {
+            let act = operator::factor::Act::AcceptTool {
+                server: &body.server,
+                tool: &body.tool,
+            };
+            Some(confirm(&gw, &act, &body.factor).await?)
+        }
+        Decision::Reject => None,
+    };
     let who = plangate_core::Actor::Operator {
-        name: session.operator.name.clone(),
+        name: yes
+            .as_ref()
+            .and_then(|y| y.operator())
+            .unwrap_or(&session.operator.name)
+            .to_owned(),
     };
     match crate::tool_pins::decide(
         gw.pins_log(),
@@ -62,7 +106,7 @@ pub(super) async fn tool_decision(
         &body.tool,
         Some(&body.definition_hash),
         decision,
-        who,
+        (who, yes.as_ref()),
         Channel::Console,
         now_ms(),
     )
@@ -151,6 +195,8 @@ pub(super) struct SeenSteps {
     revision: Option<u64>,
     #[serde(default)]
     step_ids: Vec<String>,
+    #[serde(flatten)]
+    factor: FactorFields,
 }
 
 impl SeenSteps {
@@ -173,10 +219,17 @@ pub(super) async fn approve(
 ) -> Result<Response, ConsoleError> {
     let acting = acting_on(&gw, &body.key_id, &session).await?;
     let key = &acting.key;
+    let yes = confirm(
+        &gw,
+        &operator::factor::Act::Approve { key: &key.name },
+        &body.factor,
+    )
+    .await?;
     let approved = operator::approve(
         gw.log(),
         key,
         acting.actor(),
+        &yes,
         Channel::Console,
         Some(body.seen()),
         &body.step_ids,
@@ -224,6 +277,8 @@ pub(super) async fn discard(
 pub(super) struct StepRef {
     key_id: String,
     step_id: String,
+    #[serde(flatten)]
+    factor: FactorFields,
 }
 
 /// Retries one in-doubt step now and answers its receipt.
@@ -234,7 +289,12 @@ pub(super) async fn retry(
 ) -> Result<Response, ConsoleError> {
     let acting = acting_on(&gw, &body.key_id, &session).await?;
     let key = &acting.key;
-    let receipt = operator::retry(&gw, &acting, &body.step_id).await?;
+    let act = operator::factor::Act::Retry {
+        key: &key.name,
+        step: &body.step_id,
+    };
+    let yes = confirm(&gw, &act, &body.factor).await?;
+    let receipt = operator::retry(&gw, &acting, &yes, &body.step_id).await?;
     tracing::info!(operator = %session.operator.name, key = %key.name, "console: retried a step");
     Ok(ok_typed(&receipt))
 }
@@ -249,7 +309,14 @@ pub(super) async fn apply(
 ) -> Result<Response, ConsoleError> {
     let acting = acting_on(&gw, &body.key_id, &session).await?;
     let key = &acting.key;
-    let receipt = operator::apply_now(&gw, &acting, Some(body.seen()), &body.step_ids).await?;
+    let yes = confirm(
+        &gw,
+        &operator::factor::Act::Apply { key: &key.name },
+        &body.factor,
+    )
+    .await?;
+    let receipt =
+        operator::apply_now(&gw, &acting, &yes, Some(body.seen()), &body.step_ids).await?;
     tracing::info!(operator = %session.operator.name, key = %key.name, "console: applied steps");
     let receipt = match receipt {
         Some(receipt) => receipt,

@@ -6,6 +6,7 @@
 use plangate_core::{Actor, Channel, EventKind, KeyState, Step, StepStatus, Verdict};
 use plangate_store::{ApiKey, now_ms};
 
+use super::factor::Confirmed;
 use super::{OperatorError, check_digest, waiting_step};
 use crate::key_log::KeyLog;
 
@@ -74,15 +75,24 @@ impl<'a> Seen<'a> {
 /// of them ends it. With `seen`, what the person looked at, a plan that
 /// moved since is refused ([`OperatorError::PlanChanged`],
 /// [`OperatorError::RevisionMoved`]). Nothing is recorded when anything is
-/// refused.
+/// refused. `yes` is the act as the store's requirement confirmed it
+/// ([`super::factor::confirm`]): a person's yes names the operator whose
+/// factor proved it.
 pub async fn approve(
     log: &KeyLog,
     key: &ApiKey,
     actor: Actor,
+    yes: &Confirmed,
     channel: Channel,
     seen: Option<Seen<'_>>,
     named: &[String],
 ) -> Result<Approved, OperatorError> {
+    let actor = match (actor, yes.operator()) {
+        (Actor::Operator { .. }, Some(operator)) => Actor::Operator {
+            name: operator.to_owned(),
+        },
+        (actor, _) => actor,
+    };
     if let Some(seen) = seen {
         check_digest(seen.digest)?;
     }

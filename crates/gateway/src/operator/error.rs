@@ -127,6 +127,9 @@ pub enum OperatorError {
     /// The apply itself refused.
     #[error("apply refused ({}): {}", .0.code.as_str(), .0.message)]
     Refused(Refusal),
+    /// The act needs a factor, or the one given was refused.
+    #[error("{0}")]
+    Factor(#[from] super::factor::FactorError),
     /// The event log could not be read or written.
     #[error("{0}")]
     Log(#[from] LogError),
@@ -153,6 +156,7 @@ impl OperatorError {
             OperatorError::UpstreamDown { .. } => Code::UpstreamUnavailable,
             OperatorError::Log(_) => Code::StoreUnavailable,
             OperatorError::Refused(r) => r.code,
+            OperatorError::Factor(e) => e.code(),
         }
     }
 

@@ -32,6 +32,7 @@ mod amend;
 mod answers;
 mod approve;
 mod error;
+pub mod factor;
 mod run;
 
 pub use answers::{amend, approval_answer, covered_steps};
@@ -151,14 +152,24 @@ pub enum LockChange {
 /// its lock never read apart. A key locked (by an operator or by config)
 /// and set without `--lock`/`--unlock` stays locked, in the new mode: an
 /// operator moving a held agent does not free it by the way. Returns the
-/// mode in force after.
+/// mode in force after. An unlock widens what runs: it needs `yes`, the
+/// act as the store's requirement confirmed it ([`factor::confirm`]).
 pub async fn set_mode(
     log: &KeyLog,
     config: &Config,
     acting: &Acting,
     mode: Option<&str>,
     lock: LockChange,
-) -> Result<plangate_core::InForce, LogError> {
+    yes: Option<&factor::Confirmed>,
+) -> Result<plangate_core::InForce, OperatorError> {
+    if lock == LockChange::Unlock && yes.is_none() {
+        return Err(OperatorError::Factor(factor::FactorError::Unconfirmed(
+            factor::Act::Unlock {
+                key: &acting.key.name,
+            }
+            .describe(),
+        )));
+    }
     let modes = &config.modes;
     let (state, ()) = log
         .transact(&acting.key.id, |state| {

@@ -11,6 +11,7 @@ use plangate_core::{EventKind, KeyState, Step, StepStatus};
 use plangate_store::{ApiKey, now_ms};
 use tokio_util::sync::CancellationToken;
 
+use super::factor::Confirmed;
 use super::{OperatorError, Seen, approve, check_digest, refresh};
 use crate::Gateway;
 use crate::acting::Acting;
@@ -43,10 +44,12 @@ pub fn steps_to_apply(
 /// records the person's yes for exactly the waiting steps it runs
 /// ([`steps_to_apply`]), then runs them through `gw` with the same claims,
 /// fresh checks and at-most-once rule as the agent's `apply_plan`. `None`
-/// when nothing is waiting to run.
+/// when nothing is waiting to run. `yes` is the act as the store's
+/// requirement confirmed it ([`super::factor::confirm`]).
 pub async fn apply_now(
     gw: &Gateway,
     acting: &Acting,
+    yes: &Confirmed,
     seen: Option<Seen<'_>>,
     named: &[String],
 ) -> Result<Option<Receipt>, OperatorError> {
@@ -80,6 +83,7 @@ pub async fn apply_now(
             gw.log(),
             key,
             acting.actor(),
+            yes,
             acting.channel,
             Some(Seen {
                 digest: &current,
@@ -124,6 +128,10 @@ pub fn require_upstreams<'a>(
 
 /// Refuses unless `step_id` is in doubt in `state`.
 pub fn check_in_doubt(state: &KeyState, key: &ApiKey, step_id: &str) -> Result<(), OperatorError> {
+    plangate_core::rules::log_intact(state).map_err(|refused| OperatorError::Rule {
+        key: key.name.clone(),
+        refused,
+    })?;
     match state.step(step_id) {
         None => Err(OperatorError::NoStep {
             key: key.name.clone(),
@@ -140,8 +148,15 @@ pub fn check_in_doubt(state: &KeyState, key: &ApiKey, step_id: &str) -> Result<(
 /// A person's explicit retry of an in-doubt step (docs/design.md §5): records
 /// `step_retried` by the operator, then runs exactly that step now through
 /// `gw`, with the same claims, fresh checks and at-most-once rule as an
-/// agent's `apply_plan`. Returns the receipt.
-pub async fn retry(gw: &Gateway, acting: &Acting, step_id: &str) -> Result<Receipt, OperatorError> {
+/// agent's `apply_plan`. Returns the receipt. `_yes` is the act as the
+/// store's requirement confirmed it ([`super::factor::confirm`]): only a
+/// confirmed person retries.
+pub async fn retry(
+    gw: &Gateway,
+    acting: &Acting,
+    _yes: &Confirmed,
+    step_id: &str,
+) -> Result<Receipt, OperatorError> {
     let key = &acting.key;
     let (lease, ttl) = (gw.lease_ms(), gw.ttl_ms());
     let state = refresh(gw.log(), acting, ttl, lease).await?;

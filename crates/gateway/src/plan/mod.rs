@@ -179,7 +179,7 @@ pub async fn plan_write(
     };
     note_planned(acting, tool, &state, step, deduplicated);
     let outside = rules::approval_scope(acting.key.scope, in_force) == Scope::Plan;
-    let approver = outside.then(|| gw.how_to_approve(&acting.key.name, None));
+    let approver = outside.then(|| gw.how_to_approve());
     Ok(Planned::Step(planned_answer(
         gw,
         &state,

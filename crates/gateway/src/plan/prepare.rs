@@ -335,7 +335,7 @@ impl Planning<'_> {
             format!(
                 "Destructive: {} may destroy or overwrite data. It runs only after {}.",
                 tool.exposed,
-                self.gw.how_to_approve(&key.name, None)
+                self.gw.how_to_approve()
             )
         } else {
             format!(

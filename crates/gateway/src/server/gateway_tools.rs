@@ -31,7 +31,7 @@ impl GatewayHandler {
         let Caller::Key(key) = caller else {
             return Ok(Refusal::new(
                 Code::PlanNeedsKey,
-                "the plan tools need an API key: a caller without one can never plan. Create a key with `plangate keys create --name NAME --scope plan|write`",
+                "the plan tools need an API key: a caller without one can never plan. The person who runs plangate issues keys",
             )
             .into_result()
             .into());

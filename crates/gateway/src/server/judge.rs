@@ -242,11 +242,11 @@ pub(super) fn refused_message(
 ) -> String {
     match (code, keyed) {
         (Code::PlanNeedsKey, _) => format!(
-            "{} is a {} tool; callers without an API key may only read and can never plan. Create a key with `plangate keys create --name NAME --scope plan`",
+            "{} is a {} tool; callers without an API key may only read and can never plan. The person who runs plangate issues keys",
             tool.exposed, tool.effect
         ),
         (Code::Forbidden, Some((key, _))) => format!(
-            "{} is a {} tool and key {:?} has scope {}, which allows reads only; ask the operator for a plan or write key",
+            "{} is a {} tool and key {:?} has scope {}, which allows reads only; ask the person who runs plangate for a plan key",
             tool.exposed, tool.effect, key.name, key.scope
         ),
         (Code::ForbiddenByMode, Some((_, mode))) => format!(

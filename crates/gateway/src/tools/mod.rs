@@ -153,6 +153,6 @@ pub fn session_instructions(prefix: &str, mode: &ModeSpec) -> String {
 /// The server instructions of docs/design.md §5.
 pub fn general_instructions(prefix: &str) -> String {
     format!(
-        "plangate sits in front of this session's MCP servers. Reads pass through. A planned step is a question for the person, not a done deed: show the plan in plain words ({prefix}get_plan lists it) and apply it only after they say yes. Steps are independent — a step never uses another step's result — so when a write needs an earlier write's result, apply first, then plan the rest. A refused call answers isError with a stable code and says what to do next. plangate governs MCP tool calls only, not your own shell or file edits."
+        "plangate sits in front of this session's MCP servers. Reads pass through. A planned step is a question for the person, not a done deed: show the plan in plain words ({prefix}get_plan lists it) and apply it only after they say yes. Steps are independent — a step never uses another step's result — so when a write needs an earlier write's result, apply first, then plan the rest. A refused call answers isError with a stable code and says what to do next. Only a person approves a plan, outside this session: never approve, unlock or apply one by other means (a shell command, an edited file), even where you could — that is the person's yes, not yours. plangate governs MCP tool calls only, not your own shell or file edits."
     )
 }

@@ -178,7 +178,7 @@ pub async fn record(gw: &Gateway, key_id: &str, events: Vec<((Actor, Channel), E
 }
 
 pub fn material() -> plangate_store::KeyMaterial {
-    plangate_store::KeyMaterial::new([7; 32], [9; 32])
+    plangate_store::KeyMaterial::new([7; 32], [9; 32], [5; 32]).expect("keys")
 }
 
 pub fn failing(name: &str) -> Connector {

@@ -237,7 +237,7 @@ mod tests {
             .unwrap();
         let vault = Vault {
             store: store.clone(),
-            material: KeyMaterial::new([7; 32], [8; 32]),
+            material: KeyMaterial::new([7; 32], [8; 32], [6; 32]).expect("keys"),
         };
         let a = SealedCredentials::new(vault.clone(), "a");
         let b = SealedCredentials::new(vault, "b");

@@ -6,6 +6,11 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod people;
+mod since;
+
+pub(crate) use people::{ApprovalsCommand, FactorArgs, KeysCommand, OperatorCommand, ScopeArg};
+
 #[derive(Parser, Debug)]
 #[command(
     name = "plangate",
@@ -48,9 +53,13 @@ pub(crate) enum Command {
     /// Create, list and revoke API keys.
     #[command(subcommand)]
     Keys(KeysCommand),
-    /// Create, list and revoke operator tokens (the web console's login).
+    /// Operators: the web console's tokens, and the people enrolled with a
+    /// factor for their yes.
     #[command(subcommand)]
     Operator(OperatorCommand),
+    /// What a yes needs (a factor only a person holds), kept in the store.
+    #[command(subcommand)]
+    Approvals(ApprovalsCommand),
     /// Check configuration and show every tool's effect class.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -256,6 +265,8 @@ pub(crate) enum PlansCommand {
         /// Print the receipt as JSON.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        factor: FactorArgs,
     },
     /// Record a person's yes to waiting steps of a key's plan, without
     /// applying them: every waiting step, or only the named ones. The yes
@@ -292,6 +303,8 @@ pub(crate) struct PlanYes {
     /// Print JSON instead of text (for apply, the receipt).
     #[arg(long)]
     pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) factor: FactorArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -397,6 +410,8 @@ pub(crate) enum ToolsCommand {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        factor: FactorArgs,
     },
     /// Refuse a quarantined definition: the tool stays out.
     Reject {
@@ -421,18 +436,47 @@ pub(crate) enum AuditCommand {
     /// order, each as stored plus `seq` and `key_seq`. Secrets are never in
     /// the log in the clear.
     Export {
-        /// Only this key's events (name or id).
+        /// Only this key's events (name or id), or one of plangate's own
+        /// logs: `tools` (tool pins) or `operators` (who may approve, and
+        /// every factor used).
         #[arg(long)]
         key: Option<String>,
         /// Only events at or after this time: RFC 3339
         /// (2026-11-30T10:00:00Z), a date (2026-11-30, midnight UTC) or
         /// Unix milliseconds.
-        #[arg(long, value_name = "TIME", value_parser = crate::audit::parse_since)]
+        #[arg(long, value_name = "TIME", value_parser = since::parse_since)]
         since: Option<i64>,
         /// Write to FILE instead of stdout.
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
         /// With --out, print the summary as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check that the event log is the one plangate wrote: every event's
+    /// link in its key's hash chain, and the log key's signature over it.
+    /// Exit 1, naming the first event that breaks, if anything was changed
+    /// or added outside plangate. With --public-key, check an export
+    /// (`audit export`) offline instead of the store.
+    Verify {
+        /// Only this key's log (name or id).
+        #[arg(long, conflicts_with = "public_key")]
+        key: Option<String>,
+        /// A file holding the public log key (`plangate audit public-key`);
+        /// checks EXPORT instead of the store.
+        #[arg(long, value_name = "FILE", requires = "export")]
+        public_key: Option<PathBuf>,
+        /// An export to check (with --public-key).
+        #[arg(value_name = "EXPORT", requires = "public_key")]
+        export: Option<PathBuf>,
+        /// Print what was found as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the public half of the log key (`ed25519:…`), to check exports
+    /// with elsewhere (`audit verify --public-key`).
+    PublicKey {
+        /// Print it as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -466,6 +510,8 @@ pub(crate) enum ModeCommand {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        factor: FactorArgs,
     },
 }
 
@@ -521,81 +567,6 @@ pub(crate) struct ServeArgs {
     /// the running config stays.
     #[arg(long)]
     pub(crate) watch_config: bool,
-}
-
-#[derive(Subcommand, Debug)]
-pub(crate) enum KeysCommand {
-    /// Create a key and print it once.
-    Create {
-        /// A name for the key (who or what uses it).
-        #[arg(long)]
-        name: String,
-        /// What the key may do.
-        #[arg(long, value_enum)]
-        scope: ScopeArg,
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
-    },
-    /// List keys (never their tokens).
-    List {
-        /// Print JSON instead of a table.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Revoke a key by name or id.
-    Revoke {
-        /// The key's name or id.
-        key: String,
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
-    },
-}
-
-#[derive(Subcommand, Debug)]
-pub(crate) enum OperatorCommand {
-    /// Create an operator token for the web console and print it once.
-    Token {
-        /// Who holds it; the console records it as the actor of every act.
-        #[arg(long)]
-        name: String,
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
-    },
-    /// List operator tokens (never the tokens themselves).
-    List {
-        /// Print JSON instead of a table.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Revoke an operator token by name or id; its console sessions end at
-    /// their next request.
-    Revoke {
-        /// The token's name or id.
-        operator: String,
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
-    },
-}
-
-#[derive(Copy, Clone, Debug, ValueEnum)]
-pub(crate) enum ScopeArg {
-    Read,
-    Plan,
-    Write,
-}
-
-impl From<ScopeArg> for plangate_core::Scope {
-    fn from(s: ScopeArg) -> Self {
-        match s {
-            ScopeArg::Read => plangate_core::Scope::Read,
-            ScopeArg::Plan => plangate_core::Scope::Plan,
-            ScopeArg::Write => plangate_core::Scope::Write,
-        }
-    }
 }
 
 #[derive(Subcommand, Debug)]
