@@ -232,6 +232,14 @@ pub fn base32(bytes: &[u8]) -> String {
     data_encoding::BASE32_NOPAD.encode(bytes)
 }
 
+/// A secret typed back from its base32 form (upper case, no padding), as
+/// an authenticator app reads it; `None` if it is not base32.
+pub fn from_base32(text: &str) -> Option<Vec<u8>> {
+    data_encoding::BASE32_NOPAD
+        .decode(text.trim().as_bytes())
+        .ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

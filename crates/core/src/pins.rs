@@ -187,8 +187,14 @@ impl ToolPins {
         self.tools.get(server)?.get(tool)
     }
 
-    /// How a listed definition stands.
+    /// How a listed definition stands. Nothing stands while the pins' log
+    /// does not verify ([`crate::chain`]): an accept put into the store
+    /// outside plangate must not offer a tool, so every tool is unjudged
+    /// (not offered) until a person looks.
     pub fn standing(&self, server: &str, tool: &str, hash: &str) -> Standing {
+        if self.chain.broken.is_some() {
+            return Standing::Unjudged;
+        }
         let Some(pin) = self.pin(server, tool) else {
             return Standing::Unjudged;
         };
@@ -213,6 +219,11 @@ impl ToolPins {
     /// accepted one nor the one already held is quarantined (new, or
     /// changed). Nothing when the listing is as the pins know it.
     pub fn judge_listing(&self, server: &str, listing: &[PinnedDefinition]) -> Vec<EventKind> {
+        // A log that does not verify is not added to: its tools stay
+        // unjudged until a person looks.
+        if self.chain.broken.is_some() {
+            return Vec::new();
+        }
         if !self.servers.contains(server) {
             return vec![EventKind::ToolsPinned {
                 server: server.to_owned(),
@@ -399,6 +410,22 @@ mod tests {
             ),
         );
         assert_eq!(pins.tools, before.tools);
+    }
+
+    #[test]
+    fn no_tool_stands_while_the_pins_log_does_not_verify() {
+        let mut pins = ToolPins::default();
+        let events = pins.judge_listing("fs", &[def("a", "1")]);
+        fold(&mut pins, events);
+        let hash = def("a", "1").definition_hash;
+        assert_eq!(pins.standing("fs", "a", &hash), Standing::Accepted);
+        pins.chain.broken = Some(crate::chain::Break {
+            key_id: TOOLS_LOG.into(),
+            key_seq: 2,
+            reason: "it is unsigned, after signed events".into(),
+        });
+        assert_eq!(pins.standing("fs", "a", &hash), Standing::Unjudged);
+        assert!(pins.judge_listing("fs", &[def("b", "new")]).is_empty());
     }
 
     #[test]

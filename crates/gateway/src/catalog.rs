@@ -118,7 +118,7 @@ impl Withheld {
                 tool.exposed
             ),
             Withheld::Unverified => format!(
-                "{} is held back: plangate could not check it against the pinned tool definitions (its store could not be read); it is offered once that works — try again shortly",
+                "{} is held back: plangate could not check it against the pinned tool definitions (its store could not be read, or the log of pins does not verify); it is offered once that is resolved",
                 tool.exposed
             ),
         }

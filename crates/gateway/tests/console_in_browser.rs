@@ -1167,3 +1167,126 @@ async fn a_quarantined_tool_is_shown_and_accepted_in_the_console_bound_to_its_de
     shutdown.cancel();
     gw.shutdown().await;
 }
+
+/// With a factor required (`approvals require totp`), Approve in the
+/// console records nothing until the person types their authenticator's
+/// code: the first click is refused `factor_required` and the code field
+/// appears; with the code the yes is recorded, naming the operator, and
+/// the operators log records the factor used over the console. The same
+/// code is not taken twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn with_a_factor_required_approve_waits_for_the_code_typed_in_the_console() {
+    use plangate_core::Channel;
+    use plangate_core::factor::{Requirement, from_base32, hotp, step_at};
+    use plangate_gateway::operator::factor;
+
+    let s = setup().await;
+    let enrolment = factor::enroll(
+        s.gw.operators(),
+        s.gw.material(),
+        "ana",
+        factor::Proof::default(),
+        Channel::Cli,
+    )
+    .await
+    .unwrap();
+    factor::require(
+        s.gw.operators(),
+        s.gw.material(),
+        Requirement::Totp,
+        factor::Proof::default(),
+        Channel::Cli,
+    )
+    .await
+    .unwrap();
+    let client = agent(&s).await;
+    call_ok(
+        &client,
+        "update_option",
+        json!({"name": "tagline", "value": "coded"}),
+    )
+    .await;
+
+    let mut b = blocking(Browser::start);
+    let key = "section.key[data-key=\"planner\"]";
+    let page = blocking(|| {
+        open_console(
+            &mut b,
+            &s,
+            "the plan",
+            &format!("document.querySelector('{key} button.approve')"),
+        )
+    });
+    blocking(|| {
+        b.click_then(
+            &page,
+            &format!("{key} button.approve"),
+            "the refusal and the code field",
+            "!document.getElementById('factor').hidden && /factor_required/.test(document.getElementById('status').textContent)",
+        )
+    });
+    assert!(s.approvals().await.is_empty(), "a yes without a code");
+
+    let secret = from_base32(&enrolment.secret_base32).unwrap();
+    let code = format!("{:06}", hotp(&secret, step_at(plangate_store::now_ms())));
+    blocking(|| {
+        b.type_into(&page, "#factor-code", &code);
+        b.click_then(
+            &page,
+            &format!("{key} button.approve"),
+            "the approval",
+            &format!("document.querySelector('{key} .approved').textContent === 'approved'"),
+        );
+        assert_eq!(
+            b.eval(&page, "document.getElementById('factor').hidden"),
+            json!(true)
+        );
+        assert_eq!(
+            b.eval(&page, "document.getElementById('factor-code').value"),
+            json!("")
+        );
+    });
+    let approvals = s.approvals().await;
+    assert_eq!(approvals.len(), 1, "{approvals:?}");
+    assert_eq!(
+        approvals[0]["actor"],
+        json!({"kind": "operator", "name": "ana"})
+    );
+    let trail = s
+        .store
+        .export_events(Some(plangate_core::operators::OPERATORS_LOG), None)
+        .await
+        .unwrap();
+    let used: Vec<Value> = trail
+        .iter()
+        .filter(|e| e.kind == "factor_used")
+        .map(|e| e.body.value())
+        .collect();
+    assert_eq!(used.len(), 1, "{used:?}");
+    assert_eq!(used[0]["channel"], "console");
+    assert_eq!(used[0]["act"], "approve key planner's plan");
+
+    // The same code again, straight at the API: refused, nothing recorded.
+    let http = http_client();
+    let (cookie, csrf) = login(&http, &s.base, &s.operator_token).await.unwrap();
+    let digest = plan_digest(&client).await;
+    let r = http
+        .post(format!("{}/console/api/approve", s.base))
+        .header("cookie", &cookie)
+        .header("x-plangate-csrf", &csrf)
+        .json(&json!({"key_id": s.key_id, "plan_digest": digest, "code": code}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let err: Value = r.json().await.unwrap();
+    assert_eq!(err["error"], "factor_required", "{err}");
+    assert!(
+        err["message"].as_str().unwrap().contains("used already"),
+        "{err}"
+    );
+    assert_eq!(s.approvals().await.len(), 1);
+    drop(b);
+    client.cancel().await.unwrap();
+    s.stop().await;
+}
