@@ -9,8 +9,8 @@ use anyhow::{Context, Result};
 
 use crate::args::{
     ApprovalsCommand, AuditCommand, Cli, Command, ConfigCommand, ConfigSourceArgs, KeysCommand,
-    ModeCommand, OperatorCommand, PlanYes, PlansCommand, PolicyCommand, ToolsCommand,
-    UpstreamCommand, WrapTarget,
+    ModeCommand, OperatorCommand, PlanYes, PlansCommand, PolicyCommand, ServiceCommand,
+    ToolsCommand, UpstreamCommand, WrapTarget,
 };
 use crate::setup::{
     builtin_modes, config_to_call, key_material, load_config, log_key, open_store, use_database,
@@ -20,7 +20,7 @@ use crate::{
     audit, audit_verify, catalog, chain_text, commands, demo, factor, output, plans, policy, tools,
     upstream,
 };
-use crate::{serve, wrap};
+use crate::{connect, serve, service, wrap};
 use plangate_gateway::operator::factor::Act;
 
 /// Runs the command `cli` names.
@@ -33,6 +33,18 @@ pub(crate) async fn run(cli: Cli) -> Result<()> {
     let data_dir = data_dir.as_path();
     match cli.command {
         Command::Serve(args) => serve::serve(args, data_dir).await,
+        Command::Connect { url } => connect::run(&url).await,
+        Command::Service(ServiceCommand::Install {
+            user,
+            listen,
+            dry_run,
+            no_start,
+        }) => service::install(&service::Install {
+            user: &user,
+            listen: &listen,
+            dry_run,
+            no_start,
+        }),
         Command::Keys(cmd) => keys_command(cmd, data_dir).await,
         Command::Operator(cmd) => operator_command(cmd, data_dir).await,
         Command::Approvals(ApprovalsCommand::Require {

@@ -14,8 +14,9 @@ use plangate_gateway::operator::factor::operators_log;
 /// What the set-up stops, in a word and a sentence.
 #[derive(Debug, Clone, serde::Serialize)]
 pub(crate) struct Enforcement {
-    /// `cooperative` (the agent's OS user can approve) or `factor` (a
-    /// code is required; the data dir is still readable by that user).
+    /// `cooperative` (the agent's OS user can approve), `factor` (a code
+    /// is required; the data dir is still readable by that user),
+    /// `service` (a user of its own, no factor) or `enforced` (both).
     pub(crate) level: &'static str,
     /// What a yes needs, as recorded in the store.
     pub(crate) approvals_require: &'static str,
@@ -32,7 +33,28 @@ pub(crate) async fn read(data_dir: &Path) -> Option<Enforcement> {
         .state(OPERATORS_LOG)
         .await
         .ok()?;
-    let user = std::env::var("USER").unwrap_or_else(|_| "this user".to_owned());
+    let user = current_user();
+    // Run as the user `plangate service install` made for it: the data
+    // dir is that user's alone.
+    let service = std::env::var("PLANGATE_SERVICE_USER")
+        .ok()
+        .filter(|s| *s == user);
+    if let Some(service) = service {
+        return Some(match state.require {
+            Requirement::None => Enforcement {
+                level: "service",
+                approvals_require: Requirement::None.as_str(),
+                text: format!(
+                    "service user {service}: the data dir is out of other users' reach, but approvals need no factor — anyone who can run plangate's commands as {service} (or reach the console with a token) approves; `plangate approvals require totp` after enrolling closes that"
+                ),
+            },
+            require => Enforcement {
+                level: "enforced",
+                approvals_require: require.as_str(),
+                text: format!("enforced: service user {service}, approvals need {require}"),
+            },
+        });
+    }
     Some(match state.require {
         Requirement::None => Enforcement {
             level: "cooperative",
@@ -49,4 +71,16 @@ pub(crate) async fn read(data_dir: &Path) -> Option<Enforcement> {
             ),
         },
     })
+}
+
+/// The OS user this process runs as, by name.
+fn current_user() -> String {
+    std::process::Command::new("id")
+        .arg("-un")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .or_else(|| std::env::var("USER").ok())
+        .unwrap_or_else(|| "this user".to_owned())
 }

@@ -73,6 +73,9 @@ pub enum Standing {
     /// Not judged yet: the upstream's first listing is still to be pinned,
     /// or a quarantine is still to be recorded. Not offered (fail closed).
     Unjudged,
+    /// The pins' log does not verify ([`crate::chain`]): nothing in it is
+    /// trusted, so no tool is offered until a person looks.
+    LogBroken,
 }
 
 /// Every pin, folded from [`TOOLS_LOG`].
@@ -193,7 +196,7 @@ impl ToolPins {
     /// (not offered) until a person looks.
     pub fn standing(&self, server: &str, tool: &str, hash: &str) -> Standing {
         if self.chain.broken.is_some() {
-            return Standing::Unjudged;
+            return Standing::LogBroken;
         }
         let Some(pin) = self.pin(server, tool) else {
             return Standing::Unjudged;
@@ -424,7 +427,7 @@ mod tests {
             key_seq: 2,
             reason: "it is unsigned, after signed events".into(),
         });
-        assert_eq!(pins.standing("fs", "a", &hash), Standing::Unjudged);
+        assert_eq!(pins.standing("fs", "a", &hash), Standing::LogBroken);
         assert!(pins.judge_listing("fs", &[def("b", "new")]).is_empty());
     }
 

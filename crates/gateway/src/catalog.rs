@@ -80,6 +80,8 @@ pub enum Withheld {
     /// Its definition has not been checked against the pins yet (the
     /// store could not be read or written): held back, fail closed.
     Unverified,
+    /// The log of tool pins does not verify: nothing in it is trusted.
+    PinsTampered,
 }
 
 impl Withheld {
@@ -87,7 +89,9 @@ impl Withheld {
     pub fn code(&self) -> Code {
         match self {
             Withheld::Imitation => Code::Forbidden,
-            Withheld::Quarantined { .. } | Withheld::Unverified => Code::ToolQuarantined,
+            Withheld::Quarantined { .. } | Withheld::Unverified | Withheld::PinsTampered => {
+                Code::ToolQuarantined
+            }
         }
     }
 
@@ -118,7 +122,11 @@ impl Withheld {
                 tool.exposed
             ),
             Withheld::Unverified => format!(
-                "{} is held back: plangate could not check it against the pinned tool definitions (its store could not be read, or the log of pins does not verify); it is offered once that is resolved",
+                "{} is held back: plangate could not check it against the pinned tool definitions (its store could not be read); it is offered once that works — try again shortly",
+                tool.exposed
+            ),
+            Withheld::PinsTampered => format!(
+                "{} is held back: the log of tool pins does not verify (it was changed outside plangate), so no tool is offered until a person looks (`plangate audit verify --key tools`)",
                 tool.exposed
             ),
         }
@@ -138,6 +146,7 @@ impl Withheld {
                 ..
             } => "no (quarantined: changed since pinned)",
             Withheld::Unverified => "no (not yet checked against the pins)",
+            Withheld::PinsTampered => "no (the log of tool pins does not verify)",
         }
     }
 }
@@ -435,6 +444,7 @@ fn withheld_of(
                 Some(Withheld::Quarantined { reason, rejected })
             }
             Some(Standing::Unjudged) => Some(Withheld::Unverified),
+            Some(Standing::LogBroken) => Some(Withheld::PinsTampered),
         }
     };
     if withheld == Some(Withheld::Imitation) {

@@ -281,6 +281,7 @@ impl<S: Fold> KeyLog<S> {
                 hash: stored.hash.as_deref(),
                 sig: stored.sig.as_deref(),
             };
+            let intact = state.chain_mut().broken.is_none();
             state.chain_mut().follow(
                 key_id,
                 key_seq,
@@ -290,6 +291,9 @@ impl<S: Fold> KeyLog<S> {
                 sealed,
                 |link, sig| self.public.verifies(link, sig),
             );
+            if intact && let Some(broken) = &state.chain_mut().broken {
+                tracing::error!(key_id, key_seq = broken.key_seq, "the event log does not verify: {broken}; nothing is applied from it (`plangate audit verify`)");
+            }
             let event: Event =
                 serde_json::from_str(stored.body.as_str()).map_err(|e| LogError::Corrupt {
                     key_id: key_id.to_owned(),

@@ -274,6 +274,7 @@ pub fn pin_note(pins: &ToolPins, server: &str, listed: &PinnedDefinition) -> Str
         Standing::Accepted => "pinned".to_owned(),
         Standing::Held { rejected: true, .. } => "rejected".to_owned(),
         Standing::Held { reason, .. } => format!("quarantined ({})", reason.as_str()),
+        Standing::LogBroken => "NOT TRUSTED: the log of tool pins does not verify".to_owned(),
         Standing::Unjudged => match pins
             .pin(server, &listed.tool)
             .and_then(|p| p.accepted.as_ref())

@@ -50,6 +50,19 @@ pub(crate) enum LogFormat {
 pub(crate) enum Command {
     /// Serve MCP clients (stdio unless --http is given).
     Serve(ServeArgs),
+    /// Bridge a stdio MCP client to a plangate serving HTTP — a service of
+    /// its own user (`plangate service install`): every message passes
+    /// unchanged, PLANGATE_KEY goes as the bearer, and the data dir stays
+    /// with the service.
+    Connect {
+        /// The service's MCP endpoint, e.g. http://127.0.0.1:7070/mcp.
+        #[arg(long, value_name = "URL")]
+        url: String,
+    },
+    /// Run plangate as a service of its own OS user, so an agent's user
+    /// cannot reach its data dir (keys, log key, factor secrets).
+    #[command(subcommand)]
+    Service(ServiceCommand),
     /// Create, list and revoke API keys.
     #[command(subcommand)]
     Keys(KeysCommand),
@@ -590,4 +603,27 @@ pub(crate) struct DemoSiteArgs {
     /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio.
     #[arg(long, value_name = "ADDR")]
     pub(crate) http: Option<String>,
+}
+
+/// `plangate service …`.
+#[derive(Subcommand, Debug)]
+pub(crate) enum ServiceCommand {
+    /// Install plangate as a systemd service (Linux) or a LaunchDaemon
+    /// (macOS) of its own user, serving HTTP on loopback: creates the user,
+    /// an owner-only data dir, a starter config and the unit, and starts
+    /// it. As root; --dry-run prints the unit and every command instead.
+    Install {
+        /// The service's OS user (created when missing).
+        #[arg(long, default_value = "plangate")]
+        user: String,
+        /// Where it listens (loopback only).
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7070")]
+        listen: String,
+        /// Print the unit and the commands; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Enable the unit but do not start it.
+        #[arg(long)]
+        no_start: bool,
+    },
 }

@@ -185,6 +185,11 @@ pub async fn show(
     if let Some(n) = &view.notice {
         outln!("note: {n}");
     }
+    if let Some(broken) = &state.chain.broken {
+        outln!(
+            "WARNING: this key's log does not verify ({broken}): it was changed outside plangate, and nothing is applied from it. `plangate audit verify` names every break"
+        );
+    }
     if view.steps.is_empty() {
         outln!("no plan: nothing is waiting, running, failed or in doubt");
         return Ok(());

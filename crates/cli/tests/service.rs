@@ -1,0 +1,257 @@
+//! plangate as a service of its own OS user, against an agent with a shell
+//! in another user (docs/security.md, "An agent with a shell").
+//!
+//! `service install --dry-run` prints the unit; a CI container has no
+//! systemd to run it, so the test does what the unit does — as root it
+//! creates the service user and an owner-only data dir (`StateDirectory=`)
+//! and runs the unit's `ExecStart` as that user — then plays the agent as
+//! a second, unprivileged user: it cannot read the service's data dir, so
+//! no `plangate` command of its own approves anything, while through
+//! `plangate connect` it plans with its `plan` key. The person approves as
+//! the service user with the authenticator's code; then the agent's apply
+//! runs. Needs root (CI runs as root); users and files are removed after.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use common::*;
+use rmcp::ServiceExt as _;
+use rmcp::transport::{ConfigureCommandExt as _, TokioChildProcess};
+use serde_json::{Value, json};
+
+/// Whether this test may create users (root), else why not; under CI it
+/// must.
+fn as_root() -> bool {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    assert!(
+        root || std::env::var_os("CI").is_none(),
+        "CI runs as root: the service test creates users"
+    );
+    root
+}
+
+/// An OS user made for the test, removed when dropped.
+struct User(String);
+
+impl User {
+    fn create(prefix: &str) -> User {
+        let name = format!("{prefix}{}", std::process::id() % 100_000);
+        let _ = Command::new("userdel").arg(&name).output();
+        let out = Command::new("useradd")
+            .args(["--system", "--user-group", "--no-create-home", "--shell"])
+            .args(["/usr/sbin/nologin", &name])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "useradd {name}: {out:?}");
+        User(name)
+    }
+
+    /// `plangate ARGS` run as this user, with `env`.
+    fn plangate(&self, binary: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
+        let mut cmd = Command::new("runuser");
+        cmd.args(["-u", &self.0, "--", "env"]);
+        for (k, v) in env {
+            cmd.arg(format!("{k}={v}"));
+        }
+        cmd.arg(binary).args(args).current_dir("/");
+        cmd
+    }
+}
+
+impl Drop for User {
+    fn drop(&mut self) {
+        let _ = Command::new("pkill").args(["-u", &self.0]).output();
+        let _ = Command::new("userdel").arg(&self.0).output();
+    }
+}
+
+fn chown(path: &Path, user: &str) {
+    let out = Command::new("chown")
+        .args(["-R", &format!("{user}:{user}")])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn output(cmd: &mut Command) -> (bool, String, String) {
+    let out = cmd.stdin(Stdio::null()).output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The unit `service install --dry-run` prints for `user`.
+fn dry_run_unit(user: &str) -> String {
+    let out = Command::new(plangate())
+        .args(["service", "install", "--dry-run", "--user", user])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn an_agent_in_another_user_cannot_approve_what_a_service_holds() {
+    if !as_root() {
+        eprintln!("skipped: not root (CI runs it as root)");
+        return;
+    }
+    let service = User::create("pgsvc");
+    let agent_user = User::create("pgagt");
+    let svc = service.0.as_str();
+
+    // What the unit says, and what the test then does in its stead.
+    let unit = dry_run_unit(svc);
+    for line in [
+        format!("User={svc}"),
+        format!("StateDirectory={svc}"),
+        "StateDirectoryMode=0700".to_owned(),
+        "NoNewPrivileges=yes".to_owned(),
+        "ProtectSystem=strict".to_owned(),
+        "ProtectHome=yes".to_owned(),
+        format!("Environment=PLANGATE_SERVICE_USER={svc}"),
+        "ExecStart=/usr/local/bin/plangate serve --http 127.0.0.1:7070".to_owned(),
+    ] {
+        assert!(unit.contains(&line), "{line} not in the unit:\n{unit}");
+    }
+    assert!(unit.contains("useradd --system"), "{unit}");
+
+    // StateDirectory: an owner-only data dir of the service user; the
+    // binary and config where the service user can read them.
+    let root = tempfile::Builder::new().prefix("pgservice").tempdir().unwrap();
+    set_mode(root.path(), 0o755);
+    let binary = root.path().join("plangate");
+    std::fs::copy(plangate(), &binary).unwrap();
+    set_mode(&binary, 0o755);
+    let data: PathBuf = root.path().join("state");
+    std::fs::create_dir(&data).unwrap();
+    chown(&data, svc);
+    set_mode(&data, 0o700);
+    let config = root.path().join("plangate.toml");
+    std::fs::write(
+        &config,
+        plangate_upstream(
+            "site",
+            &[
+                "demo-site",
+                "--state",
+                data.join("demo-site.json").to_str().unwrap(),
+            ],
+        )
+        .replace(&plangate().display().to_string(), &binary.display().to_string()),
+    )
+    .unwrap();
+    set_mode(&config, 0o644);
+    let data_s = data.to_str().unwrap();
+    let env = [("PLANGATE_DATA_DIR", data_s), ("PLANGATE_SERVICE_USER", svc)];
+    let as_service = |args: &[&str]| output(&mut service.plangate(&binary, args, &env));
+
+    // The person, as the service user: a plan key for the agent, a factor.
+    let (ok, key, err) = as_service(&["keys", "create", "--name", "agent", "--scope", "plan", "--json"]);
+    assert!(ok, "{err}");
+    let key: Value = serde_json::from_str(&key).unwrap();
+    let token = key["token"].as_str().unwrap().to_owned();
+    let (ok, enrolled, err) = as_service(&["operator", "enroll", "--name", "ana", "--totp", "--json"]);
+    assert!(ok, "{err}");
+    let secret = serde_json::from_str::<Value>(&enrolled).unwrap()["secret_base32"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (ok, _, err) = as_service(&["approvals", "require", "totp"]);
+    assert!(ok, "{err}");
+    let config_s = config.to_str().unwrap();
+    let (_, checked, _) = as_service(&["config", "check", "--config", config_s, "--json"]);
+    let checked: Value = serde_json::from_str(&checked).unwrap();
+    assert_eq!(checked["enforcement"]["level"], "enforced", "{checked}");
+
+    // The unit's ExecStart, as the service user.
+    let mut serve = service.plangate(
+        &binary,
+        &["serve", "--http", "127.0.0.1:0", "--config", config_s],
+        &env,
+    );
+    serve.env_remove("PLANGATE_KEY");
+    let server = Proc::start(serve, "plangate serving ");
+    assert!(
+        server.log().contains(&format!("enforced: service user {svc}, approvals need totp")),
+        "{}",
+        server.log()
+    );
+    let url = server.url();
+
+    // The agent's user plans through `plangate connect` with its key…
+    let agent = connect_as(&agent_user, &binary, &url, &token).await;
+    let planned = ok(&agent, "update_option", tagline("From the agent's user")).await;
+    assert_eq!(planned["code"], "plan_step", "{planned}");
+    let digest = plan_digest(&agent).await;
+
+    // …and nothing it can run approves: the data dir is not its to read.
+    let agent_env = [("PLANGATE_DATA_DIR", data_s)];
+    for args in [
+        vec!["plans", "approve", "--key", "agent", "--digest", digest.as_str()],
+        vec!["plans", "list"],
+        vec!["audit", "export"],
+    ] {
+        let (ok, _, err) = output(&mut agent_user.plangate(&binary, &args, &agent_env));
+        assert!(!ok, "{args:?} ran as the agent's user");
+        assert!(
+            err.contains("ermission denied") || err.contains("owned by"),
+            "{args:?}: {err}"
+        );
+    }
+    let refused = call_body(&agent, "plangate_apply_plan", json!({"plan_digest": digest})).await;
+    assert_eq!(refused["code"], "forbidden", "{refused}");
+
+    // The person approves as the service user, with the code; the agent's
+    // apply then runs.
+    let code = {
+        let bytes = plangate_core::factor::from_base32(&secret).unwrap();
+        let step = plangate_core::factor::step_at(plangate_store::now_ms());
+        format!("{:06}", plangate_core::factor::hotp(&bytes, step))
+    };
+    let (ok, _, err) = as_service(&[
+        "plans", "approve", "--key", "agent", "--digest", &digest, "--code", &code,
+    ]);
+    assert!(ok, "{err}");
+    let receipt = call_body(&agent, "plangate_apply_plan", json!({"plan_digest": digest})).await;
+    assert_eq!(receipt["applied"], 1, "{receipt}");
+    agent.cancel().await.unwrap();
+    drop(server);
+}
+
+/// An rmcp client that runs `plangate connect --url URL` as `user` with
+/// `token` — the agent's client in the agent's user.
+async fn connect_as(user: &User, binary: &Path, url: &str, token: &str) -> Client {
+    let (user, binary, url, token) = (
+        user.0.clone(),
+        binary.to_owned(),
+        url.to_owned(),
+        token.to_owned(),
+    );
+    let cmd = tokio::process::Command::new("runuser").configure(move |c| {
+        c.args(["-u", &user, "--", "env"])
+            .arg(format!("PLANGATE_KEY={token}"))
+            .arg(&binary)
+            .args(["connect", "--url", &url])
+            .current_dir("/");
+    });
+    let (transport, _) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    client_info().serve(transport).await.unwrap()
+}
