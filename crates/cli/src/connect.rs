@@ -50,16 +50,34 @@ pub(crate) async fn run(url: &str) -> Result<()> {
 
 /// Passes messages both ways, in order, until one side closes.
 async fn relay(
-    client: &mut (impl Transport<RoleServer> + Send),
-    service: &mut (impl Transport<rmcp::RoleClient> + Send),
+    client: &mut impl Transport<RoleServer>,
+    service: &mut impl Transport<rmcp::RoleClient>,
 ) -> Result<()> {
     loop {
         tokio::select! {
             from_client = client.receive() => match from_client {
-                Some(message) => service
-                    .send(message)
-                    .await
-                    .context("the plangate service could not be reached")?,
+                Some(message) => {
+                    let id = match &message {
+                        rmcp::model::JsonRpcMessage::Request(r) => Some(r.id.clone()),
+                        _ => None,
+                    };
+                    if let Err(e) = service.send(message).await {
+                        let why = refused(&e.to_string());
+                        // The client hears why its request failed, not
+                        // just a closed pipe; then the bridge ends.
+                        if let Some(id) = id {
+                            let error = rmcp::model::ErrorData::new(
+                                rmcp::model::ErrorCode::INTERNAL_ERROR,
+                                why.clone(),
+                                None,
+                            );
+                            let _ = client
+                                .send(rmcp::model::ServerJsonRpcMessage::error(error, Some(id)))
+                                .await;
+                        }
+                        return Err(anyhow::anyhow!(why));
+                    }
+                }
                 None => return Ok(()),
             },
             from_service = service.receive() => match from_service {
@@ -70,5 +88,18 @@ async fn relay(
                 None => return Ok(()),
             },
         }
+    }
+}
+
+/// What a failed send to the service means, for the client and for the
+/// person reading its log.
+fn refused(error: &str) -> String {
+    let lower = error.to_ascii_lowercase();
+    if lower.contains("auth") || lower.contains("401") {
+        format!(
+            "the plangate service refused this client's key (401: no key, or one it did not issue); the person who runs the service issues keys ({error})"
+        )
+    } else {
+        format!("the plangate service could not be reached: {error}")
     }
 }

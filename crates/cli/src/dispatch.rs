@@ -106,33 +106,7 @@ pub(crate) async fn run(cli: Cli) -> Result<()> {
         Command::CountingUpstream { log } => plangate_demo_site::counting::serve_stdio(log).await,
         Command::Mode(cmd) => mode_command(cmd, data_dir).await,
         Command::Plans(cmd) => plans_command(cmd, data_dir).await,
-        Command::Audit(AuditCommand::Export {
-            key,
-            since,
-            out,
-            json,
-        }) => {
-            let store = open_store(data_dir).await?;
-            audit::export(&*store, key.as_deref(), since, out.as_deref(), json).await
-        }
-        Command::Audit(AuditCommand::Verify {
-            key,
-            public_key,
-            export,
-            json,
-        }) => match (public_key, export) {
-            (Some(public_key), Some(export)) => {
-                audit_verify::verify_export(&public_key, &export, json)
-            }
-            _ => {
-                let store = open_store(data_dir).await?;
-                let public = log_key(data_dir)?.public();
-                audit_verify::verify_store(&*store, public, key.as_deref(), json).await
-            }
-        },
-        Command::Audit(AuditCommand::PublicKey { json }) => {
-            audit_verify::public_key(log_key(data_dir)?.public(), json)
-        }
+        Command::Audit(cmd) => audit_command(cmd, data_dir).await,
         Command::Demo { json } => demo::run(json).await,
         Command::Catalog { source, json, html } => {
             let config = load_config(&source, data_dir)?;
@@ -142,6 +116,39 @@ pub(crate) async fn run(cli: Cli) -> Result<()> {
                 _ => catalog::Format::Table,
             };
             catalog::run(&config, format)
+        }
+    }
+}
+
+/// `plangate audit …`: export, verify, public-key.
+async fn audit_command(cmd: AuditCommand, data_dir: &Path) -> Result<()> {
+    match cmd {
+        AuditCommand::Export {
+            key,
+            since,
+            out,
+            json,
+        } => {
+            let store = open_store(data_dir).await?;
+            audit::export(&*store, key.as_deref(), since, out.as_deref(), json).await
+        }
+        AuditCommand::Verify {
+            key,
+            public_key,
+            export,
+            json,
+        } => match (public_key, export) {
+            (Some(public_key), Some(export)) => {
+                audit_verify::verify_export(&public_key, &export, json)
+            }
+            _ => {
+                let store = open_store(data_dir).await?;
+                let public = log_key(data_dir)?.public();
+                audit_verify::verify_store(&*store, public, key.as_deref(), json).await
+            }
+        },
+        AuditCommand::PublicKey { json } => {
+            audit_verify::public_key(log_key(data_dir)?.public(), json)
         }
     }
 }

@@ -133,15 +133,50 @@ WantedBy=multi-user.target
     );
     let unit_path = PathBuf::from(format!("/etc/systemd/system/{user}.service"));
     let mut commands = vec![
-        args(&["useradd", "--system", "--user-group", "--home-dir", &data_dir.display().to_string(), "--no-create-home", "--shell", "/usr/sbin/nologin", user]),
-        args(&["install", "-d", "-m", "0700", "-o", user, "-g", user, &data_dir.display().to_string()]),
-        args(&["install", "-d", "-m", "0750", "-o", "root", "-g", user, &format!("/etc/{user}")]),
+        args(&[
+            "useradd",
+            "--system",
+            "--user-group",
+            "--home-dir",
+            &data_dir.display().to_string(),
+            "--no-create-home",
+            "--shell",
+            "/usr/sbin/nologin",
+            user,
+        ]),
+        args(&[
+            "install",
+            "-d",
+            "-m",
+            "0700",
+            "-o",
+            user,
+            "-g",
+            user,
+            &data_dir.display().to_string(),
+        ]),
+        args(&[
+            "install",
+            "-d",
+            "-m",
+            "0750",
+            "-o",
+            "root",
+            "-g",
+            user,
+            &format!("/etc/{user}"),
+        ]),
         args(&["systemctl", "daemon-reload"]),
     ];
     if no_start {
         commands.push(args(&["systemctl", "enable", &format!("{user}.service")]));
     } else {
-        commands.push(args(&["systemctl", "enable", "--now", &format!("{user}.service")]));
+        commands.push(args(&[
+            "systemctl",
+            "enable",
+            "--now",
+            &format!("{user}.service"),
+        ]));
     }
     Plan {
         binary,
@@ -184,15 +219,39 @@ fn launchd_plan(user: &str, listen: &str) -> Plan {
         data = data_dir.display()
     );
     let commands = vec![
-        args(&["sysadminctl", "-addUser", user, "-home", &data_dir.display().to_string(), "-shell", "/usr/bin/false"]),
-        args(&["install", "-d", "-m", "0700", "-o", user, &data_dir.display().to_string()]),
-        args(&["launchctl", "bootstrap", "system", "/Library/LaunchDaemons/dev.plangate.plist"]),
+        args(&[
+            "sysadminctl",
+            "-addUser",
+            user,
+            "-home",
+            &data_dir.display().to_string(),
+            "-shell",
+            "/usr/bin/false",
+        ]),
+        args(&[
+            "install",
+            "-d",
+            "-m",
+            "0700",
+            "-o",
+            user,
+            &data_dir.display().to_string(),
+        ]),
+        args(&[
+            "launchctl",
+            "bootstrap",
+            "system",
+            "/Library/LaunchDaemons/dev.plangate.plist",
+        ]),
     ];
     Plan {
         binary,
         data_dir,
         config,
-        unit: (PathBuf::from("/Library/LaunchDaemons/dev.plangate.plist"), plist),
+        unit: (
+            PathBuf::from("/Library/LaunchDaemons/dev.plangate.plist"),
+            plist,
+        ),
         commands,
     }
 }
@@ -212,7 +271,8 @@ fn is_user_name(name: &str) -> bool {
 /// The config a new service starts with: no upstream yet (`plangate wrap
 /// --service` moves a client's servers in, or add `[upstreams.NAME]`
 /// tables by hand).
-const STARTER_CONFIG: &str = "# plangate, run as a service of its own user (plangate service install).
+const STARTER_CONFIG: &str =
+    "# plangate, run as a service of its own user (plangate service install).
 # Add the MCP servers it fronts as [upstreams.NAME] tables, or let
 # `plangate wrap --service URL` move a client's servers here. Their
 # secrets stay in this file, readable by the service user only.
@@ -231,13 +291,26 @@ pub(crate) fn install(install: &Install<'_>) -> Result<()> {
         }
         outln!();
         outln!("# and, as root, these commands run:");
-        outln!("install -m 0755 {} {}", current_exe()?.display(), plan.binary.display());
-        outln!("# {} (starter config, if missing; mode 0640, group {})", plan.config.display(), install.user);
+        outln!(
+            "install -m 0755 {} {}",
+            current_exe()?.display(),
+            plan.binary.display()
+        );
+        outln!(
+            "# {} (starter config, if missing; mode 0640, group {})",
+            plan.config.display(),
+            install.user
+        );
         for command in &plan.commands {
             outln!("{}", shell_line(command));
         }
         outln!();
-        outln!("# the service's data dir is {} (owner {}, 0700); its MCP endpoint http://{}/mcp", plan.data_dir.display(), install.user, install.listen);
+        outln!(
+            "# the service's data dir is {} (owner {}, 0700); its MCP endpoint http://{}/mcp",
+            plan.data_dir.display(),
+            install.user,
+            install.listen
+        );
         return Ok(());
     }
     if !is_root() {
@@ -261,10 +334,19 @@ pub(crate) fn install(install: &Install<'_>) -> Result<()> {
     if !plan.config.exists() {
         std::fs::write(&plan.config, STARTER_CONFIG)
             .with_context(|| format!("cannot write {}", plan.config.display()))?;
-        run(&args(&["chown", &format!("root:{}", install.user), &plan.config.display().to_string()]))?;
-        run(&args(&["chmod", "0640", &plan.config.display().to_string()]))?;
+        run(&args(&[
+            "chown",
+            &format!("root:{}", install.user),
+            &plan.config.display().to_string(),
+        ]))?;
+        run(&args(&[
+            "chmod",
+            "0640",
+            &plan.config.display().to_string(),
+        ]))?;
     }
-    std::fs::write(unit_path, unit).with_context(|| format!("cannot write {}", unit_path.display()))?;
+    std::fs::write(unit_path, unit)
+        .with_context(|| format!("cannot write {}", unit_path.display()))?;
     outln!(
         "installed: {} runs `{}` as user {}; data dir {} (owner-only)",
         unit_path.display(),
@@ -304,7 +386,13 @@ fn copy_binary(to: &Path) -> Result<()> {
     if from == to {
         return Ok(());
     }
-    run(&args(&["install", "-m", "0755", &from.display().to_string(), &to.display().to_string()]))
+    run(&args(&[
+        "install",
+        "-m",
+        "0755",
+        &from.display().to_string(),
+        &to.display().to_string(),
+    ]))
 }
 
 fn current_exe() -> Result<PathBuf> {

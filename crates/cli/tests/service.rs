@@ -114,65 +114,36 @@ async fn an_agent_in_another_user_cannot_approve_what_a_service_holds() {
     let agent_user = User::create("pgagt");
     let svc = service.0.as_str();
 
-    // What the unit says, and what the test then does in its stead.
-    let unit = dry_run_unit(svc);
-    for line in [
-        format!("User={svc}"),
-        format!("StateDirectory={svc}"),
-        "StateDirectoryMode=0700".to_owned(),
-        "NoNewPrivileges=yes".to_owned(),
-        "ProtectSystem=strict".to_owned(),
-        "ProtectHome=yes".to_owned(),
-        format!("Environment=PLANGATE_SERVICE_USER={svc}"),
-        "ExecStart=/usr/local/bin/plangate serve --http 127.0.0.1:7070".to_owned(),
-    ] {
-        assert!(unit.contains(&line), "{line} not in the unit:\n{unit}");
-    }
-    assert!(unit.contains("useradd --system"), "{unit}");
+    the_unit_is_hardened(svc);
 
-    // StateDirectory: an owner-only data dir of the service user; the
-    // binary and config where the service user can read them.
-    let root = tempfile::Builder::new().prefix("pgservice").tempdir().unwrap();
-    set_mode(root.path(), 0o755);
-    let binary = root.path().join("plangate");
-    std::fs::copy(plangate(), &binary).unwrap();
-    set_mode(&binary, 0o755);
-    let data: PathBuf = root.path().join("state");
-    std::fs::create_dir(&data).unwrap();
-    chown(&data, svc);
-    set_mode(&data, 0o700);
-    let config = root.path().join("plangate.toml");
-    std::fs::write(
-        &config,
-        plangate_upstream(
-            "site",
-            &[
-                "demo-site",
-                "--state",
-                data.join("demo-site.json").to_str().unwrap(),
-            ],
-        )
-        .replace(&plangate().display().to_string(), &binary.display().to_string()),
-    )
-    .unwrap();
-    set_mode(&config, 0o644);
+    let root = tempfile::Builder::new()
+        .prefix("pgservice")
+        .tempdir()
+        .unwrap();
+    let (binary, data, config) = lay_out(root.path(), svc);
     let data_s = data.to_str().unwrap();
-    let env = [("PLANGATE_DATA_DIR", data_s), ("PLANGATE_SERVICE_USER", svc)];
+    let env = [
+        ("PLANGATE_DATA_DIR", data_s),
+        ("PLANGATE_SERVICE_USER", svc),
+    ];
     let as_service = |args: &[&str]| output(&mut service.plangate(&binary, args, &env));
 
     // The person, as the service user: a plan key for the agent, a factor.
-    let (ok, key, err) = as_service(&["keys", "create", "--name", "agent", "--scope", "plan", "--json"]);
-    assert!(ok, "{err}");
+    let (fine, key, err) = as_service(&[
+        "keys", "create", "--name", "agent", "--scope", "plan", "--json",
+    ]);
+    assert!(fine, "{err}");
     let key: Value = serde_json::from_str(&key).unwrap();
     let token = key["token"].as_str().unwrap().to_owned();
-    let (ok, enrolled, err) = as_service(&["operator", "enroll", "--name", "ana", "--totp", "--json"]);
-    assert!(ok, "{err}");
+    let (fine, enrolled, err) =
+        as_service(&["operator", "enroll", "--name", "ana", "--totp", "--json"]);
+    assert!(fine, "{err}");
     let secret = serde_json::from_str::<Value>(&enrolled).unwrap()["secret_base32"]
         .as_str()
         .unwrap()
         .to_owned();
-    let (ok, _, err) = as_service(&["approvals", "require", "totp"]);
-    assert!(ok, "{err}");
+    let (fine, _, err) = as_service(&["approvals", "require", "totp"]);
+    assert!(fine, "{err}");
     let config_s = config.to_str().unwrap();
     let (_, checked, _) = as_service(&["config", "check", "--config", config_s, "--json"]);
     let checked: Value = serde_json::from_str(&checked).unwrap();
@@ -187,7 +158,9 @@ async fn an_agent_in_another_user_cannot_approve_what_a_service_holds() {
     serve.env_remove("PLANGATE_KEY");
     let server = Proc::start(serve, "plangate serving ");
     assert!(
-        server.log().contains(&format!("enforced: service user {svc}, approvals need totp")),
+        server.log().contains(&format!(
+            "enforced: service user {svc}, approvals need totp"
+        )),
         "{}",
         server.log()
     );
@@ -202,18 +175,30 @@ async fn an_agent_in_another_user_cannot_approve_what_a_service_holds() {
     // …and nothing it can run approves: the data dir is not its to read.
     let agent_env = [("PLANGATE_DATA_DIR", data_s)];
     for args in [
-        vec!["plans", "approve", "--key", "agent", "--digest", digest.as_str()],
+        vec![
+            "plans",
+            "approve",
+            "--key",
+            "agent",
+            "--digest",
+            digest.as_str(),
+        ],
         vec!["plans", "list"],
         vec!["audit", "export"],
     ] {
-        let (ok, _, err) = output(&mut agent_user.plangate(&binary, &args, &agent_env));
-        assert!(!ok, "{args:?} ran as the agent's user");
+        let (fine, _, err) = output(&mut agent_user.plangate(&binary, &args, &agent_env));
+        assert!(!fine, "{args:?} ran as the agent's user");
         assert!(
             err.contains("ermission denied") || err.contains("owned by"),
             "{args:?}: {err}"
         );
     }
-    let refused = call_body(&agent, "plangate_apply_plan", json!({"plan_digest": digest})).await;
+    let refused = call_body(
+        &agent,
+        "plangate_apply_plan",
+        json!({"plan_digest": digest}),
+    )
+    .await;
     assert_eq!(refused["code"], "forbidden", "{refused}");
 
     // The person approves as the service user, with the code; the agent's
@@ -223,14 +208,71 @@ async fn an_agent_in_another_user_cannot_approve_what_a_service_holds() {
         let step = plangate_core::factor::step_at(plangate_store::now_ms());
         format!("{:06}", plangate_core::factor::hotp(&bytes, step))
     };
-    let (ok, _, err) = as_service(&[
+    let (fine, _, err) = as_service(&[
         "plans", "approve", "--key", "agent", "--digest", &digest, "--code", &code,
     ]);
-    assert!(ok, "{err}");
-    let receipt = call_body(&agent, "plangate_apply_plan", json!({"plan_digest": digest})).await;
+    assert!(fine, "{err}");
+    let receipt = call_body(
+        &agent,
+        "plangate_apply_plan",
+        json!({"plan_digest": digest}),
+    )
+    .await;
     assert_eq!(receipt["applied"], 1, "{receipt}");
     agent.cancel().await.unwrap();
     drop(server);
+}
+
+/// What `service install --dry-run` prints for `svc`: the hardened unit
+/// and the commands.
+fn the_unit_is_hardened(svc: &str) {
+    let unit = dry_run_unit(svc);
+    for line in [
+        format!("User={svc}"),
+        format!("StateDirectory={svc}"),
+        "StateDirectoryMode=0700".to_owned(),
+        "NoNewPrivileges=yes".to_owned(),
+        "ProtectSystem=strict".to_owned(),
+        "ProtectHome=yes".to_owned(),
+        format!("Environment=PLANGATE_SERVICE_USER={svc}"),
+        "ExecStart=/usr/local/bin/plangate serve --http 127.0.0.1:7070".to_owned(),
+    ] {
+        assert!(unit.contains(&line), "{line} not in the unit:\n{unit}");
+    }
+    assert!(unit.contains("useradd --system"), "{unit}");
+}
+
+/// What the unit sets up, done by hand under `root`: the binary and the
+/// config where the service user reads them, and an owner-only data dir
+/// of that user (`StateDirectory=`).
+fn lay_out(root: &Path, svc: &str) -> (PathBuf, PathBuf, PathBuf) {
+    set_mode(root, 0o755);
+    let binary = root.join("plangate");
+    std::fs::copy(plangate(), &binary).unwrap();
+    set_mode(&binary, 0o755);
+    let data: PathBuf = root.join("state");
+    std::fs::create_dir(&data).unwrap();
+    chown(&data, svc);
+    set_mode(&data, 0o700);
+    let config = root.join("plangate.toml");
+    std::fs::write(
+        &config,
+        plangate_upstream(
+            "site",
+            &[
+                "demo-site",
+                "--state",
+                data.join("demo-site.json").to_str().unwrap(),
+            ],
+        )
+        .replace(
+            &plangate().display().to_string(),
+            &binary.display().to_string(),
+        ),
+    )
+    .unwrap();
+    set_mode(&config, 0o644);
+    (binary, data, config)
 }
 
 /// An rmcp client that runs `plangate connect --url URL` as `user` with

@@ -303,7 +303,10 @@ async fn a_row_put_into_the_store_is_refused_at_apply_and_named_by_audit_verify(
     assert!(err.contains("tampered_log"), "{err}");
     let args = ["plans", "show", "--key", "agent"];
     let shown = succeeded(&args, &scratch.run(&args));
-    assert!(shown.contains("WARNING: this key's log does not verify"), "{shown}");
+    assert!(
+        shown.contains("WARNING: this key's log does not verify"),
+        "{shown}"
+    );
     let args = ["audit", "export", "--out", export.to_str().unwrap()];
     succeeded(&args, &scratch.run(&args));
     let out = scratch.run(&offline);

@@ -292,7 +292,11 @@ impl<S: Fold> KeyLog<S> {
                 |link, sig| self.public.verifies(link, sig),
             );
             if intact && let Some(broken) = &state.chain_mut().broken {
-                tracing::error!(key_id, key_seq = broken.key_seq, "the event log does not verify: {broken}; nothing is applied from it (`plangate audit verify`)");
+                tracing::error!(
+                    key_id,
+                    key_seq = broken.key_seq,
+                    "the event log does not verify: {broken}; nothing is applied from it (`plangate audit verify`)"
+                );
             }
             let event: Event =
                 serde_json::from_str(stored.body.as_str()).map_err(|e| LogError::Corrupt {
