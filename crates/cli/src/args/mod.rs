@@ -24,7 +24,7 @@ pub(crate) struct Cli {
     /// The database instead of the data dir's SQLite file: a
     /// `postgres://USER:PASSWORD@HOST:PORT/DB` URL (replicas share it), a
     /// sqlite:PATH URL or a file path. Key files stay in the data dir unless
-    /// PLANGATE_SEAL_KEY and PLANGATE_SIGNING_KEY are set.
+    /// PLANGATE_SEAL_KEY, PLANGATE_SIGNING_KEY and PLANGATE_LOG_KEY are set.
     #[arg(
         long,
         global = true,
@@ -144,7 +144,7 @@ pub(crate) enum Command {
     /// Review pinned tool definitions: list, accept or reject quarantined ones.
     #[command(subcommand)]
     Tools(ToolsCommand),
-    /// Export the event log.
+    /// Export the event log, check that nobody changed it (verify), and print the key that signs it.
     #[command(subcommand)]
     Audit(AuditCommand),
     /// Sign in to upstreams behind OAuth.
