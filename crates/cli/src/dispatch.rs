@@ -315,15 +315,39 @@ async fn mode_command(cmd: ModeCommand, data_dir: &Path) -> Result<()> {
         None
     };
     let log_key = log_key(data_dir)?;
-    commands::mode_set(
-        &config,
-        (store, log_key),
-        &key,
-        mode.as_deref(),
-        (change, yes.as_ref()),
-        json,
-    )
-    .await
+    let set = |yes| {
+        commands::mode_set(
+            &config,
+            (store.clone(), log_key.clone()),
+            &key,
+            mode.as_deref(),
+            (change, yes),
+            json,
+        )
+    };
+    match set(yes.as_ref()).await {
+        // A locked key moved out of plan mode: the person's yes first.
+        Err(e)
+            if yes.is_none()
+                && e.downcast_ref::<plangate_gateway::operator::OperatorError>()
+                    .is_some_and(|e| {
+                        matches!(
+                            e,
+                            plangate_gateway::operator::OperatorError::Factor(
+                                plangate_gateway::operator::factor::FactorError::Unconfirmed(_)
+                            )
+                        )
+                    }) =>
+        {
+            let act = Act::Relock {
+                key: &key,
+                mode: mode.as_deref().unwrap_or_default(),
+            };
+            let yes = factor::confirm(data_dir, &act, &factor).await?;
+            set(Some(&yes)).await
+        }
+        other => other,
+    }
 }
 /// `plangate tools list|accept|reject`.
 async fn tools_command(cmd: ToolsCommand, data_dir: &Path) -> Result<()> {

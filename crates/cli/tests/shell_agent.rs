@@ -134,6 +134,10 @@ async fn with_a_factor_required_no_yes_is_recorded_without_the_persons_code() {
     assert_eq!(check["enforcement"]["level"], "factor", "{check}");
     assert_eq!(check["enforcement"]["approvals_require"], "totp", "{check}");
 
+    // Holding the key tighter needs no code.
+    let args = ["mode", "set", "--key", "agent", "plan", "--lock"];
+    succeeded(&args, &scratch.run(&args));
+
     // What an agent with a shell can run: refused, nothing recorded.
     for args in [
         vec!["plans", "approve", "--key", "agent", "--digest", &digest],
@@ -147,6 +151,7 @@ async fn with_a_factor_required_no_yes_is_recorded_without_the_persons_code() {
         vec!["operator", "token", "--name", "escape"],
         vec!["approvals", "require", "none"],
         vec!["mode", "set", "--key", "agent", "--unlock"],
+        vec!["mode", "set", "--key", "agent", "default"],
     ] {
         let out = scratch.run(&args);
         assert!(!out.status.success(), "{args:?} ran: {out:?}");

@@ -478,6 +478,38 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_log_written_before_signing_is_covered_by_its_first_signed_event() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = plangate_store::open_sqlite(&dir.path().join("plangate.db"))
+            .await
+            .unwrap();
+        // What an older plangate left: rows without hash or signature.
+        let old = |m: &str| NewEvent {
+            at_ms: 1,
+            kind: "mode_set".into(),
+            body: serde_json::to_value(mode("k", m)).unwrap(),
+            seal: None,
+        };
+        store
+            .append_events("k", 0, &[old("plan"), old("default")])
+            .await
+            .unwrap();
+        let log = KeyLog::new(store.clone(), test_key());
+        let before = log.state("k").await.unwrap();
+        assert_eq!(
+            (before.chain.unsigned, before.chain.broken.clone()),
+            (2, None)
+        );
+        set(&log, "k", "plan").await;
+        // A fresh reader: the old rows pass, the signed one covers them.
+        let fresh = KeyLog::new(store, test_key());
+        let state = fresh.state("k").await.unwrap();
+        assert_eq!(state.chain.broken, None);
+        assert!(state.chain.signed);
+        assert_eq!(state.mode.as_deref(), Some("plan"));
+    }
+
+    #[tokio::test]
     async fn a_row_put_into_the_store_without_the_log_key_breaks_the_chain_and_apply_refuses() {
         let dir = tempfile::tempdir().unwrap();
         let store = plangate_store::open_sqlite(&dir.path().join("plangate.db"))

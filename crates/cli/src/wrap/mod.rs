@@ -159,6 +159,14 @@ pub async fn wrap(
 
     let backup = backup_path(&found.file)?;
     let original_mode = mode_of(&found.file);
+    // A write key's writes run at once: creating one widens what runs, so
+    // it needs the person's code when approvals require one.
+    if args.scope == plangate_core::Scope::Write {
+        let act = plangate_gateway::operator::factor::Act::CreateWriteKey {
+            name: args.key_name.as_deref().unwrap_or(found.client.as_str()),
+        };
+        crate::factor::confirm(data_dir, &act, &crate::args::FactorArgs::default()).await?;
+    }
     let store = open_store().await?;
     let key_base = args
         .key_name

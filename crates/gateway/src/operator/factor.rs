@@ -56,6 +56,13 @@ pub enum Act<'a> {
         /// The key's name.
         key: &'a str,
     },
+    /// Moving a key held in a plan mode to a mode that is not one.
+    Relock {
+        /// The key's name.
+        key: &'a str,
+        /// The mode.
+        mode: &'a str,
+    },
     /// Trusting a quarantined tool definition.
     AcceptTool {
         /// The upstream.
@@ -100,6 +107,7 @@ impl Act<'_> {
             Act::Apply { key } => format!("apply key {key}'s plan"),
             Act::Retry { key, step } => format!("retry step {step} of key {key}"),
             Act::Unlock { key } => format!("unlock key {key}'s mode"),
+            Act::Relock { key, mode } => format!("move locked key {key} to mode {mode}"),
             Act::AcceptTool { server, tool } => format!("accept tool {tool} of upstream {server}"),
             Act::CreateWriteKey { name } => format!("create write key {name}"),
             Act::IssueOperatorToken { name } => format!("issue operator token {name}"),

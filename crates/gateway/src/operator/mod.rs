@@ -152,8 +152,11 @@ pub enum LockChange {
 /// its lock never read apart. A key locked (by an operator or by config)
 /// and set without `--lock`/`--unlock` stays locked, in the new mode: an
 /// operator moving a held agent does not free it by the way. Returns the
-/// mode in force after. An unlock widens what runs: it needs `yes`, the
-/// act as the store's requirement confirmed it ([`factor::confirm`]).
+/// mode in force after. An unlock widens what runs, and so does moving a
+/// key held in a plan mode to one that is not: each needs `yes`, the act
+/// as the store's requirement confirmed it ([`factor::confirm`]); without
+/// it the answer is [`factor::FactorError::Unconfirmed`], nothing
+/// recorded, and the face asks the person and calls again.
 pub async fn set_mode(
     log: &KeyLog,
     config: &Config,
@@ -174,6 +177,22 @@ pub async fn set_mode(
     let (state, ()) = log
         .transact(&acting.key.id, |state| {
             let before = modes.in_force(state);
+            // Moving a key held in a plan mode to one that is not widens
+            // what runs, as an unlock does.
+            if let Some(m) = mode
+                && before.locked()
+                && before.spec.plan_mode()
+                && !modes.resolve(Some(m)).0.plan_mode()
+                && yes.is_none()
+            {
+                return Err(OperatorError::Factor(factor::FactorError::Unconfirmed(
+                    factor::Act::Relock {
+                        key: &acting.key.name,
+                        mode: m,
+                    }
+                    .describe(),
+                )));
+            }
             let mut events = Vec::new();
             if let Some(mode) = mode {
                 events.push(acting.event(EventKind::ModeSet {
@@ -191,10 +210,9 @@ pub async fn set_mode(
                 LockChange::Keep => {}
                 LockChange::Unlock => events.push(acting.event(EventKind::ModeUnlocked)),
             }
-            Ok::<_, std::convert::Infallible>((events, ()))
+            Ok((events, ()))
         })
-        .await?
-        .unwrap_or_else(|never| match never {});
+        .await??;
     Ok(modes.in_force(&state))
 }
 
