@@ -32,8 +32,10 @@ fn line(event: &plangate_store::StoredEvent) -> Value {
     };
     body.insert("seq".to_owned(), json!(event.seq));
     body.insert("key_seq".to_owned(), json!(event.key_seq));
-    if let (Some(hash), Some(sig)) = (&event.hash, &event.sig) {
+    if let Some(hash) = &event.hash {
         body.insert("hash".to_owned(), json!(hash));
+    }
+    if let Some(sig) = &event.sig {
         body.insert("sig".to_owned(), json!(sig));
     }
     Value::Object(body)

@@ -81,6 +81,7 @@ pub async fn verify_store(
                 |link, sig| public.verifies(link, sig),
             );
         }
+        chain.settle(&key_id);
         found.unsigned += chain.unsigned;
         found.broken.extend(chain.broken);
     }
@@ -152,7 +153,8 @@ fn verify_lines(text: &str, public: PublicLogKey) -> Result<Verified, String> {
         }
         *last = event.key_seq;
     }
-    for (chain, _) in chains.into_values() {
+    for (key_id, (mut chain, _)) in chains {
+        chain.settle(&key_id);
         found.unsigned += chain.unsigned;
         found.broken.extend(chain.broken);
     }
@@ -160,24 +162,35 @@ fn verify_lines(text: &str, public: PublicLogKey) -> Result<Verified, String> {
 }
 
 /// Starts `chain` at an event whose predecessors are not at hand: its
-/// recorded link is taken as the head if the log key signed it.
+/// recorded link is taken as the head — checked by its own signature, or
+/// by the next signed event's, whose link is computed from it.
 fn resume(chain: &mut Chain, event: &ExportedEvent, public: PublicLogKey) {
     let mut link = [0u8; 32];
-    let signed = match (&event.hash, &event.sig) {
-        (Some(hash), Some(sig)) => {
-            hex::decode_to_slice(hash, &mut link).is_ok() && public.verifies(&link, sig)
+    let linked = event
+        .hash
+        .as_ref()
+        .is_some_and(|h| hex::decode_to_slice(h, &mut link).is_ok());
+    let fault = match (&event.sig, linked) {
+        (_, false) => Some("the export starts here, and this event has no link"),
+        (Some(sig), true) if !public.verifies(&link, sig) => {
+            Some("the export starts here, and its signature is not the log key's")
         }
-        _ => false,
+        _ => None,
     };
-    if signed {
-        chain.extend(link);
-    } else {
-        chain.broken = Some(Break {
-            key_id: event.key_id.clone(),
-            key_seq: event.key_seq,
-            reason: "the export starts here, and this event is not signed by the log key"
-                .to_owned(),
-        });
+    match fault {
+        None => {
+            chain.extend(link);
+            if event.sig.is_none() {
+                chain.pending = Some(event.key_seq);
+            }
+        }
+        Some(reason) => {
+            chain.broken = Some(Break {
+                key_id: event.key_id.clone(),
+                key_seq: event.key_seq,
+                reason: reason.to_owned(),
+            });
+        }
     }
 }
 

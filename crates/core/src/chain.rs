@@ -2,9 +2,12 @@
 //!
 //! Each event's link is a SHA-256 over the link before it and the event as
 //! stored (key, position, time, type, body text), so changing, inserting
-//! or reordering a row changes every link after it. The gateway signs each
-//! link with the log's Ed25519 key when it appends; a reader recomputes the
-//! links and checks the signatures ([`Chain::follow`]). A log written
+//! or reordering a row changes every link after it. The gateway records
+//! every event's link and signs the last link of each append with the
+//! log's Ed25519 key (a signature covers every link before it, so one per
+//! append is enough, and an append lands whole); a reader recomputes the
+//! links and checks the signatures ([`Chain::follow`]), and a log that
+//! ends in links no signature covers is broken ([`Chain::settle`]). A log written
 //! before plangate signed it has unsigned rows at its start: they are taken
 //! as they are until the first signed row, whose link covers them (the
 //! signed checkpoint over what the key held); an unsigned row after a
@@ -15,6 +18,10 @@
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+/// Why a recorded link is refused.
+const BROKEN_LINK: &str =
+    "its content or position is not what was linked (the hash chain breaks here)";
 
 /// The link a key's first event follows.
 pub const GENESIS: [u8; 32] = [0; 32];
@@ -88,6 +95,11 @@ pub struct Chain {
     pub unsigned: u64,
     /// The first event that did not verify; once set it stays.
     pub broken: Option<Break>,
+    /// The first of the events followed since the last signature whose
+    /// links are recorded but not yet covered by one (an append signs its
+    /// last event only).
+    #[serde(default)]
+    pub pending: Option<i64>,
 }
 
 impl Chain {
@@ -115,19 +127,24 @@ impl Chain {
                 None
             }
             (None, None) => Some("it is unsigned, after signed events".to_owned()),
-            (Some(_), None) | (None, Some(_)) => {
-                Some("it has a hash without a signature, or the reverse".to_owned())
+            (None, Some(_)) => Some("it has a signature but no hash".to_owned()),
+            (Some(hash), None) => {
+                self.signed = true;
+                if hash != hex::encode(computed) {
+                    Some(BROKEN_LINK.to_owned())
+                } else {
+                    self.pending.get_or_insert(key_seq);
+                    None
+                }
             }
             (Some(hash), Some(sig)) => {
                 self.signed = true;
                 if hash != hex::encode(computed) {
-                    Some(
-                        "its content or position is not what was signed (the hash chain breaks here)"
-                            .to_owned(),
-                    )
+                    Some(BROKEN_LINK.to_owned())
                 } else if !verify(&computed, sig) {
                     Some("its signature is not the log key's".to_owned())
                 } else {
+                    self.pending = None;
                     None
                 }
             }
@@ -143,10 +160,26 @@ impl Chain {
         }
     }
 
-    /// Notes an event this process appended and signed itself: the head
-    /// moves to its link.
+    /// Ends a read of the log: links no signature covers at its end (rows
+    /// added after the last signed one) break it at the first of them.
+    pub fn settle(&mut self, key_id: &str) {
+        if let Some(key_seq) = self.pending.take()
+            && self.broken.is_none()
+        {
+            self.broken = Some(Break {
+                key_id: key_id.to_owned(),
+                key_seq,
+                reason: "no signature covers it: the log ends in rows added without the log key"
+                    .to_owned(),
+            });
+        }
+    }
+
+    /// Notes an event this process appended itself (its append's last
+    /// event signed): the head moves to its link.
     pub fn extend(&mut self, link: [u8; 32]) {
         self.head = link;
+        self.pending = None;
         self.signed = true;
     }
 }
@@ -229,6 +262,35 @@ mod tests {
         chain.follow("k", 2, 1, "b", "{}", sealed, |_, s| s == "ok");
         assert!(chain.broken.is_none() && chain.signed);
         chain.follow("k", 3, 1, "review_answered", "{}", none, |_, _| true);
+        assert_eq!(chain.broken.map(|b| b.key_seq), Some(3));
+    }
+
+    #[test]
+    fn links_a_later_signature_covers_pass_and_links_none_covers_break() {
+        let ok = |_: &[u8; 32], s: &str| s == "ok";
+        let first = link(&GENESIS, "k", 1, 1, "a", "{}");
+        let second = link(&first, "k", 2, 1, "b", "{}");
+        let (h1, h2) = (hex::encode(first), hex::encode(second));
+        let only_hash = |h| Sealed {
+            hash: Some(h),
+            sig: None,
+        };
+        let mut chain = Chain::default();
+        chain.follow("k", 1, 1, "a", "{}", only_hash(&h1), ok);
+        let signed = Sealed {
+            hash: Some(&h2),
+            sig: Some("ok"),
+        };
+        chain.follow("k", 2, 1, "b", "{}", signed, ok);
+        chain.settle("k");
+        assert_eq!(chain.broken, None);
+
+        // A row with a well-formed link, added after the signed one.
+        let third = link(&second, "k", 3, 1, "review_answered", "{}");
+        let h3 = hex::encode(third);
+        chain.follow("k", 3, 1, "review_answered", "{}", only_hash(&h3), ok);
+        assert_eq!(chain.broken, None, "pending until the read ends");
+        chain.settle("k");
         assert_eq!(chain.broken.map(|b| b.key_seq), Some(3));
     }
 

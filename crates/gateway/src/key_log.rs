@@ -306,6 +306,17 @@ impl<S: Fold> KeyLog<S> {
                 })?;
             state.apply(key_seq, &event);
         }
+        // An append lands whole, so a read ends on a signed event unless
+        // rows were added without the log key.
+        let intact = state.chain_mut().broken.is_none();
+        state.chain_mut().settle(key_id);
+        if intact && let Some(broken) = &state.chain_mut().broken {
+            tracing::error!(
+                key_id,
+                key_seq = broken.key_seq,
+                "the event log does not verify: {broken}; nothing is applied from it (`plangate audit verify`)"
+            );
+        }
         Ok(state)
     }
 
@@ -383,7 +394,7 @@ impl<S: Fold> KeyLog<S> {
         let mut key_seq = state.last_seq();
         let mut batch = Vec::with_capacity(events.len());
         let mut links = Vec::with_capacity(events.len());
-        for e in events {
+        for (i, e) in events.iter().enumerate() {
             key_seq += 1;
             let corrupt = |err: serde_json::Error| LogError::Corrupt {
                 key_id: key_id.to_owned(),
@@ -398,9 +409,11 @@ impl<S: Fold> KeyLog<S> {
                 at_ms: e.at_ms,
                 kind: kind.to_owned(),
                 body,
+                // The append's last link is signed; it covers the others,
+                // and the append lands whole or not at all.
                 seal: Some(Seal {
                     hash: hex::encode(head),
-                    sig: self.key.sign(&head),
+                    sig: (i + 1 == events.len()).then(|| self.key.sign(&head)),
                 }),
             });
             links.push(head);

@@ -66,13 +66,16 @@ pub struct NewEvent {
     pub seal: Option<Seal>,
 }
 
-/// An event's link in its key's hash chain and the signature over it.
+/// An event's link in its key's hash chain and, on the last event of an
+/// append, the signature over it (which covers every link before it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Seal {
     /// The link, SHA-256 in lowercase hex.
     pub hash: String,
-    /// The log key's Ed25519 signature over the link's 32 bytes, base64.
-    pub sig: String,
+    /// The log key's Ed25519 signature over the link's 32 bytes, base64;
+    /// only on an append's last event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sig: Option<String>,
 }
 
 /// An event as recorded.

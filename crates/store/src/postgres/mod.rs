@@ -270,7 +270,7 @@ forward_event_reads!(PostgresStore {
                     .collect(),
                 sigs: events
                     .iter()
-                    .map(|e| e.seal.as_ref().map(|s| s.sig.clone()))
+                    .map(|e| e.seal.as_ref().and_then(|s| s.sig.clone()))
                     .collect(),
                 reply,
             })

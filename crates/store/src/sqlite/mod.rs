@@ -246,7 +246,7 @@ forward_event_reads!(SqliteStore {
                     kind: e.kind.clone(),
                     body,
                     hash: e.seal.as_ref().map(|s| s.hash.clone()),
-                    sig: e.seal.as_ref().map(|s| s.sig.clone()),
+                    sig: e.seal.as_ref().and_then(|s| s.sig.clone()),
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
