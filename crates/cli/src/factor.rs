@@ -37,20 +37,38 @@ pub(crate) async fn confirm(
     given: &FactorArgs,
 ) -> Result<Confirmed> {
     let (log, material) = operators(data_dir).await?;
-    let proof = Proof {
-        operator: given.operator.as_deref(),
-        code: given.code.as_deref(),
-    };
-    match factor::confirm(&log, &material, act, proof, Channel::Cli).await {
+    asking(&log, given, async |proof| {
+        factor::confirm(&log, &material, act, proof, Channel::Cli).await
+    })
+    .await
+}
+
+impl FactorArgs {
+    /// What the person gave on the command line.
+    fn proof(&self) -> Proof<'_> {
+        Proof {
+            operator: self.operator.as_deref(),
+            code: self.code.as_deref(),
+        }
+    }
+}
+
+/// Runs `attempt` with what was given; when it wants a code and none was
+/// given, asks the person at the terminal (if there is one) and runs it
+/// once more with their code.
+async fn asking<T>(
+    log: &OperatorsLog,
+    given: &FactorArgs,
+    attempt: impl AsyncFn(Proof<'_>) -> Result<T, FactorError>,
+) -> Result<T> {
+    match attempt(given.proof()).await {
         Err(FactorError::Required { .. }) if given.code.is_none() && can_ask() => {
-            let code = ask_code(&log, given.operator.as_deref()).await?;
+            let code = ask_code(log, given.operator.as_deref()).await?;
             let proof = Proof {
                 operator: given.operator.as_deref(),
                 code: Some(&code),
             };
-            factor::confirm(&log, &material, act, proof, Channel::Cli)
-                .await
-                .map_err(refused)
+            attempt(proof).await.map_err(refused)
         }
         other => other.map_err(refused),
     }
@@ -100,11 +118,7 @@ pub(crate) async fn enroll(
     as_json: bool,
 ) -> Result<()> {
     let (log, material) = operators(data_dir).await?;
-    let proof = Proof {
-        operator: given.operator.as_deref(),
-        code: given.code.as_deref(),
-    };
-    let enrolment = factor::enroll(&log, &material, name, proof, Channel::Cli)
+    let enrolment = factor::enroll(&log, &material, name, given.proof(), Channel::Cli)
         .await
         .map_err(refused)?;
     let state = log.state(OPERATORS_LOG).await?;
@@ -148,11 +162,7 @@ pub(crate) async fn remove(
     as_json: bool,
 ) -> Result<()> {
     let (log, material) = operators(data_dir).await?;
-    let proof = Proof {
-        operator: given.operator.as_deref(),
-        code: given.code.as_deref(),
-    };
-    factor::remove(&log, &material, name, proof, Channel::Cli)
+    factor::remove(&log, &material, name, given.proof(), Channel::Cli)
         .await
         .map_err(refused)?;
     if as_json {
@@ -184,22 +194,10 @@ pub(crate) async fn require(
         .into());
     }
     let (log, material) = operators(data_dir).await?;
-    let proof = Proof {
-        operator: given.operator.as_deref(),
-        code: given.code.as_deref(),
-    };
-    let (from, to) = match factor::require(&log, &material, to, proof, Channel::Cli).await {
-        Err(FactorError::Required { .. }) if given.code.is_none() && can_ask() => {
-            let code = ask_code(&log, given.operator.as_deref()).await?;
-            let proof = Proof {
-                operator: given.operator.as_deref(),
-                code: Some(&code),
-            };
-            factor::require(&log, &material, to, proof, Channel::Cli).await
-        }
-        other => other,
-    }
-    .map_err(refused)?;
+    let (from, to) = asking(&log, given, async |proof| {
+        factor::require(&log, &material, to, proof, Channel::Cli).await
+    })
+    .await?;
     if as_json {
         return crate::output::json(&json!({"from": from.as_str(), "require": to.as_str()}));
     }
