@@ -411,13 +411,19 @@ async fn tools_command(cmd: ToolsCommand, data_dir: &Path) -> Result<()> {
 
 /// `plangate plans …`.
 async fn plans_command(cmd: PlansCommand, data_dir: &Path) -> Result<()> {
+    if let Some(server) = cmd.server() {
+        let server = server.to_owned();
+        return plans::remote(&server, cmd).await;
+    }
     match cmd {
-        PlansCommand::List { source, json } => {
+        PlansCommand::List { source, json, .. } => {
             let config = load_config(&source, data_dir)?;
             let store = open_store(data_dir).await?;
             plans::list(&config, store, log_key(data_dir)?, json).await
         }
-        PlansCommand::Show { source, key, json } => {
+        PlansCommand::Show {
+            source, key, json, ..
+        } => {
             let config = load_config(&source, data_dir)?;
             let store = open_store(data_dir).await?;
             plans::show(&config, store, log_key(data_dir)?, &key, json).await
@@ -427,6 +433,7 @@ async fn plans_command(cmd: PlansCommand, data_dir: &Path) -> Result<()> {
             step,
             reason,
             json,
+            ..
         } => {
             let store = open_store(data_dir).await?;
             plans::reject(store, log_key(data_dir)?, &key, &step, &reason, json).await
@@ -457,6 +464,7 @@ async fn plans_command(cmd: PlansCommand, data_dir: &Path) -> Result<()> {
             key,
             steps,
             json,
+            ..
         } => {
             let config = load_config(&source, data_dir)?;
             let store = open_store(data_dir).await?;
@@ -468,6 +476,7 @@ async fn plans_command(cmd: PlansCommand, data_dir: &Path) -> Result<()> {
             step,
             json,
             factor,
+            ..
         } => {
             let config = config_to_call(&source, data_dir).await?;
             let store = open_store(data_dir).await?;
@@ -486,6 +495,7 @@ async fn plans_command(cmd: PlansCommand, data_dir: &Path) -> Result<()> {
             steps,
             json,
             factor,
+            ..
         }) => {
             let config = config_to_call(&source, data_dir).await?;
             let store = open_store(data_dir).await?;
@@ -517,6 +527,7 @@ async fn approve(yes: PlanYes, data_dir: &Path) -> Result<()> {
         steps,
         json,
         factor,
+        ..
     } = yes;
     let config = load_config(&source, data_dir).unwrap_or_else(|e| {
         eprintln!(

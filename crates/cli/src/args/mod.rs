@@ -179,6 +179,8 @@ pub(crate) enum PlansCommand {
     List {
         #[command(flatten)]
         source: ConfigSourceArgs,
+        #[command(flatten)]
+        remote: RemoteArgs,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -187,6 +189,8 @@ pub(crate) enum PlansCommand {
     Show {
         #[command(flatten)]
         source: ConfigSourceArgs,
+        #[command(flatten)]
+        remote: RemoteArgs,
         /// The key's name or id.
         #[arg(long)]
         key: String,
@@ -215,6 +219,8 @@ pub(crate) enum PlansCommand {
     /// verbatim in get_plan and every apply answer. Needs only the data
     /// dir (or database).
     Reject {
+        #[command(flatten)]
+        remote: RemoteArgs,
         /// The key's name or id.
         #[arg(long)]
         key: String,
@@ -256,6 +262,8 @@ pub(crate) enum PlansCommand {
     Discard {
         #[command(flatten)]
         source: ConfigSourceArgs,
+        #[command(flatten)]
+        remote: RemoteArgs,
         /// The key's name or id.
         #[arg(long)]
         key: String,
@@ -270,6 +278,8 @@ pub(crate) enum PlansCommand {
     Retry {
         #[command(flatten)]
         source: ConfigSourceArgs,
+        #[command(flatten)]
+        remote: RemoteArgs,
         /// The key's name or id.
         #[arg(long)]
         key: String,
@@ -295,12 +305,44 @@ pub(crate) enum PlansCommand {
     Apply(PlanYes),
 }
 
+/// Where a `plans` verb acts: the data dir (default), or a running
+/// plangate's operator API.
+#[derive(Args, Debug, Default)]
+pub(crate) struct RemoteArgs {
+    /// Act through the operator API of the plangate running at URL (e.g.
+    /// http://127.0.0.1:7070: `plangate serve --http`, or the service
+    /// `plangate service install` set up) instead of the data dir, with an
+    /// operator token from PLANGATE_OPERATOR_TOKEN (else asked on the
+    /// terminal).
+    #[arg(long, env = "PLANGATE_SERVER", value_name = "URL")]
+    pub(crate) server: Option<String>,
+}
+
+impl PlansCommand {
+    /// The server a verb acts through, when `--server` (or
+    /// PLANGATE_SERVER) names one and the verb can.
+    pub(crate) fn server(&self) -> Option<&str> {
+        let remote = match self {
+            PlansCommand::List { remote, .. }
+            | PlansCommand::Show { remote, .. }
+            | PlansCommand::Reject { remote, .. }
+            | PlansCommand::Discard { remote, .. }
+            | PlansCommand::Retry { remote, .. } => remote,
+            PlansCommand::Approve(yes) | PlansCommand::Apply(yes) => &yes.remote,
+            PlansCommand::Amend { .. } | PlansCommand::Diff { .. } => return None,
+        };
+        remote.server.as_deref()
+    }
+}
+
 /// A person's yes to a key's plan (`plans approve`, `plans apply`): the
 /// same flags, bound the same way to the plan the person saw.
 #[derive(Args, Debug)]
 pub(crate) struct PlanYes {
     #[command(flatten)]
     pub(crate) source: ConfigSourceArgs,
+    #[command(flatten)]
+    pub(crate) remote: RemoteArgs,
     /// The key whose plan it is (name or id).
     #[arg(long)]
     pub(crate) key: String,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use anyhow::{Result, anyhow};
 use plangate_config::Config;
 use plangate_core::rules::Refused;
-use plangate_core::{KeyState, Step, StepStatus};
+use plangate_core::{KeyState, PlannedStep, StepStatus};
 use plangate_gateway::Gateway;
 use plangate_gateway::key_log::KeyLog;
 use plangate_gateway::operator::factor::Act as FactorAct;
@@ -18,7 +18,7 @@ use plangate_gateway::operator::{self, OperatorError};
 use plangate_store::{ApiKey, KeyMaterial, Store};
 use serde_json::json;
 
-use super::confirm::{Act, confirm};
+use super::confirm::{Act, Shown, confirm};
 use super::render::finish_receipt;
 use super::{cli_error, confirmed_acting, print_json, refresh, resolve_key};
 use crate::commands::UsageError;
@@ -150,8 +150,12 @@ pub async fn apply_cmd(
         }
         Some(_) => None,
         None => {
-            let steps: Vec<&Step> = selected.iter().filter_map(|id| state.step(id)).collect();
-            Some(confirm(&key, &state, &steps, Act::Apply).await?)
+            let steps: Vec<PlannedStep> = selected
+                .iter()
+                .filter_map(|id| state.step(id))
+                .map(PlannedStep::for_person)
+                .collect();
+            Some(confirm(&key.name, Shown::of(&state), &steps, Act::Apply).await?)
         }
     };
     let seen = match &shown {

@@ -4,23 +4,22 @@
 //! (docs/design.md §7).
 
 use anyhow::{Context, Result, anyhow};
-use plangate_core::{KeyState, Step};
+use plangate_core::{KeyState, PlannedStep};
 use plangate_gateway::operator;
-use plangate_store::ApiKey;
 
 use super::render::lands_on_text;
 use crate::commands::UsageError;
 
 /// What a person says yes to with `plans approve` or `plans apply`.
 #[derive(Clone, Copy)]
-pub(super) enum Act {
+pub(crate) enum Act {
     Approve,
     Apply,
 }
 
 /// The plan as a person was shown it on their terminal: what their yes is
 /// bound to.
-pub(super) struct Shown {
+pub(crate) struct Shown {
     digest: String,
     revision: u64,
 }
@@ -34,8 +33,16 @@ impl Shown {
         }
     }
 
+    /// A plan at `digest` and `revision`, as the operator API showed it.
+    pub(crate) fn at(digest: &str, revision: u64) -> Shown {
+        Shown {
+            digest: digest.to_owned(),
+            revision,
+        }
+    }
+
     /// What the yes is bound to, for [`operator`].
-    pub(super) fn seen(&self) -> operator::Seen<'_> {
+    pub(crate) fn seen(&self) -> operator::Seen<'_> {
         operator::Seen {
             digest: &self.digest,
             revision: Some(self.revision),
@@ -52,10 +59,10 @@ impl Shown {
 /// nothing is recorded. With no terminal to ask on (a script, a pipe, an
 /// agent's shell) it refuses before anything is recorded — a yes nobody
 /// read is no yes — and says how to pass the digest the person was shown.
-pub(super) async fn confirm(
-    key: &ApiKey,
-    state: &KeyState,
-    steps: &[&Step],
+pub(crate) async fn confirm(
+    key: &str,
+    shown: Shown,
+    steps: &[PlannedStep],
     act: Act,
 ) -> Result<Shown> {
     use std::io::IsTerminal;
@@ -63,25 +70,23 @@ pub(super) async fn confirm(
         Act::Approve => ("approve", "approved"),
         Act::Apply => ("apply", "applied"),
     };
-    let name = plangate_core::shell_word(&key.name);
+    let name = plangate_core::shell_word(key);
     if !std::io::stdin().is_terminal() {
         return Err(UsageError(format!(
             "`plangate plans {verb}` without --digest asks the person at a terminal, and stdin is not one: nothing was {done}. `plangate plans show --key {name}` prints the plan and its digest; pass that digest as --digest to {verb} exactly that plan [invalid_arguments]"
         ))
         .into());
     }
-    let shown = Shown::of(state);
     let note = |line: String| crate::output::note(format_args!("{line}"));
     note(format!(
-        "key {}: plan digest {}, revision {}",
-        key.name, shown.digest, shown.revision
+        "key {key}: plan digest {}, revision {}",
+        shown.digest, shown.revision
     ));
     note(match act {
         Act::Approve => format!("your yes approves {} waiting step(s):", steps.len()),
         Act::Apply => format!("this apply runs {} step(s) now:", steps.len()),
     });
-    for step in steps {
-        let r = &step.record;
+    for r in steps {
         note(format!(
             "  {}. {}  {}: {} — {}{}",
             r.position,
@@ -105,16 +110,8 @@ pub(super) async fn confirm(
         }
     }
     let question = match act {
-        Act::Approve => format!(
-            "Approve these {} step(s) of {}'s plan?",
-            steps.len(),
-            key.name
-        ),
-        Act::Apply => format!(
-            "Apply these {} step(s) of {}'s plan now?",
-            steps.len(),
-            key.name
-        ),
+        Act::Approve => format!("Approve these {} step(s) of {key}'s plan?", steps.len(),),
+        Act::Apply => format!("Apply these {} step(s) of {key}'s plan now?", steps.len(),),
     };
     let yes = tokio::task::spawn_blocking(move || crate::output::ask_yes(&question))
         .await

@@ -25,6 +25,7 @@
 mod apply;
 mod confirm;
 mod read;
+mod remote;
 mod render;
 mod review;
 
@@ -32,7 +33,6 @@ use std::collections::BTreeSet;
 
 use anyhow::{Result, anyhow};
 use plangate_config::Config;
-use plangate_core::rules::{self, Applier, Selection};
 use plangate_core::{Channel, KeyState};
 use plangate_gateway::acting::Acting;
 use plangate_gateway::key_log::KeyLog;
@@ -41,6 +41,7 @@ use plangate_store::{ApiKey, Store};
 
 pub use apply::{apply_cmd, retry};
 pub use read::{diff, list, show};
+pub(crate) use remote::run as remote;
 pub use render::human_secs;
 pub use review::{Amendment, amend, approve, discard, reject};
 
@@ -130,43 +131,17 @@ fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
 
 // === whose yes counts ===
 
-/// The scope `key`'s plan is approved and applied under: the gateway's
-/// [`rules::approval_scope_for`] with the mode in force, exactly as
-/// [`operator::plan_view`], [`operator::steps_to_apply`] and `get_plan`
-/// take it — a write key held by a lock, or whose open steps were planned
-/// under a `plan` token, counts like a `plan` key (docs/design.md §7, §9).
-fn approval_scope(config: &Config, key: &ApiKey, state: &KeyState) -> plangate_core::Scope {
-    rules::approval_scope_for(state, key.scope, &config.modes.in_force(state))
-}
-
 /// The steps of `key`'s plan an approval that counts for it covers
-/// ([`rules::approved_steps`] under [`approval_scope`]): what `plans show`,
+/// ([`operator::covered_steps`]): what `plans show`,
 /// the console and `get_plan` mark approved.
 fn covered_steps<'s>(config: &Config, key: &ApiKey, state: &'s KeyState) -> BTreeSet<&'s str> {
     operator::covered_steps(config, key, state)
 }
 
-/// The waiting steps of `key`'s plan that do not run without a person's
-/// yes: those the key's own `apply_plan` of its whole plan would leave
-/// `not_approved` ([`rules::apply_steps`], the rule the gateway applies) —
-/// every waiting step when the key may not apply it on its own say-so (a
-/// `read` key, or one held like a `plan` key that no yes covers yet).
-fn waiting_for_yes(config: &Config, key: &ApiKey, state: &KeyState) -> BTreeSet<String> {
-    let scope = approval_scope(config, key, state);
-    let covered = rules::approved_steps(state, &key.id, scope);
-    let own = Applier::Key { id: &key.id, scope };
-    match rules::apply_steps(state, Selection::Waiting, own, &covered) {
-        Ok(steps) => steps.not_approved.into_iter().collect(),
-        Err(_) => state
-            .planned_steps()
-            .map(|s| s.record.step_id.clone())
-            .collect(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use plangate_core::{Actor, Event, EventKind, Scope, Verdict};
+    use plangate_gateway::operator::waiting_for_yes;
 
     use super::*;
 

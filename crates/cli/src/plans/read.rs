@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use plangate_config::Config;
-use plangate_core::{KeyPlanView, KeyState, Scope, StepStatus, StepView};
+use plangate_core::{KeyPlanView, KeyState, PlanReview, Scope, StepStatus, StepView};
 use plangate_gateway::key_log::KeyLog;
 use plangate_gateway::operator::{self, ttl_ms};
 use plangate_gateway::plan::expires_in;
@@ -17,7 +17,7 @@ use plangate_store::{ApiKey, LogKey, Store, now_ms};
 use serde_json::{Value, json};
 
 use super::render::{change_lines, human_secs, lands_on_text};
-use super::{covered_steps, print_json, refresh, resolve_key, waiting_for_yes};
+use super::{covered_steps, print_json, refresh, resolve_key};
 use crate::commands::{UsageError, print_table};
 use crate::output::outln;
 
@@ -86,8 +86,13 @@ pub async fn list(
             "plan_digest": state.plan_digest(),
         }));
     }
+    print_rows(&rows, as_json)
+}
+
+/// `plans list`'s rows, as a table or (`--json`) as they are.
+pub(crate) fn print_rows(rows: &[Value], as_json: bool) -> Result<()> {
     if as_json {
-        return print_json(&Value::Array(rows));
+        return print_json(&rows);
     }
     if rows.is_empty() {
         outln!(
@@ -95,8 +100,30 @@ pub async fn list(
         );
         return Ok(());
     }
-    print_plans(&rows);
+    print_plans(rows);
     Ok(())
+}
+
+/// A `plans list` row from a key's plan as the operator API shows it
+/// (`plans list --server`): the same fields as one built from the log.
+pub(crate) fn row_of_view(view: &KeyPlanView) -> Value {
+    let get = |status: StepStatus| view.steps.iter().filter(|s| s.status == status).count();
+    json!({
+        "key": view.key,
+        "key_id": view.key_id,
+        "scope": view.scope,
+        "revoked": view.revoked,
+        "mode": view.mode,
+        "plan_mode": view.plan_mode,
+        "mode_locked": view.mode_locked,
+        "waiting": view.pending_steps,
+        "approved": view.steps.iter().filter(|s| s.approved).count(),
+        "running": get(StepStatus::Running),
+        "failed": get(StepStatus::Failed),
+        "in_doubt": get(StepStatus::InDoubt),
+        "expires_in": view.expires_in,
+        "plan_digest": view.plan_digest,
+    })
 }
 
 /// `plans list`'s rows (as `--json` gives them) as a table.
@@ -165,9 +192,19 @@ pub async fn show(
     let key = resolve_key(&*store, key).await?;
     let log = KeyLog::new(store.clone(), log_key);
     let state = refresh(&log, &key, config).await?;
-    let view = operator::plan_view(config, &key, &state, now_ms());
+    print_review(
+        &operator::plan_review(config, &key, &state, now_ms()),
+        as_json,
+    )
+}
+
+/// A key's plan as a person reviews it, here or through `--server`: the
+/// key and mode, a broken log, where the plan stands, its steps and their
+/// previews (`--json`: the plan as `get_plan` shows it to people).
+pub(crate) fn print_review(review: &PlanReview, as_json: bool) -> Result<()> {
+    let view = &review.plan;
     if as_json {
-        return print_json(&view);
+        return print_json(view);
     }
     outln!(
         "key {} ({}, scope {}): mode {}{}{}",
@@ -185,7 +222,7 @@ pub async fn show(
     if let Some(n) = &view.notice {
         outln!("note: {n}");
     }
-    if let Some(broken) = &state.chain.broken {
+    if let Some(broken) = &review.log_broken {
         outln!(
             "WARNING: this key's log does not verify ({broken}): it was changed outside plangate, and nothing is applied from it. `plangate audit verify` names every break"
         );
@@ -194,10 +231,11 @@ pub async fn show(
         outln!("no plan: nothing is waiting, running, failed or in doubt");
         return Ok(());
     }
-    print_standing(&view);
+    print_standing(view);
     outln!();
-    print_steps(&view, &waiting_for_yes(config, &key, &state));
-    print_previews(&view);
+    let waiting: BTreeSet<String> = review.waiting_for_yes.iter().cloned().collect();
+    print_steps(view, &waiting);
+    print_previews(view);
     Ok(())
 }
 
@@ -253,7 +291,7 @@ fn print_standing(view: &KeyPlanView) {
 
 /// The plan's steps as a table, and which were planned by an operator's
 /// rule. `waiting_for_yes` holds the waiting steps that do not run
-/// without a person's yes ([`waiting_for_yes`]).
+/// without a person's yes ([`operator::waiting_for_yes`]).
 fn print_steps(view: &KeyPlanView, waiting_for_yes: &BTreeSet<String>) {
     let rows: Vec<[String; 7]> = view
         .steps

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use anyhow::{Result, anyhow};
 use plangate_config::Config;
 use plangate_core::rules::{self, Selection};
-use plangate_core::{Actor, Channel, KeyState, Step};
+use plangate_core::{
+    Actor, ApprovalAnswer, Channel, DiscardAnswer, KeyState, PlannedStep, RejectionAnswer, Step,
+};
 use plangate_gateway::Gateway;
 use plangate_gateway::key_log::KeyLog;
 use plangate_gateway::operator::factor::Act as FactorAct;
@@ -44,12 +46,18 @@ pub async fn reject(
     let rejected = operator::reject(&log, &cli_acting(&key), step, reason)
         .await
         .map_err(|e| cli_error(e, &hint))?;
+    print_rejected(&rejected, as_json)
+}
+
+/// What `plans reject` recorded, here or through `--server`.
+pub(crate) fn print_rejected(rejected: &RejectionAnswer, as_json: bool) -> Result<()> {
     if as_json {
-        return print_json(&rejected);
+        return print_json(rejected);
     }
     outln!(
-        "rejected step {step} of key {}; its agent reads your reason. {} step(s) waiting, plan digest {}",
-        key.name,
+        "rejected step {} of key {}; its agent reads your reason. {} step(s) waiting, plan digest {}",
+        rejected.rejected,
+        rejected.key,
         rejected.plan.pending_steps,
         rejected.plan.plan_digest
     );
@@ -172,16 +180,24 @@ pub async fn discard(
     )
     .await
     .map_err(|e| cli_error(e, &hint))?;
+    print_discarded(&answer, as_json)
+}
+
+/// What `plans discard` did, here or through `--server`.
+pub(crate) fn print_discarded(answer: &DiscardAnswer, as_json: bool) -> Result<()> {
     if as_json {
-        return print_json(&answer);
+        return print_json(answer);
     }
     if answer.discarded.is_empty() {
-        outln!("nothing to discard: key {} has no waiting steps", key.name);
+        outln!(
+            "nothing to discard: key {} has no waiting steps",
+            answer.key
+        );
     } else {
         outln!(
             "discarded {} step(s) of key {}: {}; {} waiting",
             answer.discarded.len(),
-            key.name,
+            answer.key,
             answer.discarded.join(", "),
             answer.plan.pending_steps
         );
@@ -293,7 +309,8 @@ async fn ask_to_approve(log: &KeyLog, target: &ApiKey, named: &[String]) -> Resu
     if steps.is_empty() {
         return Ok(Shown::of(&state));
     }
-    confirm(target, &state, &steps, Act::Approve).await
+    let steps: Vec<PlannedStep> = steps.into_iter().map(PlannedStep::for_person).collect();
+    confirm(&target.name, Shown::of(&state), &steps, Act::Approve).await
 }
 
 /// The steps a yes to `named` (every waiting step when none is named)
@@ -324,29 +341,43 @@ fn print_approved(
     as_json: bool,
 ) -> Result<()> {
     let answer = operator::approval_answer(config, target, actor.clone(), approved);
-    if as_json {
-        return print_json(&answer);
-    }
     let state = &approved.state;
+    print_approval(
+        &answer,
+        |id| {
+            state
+                .step(id)
+                .map(|s| (s.record.position, s.record.predicted_effect.clone()))
+        },
+        as_json,
+    )
+}
+
+/// An approval's answer for a person, here or through `--server`: each
+/// step it covers (`step` names its position and predicted effect), and
+/// the waiting steps it leaves without a yes.
+pub(crate) fn print_approval(
+    answer: &ApprovalAnswer,
+    step: impl Fn(&str) -> Option<(u32, String)>,
+    as_json: bool,
+) -> Result<()> {
+    if as_json {
+        return print_json(answer);
+    }
     outln!(
         "approved {} step(s) of {:?}'s plan:",
         answer.approved_steps.len(),
-        target.name
+        answer.key
     );
     for id in &answer.approved_steps {
-        if let Some(step) = state.step(id) {
-            outln!(
-                "  {}. {}  {}",
-                step.record.position,
-                step.record.step_id,
-                step.record.predicted_effect
-            );
+        if let Some((position, effect)) = step(id) {
+            outln!("  {position}. {id}  {effect}");
         }
     }
     if answer.not_approved.is_empty() {
         outln!(
             "every waiting step is approved; the agent's apply_plan (or `plangate plans apply --key {}`) runs them",
-            plangate_core::shell_word(&target.name)
+            plangate_core::shell_word(&answer.key)
         );
     } else {
         outln!(
@@ -355,8 +386,10 @@ fn print_approved(
             answer
                 .not_approved
                 .iter()
-                .filter_map(|id| state.step(id))
-                .map(|s| format!("{}. {}", s.record.position, s.record.step_id))
+                .map(|id| match step(id) {
+                    Some((position, _)) => format!("{position}. {id}"),
+                    None => id.clone(),
+                })
                 .collect::<Vec<_>>()
                 .join(", ")
         );

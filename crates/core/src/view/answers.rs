@@ -31,6 +31,26 @@ impl PlanAfter {
     }
 }
 
+/// A key's plan as a person reviews it before a yes (`plans show`, and
+/// `GET /console/api/plan` that `plans show --server` reads): the plan,
+/// which waiting steps no yes covers yet, and whether the key's log
+/// verifies — so a person on another machine is shown exactly what one at
+/// the data dir is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanReview {
+    /// The plan.
+    pub plan: super::KeyPlanView,
+    /// The waiting steps that do not run without a person's yes.
+    pub waiting_for_yes: Vec<String>,
+    /// The steps a person's apply of the whole plan runs now, in order
+    /// (what `plans apply` without step ids asks a yes for).
+    pub applies: Vec<String>,
+    /// The first event of the key's log that does not verify, in words
+    /// (nothing of such a log is applied).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_broken: Option<String>,
+}
+
 /// A person's yes (`plans approve`, the console's Approve).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ApprovalAnswer {

@@ -11,7 +11,9 @@
 mod answers;
 mod changes;
 
-pub use answers::{AmendAnswer, ApprovalAnswer, DiscardAnswer, PlanAfter, RejectionAnswer};
+pub use answers::{
+    AmendAnswer, ApprovalAnswer, DiscardAnswer, PlanAfter, PlanReview, RejectionAnswer,
+};
 
 pub use changes::{AmendedStep, JsonChange, PlanDiff, SinceReview, StatusChange};
 

@@ -84,6 +84,7 @@ pub fn routes() -> Router<Arc<Gateway>> {
         .route("/console/login", post(login))
         .route("/console/logout", post(logout))
         .route("/console/api/state", get(poll::state))
+        .route("/console/api/plan", get(poll::plan))
         .route("/console/api/approve", post(api::approve))
         .route("/console/api/discard", post(api::discard))
         .route("/console/api/retry", post(api::retry))
@@ -273,6 +274,12 @@ struct Session {
     id: String,
     /// When it expires, in ms since the epoch.
     expires_at_ms: i64,
+    /// Whether the operator token came as `Authorization: Bearer` (the
+    /// CLI's `--server`), not from a logged-in page: no cookie, so no CSRF
+    /// to check — a browser never sends that header on its own, and a
+    /// cross-origin page cannot add it without a CORS preflight this
+    /// server never grants.
+    bearer: bool,
 }
 
 fn session_mac(gw: &Gateway, body: &str) -> String {
@@ -303,11 +310,17 @@ enum NoSession {
     Invalid,
     /// The store could not be asked.
     StoreDown,
+    /// An `Authorization` header whose operator token is unknown, revoked
+    /// or not a bearer token.
+    BadToken,
 }
 
 /// Verifies the request's session cookie (signature, expiry) and that its
 /// token is still active — on every request.
 async fn session(gw: &Gateway, headers: &HeaderMap) -> Result<Session, NoSession> {
+    if let Some(token) = bearer_token(headers) {
+        return bearer_session(gw, token?).await;
+    }
     let cookie = cookie_value(headers).ok_or(NoSession::Invalid)?;
     let (body, mac) = cookie.rsplit_once('.').ok_or(NoSession::Invalid)?;
     if !same(&session_mac(gw, body), mac) {
@@ -341,7 +354,44 @@ async fn session(gw: &Gateway, headers: &HeaderMap) -> Result<Session, NoSession
         csrf: csrf_of(gw, &cookie),
         id: session_id,
         expires_at_ms,
+        bearer: false,
     })
+}
+
+/// The operator token of an `Authorization: Bearer` header, if the
+/// request has one (an error if it is not a bearer token at all).
+fn bearer_token(headers: &HeaderMap) -> Option<Result<&str, NoSession>> {
+    let value = headers.get(header::AUTHORIZATION)?;
+    Some(
+        value
+            .to_str()
+            .ok()
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .ok_or(NoSession::BadToken),
+    )
+}
+
+/// A session for one request that carries an operator token itself (the
+/// CLI's `--server`): the token is looked up as at login, every time.
+async fn bearer_session(gw: &Gateway, token: &str) -> Result<Session, NoSession> {
+    match gw.store().authenticate_operator(token).await {
+        Ok(Some(operator)) => Ok(Session {
+            operator,
+            csrf: String::new(),
+            id: String::new(),
+            expires_at_ms: now_ms(),
+            bearer: true,
+        }),
+        Ok(None) => {
+            tracing::info!("console: an operator token was refused");
+            Err(NoSession::BadToken)
+        }
+        Err(e) => {
+            tracing::error!("console: operator store: {e}");
+            Err(NoSession::StoreDown)
+        }
+    }
 }
 
 impl From<NoSession> for ConsoleError {
@@ -352,6 +402,10 @@ impl From<NoSession> for ConsoleError {
                 "no console session, or it ended (expired, logged out, or its operator token was revoked); log in again at /console",
             ),
             NoSession::StoreDown => ConsoleError::store_down(),
+            NoSession::BadToken => ConsoleError::access(
+                AccessCode::Unauthorized,
+                "that operator token is unknown or revoked; a person creates one with `plangate operator token --name NAME` where the gateway's data dir is",
+            ),
         }
     }
 }
@@ -399,6 +453,9 @@ impl FromRequestParts<Arc<Gateway>> for Acting {
     ) -> Result<Acting, ConsoleError> {
         let headers = &parts.headers;
         allowed_host(gw, headers)?;
+        if bearer_token(headers).is_some() {
+            return Ok(Acting(session(gw, headers).await?));
+        }
         if !same_origin(headers) {
             return Err(ConsoleError::access(
                 AccessCode::CrossSiteRequest,
@@ -457,7 +514,7 @@ async fn page(State(gw): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
             StatusCode::SERVICE_UNAVAILABLE,
             "plangate cannot read its store; see the gateway's log.",
         ),
-        Err(NoSession::Invalid) => login_page(StatusCode::OK, ""),
+        Err(NoSession::Invalid | NoSession::BadToken) => login_page(StatusCode::OK, ""),
     }
 }
 
@@ -529,6 +586,10 @@ async fn login(
 /// replayed later is refused. The operator's other sessions, and the
 /// token, stay valid (revoke the token to end every session).
 async fn logout(State(gw): State<Arc<Gateway>>, Acting(session): Acting) -> Response {
+    if session.bearer {
+        // A token sent with each request has no session to end.
+        return ok_json(json!({"success": true}));
+    }
     if let Err(e) = gw
         .store()
         .end_console_session(&session.id, session.expires_at_ms)

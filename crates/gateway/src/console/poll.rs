@@ -202,3 +202,30 @@ async fn held_tools(gw: &Gateway) -> Result<Vec<ToolRow>, crate::key_log::LogErr
         .filter(|r| r.held_hash.is_some())
         .collect())
 }
+
+/// `?key=NAME`: the key (name or id) whose plan is asked for.
+#[derive(Deserialize)]
+pub(super) struct KeyQuery {
+    key: String,
+}
+
+/// `GET /console/api/plan?key=NAME`: one key's plan as a person reviews it
+/// ([`operator::plan_review`]), brought up to date first — what `plangate
+/// plans show --server` prints, the same answer as at the data dir.
+pub(super) async fn plan(
+    State(gw): State<Arc<Gateway>>,
+    Viewer(_): Viewer,
+    Query(q): Query<KeyQuery>,
+) -> Result<Response, super::ConsoleError> {
+    let key = super::api::key_named(&gw, &q.key).await?;
+    let acting = operator::acting(&key, "console", Channel::Console);
+    let state = operator::refresh(gw.log(), &acting, gw.ttl_ms(), gw.lease_ms())
+        .await
+        .map_err(log_down)?;
+    Ok(super::ok_typed(&operator::plan_review(
+        &gw.config(),
+        &key,
+        &state,
+        now_ms(),
+    )))
+}

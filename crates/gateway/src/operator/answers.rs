@@ -23,6 +23,25 @@ pub fn covered_steps<'s>(config: &Config, key: &ApiKey, state: &'s KeyState) -> 
     rules::approved_steps(state, &key.id, scope)
 }
 
+/// The waiting steps of `key`'s plan that do not run without a person's
+/// yes: those the key's own `apply_plan` of its whole plan would leave
+/// `not_approved` ([`rules::apply_steps`], the rule the gateway applies) —
+/// every waiting step when the key may not apply it on its own say-so (a
+/// `read` key, or one held like a `plan` key that no yes covers yet).
+/// What `plans show` and the operator API mark "needed".
+pub fn waiting_for_yes(config: &Config, key: &ApiKey, state: &KeyState) -> BTreeSet<String> {
+    let scope = rules::approval_scope_for(state, key.scope, &config.modes.in_force(state));
+    let covered = rules::approved_steps(state, &key.id, scope);
+    let own = rules::Applier::Key { id: &key.id, scope };
+    match rules::apply_steps(state, rules::Selection::Waiting, own, &covered) {
+        Ok(steps) => steps.not_approved.into_iter().collect(),
+        Err(_) => state
+            .planned_steps()
+            .map(|s| s.record.step_id.clone())
+            .collect(),
+    }
+}
+
 /// The answer of a person's yes: what it covers, and which waiting steps
 /// no yes that counts for the key covers yet.
 pub fn approval_answer(

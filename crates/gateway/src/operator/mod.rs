@@ -17,8 +17,8 @@
 
 use plangate_config::Config;
 use plangate_core::{
-    Channel, DiscardAnswer, EventKind, KeyPlanView, KeyState, PlanAfter, RejectionAnswer, Step,
-    StepStatus, StepView,
+    Channel, DiscardAnswer, EventKind, KeyPlanView, KeyState, PlanAfter, PlanReview,
+    RejectionAnswer, Step, StepStatus, StepView,
 };
 use plangate_store::{ApiKey, now_ms};
 
@@ -35,7 +35,7 @@ mod error;
 pub mod factor;
 mod run;
 
-pub use answers::{amend, approval_answer, covered_steps};
+pub use answers::{amend, approval_answer, covered_steps, waiting_for_yes};
 pub use approve::{Approved, Seen, approve};
 pub use error::OperatorError;
 pub use run::{apply_now, check_in_doubt, require_upstreams, retry, steps_to_apply};
@@ -130,6 +130,21 @@ pub fn plan_view(config: &Config, key: &ApiKey, state: &KeyState, now: i64) -> K
             .map(|s| StepView::for_person(s).covered_by(&covered))
             .collect(),
         notice,
+    }
+}
+
+/// A key's plan as a person reviews it before a yes: [`plan_view`], the
+/// waiting steps that need a yes ([`waiting_for_yes`]) and whether the
+/// key's log verifies — what `plans show` prints, here or through the
+/// operator API.
+pub fn plan_review(config: &Config, key: &ApiKey, state: &KeyState, now: i64) -> PlanReview {
+    PlanReview {
+        plan: plan_view(config, key, state, now),
+        waiting_for_yes: waiting_for_yes(config, key, state).into_iter().collect(),
+        applies: steps_to_apply(config, key, state, &[])
+            .map(|steps| steps.run)
+            .unwrap_or_default(),
+        log_broken: state.chain.broken.as_ref().map(ToString::to_string),
     }
 }
 

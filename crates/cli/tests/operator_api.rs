@@ -1,0 +1,160 @@
+//! A person acting on a running plangate through its operator API
+//! (`plangate plans … --server URL` with an operator token), from a
+//! directory with no data dir — how a person reaches the service
+//! `plangate service install` runs as its own OS user: the plan shows as
+//! at the data dir, a yes needs the person's code when approvals require
+//! one, and a missing or wrong token is refused before anything is read.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::process::{Command, Output, Stdio};
+
+use common::*;
+use serde_json::Value;
+
+/// The TOTP code of `secret` (base32) now, as the person's authenticator
+/// shows it.
+fn code_now(secret: &str) -> String {
+    let bytes = plangate_core::factor::from_base32(secret).unwrap();
+    let step = plangate_core::factor::step_at(plangate_store::now_ms());
+    format!("{:06}", plangate_core::factor::hotp(&bytes, step))
+}
+
+/// `plangate ARGS…` from a directory with no data dir (one that does not
+/// exist, so any read of it fails), with `token` as the operator token.
+fn elsewhere(args: &[&str], token: Option<&str>) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(plangate());
+    cmd.args(args)
+        .current_dir(dir.path())
+        .env("PLANGATE_DATA_DIR", dir.path().join("no-data-dir-here"))
+        .env_remove("PLANGATE_CONFIG")
+        .env_remove("PLANGATE_KEY")
+        .env_remove("PLANGATE_SERVER")
+        .env_remove("PLANGATE_OPERATOR_TOKEN")
+        .stdin(Stdio::null());
+    if let Some(t) = token {
+        cmd.env("PLANGATE_OPERATOR_TOKEN", t);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        !dir.path().join("no-data-dir-here").exists(),
+        "{args:?} made a data dir"
+    );
+    out
+}
+
+fn review_answers(scratch: &Scratch) -> Vec<Value> {
+    let args = ["audit", "export", "--key", "agent"];
+    succeeded(&args, &scratch.run(&args))
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["type"] == "review_answered")
+        .collect()
+}
+
+#[tokio::test]
+async fn a_person_approves_and_applies_through_the_service_with_a_code_and_no_data_dir() {
+    let (scratch, config, [agent_key]) = demo_keys("", [("agent", "plan")]);
+    let args = ["operator", "enroll", "--name", "alice", "--totp", "--json"];
+    let enrolled = parsed(&args, &succeeded(&args, &scratch.run(&args)));
+    let secret = enrolled["secret_base32"].as_str().unwrap().to_owned();
+    let args = ["operator", "token", "--name", "alice"];
+    let token = succeeded(&args, &scratch.run(&args)).trim().to_owned();
+    assert!(token.starts_with("pgo_"), "{token}");
+    let args = ["approvals", "require", "totp"];
+    succeeded(&args, &scratch.run(&args));
+
+    let service = serve_http(&scratch, &["--config", &config]);
+    let server = format!("http://{}", service.addr);
+    let agent = http_client(&service.url(), Some(&agent_key)).await.unwrap();
+    ok(&agent, "update_option", tagline("Over the wire")).await;
+    ok(&agent, "update_option", json_title("Not this one")).await;
+
+    // The plan, as the service shows it.
+    let show = ["plans", "show", "--key", "agent", "--server", &server];
+    let shown = succeeded(&show, &elsewhere(&show, Some(&token)));
+    assert!(shown.contains("2 step(s) in the plan"), "{shown}");
+    assert!(shown.contains("needed"), "{shown}");
+    let show_json = [
+        "plans", "show", "--key", "agent", "--server", &server, "--json",
+    ];
+    let view = parsed(
+        &show_json,
+        &succeeded(&show_json, &elsewhere(&show_json, Some(&token))),
+    );
+    let second = view["steps"][1]["step_id"].as_str().unwrap().to_owned();
+    let list = ["plans", "list", "--server", &server];
+    let listed = succeeded(&list, &elsewhere(&list, Some(&token)));
+    assert!(listed.contains("agent"), "{listed}");
+
+    // No token, a wrong one: refused, nothing read.
+    let out = elsewhere(&show, None);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("PLANGATE_OPERATOR_TOKEN"),
+        "{}",
+        stderr(&out)
+    );
+    let out = elsewhere(&show, Some("pgo_not_a_token"));
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("[unauthorized]"), "{}", stderr(&out));
+    // An agent's API key is not an operator token.
+    let out = elsewhere(&show, Some(&agent_key));
+    assert!(stderr(&out).contains("[unauthorized]"), "{}", stderr(&out));
+
+    // A no to the second step needs no code.
+    let reject = [
+        "plans",
+        "reject",
+        "--key",
+        "agent",
+        &second,
+        "--reason",
+        "not today",
+        "--server",
+        &server,
+    ];
+    let said = succeeded(&reject, &elsewhere(&reject, Some(&token)));
+    assert!(said.contains("rejected step"), "{said}");
+
+    let view = parsed(
+        &show_json,
+        &succeeded(&show_json, &elsewhere(&show_json, Some(&token))),
+    );
+    let digest = view["plan_digest"].as_str().unwrap().to_owned();
+    // A yes without the person's code: refused, nothing recorded.
+    let approve = [
+        "plans", "approve", "--key", "agent", "--digest", &digest, "--server", &server,
+    ];
+    let out = elsewhere(&approve, Some(&token));
+    assert!(!out.status.success(), "{out:?}");
+    assert!(stderr(&out).contains("factor_required"), "{}", stderr(&out));
+    assert!(review_answers(&scratch).is_empty());
+    // Without --digest and no terminal: nothing asked, nothing recorded.
+    let unseen = ["plans", "apply", "--key", "agent", "--server", &server];
+    let out = elsewhere(&unseen, Some(&token));
+    assert!(!out.status.success(), "{out:?}");
+    assert!(review_answers(&scratch).is_empty());
+
+    // The person's code: the step is applied, and the yes names alice.
+    let code = code_now(&secret);
+    let apply = [
+        "plans", "apply", "--key", "agent", "--digest", &digest, "--code", &code, "--server",
+        &server,
+    ];
+    let said = succeeded(&apply, &elsewhere(&apply, Some(&token)));
+    assert!(said.contains("applied 1"), "{said}");
+    assert_eq!(site_tagline(&scratch), "Over the wire");
+    let yes = review_answers(&scratch);
+    assert_eq!(yes.len(), 1, "{yes:?}");
+    assert_eq!(yes[0]["actor"]["name"], "alice", "{}", yes[0]);
+    assert_eq!(yes[0]["channel"], "console", "{}", yes[0]);
+    agent.cancel().await.unwrap();
+}
+
+/// An `update_option` call that sets the site's title.
+fn json_title(value: &str) -> Value {
+    serde_json::json!({"name": "site_title", "value": value})
+}
