@@ -82,6 +82,8 @@ pub(crate) async fn run(cli: Cli) -> Result<()> {
             scope,
             key_name,
             to,
+            service,
+            service_config,
             dry_run,
         } => {
             let args = wrap::Wrap {
@@ -90,6 +92,8 @@ pub(crate) async fn run(cli: Cli) -> Result<()> {
                 key_name,
                 to,
                 dry_run,
+                service,
+                service_config,
             };
             wrap::wrap(args, data_dir, async || open_store(data_dir).await).await
         }

@@ -29,6 +29,7 @@ mod output;
 mod plans;
 mod policy;
 mod preview_text;
+mod remote;
 mod serve;
 mod service;
 mod setup;

@@ -52,6 +52,15 @@ pub fn line(args: fmt::Arguments<'_>) {
     emit(screen(&text).marked().as_bytes());
 }
 
+/// Writes `text` — a diff, a file's lines — as lines of output, each
+/// screened and marked on its own: its line breaks are real ones, while
+/// anything hidden within a line still shows.
+pub fn lines(text: &str) {
+    for l in text.lines() {
+        emit(screen(l).marked().as_bytes());
+    }
+}
+
 /// Writes one line of content painted in the CLI's own colour `code` (an
 /// SGR parameter such as `32`), or plain when `code` is `None`: the
 /// content is screened first, so only plangate's colour reaches the

@@ -55,7 +55,20 @@ pub(crate) fn exec_start(binary: &Path, config: &Path, listen: &str) -> Vec<Stri
         listen.into(),
         "--config".into(),
         config.display().to_string(),
+        // `plangate wrap --service` adds servers to the config: the
+        // service takes them within a second, as on SIGHUP.
+        "--watch-config".into(),
     ]
+}
+
+/// The config the service of `user` reads, where `service install` puts
+/// it on this OS (and `wrap --service` looks for it).
+pub(crate) fn config_path(user: &str) -> PathBuf {
+    if cfg!(target_os = "macos") {
+        PathBuf::from(format!("/usr/local/etc/{user}/plangate.toml"))
+    } else {
+        PathBuf::from(format!("/etc/{user}/plangate.toml"))
+    }
 }
 
 /// Works out the install for this OS.
@@ -90,7 +103,7 @@ pub(crate) fn plan(install: &Install<'_>) -> Result<Plan> {
 fn systemd_plan(user: &str, listen: &str, no_start: bool) -> Plan {
     let binary = PathBuf::from("/usr/local/bin/plangate");
     let data_dir = PathBuf::from(format!("/var/lib/{user}"));
-    let config = PathBuf::from(format!("/etc/{user}/plangate.toml"));
+    let config = config_path(user);
     let exec = exec_start(&binary, &config, listen).join(" ");
     let unit = format!(
         "[Unit]
@@ -112,6 +125,7 @@ ConfigurationDirectoryMode=0750
 Environment=PLANGATE_DATA_DIR={data}
 Environment=PLANGATE_SERVICE_USER={user}
 ExecStart={exec}
+ExecReload=/bin/kill -HUP $MAINPID
 UMask=0077
 NoNewPrivileges=yes
 ProtectSystem=strict
@@ -190,7 +204,7 @@ WantedBy=multi-user.target
 fn launchd_plan(user: &str, listen: &str) -> Plan {
     let binary = PathBuf::from("/usr/local/bin/plangate");
     let data_dir = PathBuf::from(format!("/usr/local/var/{user}"));
-    let config = PathBuf::from(format!("/usr/local/etc/{user}/plangate.toml"));
+    let config = config_path(user);
     let exec: String = exec_start(&binary, &config, listen)
         .iter()
         .map(|a| format!("    <string>{a}</string>\n"))
@@ -278,6 +292,9 @@ const STARTER_CONFIG: &str =
 # secrets stay in this file, readable by the service user only.
 
 [gateway]
+
+# None yet: the service starts and serves no tools until one is added.
+[upstreams]
 ";
 
 /// `plangate service install`.
@@ -354,10 +371,22 @@ pub(crate) fn install(install: &Install<'_>) -> Result<()> {
         install.user,
         plan.data_dir.display()
     );
-    outln!(
-        "next: `sudo -u {user} plangate --data-dir {data} keys create --name agent --scope plan`, then `plangate wrap --service http://{listen}/mcp` in the agent's user",
+    let as_service = format!(
+        "sudo -u {user} plangate --data-dir {data}",
         user = install.user,
-        data = plan.data_dir.display(),
+        data = plan.data_dir.display()
+    );
+    outln!("next, as the person (keep what these print from the agent):");
+    outln!("  {as_service} operator token --name YOU          # your operator token");
+    outln!(
+        "  {as_service} operator enroll --name YOU --totp  # then: {as_service} approvals require totp"
+    );
+    outln!(
+        "  sudo plangate wrap --service http://{listen} --from ~/.claude.json   # the client's servers move in; it gets a plan key",
+        listen = install.listen
+    );
+    outln!(
+        "  plangate plans show --key claude-code --server http://{listen}       # review; approve the same way, with your code",
         listen = install.listen
     );
     Ok(())

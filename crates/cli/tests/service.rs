@@ -297,3 +297,227 @@ async fn connect_as(user: &User, binary: &Path, url: &str, token: &str) -> Clien
         .unwrap();
     client_info().serve(transport).await.unwrap()
 }
+
+/// `wrap --service`, as the person runs it with sudo: the client's servers
+/// (and their secrets) move into the service's config, which stays
+/// `root:SERVICE 0640`; the client's file keeps its owner and gets an
+/// entry that runs `plangate connect` with a `plan` key the service made;
+/// the agent's user cannot read where the secrets went, plans through the
+/// entry, and the person approves through `plans approve --server` with a
+/// code, from no data dir.
+#[tokio::test]
+async fn wrap_service_moves_a_clients_servers_where_the_agents_user_cannot_read_them() {
+    if !as_root() {
+        eprintln!("skipped: not root (CI runs it as root)");
+        return;
+    }
+    let service = User::create("pgwsv");
+    let agent_user = User::create("pgwag");
+    let svc = service.0.as_str();
+    let root = tempfile::Builder::new().prefix("pgwrap").tempdir().unwrap();
+    let (binary, data, config) = lay_out(root.path(), svc);
+    starter_config(&config, svc);
+    let (data_s, config_s) = (data.to_str().unwrap(), config.to_str().unwrap());
+    let env = [
+        ("PLANGATE_DATA_DIR", data_s),
+        ("PLANGATE_SERVICE_USER", svc),
+    ];
+    let as_service = |args: &[&str]| output(&mut service.plangate(&binary, args, &env));
+    let (fine, operator_token, err) = as_service(&["operator", "token", "--name", "ana"]);
+    assert!(fine, "{err}");
+    let operator_token = operator_token.trim().to_owned();
+    let (fine, enrolled, err) =
+        as_service(&["operator", "enroll", "--name", "ana", "--totp", "--json"]);
+    assert!(fine, "{err}");
+    let secret = serde_json::from_str::<Value>(&enrolled).unwrap()["secret_base32"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (fine, _, err) = as_service(&["approvals", "require", "totp"]);
+    assert!(fine, "{err}");
+    let mut serve = service.plangate(&binary, &exec_start_args(config_s), &env);
+    serve.env_remove("PLANGATE_KEY");
+    let server = Proc::start(serve, "plangate serving ");
+    let base = format!("http://{}", server.addr);
+
+    let file = client_file(root.path(), &binary, &data, &agent_user);
+
+    // The person, with sudo.
+    let person_data = root.path().join("root-data");
+    let wrapped = Command::new(&binary)
+        .arg("--data-dir")
+        .arg(&person_data)
+        .args([
+            "wrap",
+            "--service",
+            &base,
+            "--service-config",
+            config_s,
+            "--from",
+        ])
+        .arg(&file)
+        .env("PLANGATE_OPERATOR_TOKEN", &operator_token)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(wrapped.status.success(), "{wrapped:?}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        !text.contains("s3cret"),
+        "the secret stayed in the client's file: {text}"
+    );
+    assert!(
+        text.contains("connect") && text.contains(&format!("{base}/mcp")),
+        "{text}"
+    );
+    let moved = std::fs::read_to_string(&config).unwrap();
+    assert!(
+        moved.contains("s3cret-of-the-site") && moved.contains("[upstreams.site]"),
+        "{moved}"
+    );
+    owners_kept(&file, &config, &agent_user);
+    // The agent's user cannot read where the secret went.
+    let (fine, _, _) =
+        output(Command::new("runuser").args(["-u", &agent_user.0, "--", "cat", config_s]));
+    assert!(!fine, "the agent's user read the service's config");
+
+    // The client's entry, as the client runs it, in the agent's user.
+    let entry: Value = serde_json::from_str(&text).unwrap();
+    let entry = &entry["mcpServers"]["plangate"];
+    let key = entry["env"]["PLANGATE_KEY"].as_str().unwrap().to_owned();
+    let mcp_url = format!("{base}/mcp");
+    let agent = once_served(&agent_user, &binary, (&mcp_url, &key), &server).await;
+    let planned = ok(&agent, "update_option", tagline("Moved and planned")).await;
+    assert_eq!(planned["code"], "plan_step", "{planned}");
+    let digest = plan_digest(&agent).await;
+
+    // The person approves over the operator API, with the code.
+    let code = {
+        let bytes = plangate_core::factor::from_base32(&secret).unwrap();
+        let step = plangate_core::factor::step_at(plangate_store::now_ms());
+        format!("{:06}", plangate_core::factor::hotp(&bytes, step))
+    };
+    let approved = Command::new(&binary)
+        .args([
+            "plans",
+            "approve",
+            "--key",
+            "claude-desktop",
+            "--digest",
+            &digest,
+        ])
+        .args(["--code", &code, "--server", &base])
+        .env("PLANGATE_OPERATOR_TOKEN", &operator_token)
+        .env("PLANGATE_DATA_DIR", root.path().join("nowhere"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(approved.status.success(), "{approved:?}");
+    let receipt = call_body(
+        &agent,
+        "plangate_apply_plan",
+        json!({"plan_digest": digest}),
+    )
+    .await;
+    assert_eq!(receipt["applied"], 1, "{receipt}");
+    agent.cancel().await.unwrap();
+    drop(server);
+}
+
+/// The unit's `ExecStart` arguments after the binary, on a free port.
+fn exec_start_args(config: &str) -> Vec<&str> {
+    vec![
+        "serve",
+        "--http",
+        "127.0.0.1:0",
+        "--config",
+        config,
+        "--watch-config",
+    ]
+}
+
+/// The starter config `service install` writes (no upstream yet), owned
+/// `root:SVC`, 0640.
+fn starter_config(config: &Path, svc: &str) {
+    std::fs::write(config, "[gateway]\n\n[upstreams]\n").unwrap();
+    let out = Command::new("chown")
+        .arg(format!("root:{svc}"))
+        .arg(config)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    set_mode(config, 0o640);
+}
+
+/// The agent's user's Claude Desktop file, owner-only, with one server
+/// (the demo site, under a name of its own: a client's server that is
+/// plangate itself is not wrapped) and its secret.
+fn client_file(root: &Path, binary: &Path, data: &Path, agent_user: &User) -> PathBuf {
+    let home = root.join("agent-home");
+    std::fs::create_dir(&home).unwrap();
+    chown(&home, &agent_user.0);
+    let file = home.join("claude_desktop_config.json");
+    let site = root.join("site-server");
+    std::fs::copy(binary, &site).unwrap();
+    set_mode(&site, 0o755);
+    std::fs::write(
+        &file,
+        serde_json::to_string_pretty(&json!({"mcpServers": {"site": {
+            "command": site,
+            "args": ["demo-site", "--state", data.join("demo-site.json")],
+            "env": {"SITE_API_TOKEN": "s3cret-of-the-site"}
+        }}}))
+        .unwrap(),
+    )
+    .unwrap();
+    chown(&file, &agent_user.0);
+    set_mode(&file, 0o600);
+    file
+}
+
+/// The client's file still belongs to the agent's user; the service's
+/// config is still root's, 0640.
+fn owners_kept(file: &Path, config: &Path, agent_user: &User) {
+    use std::os::unix::fs::MetadataExt as _;
+    let owner = Command::new("id")
+        .args(["-u", &agent_user.0])
+        .output()
+        .unwrap();
+    let uid: u32 = String::from_utf8_lossy(&owner.stdout)
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        std::fs::metadata(file).unwrap().uid(),
+        uid,
+        "the client's file changed owner"
+    );
+    let service_config = std::fs::metadata(config).unwrap();
+    assert_eq!(service_config.uid(), 0);
+    assert_eq!(service_config.mode() & 0o777, 0o640);
+}
+
+/// The agent's client through `connect`, once the service serves the
+/// moved servers' tools (it reloads its config within a second).
+async fn once_served(
+    user: &User,
+    binary: &Path,
+    (url, key): (&str, &str),
+    server: &Proc,
+) -> Client {
+    for _ in 0..50 {
+        let agent = connect_as(user, binary, url, key).await;
+        if tool_names(&agent)
+            .await
+            .contains(&"update_option".to_owned())
+        {
+            return agent;
+        }
+        agent.cancel().await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    panic!(
+        "the service never took the moved servers:\n{}",
+        server.log()
+    );
+}

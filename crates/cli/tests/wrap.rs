@@ -56,7 +56,13 @@ impl Home {
     fn dry_run(&self, client: &str) -> String {
         let out = self.plangate(&["wrap", "--client", client, "--dry-run"]);
         assert!(out.status.success(), "{}", stderr(&out));
-        stdout(&out)
+        // The diffs are lines of their own, not one screened line.
+        let shown = stdout(&out);
+        assert!(
+            shown.lines().count() > 3 && !shown.contains("hidden characters"),
+            "{shown}"
+        );
+        shown
     }
     fn plangate(&self, args: &[&str]) -> Output {
         Command::new(plangate())

@@ -93,8 +93,20 @@ pub(crate) enum Command {
         #[arg(long, value_name = "NAME")]
         key_name: Option<String>,
         /// Where the plangate config goes (default: DATA_DIR/wrapped/).
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", conflicts_with = "service")]
         to: Option<PathBuf>,
+        /// Move the servers into the plangate service at URL (`plangate
+        /// service install`, e.g. http://127.0.0.1:7070) instead: its config
+        /// gets them, the service makes the key, and the client's entry runs
+        /// `plangate connect`. Run with sudo (the service's config is
+        /// root's); needs an operator token (PLANGATE_OPERATOR_TOKEN, else
+        /// asked).
+        #[arg(long, value_name = "URL")]
+        service: Option<String>,
+        /// The service's config (default: the one `plangate service
+        /// install` wrote, /etc/plangate/plangate.toml).
+        #[arg(long, value_name = "FILE", requires = "service")]
+        service_config: Option<PathBuf>,
         /// Print the diff of both files; change nothing.
         #[arg(long)]
         dry_run: bool,

@@ -17,6 +17,7 @@
 
 mod client_file;
 mod files;
+mod service;
 mod unwrap;
 
 use std::path::{Path, PathBuf};
@@ -60,6 +61,12 @@ pub struct Wrap {
     pub to: Option<PathBuf>,
     /// Print both diffs, change nothing.
     pub dry_run: bool,
+    /// `--service URL`: move the servers into that plangate service's
+    /// config instead, and point the client at it through `connect`.
+    pub service: Option<String>,
+    /// `--service-config FILE`: the service's config (default: the one
+    /// `plangate service install` writes).
+    pub service_config: Option<PathBuf>,
 }
 
 /// The record of one wrapped file, kept in `DATA_DIR/wrapped/`.
@@ -89,6 +96,10 @@ struct Record {
     key_name: String,
     key_id: String,
     wrapped_at_ms: i64,
+    /// The plangate service the servers moved into (`wrap --service`):
+    /// the key is the service's, and `config` is the service's config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    service: Option<String>,
 }
 
 const RECORD_FORMAT: u32 = 1;
@@ -128,6 +139,13 @@ pub async fn wrap(
     data_dir: &Path,
     open_store: impl AsyncFnOnce() -> Result<Arc<dyn Store>>,
 ) -> Result<()> {
+    if let Some(url) = &args.service {
+        let config = args
+            .service_config
+            .clone()
+            .unwrap_or_else(service::default_service_config);
+        return service::wrap_into_service(&args, url, &config, data_dir).await;
+    }
     let mut found = ClientFile::read(&args.target)?;
     let exe = std::env::current_exe()
         .and_then(std::fs::canonicalize)
@@ -193,6 +211,7 @@ pub async fn wrap(
         key_name: created.key.name.clone(),
         key_id: created.key.id.clone(),
         wrapped_at_ms: now_ms(),
+        service: None,
     };
 
     // From here on a key exists: every file is written in an order where
@@ -317,16 +336,13 @@ fn print_dry_run(found: &ClientFile, new_text: &str, config_path: &Path, scope: 
     let file = found.file.display().to_string();
     let shown_before = clients::redact_secret_fields(&found.text, &found.spans);
     let shown_toml = found.config_toml(&clients::redact_server_secrets(&found.servers));
-    outln!("{}", diff(&shown_before, new_text, &file, &file));
-    outln!(
-        "{}",
-        diff(
-            "",
-            &shown_toml,
-            "/dev/null",
-            &config_path.display().to_string()
-        )
-    );
+    crate::output::lines(&diff(&shown_before, new_text, &file, &file));
+    crate::output::lines(&diff(
+        "",
+        &shown_toml,
+        "/dev/null",
+        &config_path.display().to_string(),
+    ));
     let names: Vec<&str> = found.servers.keys().map(String::as_str).collect();
     eprintln!(
         "dry run: nothing was changed. `plangate wrap` without --dry-run moves {} server(s) ({}) of {} into {} and creates a {} key; env and headers values are shown as \"{}\" here and written as they are",

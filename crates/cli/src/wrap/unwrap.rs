@@ -115,6 +115,19 @@ pub async fn unwrap(target: Target, force: bool, data_dir: &Path) -> Result<()> 
     std::fs::remove_file(&record_file)
         .with_context(|| format!("cannot remove the wrap record {}", record_file.display()))?;
     outln!("restored {} {how}", file.display());
+    if let Some(service) = &record.service {
+        outln!(
+            "  the service's key {:?} ({}) stays; revoke it as the service's user: plangate keys revoke {}",
+            record.key_name,
+            service,
+            record.key_id
+        );
+        outln!(
+            "  the servers stay in the service's config {} (remove their [upstreams] tables when you no longer need them)",
+            record.config.display()
+        );
+        return Ok(());
+    }
     outln!(
         "  the key {:?} stays; revoke it with: plangate --data-dir {} keys revoke {}",
         record.key_name,

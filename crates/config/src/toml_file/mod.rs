@@ -75,7 +75,7 @@ pub fn parse_toml(text: &str, origin: &Path, env: &dyn Env) -> Result<Config, Co
         None => {
             c.error(
                 "upstreams",
-                "no upstreams: add at least one [upstreams.NAME] table with a command or url",
+                "no upstreams: add at least one [upstreams.NAME] table with a command or url (or an empty [upstreams] table to start with none)",
             );
             None
         }

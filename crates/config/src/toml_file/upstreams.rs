@@ -48,14 +48,11 @@ pub(super) fn upstreams(
     c: &mut Checker<'_>,
     node: &toml::Value,
 ) -> Option<BTreeMap<String, UpstreamConfig>> {
+    // An `[upstreams]` table with none in it says "none yet" on purpose (a
+    // service's starter config, before `plangate wrap --service` moves a
+    // client's servers in): it loads, and serves no tools until one is
+    // added. A config with no `[upstreams]` at all is still refused.
     let entries = c.table("upstreams", node, "a table of [upstreams.NAME] tables")?;
-    if entries.is_empty() {
-        c.error(
-            "upstreams",
-            "no upstreams: add at least one [upstreams.NAME] table with a command or url",
-        );
-        return None;
-    }
     let mut out = Some(BTreeMap::new());
     for (name, value) in entries {
         let up = upstream(c, name, value);

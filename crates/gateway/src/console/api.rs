@@ -444,3 +444,67 @@ pub(super) async fn step_form(
         "revision": state.revision,
     })))
 }
+
+/// `POST /console/api/keys` body: a key for an agent, made by a person
+/// through the operator API (`plangate wrap --service`).
+#[derive(Deserialize)]
+pub(super) struct NewKey {
+    name: String,
+    scope: plangate_core::Scope,
+    /// Take `name`, or the first of `name-2`, `name-3`… no active key has.
+    #[serde(default)]
+    unique: bool,
+    #[serde(flatten)]
+    factor: FactorFields,
+}
+
+/// A key just made: its token, shown this once.
+#[derive(serde::Serialize)]
+struct KeyMade {
+    key: String,
+    key_id: String,
+    scope: plangate_core::Scope,
+    token: String,
+}
+
+/// Creates a key as `plangate keys create` does; a `write` key widens what
+/// runs, so it needs the person's factor when approvals require one.
+pub(super) async fn create_key(
+    State(gw): State<Arc<Gateway>>,
+    Acting(session): Acting,
+    Body(body): Body<NewKey>,
+) -> Result<Response, ConsoleError> {
+    let store = gw.store();
+    let name = match body.unique {
+        false => body.name.clone(),
+        true => {
+            let keys = store.list_keys().await.map_err(log_down)?;
+            let taken = |n: &str| keys.iter().any(|k| k.is_active() && k.name == n);
+            std::iter::once(body.name.clone())
+                .chain((2..1000).map(|i| format!("{}-{i}", body.name)))
+                .find(|n| !taken(n))
+                .unwrap_or_else(|| body.name.clone())
+        }
+    };
+    if body.scope == plangate_core::Scope::Write {
+        let act = operator::factor::Act::CreateWriteKey { name: &name };
+        confirm(&gw, &act, &body.factor).await?;
+    }
+    let created = store
+        .create_key(&name, body.scope)
+        .await
+        .map_err(|e| match e {
+            e @ (plangate_store::StoreError::KeyNameTaken(_)
+            | plangate_store::StoreError::InvalidKeyName(_)) => {
+                ConsoleError::refusal(Code::InvalidArguments, e.to_string())
+            }
+            e => log_down(e),
+        })?;
+    tracing::info!(operator = %session.operator.name, key = %created.key.name, scope = %created.key.scope, "console: key created");
+    Ok(ok_typed(&KeyMade {
+        key: created.key.name,
+        key_id: created.key.id,
+        scope: created.key.scope,
+        token: created.token,
+    }))
+}

@@ -85,6 +85,7 @@ pub fn routes() -> Router<Arc<Gateway>> {
         .route("/console/logout", post(logout))
         .route("/console/api/state", get(poll::state))
         .route("/console/api/plan", get(poll::plan))
+        .route("/console/api/keys", post(api::create_key))
         .route("/console/api/approve", post(api::approve))
         .route("/console/api/discard", post(api::discard))
         .route("/console/api/retry", post(api::retry))
