@@ -195,9 +195,14 @@ async fn operator_command(cmd: OperatorCommand, data_dir: &Path) -> Result<()> {
         }
         OperatorCommand::Enroll {
             name,
-            totp: _,
+            passkey: true,
+            console,
             json,
             factor,
+            ..
+        } => factor::invite_passkey(data_dir, &name, &console, &factor, json).await,
+        OperatorCommand::Enroll {
+            name, json, factor, ..
         } => factor::enroll(data_dir, &name, &factor, json).await,
         OperatorCommand::Remove { name, json, factor } => {
             factor::remove(data_dir, &name, &factor, json).await

@@ -49,6 +49,7 @@ impl FactorArgs {
         Proof {
             operator: self.operator.as_deref(),
             code: self.code.as_deref(),
+            passkey: None,
         }
     }
 }
@@ -67,6 +68,7 @@ async fn asking<T>(
             let proof = Proof {
                 operator: given.operator.as_deref(),
                 code: Some(&code),
+                passkey: None,
             };
             attempt(proof).await.map_err(refused)
         }
@@ -154,6 +156,41 @@ pub(crate) async fn enroll(
     Ok(())
 }
 
+/// `plangate operator enroll --name NAME --passkey`: prints the one-time
+/// link that registers a passkey for the operator in the console.
+pub(crate) async fn invite_passkey(
+    data_dir: &Path,
+    name: &str,
+    console: &str,
+    given: &FactorArgs,
+    as_json: bool,
+) -> Result<()> {
+    let (log, material) = operators(data_dir).await?;
+    let secret = asking(&log, given, async |proof| {
+        plangate_gateway::operator::passkey::invite(&log, &material, name, proof, Channel::Cli)
+            .await
+    })
+    .await?;
+    let link = format!(
+        "{}/console/passkey#invite={secret}",
+        console.trim_end_matches('/')
+    );
+    if as_json {
+        return crate::output::json(&json!({"operator": name, "link": link}));
+    }
+    outln!(
+        "Open this link in a browser on this machine within 15 minutes, once, to register a passkey for operator {name:?}:"
+    );
+    outln!("  {link}");
+    outln!(
+        "It must be the console's own address (`plangate serve --http` serves it), as localhost or a domain: browsers take passkeys there, not on an IP address."
+    );
+    outln!(
+        "Then `plangate approvals require passkey` (or totp_or_passkey) makes every yes need it; in the console, \"Use a passkey\" proves an act."
+    );
+    Ok(())
+}
+
 /// `plangate operator remove NAME`.
 pub(crate) async fn remove(
     data_dir: &Path,
@@ -184,15 +221,6 @@ pub(crate) async fn require(
             "{to:?} is not a requirement: give none, totp, passkey or totp_or_passkey"
         ))
     })?;
-    if to.accepts(plangate_core::factor::FactorKind::Passkey)
-        && !to.accepts(plangate_core::factor::FactorKind::Totp)
-    {
-        return Err(UsageError(
-            "passkeys are not available in this version; require totp (or totp_or_passkey) instead"
-                .to_owned(),
-        )
-        .into());
-    }
     let (log, material) = operators(data_dir).await?;
     let (from, to) = asking(&log, given, async |proof| {
         factor::require(&log, &material, to, proof, Channel::Cli).await
@@ -217,6 +245,7 @@ pub(crate) async fn show(data_dir: &Path, as_json: bool) -> Result<()> {
                 json!({
                     "operator": name,
                     "totp": e.totp_sealed.is_some(),
+                    "passkeys": e.passkeys.len(),
                     "recovery_codes_left": e.recovery.iter().filter(|(_, used)| !used).count(),
                     "enrolled_at": plangate_core::format_time_ms(e.enrolled_at_ms),
                 })
@@ -234,10 +263,20 @@ pub(crate) async fn show(data_dir: &Path, as_json: bool) -> Result<()> {
         );
     }
     for (name, e) in &state.enrolled {
+        let mut factors = Vec::new();
+        if e.totp_sealed.is_some() {
+            factors.push(format!(
+                "totp, {} of {} recovery codes left",
+                e.recovery.iter().filter(|(_, used)| !used).count(),
+                e.recovery.len()
+            ));
+        }
+        if !e.passkeys.is_empty() {
+            factors.push(format!("{} passkey(s)", e.passkeys.len()));
+        }
         outln!(
-            "  {name}: totp, {} of {} recovery codes left, enrolled {}",
-            e.recovery.iter().filter(|(_, used)| !used).count(),
-            e.recovery.len(),
+            "  {name}: {}; enrolled {}",
+            factors.join("; "),
             plangate_core::format_time_ms(e.enrolled_at_ms)
         );
     }

@@ -24,3 +24,10 @@ pub fn hmac_hex(key: &[u8; 32], data: &[u8]) -> String {
 pub(crate) fn sha256_hex(data: &[u8]) -> String {
     hex::encode(Sha256::digest(data))
 }
+
+/// Whether two texts are equal, in time that does not depend on where
+/// they first differ (a MAC checked against the expected one).
+pub fn same_text(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

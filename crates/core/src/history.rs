@@ -180,11 +180,17 @@ pub fn describe(event: &Event, before: &KeyState) -> String {
             act,
             ..
         } => format!("{operator} proved \"{act}\" with {}", factor.as_str()),
+        EventKind::PasskeyInvited { operator, .. } => {
+            format!("a link to register a passkey was issued for {operator}")
+        }
+        EventKind::PasskeyAdded { operator, .. } => {
+            format!("operator {operator} registered a passkey")
+        }
         EventKind::FactorRefused {
             operator,
             act,
             reason,
-        } => format!("a code for {operator} was refused for \"{act}\": {reason}"),
+        } => format!("a factor of {operator} was refused for \"{act}\": {reason}"),
     }
 }
 

@@ -29,6 +29,9 @@ pub struct Enrolled {
     pub failures: Vec<i64>,
     /// When it was enrolled.
     pub enrolled_at_ms: i64,
+    /// The passkeys registered for it.
+    #[serde(default)]
+    pub passkeys: Vec<crate::passkey::Passkey>,
 }
 
 /// Everything [`OPERATORS_LOG`] says: the requirement and who may meet it.
@@ -40,6 +43,12 @@ pub struct Operators {
     pub require: Requirement,
     /// Enrolled operators, by name.
     pub enrolled: BTreeMap<String, Enrolled>,
+    /// Open passkey registration links: SHA-256 of the secret → the
+    /// operator and when it stops working.
+    pub invites: BTreeMap<String, (String, i64)>,
+    /// Challenge nonces a passkey answered, with when each challenge
+    /// expired (after which it cannot be answered anyway).
+    pub nonces: BTreeMap<String, i64>,
     /// Where the log stands in its hash chain ([`crate::chain`]).
     pub chain: Chain,
 }
@@ -56,6 +65,12 @@ impl Operators {
                 totp_sealed,
                 recovery_sha256,
             } => {
+                // A passkey registered before stays with the operator.
+                let passkeys = self
+                    .enrolled
+                    .remove(operator)
+                    .map(|e| e.passkeys)
+                    .unwrap_or_default();
                 self.enrolled.insert(
                     operator.clone(),
                     Enrolled {
@@ -64,6 +79,7 @@ impl Operators {
                         last_step: None,
                         failures: Vec::new(),
                         enrolled_at_ms: at,
+                        passkeys,
                     },
                 );
             }
@@ -71,13 +87,59 @@ impl Operators {
                 self.enrolled.remove(operator);
             }
             EventKind::ApprovalsRequired { require } => self.require = *require,
+            EventKind::PasskeyInvited {
+                operator,
+                invite_sha256,
+                expires_at_ms,
+            } => {
+                self.invites.retain(|_, (_, until)| *until > at);
+                self.invites
+                    .insert(invite_sha256.clone(), (operator.clone(), *expires_at_ms));
+            }
+            EventKind::PasskeyAdded {
+                operator,
+                invite_sha256,
+                passkey,
+            } => {
+                self.invites.remove(invite_sha256);
+                let op = self
+                    .enrolled
+                    .entry(operator.clone())
+                    .or_insert_with(|| Enrolled {
+                        totp_sealed: None,
+                        recovery: Vec::new(),
+                        last_step: None,
+                        failures: Vec::new(),
+                        enrolled_at_ms: at,
+                        passkeys: Vec::new(),
+                    });
+                op.passkeys
+                    .retain(|p| p.credential_id != passkey.credential_id);
+                op.passkeys.push(passkey.clone());
+            }
             EventKind::FactorUsed {
                 operator,
                 step,
                 recovery,
+                passkey,
+                nonce,
                 ..
             } => {
+                if let Some(nonce) = nonce {
+                    self.nonces.retain(|_, until| *until > at);
+                    self.nonces
+                        .insert(nonce.clone(), at + crate::passkey::CHALLENGE_MS);
+                }
                 if let Some(op) = self.enrolled.get_mut(operator) {
+                    if let Some(used) = passkey
+                        && let Some(key) = op
+                            .passkeys
+                            .iter_mut()
+                            .find(|p| p.credential_id == used.credential_id)
+                    {
+                        key.sign_count = crate::passkey::sign_count_of(&used.authenticator_data)
+                            .unwrap_or(key.sign_count);
+                    }
                     if let Some(step) = step {
                         op.last_step = Some(op.last_step.map_or(*step, |s| s.max(*step)));
                     }

@@ -1290,3 +1290,205 @@ async fn with_a_factor_required_approve_waits_for_the_code_typed_in_the_console(
     client.cancel().await.unwrap();
     s.stop().await;
 }
+
+/// A passkey (WebAuthn, with user verification) registered from the
+/// one-time link proves an approval in the console, in a real browser
+/// with Chromium's virtual authenticator: the link works once; with
+/// `approvals require passkey` Approve is refused `factor_required` until
+/// the person answers the passkey prompt; the yes names the operator; the
+/// operators log keeps the assertion, which verifies again against the
+/// registered key; the same answer is not taken twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_passkey_registered_from_the_link_proves_an_approval_in_the_console() {
+    use plangate_core::Channel;
+    use plangate_core::factor::Requirement;
+    use plangate_gateway::operator::{factor, passkey};
+
+    let s = setup().await;
+    // Browsers take passkeys on a domain or `localhost`, not an IP address.
+    let base = s.base.replace("127.0.0.1", "localhost");
+    let invite = passkey::invite(
+        s.gw.operators(),
+        s.gw.material(),
+        "ana",
+        factor::Proof::default(),
+        Channel::Cli,
+    )
+    .await
+    .unwrap();
+    let mut b = blocking(Browser::start);
+    let page = blocking(|| register_passkey(&mut b, &base, &invite));
+    // The link works once.
+    let again = reqwest::Client::new()
+        .post(format!("{base}/console/api/passkey/options"))
+        .json(&json!({"invite": invite}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 403, "{}", again.text().await.unwrap());
+    factor::require(
+        s.gw.operators(),
+        s.gw.material(),
+        Requirement::Passkey,
+        factor::Proof::default(),
+        Channel::Cli,
+    )
+    .await
+    .unwrap();
+
+    let client = agent(&s).await;
+    call_ok(
+        &client,
+        "update_option",
+        json!({"name": "tagline", "value": "by passkey"}),
+    )
+    .await;
+    let key = "section.key[data-key=\"planner\"]";
+    blocking(|| {
+        b.call(
+            Some(&page),
+            "Page.navigate",
+            json!({"url": format!("{base}/console")}),
+        );
+        b.wait_for(&page, "the login form", "document.getElementById('token')");
+        b.log_in(&page, &s.operator_token);
+        b.wait_for(
+            &page,
+            "the plan",
+            &format!("document.querySelector('{key} button.approve')"),
+        );
+        b.click_then(
+            &page,
+            &format!("{key} button.approve"),
+            "the refusal and the passkey button",
+            "!document.getElementById('factor').hidden && /factor_required/.test(document.getElementById('status').textContent)",
+        );
+    });
+    assert!(s.approvals().await.is_empty(), "a yes without the passkey");
+    blocking(|| {
+        b.click_then(
+            &page,
+            "#factor-passkey",
+            "the approval",
+            &format!("document.querySelector('{key} .approved').textContent === 'approved'"),
+        )
+    });
+    let approvals = s.approvals().await;
+    assert_eq!(approvals.len(), 1, "{approvals:?}");
+    assert_eq!(
+        approvals[0]["actor"],
+        json!({"kind": "operator", "name": "ana"})
+    );
+
+    let replay = assertion_kept_and_spent(&s, &base).await;
+    assert!(replay.contains("answered already"), "{replay}");
+    client.cancel().await.unwrap();
+    s.shutdown.cancel();
+    s.gw.shutdown().await;
+}
+
+/// Opens the one-time link in a tab with Chromium's virtual authenticator
+/// (user verification on) and registers a passkey: the tab.
+fn register_passkey(b: &mut Browser, base: &str, invite: &str) -> String {
+    let page = b.open(&format!("{base}/console/passkey#invite={invite}"));
+    b.call(Some(&page), "WebAuthn.enable", json!({}));
+    b.call(
+        Some(&page),
+        "WebAuthn.addVirtualAuthenticator",
+        json!({"options": {
+            "protocol": "ctap2", "transport": "internal",
+            "hasResidentKey": true, "hasUserVerification": true,
+            "isUserVerified": true, "automaticPresenceSimulation": true
+        }}),
+    );
+    b.wait_for(
+        &page,
+        "the operator's name",
+        "/ana/.test(document.getElementById('who').textContent)",
+    );
+    b.click_then(
+        &page,
+        "#register",
+        "the registration",
+        "/Registered/.test(document.getElementById('status').textContent)",
+    );
+    page
+}
+
+/// The operators log keeps the passkey's assertion, and it verifies
+/// again against the registered key; the same answer sent again for the
+/// same act is refused: what the refusal says.
+async fn assertion_kept_and_spent(s: &Setup, base: &str) -> String {
+    use plangate_core::Channel;
+    use plangate_core::operators::OPERATORS_LOG;
+    use plangate_gateway::operator::{factor, passkey};
+    let trail = s
+        .store
+        .export_events(Some(OPERATORS_LOG), None)
+        .await
+        .unwrap();
+    let added = trail.iter().find(|e| e.kind == "passkey_added").unwrap();
+    let public_key = added.body.value()["passkey"]["public_key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let used = trail
+        .iter()
+        .find(|e| e.kind == "factor_used")
+        .expect("the passkey's use is on the record");
+    let used = used.body.value();
+    assert_eq!(used["factor"], "passkey", "{used}");
+    assert!(
+        used["act"]
+            .as_str()
+            .unwrap()
+            .starts_with("approve key planner's plan at sha256:"),
+        "{used}"
+    );
+    let assertion = &used["passkey"];
+    let signed = plangate_core::passkey::signed_bytes(
+        &hex::decode(assertion["authenticator_data"].as_str().unwrap()).unwrap(),
+        assertion["client_data_json"].as_str().unwrap(),
+    );
+    assert!(plangate_store::verify_p256(
+        &hex::decode(&public_key).unwrap(),
+        &signed,
+        &hex::decode(assertion["signature"].as_str().unwrap()).unwrap(),
+    ));
+    // The same answer, sent again for the same act: refused, its nonce is
+    // spent.
+    use base64::Engine as _;
+    let b64 = |hex_text: &str| {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(hex::decode(hex_text).unwrap())
+    };
+    let fields = passkey::AssertionFields {
+        credential_id: b64(assertion["credential_id"].as_str().unwrap()),
+        client_data_json: base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(assertion["client_data_json"].as_str().unwrap()),
+        authenticator_data: b64(assertion["authenticator_data"].as_str().unwrap()),
+        signature: b64(assertion["signature"].as_str().unwrap()),
+    };
+    let act_text = used["act"].as_str().unwrap();
+    let seen = act_text.trim_start_matches("approve key planner's plan ");
+    let origin = base.to_owned();
+    let replay = factor::confirm(
+        s.gw.operators(),
+        s.gw.material(),
+        &factor::Act::Approve { key: "planner" },
+        factor::Proof {
+            passkey: Some(passkey::PasskeyProof {
+                fields: &fields,
+                party: plangate_core::passkey::Party {
+                    rp_id: "localhost",
+                    origin: &origin,
+                },
+                seen,
+            }),
+            ..factor::Proof::default()
+        },
+        Channel::Console,
+    )
+    .await
+    .unwrap_err();
+    replay.to_string()
+}

@@ -68,7 +68,7 @@ pub use keys::{
     ApiKey, CreatedKey, IDENTITY_PREFIX, Identity, MAX_KEY_NAME_LEN, SHOWN_PREFIX_LEN,
     TOKEN_PREFIX, validate_key_name,
 };
-pub use log_key::{LogKey, PUBLIC_KEY_PREFIX, PublicLogKey};
+pub use log_key::{LogKey, PUBLIC_KEY_PREFIX, PublicLogKey, verify_p256};
 pub use operators::{
     CreatedOperatorToken, OPERATOR_TOKEN_PREFIX, OperatorToken, validate_operator_name,
 };

@@ -99,6 +99,16 @@ impl fmt::Debug for PublicLogKey {
     }
 }
 
+/// Whether `signature` (DER ECDSA) is `point`'s (an uncompressed P-256
+/// public key) over `message` with SHA-256: a passkey's assertion
+/// (`plangate_core::passkey`), checked with the same crypto as the log's
+/// signatures.
+pub fn verify_p256(point: &[u8], message: &[u8], signature: &[u8]) -> bool {
+    UnparsedPublicKey::new(&aws_lc_rs::signature::ECDSA_P256_SHA256_ASN1, point)
+        .verify(message, signature)
+        .is_ok()
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

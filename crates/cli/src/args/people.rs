@@ -77,18 +77,33 @@ pub(crate) enum OperatorCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Enroll a person as an operator with a factor only they hold: prints
-    /// an otpauth:// URI for an authenticator app and one-time recovery
-    /// codes, once. Then `plangate approvals require totp` makes every yes
-    /// need a code. Enrolling a name again replaces its factor.
+    /// Enroll a person as an operator with a factor only they hold: with
+    /// --totp, prints an otpauth:// URI for an authenticator app and
+    /// one-time recovery codes, once; with --passkey, a one-time link that
+    /// registers a passkey in the console. Then `plangate approvals require
+    /// totp` (or passkey, or totp_or_passkey) makes every yes need one.
+    /// Enrolling a name again with --totp replaces its code.
     Enroll {
         /// The operator's name (recorded with every act they prove).
         #[arg(long)]
         name: String,
-        /// A TOTP factor (RFC 6238: SHA-1, 6 digits, 30 s), the one this
-        /// version offers.
-        #[arg(long, required = true)]
+        /// A TOTP factor (RFC 6238: SHA-1, 6 digits, 30 s): prints the
+        /// otpauth:// URI and recovery codes once.
+        #[arg(long, required_unless_present = "passkey", conflicts_with = "passkey")]
         totp: bool,
+        /// A passkey (WebAuthn, with user verification): prints a one-time
+        /// link (15 minutes) to register one in the console.
+        #[arg(long)]
+        passkey: bool,
+        /// The console's address for the passkey link (a browser takes
+        /// passkeys on `localhost` or a domain, not an IP address).
+        #[arg(
+            long,
+            value_name = "URL",
+            default_value = "http://localhost:7070",
+            requires = "passkey"
+        )]
+        console: String,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,

@@ -75,6 +75,8 @@ event_types! {
     OperatorRemoved => "operator_removed",
     ApprovalsRequired => "approvals_required",
     FactorUsed => "factor_used",
+    PasskeyInvited => "passkey_invited",
+    PasskeyAdded => "passkey_added",
     FactorRefused => "factor_refused",
 }
 

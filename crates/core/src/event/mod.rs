@@ -366,6 +366,31 @@ pub enum EventKind {
         recovery: Option<usize>,
         /// What it was for ("approve key agent at sha256:…").
         act: String,
+        /// A passkey's assertion, kept whole so it can be verified again.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        passkey: Option<crate::passkey::Assertion>,
+        /// The challenge's nonce a passkey answered (each is taken once).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        nonce: Option<String>,
+    },
+    /// A one-time link to register a passkey was issued for an operator
+    /// (`operator enroll --passkey`); only its SHA-256 is kept.
+    PasskeyInvited {
+        /// The operator.
+        operator: String,
+        /// SHA-256 (hex) of the link's secret.
+        invite_sha256: String,
+        /// When the link stops working.
+        expires_at_ms: i64,
+    },
+    /// A passkey was registered through such a link.
+    PasskeyAdded {
+        /// The operator.
+        operator: String,
+        /// The link used (its SHA-256); it works once.
+        invite_sha256: String,
+        /// The credential.
+        passkey: crate::passkey::Passkey,
     },
     /// A wrong factor was given (counted for the rate limit).
     FactorRefused {
@@ -567,6 +592,22 @@ pub(crate) mod tests {
                 step: Some(59_000_000),
                 recovery: None,
                 act: "approve key agent".into(),
+                passkey: None,
+                nonce: None,
+            },
+            EventKind::PasskeyInvited {
+                operator: "alice".into(),
+                invite_sha256: "ab".repeat(32),
+                expires_at_ms: 1_000,
+            },
+            EventKind::PasskeyAdded {
+                operator: "alice".into(),
+                invite_sha256: "ab".repeat(32),
+                passkey: crate::passkey::Passkey {
+                    credential_id: "0102".into(),
+                    public_key: "04".into(),
+                    sign_count: 0,
+                },
             },
             EventKind::FactorRefused {
                 operator: "alice".into(),

@@ -352,6 +352,8 @@ impl KeyState {
             | EventKind::OperatorRemoved { .. }
             | EventKind::ApprovalsRequired { .. }
             | EventKind::FactorUsed { .. }
+            | EventKind::PasskeyInvited { .. }
+            | EventKind::PasskeyAdded { .. }
             | EventKind::FactorRefused { .. } => false,
         };
         // Outside a session, a plan that emptied has no life left.
@@ -577,6 +579,8 @@ pub(crate) mod tests {
                         | EventKind::OperatorRemoved { .. }
                         | EventKind::ApprovalsRequired { .. }
                         | EventKind::FactorUsed { .. }
+                        | EventKind::PasskeyInvited { .. }
+                        | EventKind::PasskeyAdded { .. }
                         | EventKind::FactorRefused { .. }
                 )
             })

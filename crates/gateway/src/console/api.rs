@@ -43,18 +43,40 @@ pub(super) struct FactorFields {
     /// The enrolled operator (needed when several are).
     #[serde(default)]
     operator: Option<String>,
+    /// A passkey's answer to the challenge issued for this act
+    /// (`POST /console/api/passkey/challenge`).
+    #[serde(default)]
+    passkey: Option<operator::passkey::AssertionFields>,
 }
 
-/// Confirms `act` for the console's person with what they typed
-/// ([`operator::factor::confirm`]).
+/// What a person saw of a plan, as a passkey's challenge binds it.
+pub(super) fn seen_text(digest: &str, revision: Option<u64>) -> String {
+    match revision {
+        Some(r) => format!("at {digest} revision {r}"),
+        None => format!("at {digest}"),
+    }
+}
+
+/// Confirms `act` for the console's person with what they typed or their
+/// passkey answered ([`operator::factor::confirm`]); `seen` is what the
+/// passkey's challenge bound beyond the act.
 async fn confirm(
     gw: &Gateway,
-    act: &operator::factor::Act<'_>,
+    (act, seen): (&operator::factor::Act<'_>, &str),
     given: &FactorFields,
+    session: &Session,
 ) -> Result<operator::factor::Confirmed, ConsoleError> {
     let proof = operator::factor::Proof {
         operator: given.operator.as_deref(),
         code: given.code.as_deref(),
+        passkey: given
+            .passkey
+            .as_ref()
+            .map(|fields| operator::passkey::PasskeyProof {
+                fields,
+                party: session.place.party(),
+                seen,
+            }),
     };
     operator::factor::confirm(gw.operators(), gw.material(), act, proof, Channel::Console)
         .await
@@ -88,7 +110,7 @@ pub(super) async fn tool_decision(
                 server: &body.server,
                 tool: &body.tool,
             };
-            Some(confirm(&gw, &act, &body.factor).await?)
+            Some(confirm(&gw, (&act, ""), &body.factor, &session).await?)
         }
         Decision::Reject => None,
     };
@@ -247,10 +269,12 @@ pub(super) async fn approve(
 ) -> Result<Response, ConsoleError> {
     let acting = acting_on(&gw, &body.key_id, &session).await?;
     let key = &acting.key;
+    let seen = seen_text(&body.plan_digest, body.revision);
     let yes = confirm(
         &gw,
-        &operator::factor::Act::Approve { key: &key.name },
+        (&operator::factor::Act::Approve { key: &key.name }, &seen),
         &body.factor,
+        &session,
     )
     .await?;
     let approved = operator::approve(
@@ -321,7 +345,7 @@ pub(super) async fn retry(
         key: &key.name,
         step: &body.step_id,
     };
-    let yes = confirm(&gw, &act, &body.factor).await?;
+    let yes = confirm(&gw, (&act, ""), &body.factor, &session).await?;
     let receipt = operator::retry(&gw, &acting, &yes, &body.step_id).await?;
     tracing::info!(operator = %session.operator.name, key = %key.name, "console: retried a step");
     Ok(ok_typed(&receipt))
@@ -337,10 +361,12 @@ pub(super) async fn apply(
 ) -> Result<Response, ConsoleError> {
     let acting = acting_on(&gw, &body.key_id, &session).await?;
     let key = &acting.key;
+    let seen = seen_text(&body.plan_digest, body.revision);
     let yes = confirm(
         &gw,
-        &operator::factor::Act::Apply { key: &key.name },
+        (&operator::factor::Act::Apply { key: &key.name }, &seen),
         &body.factor,
+        &session,
     )
     .await?;
     let receipt =
@@ -488,7 +514,7 @@ pub(super) async fn create_key(
     };
     if body.scope == plangate_core::Scope::Write {
         let act = operator::factor::Act::CreateWriteKey { name: &name };
-        confirm(&gw, &act, &body.factor).await?;
+        confirm(&gw, (&act, ""), &body.factor, &session).await?;
     }
     let created = store
         .create_key(&name, body.scope)

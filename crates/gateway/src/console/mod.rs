@@ -62,6 +62,7 @@ use crate::Gateway;
 
 mod api;
 mod history;
+mod passkey;
 mod poll;
 
 /// The session cookie's name.
@@ -86,6 +87,10 @@ pub fn routes() -> Router<Arc<Gateway>> {
         .route("/console/api/state", get(poll::state))
         .route("/console/api/plan", get(poll::plan))
         .route("/console/api/keys", post(api::create_key))
+        .route("/console/passkey", get(passkey::page))
+        .route("/console/api/passkey/options", post(passkey::options))
+        .route("/console/api/passkey/register", post(passkey::register))
+        .route("/console/api/passkey/challenge", post(passkey::challenge))
         .route("/console/api/approve", post(api::approve))
         .route("/console/api/discard", post(api::discard))
         .route("/console/api/retry", post(api::retry))
@@ -281,6 +286,45 @@ struct Session {
     /// cross-origin page cannot add it without a CORS preflight this
     /// server never grants.
     bearer: bool,
+    /// Where the request came: the console's origin (`http://HOST`) and
+    /// its host name, a passkey's relying party.
+    place: Place,
+}
+
+/// The console's origin and host name, from the request's `Host` (and
+/// `X-Forwarded-Proto` behind a TLS proxy): where a passkey ceremony must
+/// have happened.
+#[derive(Debug, Clone, Default)]
+struct Place {
+    origin: String,
+    rp_id: String,
+}
+
+impl Place {
+    fn of(headers: &HeaderMap) -> Place {
+        let host = headers
+            .get(header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        let https = headers
+            .get("x-forwarded-proto")
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https"));
+        let rp_id = match host.rsplit_once(':') {
+            Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+            _ => host,
+        };
+        Place {
+            origin: format!("{}://{host}", if https { "https" } else { "http" }),
+            rp_id: rp_id.to_owned(),
+        }
+    }
+
+    fn party(&self) -> plangate_core::passkey::Party<'_> {
+        plangate_core::passkey::Party {
+            rp_id: &self.rp_id,
+            origin: &self.origin,
+        }
+    }
 }
 
 fn session_mac(gw: &Gateway, body: &str) -> String {
@@ -320,7 +364,7 @@ enum NoSession {
 /// token is still active — on every request.
 async fn session(gw: &Gateway, headers: &HeaderMap) -> Result<Session, NoSession> {
     if let Some(token) = bearer_token(headers) {
-        return bearer_session(gw, token?).await;
+        return bearer_session(gw, token?, headers).await;
     }
     let cookie = cookie_value(headers).ok_or(NoSession::Invalid)?;
     let (body, mac) = cookie.rsplit_once('.').ok_or(NoSession::Invalid)?;
@@ -356,6 +400,7 @@ async fn session(gw: &Gateway, headers: &HeaderMap) -> Result<Session, NoSession
         id: session_id,
         expires_at_ms,
         bearer: false,
+        place: Place::of(headers),
     })
 }
 
@@ -375,7 +420,11 @@ fn bearer_token(headers: &HeaderMap) -> Option<Result<&str, NoSession>> {
 
 /// A session for one request that carries an operator token itself (the
 /// CLI's `--server`): the token is looked up as at login, every time.
-async fn bearer_session(gw: &Gateway, token: &str) -> Result<Session, NoSession> {
+async fn bearer_session(
+    gw: &Gateway,
+    token: &str,
+    headers: &HeaderMap,
+) -> Result<Session, NoSession> {
     match gw.store().authenticate_operator(token).await {
         Ok(Some(operator)) => Ok(Session {
             operator,
@@ -383,6 +432,7 @@ async fn bearer_session(gw: &Gateway, token: &str) -> Result<Session, NoSession>
             id: String::new(),
             expires_at_ms: now_ms(),
             bearer: true,
+            place: Place::of(headers),
         }),
         Ok(None) => {
             tracing::info!("console: an operator token was refused");

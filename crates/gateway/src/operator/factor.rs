@@ -126,6 +126,8 @@ pub struct Proof<'a> {
     pub operator: Option<&'a str>,
     /// The code.
     pub code: Option<&'a str>,
+    /// A passkey's answer (the console), instead of a code.
+    pub passkey: Option<super::passkey::PasskeyProof<'a>>,
 }
 
 /// A person's act that met what the store requires: only [`confirm`]
@@ -262,6 +264,9 @@ async fn confirm_on(
             factor: None,
         });
     }
+    if let Some(passkey) = proof.passkey {
+        return confirm_passkey(log, material, require, act, passkey, channel).await;
+    }
     let operator = pick_operator(state, proof.operator)?;
     let Some(code) = proof.code.map(str::trim).filter(|c| !c.is_empty()) else {
         let names: Vec<&str> = state.enrolled.keys().map(String::as_str).collect();
@@ -312,6 +317,8 @@ async fn confirm_on(
                     step: *step,
                     recovery: *recovery,
                     act: described.clone(),
+                    passkey: None,
+                    nonce: None,
                 },
                 Ok(_) => {
                     return Err(FactorError::WrongKind {
@@ -343,6 +350,77 @@ async fn confirm_on(
             factor: Some(kind),
         }),
         Err(reason) => Err(FactorError::Refused { operator, reason }),
+    }
+}
+
+/// [`confirm`] with a passkey's answer: checked and recorded in one
+/// append, so one answer proves one act.
+async fn confirm_passkey(
+    log: &OperatorsLog,
+    material: &KeyMaterial,
+    require: Requirement,
+    act: &Act<'_>,
+    proof: super::passkey::PasskeyProof<'_>,
+    channel: Channel,
+) -> Result<Confirmed, FactorError> {
+    if !require.accepts(FactorKind::Passkey) {
+        return Err(FactorError::WrongKind {
+            require,
+            given: FactorKind::Passkey.as_str(),
+        });
+    }
+    let described = act.describe();
+    let verdict = log
+        .transact(OPERATORS_LOG, |state| {
+            let now = now_ms();
+            let checked = super::passkey::check(state, material, act, &proof, now);
+            let (operator, kind) = match checked {
+                Ok((operator, kind)) => (operator, Ok(kind)),
+                Err((Some(operator), reason)) => (operator, Err(reason)),
+                Err((None, reason)) => {
+                    return Err(FactorError::Refused {
+                        operator: "(unknown)".to_owned(),
+                        reason,
+                    });
+                }
+            };
+            if let Some(until) = state
+                .enrolled
+                .get(&operator)
+                .and_then(|e| factor::locked_until(&e.failures, now))
+            {
+                return Err(FactorError::Locked {
+                    operator,
+                    until: plangate_core::format_time_ms(until),
+                });
+            }
+            let (event_kind, outcome) = match kind {
+                Ok(kind) => (kind, Ok(operator.clone())),
+                Err(reason) => (
+                    EventKind::FactorRefused {
+                        operator: operator.clone(),
+                        act: described.clone(),
+                        reason: reason.clone(),
+                    },
+                    Err((operator.clone(), reason)),
+                ),
+            };
+            let event = Event {
+                at_ms: now,
+                key_id: OPERATORS_LOG.to_owned(),
+                actor: Actor::Operator { name: operator },
+                channel,
+                kind: event_kind,
+            };
+            Ok((vec![event], outcome))
+        })
+        .await??;
+    match verdict.1 {
+        Ok(operator) => Ok(Confirmed {
+            operator: Some(operator),
+            factor: Some(FactorKind::Passkey),
+        }),
+        Err((operator, reason)) => Err(FactorError::Refused { operator, reason }),
     }
 }
 
@@ -486,13 +564,13 @@ pub async fn require(
     let state = log.state(OPERATORS_LOG).await?;
     let from = state.require;
     if to != Requirement::None
-        && !state
-            .enrolled
-            .values()
-            .any(|e| e.totp_sealed.is_some() && to.accepts(FactorKind::Totp))
+        && !state.enrolled.values().any(|e| {
+            (e.totp_sealed.is_some() && to.accepts(FactorKind::Totp))
+                || (!e.passkeys.is_empty() && to.accepts(FactorKind::Passkey))
+        })
     {
         return Err(FactorError::NoOperator(format!(
-            "able to meet {to}: enroll one first (`plangate operator enroll --name NAME --totp`)"
+            "able to meet {to}: enroll one first (`plangate operator enroll --name NAME --totp`, or `--passkey`)"
         )));
     }
     let confirmed = if from.is_lowered_by(to) {

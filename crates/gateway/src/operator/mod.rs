@@ -33,6 +33,7 @@ mod answers;
 mod approve;
 mod error;
 pub mod factor;
+pub mod passkey;
 mod run;
 
 pub use answers::{amend, approval_answer, covered_steps, waiting_for_yes};
