@@ -138,6 +138,9 @@ pub(crate) async fn enroll(
     );
     outln!();
     outln!("Add it to your authenticator app (scan or paste the URI, or type the secret):");
+    if std::io::stdout().is_terminal() {
+        print_qr(&enrolment.otpauth_uri);
+    }
     outln!("  {}", enrolment.otpauth_uri);
     outln!("  secret: {}", enrolment.secret_base32);
     outln!();
@@ -154,6 +157,22 @@ pub(crate) async fn enroll(
         outln!("Approvals require {}.", state.require);
     }
     Ok(())
+}
+
+/// `text` as a QR code drawn with block characters, light on dark as a
+/// phone's camera reads it from a terminal.
+fn print_qr(text: &str) {
+    use qrcode::render::unicode::Dense1x2;
+    let Ok(code) = qrcode::QrCode::new(text.as_bytes()) else {
+        return;
+    };
+    let drawn = code
+        .render::<Dense1x2>()
+        .dark_color(Dense1x2::Light)
+        .light_color(Dense1x2::Dark)
+        .quiet_zone(true)
+        .build();
+    crate::output::lines(&drawn);
 }
 
 /// `plangate operator enroll --name NAME --passkey`: prints the one-time

@@ -158,3 +158,42 @@ async fn a_person_approves_and_applies_through_the_service_with_a_code_and_no_da
 fn json_title(value: &str) -> Value {
     serde_json::json!({"name": "site_title", "value": value})
 }
+
+#[test]
+fn a_passkey_link_keeps_only_its_hash_and_no_passkey_requirement_without_one() {
+    let scratch = Scratch::new();
+    let args = ["operator", "enroll", "--name", "bo", "--passkey", "--json"];
+    let said = parsed(&args, &succeeded(&args, &scratch.run(&args)));
+    let link = said["link"].as_str().unwrap();
+    let secret = link
+        .strip_prefix("http://localhost:7070/console/passkey#invite=")
+        .unwrap_or_else(|| panic!("{link}"));
+    let args = ["audit", "export", "--key", "operators"];
+    let trail = succeeded(&args, &scratch.run(&args));
+    assert!(trail.contains("passkey_invited"), "{trail}");
+    assert!(!trail.contains(secret), "the link's secret reached the log");
+    // Nobody has registered a passkey yet: nobody could meet it.
+    let out = scratch.run(&["approvals", "require", "passkey"]);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(stderr(&out).contains("--passkey"), "{}", stderr(&out));
+}
+
+#[test]
+fn totp_enrolment_on_a_terminal_shows_the_uri_as_a_qr_code_and_piped_does_not() {
+    let scratch = Scratch::new();
+    let term = Terminal::start(&scratch, &["operator", "enroll", "--name", "zed", "--totp"]);
+    let (status, screen) = term.finish();
+    assert!(status.success(), "{screen}");
+    let uri_at = screen.find("otpauth://totp/plangate:zed").unwrap();
+    let qr = &screen[..uri_at];
+    assert!(
+        qr.lines()
+            .filter(|l| l.contains('▄') || l.contains('▀'))
+            .count()
+            > 10,
+        "no QR code before the URI:\n{screen}"
+    );
+    let args = ["operator", "enroll", "--name", "ann", "--totp"];
+    let piped = succeeded(&args, &scratch.run(&args));
+    assert!(!piped.contains('▄'), "{piped}");
+}
