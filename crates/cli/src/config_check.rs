@@ -183,7 +183,7 @@ impl Checked<'_> {
         let (config, catalog) = (self.config, self.catalog);
         outln!("config: {source}");
         if let Some(enforcement) = self.enforcement {
-            outln!("approvals: {}", enforcement.text);
+            outln!("enforcement: {}", enforcement.text);
         }
         for u in config.upstreams.values() {
             let state = if !u.enabled {
