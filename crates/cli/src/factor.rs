@@ -186,8 +186,14 @@ pub(crate) async fn invite_passkey(
 ) -> Result<()> {
     let (log, material) = operators(data_dir).await?;
     let secret = asking(&log, given, async |proof| {
-        plangate_gateway::operator::passkey::invite(&log, &material, name, proof, Channel::Cli)
-            .await
+        plangate_gateway::operator::factor::passkey::invite(
+            &log,
+            &material,
+            name,
+            proof,
+            Channel::Cli,
+        )
+        .await
     })
     .await?;
     let link = format!(

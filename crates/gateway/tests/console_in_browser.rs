@@ -1302,7 +1302,7 @@ async fn with_a_factor_required_approve_waits_for_the_code_typed_in_the_console(
 async fn a_passkey_registered_from_the_link_proves_an_approval_in_the_console() {
     use plangate_core::Channel;
     use plangate_core::factor::Requirement;
-    use plangate_gateway::operator::{factor, passkey};
+    use plangate_gateway::operator::factor::{self, passkey};
 
     let s = setup().await;
     // Browsers take passkeys on a domain or `localhost`, not an IP address.
@@ -1421,7 +1421,7 @@ fn register_passkey(b: &mut Browser, base: &str, invite: &str) -> String {
 async fn assertion_kept_and_spent(s: &Setup, base: &str) -> String {
     use plangate_core::Channel;
     use plangate_core::operators::OPERATORS_LOG;
-    use plangate_gateway::operator::{factor, passkey};
+    use plangate_gateway::operator::factor::{self, passkey};
     let trail = s
         .store
         .export_events(Some(OPERATORS_LOG), None)

@@ -46,7 +46,7 @@ pub(super) struct FactorFields {
     /// A passkey's answer to the challenge issued for this act
     /// (`POST /console/api/passkey/challenge`).
     #[serde(default)]
-    passkey: Option<operator::passkey::AssertionFields>,
+    passkey: Option<operator::factor::passkey::AssertionFields>,
 }
 
 /// What a person saw of a plan, as a passkey's challenge binds it.
@@ -72,7 +72,7 @@ async fn confirm(
         passkey: given
             .passkey
             .as_ref()
-            .map(|fields| operator::passkey::PasskeyProof {
+            .map(|fields| operator::factor::passkey::PasskeyProof {
                 fields,
                 party: session.place.party(),
                 seen,

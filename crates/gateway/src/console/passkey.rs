@@ -1,7 +1,7 @@
 //! Passkeys in the console (docs/design.md §12): the page a one-time link
 //! (`plangate operator enroll --name NAME --passkey`) opens to register
 //! one, and the challenge an act is proved with. The rules are
-//! [`crate::operator::passkey`]'s.
+//! [`crate::operator::factor::passkey`]'s.
 //!
 //! Registration needs no session: the link's secret is the credential,
 //! once, for 15 minutes — it comes in the URL's fragment, which no browser
@@ -22,8 +22,8 @@ use serde_json::json;
 use super::api::{key_by_id, seen_text};
 use super::{Acting, Body, ConsoleError, Place, allowed_host, csp_for, html, ok_json, same_origin};
 use crate::Gateway;
+use crate::operator::factor::passkey;
 use crate::operator::factor::{Act, FactorError};
-use crate::operator::passkey;
 
 /// The registration page, byte for byte.
 pub const PASSKEY_HTML: &str = include_str!("passkey.html");

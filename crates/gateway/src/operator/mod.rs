@@ -33,7 +33,6 @@ mod answers;
 mod approve;
 mod error;
 pub mod factor;
-pub mod passkey;
 mod run;
 
 pub use answers::{amend, approval_answer, covered_steps, waiting_for_yes};

@@ -13,7 +13,7 @@ use plangate_core::{Actor, Channel, Event, EventKind};
 use plangate_store::{KeyMaterial, now_ms};
 use sha2::{Digest, Sha256};
 
-use super::factor::{Act, FactorError, OperatorsLog, Proof, confirm};
+use super::{Act, FactorError, OperatorsLog, Proof, confirm};
 
 /// What the browser answered `navigator.credentials.get` with, each field
 /// base64url as the page sends it.

@@ -20,6 +20,8 @@ use sha2::{Digest, Sha256};
 
 use crate::key_log::{KeyLog, LogError};
 
+pub mod passkey;
+
 /// The operators' log, folded.
 pub type OperatorsLog = KeyLog<Operators>;
 
@@ -127,7 +129,7 @@ pub struct Proof<'a> {
     /// The code.
     pub code: Option<&'a str>,
     /// A passkey's answer (the console), instead of a code.
-    pub passkey: Option<super::passkey::PasskeyProof<'a>>,
+    pub passkey: Option<passkey::PasskeyProof<'a>>,
 }
 
 /// A person's act that met what the store requires: only [`confirm`]
@@ -360,7 +362,7 @@ async fn confirm_passkey(
     material: &KeyMaterial,
     require: Requirement,
     act: &Act<'_>,
-    proof: super::passkey::PasskeyProof<'_>,
+    proof: passkey::PasskeyProof<'_>,
     channel: Channel,
 ) -> Result<Confirmed, FactorError> {
     if !require.accepts(FactorKind::Passkey) {
@@ -373,7 +375,7 @@ async fn confirm_passkey(
     let verdict = log
         .transact(OPERATORS_LOG, |state| {
             let now = now_ms();
-            let checked = super::passkey::check(state, material, act, &proof, now);
+            let checked = passkey::check(state, material, act, &proof, now);
             let (operator, kind) = match checked {
                 Ok((operator, kind)) => (operator, Ok(kind)),
                 Err((Some(operator), reason)) => (operator, Err(reason)),
