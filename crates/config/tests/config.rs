@@ -654,11 +654,13 @@ fn urls_must_be_http_or_https() {
 }
 
 #[test]
-fn at_least_one_upstream_is_required() {
+fn at_least_one_upstream_is_required_or_an_empty_table_that_says_none_yet() {
     let errors = toml_err("[gateway]\nanonymous = \"read\"\n");
     assert!(error_at(&errors, "upstreams").contains("at least one"));
-    let errors = toml_err("upstreams = {}\n");
-    assert!(error_at(&errors, "upstreams").contains("at least one"));
+    assert!(error_at(&errors, "upstreams").contains("empty [upstreams] table"));
+    // `plangate service install`'s starter config: none yet, on purpose.
+    let config = toml_ok("upstreams = {}\n");
+    assert!(config.upstreams.is_empty());
 }
 
 #[test]
