@@ -153,7 +153,7 @@ impl Checked<'_> {
                 })
             })
             .collect();
-        let upstreams: Vec<_> = config
+        let mut upstreams: Vec<_> = config
             .upstreams
             .values()
             .map(|u| {
@@ -167,6 +167,9 @@ impl Checked<'_> {
                 })
             })
             .collect();
+        upstreams.extend(config.down.iter().map(|(name, why)| {
+            json!({"name": name, "enabled": true, "connected": false, "down": why})
+        }));
         crate::output::json(&json!({
             "config": source,
             "namespaced": catalog.namespaced,
@@ -202,6 +205,9 @@ impl Checked<'_> {
                 u.transport.kind(),
                 u.trust_annotations
             );
+        }
+        for (name, why) in &config.down {
+            outln!("upstream {name}: DOWN, not started: {why}; the others serve");
         }
         let rows: Vec<[String; 6]> = catalog
             .tools

@@ -97,9 +97,11 @@ pub(crate) async fn run(cli: Cli) -> Result<()> {
             };
             wrap::wrap(args, data_dir, async || open_store(data_dir).await).await
         }
-        Command::Unwrap { target, force } => {
-            wrap::unwrap(wrap_target(target), force, data_dir).await
-        }
+        Command::Unwrap {
+            target,
+            force,
+            keep_key,
+        } => wrap::unwrap(wrap_target(target), (force, keep_key), data_dir).await,
         Command::Completions { shell } => {
             use clap::CommandFactory as _;
             let mut out = Vec::new();

@@ -206,7 +206,7 @@ fn round_trip(home: &Home, file: &Path, key_path: &[&str], extra: &[&str]) -> St
 
     let said = home.ok(&["unwrap", "--from", from]);
     assert!(said.contains("byte for byte"), "{said}");
-    assert!(said.contains("keys revoke"), "{said}");
+    assert!(said.contains("wrap created is revoked"), "{said}");
     assert_eq!(
         std::fs::read(file).unwrap(),
         before,

@@ -128,6 +128,10 @@ pub(crate) struct Checker<'a> {
     base_dir: PathBuf,
     env: &'a dyn Env,
     errors: Vec<ConfigError>,
+    /// While an upstream is read: the unset variables it uses.
+    unset: Option<Vec<String>>,
+    /// Upstreams that are down for want of variables: name → why.
+    pub(crate) down: BTreeMap<String, String>,
 }
 
 impl<'a> Checker<'a> {
@@ -137,7 +141,40 @@ impl<'a> Checker<'a> {
             base_dir: origin.parent().map(Path::to_path_buf).unwrap_or_default(),
             env,
             errors: Vec::new(),
+            unset: None,
+            down: BTreeMap::new(),
         }
+    }
+
+    /// Reads upstream `name` with `read`. When it uses variables that are
+    /// unset (no default), it is *down*, not a mistake: what `read` found
+    /// wrong is dropped (it read values that are not there), the upstream
+    /// is recorded in [`Checker::down`] with the variables, and the answer
+    /// is `Some(None)`; the other upstreams load and serve. Otherwise
+    /// `read`'s answer, `None` when it found mistakes.
+    pub(crate) fn upstream_or_down<T>(
+        &mut self,
+        name: &str,
+        read: impl FnOnce(&mut Self) -> Option<T>,
+    ) -> Option<Option<T>> {
+        let before = self.errors.len();
+        self.unset = Some(Vec::new());
+        let read = read(self);
+        let unset = self.unset.take().unwrap_or_default();
+        if unset.is_empty() {
+            return read.map(Some);
+        }
+        self.errors.truncate(before);
+        self.down.insert(
+            name.to_owned(),
+            format!(
+                "environment variable{} {} not set in plangate's environment (set {}, then reload or restart)",
+                if unset.len() == 1 { "" } else { "s" },
+                unset.join(", "),
+                if unset.len() == 1 { "it" } else { "them" }
+            ),
+        );
+        Some(None)
     }
 
     /// Records a mistake at `key`.
@@ -218,6 +255,13 @@ impl<'a> Checker<'a> {
     /// A string with every `${…}` expanded.
     pub(crate) fn string<N: Node>(&mut self, key: &str, node: &N) -> Option<String> {
         let raw = self.raw_str(key, node)?;
+        if let Some(unset) = self.unset.as_mut() {
+            for name in crate::env::unset_variables(raw, self.env) {
+                if !unset.contains(&name) {
+                    unset.push(name);
+                }
+            }
+        }
         match expand(raw, self.env) {
             Ok(s) => Some(s),
             Err(messages) => {

@@ -136,6 +136,33 @@ fn lookup(expr: &str, env: &dyn Env) -> Result<String, String> {
     }
 }
 
+/// The variables `input` uses that are unset and have no default: what
+/// makes an upstream *down* rather than the config wrong (a secret not
+/// exported in this shell is the user's to set; the other upstreams
+/// serve meanwhile).
+pub(crate) fn unset_variables(input: &str, env: &dyn Env) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = input;
+    while let Some(pos) = rest.find('$') {
+        let tail = &rest[pos..];
+        if let Some(after) = tail.strip_prefix("$${") {
+            rest = after;
+        } else if let Some(after) = tail.strip_prefix("${")
+            && let Some(end) = after.find('}')
+        {
+            let expr = &after[..end];
+            let name = expr.strip_prefix("env:").unwrap_or(expr);
+            if is_var_name(name) && env.var(name).is_none() && !out.iter().any(|n| n == name) {
+                out.push(name.to_owned());
+            }
+            rest = &after[end + 1..];
+        } else {
+            rest = &tail[1..];
+        }
+    }
+    out
+}
+
 fn is_var_name(name: &str) -> bool {
     let mut chars = name.chars();
     chars

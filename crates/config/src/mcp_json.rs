@@ -95,7 +95,9 @@ pub fn parse_mcp_json(text: &str, origin: &Path, env: &dyn Env) -> Result<Config
         for (name, value) in entries {
             seen_any = true;
             let key = child(&list_key, name);
-            let up = server(&mut c, &key, name, value);
+            let up = c
+                .upstream_or_down(name, |c| server(c, &key, name, value))
+                .map(|u| u.ok_or(()));
             if upstreams
                 .as_ref()
                 .is_some_and(|m: &BTreeMap<_, _>| m.contains_key(name))
@@ -104,7 +106,9 @@ pub fn parse_mcp_json(text: &str, origin: &Path, env: &dyn Env) -> Result<Config
                 upstreams = None;
             }
             upstreams = upstreams.zip(up).map(|(mut m, u)| {
-                m.insert(name.to_owned(), u);
+                if let Ok(u) = u {
+                    m.insert(name.to_owned(), u);
+                }
                 m
             });
         }
@@ -115,8 +119,11 @@ pub fn parse_mcp_json(text: &str, origin: &Path, env: &dyn Env) -> Result<Config
             "no servers: the file defines no MCP servers for plangate to front",
         );
     }
-    let config = upstreams
-        .map(|upstreams| Config::new(ConfigSource::McpJson(origin.to_path_buf()), upstreams));
+    let down = std::mem::take(&mut c.down);
+    let config = upstreams.map(|upstreams| Config {
+        down,
+        ..Config::new(ConfigSource::McpJson(origin.to_path_buf()), upstreams)
+    });
     c.finish(config)
 }
 

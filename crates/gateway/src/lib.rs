@@ -230,6 +230,9 @@ impl Gateway {
                 "cannot read the tool pins: {e}; every upstream tool is held back until they can be read"
             );
         }
+        for (name, why) in &gw.config().down {
+            tracing::warn!(upstream = %name, "upstream down, not started: {why}; the others serve");
+        }
         let first = gw.supervise(connectors);
         // Serve as soon as the upstreams that start quickly are up: a slow
         // or broken one keeps connecting in the background (`/readyz` says

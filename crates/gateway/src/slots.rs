@@ -54,9 +54,11 @@ impl Gateway {
     }
 
     /// Upstreams that are configured and enabled but not connected, with
-    /// the reason.
+    /// the reason — those the config could not start for want of
+    /// variables ([`plangate_config::Config::down`]) among them.
     pub fn down_upstreams(&self) -> BTreeMap<String, String> {
-        self.slots
+        let mut down: BTreeMap<String, String> = self
+            .slots
             .read()
             .iter()
             .filter_map(|(name, slot)| match read(&slot.state) {
@@ -64,7 +66,9 @@ impl Gateway {
                 SlotState::Connecting => Some((name.clone(), "connecting".to_owned())),
                 SlotState::Down { reason, .. } => Some((name.clone(), reason)),
             })
-            .collect()
+            .collect();
+        down.extend(self.config().down.clone());
+        down
     }
 
     /// Names of the upstreams currently connected.

@@ -113,7 +113,8 @@ pub(crate) enum Command {
     },
     /// Take plangate out again: the client's file gets back exactly what
     /// `wrap` found (or, when the client changed the file since, its
-    /// servers, keeping the rest). The key and the plangate config stay.
+    /// servers, keeping the rest), and the key wrap created is revoked
+    /// (--keep-key keeps it). The plangate config stays.
     Unwrap {
         #[command(flatten)]
         target: WrapTarget,
@@ -121,6 +122,10 @@ pub(crate) enum Command {
         /// since wrap (the current file is saved beside it first).
         #[arg(long)]
         force: bool,
+        /// Keep the key wrap created (by default unwrap revokes it: nothing
+        /// uses it once the client's file is back).
+        #[arg(long)]
+        keep_key: bool,
     },
     /// Print the shell completion script: `source <(plangate completions
     /// bash)`, or save it where your shell loads completions from.

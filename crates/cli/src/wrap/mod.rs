@@ -158,6 +158,7 @@ pub async fn wrap(
     let config_path = config_path(args.to.as_deref(), data_dir, &found)?;
     let toml = found.config_toml(&found.servers);
     check_made_config(&toml, &config_path, &from_client, &found.file)?;
+    say_unset_variables(&toml, &config_path);
 
     let data_dir_abs = absolute(data_dir)?;
     let entry_args = vec![
@@ -324,6 +325,22 @@ fn check_made_config(
         ));
     }
     Ok(())
+}
+
+/// Before anything is written: the servers whose variables are unset in
+/// this shell, which plangate will start as *down* (naming the variable)
+/// while the others serve — unless the client sets them where it starts
+/// plangate.
+fn say_unset_variables(toml: &str, config_path: &Path) {
+    let Ok(here) = plangate_config::parse_toml(toml, config_path, &plangate_config::ProcessEnv)
+    else {
+        return;
+    };
+    for (name, why) in &here.down {
+        eprintln!(
+            "note: in this shell, server {name:?} would start down: {why}. Unless the client sets it where it starts plangate, plangate serves the others and names {name} as down (config check, /readyz, its tools' errors)"
+        );
+    }
 }
 
 /// `wrap --dry-run`: both diffs, the client's file (as `new_text`) and the

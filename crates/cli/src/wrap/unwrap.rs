@@ -16,7 +16,7 @@ use crate::commands::UsageError;
 use crate::output::outln;
 
 /// `plangate unwrap`.
-pub async fn unwrap(target: Target, force: bool, data_dir: &Path) -> Result<()> {
+pub async fn unwrap(target: Target, (force, keep_key): (bool, bool), data_dir: &Path) -> Result<()> {
     let (file, _) = resolve(&target, "wrapped with this data dir", |p| {
         record_path(data_dir, &absolute(p).unwrap_or_default()).exists()
     })?;
@@ -128,15 +128,37 @@ pub async fn unwrap(target: Target, force: bool, data_dir: &Path) -> Result<()> 
         );
         return Ok(());
     }
-    outln!(
-        "  the key {:?} stays; revoke it with: plangate --data-dir {} keys revoke {}",
-        record.key_name,
-        data_dir.display(),
-        record.key_id
-    );
+    if keep_key {
+        outln!(
+            "  the key {:?} stays (--keep-key); revoke it with: plangate --data-dir {} keys revoke {}",
+            record.key_name,
+            data_dir.display(),
+            record.key_id
+        );
+    } else {
+        revoke_key(&record, data_dir).await;
+    }
     outln!(
         "  the plangate config stays at {} (remove it when you no longer need it)",
         record.config.display()
     );
     Ok(())
+}
+
+/// Revokes the key wrap created for the file now put back: nothing uses
+/// it any more. Says so, or how to do it by hand when it cannot.
+async fn revoke_key(record: &Record, data_dir: &Path) {
+    let revoked = match crate::setup::open_store(data_dir).await {
+        Ok(store) => store.revoke_key(&record.key_id).await.map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    match revoked {
+        Ok(_) => outln!("  the key {:?} wrap created is revoked", record.key_name),
+        Err(e) => outln!(
+            "  the key {:?} could NOT be revoked ({e}): plangate --data-dir {} keys revoke {}",
+            record.key_name,
+            data_dir.display(),
+            record.key_id
+        ),
+    }
 }

@@ -70,6 +70,11 @@ pub struct Config {
     pub rules: Vec<plangate_policy::RuleSpec>,
     /// Who may call besides API-key holders (`[auth]`).
     pub auth: Auth,
+    /// Upstreams that are down before they start: configured with
+    /// variables unset in plangate's environment (name → why). The others
+    /// serve; `/readyz`, `config check` and a call to one of their tools
+    /// name them and why.
+    pub down: BTreeMap<String, String>,
 }
 
 /// `[audit]`: every call that is not a read is always on the record
@@ -123,6 +128,7 @@ impl Config {
             profiles: BTreeMap::new(),
             rules: Vec::new(),
             auth: Auth::default(),
+            down: BTreeMap::new(),
         }
     }
 

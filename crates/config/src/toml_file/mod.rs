@@ -105,6 +105,7 @@ pub fn parse_toml(text: &str, origin: &Path, env: &dyn Env) -> Result<Config, Co
         (Some(_), None) => None,
         (None, _) => Some(Vec::new()),
     };
+    let down = std::mem::take(&mut c.down);
     let config = gateway
         .zip(upstreams)
         .zip(modes)
@@ -135,6 +136,7 @@ pub fn parse_toml(text: &str, origin: &Path, env: &dyn Env) -> Result<Config, Co
                     profiles,
                     rules,
                     auth,
+                    down,
                 }
             },
         );

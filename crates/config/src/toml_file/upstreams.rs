@@ -55,9 +55,13 @@ pub(super) fn upstreams(
     let entries = c.table("upstreams", node, "a table of [upstreams.NAME] tables")?;
     let mut out = Some(BTreeMap::new());
     for (name, value) in entries {
-        let up = upstream(c, name, value);
+        // One whose variables are unset is down, not a mistake: the
+        // others load and serve ([`Checker::upstream_or_down`]).
+        let up = c.upstream_or_down(name, |c| upstream(c, name, value));
         out = out.zip(up).map(|(mut m, u)| {
-            m.insert(name.to_owned(), u);
+            if let Some(u) = u {
+                m.insert(name.to_owned(), u);
+            }
             m
         });
     }

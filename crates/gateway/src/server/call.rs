@@ -329,7 +329,14 @@ impl GatewayHandler {
     ) -> Result<Result<&'c CatalogTool, Refusal>, ErrorData> {
         match catalog.tool(name) {
             Some(tool) => Ok(Ok(tool)),
-            None => match catalog.gone_tool(name) {
+            // A tool of an upstream that is down — also one that never
+            // came up (its variables are unset, its command is missing), by
+            // its `NAME__` prefix: that upstream and why, not "unknown tool".
+            None => match catalog.gone_tool(name).or_else(|| {
+                name.split_once("__")
+                    .map(|(upstream, _)| upstream)
+                    .filter(|upstream| self.gw.down_upstreams().contains_key(*upstream))
+            }) {
                 Some(upstream) => Ok(Err(unavailable(upstream, &self.gw))),
                 None => {
                     let near = catalog.near_names(name);

@@ -170,14 +170,35 @@ impl GatewayHandler {
     }
 }
 
+impl GatewayHandler {
+    /// The server's instructions, and — when upstreams are down — which
+    /// and why, so a client whose tools are missing hears the reason
+    /// (with every upstream down, there is no tool to call to find out).
+    fn instructions(&self) -> String {
+        let general = crate::tools::general_instructions(&self.gw.config().gateway.tool_prefix);
+        let down: Vec<String> = self
+            .gw
+            .down_upstreams()
+            .into_iter()
+            .filter(|(_, why)| why != "connecting")
+            .map(|(name, why)| format!("{name} ({why})"))
+            .collect();
+        if down.is_empty() {
+            return general;
+        }
+        format!(
+            "{general} Not serving now, so their tools are missing until they start: {}.",
+            down.join("; ")
+        )
+    }
+}
+
 impl ServerHandler for GatewayHandler {
     fn get_info(&self) -> ServerConfig {
         let caps = server_capabilities();
         ServerConfig::new(caps)
             .with_server_info(Implementation::new("plangate", env!("CARGO_PKG_VERSION")))
-            .with_instructions(crate::tools::general_instructions(
-                &self.gw.config().gateway.tool_prefix,
-            ))
+            .with_instructions(self.instructions())
     }
 
     async fn initialize(

@@ -66,6 +66,7 @@ pub fn config(names: &[&str], namespace: Namespace) -> Config {
         profiles: Default::default(),
         rules: Vec::new(),
         auth: Default::default(),
+        down: Default::default(),
     }
 }
 

@@ -1,0 +1,108 @@
+//! An upstream that cannot start is *down*, never a gateway that exits: a
+//! wrapped client's server whose variable is unset leaves the others
+//! serving, and `config check`, the server's instructions and a call to
+//! one of its tools name it and why. `wrap` says so before it writes, and
+//! `unwrap` revokes the key `wrap` made.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use serde_json::json;
+
+/// A config of the demo site and `docs`, whose command is a variable that
+/// is not set.
+fn with_a_down_upstream(scratch: &Scratch) -> String {
+    let site = plangate_upstream(
+        "site",
+        &[
+            "demo-site",
+            "--state",
+            scratch.path().join("site.json").to_str().unwrap(),
+        ],
+    );
+    let config = scratch.write(
+        "plangate.toml",
+        &format!("{site}\n[upstreams.docs]\ncommand = \"${{DOCS_SERVER_NOT_SET}}\"\n"),
+    );
+    config.to_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn an_upstream_whose_variable_is_unset_is_down_and_the_others_serve() {
+    let scratch = Scratch::new();
+    let config = with_a_down_upstream(&scratch);
+    let args = ["config", "check", "--config", &config];
+    let checked = succeeded(&args, &scratch.run(&args));
+    assert!(
+        checked.contains("upstream docs: DOWN") && checked.contains("DOCS_SERVER_NOT_SET"),
+        "{checked}"
+    );
+
+    let token = scratch.create_key("agent", "write");
+    let client = stdio_client(&scratch, &["--config", &config], Some(&token)).await;
+    let tools = tool_names(&client).await;
+    assert!(tools.contains(&"update_option".to_owned()), "{tools:?}");
+    let instructions = client
+        .peer_info()
+        .and_then(|i| i.instructions.clone())
+        .unwrap_or_default();
+    assert!(
+        instructions.contains("docs (environment variable DOCS_SERVER_NOT_SET"),
+        "{instructions}"
+    );
+    let refused = call_body(&client, "docs__search", json!({"q": "x"})).await;
+    assert_eq!(refused["code"], "upstream_unavailable", "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("DOCS_SERVER_NOT_SET"),
+        "{refused}"
+    );
+    // The site serves.
+    let done = call(&client, "update_option", tagline("Still here"))
+        .await
+        .unwrap();
+    assert_ne!(done.is_error, Some(true), "{done:?}");
+    client.cancel().await.unwrap();
+}
+
+#[test]
+fn wrap_names_a_server_whose_variable_is_unset_and_unwrap_revokes_its_key() {
+    let scratch = Scratch::new();
+    let file = scratch.write(
+        "claude_desktop_config.json",
+        &json!({"mcpServers": {
+            "docs": {"command": "node", "args": ["docs.js"], "env": {"TOKEN": "${DOCS_TOKEN_NOT_SET}"}},
+            "notes": {"command": "node", "args": ["notes.js"]}
+        }})
+        .to_string(),
+    );
+    let from = file.to_str().unwrap();
+    let out = scratch
+        .command(&["wrap", "--from", from])
+        .env_remove("DOCS_TOKEN_NOT_SET")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let said = stderr(&out);
+    assert!(
+        said.contains("server \"docs\" would start down") && said.contains("DOCS_TOKEN_NOT_SET"),
+        "{said}"
+    );
+    assert!(!said.contains("\"notes\" would"), "{said}");
+
+    let args = ["unwrap", "--from", from];
+    let said = succeeded(&args, &scratch.run(&args));
+    assert!(said.contains("wrap created is revoked"), "{said}");
+    let args = ["keys", "list", "--json"];
+    let keys: serde_json::Value = parsed(&args, &succeeded(&args, &scratch.run(&args)));
+    assert!(!keys[0]["revoked_at"].is_null(), "{keys}");
+
+    // --keep-key keeps it.
+    succeeded(&["wrap", "--from", from], &scratch.run(&["wrap", "--from", from]));
+    let args = ["unwrap", "--from", from, "--keep-key"];
+    let said = succeeded(&args, &scratch.run(&args));
+    assert!(said.contains("stays (--keep-key)"), "{said}");
+}
