@@ -167,9 +167,9 @@ impl Checked<'_> {
                 })
             })
             .collect();
-        upstreams.extend(config.down.iter().map(|(name, why)| {
-            json!({"name": name, "enabled": true, "connected": false, "down": why})
-        }));
+        upstreams.extend(config.down.iter().map(
+            |(name, why)| json!({"name": name, "enabled": true, "connected": false, "down": why}),
+        ));
         crate::output::json(&json!({
             "config": source,
             "namespaced": catalog.namespaced,

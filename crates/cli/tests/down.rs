@@ -101,7 +101,10 @@ fn wrap_names_a_server_whose_variable_is_unset_and_unwrap_revokes_its_key() {
     assert!(!keys[0]["revoked_at"].is_null(), "{keys}");
 
     // --keep-key keeps it.
-    succeeded(&["wrap", "--from", from], &scratch.run(&["wrap", "--from", from]));
+    succeeded(
+        &["wrap", "--from", from],
+        &scratch.run(&["wrap", "--from", from]),
+    );
     let args = ["unwrap", "--from", from, "--keep-key"];
     let said = succeeded(&args, &scratch.run(&args));
     assert!(said.contains("stays (--keep-key)"), "{said}");

@@ -16,7 +16,11 @@ use crate::commands::UsageError;
 use crate::output::outln;
 
 /// `plangate unwrap`.
-pub async fn unwrap(target: Target, (force, keep_key): (bool, bool), data_dir: &Path) -> Result<()> {
+pub async fn unwrap(
+    target: Target,
+    (force, keep_key): (bool, bool),
+    data_dir: &Path,
+) -> Result<()> {
     let (file, _) = resolve(&target, "wrapped with this data dir", |p| {
         record_path(data_dir, &absolute(p).unwrap_or_default()).exists()
     })?;
@@ -149,7 +153,10 @@ pub async fn unwrap(target: Target, (force, keep_key): (bool, bool), data_dir: &
 /// it any more. Says so, or how to do it by hand when it cannot.
 async fn revoke_key(record: &Record, data_dir: &Path) {
     let revoked = match crate::setup::open_store(data_dir).await {
-        Ok(store) => store.revoke_key(&record.key_id).await.map_err(|e| e.to_string()),
+        Ok(store) => store
+            .revoke_key(&record.key_id)
+            .await
+            .map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),
     };
     match revoked {
