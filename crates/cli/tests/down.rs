@@ -109,3 +109,36 @@ fn wrap_names_a_server_whose_variable_is_unset_and_unwrap_revokes_its_key() {
     let said = succeeded(&args, &scratch.run(&args));
     assert!(said.contains("stays (--keep-key)"), "{said}");
 }
+
+#[tokio::test]
+async fn a_direct_write_whose_upstream_dies_mid_call_says_it_may_have_taken_effect() {
+    let scratch = Scratch::new();
+    let (config, log) = counting_config(&scratch, "");
+    let token = scratch.create_key("agent", "write");
+    let client = stdio_client(&scratch, &["--config", &config], Some(&token)).await;
+    let log_path = log.to_str().unwrap().to_owned();
+    // The upstream takes the call (and logs it), then dies before it
+    // answers.
+    let killer = tokio::spawn(async move {
+        for _ in 0..200 {
+            if std::fs::read_to_string(&log_path).is_ok_and(|t| !t.is_empty()) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        let _ = std::process::Command::new("pkill")
+            .args(["-KILL", "-f", &log_path])
+            .output();
+    });
+    let answer = call_body(&client, "bump", json!({"n": 1, "ms": 10_000})).await;
+    killer.await.unwrap();
+    assert_eq!(answer["code"], "upstream_unavailable", "{answer}");
+    let message = answer["message"].as_str().unwrap();
+    assert!(
+        message.contains("may have taken effect: check before calling again"),
+        "{message}"
+    );
+    assert!(!message.contains("try again"), "{message}");
+    assert_eq!(deliveries(&log).get(&1), Some(&1), "it reached the upstream");
+    client.cancel().await.unwrap();
+}

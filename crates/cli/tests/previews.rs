@@ -216,21 +216,20 @@ async fn memory_writes_preview_which_entities_exist_and_edit_file_uses_the_serve
         "line one\nline two\nline three\n",
         "the dry run wrote"
     );
-    // An edit the server cannot make: the step says there is no preview,
-    // and why, instead of dropping it.
-    let impossible = ok(
+    // An edit the server cannot make is not planned: a step that cannot
+    // succeed is no question for a person. The agent reads the server's
+    // own words.
+    let impossible = call_body(
         &agent,
         "fs__edit_file",
         json!({"path": existing, "edits": [{"oldText": "no such line", "newText": "x"}]}),
     )
     .await;
-    assert_eq!(impossible["preview"]["kind"], "unavailable", "{impossible}");
+    assert_eq!(impossible["code"], "invalid_arguments", "{impossible}");
+    let said = impossible["message"].as_str().unwrap();
     assert!(
-        impossible["preview"]["reason"]
-            .as_str()
-            .unwrap()
-            .contains("dry run answered an error"),
-        "{impossible}"
+        said.contains("was not planned") && said.contains("no such line"),
+        "{said}"
     );
     // A secret in the new text is redacted in the diff as everywhere.
     let secret = format!("sk-{}", "A1b2C3d4E5f6G7h8I9j0K1l2");

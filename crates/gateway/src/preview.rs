@@ -259,10 +259,17 @@ pub async fn read(
     })
 }
 
+/// Why a call is not planned: the server's own dry run of it answered an
+/// error (an edit whose text is not in the file) — the server's words,
+/// scrubbed. A step that cannot succeed is no question for a person.
+#[derive(Debug, Clone)]
+pub struct DryRunFailed(pub String);
+
 /// The preview of a call of `tool` with `real_args` (secrets in the
 /// clear: the upstream needs them), shown with `secrets` scrubbed.
-/// `target` names what changes. Never fails: a preview that cannot be
-/// taken says why.
+/// `target` names what changes. A preview that cannot be taken says why;
+/// the one failure is the server's dry run refusing the call
+/// ([`DryRunFailed`]).
 pub async fn take(
     gw: &Gateway,
     tool: &CatalogTool,
@@ -271,7 +278,7 @@ pub async fn take(
     secrets: &[(String, Value)],
     target: Option<String>,
     bind: &Bind,
-) -> Preview {
+) -> Result<Preview, DryRunFailed> {
     let redactor = gw.redactor();
     let scrub = |t: &str| redactor.scrub_text(t, secrets);
     let cap = gw.config().gateway.max_preview_bytes;
@@ -282,7 +289,7 @@ pub async fn take(
     };
     let seen = match read(gw, &tool.upstream, spec, real_args).await {
         Ok(seen) => seen,
-        Err(reason) => return unavailable(reason),
+        Err(reason) => return Ok(unavailable(reason)),
     };
     let before_digest = seen.digest(bind);
     match spec.kind {
@@ -290,7 +297,7 @@ pub async fn take(
             let before = match &seen {
                 Seen::Missing => None,
                 Seen::Text(t) => Some(t.as_str()),
-                Seen::State(_) => return unavailable("the read answered no text".to_owned()),
+                Seen::State(_) => return Ok(unavailable("the read answered no text".to_owned())),
             };
             // A diff the server wrote itself, counted and cut here.
             let server_diff = |text: &str, creates: bool| {
@@ -310,7 +317,7 @@ pub async fn take(
             };
             if spec.read_is_diff {
                 // The read itself shows what the write would do.
-                return server_diff(before.unwrap_or(""), false);
+                return Ok(server_diff(before.unwrap_or(""), false));
             }
             if let Some(extra) = &spec.dry_run {
                 // The server's own dry run: the tool itself, told not to
@@ -319,15 +326,10 @@ pub async fn take(
                 args.extend(extra.clone());
                 let result = match call(gw, &tool.upstream, &tool.original, args).await {
                     Ok(r) if r.is_error != Some(true) => r,
-                    Ok(r) => {
-                        return unavailable(format!(
-                            "its dry run answered an error: {}",
-                            text_of(&r)
-                        ));
-                    }
-                    Err(e) => return unavailable(e),
+                    Ok(r) => return Err(DryRunFailed(scrub(&text_of(&r)))),
+                    Err(e) => return Ok(unavailable(e)),
                 };
-                return server_diff(&text_of(&result), before.is_none());
+                return Ok(server_diff(&text_of(&result), before.is_none()));
             }
             let after = match spec.text.as_deref() {
                 Some("=") => Some(""),
@@ -335,11 +337,13 @@ pub async fn take(
                 None => None,
             };
             let Some(after) = after else {
-                return unavailable("the call carries no new text to compare".to_owned());
+                return Ok(unavailable(
+                    "the call carries no new text to compare".to_owned(),
+                ));
             };
             let (diff, added, removed, truncated) = unified_diff(before, after, &label, usize::MAX);
             let (diff, cut) = plangate_core::preview::cut(scrub(&diff), cap);
-            Preview::Diff {
+            Ok(Preview::Diff {
                 target: label,
                 before_digest,
                 diff,
@@ -347,7 +351,7 @@ pub async fn take(
                 added,
                 removed,
                 truncated: truncated || cut,
-            }
+            })
         }
         PreviewKind::State => {
             let (summary, state) = match &seen {
@@ -379,12 +383,12 @@ pub async fn take(
             } else {
                 (state, summary)
             };
-            Preview::State {
+            Ok(Preview::State {
                 target: label,
                 before_digest,
                 summary,
                 state,
-            }
+            })
         }
     }
 }

@@ -372,10 +372,23 @@ impl GatewayHandler {
                 "upstream {name} did not answer within {} (its call_timeout); plangate cancelled the call. It may still have taken effect: check before calling again, or raise [upstreams.{name}] call_timeout",
                 plangate_config::format_duration(*timeout)
             ),
-            ServiceError::TransportClosed | ServiceError::TransportSend(_) if broken => format!(
-                "upstream {name} did not answer ({said}); it is being reconnected — try again shortly"
+            // Not sent: nothing reached the upstream.
+            ServiceError::TransportSend(_) => format!(
+                "upstream {name} could not be sent the call ({said}), so it did not run; {}",
+                if broken {
+                    "it is being reconnected — try again shortly"
+                } else {
+                    "try again shortly"
+                }
             ),
-            _ => format!("upstream {name} did not answer ({said}); try again shortly"),
+            // Sent, and then no answer: the upstream may have done it
+            // (a write half done is not a write not done).
+            ServiceError::TransportClosed => format!(
+                "upstream {name} closed its connection before answering ({said}); the call reached it and may have taken effect: check before calling again (it is being reconnected)"
+            ),
+            _ => format!(
+                "upstream {name} did not answer ({said}); the call reached it and may have taken effect: check before calling again"
+            ),
         };
         Refusal::new(Code::UpstreamUnavailable, message).into_result()
     }
