@@ -338,22 +338,36 @@ pub async fn mode_set(
     let log = plangate_gateway::key_log::KeyLog::new(store, log_key);
     let in_force =
         plangate_gateway::operator::set_mode(&log, config, &acting, mode, change, yes).await?;
-    let name = &api_key.name;
-    let now = &in_force.spec.name;
+    let answer = plangate_core::ModeAnswer {
+        key: api_key.name.clone(),
+        key_id: api_key.id.clone(),
+        mode: in_force.spec.name.clone(),
+        plan_mode: in_force.spec.plan_mode(),
+        mode_locked: in_force.locked_by,
+        set_by: operator,
+    };
+    print_mode(&answer, (change, mode.is_some()), as_json)
+}
+
+/// What `mode set` did, here or through `--server`: `change` is the lock
+/// asked for, and whether a mode was named.
+pub fn print_mode(
+    answer: &plangate_core::ModeAnswer,
+    (change, named): (plangate_gateway::operator::LockChange, bool),
+    as_json: bool,
+) -> Result<()> {
+    use plangate_gateway::operator::LockChange;
     if as_json {
-        crate::output::json(&json!({
-            "key": name, "key_id": api_key.id, "mode": now,
-            "plan_mode": in_force.spec.plan_mode(),
-            "mode_locked": in_force.locked_by, "set_by": operator,
-        }))?;
+        crate::output::json(answer)?;
         return Ok(());
     }
-    let lead = match (change, mode) {
-        (LockChange::Unlock, None) => format!("key {name:?} is unlocked, in mode {now}"),
-        (LockChange::Unlock, Some(_)) => format!("key {name:?} is now in mode {now}, unlocked"),
+    let (name, now) = (&answer.key, &answer.mode);
+    let lead = match (change, named) {
+        (LockChange::Unlock, false) => format!("key {name:?} is unlocked, in mode {now}"),
+        (LockChange::Unlock, true) => format!("key {name:?} is now in mode {now}, unlocked"),
         _ => format!("key {name:?} is now in mode {now}"),
     };
-    match in_force.locked_by {
+    match answer.mode_locked {
         Some(by) => {
             let why = match (change, by) {
                 (LockChange::Lock, _) => "locked",

@@ -289,6 +289,7 @@ fn man(dir: Option<&Path>) -> Result<()> {
 async fn mode_command(cmd: ModeCommand, data_dir: &Path) -> Result<()> {
     let ModeCommand::Set {
         source,
+        remote,
         key,
         mode,
         lock,
@@ -296,6 +297,10 @@ async fn mode_command(cmd: ModeCommand, data_dir: &Path) -> Result<()> {
         json,
         factor,
     } = cmd;
+    if let Some(url) = &remote.server {
+        let change = (lock, unlock);
+        return crate::plans::remote_mode(url, &key, mode.as_deref(), change, &factor, json).await;
+    }
     // `plan` and `default` are always defined: setting them needs
     // no upstream config, so a broken or absent one cannot keep an
     // operator from locking an agent down.

@@ -138,6 +138,19 @@ async fn a_person_approves_and_applies_through_the_service_with_a_code_and_no_da
     assert!(!out.status.success(), "{out:?}");
     assert!(review_answers(&scratch).is_empty());
 
+    // Holding the key tighter needs no code; letting it go does.
+    let lock = [
+        "mode", "set", "--key", "agent", "plan", "--lock", "--server", &server,
+    ];
+    let said = succeeded(&lock, &elsewhere(&lock, Some(&token)));
+    assert!(said.contains("locked"), "{said}");
+    let unlock = [
+        "mode", "set", "--key", "agent", "--unlock", "--server", &server,
+    ];
+    let out = elsewhere(&unlock, Some(&token));
+    assert!(!out.status.success(), "{out:?}");
+    assert!(stderr(&out).contains("factor_required"), "{}", stderr(&out));
+
     // The person's code: the step is applied, and the yes names alice.
     let code = code_now(&secret);
     let apply = [

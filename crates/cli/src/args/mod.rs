@@ -565,6 +565,8 @@ pub(crate) enum ModeCommand {
     Set {
         #[command(flatten)]
         source: ConfigSourceArgs,
+        #[command(flatten)]
+        remote: RemoteArgs,
         /// The key's name or id.
         #[arg(long)]
         key: String,

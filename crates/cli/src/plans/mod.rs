@@ -41,7 +41,7 @@ use plangate_store::{ApiKey, Store};
 
 pub use apply::{apply_cmd, retry};
 pub use read::{diff, list, show};
-pub(crate) use remote::run as remote;
+pub(crate) use remote::{mode as remote_mode, run as remote};
 pub use render::human_secs;
 pub use review::{Amendment, amend, approve, discard, reject};
 

@@ -181,3 +181,28 @@ async fn list(remote: &Remote, as_json: bool) -> Result<()> {
     let rows: Vec<Value> = views.iter().map(super::read::row_of_view).collect();
     super::read::print_rows(&rows, as_json)
 }
+
+/// `plangate mode set --server URL`: the key's mode and lock, set by the
+/// server ([`plangate_gateway::operator::set_mode`]); the code asked for
+/// when an unlock (or a move out of plan mode of a held key) needs one.
+pub(crate) async fn mode(
+    url: &str,
+    key: &str,
+    mode: Option<&str>,
+    (lock, unlock): (bool, bool),
+    factor: &FactorArgs,
+    as_json: bool,
+) -> Result<()> {
+    use plangate_gateway::operator::LockChange;
+    let remote = Remote::new(url)?;
+    let review = review(&remote, key).await?;
+    let (change, word) = match (lock, unlock) {
+        (true, _) => (LockChange::Lock, "lock"),
+        (_, true) => (LockChange::Unlock, "unlock"),
+        _ => (LockChange::Keep, "keep"),
+    };
+    let body = json!({"key_id": review.plan.key_id, "mode": mode, "lock": word});
+    let answer: plangate_core::ModeAnswer =
+        remote.post("/console/api/mode", body, factor).await?;
+    crate::commands::print_mode(&answer, (change, mode.is_some()), as_json)
+}

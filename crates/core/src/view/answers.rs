@@ -51,6 +51,24 @@ pub struct PlanReview {
     pub log_broken: Option<String>,
 }
 
+/// A person set a key's mode (`plangate mode set`, here or through
+/// `--server`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModeAnswer {
+    /// The key's name.
+    pub key: String,
+    /// The key's id.
+    pub key_id: String,
+    /// The mode in force now.
+    pub mode: String,
+    /// Whether it is a plan-like mode.
+    pub plan_mode: bool,
+    /// Who holds the key in it, if anyone.
+    pub mode_locked: Option<crate::LockedBy>,
+    /// The person who set it.
+    pub set_by: String,
+}
+
 /// A person's yes (`plans approve`, the console's Approve).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ApprovalAnswer {

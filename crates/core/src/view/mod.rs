@@ -12,7 +12,7 @@ mod answers;
 mod changes;
 
 pub use answers::{
-    AmendAnswer, ApprovalAnswer, DiscardAnswer, PlanAfter, PlanReview, RejectionAnswer,
+    AmendAnswer, ApprovalAnswer, DiscardAnswer, ModeAnswer, PlanAfter, PlanReview, RejectionAnswer,
 };
 
 pub use changes::{AmendedStep, JsonChange, PlanDiff, SinceReview, StatusChange};

@@ -60,7 +60,7 @@ pub(super) fn seen_text(digest: &str, revision: Option<u64>) -> String {
 /// Confirms `act` for the console's person with what they typed or their
 /// passkey answered ([`operator::factor::confirm`]); `seen` is what the
 /// passkey's challenge bound beyond the act.
-async fn confirm(
+pub(super) async fn confirm(
     gw: &Gateway,
     (act, seen): (&operator::factor::Act<'_>, &str),
     given: &FactorFields,
