@@ -294,7 +294,6 @@ pub async fn mode_set(
     ),
     as_json: bool,
 ) -> Result<()> {
-    use plangate_gateway::operator::LockChange;
     if let Some(mode) = mode
         && !config.modes.contains(mode)
     {

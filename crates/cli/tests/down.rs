@@ -139,6 +139,10 @@ async fn a_direct_write_whose_upstream_dies_mid_call_says_it_may_have_taken_effe
         "{message}"
     );
     assert!(!message.contains("try again"), "{message}");
-    assert_eq!(deliveries(&log).get(&1), Some(&1), "it reached the upstream");
+    assert_eq!(
+        deliveries(&log).get(&1),
+        Some(&1),
+        "it reached the upstream"
+    );
     client.cancel().await.unwrap();
 }

@@ -202,7 +202,6 @@ pub(crate) async fn mode(
         _ => (LockChange::Keep, "keep"),
     };
     let body = json!({"key_id": review.plan.key_id, "mode": mode, "lock": word});
-    let answer: plangate_core::ModeAnswer =
-        remote.post("/console/api/mode", body, factor).await?;
+    let answer: plangate_core::ModeAnswer = remote.post("/console/api/mode", body, factor).await?;
     crate::commands::print_mode(&answer, (change, mode.is_some()), as_json)
 }

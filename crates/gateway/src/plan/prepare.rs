@@ -282,29 +282,37 @@ impl Planning<'_> {
             at: crate::preview::placed_at(gw, tool, args).await,
             key: withheld.as_ref().map(|_| *gw.material().signing_key()),
         };
-        let taken =
-            match crate::preview::take(gw, tool, spec, args, &secrets, target.clone(), &bind).await
-            {
-                Ok(taken) => taken,
-                // The key may read the target: the server's words, and
-                // nothing planned — a step that cannot succeed is no
-                // question for a person.
-                Err(crate::preview::DryRunFailed(said)) if withheld.is_none() => {
-                    return Err(Refusal::new(
-                        Code::InvalidArguments,
-                        format!(
-                            "{} was not planned: the server's own dry run of it failed: {said}. Nothing was planned or written; read the target again and plan the change that fits it",
-                            tool.exposed
-                        ),
-                    ));
-                }
-                // It may not: the step is planned, and says nothing of
-                // what the dry run saw.
-                Err(_) => plangate_core::Preview::Unavailable {
-                    target: target.clone(),
-                    reason: plangate_core::preview::WITHHELD.to_owned(),
-                },
-            };
+        let taken = match crate::preview::take(
+            gw,
+            tool,
+            spec,
+            args,
+            &secrets,
+            target.clone(),
+            &bind,
+        )
+        .await
+        {
+            Ok(taken) => taken,
+            // The key may read the target: the server's words, and
+            // nothing planned — a step that cannot succeed is no
+            // question for a person.
+            Err(crate::preview::DryRunFailed(said)) if withheld.is_none() => {
+                return Err(Refusal::new(
+                    Code::InvalidArguments,
+                    format!(
+                        "{} was not planned: the server's own dry run of it failed: {said}. Nothing was planned or written; read the target again and plan the change that fits it",
+                        tool.exposed
+                    ),
+                ));
+            }
+            // It may not: the step is planned, and says nothing of
+            // what the dry run saw.
+            Err(_) => plangate_core::Preview::Unavailable {
+                target: target.clone(),
+                reason: plangate_core::preview::WITHHELD.to_owned(),
+            },
+        };
         Ok((Some(taken), withheld))
     }
 
