@@ -1829,6 +1829,9 @@ outcome = "ask"
     assert_says(&errors, "rules[1].colour", &["unknown key"]);
     assert_says(&errors, "rules[2].modes", &["\"careful\"", "(line 12)"]);
     assert_says(&errors, "rules[3].name", &["has no name", "(line 18)"]);
+    // The place is the key's 0-based index and the line, never a second
+    // count from 1.
+    assert!(!errors.to_string().contains("rule 4"), "{errors}");
     assert_shown(
         &and_upstream_a("[[rules]]\nname = \"x\"\nwhen = \"tool ==\"\noutcome = \"run\"\n"),
         &["rules[0].when", "not CEL"],

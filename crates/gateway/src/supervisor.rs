@@ -96,7 +96,7 @@ pub(crate) async fn supervise(
                 }
                 let session_ct = session.cancellation_token();
                 let ended = tokio::select! {
-                    r = session.waiting() => format!("session ended ({r:?})"),
+                    r = session.waiting() => ended_because(r),
                     () = kill.cancelled() => {
                         session_ct.cancel();
                         "session failed".to_owned()
@@ -281,6 +281,20 @@ async fn peer_closed(peer: &rmcp::Peer<rmcp::RoleClient>) {
     }
 }
 
+/// Why an upstream's session ended, in words for `/readyz` and the log
+/// (not rmcp's Debug form).
+fn ended_because(r: Result<rmcp::service::QuitReason, tokio::task::JoinError>) -> String {
+    use rmcp::service::QuitReason;
+    match r {
+        Ok(QuitReason::Closed) => {
+            "the server closed the connection (it exited, or its stream ended)".to_owned()
+        }
+        Ok(QuitReason::Cancelled) => "the session was cancelled".to_owned(),
+        Ok(QuitReason::JoinError(e)) | Err(e) => format!("the session's task failed: {e}"),
+        Ok(other) => format!("the session ended ({other:?})"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,5 +307,15 @@ mod tests {
                 assert!(wait >= backoff / 2 && wait <= backoff, "{wait:?}");
             }
         }
+    }
+
+    #[test]
+    fn why_a_session_ended_is_said_in_words_not_rusts_debug_form() {
+        let said = ended_because(Ok(rmcp::service::QuitReason::Closed));
+        assert_eq!(
+            said,
+            "the server closed the connection (it exited, or its stream ended)"
+        );
+        assert!(!said.contains("Ok("), "{said}");
     }
 }

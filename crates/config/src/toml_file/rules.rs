@@ -54,10 +54,7 @@ pub(super) fn rules(
         let field = |c: &mut Checker<'_>, k: &str, required: bool| match get(k) {
             Some(v) => c.string(&child(&key, k), v),
             None if required => {
-                c.error(
-                    &child(&key, k),
-                    format!("rule {} has no {k}{}", i + 1, at(i)),
-                );
+                c.error(&child(&key, k), format!("this rule has no {k}{}", at(i)));
                 None
             }
             None => Some(String::new()),
