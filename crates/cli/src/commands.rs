@@ -75,24 +75,89 @@ pub async fn keys_create(store: &dyn Store, name: &str, scope: Scope, as_json: b
         .create_key(name, scope)
         .await
         .map_err(|e| UsageError(e.to_string()))?;
-    if as_json {
-        let mut v = key_json(&created.key);
-        v["token"] = json!(created.token);
+    print_created(
+        (&created.key.name, &created.key.id, created.key.scope),
+        &created.token,
+        as_json.then(|| key_json(&created.key)),
+    )
+}
+
+/// A key just made, here or through `--server`: the token on stdout
+/// (or in `json`), once.
+fn print_created(
+    (name, id, scope): (&str, &str, Scope),
+    token: &str,
+    json_of_key: Option<serde_json::Value>,
+) -> Result<()> {
+    if let Some(mut v) = json_of_key {
+        v["token"] = json!(token);
         crate::output::json(&v)?;
     } else {
-        outln!("{}", created.token);
+        outln!("{token}");
         eprintln!(
-            "created key {:?} ({}, scope {}). This is the only time the key is shown: store it now.\n\
-             Use it as `Authorization: Bearer <key>` over HTTP, or PLANGATE_KEY=<key> for `plangate serve --stdio`.",
-            created.key.name, created.key.id, created.key.scope
+            "created key {name:?} ({id}, scope {scope}). This is the only time the key is shown: store it now.\n\
+             Use it as `Authorization: Bearer <key>` over HTTP, or PLANGATE_KEY=<key> for `plangate serve --stdio`."
         );
     }
     Ok(())
 }
 
+/// `plangate keys list|create|revoke --server URL`: the same acts through
+/// the operator API of a running plangate, printed alike.
+pub async fn keys_remote(url: &str, cmd: crate::args::KeysCommand) -> Result<()> {
+    use crate::args::KeysCommand;
+    let remote = crate::remote::Remote::new(url)?;
+    match cmd {
+        KeysCommand::List { json, .. } => {
+            let keys: Vec<ApiKey> = remote.get("/console/api/keys", &[]).await?;
+            print_keys(&keys, json)
+        }
+        KeysCommand::Revoke { key, json, .. } => {
+            let revoked: ApiKey = remote
+                .post(
+                    "/console/api/keys/revoke",
+                    json!({"key": key}),
+                    &crate::args::FactorArgs::default(),
+                )
+                .await?;
+            print_revoked(&revoked, json)
+        }
+        KeysCommand::Create {
+            name,
+            scope,
+            json,
+            factor,
+            ..
+        } => {
+            let scope: Scope = scope.into();
+            let made: serde_json::Value = remote
+                .post(
+                    "/console/api/keys",
+                    json!({"name": name, "scope": scope}),
+                    &factor,
+                )
+                .await?;
+            let text = |k: &str| made[k].as_str().unwrap_or_default().to_owned();
+            let shown = json.then(|| {
+                json!({"id": text("key_id"), "name": text("key"), "scope": scope, "kind": "api_key"})
+            });
+            print_created(
+                (&text("key"), &text("key_id"), scope),
+                &text("token"),
+                shown,
+            )
+        }
+    }
+}
+
 /// `plangate keys list`: never shows tokens, only their prefixes.
 pub async fn keys_list(store: &dyn Store, as_json: bool) -> Result<()> {
     let keys = store.list_keys().await?;
+    print_keys(&keys, as_json)
+}
+
+/// The keys as a table (or JSON), here or through `--server`.
+fn print_keys(keys: &[ApiKey], as_json: bool) -> Result<()> {
     if as_json {
         let v: Vec<_> = keys.iter().map(key_json).collect();
         crate::output::json(&v)?;
@@ -136,8 +201,13 @@ pub async fn keys_revoke(store: &dyn Store, key: &str, as_json: bool) -> Result<
         .revoke_key(key)
         .await
         .map_err(|e| UsageError(e.to_string()))?;
+    print_revoked(&revoked, as_json)
+}
+
+/// A revoked key, here or through `--server`.
+fn print_revoked(revoked: &ApiKey, as_json: bool) -> Result<()> {
     if as_json {
-        crate::output::json(&key_json(&revoked))?;
+        crate::output::json(&key_json(revoked))?;
     } else {
         outln!("revoked key {:?} ({})", revoked.name, revoked.id);
     }

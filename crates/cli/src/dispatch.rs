@@ -169,6 +169,14 @@ fn wrap_target(target: WrapTarget) -> wrap::Target {
 }
 
 async fn keys_command(cmd: KeysCommand, data_dir: &Path) -> Result<()> {
+    let server = match &cmd {
+        KeysCommand::Create { remote, .. }
+        | KeysCommand::List { remote, .. }
+        | KeysCommand::Revoke { remote, .. } => remote.server.clone(),
+    };
+    if let Some(url) = server {
+        return commands::keys_remote(&url, cmd).await;
+    }
     let store = open_store(data_dir).await?;
     match cmd {
         KeysCommand::Create {
@@ -176,6 +184,7 @@ async fn keys_command(cmd: KeysCommand, data_dir: &Path) -> Result<()> {
             scope,
             json,
             factor,
+            ..
         } => {
             let scope: plangate_core::Scope = scope.into();
             if scope == plangate_core::Scope::Write {
@@ -183,8 +192,8 @@ async fn keys_command(cmd: KeysCommand, data_dir: &Path) -> Result<()> {
             }
             commands::keys_create(&*store, &name, scope, json).await
         }
-        KeysCommand::List { json } => commands::keys_list(&*store, json).await,
-        KeysCommand::Revoke { key, json } => commands::keys_revoke(&*store, &key, json).await,
+        KeysCommand::List { json, .. } => commands::keys_list(&*store, json).await,
+        KeysCommand::Revoke { key, json, .. } => commands::keys_revoke(&*store, &key, json).await,
     }
 }
 

@@ -138,6 +138,28 @@ async fn a_person_approves_and_applies_through_the_service_with_a_code_and_no_da
     assert!(!out.status.success(), "{out:?}");
     assert!(review_answers(&scratch).is_empty());
 
+    // Keys: listed, made and revoked through the API; a write key needs
+    // the code.
+    let list = ["keys", "list", "--server", &server];
+    let listed = succeeded(&list, &elsewhere(&list, Some(&token)));
+    assert!(
+        listed.contains("agent") && listed.contains("plan"),
+        "{listed}"
+    );
+    let make = [
+        "keys", "create", "--name", "helper", "--scope", "plan", "--server", &server,
+    ];
+    let made = succeeded(&make, &elsewhere(&make, Some(&token)));
+    assert!(made.trim().starts_with("pgk_"), "{made}");
+    let revoke = ["keys", "revoke", "helper", "--server", &server];
+    let said = succeeded(&revoke, &elsewhere(&revoke, Some(&token)));
+    assert!(said.contains("revoked key \"helper\""), "{said}");
+    let write = [
+        "keys", "create", "--name", "escape", "--scope", "write", "--server", &server,
+    ];
+    let out = elsewhere(&write, Some(&token));
+    assert!(stderr(&out).contains("factor_required"), "{}", stderr(&out));
+
     // Holding the key tighter needs no code; letting it go does.
     let lock = [
         "mode", "set", "--key", "agent", "plan", "--lock", "--server", &server,

@@ -32,12 +32,16 @@ pub(crate) enum KeysCommand {
         json: bool,
         #[command(flatten)]
         factor: FactorArgs,
+        #[command(flatten)]
+        remote: super::RemoteArgs,
     },
     /// List keys (never their tokens).
     List {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        remote: super::RemoteArgs,
     },
     /// Revoke a key by name or id.
     Revoke {
@@ -46,6 +50,8 @@ pub(crate) enum KeysCommand {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        remote: super::RemoteArgs,
     },
 }
 

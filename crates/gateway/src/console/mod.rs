@@ -62,6 +62,7 @@ use crate::Gateway;
 
 mod api;
 mod history;
+mod keys;
 mod mode;
 mod passkey;
 mod poll;
@@ -87,7 +88,8 @@ pub fn routes() -> Router<Arc<Gateway>> {
         .route("/console/logout", post(logout))
         .route("/console/api/state", get(poll::state))
         .route("/console/api/plan", get(poll::plan))
-        .route("/console/api/keys", post(api::create_key))
+        .route("/console/api/keys", post(api::create_key).get(keys::list))
+        .route("/console/api/keys/revoke", post(keys::revoke))
         .route("/console/api/mode", post(mode::set))
         .route("/console/passkey", get(passkey::page))
         .route("/console/api/passkey/options", post(passkey::options))
