@@ -84,7 +84,7 @@ pub async fn keys_create(store: &dyn Store, name: &str, scope: Scope, as_json: b
 
 /// A key just made, here or through `--server`: the token on stdout
 /// (or in `json`), once.
-fn print_created(
+pub(crate) fn print_created(
     (name, id, scope): (&str, &str, Scope),
     token: &str,
     json_of_key: Option<serde_json::Value>,
@@ -102,54 +102,6 @@ fn print_created(
     Ok(())
 }
 
-/// `plangate keys list|create|revoke --server URL`: the same acts through
-/// the operator API of a running plangate, printed alike.
-pub async fn keys_remote(url: &str, cmd: crate::args::KeysCommand) -> Result<()> {
-    use crate::args::KeysCommand;
-    let remote = crate::remote::Remote::new(url)?;
-    match cmd {
-        KeysCommand::List { json, .. } => {
-            let keys: Vec<ApiKey> = remote.get("/console/api/keys", &[]).await?;
-            print_keys(&keys, json)
-        }
-        KeysCommand::Revoke { key, json, .. } => {
-            let revoked: ApiKey = remote
-                .post(
-                    "/console/api/keys/revoke",
-                    json!({"key": key}),
-                    &crate::args::FactorArgs::default(),
-                )
-                .await?;
-            print_revoked(&revoked, json)
-        }
-        KeysCommand::Create {
-            name,
-            scope,
-            json,
-            factor,
-            ..
-        } => {
-            let scope: Scope = scope.into();
-            let made: serde_json::Value = remote
-                .post(
-                    "/console/api/keys",
-                    json!({"name": name, "scope": scope}),
-                    &factor,
-                )
-                .await?;
-            let text = |k: &str| made[k].as_str().unwrap_or_default().to_owned();
-            let shown = json.then(|| {
-                json!({"id": text("key_id"), "name": text("key"), "scope": scope, "kind": "api_key"})
-            });
-            print_created(
-                (&text("key"), &text("key_id"), scope),
-                &text("token"),
-                shown,
-            )
-        }
-    }
-}
-
 /// `plangate keys list`: never shows tokens, only their prefixes.
 pub async fn keys_list(store: &dyn Store, as_json: bool) -> Result<()> {
     let keys = store.list_keys().await?;
@@ -157,7 +109,7 @@ pub async fn keys_list(store: &dyn Store, as_json: bool) -> Result<()> {
 }
 
 /// The keys as a table (or JSON), here or through `--server`.
-fn print_keys(keys: &[ApiKey], as_json: bool) -> Result<()> {
+pub(crate) fn print_keys(keys: &[ApiKey], as_json: bool) -> Result<()> {
     if as_json {
         let v: Vec<_> = keys.iter().map(key_json).collect();
         crate::output::json(&v)?;
@@ -205,7 +157,7 @@ pub async fn keys_revoke(store: &dyn Store, key: &str, as_json: bool) -> Result<
 }
 
 /// A revoked key, here or through `--server`.
-fn print_revoked(revoked: &ApiKey, as_json: bool) -> Result<()> {
+pub(crate) fn print_revoked(revoked: &ApiKey, as_json: bool) -> Result<()> {
     if as_json {
         crate::output::json(&key_json(revoked))?;
     } else {

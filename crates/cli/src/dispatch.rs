@@ -175,7 +175,7 @@ async fn keys_command(cmd: KeysCommand, data_dir: &Path) -> Result<()> {
         | KeysCommand::Revoke { remote, .. } => remote.server.clone(),
     };
     if let Some(url) = server {
-        return commands::keys_remote(&url, cmd).await;
+        return crate::remote_keys::keys_remote(&url, cmd).await;
     }
     let store = open_store(data_dir).await?;
     match cmd {
