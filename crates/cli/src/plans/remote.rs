@@ -96,13 +96,7 @@ async fn approve(remote: &Remote, yes: PlanYes) -> Result<()> {
             asked(view, steps, Act::Approve).await?
         }
     };
-    let seen = shown.seen();
-    let body = json!({
-        "key_id": view.key_id,
-        "plan_digest": seen.digest,
-        "revision": yes.digest.is_none().then_some(view.revision),
-        "step_ids": yes.steps,
-    });
+    let body = seen_body(view, &shown, &yes);
     let answer: ApprovalAnswer = remote
         .post("/console/api/approve", body, &yes.factor)
         .await?;
@@ -124,15 +118,21 @@ async fn apply(remote: &Remote, yes: PlanYes) -> Result<()> {
             asked(view, steps, Act::Apply).await?
         }
     };
-    let seen = shown.seen();
-    let body = json!({
-        "key_id": view.key_id,
-        "plan_digest": seen.digest,
-        "revision": yes.digest.is_none().then_some(view.revision),
-        "step_ids": yes.steps,
-    });
+    let body = seen_body(view, &shown, &yes);
     let receipt: Receipt = remote.post("/console/api/apply", body, &yes.factor).await?;
     finish_receipt(receipt, yes.json)
+}
+
+/// An approve or apply request: the key, the plan as the person saw it
+/// (its revision only when they were shown it here, not given a digest),
+/// and the steps named.
+fn seen_body(view: &KeyPlanView, shown: &Shown, yes: &PlanYes) -> Value {
+    json!({
+        "key_id": view.key_id,
+        "plan_digest": shown.seen().digest,
+        "revision": yes.digest.is_none().then_some(view.revision),
+        "step_ids": yes.steps,
+    })
 }
 
 /// The steps a yes covers, as the server listed them: the named ones that

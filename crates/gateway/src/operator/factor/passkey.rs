@@ -56,6 +56,25 @@ fn unb64(text: &str, what: &str) -> Result<Vec<u8>, String> {
         .map_err(|_| format!("the {what} is not base64url"))
 }
 
+/// The client data JSON the browser sent (base64url), the challenge it
+/// answers as sent (base64url) and that challenge's text.
+fn client_data(b64_json: &str) -> Result<(String, String, String), String> {
+    let text = |b: Vec<u8>| String::from_utf8(b).ok();
+    let json = unb64(b64_json, "client data")
+        .ok()
+        .and_then(text)
+        .ok_or("the client data is not text")?;
+    let challenge = serde_json::from_str::<serde_json::Value>(&json)
+        .ok()
+        .and_then(|v| v["challenge"].as_str().map(str::to_owned))
+        .ok_or("the client data names no challenge")?;
+    let challenge_text = unb64(&challenge, "challenge")
+        .ok()
+        .and_then(text)
+        .ok_or("the challenge is not one plangate issued")?;
+    Ok((json, challenge, challenge_text))
+}
+
 /// What a challenge for `act` binds: the act in words and what was seen.
 fn bound(act: &Act<'_>, seen: &str) -> String {
     format!("{} {seen}", act.describe())
@@ -117,20 +136,10 @@ pub(super) fn check(
         ));
     };
     let fail = |why: String| (Some(operator.clone()), why);
-    let client_json = unb64(&f.client_data_json, "client data")
-        .ok()
-        .and_then(|b| String::from_utf8(b).ok())
-        .ok_or_else(|| fail("the client data is not text".to_owned()))?;
+    let (client_json, challenge_b64, challenge_text) =
+        client_data(&f.client_data_json).map_err(fail)?;
     let auth_bytes = unb64(&f.authenticator_data, "authenticator data").map_err(fail)?;
     let signature = unb64(&f.signature, "signature").map_err(fail)?;
-    let challenge_b64 = serde_json::from_str::<serde_json::Value>(&client_json)
-        .ok()
-        .and_then(|v| v["challenge"].as_str().map(str::to_owned))
-        .ok_or_else(|| fail("the client data names no challenge".to_owned()))?;
-    let challenge_text = unb64(&challenge_b64, "challenge")
-        .ok()
-        .and_then(|b| String::from_utf8(b).ok())
-        .ok_or_else(|| fail("the challenge is not one plangate issued".to_owned()))?;
     let nonce = passkey::check_challenge(
         material.signing_key(),
         &challenge_text,
@@ -283,18 +292,8 @@ pub async fn register(
         operator: operator.clone(),
         reason,
     };
-    let client_json = unb64(&fields.client_data_json, "client data")
-        .ok()
-        .and_then(|b| String::from_utf8(b).ok())
-        .ok_or_else(|| fail("the client data is not text".to_owned()))?;
-    let challenge_b64 = serde_json::from_str::<serde_json::Value>(&client_json)
-        .ok()
-        .and_then(|v| v["challenge"].as_str().map(str::to_owned))
-        .ok_or_else(|| fail("the client data names no challenge".to_owned()))?;
-    let challenge_text = unb64(&challenge_b64, "challenge")
-        .ok()
-        .and_then(|b| String::from_utf8(b).ok())
-        .unwrap_or_default();
+    let (client_json, challenge_b64, challenge_text) =
+        client_data(&fields.client_data_json).map_err(fail)?;
     passkey::check_challenge(
         material.signing_key(),
         &challenge_text,
