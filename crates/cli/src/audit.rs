@@ -13,48 +13,22 @@ use crate::output::outln;
 
 use anyhow::Result;
 use plangate_store::Store;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::commands::UsageError;
-
-/// One exported line: the stored body with `seq` and `key_seq` beside its
-/// own fields, and its link and signature in the hash chain (`hash`,
-/// `sig`) when it has them, so `audit verify --public-key` can check the
-/// export alone.
-fn line(event: &plangate_store::StoredEvent) -> Value {
-    let mut body = match event.body.value() {
-        Value::Object(map) => map,
-        other => {
-            let mut m = serde_json::Map::new();
-            m.insert("body".to_owned(), other);
-            m
-        }
-    };
-    body.insert("seq".to_owned(), json!(event.seq));
-    body.insert("key_seq".to_owned(), json!(event.key_seq));
-    if let Some(hash) = &event.hash {
-        body.insert("hash".to_owned(), json!(hash));
-    }
-    if let Some(sig) = &event.sig {
-        body.insert("sig".to_owned(), json!(sig));
-    }
-    Value::Object(body)
-}
 
 /// The log `name` names: a key's (by name or id), or one of plangate's own
 /// logs (`tools`, the tool pins; `operators`, who may approve and every
 /// factor used) when no key has that name.
 pub async fn log_id(store: &dyn Store, name: &str) -> Result<String> {
-    match crate::plans::resolve_key(store, name).await {
-        Ok(key) => Ok(key.id),
-        Err(_)
-            if name == plangate_core::TOOLS_LOG
-                || name == plangate_core::operators::OPERATORS_LOG =>
-        {
-            Ok(name.to_owned())
-        }
-        Err(e) => Err(e),
-    }
+    plangate_gateway::audit::log_id(store, name)
+        .await?
+        .ok_or_else(|| {
+            UsageError(format!(
+                "no key named {name:?}; `plangate keys list` shows the keys"
+            ))
+            .into()
+        })
 }
 
 /// `plangate audit export`.
@@ -70,14 +44,13 @@ pub async fn export(
         None => None,
     };
     let events = store.export_events(key_id.as_deref(), since_ms).await?;
-    let mut text = String::new();
-    for e in &events {
-        // Hidden characters as `\uXXXX`: the same JSON, safe to `cat`.
-        text.push_str(&plangate_core::screen_json(&serde_json::to_string(&line(
-            e,
-        ))?));
-        text.push('\n');
-    }
+    let text = plangate_gateway::audit::export_text(&events);
+    write_export(&text, events.len(), out, as_json)
+}
+
+/// Writes an export's `text` (`count` events) to stdout or to `out`, with
+/// a summary line for the person when it went to a file.
+pub fn write_export(text: &str, count: usize, out: Option<&Path>, as_json: bool) -> Result<()> {
     match out {
         None => {
             let mut stdout = std::io::stdout().lock();
@@ -93,11 +66,11 @@ pub async fn export(
             })?;
             if as_json {
                 crate::output::json(&json!({
-                    "events": events.len(),
+                    "events": count,
                     "out": path.display().to_string(),
                 }))?;
             } else {
-                outln!("wrote {} event(s) to {}", events.len(), path.display());
+                outln!("wrote {count} event(s) to {}", path.display());
             }
         }
     }

@@ -15,8 +15,8 @@ use std::path::Path;
 
 use anyhow::{Result, anyhow};
 use plangate_core::chain::{Break, Chain, Sealed};
+use plangate_gateway::audit::Verified;
 use plangate_store::{PublicLogKey, Store};
-use serde::Serialize;
 use serde_json::Value;
 
 use crate::commands::UsageError;
@@ -26,27 +26,9 @@ use crate::output::outln;
 /// the body is rebuilt to be hashed.
 const EXPORT_FIELDS: [&str; 4] = ["seq", "key_seq", "hash", "sig"];
 
-/// What a verification found, for `--json` and for the summary line.
-#[derive(Debug, Default, Serialize)]
-pub struct Verified {
-    /// Keys whose logs were followed.
-    pub keys: usize,
-    /// Events followed.
-    pub events: usize,
-    /// Events written before the log was signed, each covered by the first
-    /// signed event after it.
-    pub unsigned: u64,
-    /// Keys whose first exported event is not their first (an export made
-    /// with `--since` or of part of the log): checked from there on.
-    pub partial: Vec<String>,
-    /// The first event of each key that does not verify.
-    pub broken: Vec<Break>,
-    /// The public key the signatures were checked with.
-    pub public_key: String,
-}
-
 /// `plangate audit verify` against the store: every key's log, or only
-/// `key`'s.
+/// `key`'s ([`plangate_gateway::audit::verify_store`], the operator API's
+/// check too).
 pub async fn verify_store(
     store: &dyn Store,
     public: PublicLogKey,
@@ -54,37 +36,10 @@ pub async fn verify_store(
     as_json: bool,
 ) -> Result<()> {
     let key_ids = match key {
-        Some(k) => vec![crate::audit::log_id(store, k).await?],
-        None => store.keys_with_events().await?,
+        Some(k) => Some(vec![crate::audit::log_id(store, k).await?]),
+        None => None,
     };
-    let mut found = Verified {
-        public_key: public.to_string(),
-        ..Verified::default()
-    };
-    for key_id in key_ids {
-        let mut chain = Chain::default();
-        let events = store.load_events(&key_id, 0).await?;
-        found.keys += 1;
-        found.events += events.len();
-        for e in &events {
-            let sealed = Sealed {
-                hash: e.hash.as_deref(),
-                sig: e.sig.as_deref(),
-            };
-            chain.follow(
-                &key_id,
-                e.key_seq,
-                e.at_ms,
-                &e.kind,
-                e.body.as_str(),
-                sealed,
-                |link, sig| public.verifies(link, sig),
-            );
-        }
-        chain.settle(&key_id);
-        found.unsigned += chain.unsigned;
-        found.broken.extend(chain.broken);
-    }
+    let found = plangate_gateway::audit::verify_store(store, public, key_ids).await?;
     report(&found, "the store", as_json)
 }
 
@@ -242,7 +197,7 @@ impl ExportedEvent {
 
 /// Prints what was found; an error (exit 1) naming the first break of
 /// each key when any does not verify.
-fn report(found: &Verified, what: &str, as_json: bool) -> Result<()> {
+pub(crate) fn report(found: &Verified, what: &str, as_json: bool) -> Result<()> {
     if as_json {
         crate::output::json(found)?;
     } else if found.broken.is_empty() {

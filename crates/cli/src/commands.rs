@@ -182,16 +182,25 @@ pub async fn operator_token(store: &dyn Store, name: &str, as_json: bool) -> Res
         .create_operator_token(name)
         .await
         .map_err(|e| UsageError(e.to_string()))?;
+    print_operator_token(&created.operator, &created.token, as_json)
+}
+
+/// Prints a new operator token, once, and what it opens.
+pub(crate) fn print_operator_token(
+    operator: &OperatorToken,
+    token: &str,
+    as_json: bool,
+) -> Result<()> {
     if as_json {
-        let mut v = operator_json(&created.operator);
-        v["token"] = json!(created.token);
+        let mut v = operator_json(operator);
+        v["token"] = json!(token);
         crate::output::json(&v)?;
     } else {
-        outln!("{}", created.token);
+        outln!("{token}");
         eprintln!(
             "created operator token {:?} ({}). This is the only time it is shown: store it now.\n\
-             Log in with it at http://HOST:PORT/console of `plangate serve --http`. It opens the console only: it is not an API key.",
-            created.operator.name, created.operator.id
+             Log in with it at http://HOST:PORT/console of `plangate serve --http`, or give it to `--server` commands (PLANGATE_OPERATOR_TOKEN). It is not an API key.",
+            operator.name, operator.id
         );
     }
     Ok(())
@@ -199,7 +208,11 @@ pub async fn operator_token(store: &dyn Store, name: &str, as_json: bool) -> Res
 
 /// `plangate operator list`: never shows tokens, only their prefixes.
 pub async fn operator_list(store: &dyn Store, as_json: bool) -> Result<()> {
-    let operators = store.list_operator_tokens().await?;
+    print_operator_tokens(&store.list_operator_tokens().await?, as_json)
+}
+
+/// Prints operator tokens (their prefixes, never the tokens).
+pub(crate) fn print_operator_tokens(operators: &[OperatorToken], as_json: bool) -> Result<()> {
     if as_json {
         let v: Vec<_> = operators.iter().map(operator_json).collect();
         crate::output::json(&v)?;
@@ -234,8 +247,13 @@ pub async fn operator_revoke(store: &dyn Store, operator: &str, as_json: bool) -
         .revoke_operator_token(operator)
         .await
         .map_err(|e| UsageError(e.to_string()))?;
+    print_operator_revoked(&revoked, as_json)
+}
+
+/// Says an operator token was revoked.
+pub(crate) fn print_operator_revoked(revoked: &OperatorToken, as_json: bool) -> Result<()> {
     if as_json {
-        crate::output::json(&operator_json(&revoked))?;
+        crate::output::json(&operator_json(revoked))?;
     } else {
         outln!("revoked operator token {:?} ({})", revoked.name, revoked.id);
     }

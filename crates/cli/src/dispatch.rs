@@ -47,12 +47,7 @@ pub(crate) async fn run(cli: Cli) -> Result<()> {
         }),
         Command::Keys(cmd) => keys_command(cmd, data_dir).await,
         Command::Operator(cmd) => operator_command(cmd, data_dir).await,
-        Command::Approvals(ApprovalsCommand::Require {
-            requirement,
-            json,
-            factor,
-        }) => factor::require(data_dir, &requirement, &factor, json).await,
-        Command::Approvals(ApprovalsCommand::Show { json }) => factor::show(data_dir, json).await,
+        Command::Approvals(cmd) => approvals_command(cmd, data_dir).await,
         Command::Config(ConfigCommand::Check { source, json }) => {
             config_check(&source, data_dir, json).await
         }
@@ -126,14 +121,45 @@ pub(crate) async fn run(cli: Cli) -> Result<()> {
     }
 }
 
+/// `plangate approvals require|show`.
+async fn approvals_command(cmd: ApprovalsCommand, data_dir: &Path) -> Result<()> {
+    let (ApprovalsCommand::Require { remote, .. } | ApprovalsCommand::Show { remote, .. }) = &cmd;
+    if let Some(url) = remote.server.clone() {
+        return crate::remote_admin::approvals(&url, cmd).await;
+    }
+    match cmd {
+        ApprovalsCommand::Require {
+            requirement,
+            json,
+            factor,
+            ..
+        } => factor::require(data_dir, &requirement, &factor, json).await,
+        ApprovalsCommand::Show { json, .. } => factor::show(data_dir, json).await,
+    }
+}
+
 /// `plangate audit …`: export, verify, public-key.
 async fn audit_command(cmd: AuditCommand, data_dir: &Path) -> Result<()> {
+    let server = match &cmd {
+        // An export's file is checked here, whatever PLANGATE_SERVER says.
+        AuditCommand::Verify {
+            public_key: Some(_),
+            ..
+        } => None,
+        AuditCommand::Export { remote, .. }
+        | AuditCommand::Verify { remote, .. }
+        | AuditCommand::PublicKey { remote, .. } => remote.server.clone(),
+    };
+    if let Some(url) = server {
+        return crate::remote_admin::audit(&url, cmd).await;
+    }
     match cmd {
         AuditCommand::Export {
             key,
             since,
             out,
             json,
+            ..
         } => {
             let store = open_store(data_dir).await?;
             audit::export(&*store, key.as_deref(), since, out.as_deref(), json).await
@@ -143,6 +169,7 @@ async fn audit_command(cmd: AuditCommand, data_dir: &Path) -> Result<()> {
             public_key,
             export,
             json,
+            ..
         } => match (public_key, export) {
             (Some(public_key), Some(export)) => {
                 audit_verify::verify_export(&public_key, &export, json)
@@ -153,7 +180,7 @@ async fn audit_command(cmd: AuditCommand, data_dir: &Path) -> Result<()> {
                 audit_verify::verify_store(&*store, public, key.as_deref(), json).await
             }
         },
-        AuditCommand::PublicKey { json } => {
+        AuditCommand::PublicKey { json, .. } => {
             audit_verify::public_key(log_key(data_dir)?.public(), json)
         }
     }
@@ -198,9 +225,19 @@ async fn keys_command(cmd: KeysCommand, data_dir: &Path) -> Result<()> {
 }
 
 async fn operator_command(cmd: OperatorCommand, data_dir: &Path) -> Result<()> {
+    let (OperatorCommand::Token { remote, .. }
+    | OperatorCommand::List { remote, .. }
+    | OperatorCommand::Revoke { remote, .. }
+    | OperatorCommand::Enroll { remote, .. }
+    | OperatorCommand::Remove { remote, .. }) = &cmd;
+    if let Some(url) = remote.server.clone() {
+        return crate::remote_admin::operator(&url, cmd).await;
+    }
     let store = open_store(data_dir).await?;
     match cmd {
-        OperatorCommand::Token { name, json, factor } => {
+        OperatorCommand::Token {
+            name, json, factor, ..
+        } => {
             factor::confirm(data_dir, &Act::IssueOperatorToken { name: &name }, &factor).await?;
             commands::operator_token(&*store, &name, json).await
         }
@@ -211,15 +248,18 @@ async fn operator_command(cmd: OperatorCommand, data_dir: &Path) -> Result<()> {
             json,
             factor,
             ..
-        } => factor::invite_passkey(data_dir, &name, &console, &factor, json).await,
+        } => {
+            let console = console.as_deref().unwrap_or("http://localhost:7070");
+            factor::invite_passkey(data_dir, &name, console, &factor, json).await
+        }
         OperatorCommand::Enroll {
             name, json, factor, ..
         } => factor::enroll(data_dir, &name, &factor, json).await,
-        OperatorCommand::Remove { name, json, factor } => {
-            factor::remove(data_dir, &name, &factor, json).await
-        }
-        OperatorCommand::List { json } => commands::operator_list(&*store, json).await,
-        OperatorCommand::Revoke { operator, json } => {
+        OperatorCommand::Remove {
+            name, json, factor, ..
+        } => factor::remove(data_dir, &name, &factor, json).await,
+        OperatorCommand::List { json, .. } => commands::operator_list(&*store, json).await,
+        OperatorCommand::Revoke { operator, json, .. } => {
             commands::operator_revoke(&*store, &operator, json).await
         }
     }
@@ -377,8 +417,14 @@ async fn mode_command(cmd: ModeCommand, data_dir: &Path) -> Result<()> {
 /// `plangate tools list|accept|reject`.
 async fn tools_command(cmd: ToolsCommand, data_dir: &Path) -> Result<()> {
     use plangate_gateway::tool_pins::Decision;
+    let (ToolsCommand::List { remote, .. }
+    | ToolsCommand::Accept { remote, .. }
+    | ToolsCommand::Reject { remote, .. }) = &cmd;
+    if let Some(url) = remote.server.clone() {
+        return crate::remote_admin::tools(&url, cmd).await;
+    }
     let (source, named, hash, decision, json) = match cmd {
-        ToolsCommand::List { source, json } => {
+        ToolsCommand::List { source, json, .. } => {
             let config = load_config(&source, data_dir)?;
             let store = open_store(data_dir).await?;
             return tools::list(&config, store, log_key(data_dir)?, json).await;
@@ -391,7 +437,10 @@ async fn tools_command(cmd: ToolsCommand, data_dir: &Path) -> Result<()> {
             allow_downgrade,
             json,
             factor,
+            ..
         } => {
+            let (store, key) = (open_store(data_dir).await?, log_key(data_dir)?);
+            tools::held_as_seen(store, key, (&upstream, &tool), hash.as_deref()).await?;
             let act = Act::AcceptTool {
                 server: &upstream,
                 tool: &tool,
@@ -411,6 +460,7 @@ async fn tools_command(cmd: ToolsCommand, data_dir: &Path) -> Result<()> {
             tool,
             hash,
             json,
+            ..
         } => (
             source,
             (upstream, tool),

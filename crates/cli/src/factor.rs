@@ -12,7 +12,10 @@ use anyhow::{Result, anyhow};
 use plangate_core::Channel;
 use plangate_core::factor::Requirement;
 use plangate_core::operators::OPERATORS_LOG;
-use plangate_gateway::operator::factor::{self, Act, Confirmed, FactorError, OperatorsLog, Proof};
+use plangate_gateway::operator::factor::view::{ApprovalsView, RequireAnswer, approvals_view};
+use plangate_gateway::operator::factor::{
+    self, Act, Confirmed, Enrolment, FactorError, OperatorsLog, Proof,
+};
 use serde_json::json;
 
 use crate::args::FactorArgs;
@@ -124,15 +127,26 @@ pub(crate) async fn enroll(
         .await
         .map_err(refused)?;
     let state = log.state(OPERATORS_LOG).await?;
+    print_enrolment(&enrolment, state.require, as_json)
+}
+
+/// Prints what enrolment hands the person, once (the QR code on a
+/// terminal), and what a yes requires now.
+pub(crate) fn print_enrolment(
+    enrolment: &Enrolment,
+    require: Requirement,
+    as_json: bool,
+) -> Result<()> {
     if as_json {
         return crate::output::json(&json!({
             "operator": enrolment.operator,
             "otpauth_uri": enrolment.otpauth_uri,
             "secret_base32": enrolment.secret_base32,
             "recovery_codes": enrolment.recovery_codes,
-            "approvals_require": state.require.as_str(),
+            "approvals_require": require.as_str(),
         }));
     }
+    let name = &enrolment.operator;
     outln!(
         "enrolled operator {name:?} with a TOTP factor. This is the only time the secret and the recovery codes are shown: store them now."
     );
@@ -149,12 +163,12 @@ pub(crate) async fn enroll(
         outln!("  {code}");
     }
     outln!();
-    if state.require == Requirement::None {
+    if require == Requirement::None {
         outln!(
             "Approvals do not require it yet. To require a code for every yes: plangate approvals require totp"
         );
     } else {
-        outln!("Approvals require {}.", state.require);
+        outln!("Approvals require {require}.");
     }
     Ok(())
 }
@@ -196,10 +210,20 @@ pub(crate) async fn invite_passkey(
         .await
     })
     .await?;
-    let link = format!(
+    print_invite(name, &invite_link(console, &secret), as_json)
+}
+
+/// The console's page that registers a passkey with the one-time
+/// `secret`. The secret rides in the fragment, which no browser sends.
+pub(crate) fn invite_link(console: &str, secret: &str) -> String {
+    format!(
         "{}/console/passkey#invite={secret}",
         console.trim_end_matches('/')
-    );
+    )
+}
+
+/// Prints the passkey link for `name` and what to do with it.
+pub(crate) fn print_invite(name: &str, link: &str, as_json: bool) -> Result<()> {
     if as_json {
         return crate::output::json(&json!({"operator": name, "link": link}));
     }
@@ -224,9 +248,14 @@ pub(crate) async fn remove(
     as_json: bool,
 ) -> Result<()> {
     let (log, material) = operators(data_dir).await?;
-    factor::remove(&log, &material, name, given.proof(), Channel::Cli)
+    factor::remove(&log, &material, name, given.proof(), (Channel::Cli, None))
         .await
         .map_err(refused)?;
+    print_removed(name, as_json)
+}
+
+/// Says an operator was removed.
+pub(crate) fn print_removed(name: &str, as_json: bool) -> Result<()> {
     if as_json {
         return crate::output::json(&json!({"removed": name}));
     }
@@ -241,20 +270,32 @@ pub(crate) async fn require(
     given: &FactorArgs,
     as_json: bool,
 ) -> Result<()> {
-    let to = Requirement::parse(to).ok_or_else(|| {
-        UsageError(format!(
-            "{to:?} is not a requirement: give none, totp, passkey or totp_or_passkey"
-        ))
-    })?;
+    let to = requirement(to)?;
     let (log, material) = operators(data_dir).await?;
-    let (from, to) = asking(&log, given, async |proof| {
-        factor::require(&log, &material, to, proof, Channel::Cli).await
+    let answer = asking(&log, given, async |proof| {
+        factor::require(&log, &material, to, proof, (Channel::Cli, None)).await
     })
     .await?;
+    print_required(answer, as_json)
+}
+
+/// The requirement a person typed.
+pub(crate) fn requirement(word: &str) -> Result<Requirement> {
+    Requirement::parse(word).ok_or_else(|| {
+        UsageError(format!(
+            "{word:?} is not a requirement: give none, totp, passkey or totp_or_passkey"
+        ))
+        .into()
+    })
+}
+
+/// Says what a yes requires now, and what it required before.
+pub(crate) fn print_required(answer: RequireAnswer, as_json: bool) -> Result<()> {
+    let RequireAnswer { from, require } = answer;
     if as_json {
-        return crate::output::json(&json!({"from": from.as_str(), "require": to.as_str()}));
+        return crate::output::json(&json!({"from": from.as_str(), "require": require.as_str()}));
     }
-    outln!("approvals now require {to} (were {from}), recorded in plangate's store");
+    outln!("approvals now require {require} (were {from}), recorded in plangate's store");
     Ok(())
 }
 
@@ -262,47 +303,52 @@ pub(crate) async fn require(
 pub(crate) async fn show(data_dir: &Path, as_json: bool) -> Result<()> {
     let (log, _) = operators(data_dir).await?;
     let state = log.state(OPERATORS_LOG).await?;
+    print_approvals(&approvals_view(&state), as_json)
+}
+
+/// Prints what a yes needs and each enrolled operator's factors.
+pub(crate) fn print_approvals(view: &ApprovalsView, as_json: bool) -> Result<()> {
     if as_json {
-        let operators: Vec<_> = state
-            .enrolled
+        let operators: Vec<_> = view
+            .operators
             .iter()
-            .map(|(name, e)| {
+            .map(|o| {
                 json!({
-                    "operator": name,
-                    "totp": e.totp_sealed.is_some(),
-                    "passkeys": e.passkeys.len(),
-                    "recovery_codes_left": e.recovery.iter().filter(|(_, used)| !used).count(),
-                    "enrolled_at": plangate_core::format_time_ms(e.enrolled_at_ms),
+                    "operator": o.operator,
+                    "totp": o.totp,
+                    "passkeys": o.passkeys,
+                    "recovery_codes_left": o.recovery_codes_left,
+                    "enrolled_at": o.enrolled_at,
                 })
             })
             .collect();
         return crate::output::json(&json!({
-            "require": state.require.as_str(),
+            "require": view.require.as_str(),
             "operators": operators,
         }));
     }
-    outln!("approvals require: {}", state.require);
-    if state.enrolled.is_empty() {
+    outln!("approvals require: {}", view.require);
+    if view.operators.is_empty() {
         outln!(
             "no operator is enrolled; `plangate operator enroll --name NAME --totp` enrolls one"
         );
     }
-    for (name, e) in &state.enrolled {
+    for o in &view.operators {
         let mut factors = Vec::new();
-        if e.totp_sealed.is_some() {
+        if o.totp {
             factors.push(format!(
                 "totp, {} of {} recovery codes left",
-                e.recovery.iter().filter(|(_, used)| !used).count(),
-                e.recovery.len()
+                o.recovery_codes_left, o.recovery_codes
             ));
         }
-        if !e.passkeys.is_empty() {
-            factors.push(format!("{} passkey(s)", e.passkeys.len()));
+        if o.passkeys > 0 {
+            factors.push(format!("{} passkey(s)", o.passkeys));
         }
         outln!(
-            "  {name}: {}; enrolled {}",
+            "  {}: {}; enrolled {}",
+            o.operator,
             factors.join("; "),
-            plangate_core::format_time_ms(e.enrolled_at_ms)
+            o.enrolled_at
         );
     }
     Ok(())

@@ -30,6 +30,7 @@ mod plans;
 mod policy;
 mod preview_text;
 mod remote;
+mod remote_admin;
 mod remote_keys;
 mod serve;
 mod service;

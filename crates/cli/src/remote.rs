@@ -62,10 +62,9 @@ impl Remote {
         Ok(Remote { base, token, http })
     }
 
-    async fn send<T: DeserializeOwned>(
-        &self,
-        request: reqwest::RequestBuilder,
-    ) -> Result<Answer<T>> {
+    /// Sends `request` with the token; a success's body as text, or the
+    /// server's refusal.
+    async fn send_raw(&self, request: reqwest::RequestBuilder) -> Result<Answer<String>> {
         let response = request
             .bearer_auth(&self.token)
             .send()
@@ -82,14 +81,7 @@ impl Remote {
             .await
             .with_context(|| format!("reading plangate's answer from {}", self.base))?;
         if status.is_success() {
-            return serde_json::from_str(&text)
-                .map(Answer::Done)
-                .with_context(|| {
-                    format!(
-                        "{} answered something this plangate does not read (another version?)",
-                        self.base
-                    )
-                });
+            return Ok(Answer::Done(text));
         }
         match serde_json::from_str::<Refusal>(&text) {
             Ok(refusal) => Ok(Answer::Refused(refusal)),
@@ -100,15 +92,42 @@ impl Remote {
         }
     }
 
+    async fn send<T: DeserializeOwned>(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<Answer<T>> {
+        match self.send_raw(request).await? {
+            Answer::Done(text) => {
+                serde_json::from_str(&text)
+                    .map(Answer::Done)
+                    .with_context(|| {
+                        format!(
+                            "{} answered something this plangate does not read (another version?)",
+                            self.base
+                        )
+                    })
+            }
+            Answer::Refused(r) => Ok(Answer::Refused(r)),
+        }
+    }
+
+    fn url(&self, path: &str, query: &[(&str, &str)]) -> Result<reqwest::Url> {
+        reqwest::Url::parse_with_params(&format!("{}{path}", self.base), query)
+            .map_err(|e| UsageError(format!("--server {:?}: {e}", self.base)).into())
+    }
+
+    /// `GET` of `path` with `query`, its body as text (an export).
+    pub(crate) async fn get_text(&self, path: &str, query: &[(&str, &str)]) -> Result<String> {
+        done(self.send_raw(self.http.get(self.url(path, query)?)).await?)
+    }
+
     /// `GET` of `path` with `query`.
     pub(crate) async fn get<T: DeserializeOwned>(
         &self,
         path: &str,
         query: &[(&str, &str)],
     ) -> Result<T> {
-        let url = reqwest::Url::parse_with_params(&format!("{}{path}", self.base), query)
-            .map_err(|e| UsageError(format!("--server {:?}: {e}", self.base)))?;
-        done(self.send(self.http.get(url)).await?)
+        done(self.send(self.http.get(self.url(path, query)?)).await?)
     }
 
     /// `POST` of `body` to `path`; when the server wants a factor and none

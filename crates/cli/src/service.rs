@@ -389,6 +389,9 @@ pub(crate) fn install(install: &Install<'_>) -> Result<()> {
         "  plangate plans show --key claude-code --server http://{listen}       # review; approve the same way, with your code",
         listen = install.listen
     );
+    outln!(
+        "every operator command (plans, mode, keys, tools, approvals, operator, audit) takes --server the same way"
+    );
     Ok(())
 }
 

@@ -14,7 +14,7 @@ use plangate_config::Config;
 use plangate_core::{Actor, Channel, TOOLS_LOG, ToolPins};
 use plangate_gateway::key_log::KeyLog;
 use plangate_gateway::operator::factor::Confirmed;
-use plangate_gateway::tool_pins::{self, Decision, PinError};
+use plangate_gateway::tool_pins::{self, Decided, Decision, PinError, ToolRow};
 use plangate_store::{LogKey, Store, format_time_ms, now_ms};
 use serde_json::json;
 
@@ -41,7 +41,12 @@ pub async fn list(
     as_json: bool,
 ) -> Result<()> {
     let pins = pins(store, log_key).await?;
-    let rows = tool_pins::rows(&pins, config);
+    print_rows(&tool_pins::rows(&pins, config), as_json)
+}
+
+/// Prints the tools' rows as a table (or JSON), and how to review what is
+/// held.
+pub fn print_rows(rows: &[ToolRow], as_json: bool) -> Result<()> {
     if as_json {
         crate::output::json(&json!({"tools": rows}))?;
         return Ok(());
@@ -63,7 +68,7 @@ pub async fn list(
             };
             let status = match r.reason {
                 Some(reason) => format!("{} ({})", r.status, reason.as_str()),
-                None => r.status.to_owned(),
+                None => r.status.to_string(),
             };
             let definition = match (&r.accepted_hash, &r.held_hash) {
                 (Some(a), Some(h)) => format!("{} -> {}", short(a), short(h)),
@@ -101,6 +106,21 @@ pub async fn list(
     Ok(())
 }
 
+/// Refuses an accept before the person's code is asked for when nothing
+/// of the tool is held, or the held definition is not the one reviewed
+/// (checked again when the decision is recorded).
+pub async fn held_as_seen(
+    store: Arc<dyn Store>,
+    log_key: Arc<LogKey>,
+    named: (&str, &str),
+    hash: Option<&str>,
+) -> Result<()> {
+    let pins = pins(store, log_key).await?;
+    tool_pins::held_as_seen(&pins, named, hash)
+        .map(|_| ())
+        .map_err(|e| UsageError(e.to_string()).into())
+}
+
 /// `plangate tools accept|reject UPSTREAM TOOL [--hash H]`; an accept
 /// comes with the person's confirmed yes.
 pub async fn decide(
@@ -134,34 +154,30 @@ pub async fn decide(
         PinError::Log(e) => anyhow::Error::from(e),
         other => UsageError(other.to_string()).into(),
     })?;
-    let what = match decision {
-        Decision::Accept { .. } => "accepted",
-        Decision::Reject => "rejected",
-    };
-    let hash = pins
-        .pin(server, tool)
-        .and_then(|p| match decision {
-            Decision::Accept { .. } => p.accepted.as_ref().map(|a| a.definition_hash.clone()),
-            Decision::Reject => p
-                .held
-                .as_ref()
-                .map(|h| h.definition.definition_hash.clone()),
-        })
-        .unwrap_or_default();
+    print_decided(&Decided::of(&pins, (server, tool), decision), as_json)
+}
+
+/// Says what a person decided on a held definition, and what follows.
+pub fn print_decided(decided: &Decided, as_json: bool) -> Result<()> {
     if as_json {
-        crate::output::json(
-            &json!({"server": server, "tool": tool, "decision": what, "definition_hash": hash}),
-        )?;
-    } else {
-        let next = match decision {
-            Decision::Accept { .. } => {
-                "it is offered again from the next call, by every gateway sharing this store"
-            }
-            Decision::Reject => {
-                "it stays out until the upstream changes it and someone accepts the new definition"
-            }
-        };
-        outln!("{what} {server} {tool} ({}): {next}", short(&hash));
+        return crate::output::json(&json!({
+            "server": decided.server,
+            "tool": decided.tool,
+            "decision": decided.decision,
+            "definition_hash": decided.definition_hash,
+        }));
     }
+    let next = if decided.decision == "accepted" {
+        "it is offered again from the next call, by every gateway sharing this store"
+    } else {
+        "it stays out until the upstream changes it and someone accepts the new definition"
+    };
+    outln!(
+        "{} {} {} ({}): {next}",
+        decided.decision,
+        decided.server,
+        decided.tool,
+        short(&decided.definition_hash)
+    );
     Ok(())
 }

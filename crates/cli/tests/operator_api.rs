@@ -232,3 +232,254 @@ fn totp_enrolment_on_a_terminal_shows_the_uri_as_a_qr_code_and_piped_does_not() 
     let piped = succeeded(&args, &scratch.run(&args));
     assert!(!piped.contains('▄'), "{piped}");
 }
+
+/// Puts an older definition of the site's `update_option` into the tool
+/// pins before any gateway ran: at its first listing the gateway holds
+/// the real one back, changed, for a person to accept.
+async fn pin_an_older_update_option(scratch: &Scratch) {
+    let store = plangate_store::open_sqlite(&scratch.data_dir().join("plangate.db"))
+        .await
+        .unwrap();
+    let older = serde_json::json!({
+        "name": "update_option",
+        "description": "an older definition",
+        "inputSchema": {"type": "object"},
+        "annotations": {"readOnlyHint": false, "destructiveHint": false},
+    });
+    let pinned = plangate_core::Event {
+        at_ms: 1,
+        key_id: plangate_core::TOOLS_LOG.into(),
+        actor: plangate_core::Actor::System,
+        channel: plangate_core::Channel::Gateway,
+        kind: plangate_core::EventKind::ToolsPinned {
+            server: "site".into(),
+            tools: vec![plangate_core::PinnedDefinition::of("update_option", &older)],
+        },
+    };
+    let event = plangate_store::NewEvent {
+        at_ms: 1,
+        kind: "tools_pinned".into(),
+        body: serde_json::to_value(&pinned).unwrap(),
+        seal: None,
+    };
+    store
+        .append_events(plangate_core::TOOLS_LOG, 0, &[event])
+        .await
+        .unwrap();
+}
+
+/// Runs `plangate ARGS… --server SERVER` from no data dir with `token`.
+fn over(server: &str, token: &str, args: &[&str]) -> Output {
+    let mut all = args.to_vec();
+    all.extend(["--server", server]);
+    elsewhere(&all, Some(token))
+}
+
+/// Refused for want of the person's code, with nothing else said wrong.
+fn wants_a_code(out: &Output) {
+    assert!(!out.status.success(), "{out:?}");
+    assert!(stderr(out).contains("[factor_required]"), "{}", stderr(out));
+}
+
+#[tokio::test]
+async fn who_may_say_yes_is_managed_through_the_service_with_no_data_dir() {
+    let (scratch, config, _) = demo_keys("", [("agent", "plan")]);
+    // The service user's first acts, at its data dir: one operator, one token.
+    let args = ["operator", "enroll", "--name", "alice", "--totp", "--json"];
+    let enrolled = parsed(&args, &succeeded(&args, &scratch.run(&args)));
+    let mut codes: Vec<String> = enrolled["recovery_codes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap().to_owned())
+        .collect();
+    let args = ["operator", "token", "--name", "alice"];
+    let token = succeeded(&args, &scratch.run(&args)).trim().to_owned();
+    let service = serve_http(&scratch, &["--config", &config]);
+    let server = format!("http://{}", service.addr);
+    let run = |args: &[&str]| over(&server, &token, args);
+
+    let args = ["approvals", "show", "--json"];
+    let shown = parsed(&args, &succeeded(&args, &run(&args)));
+    assert_eq!(shown["require"], "none", "{shown}");
+    assert_eq!(shown["operators"][0]["operator"], "alice", "{shown}");
+    assert_eq!(shown["operators"][0]["recovery_codes_left"], 8, "{shown}");
+    // Raising needs nothing; from then on every widening act needs a code.
+    let args = ["approvals", "require", "totp"];
+    let said = succeeded(&args, &run(&args));
+    assert!(said.contains("now require totp (were none)"), "{said}");
+
+    let enroll = ["operator", "enroll", "--name", "bob", "--totp", "--json"];
+    wants_a_code(&run(&enroll));
+    let code = codes.pop().unwrap();
+    let with_code = [&enroll[..], &["--code", &code]].concat();
+    let bob = parsed(&with_code, &succeeded(&with_code, &run(&with_code)));
+    assert!(
+        bob["otpauth_uri"]
+            .as_str()
+            .unwrap()
+            .starts_with("otpauth://totp/plangate:bob")
+    );
+    assert_eq!(bob["recovery_codes"].as_array().unwrap().len(), 8, "{bob}");
+    assert_eq!(bob["approvals_require"], "totp", "{bob}");
+
+    let mint = ["operator", "token", "--name", "bob-console"];
+    wants_a_code(&run(&mint));
+    let code = codes.pop().unwrap();
+    let minted = [&mint[..], &["--code", &code, "--operator", "alice"]].concat();
+    let bobs = succeeded(&minted, &run(&minted)).trim().to_owned();
+    assert!(bobs.starts_with("pgo_"), "{bobs}");
+    // The new token works; revoked, it does not.
+    let list = ["operator", "list", "--json"];
+    let listed = succeeded(&list, &over(&server, &bobs, &list));
+    assert!(
+        listed.contains("bob-console") && !listed.contains(&bobs),
+        "{listed}"
+    );
+    let revoke = ["operator", "revoke", "bob-console"];
+    succeeded(&revoke, &run(&revoke));
+    let out = over(&server, &bobs, &["approvals", "show"]);
+    assert!(stderr(&out).contains("[unauthorized]"), "{}", stderr(&out));
+
+    let invite = [
+        "operator",
+        "enroll",
+        "--name",
+        "carol",
+        "--passkey",
+        "--json",
+    ];
+    let code = codes.pop().unwrap();
+    let invite = [&invite[..], &["--code", &code, "--operator", "alice"]].concat();
+    let link = parsed(&invite, &succeeded(&invite, &run(&invite)));
+    let port = service.addr.rsplit_once(':').unwrap().1;
+    let page = format!("http://localhost:{port}/console/passkey#invite=");
+    assert!(link["link"].as_str().unwrap().starts_with(&page), "{link}");
+
+    let remove = ["operator", "remove", "bob"];
+    wants_a_code(&run(&remove));
+    let code = codes.pop().unwrap();
+    let remove = [&remove[..], &["--code", &code, "--operator", "alice"]].concat();
+    let said = succeeded(&remove, &run(&remove));
+    assert!(said.contains("removed operator \"bob\""), "{said}");
+
+    // Lowering needs a code too; the trail names alice over the API.
+    let lower = ["approvals", "require", "none"];
+    wants_a_code(&run(&lower));
+    let code = codes.pop().unwrap();
+    let lower = [&lower[..], &["--code", &code]].concat();
+    succeeded(&lower, &run(&lower));
+    let args = ["audit", "export", "--key", "operators"];
+    let trail = succeeded(&args, &scratch.run(&args));
+    let lowered = trail
+        .lines()
+        .rev()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["type"] == "approvals_required")
+        .unwrap();
+    assert_eq!(lowered["require"], "none", "{lowered}");
+    assert_eq!(lowered["actor"]["name"], "alice", "{lowered}");
+    assert_eq!(lowered["channel"], "console", "{lowered}");
+}
+
+#[tokio::test]
+async fn held_tools_and_the_audit_trail_are_reached_through_the_service_with_no_data_dir() {
+    let (scratch, config, _) = demo_keys("", [("agent", "plan")]);
+    pin_an_older_update_option(&scratch).await;
+    let args = ["operator", "enroll", "--name", "alice", "--totp", "--json"];
+    let enrolled = parsed(&args, &succeeded(&args, &scratch.run(&args)));
+    let code = enrolled["recovery_codes"][0].as_str().unwrap().to_owned();
+    let args = ["operator", "token", "--name", "alice"];
+    let token = succeeded(&args, &scratch.run(&args)).trim().to_owned();
+    let args = ["approvals", "require", "totp"];
+    succeeded(&args, &scratch.run(&args));
+    let service = serve_http(&scratch, &["--config", &config]);
+    let server = format!("http://{}", service.addr);
+    let run = |args: &[&str]| over(&server, &token, args);
+
+    // The changed definition is held, as `tools list` shows it here.
+    let list = ["tools", "list", "--json"];
+    let mut held = Value::Null;
+    for _ in 0..100 {
+        let rows = parsed(&list, &succeeded(&list, &run(&list)));
+        if let Some(row) = rows["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["tool"] == "update_option" && r["status"] == "quarantined")
+        {
+            held = row.clone();
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(held["reason"], "changed", "{held}");
+    let hash = held["held_hash"].as_str().unwrap().to_owned();
+    let table = ["tools", "list"];
+    let said = succeeded(&table, &run(&table));
+    assert!(said.contains("quarantined (changed)"), "{said}");
+
+    let accept = ["tools", "accept", "site", "update_option", "--hash", &hash];
+    wants_a_code(&run(&accept));
+    let stale = [
+        "tools",
+        "accept",
+        "site",
+        "update_option",
+        "--hash",
+        "sha256:00",
+        "--code",
+        &code,
+    ];
+    let out = run(&stale);
+    assert!(
+        stderr(&out).contains("changed again since you looked"),
+        "{}",
+        stderr(&out)
+    );
+    // A stale look is refused before the code is spent: the same code
+    // then accepts what the person saw.
+    let accept = [&accept[..], &["--code", &code, "--json"]].concat();
+    let decided = parsed(&accept, &succeeded(&accept, &run(&accept)));
+    assert_eq!(decided["decision"], "accepted", "{decided}");
+    assert_eq!(decided["definition_hash"], hash.as_str(), "{decided}");
+    let again = ["tools", "accept", "site", "update_option"];
+    let out = run(&again);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(stderr(&out).contains("is quarantined"), "{}", stderr(&out));
+
+    // The audit trail: the same export, key and verdict as at the data dir.
+    let public = ["audit", "public-key"];
+    let here = succeeded(&public, &scratch.run(&public));
+    assert_eq!(succeeded(&public, &run(&public)), here);
+    let verify = ["audit", "verify"];
+    let said = succeeded(&verify, &run(&verify));
+    assert!(said.contains("verify: every link"), "{said}");
+    let export = ["audit", "export", "--key", "tools"];
+    let remote = succeeded(&export, &run(&export));
+    assert_eq!(remote, succeeded(&export, &scratch.run(&export)));
+    assert!(remote.contains("\"tool_accepted\""), "{remote}");
+    let files = tempfile::tempdir().unwrap();
+    let key_file = files.path().join("log.pub");
+    let export_file = files.path().join("export.jsonl");
+    std::fs::write(&key_file, &here).unwrap();
+    let to_file = ["audit", "export", "--out", export_file.to_str().unwrap()];
+    let said = succeeded(&to_file, &run(&to_file));
+    assert!(said.contains("event(s) to"), "{said}");
+    let offline = [
+        "audit",
+        "verify",
+        "--public-key",
+        key_file.to_str().unwrap(),
+        export_file.to_str().unwrap(),
+    ];
+    succeeded(&offline, &elsewhere(&offline, None));
+    let nobody = ["audit", "verify", "--key", "nobody"];
+    let out = run(&nobody);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        stderr(&out).contains("no key named \"nobody\""),
+        "{}",
+        stderr(&out)
+    );
+}

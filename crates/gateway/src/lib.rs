@@ -24,6 +24,7 @@ pub mod answer;
 mod app_view;
 pub mod apply;
 pub mod apps;
+pub mod audit;
 pub mod auth;
 pub mod call_log;
 mod capabilities;

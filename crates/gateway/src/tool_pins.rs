@@ -14,20 +14,20 @@ use plangate_core::{
     Actor, Channel, Effect, Event, EventKind, Held, PinnedDefinition, QuarantineReason, TOOLS_LOG,
     ToolPins, changed_fields, classify,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::key_log::{KeyLog, LogError};
 
 /// One tool as `plangate tools list` and the console show it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ToolRow {
     /// The upstream.
     pub server: String,
     /// The upstream's own tool name.
     pub tool: String,
     /// `pinned`, `quarantined` or `rejected`.
-    pub status: &'static str,
+    pub status: std::borrow::Cow<'static, str>,
     /// For a held definition: `new` or `changed`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<QuarantineReason>,
@@ -44,7 +44,7 @@ pub struct ToolRow {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub held_since_ms: Option<i64>,
     /// Top-level fields of the definition that changed (for `changed`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changed: Vec<String>,
     /// The effect class of the accepted definition under this config.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -142,7 +142,7 @@ pub fn rows(pins: &ToolPins, config: &Config) -> Vec<ToolRow> {
             out.push(ToolRow {
                 server: server.clone(),
                 tool: tool.clone(),
-                status,
+                status: status.into(),
                 reason,
                 accepted_hash: pin.accepted.as_ref().map(|a| a.definition_hash.clone()),
                 accepted_by: pin.accepted_by.clone(),
@@ -177,6 +177,75 @@ pub enum Decision {
     Reject,
 }
 
+/// A person's decision on a held definition, as every face reports it
+/// (`plangate tools accept|reject`, at the data dir or `--server`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Decided {
+    /// The upstream.
+    pub server: String,
+    /// The tool.
+    pub tool: String,
+    /// `accepted` or `rejected`.
+    pub decision: String,
+    /// The definition decided on.
+    pub definition_hash: String,
+}
+
+impl Decided {
+    /// What `decision` on `server`'s `tool` left in `pins` (the result of
+    /// [`decide`]).
+    pub fn of(pins: &ToolPins, (server, tool): (&str, &str), decision: Decision) -> Decided {
+        let pin = pins.pin(server, tool);
+        let (word, hash) = match decision {
+            Decision::Accept { .. } => (
+                "accepted",
+                pin.and_then(|p| p.accepted.as_ref())
+                    .map(|a| a.definition_hash.clone()),
+            ),
+            Decision::Reject => (
+                "rejected",
+                pin.and_then(|p| p.held.as_ref())
+                    .map(|h| h.definition.definition_hash.clone()),
+            ),
+        };
+        Decided {
+            server: server.to_owned(),
+            tool: tool.to_owned(),
+            decision: word.to_owned(),
+            definition_hash: hash.unwrap_or_default(),
+        }
+    }
+}
+
+/// The definition of `server`'s `tool` held for review, when it is the
+/// one the person saw (`hash`, when given). Checked again inside
+/// [`decide`]; a face checks it first too, so a stale look does not spend
+/// the person's code.
+pub fn held_as_seen<'p>(
+    pins: &'p ToolPins,
+    (server, tool): (&str, &str),
+    hash: Option<&str>,
+) -> Result<&'p Held, PinError> {
+    let Some(held) = pins.pin(server, tool).and_then(|p| p.held.as_ref()) else {
+        return Err(PinError::NotHeld {
+            server: server.to_owned(),
+            tool: tool.to_owned(),
+        });
+    };
+    let held_hash = &held.definition.definition_hash;
+    if let Some(given) = hash
+        && given != held_hash
+    {
+        return Err(PinError::Changed {
+            server: server.to_owned(),
+            tool: tool.to_owned(),
+            given: given.to_owned(),
+            held: held_hash.clone(),
+        });
+    }
+    Ok(held)
+}
+
 /// Records a person's accept or reject of the held definition of `tool`
 /// of `server` — exactly `hash` when given (what the person looked at) —
 /// by `who` over `channel`. Returns the pins after. An accept widens what
@@ -200,23 +269,8 @@ pub async fn decide(
     let decided = log
         .transact(TOOLS_LOG, |pins| {
             let pin = pins.pin(server, tool);
-            let Some(held) = pin.and_then(|p| p.held.as_ref()) else {
-                return Err(PinError::NotHeld {
-                    server: server.to_owned(),
-                    tool: tool.to_owned(),
-                });
-            };
+            let held = held_as_seen(pins, (server, tool), hash)?;
             let held_hash = &held.definition.definition_hash;
-            if let Some(given) = hash
-                && given != held_hash
-            {
-                return Err(PinError::Changed {
-                    server: server.to_owned(),
-                    tool: tool.to_owned(),
-                    given: given.to_owned(),
-                    held: held_hash.clone(),
-                });
-            }
             let kind = match decision {
                 Decision::Accept { allow_downgrade } => {
                     if let Some(accepted) = pin.and_then(|p| p.accepted.as_ref())

@@ -1195,7 +1195,7 @@ async fn with_a_factor_required_approve_waits_for_the_code_typed_in_the_console(
         s.gw.material(),
         Requirement::Totp,
         factor::Proof::default(),
-        Channel::Cli,
+        (Channel::Cli, None),
     )
     .await
     .unwrap();
@@ -1331,7 +1331,7 @@ async fn a_passkey_registered_from_the_link_proves_an_approval_in_the_console() 
         s.gw.material(),
         Requirement::Passkey,
         factor::Proof::default(),
-        Channel::Cli,
+        (Channel::Cli, None),
     )
     .await
     .unwrap();

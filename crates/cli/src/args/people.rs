@@ -66,6 +66,8 @@ pub(crate) enum OperatorCommand {
         #[arg(long)]
         json: bool,
         #[command(flatten)]
+        remote: super::RemoteArgs,
+        #[command(flatten)]
         factor: FactorArgs,
     },
     /// List operator tokens (never the tokens themselves).
@@ -73,6 +75,8 @@ pub(crate) enum OperatorCommand {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        remote: super::RemoteArgs,
     },
     /// Revoke an operator token by name or id; its console sessions end at
     /// their next request.
@@ -82,6 +86,8 @@ pub(crate) enum OperatorCommand {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        remote: super::RemoteArgs,
     },
     /// Enroll a person as an operator with a factor only they hold: with
     /// --totp, prints an otpauth:// URI for an authenticator app and
@@ -102,17 +108,16 @@ pub(crate) enum OperatorCommand {
         #[arg(long)]
         passkey: bool,
         /// The console's address for the passkey link (a browser takes
-        /// passkeys on `localhost` or a domain, not an IP address).
-        #[arg(
-            long,
-            value_name = "URL",
-            default_value = "http://localhost:7070",
-            requires = "passkey"
-        )]
-        console: String,
+        /// passkeys on `localhost` or a domain, not an IP address); by
+        /// default --server's (127.0.0.1 written as localhost), else
+        /// http://localhost:7070.
+        #[arg(long, value_name = "URL", requires = "passkey")]
+        console: Option<String>,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        remote: super::RemoteArgs,
         /// When an operator is enrolled already and a factor is required:
         /// theirs.
         #[command(flatten)]
@@ -125,6 +130,8 @@ pub(crate) enum OperatorCommand {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        remote: super::RemoteArgs,
         #[command(flatten)]
         factor: FactorArgs,
     },
@@ -145,6 +152,8 @@ pub(crate) enum ApprovalsCommand {
         #[arg(long)]
         json: bool,
         #[command(flatten)]
+        remote: super::RemoteArgs,
+        #[command(flatten)]
         factor: FactorArgs,
     },
     /// Show what a yes needs and who is enrolled.
@@ -152,6 +161,8 @@ pub(crate) enum ApprovalsCommand {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        remote: super::RemoteArgs,
     },
 }
 

@@ -20,12 +20,15 @@ use crate::Gateway;
 use crate::operator::{self, OperatorError};
 
 /// `POST /console/api/tool` body: accept or reject exactly the held
-/// definition the person looked at.
+/// definition the person looked at (the page always sends its hash;
+/// `tools accept --server` without `--hash` decides on what is held, as
+/// at the data dir).
 #[derive(Deserialize)]
 pub(super) struct ToolBody {
     server: String,
     tool: String,
-    definition_hash: String,
+    #[serde(default)]
+    definition_hash: Option<String>,
     decision: ToolVerdict,
     #[serde(default)]
     allow_downgrade: bool,
@@ -39,10 +42,10 @@ pub(super) struct ToolBody {
 pub(super) struct FactorFields {
     /// A code from the operator's authenticator, or a recovery code.
     #[serde(default)]
-    code: Option<String>,
+    pub(super) code: Option<String>,
     /// The enrolled operator (needed when several are).
     #[serde(default)]
-    operator: Option<String>,
+    pub(super) operator: Option<String>,
     /// A passkey's answer to the challenge issued for this act
     /// (`POST /console/api/passkey/challenge`).
     #[serde(default)]
@@ -97,13 +100,21 @@ pub(super) async fn tool_decision(
     Acting(session): Acting,
     Body(body): Body<ToolBody>,
 ) -> Result<Response, ConsoleError> {
-    use crate::tool_pins::{Decision, PinError};
+    use crate::tool_pins::Decision;
     let decision = match body.decision {
         ToolVerdict::Accept => Decision::Accept {
             allow_downgrade: body.allow_downgrade,
         },
         ToolVerdict::Reject => Decision::Reject,
     };
+    let pins = gw.pins_log().state(plangate_core::TOOLS_LOG).await;
+    let pins = pins.map_err(log_down)?;
+    crate::tool_pins::held_as_seen(
+        &pins,
+        (&body.server, &body.tool),
+        body.definition_hash.as_deref(),
+    )
+    .map_err(pin_refused)?;
     let yes = match decision {
         Decision::Accept { .. } => {
             let act = operator::factor::Act::AcceptTool {
@@ -126,7 +137,7 @@ pub(super) async fn tool_decision(
         &gw.config(),
         &body.server,
         &body.tool,
-        Some(&body.definition_hash),
+        body.definition_hash.as_deref(),
         decision,
         (who, yes.as_ref()),
         Channel::Console,
@@ -134,22 +145,30 @@ pub(super) async fn tool_decision(
     )
     .await
     {
-        Ok(_) => {
+        Ok(pins) => {
             gw.refresh_pins().await;
             tracing::info!(operator = %session.operator.name, server = %body.server, tool = %body.tool, "console: tool definition decided");
-            Ok(ok_json(
-                json!({"success": true, "server": body.server, "tool": body.tool}),
-            ))
+            let decided =
+                crate::tool_pins::Decided::of(&pins, (&body.server, &body.tool), decision);
+            Ok(ok_typed(&decided))
         }
-        Err(PinError::Log(e)) => {
+        Err(e) => Err(pin_refused(e)),
+    }
+}
+
+/// A person's act on a pin the rules refused, as the API answers it.
+fn pin_refused(e: crate::tool_pins::PinError) -> ConsoleError {
+    use crate::tool_pins::PinError;
+    match e {
+        PinError::Log(e) => {
             tracing::error!("console: tool pins: {e}");
-            Err(ConsoleError::store_down())
+            ConsoleError::store_down()
         }
-        Err(e @ (PinError::Changed { .. } | PinError::Downgrade { .. })) => {
-            Err(ConsoleError::refusal(Code::ToolQuarantined, e.to_string()))
+        e @ (PinError::Changed { .. } | PinError::Downgrade { .. }) => {
+            ConsoleError::refusal(Code::ToolQuarantined, e.to_string())
         }
         // Nothing of that tool is held: no such thing to decide.
-        Err(e) => Err(ConsoleError::access(AccessCode::NotFound, e.to_string())),
+        e => ConsoleError::access(AccessCode::NotFound, e.to_string()),
     }
 }
 

@@ -63,8 +63,10 @@ use crate::Gateway;
 mod api;
 mod history;
 mod keys;
+mod logs;
 mod mode;
 mod passkey;
+mod people;
 mod poll;
 
 /// The session cookie's name.
@@ -91,6 +93,19 @@ pub fn routes() -> Router<Arc<Gateway>> {
         .route("/console/api/keys", post(api::create_key).get(keys::list))
         .route("/console/api/keys/revoke", post(keys::revoke))
         .route("/console/api/mode", post(mode::set))
+        .route(
+            "/console/api/approvals",
+            get(people::show).post(people::require),
+        )
+        .route("/console/api/operators", get(people::list))
+        .route("/console/api/operators/enroll", post(people::enroll))
+        .route("/console/api/operators/remove", post(people::remove))
+        .route("/console/api/operators/token", post(people::token))
+        .route("/console/api/operators/revoke", post(people::revoke))
+        .route("/console/api/tools", get(logs::tools))
+        .route("/console/api/audit/verify", get(logs::verify))
+        .route("/console/api/audit/export", get(logs::export))
+        .route("/console/api/audit/public-key", get(logs::public_key))
         .route("/console/passkey", get(passkey::page))
         .route("/console/api/passkey/options", post(passkey::options))
         .route("/console/api/passkey/register", post(passkey::register))

@@ -21,6 +21,7 @@ use sha2::{Digest, Sha256};
 use crate::key_log::{KeyLog, LogError};
 
 pub mod passkey;
+pub mod view;
 
 /// The operators' log, folded.
 pub type OperatorsLog = KeyLog<Operators>;
@@ -493,7 +494,7 @@ pub fn recovery_hash(code: &str) -> String {
 
 /// What enrolment hands the person, once: the `otpauth://` URI (and the
 /// secret in base32, to type in) and the recovery codes.
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct Enrolment {
     /// The operator.
     pub operator: String,
@@ -555,14 +556,16 @@ pub async fn enroll(
 
 /// Records what a yes needs from now on. Raising it needs nothing;
 /// lowering it needs a factor that meets the old requirement. A
-/// requirement no enrolled operator can meet is refused.
+/// requirement no enrolled operator can meet is refused. `by` names the
+/// person when no factor does (the console's operator; the CLI's is the
+/// OS user).
 pub async fn require(
     log: &OperatorsLog,
     material: &KeyMaterial,
     to: Requirement,
     proof: Proof<'_>,
-    channel: Channel,
-) -> Result<(Requirement, Requirement), FactorError> {
+    (channel, by): (Channel, Option<&str>),
+) -> Result<view::RequireAnswer, FactorError> {
     let state = log.state(OPERATORS_LOG).await?;
     let from = state.require;
     if to != Requirement::None
@@ -594,6 +597,7 @@ pub async fn require(
     let name = confirmed
         .as_ref()
         .and_then(Confirmed::operator)
+        .or(by)
         .map_or_else(operator_name, str::to_owned);
     let event = Event {
         at_ms: now_ms(),
@@ -607,17 +611,18 @@ pub async fn require(
     })
     .await?
     .unwrap_or_else(|never| match never {});
-    Ok((from, to))
+    Ok(view::RequireAnswer { from, require: to })
 }
 
 /// Removes operator `name`, confirmed by a factor when one is required.
 /// The last operator able to meet a requirement in force is not removed.
+/// `by` names the person when no factor does, as for [`require`].
 pub async fn remove(
     log: &OperatorsLog,
     material: &KeyMaterial,
     name: &str,
     proof: Proof<'_>,
-    channel: Channel,
+    (channel, by): (Channel, Option<&str>),
 ) -> Result<(), FactorError> {
     let state = log.state(OPERATORS_LOG).await?;
     if !state.enrolled.contains_key(name) {
@@ -636,6 +641,7 @@ pub async fn remove(
         actor: Actor::Operator {
             name: confirmed
                 .operator()
+                .or(by)
                 .map_or_else(operator_name, str::to_owned),
         },
         channel,
