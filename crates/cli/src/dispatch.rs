@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 
 use crate::args::{
     ApprovalsCommand, AuditCommand, Cli, Command, ConfigCommand, ConfigSourceArgs, KeysCommand,
-    ModeCommand, OperatorCommand, PlanYes, PlansCommand, PolicyCommand, ServiceCommand,
+    ModeCommand, OperatorCommand, PlanApply, PlanYes, PlansCommand, PolicyCommand, ServiceCommand,
     ToolsCommand, UpstreamCommand, WrapTarget,
 };
 use crate::setup::{
@@ -563,14 +563,18 @@ async fn plans_command(cmd: PlansCommand, data_dir: &Path) -> Result<()> {
             plans::retry(config, (store, material), confirming, &key, &step, json).await
         }
         PlansCommand::Approve(yes) => approve(yes, data_dir).await,
-        PlansCommand::Apply(PlanYes {
-            source,
-            key,
-            digest,
-            steps,
-            json,
-            factor,
-            ..
+        PlansCommand::Apply(PlanApply {
+            yes:
+                PlanYes {
+                    source,
+                    key,
+                    digest,
+                    steps,
+                    json,
+                    factor,
+                    ..
+                },
+            partial,
         }) => {
             let config = config_to_call(&source, data_dir).await?;
             let store = open_store(data_dir).await?;
@@ -583,7 +587,7 @@ async fn plans_command(cmd: PlansCommand, data_dir: &Path) -> Result<()> {
                     factor: &factor,
                 },
                 &key,
-                (digest.as_deref(), &steps),
+                (digest.as_deref(), &steps, partial),
                 json,
             )
             .await

@@ -167,7 +167,11 @@ fn done<T>(answer: Answer<T>) -> Result<T> {
             let line = format!("{message} [{error}]");
             if matches!(
                 error.as_str(),
-                "invalid_arguments" | "not_found" | "step_not_found" | "plan_changed"
+                "invalid_arguments"
+                    | "not_found"
+                    | "step_not_found"
+                    | "plan_changed"
+                    | "partial_apply"
             ) {
                 Err(UsageError(line).into())
             } else {

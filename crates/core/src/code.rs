@@ -70,6 +70,12 @@ pub enum Code {
     /// nothing is applied from it until a person looks
     /// (`plangate audit verify`).
     TamperedLog,
+    /// A person's apply would run some steps and leave behind a waiting
+    /// step tied to one of them (the same target, or a name it moves or
+    /// removes: docs/design.md §5, "Partial applies"); nothing ran. Apply
+    /// them together, or say it is meant (`--partial`, the console's
+    /// confirmation).
+    PartialApply,
     /// Something in plangate itself failed (no randomness, a signing
     /// failure): plangate's failure, never the upstream's.
     InternalError,
@@ -77,7 +83,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, in docs/design.md §8 order; for docs, catalogs and tests.
-    pub const ALL: [Code; 22] = [
+    pub const ALL: [Code; 23] = [
         Code::PlanNeedsKey,
         Code::PlanFull,
         Code::PlanChanged,
@@ -99,6 +105,7 @@ impl Code {
         Code::StoreUnavailable,
         Code::FactorRequired,
         Code::TamperedLog,
+        Code::PartialApply,
         Code::InternalError,
     ];
 
@@ -126,6 +133,7 @@ impl Code {
             Code::StoreUnavailable => "store_unavailable",
             Code::FactorRequired => "factor_required",
             Code::TamperedLog => "tampered_log",
+            Code::PartialApply => "partial_apply",
             Code::InternalError => "internal_error",
         }
     }
@@ -152,7 +160,8 @@ impl Code {
             | Code::ReviewDeclined
             | Code::ModeLocked
             | Code::ToolQuarantined
-            | Code::TamperedLog => 409,
+            | Code::TamperedLog
+            | Code::PartialApply => 409,
             Code::TooLarge => 413,
             Code::RateLimited => 429,
             Code::InternalError => 500,
@@ -418,6 +427,7 @@ mod tests {
                 "store_unavailable",
                 "factor_required",
                 "tampered_log",
+                "partial_apply",
                 "internal_error",
             ]
         );

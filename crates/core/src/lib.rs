@@ -51,6 +51,7 @@ pub mod json_text;
 pub mod mode;
 pub mod names;
 pub mod operators;
+pub mod partial;
 pub mod passkey;
 pub mod pinned;
 pub mod pins;

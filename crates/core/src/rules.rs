@@ -74,6 +74,10 @@ pub enum Refused {
     /// The key's log does not verify ([`crate::chain`]): a row was changed
     /// or added outside plangate, so no approval in it can be trusted.
     TamperedLog(crate::chain::Break),
+    /// A person's apply would leave behind waiting steps tied to the ones
+    /// it runs ([`crate::partial::left_behind`]) without their word that
+    /// it is meant.
+    PartialApply(Vec<crate::partial::LeftStep>),
 }
 
 impl std::fmt::Display for Refused {
@@ -121,6 +125,25 @@ impl std::fmt::Display for Refused {
                 f,
                 "this key's log does not verify ({broken}), so nothing in it is applied; a person must look at it"
             ),
+            Refused::PartialApply(left) => {
+                write!(
+                    f,
+                    "this apply would leave {} step(s) waiting, some tied to the steps it runs:",
+                    left.len()
+                )?;
+                for l in left {
+                    let tied = l
+                        .tied
+                        .as_deref()
+                        .map(|t| format!(" ({t})"))
+                        .unwrap_or_default();
+                    write!(f, " step {} {}{tied};", l.position, l.predicted_effect)?;
+                }
+                write!(
+                    f,
+                    " nothing ran. Apply them together, or say a partial apply is meant (--partial at the CLI; the console asks)"
+                )
+            }
         }
     }
 }
@@ -139,6 +162,7 @@ impl Refused {
             Refused::TooLarge { .. } => Code::TooLarge,
             Refused::PlanChanged { .. } | Refused::RevisionMoved { .. } => Code::PlanChanged,
             Refused::TamperedLog(_) => Code::TamperedLog,
+            Refused::PartialApply(_) => Code::PartialApply,
         }
     }
 }
@@ -426,6 +450,22 @@ pub fn apply_selection(state: &KeyState, selection: Selection<'_>) -> Result<Vec
     }
     ordered.sort();
     Ok(ordered.into_iter().map(|(_, id)| id).collect())
+}
+
+/// A person's apply of `run` as they asked for it: refused when it would
+/// leave a waiting step tied to one it runs, unless they said a partial
+/// apply is meant (`partial`). The steps it leaves, for the person to see
+/// either way.
+pub fn partial_apply(
+    state: &KeyState,
+    run: &[String],
+    partial: bool,
+) -> Result<Vec<crate::partial::LeftStep>, Refused> {
+    let left = crate::partial::left_behind(state, run);
+    if !partial && !run.is_empty() && crate::partial::any_tied(&left) {
+        return Err(Refused::PartialApply(left));
+    }
+    Ok(left)
 }
 
 // === locked modes ===

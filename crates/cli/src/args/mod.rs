@@ -321,7 +321,7 @@ pub(crate) enum PlansCommand {
     Approve(PlanYes),
     /// Say yes to a key's plan and apply it now (every waiting step, or
     /// the named waiting or failed ones); prints the receipt.
-    Apply(PlanYes),
+    Apply(PlanApply),
 }
 
 /// Where a `plans` verb acts: the data dir (default), or a running
@@ -347,7 +347,7 @@ impl PlansCommand {
             | PlansCommand::Reject { remote, .. }
             | PlansCommand::Discard { remote, .. }
             | PlansCommand::Retry { remote, .. } => remote,
-            PlansCommand::Approve(yes) | PlansCommand::Apply(yes) => &yes.remote,
+            PlansCommand::Approve(yes) | PlansCommand::Apply(PlanApply { yes, .. }) => &yes.remote,
             PlansCommand::Amend { .. } | PlansCommand::Diff { .. } => return None,
         };
         remote.server.as_deref()
@@ -379,6 +379,18 @@ pub(crate) struct PlanYes {
     pub(crate) json: bool,
     #[command(flatten)]
     pub(crate) factor: FactorArgs,
+}
+
+/// `plans apply`: a yes, and whether a partial apply is meant.
+#[derive(Args, Debug)]
+pub(crate) struct PlanApply {
+    #[command(flatten)]
+    pub(crate) yes: PlanYes,
+    /// Go on when the steps this apply runs leave waiting steps tied to
+    /// them (the same target, or a name they move or remove); without it
+    /// such an apply is refused, listing them, and nothing runs.
+    #[arg(long)]
+    pub(crate) partial: bool,
 }
 
 #[derive(Subcommand, Debug)]

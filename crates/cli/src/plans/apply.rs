@@ -89,7 +89,7 @@ pub async fn apply_cmd(
     (store, material): (Arc<dyn Store>, KeyMaterial),
     confirming: super::Confirming<'_>,
     key: &str,
-    (digest, named): (Option<&str>, &[String]),
+    (digest, named, partial): (Option<&str>, &[String], bool),
     as_json: bool,
 ) -> Result<()> {
     if let Some(d) = digest {
@@ -139,6 +139,21 @@ pub async fn apply_cmd(
     if selected.is_empty() {
         return nothing();
     }
+    // What the apply leaves waiting, said before the person is asked; tied
+    // steps left behind need --partial.
+    let left = operator::left_by_apply(&config, &key, &state, (named, partial))
+        .map_err(|e| cli_error(e, "; name them too, or add --partial if that is meant"))?;
+    for l in &left {
+        let tied = l
+            .tied
+            .as_deref()
+            .map(|t| format!(": {t}"))
+            .unwrap_or_default();
+        crate::output::note(format_args!(
+            "step {} ({}) stays waiting{tied}",
+            l.position, l.step_id
+        ));
+    }
     let current = state.plan_digest();
     let shown = match digest {
         Some(d) if d != current => {
@@ -166,8 +181,14 @@ pub async fn apply_cmd(
         .confirm(&FactorAct::Apply { key: &key.name })
         .await?;
     let gw = Gateway::build(config, store, material).await;
-    let outcome =
-        operator::apply_now(&gw, &confirmed_acting(&key, &yes), &yes, Some(seen), named).await;
+    let outcome = operator::apply_now(
+        &gw,
+        &confirmed_acting(&key, &yes),
+        &yes,
+        Some(seen),
+        (named, partial),
+    )
+    .await;
     gw.shutdown().await;
     let receipt = outcome.map_err(|e| match e {
         OperatorError::PlanChanged { .. } | OperatorError::RevisionMoved { .. } => {

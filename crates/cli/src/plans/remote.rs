@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use super::confirm::{Act, Shown, confirm};
 use super::render::finish_receipt;
 use super::review::{print_approval, print_discarded, print_rejected};
-use crate::args::{FactorArgs, PlanYes, PlansCommand};
+use crate::args::{FactorArgs, PlanApply, PlanYes, PlansCommand};
 use crate::commands::UsageError;
 use crate::remote::Remote;
 
@@ -75,7 +75,7 @@ pub(crate) async fn run(url: &str, command: PlansCommand) -> Result<()> {
             finish_receipt(receipt, json)
         }
         PlansCommand::Approve(yes) => approve(&remote, yes).await,
-        PlansCommand::Apply(yes) => apply(&remote, yes).await,
+        PlansCommand::Apply(PlanApply { yes, partial }) => apply(&remote, yes, partial).await,
         PlansCommand::Amend { .. } | PlansCommand::Diff { .. } => Err(UsageError(
             "`plans amend` and `plans diff` work on the data dir; over --server, use the web console's amend form and history".to_owned(),
         )
@@ -105,7 +105,7 @@ async fn approve(remote: &Remote, yes: PlanYes) -> Result<()> {
 
 /// `plans apply --server`: as [`approve`], then the server runs the steps
 /// and answers the receipt.
-async fn apply(remote: &Remote, yes: PlanYes) -> Result<()> {
+async fn apply(remote: &Remote, yes: PlanYes, partial: bool) -> Result<()> {
     let review = review(remote, &yes.key).await?;
     let view = &review.plan;
     let shown = match &yes.digest {
@@ -118,7 +118,8 @@ async fn apply(remote: &Remote, yes: PlanYes) -> Result<()> {
             asked(view, steps, Act::Apply).await?
         }
     };
-    let body = seen_body(view, &shown, &yes);
+    let mut body = seen_body(view, &shown, &yes);
+    body["partial"] = json!(partial);
     let receipt: Receipt = remote.post("/console/api/apply", body, &yes.factor).await?;
     finish_receipt(receipt, yes.json)
 }

@@ -79,6 +79,17 @@ pub fn receipt_lines(receipt: &Receipt) -> Vec<String> {
             r.position, r.step_id, r.predicted_effect, r.by, r.reason
         ));
     }
+    for l in &receipt.left_waiting {
+        let tied = l
+            .tied
+            .as_deref()
+            .map(|t| format!(": {t}"))
+            .unwrap_or_default();
+        lines.push(format!(
+            "step {} ({}): {} — still waiting{tied}",
+            l.position, l.step_id, l.predicted_effect
+        ));
+    }
     lines.push(format!("plan digest {}", receipt.plan_digest));
     lines
 }

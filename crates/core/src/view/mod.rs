@@ -508,6 +508,10 @@ pub struct Receipt {
     /// so the agent hears it as it hears "keep planning" feedback.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rejected: Vec<RejectedStep>,
+    /// Steps still waiting after this apply, each flagged when tied to a
+    /// step it applied (docs/design.md §5, "Partial applies").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_waiting: Vec<crate::partial::LeftStep>,
     /// A change of mode the agent had not heard of.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notice: Option<String>,
@@ -535,6 +539,7 @@ impl Receipt {
             plan_mode,
             steps: Vec::new(),
             rejected: Vec::new(),
+            left_waiting: Vec::new(),
             notice: None,
             mode: None,
         }

@@ -43,6 +43,20 @@ pub(super) fn receipt(
         ));
     }
     let mode = gw.config().modes.in_force(state).spec;
+    let applied_ids: Vec<String> = outcomes
+        .iter()
+        .filter(|(_, o)| *o == Outcome::Applied)
+        .map(|(id, _)| id.clone())
+        .collect();
+    let left_waiting = match applied_ids.is_empty() {
+        true => Vec::new(),
+        false => plangate_core::partial::left_behind(state, &applied_ids),
+    };
+    if plangate_core::partial::any_tied(&left_waiting) {
+        message.push_str(
+            " Some steps still waiting are tied to steps applied now (listed with why): the work may be half done until they run or are discarded.",
+        );
+    }
     Receipt {
         success,
         code: AnswerCode::PlanApplied,
@@ -61,6 +75,7 @@ pub(super) fn receipt(
         plan_mode: mode.plan_mode(),
         steps,
         rejected: plangate_core::view::RejectedStep::all(state),
+        left_waiting,
         notice: None,
         mode: None,
     }
@@ -90,5 +105,26 @@ pub fn receipt_result(receipt: &Receipt) -> CallToolResult {
             r.position, r.predicted_effect, r.by, r.reason
         ));
     }
+    lines.extend(left_lines(receipt));
     structured(receipt, lines.join("\n"))
+}
+
+/// The steps an apply left waiting, one line each, with what ties each to
+/// a step it applied: for the agent's answer and the CLI's receipt alike.
+pub fn left_lines(receipt: &Receipt) -> Vec<String> {
+    receipt
+        .left_waiting
+        .iter()
+        .map(|l| {
+            let tied = l
+                .tied
+                .as_deref()
+                .map(|t| format!(": {t}"))
+                .unwrap_or_default();
+            format!(
+                "{}. {} — still waiting{tied}",
+                l.position, l.predicted_effect
+            )
+        })
+        .collect()
 }

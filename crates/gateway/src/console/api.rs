@@ -264,6 +264,10 @@ pub(super) struct SeenSteps {
     revision: Option<u64>,
     #[serde(default)]
     step_ids: Vec<String>,
+    /// (Apply) The person said a partial apply is meant: it runs even when
+    /// it leaves waiting steps tied to the ones it runs.
+    #[serde(default)]
+    partial: bool,
     #[serde(flatten)]
     factor: FactorFields,
 }
@@ -380,6 +384,12 @@ pub(super) async fn apply(
 ) -> Result<Response, ConsoleError> {
     let acting = acting_on(&gw, &body.key_id, &session).await?;
     let key = &acting.key;
+    // A partial apply that leaves tied steps is refused before the
+    // person's code is spent; the page asks them and sends `partial`.
+    let state = operator::refresh(gw.log(), &acting, gw.ttl_ms(), gw.lease_ms())
+        .await
+        .map_err(log_down)?;
+    operator::left_by_apply(&gw.config(), key, &state, (&body.step_ids, body.partial))?;
     let seen = seen_text(&body.plan_digest, body.revision);
     let yes = confirm(
         &gw,
@@ -388,8 +398,14 @@ pub(super) async fn apply(
         &session,
     )
     .await?;
-    let receipt =
-        operator::apply_now(&gw, &acting, &yes, Some(body.seen()), &body.step_ids).await?;
+    let receipt = operator::apply_now(
+        &gw,
+        &acting,
+        &yes,
+        Some(body.seen()),
+        (&body.step_ids, body.partial),
+    )
+    .await?;
     tracing::info!(operator = %session.operator.name, key = %key.name, "console: applied steps");
     let receipt = match receipt {
         Some(receipt) => receipt,

@@ -38,7 +38,7 @@ mod run;
 pub use answers::{amend, approval_answer, covered_steps, waiting_for_yes};
 pub use approve::{Approved, Seen, approve};
 pub use error::OperatorError;
-pub use run::{apply_now, check_in_doubt, require_upstreams, retry, steps_to_apply};
+pub use run::{apply_now, check_in_doubt, left_by_apply, require_upstreams, retry, steps_to_apply};
 
 /// The person acting on `key`'s plan, named `operator`, over `channel`.
 pub fn acting(key: &ApiKey, operator: &str, channel: Channel) -> Acting {

@@ -38,6 +38,24 @@ pub fn steps_to_apply(
     })
 }
 
+/// What a person's apply of `named` (every waiting step when empty) would
+/// leave waiting ([`rules::partial_apply`]): refused when a step left is
+/// tied to one it runs and the person did not say a partial apply is
+/// meant (`partial`). A face asks this before it asks for the person's yes
+/// or code; [`apply_now`] asks it again on the plan as it then is.
+pub fn left_by_apply(
+    config: &Config,
+    key: &ApiKey,
+    state: &KeyState,
+    (named, partial): (&[String], bool),
+) -> Result<Vec<plangate_core::partial::LeftStep>, OperatorError> {
+    let run = steps_to_apply(config, key, state, named)?.run;
+    rules::partial_apply(state, &run, partial).map_err(|refused| OperatorError::Rule {
+        key: key.name.clone(),
+        refused,
+    })
+}
+
 /// A person applies `acting`'s key's plan now (`plans apply`, the
 /// console's Apply): checks the plan is still the one the person saw
 /// (`seen`, when given),
@@ -51,7 +69,7 @@ pub async fn apply_now(
     acting: &Acting,
     yes: &Confirmed,
     seen: Option<Seen<'_>>,
-    named: &[String],
+    (named, partial): (&[String], bool),
 ) -> Result<Option<Receipt>, OperatorError> {
     if let Some(seen) = seen {
         check_digest(seen.digest)?;
@@ -62,6 +80,7 @@ pub async fn apply_now(
     if run.is_empty() {
         return Ok(None);
     }
+    left_by_apply(&gw.config(), key, &state, (named, partial))?;
     if let Some(seen) = seen {
         seen.check(key, &state)?;
     }

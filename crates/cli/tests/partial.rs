@@ -1,0 +1,155 @@
+//! A partial apply says what it leaves (docs/design.md §5, "Partial
+//! applies"). A person who applies some steps of a plan is shown the steps
+//! left waiting; when one is tied to a step that runs (the same target, a
+//! name it moves or removes) the apply is refused, nothing run, until they
+//! name it too or say `--partial` — at the data dir and over `--server`
+//! alike. The agent's own apply of the part a person approved still runs,
+//! and its answer lists what is left and why.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+
+/// A `plan`-scope agent on the demo site with three waiting steps: the
+/// tagline, a menu item, the tagline again (the first's target).
+async fn three_waiting() -> (Scratch, String, Client, [String; 3]) {
+    let (scratch, config, agent) = demo_agent("agent", "plan").await;
+    let mut ids = Vec::new();
+    for (tool, args) in [
+        ("update_option", tagline("Fresh bread")),
+        ("create_menu_item", menu_item("Hours", "/hours")),
+        ("update_option", tagline("Fresh bread daily")),
+    ] {
+        let planned = ok(&agent, tool, args).await;
+        ids.push(planned["step_id"].as_str().unwrap().to_owned());
+    }
+    (
+        scratch,
+        config,
+        agent,
+        <[String; 3]>::try_from(ids).unwrap(),
+    )
+}
+
+fn digest(scratch: &Scratch) -> String {
+    let args = ["plans", "show", "--key", "agent", "--json"];
+    let view = parsed(&args, &succeeded(&args, &scratch.run(&args)));
+    view["plan_digest"].as_str().unwrap().to_owned()
+}
+
+const TIE: &str = "it lands on tagline, as step 1 does";
+
+#[tokio::test]
+async fn applying_one_of_two_steps_on_one_target_is_refused_until_the_person_says_partial() {
+    let (scratch, config, _agent, [first, menu, second]) = three_waiting().await;
+    let before = site_tagline(&scratch);
+    let digest = digest(&scratch);
+    let apply = [
+        "plans", "apply", "--key", "agent", "--config", &config, "--digest", &digest, &first,
+    ];
+    let out = scratch.run(&apply);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = stderr(&out);
+    assert!(err.contains("[partial_apply]"), "{err}");
+    assert!(err.contains(TIE), "{err}");
+    assert!(err.contains("--partial"), "{err}");
+    assert_eq!(site_tagline(&scratch), before, "something ran");
+
+    // Leaving behind only steps nothing ties to the one it runs: it goes on.
+    let untied = [&apply[..8], &[menu.as_str()]].concat();
+    let out = scratch.run(&untied);
+    let said = succeeded(&untied, &out);
+    assert!(said.contains("applied 1"), "{said}");
+    assert!(
+        said.contains(&format!("step 3 ({second}): ")) && !said.contains(TIE),
+        "{said}"
+    );
+    assert!(
+        stderr(&out).contains(&format!("step 1 ({first}) stays waiting")),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(site_tagline(&scratch), before);
+}
+
+#[tokio::test]
+async fn with_partial_it_runs_and_the_receipt_says_what_is_left_and_why() {
+    let (scratch, config, _agent, [first, _menu, second]) = three_waiting().await;
+    let digest = digest(&scratch);
+    let apply = [
+        "plans",
+        "apply",
+        "--key",
+        "agent",
+        "--config",
+        &config,
+        "--digest",
+        &digest,
+        "--partial",
+        &first,
+    ];
+    let out = scratch.run(&apply);
+    let said = succeeded(&apply, &out);
+    assert!(said.contains("applied 1"), "{said}");
+    assert!(
+        said.contains(&format!("step 3 ({second})")) && said.contains(TIE),
+        "{said}"
+    );
+    assert!(said.contains("may be half done"), "{said}");
+    assert!(
+        stderr(&out).contains("stays waiting: it lands on tagline"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(site_tagline(&scratch), "Fresh bread");
+}
+
+#[tokio::test]
+async fn over_the_operator_api_a_partial_apply_needs_the_same_word() {
+    let (scratch, config, _agent, [first, ..]) = three_waiting().await;
+    let args = ["operator", "token", "--name", "alice"];
+    let token = succeeded(&args, &scratch.run(&args)).trim().to_owned();
+    let service = serve_http(&scratch, &["--config", &config]);
+    let server = format!("http://{}", service.addr);
+    let digest = digest(&scratch);
+    let apply = [
+        "plans", "apply", "--key", "agent", "--digest", &digest, &first, "--server", &server,
+    ];
+    let run = |args: &[&str]| {
+        scratch
+            .command(args)
+            .env("PLANGATE_OPERATOR_TOKEN", &token)
+            .output()
+            .unwrap()
+    };
+    let out = run(&apply);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(stderr(&out).contains("[partial_apply]"), "{}", stderr(&out));
+    assert_eq!(site_tagline(&scratch), "Just another demo site");
+    let partial = [&apply[..], &["--partial"]].concat();
+    let said = succeeded(&partial, &run(&partial));
+    assert!(said.contains("applied 1") && said.contains(TIE), "{said}");
+}
+
+#[tokio::test]
+async fn the_agents_apply_of_the_part_a_person_approved_lists_what_it_leaves() {
+    let (scratch, _config, agent, [first, ..]) = three_waiting().await;
+    let digest = digest(&scratch);
+    let approve = [
+        "plans", "approve", "--key", "agent", "--digest", &digest, &first,
+    ];
+    succeeded(&approve, &scratch.run(&approve));
+    let r = call(&agent, "plangate_apply_plan", json!({}))
+        .await
+        .unwrap();
+    let receipt = body(&r);
+    assert_eq!(receipt["applied"], 1, "{receipt}");
+    let left: Vec<Value> = receipt["left_waiting"].as_array().unwrap().clone();
+    assert_eq!(left.len(), 2, "{receipt}");
+    assert_eq!(left[1]["tied"], TIE, "{receipt}");
+    assert!(left[0].get("tied").is_none(), "{receipt}");
+    let text = r.content[0].as_text().unwrap().text.clone();
+    assert!(text.contains(&format!("still waiting: {TIE}")), "{text}");
+}
