@@ -33,6 +33,7 @@ pub(crate) async fn run(cli: Cli) -> Result<()> {
     let data_dir = data_dir.as_path();
     match cli.command {
         Command::Serve(args) => serve::serve(args, data_dir).await,
+        Command::Console(args) => serve::console(args, data_dir).await,
         Command::Connect { url } => connect::run(&url).await,
         Command::Service(ServiceCommand::Install {
             user,

@@ -10,7 +10,7 @@ use anyhow::Result;
 use plangate_config::ConfigErrors;
 use tokio_util::sync::CancellationToken;
 
-use crate::args::{ConfigSourceArgs, DemoSiteArgs, ServeArgs};
+use crate::args::{ConfigSourceArgs, ConsoleArgs, DemoSiteArgs, ServeArgs};
 use crate::chain_text;
 use crate::commands;
 use crate::setup::{key_material, load_config, open_store};
@@ -108,10 +108,15 @@ pub(crate) async fn serve(args: ServeArgs, data_dir: &Path) -> Result<()> {
                     data_dir.display()
                 );
             }
-            tokio::select! {
+            // Where the person reviews: the console `plangate console`
+            // serves from this data dir, when one runs.
+            let follow = tokio::spawn(follow_console(gw.clone(), data_dir.to_owned()));
+            let served = tokio::select! {
                 r = plangate_gateway::serve_stdio(gw.clone(), token) => r.map_err(anyhow::Error::from),
                 () = wait_for_signal() => Ok(()),
-            }
+            };
+            follow.abort();
+            served
         }
     };
     reloader.abort();
@@ -171,6 +176,81 @@ async fn reload_when_asked(
                 tracing::info!(config = %from, "config reloaded ({why}): {done}");
             }
         }
+    }
+}
+
+/// The file in the data dir where `plangate console` says where it serves
+/// the console, for the stdio gateways of the same data dir to name.
+const CONSOLE_FILE: &str = "console.url";
+
+/// A reason an upstream of `plangate console` (without `--apply`) is down:
+/// what the person reads when Apply is refused.
+const NOT_STARTED: &str = "not started by `plangate console`: your approval stands, and the agent's gateway runs the approved steps at its next apply_plan (or run `plangate console --apply` to start the servers and apply here)";
+
+/// `plangate console`: the web console from the data dir or database,
+/// with no MCP endpoint; no upstream is started unless `--apply`.
+pub(crate) async fn console(args: ConsoleArgs, data_dir: &Path) -> Result<()> {
+    let listener = listen(&args.http).await?;
+    let mut config = load_config(&args.source, data_dir)?;
+    let store = open_store(data_dir).await?;
+    let material = key_material(data_dir)?;
+    let gw = if args.apply {
+        plangate_gateway::Gateway::build(config, store, material).await
+    } else {
+        let names: Vec<String> = config.enabled_upstreams().map(|u| u.name.clone()).collect();
+        for name in names {
+            config
+                .down
+                .entry(name)
+                .or_insert_with(|| NOT_STARTED.to_owned());
+        }
+        plangate_gateway::Gateway::start(config, store, material, Default::default()).await
+    };
+    let local = listener.local_addr()?;
+    let url = format!("http://{local}/console");
+    let file = data_dir.join(CONSOLE_FILE);
+    if let Err(e) = std::fs::write(&file, &url) {
+        tracing::warn!(
+            "cannot write {}: {e}; stdio gateways will not name this console",
+            file.display()
+        );
+    }
+    eprintln!("plangate console serving http://{local}");
+    eprintln!(
+        "review plans at {url} (log in with a token from `plangate operator token --name NAME`); {}",
+        if args.apply {
+            "Apply runs steps here"
+        } else {
+            "no server is started here: the agent's gateway runs what you approve"
+        }
+    );
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        stop.cancel();
+    });
+    let result = plangate_gateway::http::serve_console(gw.clone(), listener, shutdown).await;
+    if std::fs::read_to_string(&file).is_ok_and(|at| at == url) {
+        let _ = std::fs::remove_file(&file);
+    }
+    gw.shutdown().await;
+    result.map_err(anyhow::Error::from)
+}
+
+/// Keeps a stdio gateway's answers naming the console `plangate console`
+/// serves from `data_dir` (read every two seconds: it may start later, or
+/// stop).
+async fn follow_console(gw: Arc<plangate_gateway::Gateway>, data_dir: PathBuf) {
+    let file = data_dir.join(CONSOLE_FILE);
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(2));
+    loop {
+        tick.tick().await;
+        let url = std::fs::read_to_string(&file)
+            .ok()
+            .map(|u| u.trim().to_owned())
+            .filter(|u| u.starts_with("http://") || u.starts_with("https://"));
+        gw.set_console_url(url);
     }
 }
 

@@ -198,6 +198,37 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
+    let app = router(gw.clone(), shutdown.clone());
+    serve_app(gw, listener, shutdown, app).await
+}
+
+/// The web console alone (`plangate console`): its page, its operator API
+/// and `/healthz`, with no MCP endpoint — for a person reviewing plans of
+/// agents whose gateway runs elsewhere (over stdio, in the agent's
+/// client). Served as [`serve`] serves the whole app.
+pub async fn serve_console(
+    gw: Arc<Gateway>,
+    listener: tokio::net::TcpListener,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    let app = Router::new()
+        .merge(crate::console::routes())
+        .route("/healthz", get(healthz))
+        .layer(axum::middleware::from_fn_with_state(
+            gw.clone(),
+            crate::limits::body_deadline,
+        ))
+        .with_state(gw.clone());
+    serve_app(gw, listener, shutdown, app).await
+}
+
+/// Serves `app` on `listener` until `shutdown`, as [`serve`] describes.
+async fn serve_app(
+    gw: Arc<Gateway>,
+    listener: tokio::net::TcpListener,
+    shutdown: CancellationToken,
+    app: Router,
+) -> std::io::Result<()> {
     use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
     use hyper_util::server::conn::auto::Builder;
     use hyper_util::service::TowerToHyperService;
@@ -205,9 +236,8 @@ pub async fn serve(
 
     let header_read_timeout = gw.config().gateway.header_read_timeout;
     if let Ok(local) = listener.local_addr() {
-        gw.set_console_url(format!("http://{local}/console"));
+        gw.set_console_url(Some(format!("http://{local}/console")));
     }
-    let app = router(gw, shutdown.clone());
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     loop {
         let (stream, _) = tokio::select! {

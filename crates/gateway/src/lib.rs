@@ -129,7 +129,7 @@ pub struct Gateway {
     shutdown: CancellationToken,
     /// Where this process serves the web console, once `serve --http`
     /// listens: refusals tell a plan-scope agent where its person approves.
-    console_url: std::sync::OnceLock<String>,
+    console_url: parking_lot::RwLock<Option<String>>,
     /// Coalescing of repeated refusals in the audit log.
     call_log: call_log::CallLog,
     /// Checks OAuth access tokens (`[auth.oauth]`); holds issuers' keys.
@@ -221,7 +221,7 @@ impl Gateway {
             metrics: metrics::Metrics::default(),
             trimmer: Arc::default(),
             shutdown,
-            console_url: std::sync::OnceLock::new(),
+            console_url: parking_lot::RwLock::new(None),
             call_log: call_log::CallLog::default(),
             oauth: oauth::Verifier::default(),
         });
@@ -339,10 +339,11 @@ impl Gateway {
         &self.parked
     }
 
-    /// Notes where this process serves the web console (the first call
-    /// wins: one process serves one address).
-    pub fn set_console_url(&self, url: String) {
-        let _ = self.console_url.set(url);
+    /// Notes where the person reviews: the web console this process
+    /// serves, or (over stdio) the one `plangate console` serves from the
+    /// same data dir.
+    pub fn set_console_url(&self, url: Option<String>) {
+        *self.console_url.write() = url;
     }
 
     /// Who approves a plan and where, in words for a refusal or a step's
@@ -352,7 +353,7 @@ impl Gateway {
     /// that is told how to say yes will try it. The person learns the CLI
     /// from `--help`, the README and serve's own startup lines.
     pub fn how_to_approve(&self) -> String {
-        match self.console_url.get() {
+        match self.console_url.read().as_deref() {
             Some(url) => format!(
                 "a person reviews and approves it in plangate's web console ({url}); nothing this key can call approves it"
             ),

@@ -52,6 +52,15 @@ pub(crate) enum LogFormat {
 pub(crate) enum Command {
     /// Serve MCP clients (stdio unless --http is given).
     Serve(ServeArgs),
+    /// Serve the web console (and its operator API) from the data dir or
+    /// database, with no MCP endpoint and no upstream started: where a
+    /// person reviews the plans of agents whose plangate runs over stdio
+    /// (`wrap`). Approve, reject, amend and discard here; the agent's
+    /// gateway runs approved steps at its next apply_plan, and its answers
+    /// name this console. With --apply the console starts the config's
+    /// servers too, so Apply runs steps here (a second copy of each server
+    /// beside the agent's).
+    Console(ConsoleArgs),
     /// Bridge a stdio MCP client to a plangate serving HTTP — a service of
     /// its own user (`plangate service install`): every message passes
     /// unchanged, PLANGATE_KEY goes as the bearer, and the data dir stays
@@ -553,6 +562,19 @@ pub(crate) struct ServeArgs {
     /// the running config stays.
     #[arg(long)]
     pub(crate) watch_config: bool,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct ConsoleArgs {
+    #[command(flatten)]
+    pub(crate) source: ConfigSourceArgs,
+    /// Serve the console at http://ADDR/console.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7071")]
+    pub(crate) http: String,
+    /// Start the config's servers, so the console's Apply and Retry run
+    /// steps here.
+    #[arg(long)]
+    pub(crate) apply: bool,
 }
 
 #[derive(Subcommand, Debug)]

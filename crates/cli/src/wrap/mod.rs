@@ -472,7 +472,8 @@ fn print_wrapped(found: &ClientFile, record: &Record, key: &ApiKey, data_dir_abs
     );
     if key.scope == Scope::Plan {
         outln!(
-            "Review and run what it plans: plangate plans show --key {name}, then plangate plans apply --key {name} --config {}",
+            "Review what it plans in the web console: plangate console --config {} (then http://127.0.0.1:7071/console; the agent's answers name it), or at the CLI: plangate plans show --key {name}, then plangate plans apply --key {name} --config {}",
+            record.config.display(),
             record.config.display(),
             name = key.name,
         );
