@@ -15,7 +15,8 @@ use serde_json::{Value, json};
 /// A `plan`-scope agent on the demo site with three waiting steps: the
 /// tagline, a menu item, the tagline again (the first's target).
 async fn three_waiting() -> (Scratch, String, Client, [String; 3]) {
-    let (scratch, config, agent) = demo_agent("agent", "plan").await;
+    let (scratch, config, [token]) = demo_keys("", [("agent", "plan")]);
+    let agent = config_client(&scratch, &config, &token).await;
     let mut ids = Vec::new();
     for (tool, args) in [
         ("update_option", tagline("Fresh bread")),
@@ -31,6 +32,16 @@ async fn three_waiting() -> (Scratch, String, Client, [String; 3]) {
         agent,
         <[String; 3]>::try_from(ids).unwrap(),
     )
+}
+
+/// The agent's config and one more server, which leaves a mark in the
+/// working directory each time it is started (and then exits): an apply
+/// whose steps do not call it must not start it.
+fn with_a_second_server(scratch: &Scratch, config: &str) -> String {
+    let text = std::fs::read_to_string(config).unwrap();
+    let ghost = "[upstreams.ghost]\ncommand = \"/bin/sh\"\nargs = [\"-c\", \"echo started >> ghost-starts; exit 1\"]\n";
+    let path = scratch.write("with-ghost.toml", &format!("{ghost}\n{text}"));
+    path.to_str().unwrap().to_owned()
 }
 
 fn digest(scratch: &Scratch) -> String {
@@ -77,6 +88,7 @@ async fn applying_one_of_two_steps_on_one_target_is_refused_until_the_person_say
 #[tokio::test]
 async fn with_partial_it_runs_and_the_receipt_says_what_is_left_and_why() {
     let (scratch, config, _agent, [first, _menu, second]) = three_waiting().await;
+    let config = with_a_second_server(&scratch, &config);
     let digest = digest(&scratch);
     let apply = [
         "plans",
@@ -98,11 +110,15 @@ async fn with_partial_it_runs_and_the_receipt_says_what_is_left_and_why() {
         "{said}"
     );
     assert!(said.contains("may be half done"), "{said}");
+    let err = stderr(&out);
+    assert!(err.contains("stays waiting: it lands on tagline"), "{err}");
+    // Each step is said as it ends; the server no step calls is never
+    // started.
     assert!(
-        stderr(&out).contains("stays waiting: it lands on tagline"),
-        "{}",
-        stderr(&out)
+        err.contains("[1/1] step 1 applied: Set option tagline"),
+        "{err}"
     );
+    assert!(!scratch.path().join("ghost-starts").exists(), "{err}");
     assert_eq!(site_tagline(&scratch), "Fresh bread");
 }
 

@@ -174,6 +174,23 @@ impl Gateway {
         Self::start(config, store, material, connectors).await
     }
 
+    /// Like [`Gateway::build`], starting only the upstreams in `servers`:
+    /// a person's apply at the CLI starts the servers its steps call, not
+    /// every server of the config.
+    pub async fn build_for(
+        config: Config,
+        store: Arc<dyn Store>,
+        material: KeyMaterial,
+        servers: &std::collections::BTreeSet<String>,
+    ) -> Arc<Gateway> {
+        let connectors = config
+            .enabled_upstreams()
+            .filter(|u| servers.contains(&u.name))
+            .map(|u| (u.name.clone(), upstream::connector_for(u)))
+            .collect();
+        Self::start(config, store, material, connectors).await
+    }
+
     /// Like [`Gateway::build`], with the connector of each upstream given —
     /// e.g. in-process transports in tests. Upstreams without a connector
     /// are not started.

@@ -180,7 +180,25 @@ pub async fn apply_cmd(
     let yes = confirming
         .confirm(&FactorAct::Apply { key: &key.name })
         .await?;
-    let gw = Gateway::build(config, store, material).await;
+    // Only the servers the steps call are started.
+    let servers = selected
+        .iter()
+        .filter_map(|id| state.step(id))
+        .map(|s| s.record.server.clone())
+        .collect();
+    let log = KeyLog::new(store.clone(), material.log_key());
+    let gw = Gateway::build_for(config, store, material, &servers).await;
+    let before = selected
+        .iter()
+        .filter_map(|id| state.step(id).map(|s| (id.clone(), s.status)))
+        .collect();
+    let over = tokio_util::sync::CancellationToken::new();
+    let progress = tokio::spawn(show_progress(
+        log,
+        (key.id.clone(), selected.clone()),
+        before,
+        over.clone(),
+    ));
     let outcome = operator::apply_now(
         &gw,
         &confirmed_acting(&key, &yes),
@@ -189,6 +207,8 @@ pub async fn apply_cmd(
         (named, partial),
     )
     .await;
+    over.cancel();
+    let _ = progress.await;
     gw.shutdown().await;
     let receipt = outcome.map_err(|e| match e {
         OperatorError::PlanChanged { .. } | OperatorError::RevisionMoved { .. } => {
@@ -199,5 +219,47 @@ pub async fn apply_cmd(
     match receipt {
         Some(receipt) => finish_receipt(receipt, as_json),
         None => nothing(),
+    }
+}
+
+/// Says on stderr each step of `run` as it starts and ends (its status
+/// moved from `said`, the statuses before the apply), read from the key's
+/// log — the same events the console's live view shows — until the apply
+/// is `over` (then once more, for the last step's end).
+async fn show_progress(
+    log: KeyLog<KeyState>,
+    (key_id, run): (String, Vec<String>),
+    mut said: std::collections::BTreeMap<String, StepStatus>,
+    over: tokio_util::sync::CancellationToken,
+) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(200));
+    let total = run.len();
+    loop {
+        let last = tokio::select! {
+            _ = tick.tick() => false,
+            () = over.cancelled() => true,
+        };
+        let Ok(state) = log.state(&key_id).await else {
+            if last {
+                return;
+            }
+            continue;
+        };
+        for (n, id) in run.iter().enumerate() {
+            let Some(step) = state.step(id) else { continue };
+            if said.get(id) != Some(&step.status) {
+                crate::output::note(format_args!(
+                    "[{}/{total}] step {} {}: {}",
+                    n + 1,
+                    step.record.position,
+                    step.status,
+                    step.record.predicted_effect
+                ));
+                said.insert(id.clone(), step.status);
+            }
+        }
+        if last {
+            return;
+        }
     }
 }
