@@ -13,7 +13,7 @@ use plangate_core::rules::Refused;
 use plangate_core::{KeyState, PlannedStep, StepStatus};
 use plangate_gateway::Gateway;
 use plangate_gateway::key_log::KeyLog;
-use plangate_gateway::operator::factor::Act as FactorAct;
+use plangate_gateway::operator::factor::{Act as FactorAct, Confirmed};
 use plangate_gateway::operator::{self, OperatorError};
 use plangate_store::{ApiKey, KeyMaterial, Store};
 use serde_json::json;
@@ -180,7 +180,33 @@ pub async fn apply_cmd(
     let yes = confirming
         .confirm(&FactorAct::Apply { key: &key.name })
         .await?;
-    // Only the servers the steps call are started.
+    let outcome = run_here(
+        (config, store, material),
+        (&key, &state, &selected),
+        (&yes, seen),
+        (named, partial),
+    )
+    .await;
+    let receipt = outcome.map_err(|e| match e {
+        OperatorError::PlanChanged { .. } | OperatorError::RevisionMoved { .. } => {
+            anyhow!("apply refused (plan_changed): {e}")
+        }
+        e => anyhow!("{e}"),
+    })?;
+    match receipt {
+        Some(receipt) => finish_receipt(receipt, as_json),
+        None => nothing(),
+    }
+}
+
+/// Runs a person's apply in a gateway built here for only the servers its
+/// steps call, saying each step as it runs ([`show_progress`]).
+async fn run_here(
+    (config, store, material): (Config, Arc<dyn Store>, KeyMaterial),
+    (key, state, selected): (&ApiKey, &KeyState, &[String]),
+    (yes, seen): (&Confirmed, operator::Seen<'_>),
+    (named, partial): (&[String], bool),
+) -> Result<Option<plangate_core::Receipt>, OperatorError> {
     let servers = selected
         .iter()
         .filter_map(|id| state.step(id))
@@ -195,14 +221,14 @@ pub async fn apply_cmd(
     let over = tokio_util::sync::CancellationToken::new();
     let progress = tokio::spawn(show_progress(
         log,
-        (key.id.clone(), selected.clone()),
+        (key.id.clone(), selected.to_vec()),
         before,
         over.clone(),
     ));
     let outcome = operator::apply_now(
         &gw,
-        &confirmed_acting(&key, &yes),
-        &yes,
+        &confirmed_acting(key, yes),
+        yes,
         Some(seen),
         (named, partial),
     )
@@ -210,16 +236,7 @@ pub async fn apply_cmd(
     over.cancel();
     let _ = progress.await;
     gw.shutdown().await;
-    let receipt = outcome.map_err(|e| match e {
-        OperatorError::PlanChanged { .. } | OperatorError::RevisionMoved { .. } => {
-            anyhow!("apply refused (plan_changed): {e}")
-        }
-        e => anyhow!("{e}"),
-    })?;
-    match receipt {
-        Some(receipt) => finish_receipt(receipt, as_json),
-        None => nothing(),
-    }
+    outcome
 }
 
 /// Says on stderr each step of `run` as it starts and ends (its status
