@@ -282,14 +282,20 @@ async fn watch_config_restarts_a_changed_upstream_and_names_what_needs_a_restart
         &[&w.scratch.path().join("files"), &other],
         "",
     );
+    // And a rule: the reload says it is new.
+    let rule = "[[rules]]\nname = \"moves-plan\"\nwhen = \"tool == 'move_file'\"\noutcome = \"plan\"\n";
     std::fs::write(
         &w.config,
-        format!("[gateway]\nnamespace = \"always\"\nmax_sessions = 7\n\n{fs2}"),
+        format!("[gateway]\nnamespace = \"always\"\nmax_sessions = 7\n\n{fs2}\n{rule}"),
     )
     .unwrap();
     let log = log_until(&gw, "the reload", |l| l.contains("config reloaded ("));
     assert!(log.contains("plangate.toml changed"), "{log}");
     assert!(log.contains("restarted: fs"), "{log}");
+    assert!(
+        log.contains("rules added: moves-plan; removed: none; changed: none"),
+        "{log}"
+    );
     assert!(
         log.contains(
             "changed but kept at their running values until plangate restarts: gateway.max_sessions"

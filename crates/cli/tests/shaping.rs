@@ -343,5 +343,13 @@ async fn an_amendment_is_checked_like_a_planned_write_and_two_amending_at_once_o
     );
     assert_eq!(plan["steps"][0]["amendment"]["count"], 1);
     assert_eq!(plan["revision"], 2);
+    // The agent reads the amendment in words too, not only in the JSON.
+    let answer = call(&agent, "plangate_get_plan", json!({})).await.unwrap();
+    let text = answer.content[0].as_text().unwrap().text.clone();
+    let change = format!("/content: \"one\\n\" → {:?}", content);
+    assert!(
+        text.contains("amended by ") && text.contains(&change),
+        "{text}\n(expected {change})"
+    );
     agent.cancel().await.unwrap();
 }

@@ -78,6 +78,7 @@ impl Gateway {
         let old = self.config();
         let mut report = Reloaded {
             kept_until_restart: keep_restart_only(&old, &mut config),
+            rules: rule_changes(&old.rules, &config.rules),
             ..Reloaded::default()
         };
         let loaded = Loaded::compile(config, Some(&self.rates()));
@@ -196,6 +197,35 @@ pub struct Reloaded {
     /// Upstreams added or restarted that were not up after the first
     /// attempt, with the reason (they keep trying in the background).
     pub not_up: BTreeMap<String, String>,
+    /// The operator's rules (`[[rules]]`) by name: added, removed,
+    /// changed. They are in force from the next call.
+    pub rules: [Vec<String>; 3],
+}
+
+/// The rules `new` adds, removes and changes against `old`, by name.
+fn rule_changes(
+    old: &[plangate_policy::RuleSpec],
+    new: &[plangate_policy::RuleSpec],
+) -> [Vec<String>; 3] {
+    let find = |rules: &[plangate_policy::RuleSpec], name: &str| {
+        rules.iter().find(|r| r.name == name).cloned()
+    };
+    let added = new
+        .iter()
+        .filter(|r| find(old, &r.name).is_none())
+        .map(|r| r.name.clone())
+        .collect();
+    let removed = old
+        .iter()
+        .filter(|r| find(new, &r.name).is_none())
+        .map(|r| r.name.clone())
+        .collect();
+    let changed = new
+        .iter()
+        .filter(|r| find(old, &r.name).is_some_and(|o| o != **r))
+        .map(|r| r.name.clone())
+        .collect();
+    [added, removed, changed]
 }
 
 impl std::fmt::Display for Reloaded {
@@ -217,6 +247,16 @@ impl std::fmt::Display for Reloaded {
         )?;
         for (name, why) in &self.not_up {
             write!(f, "; {name} is not up yet ({why}), still trying")?;
+        }
+        let [added, removed, changed] = &self.rules;
+        if !(added.is_empty() && removed.is_empty() && changed.is_empty()) {
+            write!(
+                f,
+                "; rules added: {}; removed: {}; changed: {}",
+                list(added),
+                list(removed),
+                list(changed)
+            )?;
         }
         if !self.kept_until_restart.is_empty() {
             write!(

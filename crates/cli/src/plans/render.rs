@@ -4,7 +4,6 @@
 
 use anyhow::{Result, anyhow};
 use plangate_core::{LandsOn, Receipt, Where};
-use serde_json::Value;
 
 use super::print_json;
 use crate::output::outln;
@@ -96,17 +95,7 @@ pub fn receipt_lines(receipt: &Receipt) -> Vec<String> {
 
 /// A JSON diff as lines a person reads: `path: before → after`.
 pub(super) fn change_lines(changes: &[plangate_core::JsonChange]) -> Vec<String> {
-    let show = |v: &Option<Value>| match v {
-        None => "(none)".to_owned(),
-        Some(v) => v.to_string(),
-    };
-    changes
-        .iter()
-        .map(|c| {
-            let path = if c.path.is_empty() { "/" } else { &c.path };
-            format!("{path}: {} → {}", show(&c.before), show(&c.after))
-        })
-        .collect()
+    changes.iter().map(ToString::to_string).collect()
 }
 
 /// Prints a receipt; an apply with failed or in-doubt steps exits 1.

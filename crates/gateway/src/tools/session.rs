@@ -216,6 +216,20 @@ fn plan_text(message: String, state: &KeyState) -> String {
                 rejection.by, rejection.reason
             ));
         }
+        if let Some(amended) = &s.amendment {
+            let changes: Vec<String> = plangate_core::json_diff(
+                &amended.previous_arguments.value(),
+                &r.arguments.value(),
+            )
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+            text.push_str(&format!(
+                " — amended by {}: {}; it runs as amended",
+                amended.by,
+                changes.join(", ")
+            ));
+        }
     }
     text
 }
