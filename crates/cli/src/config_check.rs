@@ -177,8 +177,48 @@ impl Checked<'_> {
             "tools": tools,
             "errors": errors,
             "enforcement": self.enforcement,
+            "rules": config.rules.iter().map(|r| &r.name).collect::<Vec<_>>(),
+            "warnings": self.rule_warnings(),
         }))?;
         Ok(())
+    }
+
+    /// The operator's rules, and each `modes` list that leaves out the mode
+    /// a key is in when nothing set one: a key in that mode is not judged
+    /// by the rule — a `plan`-scope key too, whose writes are still
+    /// planned, and then applied without the rule.
+    fn print_rules(&self) {
+        let rules = &self.config.rules;
+        let names: Vec<&str> = rules.iter().map(|r| r.name.as_str()).collect();
+        outln!(
+            "rules: {}{}",
+            rules.len(),
+            if names.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", names.join(", "))
+            }
+        );
+        for warning in self.rule_warnings() {
+            outln!("warning: {warning}");
+        }
+    }
+
+    /// Each rule whose `modes` list leaves out the default mode, said.
+    fn rule_warnings(&self) -> Vec<String> {
+        let default = self.config.modes.default_name();
+        self.config
+            .rules
+            .iter()
+            .filter_map(|rule| {
+                let modes = rule.modes.as_ref()?;
+                (!modes.iter().any(|m| m == default)).then(|| format!(
+                    "rule {} applies only in mode(s) {}: a key in mode {default} (where every key starts) is not judged by it — a plan-scope key's writes are planned and later applied without it; add {default:?} to its modes if it should hold there",
+                    rule.name,
+                    modes.join(", ")
+                ))
+            })
+            .collect()
     }
 
     /// `config check` as text: each upstream, then the tools as a table.
@@ -209,6 +249,7 @@ impl Checked<'_> {
         for (name, why) in &config.down {
             outln!("upstream {name}: DOWN, not started: {why}; the others serve");
         }
+        self.print_rules();
         let rows: Vec<[String; 6]> = catalog
             .tools
             .iter()

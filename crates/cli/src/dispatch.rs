@@ -271,8 +271,12 @@ async fn config_check(source: &ConfigSourceArgs, data_dir: &Path, json: bool) ->
     let config = config_to_call(source, data_dir).await?;
     // The pins, when the store can be read, so changed definitions
     // are flagged; config check works without a store too.
-    let (pins, vault) = match open_store(data_dir).await {
-        Ok(store) => match key_material(data_dir) {
+    let opened = match crate::setup::store_exists(data_dir) {
+        true => open_store(data_dir).await.ok(),
+        false => None,
+    };
+    let (pins, vault) = match opened {
+        Some(store) => match key_material(data_dir) {
             Ok(material) => {
                 let pins =
                     plangate_gateway::key_log::KeyLog::<plangate_core::ToolPins>::with_capacity(
@@ -288,7 +292,7 @@ async fn config_check(source: &ConfigSourceArgs, data_dir: &Path, json: bool) ->
             }
             Err(_) => (None, None),
         },
-        Err(_) => (None, None),
+        None => (None, None),
     };
     let enforcement = crate::enforcement::read(data_dir).await;
     crate::config_check::run(config, (pins, enforcement), vault, json).await

@@ -27,12 +27,17 @@ pub(crate) struct Enforcement {
 /// Reads what the store requires and says what that stops; `None` when the
 /// store cannot be read.
 pub(crate) async fn read(data_dir: &Path) -> Option<Enforcement> {
-    let store = crate::setup::open_store(data_dir).await.ok()?;
-    let material = crate::setup::key_material(data_dir).ok()?;
-    let state = operators_log(store, material.log_key())
-        .state(OPERATORS_LOG)
-        .await
-        .ok()?;
+    // A data dir not made yet requires nothing: looking does not make it.
+    let state = if crate::setup::store_exists(data_dir) {
+        let store = crate::setup::open_store(data_dir).await.ok()?;
+        let material = crate::setup::key_material(data_dir).ok()?;
+        operators_log(store, material.log_key())
+            .state(OPERATORS_LOG)
+            .await
+            .ok()?
+    } else {
+        plangate_core::operators::Operators::default()
+    };
     let user = current_user();
     // Run as the user `plangate service install` made for it: the data
     // dir is that user's alone.

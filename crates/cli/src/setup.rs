@@ -17,6 +17,13 @@ use crate::commands;
 /// [`use_database`] so that every command's [`open_store`] honours it.
 static DATABASE_URL: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
 
+/// Whether a store is there to read without making one: `--database`
+/// names one, or the data dir exists (a command that only looks, such as
+/// `config check`, does not create it).
+pub(crate) fn store_exists(data_dir: &Path) -> bool {
+    DATABASE_URL.get().and_then(Option::as_deref).is_some() || data_dir.exists()
+}
+
 /// Records `--database` (or `PLANGATE_DATABASE_URL`) for every
 /// [`open_store`] of this process; the first call holds.
 pub(crate) fn use_database(url: Option<String>) {

@@ -177,3 +177,33 @@ fn a_stdio_key_from_another_data_dir_is_named_as_such() {
     assert!(err.contains("0 active key(s) there"), "{err}");
     assert!(!err.contains(&token), "the token is never echoed: {err}");
 }
+
+#[test]
+fn config_check_counts_the_rules_warns_of_a_mode_list_that_skips_the_default_and_makes_no_data_dir()
+{
+    let scratch = Scratch::new();
+    let site = plangate_upstream(
+        "site",
+        &[
+            "demo-site",
+            "--state",
+            scratch.path().join("site.json").to_str().unwrap(),
+        ],
+    );
+    let rules = "[[rules]]\nname = \"no-plugins\"\nmodes = [\"plan\"]\nwhen = \"tool == 'set_plugin_active'\"\noutcome = \"refuse\"\nmessage = \"not plugins\"\n\n[[rules]]\nname = \"menus-plan\"\nwhen = \"tool == 'create_menu_item'\"\noutcome = \"plan\"\n";
+    let config = scratch.write("plangate.toml", &format!("{site}\n{rules}"));
+    let args = ["config", "check", "--config", config.to_str().unwrap()];
+    let said = succeeded(&args, &scratch.run(&args));
+    assert!(said.contains("rules: 2 (no-plugins, menus-plan)"), "{said}");
+    assert!(
+        said.contains(
+            "warning: rule no-plugins applies only in mode(s) plan: a key in mode default"
+        ),
+        "{said}"
+    );
+    assert!(!said.contains("warning: rule menus-plan"), "{said}");
+    assert!(
+        !scratch.data_dir().exists(),
+        "config check made the data dir"
+    );
+}

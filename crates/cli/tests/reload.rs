@@ -283,7 +283,8 @@ async fn watch_config_restarts_a_changed_upstream_and_names_what_needs_a_restart
         "",
     );
     // And a rule: the reload says it is new.
-    let rule = "[[rules]]\nname = \"moves-plan\"\nwhen = \"tool == 'move_file'\"\noutcome = \"plan\"\n";
+    let rule =
+        "[[rules]]\nname = \"moves-plan\"\nwhen = \"tool == 'move_file'\"\noutcome = \"plan\"\n";
     std::fs::write(
         &w.config,
         format!("[gateway]\nnamespace = \"always\"\nmax_sessions = 7\n\n{fs2}\n{rule}"),

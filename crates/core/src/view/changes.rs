@@ -111,8 +111,15 @@ impl std::fmt::Display for JsonChange {
     /// `path: before → after`, as a person and an agent read one change
     /// (`(none)` for a value added or removed).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let show = |v: &Option<Value>| v.as_ref().map_or_else(|| "(none)".to_owned(), Value::to_string);
-        let path = if self.path.is_empty() { "/" } else { &self.path };
+        let show = |v: &Option<Value>| {
+            v.as_ref()
+                .map_or_else(|| "(none)".to_owned(), Value::to_string)
+        };
+        let path = if self.path.is_empty() {
+            "/"
+        } else {
+            &self.path
+        };
         write!(f, "{path}: {} → {}", show(&self.before), show(&self.after))
     }
 }

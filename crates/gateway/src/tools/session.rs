@@ -217,13 +217,11 @@ fn plan_text(message: String, state: &KeyState) -> String {
             ));
         }
         if let Some(amended) = &s.amendment {
-            let changes: Vec<String> = plangate_core::json_diff(
-                &amended.previous_arguments.value(),
-                &r.arguments.value(),
-            )
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+            let changes: Vec<String> =
+                plangate_core::json_diff(&amended.previous_arguments.value(), &r.arguments.value())
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect();
             text.push_str(&format!(
                 " — amended by {}: {}; it runs as amended",
                 amended.by,
