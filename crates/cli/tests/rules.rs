@@ -134,6 +134,14 @@ async fn in_plan_mode_scratch_writes_run_others_are_planned_env_files_are_refuse
     .await
     .unwrap();
     assert_eq!(body(&asked)["code"], "elicitation_unsupported", "{asked:?}");
+    // The rule that asked is named, not the mode.
+    assert!(
+        mentions(
+            &body(&asked)["message"],
+            "the operator's rule \"moves-ask\" asks"
+        ),
+        "{asked:?}"
+    );
     assert!(w.root.join("scratch/a.txt").exists());
 
     policy_test_says_the_same(&w);

@@ -131,6 +131,9 @@ pub struct Round<'a> {
     pub state: Option<&'a str>,
     /// `inputResponses` from the client, on a retry.
     pub responses: Option<&'a InputResponses>,
+    /// The operator's rule that asked, when a rule did rather than the
+    /// mode: the question names it.
+    pub rule: Option<&'a str>,
 }
 
 /// Whether the request speaks MCP 2026-07-28 or later: no server-to-client
@@ -308,12 +311,21 @@ pub async fn ask_for_call(
             return Err(Refusal::new(
                 Code::ElicitationUnsupported,
                 format!(
-                    "mode {} asks the person before {} calls, and this client cannot show them a question (no form elicitation). Nothing was run. Tell the person what you want to do; they can change the mode ({prefix}begin_session) or you can plan it with \"_plangate_plan\": true",
-                    mode.name, tool.effect
+                    "{} asks the person before this call, and this client cannot show them a question (no form elicitation). Nothing was run. Tell the person what you want to do; they can change the mode ({prefix}begin_session) or you can plan it with \"_plangate_plan\": true",
+                    match round.rule {
+                        Some(rule) => format!("the operator's rule {rule:?}"),
+                        None => format!("mode {} (for {} calls)", mode.name, tool.effect),
+                    }
                 ),
             ));
         }
-        let question = question::call_question(acting, mode, tool, redacted_arguments, call_digest);
+        let question = question::call_question(
+            acting,
+            (mode, round.rule),
+            tool,
+            redacted_arguments,
+            call_digest,
+        );
         if modern(cx) {
             return open_question(gw, acting, round, question, call_digest)
                 .await

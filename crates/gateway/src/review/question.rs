@@ -176,15 +176,19 @@ fn preview_excerpt(p: &plangate_core::Preview) -> Vec<String> {
 /// digest, which the yes binds.
 pub(super) fn call_question(
     acting: &Acting,
-    mode: &ModeSpec,
+    (mode, rule): (&ModeSpec, Option<&str>),
     tool: &crate::CatalogTool,
     redacted_arguments: &Value,
     call_digest: &str,
 ) -> String {
+    let why = match rule {
+        Some(rule) => format!("the operator's rule {rule:?} asks you first"),
+        None => format!("above what mode {} runs without asking", mode.name),
+    };
     let mut lines = vec![
         format!(
-            "An agent (API key {:?}, scope {}) wants to call {} on {} — a {} tool, above what mode {} runs without asking.",
-            acting.key.name, acting.key.scope, tool.original, tool.upstream, tool.effect, mode.name,
+            "An agent (API key {:?}, scope {}) wants to call {} on {} — a {} tool; {why}.",
+            acting.key.name, acting.key.scope, tool.original, tool.upstream, tool.effect,
         ),
         format!("Arguments: {redacted_arguments}"),
     ];

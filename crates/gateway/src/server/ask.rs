@@ -38,7 +38,14 @@ impl GatewayHandler {
         };
         let explicit = checked.explicit;
         let value = checked.value.clone();
-        match Box::pin(self.ask_first(&acting, mode, at.tool, checked, at.cx)).await {
+        let asked = self.ask_first(
+            &acting,
+            (mode, rule_name.as_deref()),
+            at.tool,
+            checked,
+            at.cx,
+        );
+        match Box::pin(asked).await {
             Ok(Asked::Run(forward)) => {
                 let checked = Checked {
                     forward,
@@ -78,7 +85,7 @@ impl GatewayHandler {
     async fn ask_first(
         &self,
         acting: &Acting,
-        mode: &ModeSpec,
+        (mode, rule): (&ModeSpec, Option<&str>),
         tool: &CatalogTool,
         checked: Checked,
         cx: &RequestContext<RoleServer>,
@@ -109,6 +116,7 @@ impl GatewayHandler {
             arguments: &value,
             state: forward.request_state.as_deref(),
             responses: forward.input_responses.as_ref(),
+            rule,
         };
         match crate::review::ask_for_call(
             &self.gw, acting, mode, tool, &redacted, &digest, round, cx,

@@ -94,6 +94,7 @@ impl GatewayHandler {
                     arguments: &args_value,
                     state: request.request_state.as_deref(),
                     responses: request.input_responses.as_ref(),
+                    rule: None,
                 };
                 let was_plan = self
                     .seen
