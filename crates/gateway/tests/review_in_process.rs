@@ -217,13 +217,17 @@ async fn an_ask_mode_asks_before_a_call_above_its_access() {
 #[tokio::test]
 async fn a_plan_keys_own_yes_does_not_apply_but_an_operators_approval_of_the_current_digest_does() {
     let r = rig(Scope::Plan, Duration::from_secs(30)).await;
-    let client = plan_two(
-        &r,
-        Seen::answering("accept", json!({"decision": "approve"})),
-    )
-    .await;
+    let seen = Seen::answering("accept", json!({"decision": "approve"}));
+    let client = plan_two(&r, seen.clone()).await;
+    // Its own client is not asked a question whose yes would not count:
+    // the request for review is recorded, and the agent told to wait.
     let answer = call(&client, "plangate_exit_plan_mode", json!({"plan": "x"})).await;
-    assert_eq!(body(&answer)["code"], "forbidden", "{answer:?}");
+    assert_eq!(answer.is_error, Some(false), "{answer:?}");
+    assert_eq!(body(&answer)["review_requested"], true, "{answer:?}");
+    assert!(
+        seen.questions.lock().unwrap().is_empty(),
+        "the client was asked"
+    );
     assert!(r.calls_of("record").is_empty());
     let plan = body(&call(&client, "plangate_get_plan", json!({})).await);
     assert_eq!(

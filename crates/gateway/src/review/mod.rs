@@ -180,6 +180,7 @@ pub async fn exit_plan_mode(
             "nobody was asked and nothing was applied",
         )
     })?;
+    let scope = plangate_core::rules::approval_scope_for(&state, acting.key.scope, &in_force);
     let mode = in_force.spec;
     if !mode.plan_mode() {
         return Err(Refusal::new(
@@ -189,6 +190,35 @@ pub async fn exit_plan_mode(
                 mode.name
             ),
         ));
+    }
+    // A key whose own client's yes does not count (a `plan`-scope key, or
+    // a plan made under one): its client is not asked a question whose yes
+    // approves nothing. The request is on the record; a person answers it
+    // where they review.
+    if scope == plangate_core::Scope::Plan && round.state.is_none() {
+        let digest = state.plan_digest();
+        let review_id = plangate_store::new_id("rev_").map_err(Refusal::internal)?;
+        record(
+            gw,
+            acting,
+            EventKind::ReviewRequested {
+                review_id,
+                plan_digest: digest.clone(),
+            },
+        )
+        .await?;
+        let message = format!(
+            "Review asked: {} — this client's yes would not count, so it was not asked. Nothing was applied and the mode stays {}. Tell the person the plan is ready; when {prefix}get_plan shows it approved, call {prefix}apply_plan.",
+            gw.how_to_approve(),
+            mode.name
+        );
+        let body = json!({
+            "success": true,
+            "review_requested": true,
+            "plan_digest": digest,
+            "message": message,
+        });
+        return Ok(crate::answer::with_text(body, message, false).into());
     }
     let (digest, answer) = if round.state.is_some() {
         take_answer(gw, acting, round).await?
