@@ -230,6 +230,7 @@ pub async fn test(
         ),
     };
     let verdict = Verdict {
+        config: crate::commands::describe_source(&config.source),
         key: &key,
         mode: &mode.name,
         found: &found,
@@ -314,6 +315,9 @@ fn placed(paths: &CallPaths) -> Vec<(String, Result<String, String>)> {
 
 /// What `policy test` concluded, as it prints it.
 struct Verdict<'a> {
+    /// The config the rules were read from (a running gateway may hold
+    /// another, until it reloads).
+    config: String,
     key: &'a ApiKey,
     mode: &'a str,
     found: &'a Found,
@@ -340,6 +344,7 @@ impl Verdict<'_> {
     fn print_json(&self) -> Result<()> {
         let (word, code) = self.word();
         let body = json!({
+            "config": self.config,
             "key": self.key.name,
             "scope": self.key.scope,
             "mode": self.mode,
@@ -368,6 +373,10 @@ impl Verdict<'_> {
     /// `policy test` as text: the call, its paths, the rule, the decision.
     fn print_text(&self) {
         let (server, tool) = (&self.found.server, &self.found.tool);
+        outln!(
+            "rules of {} (as the file says now; a running gateway uses them once it reloads)",
+            self.config
+        );
         outln!(
             "key {} (scope {}), mode {}; {} is {server}'s {tool} ({})",
             self.key.name,

@@ -248,6 +248,10 @@ fn policy_test_says_the_same(w: &World) {
     );
     assert!(text.contains("rule \"no-env\" decides: refuse"), "{text}");
     assert!(
+        text.starts_with("rules of ") && text.contains("plangate.toml (as the file says now"),
+        "{text}"
+    );
+    assert!(
         text.contains("the agent would be told: env files hold secrets"),
         "{text}"
     );
