@@ -13,7 +13,8 @@
 use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, bail};
-use plangate_core::Scope;
+use plangate_core::{Actor, Channel, Scope};
+use plangate_gateway::operator::{self, factor};
 use plangate_gateway::{Gateway, GatewayHandler};
 use plangate_store::{DataDir, StoreConfig};
 use rmcp::model::{
@@ -126,7 +127,9 @@ pub async fn run(as_json: bool) -> Result<()> {
         .context("cannot open the demo's database")?;
     // Fresh keys for a throwaway store: never the environment's.
     let material = dir.key_material(&plangate_store::KeysFromEnv::default())?;
-    let key = store.create_key("demo-agent", Scope::Write).await?;
+    // A `plan`-scope key, as the README recommends: the agent cannot
+    // approve or apply its own plan; a person's yes (simulated) does.
+    let key = store.create_key("demo-agent", Scope::Plan).await?;
     let gw = Gateway::build(config, store, material).await;
     let result = async {
         if gw.upstream("site").is_none() {
@@ -153,7 +156,7 @@ pub async fn run(as_json: bool) -> Result<()> {
             json: as_json,
             section: 0,
         };
-        let told = tell(&mut n, &client, tmp.path()).await;
+        let told = tell(&mut n, (&client, &gw, &key.key), tmp.path()).await;
         let _ = client.cancel().await;
         let _ = server.await;
         told
@@ -236,7 +239,11 @@ fn lands_on(step: &Value) -> String {
 }
 
 /// The story, chapter by chapter: the agent's calls and what they show.
-async fn tell(n: &mut Narrator, client: &Client, tmp: &std::path::Path) -> Result<()> {
+async fn tell(
+    n: &mut Narrator,
+    (client, gw, key): (&Client, &Gateway, &plangate_store::ApiKey),
+    tmp: &std::path::Path,
+) -> Result<()> {
     n.fact("plangate demo — plan mode, start to finish, in one run");
     n.fact("=====================================================");
     n.fact("An agent is connected to plangate instead of straight to a website's MCP server.");
@@ -262,7 +269,7 @@ async fn tell(n: &mut Narrator, client: &Client, tmp: &std::path::Path) -> Resul
     begin_plan_mode(n, client).await?;
     plan_three_writes(n, client).await?;
     let digest = show_plan(n, client, &pages_before, &menus_before).await?;
-    let copy_id = say_yes_and_apply(n, client, &digest).await?;
+    let copy_id = say_yes_and_apply(n, (client, gw, key), &digest).await?;
     site_after(n, client, copy_id).await?;
     end_session(n, client).await
 }
@@ -393,28 +400,75 @@ async fn show_plan(
     Ok(digest)
 }
 
-/// The person's yes (simulated), then the apply and its receipt: the
-/// draft copy a step landed on, if one did.
+/// The agent's own apply refused (its key plans; only a person
+/// approves), the person's yes (simulated, through the same operation as
+/// `plangate plans approve` and the console's Approve), then the agent's
+/// apply and its receipt: the draft copy a step landed on, if one did.
 async fn say_yes_and_apply(
     n: &mut Narrator,
-    client: &Client,
+    (client, gw, key): (&Client, &Gateway, &plangate_store::ApiKey),
     digest: &str,
 ) -> Result<Option<String>> {
+    n.heading("The agent tries to apply its own plan: refused");
+    let mut params = CallToolRequestParams::new("plangate_apply_plan");
+    params.arguments = json!({"plan_digest": digest}).as_object().cloned();
+    let refused = client
+        .peer()
+        .call_tool(params)
+        .await
+        .context("the demo's call to plangate_apply_plan failed")?;
+    let code = refused
+        .structured_content
+        .as_ref()
+        .map(|v| s(&v["code"]).to_owned())
+        .unwrap_or_default();
+    n.record(json!({
+        "phase": "agent_apply_refused",
+        "tool": "plangate_apply_plan",
+        "arguments": {"plan_digest": digest},
+        "is_error": refused.is_error == Some(true),
+        "code": code,
+    }))?;
+    if refused.is_error != Some(true) {
+        bail!("the agent's own apply of an unapproved plan ran");
+    }
+    n.fact(format!(
+        "Refused ({code}): its key plans every write, and nothing it can call approves the plan."
+    ));
+
     n.heading("The person says yes — SIMULATED");
+    let act = factor::Act::Approve { key: &key.name };
+    let yes = factor::confirm(
+        gw.operators(),
+        gw.material(),
+        &act,
+        factor::Proof::default(),
+        Channel::Cli,
+    )
+    .await
+    .map_err(|e| anyhow!("{e}"))?;
+    let person = Actor::Operator {
+        name: "you (simulated)".to_owned(),
+    };
+    let seen = Some(operator::Seen::digest(digest));
+    operator::approve(gw.log(), key, person, &yes, Channel::Cli, seen, &[])
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
     n.record(json!({
         "phase": "person_says_yes",
         "simulated": true,
         "plan_digest": digest,
-        "message": "SIMULATED: the demo answers yes on the person's behalf, for exactly this digest",
+        "message": "SIMULATED: the demo approves on the person's behalf, for exactly this digest",
     }))?;
     n.fact(
         "SIMULATED: in real use the agent stops here, shows the person this plan in plain words",
     );
-    n.fact("and waits. This demo answers \"yes\" on the person's behalf, for exactly this digest:");
+    n.fact("and waits; the person approves in the web console or with `plangate plans approve`.");
+    n.fact("This demo approves on the person's behalf, for exactly this digest:");
     n.fact(format!("  {digest}"));
     n.fact("If any step changed after the yes, the digest would not match and nothing would run.");
 
-    n.heading("The agent applies the plan with that digest (plangate_apply_plan)");
+    n.heading("The agent applies the approved plan (plangate_apply_plan)");
     let receipt = n
         .call(
             client,
@@ -444,12 +498,6 @@ async fn say_yes_and_apply(
         for snap in step["snapshots"].as_array().into_iter().flatten() {
             facts.push(format!("snapshot id {} (it can be restored)", s(snap)));
         }
-        if step["approved_by_apply"] == true {
-            facts.push(
-                "approved_by_apply: the apply call was the yes for this destructive step"
-                    .to_owned(),
-            );
-        }
         n.fact(format!(
             "  step {}: {} — {}",
             step["position"],
@@ -457,13 +505,7 @@ async fn say_yes_and_apply(
             facts.join("; ")
         ));
     }
-    let approved: Vec<&str> = receipt["approved_by_apply"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(s)
-        .collect();
-    n.fact(format!("  approved_by_apply: {}", approved.join(", ")));
+    n.fact("  every step ran on the person's yes, the destructive one too");
     if receipt["success"] != true {
         bail!("the plan did not apply cleanly: {}", s(&receipt["message"]));
     }

@@ -150,7 +150,15 @@ fn plangate_demo_tells_the_worked_example_offline_and_exits_zero() {
     assert!(has_line(&planned, &["approval: REQUIRED", "Destructive"]));
     assert!(text.contains("none written"), "the site is shown unchanged");
     assert!(has_line(&text, &["Plan digest", "sha256:"]));
-    // The person's yes is labelled simulated.
+    // The agent's own apply is refused (a plan key); the person's yes is
+    // labelled simulated.
+    assert!(
+        has_line(
+            &text,
+            &["Refused (forbidden)", "nothing it can call approves"]
+        ),
+        "{text}"
+    );
     assert!(has_line(&text, &["says yes", "SIMULATED"]), "{text}");
     assert!(text.contains("SIMULATED: in real use"));
     // The receipt: copy and preview link, menu item, snapshot, approval.
@@ -169,8 +177,9 @@ fn plangate_demo_tells_the_worked_example_offline_and_exits_zero() {
     assert!(has_line(&receipt, &["step 2: applied", "menu item id 4"]));
     assert!(has_line(
         &receipt,
-        &["step 3: applied", "snapshot id snap_", "approved_by_apply"]
+        &["step 3: applied", "snapshot id snap_"]
     ));
+    assert!(has_line(&receipt, &["on the person's yes"]), "{receipt}");
     // The site after: the title on the copy, Services live, page 3 in trash.
     let after = section("The site after", "ends the session");
     assert!(
@@ -211,7 +220,9 @@ fn plangate_demo_json_prints_every_answer_as_a_json_line() {
     assert_eq!(receipt["steps"][0]["copy_id"], "5");
     assert!(receipt["steps"][1]["result"]["menu_item_id"].is_u64());
     assert!(receipt["steps"][2]["snapshots"][0].is_string());
-    assert_eq!(receipt["approved_by_apply"].as_array().unwrap().len(), 1);
+    // The agent's own apply was refused before the person's yes.
+    let refused = phase("agent_apply_refused");
+    assert_eq!(refused[0]["code"], "forbidden", "{:?}", refused);
     let after = phase("site_after");
     let pages = after[0]["answer"]["pages"].as_array().unwrap();
     assert!(
@@ -234,7 +245,12 @@ fn plangate_demo_json_prints_every_answer_as_a_json_line() {
         answers.len() - 1,
         "every line but the yes is a call"
     );
-    assert!(calls.iter().all(|a| a["is_error"] == false));
+    // Only the agent's own apply, before the person's yes, was refused.
+    assert!(
+        calls
+            .iter()
+            .all(|a| (a["is_error"] == true) == (a["phase"] == "agent_apply_refused"))
+    );
 }
 
 // === audit export ===
