@@ -186,6 +186,19 @@ impl<'a> Checker<'a> {
         });
     }
 
+    /// Adds where each unknown key or table is in the file (`line_of` its
+    /// key): a misspelt name is found by its line, not only its path.
+    pub(crate) fn with_lines(&mut self, line_of: impl Fn(&str) -> Option<usize>) {
+        for e in &mut self.errors {
+            if e.message.starts_with("unknown ")
+                && !e.message.contains("(line ")
+                && let Some(line) = line_of(&e.key)
+            {
+                e.message.push_str(&format!(" (line {line})"));
+            }
+        }
+    }
+
     /// `Ok(value)` if nothing was recorded, else every mistake.
     pub(crate) fn finish<T>(self, value: Option<T>) -> Result<T, ConfigErrors> {
         match value {

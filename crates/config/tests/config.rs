@@ -370,7 +370,7 @@ fn an_unknown_key_lists_the_allowed_keys() {
         &errors,
         &[(
             "upstreams.site.trust",
-            "unknown key \"trust\": allowed keys are command, args, env, cwd, url, headers, ca_file, trust_annotations, enabled, call_timeout, startup_timeout, protocol, tools and oauth",
+            "unknown key \"trust\": allowed keys are command, args, env, cwd, url, headers, ca_file, trust_annotations, enabled, call_timeout, startup_timeout, protocol, tools and oauth (line 3)",
         )],
     );
     let errors = toml_err(&with_gateway("anon = \"read\""));
@@ -388,7 +388,7 @@ fn an_unknown_top_level_table_lists_the_allowed_tables() {
     let errors = toml_err("[mode.careful]\naccess = \"write\"\n[upstreams.a]\ncommand = \"x\"\n");
     assert_eq!(
         error_at(&errors, "mode"),
-        "unknown table \"mode\": allowed top-level tables are audit, auth, gateway, modes, profiles, redaction, rules and upstreams"
+        "unknown table \"mode\": allowed top-level tables are audit, auth, gateway, modes, profiles, redaction, rules and upstreams (line 1)"
     );
 }
 
@@ -924,7 +924,7 @@ fn every_bad_mode_is_reported_at_once() {
             ),
             (
                 "modes.wide.colour",
-                "unknown key \"colour\": allowed keys are instructions, access and over_access",
+                "unknown key \"colour\": allowed keys are instructions, access and over_access (line 9)",
             ),
         ],
     );

@@ -140,7 +140,40 @@ pub fn parse_toml(text: &str, origin: &Path, env: &dyn Env) -> Result<Config, Co
                 }
             },
         );
+    c.with_lines(|key| line_of(text, key));
     c.finish(config)
+}
+
+/// The line of `text` that holds `key` (`gateway.bogus`,
+/// `upstreams.site.comand`): the key's own line under its table's header,
+/// else the header of the table it names. `None` for keys inside arrays of
+/// tables (`rules[2]…`, which say their line themselves) or not found.
+fn line_of(text: &str, key: &str) -> Option<usize> {
+    if key.is_empty() || key.contains('[') {
+        return None;
+    }
+    let (table, last) = match key.rsplit_once('.') {
+        Some((table, last)) => (table, last),
+        None => ("", key),
+    };
+    let mut current = String::new();
+    for (i, line) in text.lines().enumerate() {
+        let trimmed = line.trim();
+        if let Some(header) = trimmed.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+            current = header.trim().trim_matches(['[', ']']).replace(' ', "");
+            if current == key || current.starts_with(&format!("{key}.")) {
+                return Some(i + 1);
+            }
+            continue;
+        }
+        let named = trimmed
+            .split_once('=')
+            .map(|(k, _)| k.trim().trim_matches('"'));
+        if current == table && named == Some(last) {
+            return Some(i + 1);
+        }
+    }
+    None
 }
 
 /// A TOML syntax error stops parsing; it is reported with line and column.

@@ -264,7 +264,7 @@ async fn http_handshake(
         // refreshes it first when it is about to expire.
         Some(settings) => {
             let vault = client.vault().ok_or_else(|| {
-                init_err(name, &"its OAuth credentials are in plangate's store, which this command has not opened")
+                init_err(name, &format!("its OAuth credentials live in plangate's store, which holds none for it here (no data dir yet, or it could not be opened): sign plangate in with `plangate upstream login {name}`"))
             })?;
             let manager = oauth::manager_for(config, url, settings, vault).await?;
             let auth = rmcp::transport::auth::AuthClient::new(related::Tagging::new(http), manager);
