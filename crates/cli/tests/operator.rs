@@ -220,7 +220,14 @@ fn plangate_demo_json_prints_every_answer_as_a_json_line() {
     assert_eq!(receipt["steps"][0]["copy_id"], "5");
     assert!(receipt["steps"][1]["result"]["menu_item_id"].is_u64());
     assert!(receipt["steps"][2]["snapshots"][0].is_string());
-    // The agent's own apply was refused before the person's yes.
+    // The person's yes covered every step, the destructive one too: the
+    // apply was not its yes. The agent's own apply was refused before it.
+    assert_eq!(
+        receipt["approved_by_apply"],
+        serde_json::json!([]),
+        "{receipt}"
+    );
+    assert_eq!(receipt["steps"][2]["approved_by_apply"], false, "{receipt}");
     let refused = phase("agent_apply_refused");
     assert_eq!(refused[0]["code"], "forbidden", "{:?}", refused);
     let after = phase("site_after");

@@ -113,6 +113,9 @@ struct Begun {
     selected: Vec<String>,
     not_approved: Vec<String>,
     digest: String,
+    /// Selected steps an approval already covered: this apply was not
+    /// their yes (the receipt's `approved_by_apply` leaves them out).
+    covered: Vec<String>,
 }
 
 /// An apply's first step, check and start, atomically: the plan as the person approved it, no
@@ -127,7 +130,7 @@ async fn begin(gw: &Gateway, acting: &Acting, request: &ApplyRequest) -> Result<
         prefix: gw.config().gateway.tool_prefix.clone(),
         apply_id: plangate_store::new_id("apply_").map_err(Refusal::internal)?,
     };
-    let (state, (selected, not_approved, digest)) = gw
+    let (state, (selected, not_approved, digest, covered)) = gw
         .log()
         .transact(&acting.key.id, |state| opening.events(state))
         .await
@@ -140,6 +143,7 @@ async fn begin(gw: &Gateway, acting: &Acting, request: &ApplyRequest) -> Result<
         selected,
         not_approved,
         digest,
+        covered,
     })
 }
 
@@ -155,8 +159,9 @@ struct Opening<'a> {
     apply_id: String,
 }
 
-/// The steps an apply runs, those not approved, and the plan digest.
-type Chosen = (Vec<String>, Vec<String>, String);
+/// The steps an apply runs, those not approved, the plan digest, and the
+/// steps it runs that an approval already covered.
+type Chosen = (Vec<String>, Vec<String>, String, Vec<String>);
 
 impl Opening<'_> {
     /// The events that start the apply on `state` (an expiry due, leases
@@ -212,6 +217,11 @@ impl Opening<'_> {
         let steps = rules::apply_steps(&view, selection, applier, &approved)
             .map_err(|refused| self.not_applied(&refused))?;
         let selected = steps.run;
+        let covered: Vec<String> = selected
+            .iter()
+            .filter(|id| approved.contains(id.as_str()))
+            .cloned()
+            .collect();
         if !selected.is_empty() {
             add(
                 &mut view,
@@ -223,7 +233,7 @@ impl Opening<'_> {
                 &mut events,
             );
         }
-        Ok((events, (selected, steps.not_approved, current)))
+        Ok((events, (selected, steps.not_approved, current, covered)))
     }
 
     /// Why the steps asked for cannot be applied, and what to do.
@@ -377,7 +387,7 @@ async fn conclude(
     };
     Ok(receipt(
         gw,
-        &state,
+        (&state, &begun.covered),
         &begun.digest,
         &outcomes,
         [applied, failed, in_doubt, not_run, unapproved],

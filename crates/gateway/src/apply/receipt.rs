@@ -12,7 +12,7 @@ use crate::answer::structured;
 /// The receipt of docs/design.md §5.
 pub(super) fn receipt(
     gw: &Gateway,
-    state: &KeyState,
+    (state, covered): (&KeyState, &[String]),
     digest: &str,
     outcomes: &[(String, Outcome)],
     [applied, failed, in_doubt, not_run, not_approved]: [u32; 5],
@@ -24,7 +24,10 @@ pub(super) fn receipt(
         let Some(step) = state.step(step_id) else {
             continue;
         };
-        steps.push(ReceiptStep::of(step, *outcome));
+        let mut line = ReceiptStep::of(step, *outcome);
+        // A person's approval was its yes, not this apply.
+        line.approved_by_apply &= !covered.contains(step_id);
+        steps.push(line);
     }
     let success = failed == 0 && in_doubt == 0;
     let mut message = if outcomes.is_empty() {
