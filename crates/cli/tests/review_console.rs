@@ -10,6 +10,18 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 
+/// The agent key's plan as the console's operator API answers it.
+async fn plan_review(http: &reqwest::Client, base: &str, token: &str) -> Value {
+    http.get(format!("{base}/console/api/plan?key=agent"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn a_stdio_agents_plan_is_approved_in_the_console_and_run_by_its_own_gateway() {
     let (scratch, config, [agent_key]) = demo_keys("", [("agent", "plan")]);
@@ -31,15 +43,7 @@ async fn a_stdio_agents_plan_is_approved_in_the_console_and_run_by_its_own_gatew
     let before = site_tagline(&scratch);
 
     let http = reqwest::Client::new();
-    let review: Value = http
-        .get(format!("{base}/console/api/plan?key=agent"))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let review = plan_review(&http, &base, &token).await;
     let seen = json!({
         "key_id": review["plan"]["key_id"],
         "plan_digest": review["plan"]["plan_digest"],
@@ -102,15 +106,7 @@ async fn with_apply_the_console_starts_the_servers_and_runs_steps_itself() {
     );
     let base = format!("http://{}", console.addr);
     let http = reqwest::Client::new();
-    let review: Value = http
-        .get(format!("{base}/console/api/plan?key=agent"))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let review = plan_review(&http, &base, &token).await;
     let applied = http
         .post(format!("{base}/console/api/apply"))
         .bearer_auth(&token)
