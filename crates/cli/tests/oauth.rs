@@ -516,11 +516,21 @@ async fn bad_tokens_are_refused_and_a_plan_token_s_steps_wait_for_a_person() {
 fn holds_a_jwt(dir: &std::path::Path) -> bool {
     std::fs::read_dir(dir).unwrap().any(|entry| {
         let path = entry.unwrap().path();
-        path.is_file()
-            && std::fs::read(&path)
-                .unwrap()
-                .windows(3)
-                .any(|w| w == b"eyJ")
+        path.is_file() && has_jwt_shape(&std::fs::read(&path).unwrap())
+    })
+}
+
+/// Whether `bytes` hold a JWT's start in plain text: `eyJ…` (a base64url
+/// JSON header), a dot, then `eyJ…` again (the payload). The three bytes
+/// `eyJ` alone also turn up by chance in sealed values and signatures.
+fn has_jwt_shape(bytes: &[u8]) -> bool {
+    let b64 = |c: &u8| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'_';
+    (0..bytes.len()).any(|i| {
+        let Some(rest) = bytes[i..].strip_prefix(b"eyJ") else {
+            return false;
+        };
+        let header = rest.iter().take_while(|c| b64(c)).count();
+        header >= 8 && rest[header..].starts_with(b".eyJ")
     })
 }
 
