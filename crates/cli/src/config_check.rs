@@ -246,8 +246,13 @@ impl Checked<'_> {
                 u.trust_annotations
             );
         }
+        let others = if config.enabled_upstreams().count() > config.down.len() {
+            "; the others serve"
+        } else {
+            ""
+        };
         for (name, why) in &config.down {
-            outln!("upstream {name}: DOWN, not started: {why}; the others serve");
+            outln!("upstream {name}: DOWN, not started: {why}{others}");
         }
         self.print_rules();
         let rows: Vec<[String; 6]> = catalog

@@ -66,6 +66,8 @@ async fn applying_one_of_two_steps_on_one_target_is_refused_until_the_person_say
     assert!(err.contains("[partial_apply]"), "{err}");
     assert!(err.contains(TIE), "{err}");
     assert!(err.contains("--partial"), "{err}");
+    // Each predicted effect's full stop gives way to the tie's parenthesis.
+    assert!(!err.contains(". (") && !err.contains(".;"), "{err}");
     assert_eq!(site_tagline(&scratch), before, "something ran");
 
     // Leaving behind only steps nothing ties to the one it runs: it goes on.
@@ -156,7 +158,14 @@ async fn the_agents_apply_of_the_part_a_person_approved_lists_what_it_leaves() {
     let approve = [
         "plans", "approve", "--key", "agent", "--digest", &digest, &first,
     ];
-    succeeded(&approve, &scratch.run(&approve));
+    // The person approving part of the plan is told which step their yes
+    // leaves behind tied to it, before the agent's apply runs it.
+    let said = succeeded(&approve, &scratch.run(&approve));
+    assert!(
+        said.contains(&format!("is tied to an approved step: {TIE}")),
+        "{said}"
+    );
+    assert!(said.contains("plans approve --key agent"), "{said}");
     let r = call(&agent, "plangate_apply_plan", json!({}))
         .await
         .unwrap();

@@ -137,7 +137,8 @@ impl std::fmt::Display for Refused {
                         .as_deref()
                         .map(|t| format!(" ({t})"))
                         .unwrap_or_default();
-                    write!(f, " step {} {}{tied};", l.position, l.predicted_effect)?;
+                    let effect = l.predicted_effect.trim_end().trim_end_matches('.');
+                    write!(f, " step {} {effect}{tied};", l.position)?;
                 }
                 write!(
                     f,

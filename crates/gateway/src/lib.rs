@@ -248,8 +248,14 @@ impl Gateway {
                 "cannot read the tool pins: {e}; every upstream tool is held back until they can be read"
             );
         }
-        for (name, why) in &gw.config().down {
-            tracing::warn!(upstream = %name, "upstream down, not started: {why}; the others serve");
+        let config = gw.config();
+        let others = if config.enabled_upstreams().count() > config.down.len() {
+            "; the others serve"
+        } else {
+            ""
+        };
+        for (name, why) in &config.down {
+            tracing::warn!(upstream = %name, "upstream down, not started: {why}{others}");
         }
         let first = gw.supervise(connectors);
         // Serve as soon as the upstreams that start quickly are up: a slow

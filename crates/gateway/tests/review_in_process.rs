@@ -215,6 +215,21 @@ async fn an_ask_mode_asks_before_a_call_above_its_access() {
 }
 
 #[tokio::test]
+async fn a_plan_key_in_mode_default_still_puts_its_plan_up_for_review() {
+    let r = rig(Scope::Plan, Duration::from_secs(30)).await;
+    let seen = Seen::answering("accept", json!({"decision": "approve"}));
+    let client = client_in(&r, seen.clone(), "default").await;
+    let planned = call(&client, "record", json!({"note": "one"})).await;
+    assert_eq!(body(&planned)["planned"], true, "{planned:?}");
+    let answer = call(&client, "plangate_exit_plan_mode", json!({"plan": "x"})).await;
+    assert_eq!(answer.is_error, Some(false), "{answer:?}");
+    assert_eq!(body(&answer)["review_requested"], true, "{answer:?}");
+    assert!(seen.questions.lock().unwrap().is_empty());
+    assert!(r.calls_of("record").is_empty());
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
 async fn a_plan_keys_own_yes_does_not_apply_but_an_operators_approval_of_the_current_digest_does() {
     let r = rig(Scope::Plan, Duration::from_secs(30)).await;
     let seen = Seen::answering("accept", json!({"decision": "approve"}));

@@ -309,6 +309,17 @@ async fn ask_to_approve(log: &KeyLog, target: &ApiKey, named: &[String]) -> Resu
     if steps.is_empty() {
         return Ok(Shown::of(&state));
     }
+    if !named.is_empty() {
+        let ids: Vec<String> = steps.iter().map(|s| s.record.step_id.clone()).collect();
+        for l in plangate_core::partial::left_behind(&state, &ids) {
+            if let Some(tied) = &l.tied {
+                crate::output::note(format_args!(
+                    "step {} ({}) stays waiting, tied to a step you approve: {tied}",
+                    l.position, l.step_id
+                ));
+            }
+        }
+    }
     let steps: Vec<PlannedStep> = steps.into_iter().map(PlannedStep::for_person).collect();
     confirm(&target.name, Shown::of(&state), &steps, Act::Approve).await
 }
@@ -392,6 +403,16 @@ pub(crate) fn print_approval(
                 })
                 .collect::<Vec<_>>()
                 .join(", ")
+        );
+    }
+    for l in &answer.left_tied {
+        outln!(
+            "  step {} ({}) is tied to an approved step: {}; the approved steps can run without it — approve it too (`plangate plans approve --key {} {}`) unless that is meant",
+            l.position,
+            l.step_id,
+            l.tied.as_deref().unwrap_or_default(),
+            plangate_core::shell_word(&answer.key),
+            l.step_id
         );
     }
     Ok(())

@@ -82,6 +82,11 @@ pub struct ApprovalAnswer {
     pub approved_digest: String,
     /// Waiting steps no yes that counts for the key covers yet.
     pub not_approved: Vec<String>,
+    /// Of those, the ones tied to a step this yes covers — the same target,
+    /// or a name an approved step moves or removes ([`crate::partial`]):
+    /// the approved steps can run without them, leaving the work half done.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_tied: Vec<crate::partial::LeftStep>,
     /// Who said yes.
     pub approved_by: Actor,
     /// The plan now.

@@ -52,6 +52,10 @@ pub fn approval_answer(
 ) -> ApprovalAnswer {
     let state = &approved.state;
     let covered = covered_steps(config, key, state);
+    let left_tied = plangate_core::partial::left_behind(state, &approved.step_ids)
+        .into_iter()
+        .filter(|l| l.tied.is_some() && !covered.contains(l.step_id.as_str()))
+        .collect();
     ApprovalAnswer {
         success: true,
         key: key.name.clone(),
@@ -62,6 +66,7 @@ pub fn approval_answer(
             .filter(|s| !covered.contains(s.record.step_id.as_str()))
             .map(|s| s.record.step_id.clone())
             .collect(),
+        left_tied,
         approved_by: actor,
         plan: PlanAfter::of(state),
     }

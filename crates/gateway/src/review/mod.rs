@@ -182,7 +182,9 @@ pub async fn exit_plan_mode(
     })?;
     let scope = plangate_core::rules::approval_scope_for(&state, acting.key.scope, &in_force);
     let mode = in_force.spec;
-    if !mode.plan_mode() {
+    // A `plan`-scope key's writes are planned whatever the mode, so it has
+    // a plan to put up for review even in a mode that is not a plan mode.
+    if !mode.plan_mode() && scope != plangate_core::Scope::Plan {
         return Err(Refusal::new(
             Code::NotInPlanMode,
             format!(
