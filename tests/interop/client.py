@@ -583,7 +583,11 @@ async def shaping(args: argparse.Namespace) -> dict[str, Any]:
         tool = next(n for n in names if n.endswith("write_file"))
         steps = []
         for i in range(1, 6):
-            r = await s.call_tool(tool, {"path": os.path.join(args.root, f"step-{i}.txt"), "content": f"step {i} {args.canary}\n"})
+            content = f"step {i} {args.canary}\n"
+            if i == 4:
+                # A long one: its diff is folded in the console.
+                content += "".join(f"line {j}\n" for j in range(70))
+            r = await s.call_tool(tool, {"path": os.path.join(args.root, f"step-{i}.txt"), "content": content})
             if r.is_error:
                 raise RuntimeError(f"planning step {i} failed: {texts(r)}")
             steps.append(r.structured_content["step_id"])

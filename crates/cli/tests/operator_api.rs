@@ -77,6 +77,13 @@ async fn a_person_approves_and_applies_through_the_service_with_a_code_and_no_da
     let shown = succeeded(&show, &elsewhere(&show, Some(&token)));
     assert!(shown.contains("2 step(s) in the plan"), "{shown}");
     assert!(shown.contains("needed"), "{shown}");
+    // One block per step, as wide as what it says: no padded table.
+    assert!(shown.contains("\n1. [planned] step_"), "{shown}");
+    assert!(
+        shown.contains("   tool update_option, lands on live (tagline)"),
+        "{shown}"
+    );
+    assert!(shown.lines().all(|l| l.chars().count() < 120), "{shown}");
     let show_json = [
         "plans", "show", "--key", "agent", "--server", &server, "--json",
     ];

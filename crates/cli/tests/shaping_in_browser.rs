@@ -135,6 +135,7 @@ fn shape_in_the_console(b: &mut Browser, page: &str, steps: &[String], reason: &
         "three approved steps",
         "document.querySelectorAll('section.key[data-key=\"agent\"] .step-approved').length === 3",
     );
+    console_reads_cleanly(b, page, &step_sel(&steps[3]));
     b.reject_step(page, &step_sel(&steps[3]), reason);
     b.click_then(
         page,
@@ -179,6 +180,37 @@ fn shape_in_the_console(b: &mut Browser, page: &str, steps: &[String], reason: &
         "four approved steps",
         "document.querySelectorAll('section.key[data-key=\"agent\"] .step-approved').length === 4",
     );
+}
+
+/// Each step has one approval state (a badge, no second "approval" line)
+/// and no note meant for the agent; the long diff of `step` (step 4, 70
+/// lines and more) shows its first 40 lines and a button for the rest.
+fn console_reads_cleanly(b: &mut Browser, page: &str, step: &str) {
+    let facts = b.eval(
+        page,
+        "Array.from(document.querySelectorAll('li.step dl.facts dt')).map(function (d) { return d.textContent; }).join('|')",
+    );
+    let facts = facts.as_str().unwrap();
+    assert!(
+        !facts.split('|').any(|f| f == "note" || f == "approval"),
+        "{facts}"
+    );
+    let lines = |b: &mut Browser| {
+        b.eval(
+            page,
+            &format!("document.querySelectorAll('{step} pre.preview span').length"),
+        )
+        .as_u64()
+        .unwrap()
+    };
+    assert_eq!(lines(b), 40);
+    b.click_then(
+        page,
+        &format!("{step} button.unfold"),
+        "the whole diff",
+        &format!("!document.querySelector('{step} button.unfold')"),
+    );
+    assert!(lines(b) > 70, "{}", lines(b));
 }
 
 /// The agent's plan shows the person's reason and amendment, each by

@@ -52,7 +52,7 @@ impl Shown {
 
 /// `plans approve` and `plans apply` without `--digest`: shows the person
 /// at the terminal the steps their yes covers — each with its predicted
-/// effect, where it lands, its note and its preview — with the plan's
+/// effect, where it lands and its preview (not the note meant for the agent) — with the plan's
 /// digest and revision, on stderr (stdout keeps the answer), and asks
 /// (y/N). The yes is bound to exactly that plan ([`operator::Seen`]): one
 /// that moved while the question was open is refused `plan_changed`, and
@@ -100,9 +100,6 @@ pub(crate) async fn confirm(
                 ""
             }
         ));
-        if let Some(n) = &r.approval_note {
-            note(format!("     note: {n}"));
-        }
         if let Some(p) = &r.preview {
             for line in crate::preview_text::preview_lines(r.position, p) {
                 note(format!("     {}", line.text));

@@ -289,52 +289,45 @@ fn print_standing(view: &KeyPlanView) {
     }
 }
 
-/// The plan's steps as a table, and which were planned by an operator's
-/// rule. `waiting_for_yes` holds the waiting steps that do not run
+/// The plan's steps, one block each — position, status, step id and
+/// approval on its first line, then the predicted effect (each of its
+/// lines), where it lands, an error or rejection, the rule that planned
+/// it — so no line is wider than what it says (a table was ~200 columns
+/// wide). `waiting_for_yes` holds the waiting steps that do not run
 /// without a person's yes ([`operator::waiting_for_yes`]).
 fn print_steps(view: &KeyPlanView, waiting_for_yes: &BTreeSet<String>) {
-    let rows: Vec<[String; 7]> = view
-        .steps
-        .iter()
-        .map(|s| {
-            let p = &s.step;
-            [
-                p.position.to_string(),
-                s.status.to_string(),
-                p.step_id.clone(),
-                p.predicted_effect.clone(),
-                lands_on_text(&p.lands_on),
-                approval_cell(s, waiting_for_yes.contains(&p.step_id)),
-                match (&s.error, &s.rejection) {
-                    (_, Some(r)) => format!("rejected by {}: {}", r.by, r.reason),
-                    (Some(e), None) => format!("{}: {}", e.code, e.message),
-                    (None, None) => "-".into(),
-                },
-            ]
-        })
-        .collect();
-    print_table(
-        &[
-            "POS",
-            "STATUS",
-            "STEP",
-            "PREDICTED EFFECT",
-            "LANDS ON",
-            "APPROVAL",
-            "ERROR / REASON",
-        ],
-        &rows,
-    );
-    for s in view.steps.iter().filter(|s| s.step.rule.is_some()) {
+    for (i, s) in view.steps.iter().enumerate() {
+        let p = &s.step;
+        if i > 0 {
+            outln!();
+        }
         outln!(
-            "step {} was planned by the operator's rule {:?}",
-            s.step.position,
-            s.step.rule.as_deref().unwrap_or_default()
+            "{}. [{}] {}  approval: {}",
+            p.position,
+            s.status,
+            p.step_id,
+            approval_cell(s, waiting_for_yes.contains(&p.step_id))
         );
+        for line in p.predicted_effect.lines() {
+            outln!("   {line}");
+        }
+        outln!(
+            "   tool {}, lands on {}",
+            p.exposed_as,
+            lands_on_text(&p.lands_on)
+        );
+        match (&s.error, &s.rejection) {
+            (_, Some(r)) => outln!("   rejected by {}: {}", r.by, r.reason),
+            (Some(e), None) => outln!("   error {}: {}", e.code, e.message),
+            (None, None) => {}
+        }
+        if let Some(rule) = &p.rule {
+            outln!("   planned by the operator's rule {rule:?}");
+        }
     }
 }
 
-/// A step's APPROVAL cell: `approved`, `needed` when it waits for a
+/// A step's approval: `approved`, `needed` when it waits for a
 /// person's yes (`needs_yes`), else whether it is destructive.
 fn approval_cell(s: &StepView, needs_yes: bool) -> String {
     let waiting = s.status == StepStatus::Planned;
