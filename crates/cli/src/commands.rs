@@ -49,10 +49,7 @@ pub fn demo_config(exe: &Path, state: &Path) -> Config {
 
 /// How a config source is named in logs.
 pub fn describe_source(source: &ConfigSource) -> String {
-    match source {
-        ConfigSource::Toml(p) | ConfigSource::McpJson(p) => p.display().to_string(),
-        ConfigSource::Builtin(what) => (*what).to_owned(),
-    }
+    source.to_string()
 }
 
 fn key_json(k: &ApiKey) -> serde_json::Value {

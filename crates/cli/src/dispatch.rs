@@ -61,14 +61,18 @@ pub(crate) async fn run(cli: Cli) -> Result<()> {
             arguments,
             effect,
             json,
+            remote,
         }) => {
-            let config = config_to_call(&source, data_dir).await?;
             let test = policy::Test {
                 key: &key,
                 tool: &tool,
                 arguments: &arguments,
                 effect: effect.as_deref(),
             };
+            if let Some(url) = &remote.server {
+                return policy::test_remote(url, test, json).await;
+            }
+            let config = config_to_call(&source, data_dir).await?;
             let store = open_store(data_dir).await?;
             policy::test(config, store, key_material(data_dir)?, test, json).await
         }

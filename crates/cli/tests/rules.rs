@@ -354,3 +354,83 @@ async fn a_plan_rule_plans_a_write_in_the_default_mode_and_the_step_names_it() {
     ran_directly(&agent, &w.root.join("free.txt"), "f").await;
     agent.cancel().await.unwrap();
 }
+
+/// `policy test --server` asks the running gateway: the same answer as at
+/// the data dir while the file is unchanged; once the file changes (and
+/// the gateway has not reloaded) the service answers with the rules it
+/// runs, the file with what it says now — each saying which it read.
+#[tokio::test]
+async fn policy_test_with_server_asks_the_running_gateway() {
+    let w = world("");
+    w.scratch.create_key("agent", "write");
+    let args = ["operator", "token", "--name", "ana"];
+    let token = succeeded(&args, &w.scratch.run(&args)).trim().to_owned();
+    let service = serve_http(&w.scratch, &["--config", &w.config]);
+    let server = format!("http://{}", service.addr);
+    let env_write = write(&w.root.join("scratch/prod.env"), "K=V");
+    let asked = |extra: &[&str]| {
+        let text = env_write.to_string();
+        let mut argv = vec![
+            "policy",
+            "test",
+            "--key",
+            "agent",
+            "--tool",
+            "write_file",
+            "--arguments",
+            &text,
+            "--server",
+            &server,
+        ];
+        argv.extend_from_slice(extra);
+        let out = w
+            .scratch
+            .command(&argv)
+            .env("PLANGATE_OPERATOR_TOKEN", &token)
+            .output()
+            .unwrap();
+        succeeded(&argv, &out)
+    };
+    let remote: Value = serde_json::from_str(&asked(&["--json"])).unwrap();
+    assert_eq!(remote["decision"], "refuse", "{remote}");
+    assert_eq!(remote["rule"]["name"], "no-env", "{remote}");
+    assert_eq!(remote["running"], true, "{remote}");
+    assert_eq!(
+        policy_test(&w, "write_file", &env_write),
+        ("refuse".to_owned(), json!("no-env"))
+    );
+    let text = asked(&[]);
+    assert!(text.starts_with("rules of the running gateway"), "{text}");
+
+    // The file drops the rule; the service has not reloaded.
+    let changed = std::fs::read_to_string(&w.config)
+        .unwrap()
+        .replace("outcome = \"refuse\"", "outcome = \"plan\"");
+    std::fs::write(&w.config, changed).unwrap();
+    assert_eq!(policy_test(&w, "write_file", &env_write).0, "plan");
+    let remote: Value = serde_json::from_str(&asked(&["--json"])).unwrap();
+    assert_eq!(remote["decision"], "refuse", "{remote}");
+
+    // Without a token: refused, and told how to give one.
+    let text = env_write.to_string();
+    let argv = [
+        "policy",
+        "test",
+        "--key",
+        "agent",
+        "--tool",
+        "write_file",
+        "--arguments",
+        &text,
+        "--server",
+        &server,
+    ];
+    let out = w
+        .scratch
+        .command(&argv)
+        .env("PLANGATE_OPERATOR_TOKEN", "pgo_wrong")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("unauthorized"), "{}", stderr(&out));
+}

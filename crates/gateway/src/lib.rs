@@ -49,6 +49,7 @@ pub mod parked;
 mod pinning;
 pub mod plan;
 pub mod policy;
+pub mod policy_test;
 pub mod preview;
 pub mod quick_json;
 pub mod rate;

@@ -472,6 +472,10 @@ pub(crate) enum PolicyCommand {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// Ask the running gateway (its rules as it runs them, its
+        /// connected upstreams) instead of reading the config file.
+        #[command(flatten)]
+        remote: RemoteArgs,
     },
 }
 

@@ -163,6 +163,17 @@ pub enum ConfigSource {
     Builtin(&'static str),
 }
 
+/// The file's path, or what the built-in config is: how answers and logs
+/// name the config in force.
+impl std::fmt::Display for ConfigSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigSource::Toml(p) | ConfigSource::McpJson(p) => write!(f, "{}", p.display()),
+            ConfigSource::Builtin(what) => f.write_str(what),
+        }
+    }
+}
+
 /// `Duration` as the string a config would use (`"4h"`, `"1h30m"`), so
 /// `config check --json` shows what the operator wrote.
 fn serialize_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {

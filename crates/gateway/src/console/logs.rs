@@ -1,7 +1,8 @@
 //! plangate's own logs through the operator API (`plangate tools list`
 //! and `plangate audit export|verify|public-key` with `--server`): the
 //! tool pins and the audit trail read as at the data dir, by the same
-//! operations ([`crate::tool_pins::rows`], [`crate::audit`]).
+//! operations ([`crate::tool_pins::rows`], [`crate::audit`]) — and what
+//! the running gateway's rules make of a call ([`crate::policy_test`]).
 
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::api::log_down;
-use super::{ConsoleError, Viewer, harden, ok_typed};
+use super::{Acting, Body, ConsoleError, Viewer, harden, ok_typed};
 use crate::Gateway;
 
 /// `GET /console/api/tools`: every pinned, quarantined or rejected tool
@@ -100,4 +101,21 @@ pub(super) async fn public_key(
 ) -> Result<Response, ConsoleError> {
     let public = gw.material().log_key().public();
     Ok(ok_typed(&json!({ "public_key": public.to_string() })))
+}
+
+/// `POST /console/api/policy/test`: what the rules this gateway runs make
+/// of a call, without making it ([`crate::policy_test::test`], as
+/// `plangate policy test --server` prints it). Reads only; the person's
+/// session (or operator token) is all it needs.
+pub(super) async fn policy_test(
+    State(gw): State<Arc<Gateway>>,
+    Acting(_): Acting,
+    Body(question): Body<crate::policy_test::Question>,
+) -> Result<Response, ConsoleError> {
+    let key = super::api::key_named(&gw, &question.key).await?;
+    let config = gw.config().source.to_string();
+    let verdict = crate::policy_test::test(&gw, &key, &question, (config, true))
+        .await
+        .map_err(|r| ConsoleError::refusal(r.code, r.message))?;
+    Ok(ok_typed(&verdict))
 }

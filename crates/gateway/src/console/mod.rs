@@ -103,6 +103,7 @@ pub fn routes() -> Router<Arc<Gateway>> {
         .route("/console/api/operators/token", post(people::token))
         .route("/console/api/operators/revoke", post(people::revoke))
         .route("/console/api/tools", get(logs::tools))
+        .route("/console/api/policy/test", post(logs::policy_test))
         .route("/console/api/audit/verify", get(logs::verify))
         .route("/console/api/audit/export", get(logs::export))
         .route("/console/api/audit/public-key", get(logs::public_key))
