@@ -146,3 +146,29 @@ async fn a_direct_write_whose_upstream_dies_mid_call_says_it_may_have_taken_effe
     );
     client.cancel().await.unwrap();
 }
+
+/// A command that does not exist is tried again with backoff, and the log
+/// says so once — when, and how often at most — not at every attempt.
+#[test]
+fn a_missing_command_is_retried_with_backoff_said_once() {
+    let scratch = Scratch::new();
+    let site = plangate_upstream(
+        "site",
+        &[
+            "demo-site",
+            "--state",
+            scratch.path().join("site.json").to_str().unwrap(),
+        ],
+    );
+    let config = scratch.write(
+        "plangate.toml",
+        &format!("{site}\n[upstreams.ghost]\ncommand = \"/nonexistent/plangate-ghost\"\n"),
+    );
+    let service = serve_http(&scratch, &["--config", config.to_str().unwrap()]);
+    // 250 ms, 500 ms, 1 s, 2 s: four attempts or more in four seconds.
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    let log = service.stderr.lock().unwrap().clone();
+    assert_eq!(log.matches("trying again in about").count(), 1, "{log}");
+    assert!(log.contains("then at most every 30 s"), "{log}");
+    assert!(log.contains("plangate-ghost"), "{log}");
+}

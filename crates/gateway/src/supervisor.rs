@@ -49,6 +49,8 @@ pub(crate) async fn supervise(
 ) {
     let mut first = Some(first);
     let mut backoff = FIRST_BACKOFF;
+    // The last failure to connect, logged once until it changes.
+    let mut last_failure: Option<String> = None;
     loop {
         if gw.strong_count() == 0 {
             return;
@@ -62,6 +64,7 @@ pub(crate) async fn supervise(
         };
         match attempt {
             Ok((upstream, session)) => {
+                last_failure = None;
                 let kill = upstream.kill_token();
                 tracing::info!(
                     upstream = %name,
@@ -130,20 +133,13 @@ pub(crate) async fn supervise(
                 }
             }
             Err(e) => {
-                tracing::error!("{e}");
-                if let Some(g) = gw.upgrade() {
-                    let last = match read(&slot.state) {
-                        SlotState::Down { last, .. } => last,
-                        _ => None,
-                    };
-                    g.set_state(
-                        &slot,
-                        SlotState::Down {
-                            reason: e.to_string(),
-                            last,
-                        },
-                    );
-                }
+                connect_failed(
+                    &gw,
+                    &slot,
+                    (&name, &e.to_string()),
+                    backoff,
+                    &mut last_failure,
+                );
                 if let Some(tx) = first.take() {
                     let _ = tx.send(());
                 }
@@ -159,6 +155,41 @@ pub(crate) async fn supervise(
             () = shutdown.cancelled() => return,
         }
         backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// An attempt to connect `name` failed, saying `said`: logged with when
+/// it is tried again (once, until the failure changes — `/readyz` keeps
+/// saying it), and the upstream marked down with why.
+fn connect_failed(
+    gw: &Weak<Gateway>,
+    slot: &Slot,
+    (name, said): (&str, &str),
+    backoff: Duration,
+    last_failure: &mut Option<String>,
+) {
+    if last_failure.as_deref() == Some(said) {
+        tracing::debug!(upstream = %name, "{said} (again)");
+    } else {
+        tracing::error!(
+            upstream = %name,
+            "{said}; trying again in about {backoff:?}, then at most every {} s until it starts (the same failure is not logged again; /readyz shows it)",
+            MAX_BACKOFF.as_secs()
+        );
+        *last_failure = Some(said.to_owned());
+    }
+    if let Some(g) = gw.upgrade() {
+        let last = match read(&slot.state) {
+            SlotState::Down { last, .. } => last,
+            _ => None,
+        };
+        g.set_state(
+            slot,
+            SlotState::Down {
+                reason: said.to_owned(),
+                last,
+            },
+        );
     }
 }
 
