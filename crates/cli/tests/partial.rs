@@ -178,3 +178,48 @@ async fn the_agents_apply_of_the_part_a_person_approved_lists_what_it_leaves() {
     let text = r.content[0].as_text().unwrap().text.clone();
     assert!(text.contains(&format!("still waiting: {TIE}")), "{text}");
 }
+
+/// A long step's own progress — the official `server-everything`'s
+/// long-running operation, counted as a write here so it is planned — is
+/// shown while `plans apply` runs it, not only its end.
+#[tokio::test]
+async fn plans_apply_shows_the_servers_own_progress_while_a_step_runs() {
+    let scratch = Scratch::new();
+    let everything = peers().js("@modelcontextprotocol/server-everything/dist/index.js");
+    let config = scratch.write(
+        "plangate.toml",
+        &format!(
+            "[upstreams.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n\n[upstreams.everything.tools.\"trigger-long-running-operation\"]\neffect = \"write\"\n",
+            everything.display().to_string()
+        ),
+    );
+    let config = config.to_str().unwrap();
+    let token = scratch.create_key("agent", "plan");
+    let agent = config_client(&scratch, config, &token).await;
+    let planned = ok(
+        &agent,
+        "trigger-long-running-operation",
+        json!({"duration": 1.5, "steps": 3}),
+    )
+    .await;
+    assert_eq!(planned["code"], "plan_step", "{planned}");
+    let digest = digest(&scratch);
+    let apply = [
+        "plans", "apply", "--key", "agent", "--config", config, "--digest", &digest,
+    ];
+    let out = scratch.run(&apply);
+    let said = succeeded(&apply, &out);
+    assert!(said.contains("applied 1"), "{said}");
+    let err = stderr(&out);
+    for n in 1..=3 {
+        assert!(
+            err.contains(&format!("[1/1]   the server says: {n} of 3")),
+            "{err}"
+        );
+    }
+    let running = err.find("[1/1] step 1 running").expect(&err);
+    let first = err.find("the server says: 1 of 3").unwrap();
+    let applied = err.find("[1/1] step 1 applied").expect(&err);
+    assert!(running < first && first < applied, "{err}");
+    agent.cancel().await.unwrap();
+}

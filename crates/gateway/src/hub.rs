@@ -6,6 +6,8 @@
 //!   client token)`; progress from the upstream is re-sent to that client
 //!   under its own token. A notification that arrives before its mapping is
 //!   registered is held briefly and delivered once the mapping exists.
+//!   plangate's own calls (an apply's steps) register the upstream's token
+//!   alone and hear their progress themselves ([`Hub::watch_progress`]).
 //! * **Requests from an upstream** (elicitation, sampling, roots) go to the
 //!   client whose call caused them, handled inside that call's own request
 //!   task so the transport routes them like any request related to the
@@ -58,6 +60,26 @@ struct InFlight {
     progress: mpsc::UnboundedSender<ProgressNotificationParam>,
 }
 
+struct Watched {
+    id: u64,
+    upstream: String,
+    token: ProgressToken,
+    progress: mpsc::UnboundedSender<ProgressNotificationParam>,
+}
+
+/// Keeps a watched call's progress routed ([`Hub::watch_progress`]);
+/// dropping it stops the routing.
+pub struct ProgressWatch<'a> {
+    hub: &'a Hub,
+    id: u64,
+}
+
+impl Drop for ProgressWatch<'_> {
+    fn drop(&mut self) {
+        self.hub.watched.lock().retain(|w| w.id != self.id);
+    }
+}
+
 struct Orphan {
     upstream: String,
     at: Instant,
@@ -70,6 +92,9 @@ pub struct Hub {
     next_id: AtomicU64,
     inflight: Mutex<Vec<InFlight>>,
     orphans: Mutex<Vec<Orphan>>,
+    /// plangate's own calls whose progress is heard: (watch id, upstream,
+    /// its token, where the notifications go).
+    watched: Mutex<Vec<Watched>>,
     clients: Mutex<Vec<Client>>,
     /// Log levels and resource subscriptions ([`crate::notices`]).
     pub(crate) notices: crate::notices::Notices,
@@ -165,6 +190,16 @@ impl Hub {
     /// did not ask, held briefly if the call is not registered yet.
     pub fn progress(&self, upstream: &str, params: ProgressNotificationParam) {
         {
+            let watched = self.watched.lock();
+            if let Some(w) = watched
+                .iter()
+                .find(|w| w.upstream == upstream && w.token == params.progress_token)
+            {
+                let _ = w.progress.send(params);
+                return;
+            }
+        }
+        {
             let calls = self.inflight.lock();
             if let Some(call) = calls.iter().find(|c| {
                 c.upstream == upstream && c.upstream_token.as_ref() == Some(&params.progress_token)
@@ -187,6 +222,43 @@ impl Hub {
                 params,
             });
         }
+    }
+
+    /// Routes the progress `upstream` sends under `token` — the token of a
+    /// call plangate sent on its own (an apply's step) — to the receiver
+    /// returned, as the upstream sent it, while the guard lives; what came
+    /// before this was registered is delivered first.
+    pub fn watch_progress(
+        &self,
+        upstream: &str,
+        token: &ProgressToken,
+    ) -> (
+        mpsc::UnboundedReceiver<ProgressNotificationParam>,
+        ProgressWatch<'_>,
+    ) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::unbounded_channel();
+        // Held while the early ones are delivered, so a later one cannot
+        // overtake them ([`Hub::progress`] never holds it while it takes
+        // the orphans).
+        let mut watched = self.watched.lock();
+        {
+            let mut orphans = self.orphans.lock();
+            let (mine, rest): (Vec<_>, Vec<_>) = orphans
+                .drain(..)
+                .partition(|o| o.upstream == upstream && o.params.progress_token == *token);
+            *orphans = rest;
+            for o in mine {
+                let _ = tx.send(o.params);
+            }
+        }
+        watched.push(Watched {
+            id,
+            upstream: upstream.to_owned(),
+            token: token.clone(),
+            progress: tx,
+        });
+        (rx, ProgressWatch { hub: self, id })
     }
 
     /// Where a request from `upstream` goes: to the call it relates to

@@ -523,3 +523,43 @@ async fn a_key_revoked_by_another_process_stops_at_its_next_request_though_it_wa
     assert!(err.to_string().contains("unknown or revoked"), "{err}");
     client.cancel().await.unwrap();
 }
+
+/// The agent's apply hears the upstream's own progress on a running step:
+/// its client gets a notification as the step starts, one for each of the
+/// upstream's (saying which step, and how far), and one at the end — each
+/// value above the last, as MCP requires.
+#[tokio::test]
+async fn an_apply_passes_on_the_upstreams_progress_on_the_running_step() {
+    let r = rig_on(Scope::Write, "odd", Lively::default(), |c| {
+        let up = c.upstreams.get_mut("odd").unwrap();
+        up.tools.entry("slow".into()).or_default().effect = Some(plangate_core::Effect::Write);
+    })
+    .await;
+    let seen = Seen::default();
+    let client = r.client(seen.clone()).await;
+    call(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
+    let planned = call(&client, "slow", json!({})).await;
+    assert_eq!(body(&planned)["code"], "plan_step", "{planned:?}");
+    let receipt = call(&client, "plangate_apply_plan", json!({})).await;
+    assert_eq!(body(&receipt)["applied"], 1, "{receipt:?}");
+    eventually("the apply's progress", || {
+        seen.progress.lock().unwrap().len() >= 5
+    })
+    .await;
+    let progress = seen.progress.lock().unwrap().clone();
+    let messages: Vec<String> = progress
+        .iter()
+        .map(|p| p.message.clone().unwrap_or_default())
+        .collect();
+    assert!(messages[0].starts_with("step 1 of 1:"), "{messages:?}");
+    for n in 1..=3 {
+        assert!(
+            messages.contains(&format!("step 1 of 1: {n} of 3")),
+            "{messages:?}"
+        );
+    }
+    assert_eq!(messages.last().unwrap(), "1 of 1 done", "{messages:?}");
+    let values: Vec<f64> = progress.iter().map(|p| p.progress).collect();
+    assert!(values.windows(2).all(|w| w[0] < w[1]), "{values:?}");
+    client.cancel().await.unwrap();
+}

@@ -19,6 +19,7 @@ use plangate_store::{ApiKey, KeyMaterial, Store};
 use serde_json::json;
 
 use super::confirm::{Act, Shown, confirm};
+use super::progress::show_progress;
 use super::render::finish_receipt;
 use super::{cli_error, confirmed_acting, print_json, refresh, resolve_key};
 use crate::commands::UsageError;
@@ -219,11 +220,12 @@ async fn run_here(
         .filter_map(|id| state.step(id).map(|s| (id.clone(), s.status)))
         .collect();
     let over = tokio_util::sync::CancellationToken::new();
+    let (heard, heard_rx) = plangate_gateway::apply::Progress::local();
     let progress = tokio::spawn(show_progress(
         log,
         (key.id.clone(), selected.to_vec()),
         before,
-        over.clone(),
+        (heard_rx, over.clone()),
     ));
     let outcome = operator::apply_now(
         &gw,
@@ -231,52 +233,11 @@ async fn run_here(
         yes,
         Some(seen),
         (named, partial),
+        Some(heard),
     )
     .await;
     over.cancel();
     let _ = progress.await;
     gw.shutdown().await;
     outcome
-}
-
-/// Says on stderr each step of `run` as it starts and ends (its status
-/// moved from `said`, the statuses before the apply), read from the key's
-/// log — the same events the console's live view shows — until the apply
-/// is `over` (then once more, for the last step's end).
-async fn show_progress(
-    log: KeyLog<KeyState>,
-    (key_id, run): (String, Vec<String>),
-    mut said: std::collections::BTreeMap<String, StepStatus>,
-    over: tokio_util::sync::CancellationToken,
-) {
-    let mut tick = tokio::time::interval(std::time::Duration::from_millis(200));
-    let total = run.len();
-    loop {
-        let last = tokio::select! {
-            _ = tick.tick() => false,
-            () = over.cancelled() => true,
-        };
-        let Ok(state) = log.state(&key_id).await else {
-            if last {
-                return;
-            }
-            continue;
-        };
-        for (n, id) in run.iter().enumerate() {
-            let Some(step) = state.step(id) else { continue };
-            if said.get(id) != Some(&step.status) {
-                crate::output::note(format_args!(
-                    "[{}/{total}] step {} {}: {}",
-                    n + 1,
-                    step.record.position,
-                    step.status,
-                    step.record.predicted_effect
-                ));
-                said.insert(id.clone(), step.status);
-            }
-        }
-        if last {
-            return;
-        }
-    }
 }

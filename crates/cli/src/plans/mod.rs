@@ -24,6 +24,7 @@
 
 mod apply;
 mod confirm;
+mod progress;
 mod read;
 mod remote;
 mod render;

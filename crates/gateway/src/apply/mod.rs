@@ -15,8 +15,6 @@ use tracing::Instrument as _;
 
 use plangate_core::{Code, Event, EventKind, KeyState, Receipt};
 use plangate_store::now_ms;
-use rmcp::model::{ProgressNotificationParam, ProgressToken};
-use rmcp::{Peer, RoleServer};
 use tokio_util::sync::CancellationToken;
 
 use crate::Gateway;
@@ -26,11 +24,13 @@ use crate::refusal::Refusal;
 use plangate_core::rules::{self, Applier, Refused, Selection};
 
 mod key_check;
+mod progress;
 mod receipt;
 mod recheck;
 mod step;
 
 use key_check::KeyCheck;
+pub use progress::{ApplyProgress, Progress};
 pub use receipt::receipt_result;
 use receipt::{Outcome, receipt};
 use step::{Handover, run_step};
@@ -48,14 +48,6 @@ pub struct ApplyRequest {
     pub plan_digest: Option<String>,
     /// Run the remaining steps after a failure.
     pub continue_on_error: bool,
-}
-
-/// Where to report progress (step i of n), when the client asked for it.
-pub struct Progress {
-    /// The client.
-    pub peer: Peer<RoleServer>,
-    /// The client's progress token.
-    pub token: ProgressToken,
 }
 
 fn log_failed(e: crate::key_log::LogError) -> Refusal {
@@ -295,13 +287,25 @@ async fn run_steps(
                 .step(step_id)
                 .map(|s| s.record.predicted_effect.clone())
                 .unwrap_or_default();
-            p.notify(i, total, format!("step {} of {total}: {predicted}", i + 1))
+            p.step(i, total, format!("step {} of {total}: {predicted}", i + 1))
                 .await;
         }
         let step_span = step_span(step_id, digest);
-        let outcome = run_step(gw, acting, apply_id, step_id, cancel, &mut handover)
-            .instrument(step_span.clone())
-            .await?;
+        let heard = progress.map(|p| step::Heard {
+            progress: p,
+            at: i,
+            total,
+        });
+        let outcome = run_step(
+            gw,
+            acting,
+            apply_id,
+            step_id,
+            (cancel, heard),
+            &mut handover,
+        )
+        .instrument(step_span.clone())
+        .await?;
         if matches!(outcome, Outcome::Failed | Outcome::InDoubt) {
             crate::telemetry::failed(&step_span, outcome_code(&outcome));
         }
@@ -313,7 +317,7 @@ async fn run_steps(
     if let Some(p) = progress
         && total > 0
     {
-        p.notify(total, total, format!("{total} of {total} done"))
+        p.step(total, total, format!("{total} of {total} done"))
             .await;
     }
     Ok((outcomes, handover.carry))
@@ -328,16 +332,6 @@ fn step_span(step_id: &str, digest: &str) -> tracing::Span {
         span.set_attribute("plangate.plan.digest", digest.to_owned());
     }
     span
-}
-
-impl Progress {
-    /// Tells the client `done` of `total` steps are behind it.
-    async fn notify(&self, done: usize, total: usize, message: String) {
-        let note = ProgressNotificationParam::new(self.token.clone(), done as f64)
-            .with_total(total as f64)
-            .with_message(message);
-        let _ = self.peer.notify_progress(note).await;
-    }
 }
 
 /// An apply's last step: records its end (with the last step's outcome, `carry`) and

@@ -16,6 +16,7 @@ use rmcp::service::ServiceError;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::Progress;
 use super::key_check::KeyCheck;
 use super::receipt::Outcome;
 use super::recheck::recheck;
@@ -23,7 +24,15 @@ use super::{OPERATION_KEY, log_failed};
 use crate::Gateway;
 use crate::acting::Acting;
 use crate::refusal::Refusal;
-use crate::upstream::CallError;
+use crate::upstream::{CallError, Routed, Watch};
+
+/// Who hears the upstream's progress on a running step: the apply's
+/// [`Progress`], told it is step `at` of `total`.
+pub(super) struct Heard<'a> {
+    pub(super) progress: &'a Progress,
+    pub(super) at: usize,
+    pub(super) total: usize,
+}
 
 /// What one step of an apply hands the next.
 pub(super) struct Handover {
@@ -48,7 +57,7 @@ pub(super) async fn run_step(
     acting: &Acting,
     apply_id: &str,
     step_id: &str,
-    cancel: &CancellationToken,
+    (cancel, heard): (&CancellationToken, Option<Heard<'_>>),
     handover: &mut Handover,
 ) -> Result<Outcome, Refusal> {
     let carry = std::mem::take(&mut handover.carry);
@@ -93,7 +102,8 @@ pub(super) async fn run_step(
         handover.known = Some(state);
         return Ok(Outcome::NotRun);
     };
-    let (outcome, events) = call_step(gw, acting, apply_id, cancel, step, &state, key).await?;
+    let (outcome, events) =
+        call_step(gw, acting, apply_id, (cancel, heard), step, &state, key).await?;
     handover.carry = events;
     handover.known = Some(state);
     Ok(outcome)
@@ -105,7 +115,7 @@ async fn call_step(
     gw: &Gateway,
     acting: &Acting,
     apply_id: &str,
-    cancel: &CancellationToken,
+    (cancel, heard): (&CancellationToken, Option<Heard<'_>>),
     step: plangate_core::Step,
     state: &KeyState,
     key: Result<(), StepError>,
@@ -159,8 +169,32 @@ async fn call_step(
         lease_ms,
         renew_stop.clone(),
     ));
+    // The upstream's progress on this call, routed here by the hub and
+    // passed on to whoever hears the apply.
+    let route = |token: &rmcp::model::ProgressToken| -> Routed<'_> {
+        let (rx, guard) = gw.hub().watch_progress(upstream.name(), token);
+        (rx, Box::new(guard))
+    };
+    let heard = heard.as_ref();
+    let tell = |p: rmcp::model::ProgressNotificationParam| -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if let Some(h) = heard {
+                h.progress.upstream(h.at, h.total, p).await;
+            }
+        })
+    };
+    let watch = Watch {
+        route: &route,
+        heard: &tell,
+    };
     let answer = upstream
-        .call(gw.metrics(), params, Some(meta), cancel)
+        .call_watched(
+            gw.metrics(),
+            params,
+            Some(meta),
+            cancel,
+            heard.is_some().then_some(&watch),
+        )
         .await;
     let timed_out = matches!(answer, Err(CallError::Timeout(_)));
     let outcome = definite(gw, answer, &scrub_with, &upstream);

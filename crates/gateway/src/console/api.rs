@@ -404,6 +404,7 @@ pub(super) async fn apply(
         &yes,
         Some(body.seen()),
         (&body.step_ids, body.partial),
+        None,
     )
     .await?;
     tracing::info!(operator = %session.operator.name, key = %key.name, "console: applied steps");

@@ -63,13 +63,15 @@ pub fn left_by_apply(
 /// ([`steps_to_apply`]), then runs them through `gw` with the same claims,
 /// fresh checks and at-most-once rule as the agent's `apply_plan`. `None`
 /// when nothing is waiting to run. `yes` is the act as the store's
-/// requirement confirmed it ([`super::factor::confirm`]).
+/// requirement confirmed it ([`super::factor::confirm`]); `progress` hears
+/// the apply as it runs.
 pub async fn apply_now(
     gw: &Gateway,
     acting: &Acting,
     yes: &Confirmed,
     seen: Option<Seen<'_>>,
     (named, partial): (&[String], bool),
+    progress: Option<apply::Progress>,
 ) -> Result<Option<Receipt>, OperatorError> {
     if let Some(seen) = seen {
         check_digest(seen.digest)?;
@@ -117,7 +119,7 @@ pub async fn apply_now(
         plan_digest: Some(current),
         continue_on_error: false,
     };
-    apply::apply_plan(gw, acting, request, None, CancellationToken::new())
+    apply::apply_plan(gw, acting, request, progress, CancellationToken::new())
         .await
         .map(Some)
         .map_err(OperatorError::Refused)

@@ -252,10 +252,10 @@ async fn conclude_plan(
 ) -> Result<CallToolResult, Refusal> {
     match answer {
         Answer::Approve => {
-            let progress = cx.meta.get_progress_token().map(|token| Progress {
-                peer: cx.peer.clone(),
-                token,
-            });
+            let progress = cx
+                .meta
+                .get_progress_token()
+                .map(|token| Progress::client(cx.peer.clone(), token));
             // Bound to the digest the person saw: the plan is rebuilt fresh
             // and only a matching digest proceeds (else plan_changed).
             let request = ApplyRequest {

@@ -72,10 +72,7 @@ impl GatewayHandler {
                 let progress = cx
                     .meta
                     .get_progress_token()
-                    .map(|token| crate::apply::Progress {
-                        peer: cx.peer.clone(),
-                        token,
-                    });
+                    .map(|token| crate::apply::Progress::client(cx.peer.clone(), token));
                 let receipt =
                     crate::apply::apply_plan(&self.gw, &acting, apply, progress, cx.ct.clone())
                         .await;

@@ -6,7 +6,9 @@
 //! cancelled through [`Upstream::cancel_request`]. A call awaited in one go
 //! (previews, apply) uses [`Upstream::call`]: bounded by the upstream's
 //! `call_timeout`, stopped by a cancellation token, its outcome and latency
-//! counted in the metrics. A passed-through call relays the upstream's
+//! counted in the metrics; an apply's step hears the upstream's progress
+//! as it runs ([`Upstream::call_watched`], [`Watch`]), which restarts the
+//! timeout as it does for a passed-through call. A passed-through call relays the upstream's
 //! progress and questions while it waits, so its loop is its own
 //! ([`crate::parked`]) and its metrics are counted where it ends.
 
@@ -15,10 +17,12 @@ use std::time::{Duration, Instant};
 use rmcp::model::ErrorCode;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
-    ClientRequest, RequestId, RequestMetaObject, ServerResult,
+    ClientRequest, ProgressNotificationParam, ProgressToken, RequestId, RequestMetaObject,
+    ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, RequestHandle, ServiceError};
 use rmcp::{ErrorData, RoleClient};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
@@ -26,6 +30,26 @@ use plangate_core::Code;
 
 use super::Upstream;
 use crate::metrics::{Metrics, Outcome};
+
+/// Who hears the progress of a call plangate makes on its own behalf (an
+/// apply's step): `route` is told the request's progress token once it is
+/// sent and answers the notifications routed to that token (with a value
+/// that stops the routing when dropped); `heard` gets each, as the
+/// upstream sent it. The upstream side does not know where progress is
+/// routed — the gateway's hub does — so it is handed in.
+pub struct Watch<'a> {
+    /// Registers the token; the notifications for it, and a guard.
+    pub route: &'a (dyn Fn(&ProgressToken) -> Routed<'a> + Send + Sync),
+    /// Each notification heard (awaited before the next is read).
+    pub heard:
+        &'a (dyn Fn(ProgressNotificationParam) -> futures::future::BoxFuture<'a, ()> + Send + Sync),
+}
+
+/// The notifications routed to one token, and what keeps them routed.
+pub type Routed<'a> = (
+    mpsc::UnboundedReceiver<ProgressNotificationParam>,
+    Box<dyn Send + 'a>,
+);
 
 /// Why a call awaited with [`Upstream::call`] has no tool result.
 #[derive(Debug)]
@@ -154,11 +178,24 @@ impl Upstream {
         meta: Option<RequestMetaObject>,
         cancel: &CancellationToken,
     ) -> Result<CallToolResult, CallError> {
+        self.call_watched(metrics, params, meta, cancel, None).await
+    }
+
+    /// [`Upstream::call`], with the upstream's progress heard by `watch`
+    /// while it runs (each notification also restarts the timeout).
+    pub async fn call_watched(
+        &self,
+        metrics: &Metrics,
+        params: CallToolRequestParams,
+        meta: Option<RequestMetaObject>,
+        cancel: &CancellationToken,
+        watch: Option<&Watch<'_>>,
+    ) -> Result<CallToolResult, CallError> {
         let tool = params.name.to_string();
         let started = Instant::now();
         let span = crate::telemetry::upstream_span(self.name(), &tool, self.network_transport());
         let answer = self
-            .await_call(params, meta, cancel)
+            .await_call(params, meta, cancel, watch)
             .instrument(span.clone())
             .await;
         match &answer {
@@ -188,29 +225,61 @@ impl Upstream {
         params: CallToolRequestParams,
         meta: Option<RequestMetaObject>,
         cancel: &CancellationToken,
+        watch: Option<&Watch<'_>>,
     ) -> Result<CallToolResult, CallError> {
         let handle = self
             .send_call(params, meta)
             .await
             .map_err(|error| CallError::NoAnswer { sent: false, error })?;
         let id = handle.id.clone();
-        let timeout = self.call_timeout();
-        tokio::select! {
-            answer = handle.await_response() => match answer {
-                Ok(ServerResult::CallToolResult(result)) => Ok(result),
-                Ok(_) => Err(CallError::Unexpected),
-                Err(ServiceError::McpError(e)) => Err(CallError::Rpc(e)),
-                Err(error) => Err(CallError::NoAnswer { sent: true, error }),
-            },
-            () = cancel.cancelled() => {
-                self.cancel_request(id, "cancelled by the client").await;
-                Err(CallError::Cancelled)
+        let (mut heard, _routed) = match watch {
+            Some(w) => {
+                let (rx, guard) = (w.route)(&handle.progress_token);
+                (Some(rx), Some(guard))
             }
-            () = tokio::time::sleep(timeout) => {
-                tracing::warn!(upstream = %self.name(), "no answer within call_timeout ({}s); the call was cancelled", timeout.as_secs());
-                self.cancel_request(id, "no answer within plangate's call_timeout").await;
-                Err(CallError::Timeout(timeout))
+            None => (None, None),
+        };
+        let timeout = self.call_timeout();
+        let response = handle.await_response();
+        tokio::pin!(response);
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        loop {
+            tokio::select! {
+                answer = &mut response => return match answer {
+                    Ok(ServerResult::CallToolResult(result)) => Ok(result),
+                    Ok(_) => Err(CallError::Unexpected),
+                    Err(ServiceError::McpError(e)) => Err(CallError::Rpc(e)),
+                    Err(error) => Err(CallError::NoAnswer { sent: true, error }),
+                },
+                () = cancel.cancelled() => {
+                    self.cancel_request(id, "cancelled by the client").await;
+                    return Err(CallError::Cancelled);
+                }
+                () = &mut deadline => {
+                    tracing::warn!(upstream = %self.name(), "no answer within call_timeout ({}s); the call was cancelled", timeout.as_secs());
+                    self.cancel_request(id, "no answer within plangate's call_timeout").await;
+                    return Err(CallError::Timeout(timeout));
+                }
+                Some(p) = next_heard(&mut heard) => {
+                    // Progress restarts the timeout, as for a call passed
+                    // through.
+                    deadline.as_mut().reset(tokio::time::Instant::now() + timeout);
+                    if let Some(w) = watch {
+                        (w.heard)(p).await;
+                    }
+                }
             }
         }
+    }
+}
+
+/// The next notification heard, or never when nothing is watched.
+async fn next_heard(
+    heard: &mut Option<mpsc::UnboundedReceiver<ProgressNotificationParam>>,
+) -> Option<ProgressNotificationParam> {
+    match heard {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
     }
 }
