@@ -176,7 +176,7 @@ async def call_when_up(session, name: str, arguments: dict):
     for _ in range(20):
         result = await session.call_tool(name, arguments)
         body = refusal(result)
-        if body.get("code") != "upstream_unavailable" or "is unavailable" not in body.get("message", ""):
+        if body.get("code") != "upstream_down":
             return result
         await asyncio.sleep(0.5)
     return result

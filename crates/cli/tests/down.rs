@@ -52,7 +52,7 @@ async fn an_upstream_whose_variable_is_unset_is_down_and_the_others_serve() {
         "{instructions}"
     );
     let refused = call_body(&client, "docs__search", json!({"q": "x"})).await;
-    assert_eq!(refused["code"], "upstream_unavailable", "{refused}");
+    assert_eq!(refused["code"], "upstream_down", "{refused}");
     assert!(
         refused["message"]
             .as_str()

@@ -58,7 +58,7 @@ async fn a_stdio_agents_plan_is_approved_in_the_console_and_run_by_its_own_gatew
         .unwrap();
     assert_eq!(refused.status(), 503);
     let said: Value = refused.json().await.unwrap();
-    assert_eq!(said["error"], "upstream_unavailable", "{said}");
+    assert_eq!(said["error"], "upstream_down", "{said}");
     assert!(
         said["message"]
             .as_str()

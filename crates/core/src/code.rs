@@ -36,7 +36,8 @@ pub enum Code {
     /// The target changed since the step was planned (tool, schema, effect,
     /// preview version).
     StaleTarget,
-    /// The upstream server cannot be reached.
+    /// A call was sent and no answer came (a timeout, a connection closed
+    /// mid-call): it may have taken effect — check before calling again.
     UpstreamUnavailable,
     /// A plan-mode tool was called while no plan-like mode is in force.
     NotInPlanMode,
@@ -76,6 +77,9 @@ pub enum Code {
     /// them together, or say it is meant (`--partial`, the console's
     /// confirmation).
     PartialApply,
+    /// The upstream is not connected (it is down, and why is said): nothing
+    /// was sent, so nothing happened there; the other upstreams serve.
+    UpstreamDown,
     /// Something in plangate itself failed (no randomness, a signing
     /// failure): plangate's failure, never the upstream's.
     InternalError,
@@ -83,7 +87,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, in docs/design.md §8 order; for docs, catalogs and tests.
-    pub const ALL: [Code; 23] = [
+    pub const ALL: [Code; 24] = [
         Code::PlanNeedsKey,
         Code::PlanFull,
         Code::PlanChanged,
@@ -106,6 +110,7 @@ impl Code {
         Code::FactorRequired,
         Code::TamperedLog,
         Code::PartialApply,
+        Code::UpstreamDown,
         Code::InternalError,
     ];
 
@@ -134,6 +139,7 @@ impl Code {
             Code::FactorRequired => "factor_required",
             Code::TamperedLog => "tampered_log",
             Code::PartialApply => "partial_apply",
+            Code::UpstreamDown => "upstream_down",
             Code::InternalError => "internal_error",
         }
     }
@@ -165,7 +171,7 @@ impl Code {
             Code::TooLarge => 413,
             Code::RateLimited => 429,
             Code::InternalError => 500,
-            Code::UpstreamUnavailable | Code::StoreUnavailable => 503,
+            Code::UpstreamUnavailable | Code::UpstreamDown | Code::StoreUnavailable => 503,
         }
     }
 
@@ -378,7 +384,10 @@ mod tests {
             assert!((400..600).contains(&status), "{code}");
             let own = matches!(
                 code,
-                Code::StoreUnavailable | Code::InternalError | Code::UpstreamUnavailable
+                Code::StoreUnavailable
+                    | Code::InternalError
+                    | Code::UpstreamUnavailable
+                    | Code::UpstreamDown
             );
             assert_eq!(own, status >= 500, "{code} answers {status}");
             assert_eq!(code.error_data()["code"], code.as_str());
@@ -428,6 +437,7 @@ mod tests {
                 "factor_required",
                 "tampered_log",
                 "partial_apply",
+                "upstream_down",
                 "internal_error",
             ]
         );

@@ -273,8 +273,8 @@ async fn upstream_subscribe(
 ) -> Result<(), ErrorData> {
     let Some(up) = gw.upstream(upstream) else {
         return Err(ErrorData::internal_error(
-            format!("upstream {upstream} is unavailable; try again shortly"),
-            Some(plangate_core::Code::UpstreamUnavailable.error_data()),
+            format!("upstream {upstream} is down; nothing was sent — try again once it is up"),
+            Some(plangate_core::Code::UpstreamDown.error_data()),
         ));
     };
     if !declares(gw, upstream, "subscribe") {

@@ -268,7 +268,7 @@ impl Fresh<'_> {
         }
         let Some(upstream) = gw.upstream(&record.server) else {
             return Err(fail(
-                Code::UpstreamUnavailable,
+                Code::UpstreamDown,
                 format!(
                     "upstream {} is not connected; nothing was sent",
                     record.server

@@ -142,7 +142,7 @@ async fn call_step(
             acting,
             step_id,
             StepError {
-                code: Code::UpstreamUnavailable.into(),
+                code: Code::UpstreamDown.into(),
                 message: format!(
                     "upstream {} is not connected; nothing was sent",
                     record.server
@@ -371,7 +371,7 @@ fn in_doubt_or_unsent(
     }
     if !sent && matches!(e, ServiceError::TransportClosed) {
         return Some(StepError {
-            code: Code::UpstreamUnavailable.into(),
+            code: Code::UpstreamDown.into(),
             message:
                 "the upstream's connection was closed before the request was sent; nothing was sent"
                     .to_owned(),

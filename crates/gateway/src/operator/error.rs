@@ -153,7 +153,7 @@ impl OperatorError {
             }
             OperatorError::ApplyAlive { .. } => Code::ApplyInProgress,
             OperatorError::PlanOutlived { .. } => Code::PlanExpired,
-            OperatorError::UpstreamDown { .. } => Code::UpstreamUnavailable,
+            OperatorError::UpstreamDown { .. } => Code::UpstreamDown,
             OperatorError::Log(_) => Code::StoreUnavailable,
             OperatorError::Refused(r) => r.code,
             OperatorError::Factor(e) => e.code(),

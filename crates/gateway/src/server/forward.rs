@@ -499,8 +499,10 @@ pub(super) fn unavailable(upstream: &str, gw: &Gateway) -> Refusal {
         .cloned()
         .unwrap_or_else(|| "not connected".into());
     Refusal::new(
-        Code::UpstreamUnavailable,
-        format!("upstream {upstream} is unavailable ({why}); other upstreams keep serving"),
+        Code::UpstreamDown,
+        format!(
+            "upstream {upstream} is down ({why}); nothing was sent to it, and the other upstreams keep serving"
+        ),
     )
 }
 

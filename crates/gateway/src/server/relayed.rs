@@ -24,9 +24,9 @@ impl GatewayHandler {
     fn connected(&self, name: &str) -> Result<Arc<Upstream>, ErrorData> {
         self.gw.upstream(name).ok_or_else(|| {
             ErrorData::new(
-                ErrorCode(plangate_core::Code::UpstreamUnavailable.jsonrpc_code()),
+                ErrorCode(plangate_core::Code::UpstreamDown.jsonrpc_code()),
                 unavailable(name, &self.gw).message,
-                Some(plangate_core::Code::UpstreamUnavailable.error_data()),
+                Some(plangate_core::Code::UpstreamDown.error_data()),
             )
         })
     }
