@@ -13,19 +13,24 @@ use serde_json::json;
 /// A config of the demo site and `docs`, whose command is a variable that
 /// is not set.
 fn with_a_down_upstream(scratch: &Scratch) -> String {
-    let site = plangate_upstream(
+    let site = site(scratch);
+    let config = scratch.write(
+        "plangate.toml",
+        &format!("{site}\n[upstreams.docs]\ncommand = \"${{DOCS_SERVER_NOT_SET}}\"\n"),
+    );
+    config.to_str().unwrap().to_owned()
+}
+
+/// The demo site as upstream `site`, its state in the scratch directory.
+fn site(scratch: &Scratch) -> String {
+    plangate_upstream(
         "site",
         &[
             "demo-site",
             "--state",
             scratch.path().join("site.json").to_str().unwrap(),
         ],
-    );
-    let config = scratch.write(
-        "plangate.toml",
-        &format!("{site}\n[upstreams.docs]\ncommand = \"${{DOCS_SERVER_NOT_SET}}\"\n"),
-    );
-    config.to_str().unwrap().to_owned()
+    )
 }
 
 #[tokio::test]
@@ -152,14 +157,7 @@ async fn a_direct_write_whose_upstream_dies_mid_call_says_it_may_have_taken_effe
 #[test]
 fn a_missing_command_is_retried_with_backoff_said_once() {
     let scratch = Scratch::new();
-    let site = plangate_upstream(
-        "site",
-        &[
-            "demo-site",
-            "--state",
-            scratch.path().join("site.json").to_str().unwrap(),
-        ],
-    );
+    let site = site(&scratch);
     let config = scratch.write(
         "plangate.toml",
         &format!("{site}\n[upstreams.ghost]\ncommand = \"/nonexistent/plangate-ghost\"\n"),

@@ -368,8 +368,8 @@ async fn policy_test_with_server_asks_the_running_gateway() {
     let service = serve_http(&w.scratch, &["--config", &w.config]);
     let server = format!("http://{}", service.addr);
     let env_write = write(&w.root.join("scratch/prod.env"), "K=V");
-    let asked = |extra: &[&str]| {
-        let text = env_write.to_string();
+    let text = env_write.to_string();
+    let ask = |token: &str, extra: &[&str]| {
         let mut argv = vec![
             "policy",
             "test",
@@ -386,10 +386,14 @@ async fn policy_test_with_server_asks_the_running_gateway() {
         let out = w
             .scratch
             .command(&argv)
-            .env("PLANGATE_OPERATOR_TOKEN", &token)
+            .env("PLANGATE_OPERATOR_TOKEN", token)
             .output()
             .unwrap();
-        succeeded(&argv, &out)
+        (argv.join(" "), out)
+    };
+    let asked = |extra: &[&str]| {
+        let (argv, out) = ask(&token, extra);
+        succeeded(&[argv.as_str()], &out)
     };
     let remote: Value = serde_json::from_str(&asked(&["--json"])).unwrap();
     assert_eq!(remote["decision"], "refuse", "{remote}");
@@ -411,26 +415,8 @@ async fn policy_test_with_server_asks_the_running_gateway() {
     let remote: Value = serde_json::from_str(&asked(&["--json"])).unwrap();
     assert_eq!(remote["decision"], "refuse", "{remote}");
 
-    // Without a token: refused, and told how to give one.
-    let text = env_write.to_string();
-    let argv = [
-        "policy",
-        "test",
-        "--key",
-        "agent",
-        "--tool",
-        "write_file",
-        "--arguments",
-        &text,
-        "--server",
-        &server,
-    ];
-    let out = w
-        .scratch
-        .command(&argv)
-        .env("PLANGATE_OPERATOR_TOKEN", "pgo_wrong")
-        .output()
-        .unwrap();
+    // A wrong token: refused.
+    let (_, out) = ask("pgo_wrong", &[]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("unauthorized"), "{}", stderr(&out));
 }
