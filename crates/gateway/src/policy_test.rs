@@ -1,5 +1,5 @@
 //! What the operator's rules (`[[rules]]`) make of a call, without making
-//! it ([`test`]): `plangate policy test` at the data dir and, through the
+//! it ([`test()`]): `plangate policy test` at the data dir and, through the
 //! operator API (`POST /console/api/policy/test`), `policy test --server`
 //! asking the running gateway — one operation, so both answer alike. It is
 //! the same evaluation and the same decision function as dispatch
