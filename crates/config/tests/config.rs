@@ -291,6 +291,8 @@ fn gateway_settings_are_read() {
         allowed_hosts = ["Gate.Example.com"]
         namespace = "always"
         tool_prefix = "pg_"
+        max_undo_bytes = 1024
+        undo_ttl = "7d"
         [upstreams.fs]
         command = "mcp-fs"
         "#,
@@ -317,6 +319,8 @@ fn gateway_settings_are_read() {
             cached_keys: 1024,
             max_preview_bytes: 64 * 1024,
             max_plan_bytes: 16 * 1024 * 1024,
+            max_undo_bytes: 1024,
+            undo_ttl: Duration::from_secs(7 * 24 * 3600),
         }
     );
     assert!(config.namespaced());
@@ -378,7 +382,7 @@ fn an_unknown_key_lists_the_allowed_keys() {
         &errors,
         &[(
             "gateway.anon",
-            "anonymous, default_mode, default_mode_locked, allowed_hosts, allowed_origins, max_request_bytes, max_preview_bytes, max_plan_bytes, max_sessions, max_sessions_per_key, namespace, tool_prefix, max_steps, plan_ttl, lease, review_timeout, header_read_timeout, body_read_timeout, max_concurrent_calls_per_key, rate_limit and cached_keys",
+            "anonymous, default_mode, default_mode_locked, allowed_hosts, allowed_origins, max_request_bytes, max_preview_bytes, max_plan_bytes, max_undo_bytes, undo_ttl, max_sessions, max_sessions_per_key, namespace, tool_prefix, max_steps, plan_ttl, lease, review_timeout, header_read_timeout, body_read_timeout, max_concurrent_calls_per_key, rate_limit and cached_keys",
         )],
     );
 }

@@ -132,6 +132,9 @@ pub fn describe(event: &Event, before: &KeyState) -> String {
         EventKind::StepApplied { step_id, .. } => {
             format!("applied {}", step_name(before, step_id))
         }
+        EventKind::UndoRecorded { step_id, undo } => {
+            format!("{}: {}", step_name(before, step_id), undo.said())
+        }
         EventKind::StepFailed { step_id, error } => format!(
             "{} failed: {}: {}",
             step_name(before, step_id),

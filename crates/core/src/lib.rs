@@ -67,6 +67,7 @@ pub mod template;
 #[cfg(any(test, feature = "test-support"))]
 pub mod testing;
 pub mod time;
+pub mod undo;
 pub mod view;
 
 pub use call_record::{CallDecision, CallOutcome, CallRecord};

@@ -394,16 +394,17 @@ pub async fn take(
 }
 
 /// Whether the target of a step is still as its preview saw it — the same
-/// content, at the same place: `Ok` when the digest matches, else why
-/// not, for a `stale_target` failure. A digest keyed when planned (a
-/// withheld preview) is taken keyed again.
+/// content, at the same place: `Ok` with what was read and what its digest
+/// bound (the state the step is about to replace, for an undo) when the
+/// digest matches, else why not, for a `stale_target` failure. A digest
+/// keyed when planned (a withheld preview) is taken keyed again.
 pub async fn still_as_seen(
     gw: &Gateway,
     tool: &CatalogTool,
     spec: &PreviewSpec,
     real_args: &Value,
     planned: &str,
-) -> Result<(), String> {
+) -> Result<(Seen, Bind), String> {
     let seen = read(gw, &tool.upstream, spec, real_args)
         .await
         .map_err(|e| format!("the target could not be read to check it ({e})"))?;
@@ -415,7 +416,7 @@ pub async fn still_as_seen(
     };
     let now = seen.digest(&bind);
     if now == planned {
-        return Ok(());
+        return Ok((seen, bind));
     }
     Err(match seen {
         Seen::Missing => "the target no longer exists".to_owned(),

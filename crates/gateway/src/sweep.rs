@@ -1,6 +1,7 @@
-//! The background sweep: plans past their life expire, and claims whose
+//! The background sweep: plans past their life expire, claims whose
 //! owner died become `in_doubt` — found by any process sharing the store,
-//! never by start-up alone.
+//! never by start-up alone — and what applied steps replaced is dropped
+//! once kept for `undo_ttl` ([`Gateway::drop_old_undo`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Weak;
@@ -20,6 +21,9 @@ pub(crate) async fn sweep(gw: Weak<Gateway>) {
         let shutdown = g.shutdown.clone();
         if let Err(e) = g.sweep_watched().await {
             tracing::warn!("plan expiry sweep: {e}");
+        }
+        if let Err(e) = g.drop_old_undo().await {
+            tracing::warn!("undo retention sweep: {e}");
         }
         drop(g);
         tokio::select! {
@@ -149,6 +153,42 @@ impl Gateway {
 }
 
 impl Gateway {
+    /// Drops what applied steps replaced once it was kept for `[gateway]
+    /// undo_ttl`, and says so in each step's key's log (`undo_recorded`,
+    /// dropped). Safe with many sweepers: a row is deleted by one of them,
+    /// which alone records it. Answers how many were dropped.
+    pub async fn drop_old_undo(&self) -> Result<usize, key_log::LogError> {
+        let ttl = self.config().gateway.undo_ttl;
+        let before = plangate_store::now_ms()
+            .saturating_sub(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX));
+        let dropped = self.store.drop_undo_before(before).await?;
+        let reason = format!(
+            "kept for [gateway] undo_ttl ({}), then dropped",
+            plangate_config::format_duration(ttl)
+        );
+        for (key_id, step_id) in &dropped {
+            let event = plangate_core::Event {
+                at_ms: plangate_store::now_ms(),
+                key_id: key_id.clone(),
+                actor: plangate_core::Actor::System,
+                channel: plangate_core::Channel::Sweeper,
+                kind: plangate_core::EventKind::UndoRecorded {
+                    step_id: step_id.clone(),
+                    undo: plangate_core::undo::Undo::Dropped {
+                        reason: reason.clone(),
+                    },
+                },
+            };
+            self.log
+                .transact(key_id, |_| {
+                    Ok::<_, std::convert::Infallible>((vec![event.clone()], ()))
+                })
+                .await?
+                .unwrap_or_else(|never| match never {});
+        }
+        Ok(dropped.len())
+    }
+
     /// Marks claims whose lease ran out `in_doubt` and finishes a dead apply
     /// of `key_id` (docs/design.md §5 "Leases": found by any process, never by
     /// start-up alone).

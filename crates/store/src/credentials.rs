@@ -43,6 +43,11 @@ impl<DB: Database> SqlCredentials<DB> {
     pub(crate) fn new(pool: Pool<DB>) -> Self {
         SqlCredentials { pool }
     }
+
+    /// The pool, for the other tables kept the same way ([`crate::undo`]).
+    pub(crate) fn pool(&self) -> &Pool<DB> {
+        &self.pool
+    }
 }
 
 /// A unique-name violation as the backend-neutral error `taken` builds.

@@ -57,6 +57,7 @@ pub mod seal;
 mod sqlite;
 mod time;
 mod tokens;
+mod undo;
 mod wal_mark;
 
 pub use data_dir::{
@@ -76,6 +77,7 @@ pub use postgres::open_postgres;
 pub use random::{new_id, random_bytes};
 pub use sqlite::open_sqlite;
 pub use time::{format_time_ms, now_ms};
+pub use undo::{KeptUndo, UndoStates};
 
 /// What [`Credentials::key_epoch`] returns: equal values mean no key was revoked
 /// in between.
@@ -104,14 +106,14 @@ impl LogMark {
     }
 }
 
-/// The one storage interface: [`Credentials`] and the [`EventLog`]. Every
-/// backend implements both, and one conformance suite
+/// The one storage interface: [`Credentials`], the [`EventLog`] and the
+/// [`UndoStates`] kept beside it. Every backend implements all three, and one conformance suite
 /// (`tests/conformance.rs`) runs against each, so callers can rely on the
 /// same behaviour whichever database is configured. A caller that needs
 /// only one half takes that trait.
-pub trait Store: Credentials + EventLog {}
+pub trait Store: Credentials + EventLog + UndoStates {}
 
-impl<T: Credentials + EventLog + ?Sized> Store for T {}
+impl<T: Credentials + EventLog + UndoStates + ?Sized> Store for T {}
 
 /// Who may call: API keys for agents, operator tokens for the console.
 /// Nothing here changes a key's events; only

@@ -131,6 +131,7 @@ conformance!(
     many_writers_on_many_keys_keep_each_compare_and_set_and_every_append_whole,
     an_oauth_identity_is_recorded_once_found_by_name_and_revocable,
     upstream_credentials_are_saved_replaced_and_cleared,
+    undo_states_are_kept_replaced_read_and_dropped_by_age,
 );
 
 async fn create_list_revoke_authenticate_round_trip(f: Fixture) {
@@ -1400,4 +1401,52 @@ async fn upstream_credentials_are_saved_replaced_and_cleared(f: Fixture) {
             .as_deref(),
         Some("v1.x")
     );
+}
+
+/// What an applied step replaced, kept beside the log: kept once per step
+/// (again replaces it), read back from another handle, and dropped by age,
+/// naming what was dropped.
+async fn undo_states_are_kept_replaced_read_and_dropped_by_age(f: Fixture) {
+    let one = f.open().await;
+    let two = f.open().await;
+    assert_eq!(one.undo_state("key_a", "step_1").await.expect("read"), None);
+    one.keep_undo("key_a", "step_1", "sha256:01", "v1.first")
+        .await
+        .expect("keep");
+    one.keep_undo("key_a", "step_1", "sha256:02", "v1.second")
+        .await
+        .expect("keep again");
+    one.keep_undo("key_b", "step_1", "sha256:03", "v1.other")
+        .await
+        .expect("keep");
+    let kept = two
+        .undo_state("key_a", "step_1")
+        .await
+        .expect("read")
+        .expect("kept");
+    assert_eq!(
+        (kept.digest.as_str(), kept.sealed.as_str()),
+        ("sha256:02", "v1.second")
+    );
+    assert!(kept.kept_at_ms > 0);
+    // Nothing is older than the first keep.
+    assert!(
+        two.drop_undo_before(kept.kept_at_ms - 60_000)
+            .await
+            .expect("drop")
+            .is_empty()
+    );
+    let mut dropped = two
+        .drop_undo_before(plangate_store::now_ms() + 1)
+        .await
+        .expect("drop");
+    dropped.sort();
+    assert_eq!(
+        dropped,
+        [
+            ("key_a".to_owned(), "step_1".to_owned()),
+            ("key_b".to_owned(), "step_1".to_owned())
+        ]
+    );
+    assert_eq!(one.undo_state("key_b", "step_1").await.expect("read"), None);
 }

@@ -63,6 +63,9 @@ pub fn receipt_lines(receipt: &Receipt) -> Vec<String> {
             for l in &applied.snapshots {
                 line.push_str(&format!("; snapshot {l}"));
             }
+            if let Some(undo) = &applied.undo {
+                line.push_str(&format!("; {}", undo.said()));
+            }
         }
         if s.approved_by_apply {
             line.push_str("; approved by this apply (destructive)");

@@ -90,6 +90,14 @@ pub struct GatewaySettings {
     /// refused `too_large`, so no plan can grow to what a `get_plan` or a
     /// person's screen cannot carry.
     pub max_plan_bytes: usize,
+    /// The most bytes of what one applied step replaced that is kept for
+    /// an undo (docs/design.md §5, "Undo"); over it, the receipt says undo
+    /// is not available and why.
+    pub max_undo_bytes: usize,
+    /// How long what an applied step replaced is kept; then it is dropped
+    /// and its key's log says so. 1 s to [`MAX_UNDO_TTL`].
+    #[serde(serialize_with = "serialize_duration")]
+    pub undo_ttl: Duration,
     /// How many keys' folded states (mode and plan) a process keeps in
     /// memory, least recently used first out; any other key is folded
     /// from the store when it is used. Bounds memory whatever the number
@@ -103,6 +111,15 @@ pub const DEFAULT_ALLOWED_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 /// The default `gateway.max_preview_bytes`: 64 KiB, a diff a person can
 /// still read.
 pub const DEFAULT_MAX_PREVIEW_BYTES: usize = 64 * 1024;
+
+/// The default `gateway.max_undo_bytes`: 4 MiB per step.
+pub const DEFAULT_MAX_UNDO_BYTES: usize = 4 * 1024 * 1024;
+
+/// The default `gateway.undo_ttl`: 30 days.
+pub const DEFAULT_UNDO_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// The longest `gateway.undo_ttl`: a year.
+pub const MAX_UNDO_TTL: Duration = Duration::from_secs(366 * 24 * 3600);
 
 /// The default `gateway.max_plan_bytes`: 16 MiB, four requests at their
 /// default cap.
@@ -202,6 +219,8 @@ impl Default for GatewaySettings {
             cached_keys: DEFAULT_CACHED_KEYS,
             max_preview_bytes: DEFAULT_MAX_PREVIEW_BYTES,
             max_plan_bytes: DEFAULT_MAX_PLAN_BYTES,
+            max_undo_bytes: DEFAULT_MAX_UNDO_BYTES,
+            undo_ttl: DEFAULT_UNDO_TTL,
         }
     }
 }

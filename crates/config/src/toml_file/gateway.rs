@@ -11,10 +11,10 @@ use crate::check::{Checker, child, index};
 use crate::model::{
     Anonymous, GatewaySettings, MAX_BODY_READ_TIMEOUT, MAX_CACHED_KEYS, MAX_CONCURRENT_CALLS_LIMIT,
     MAX_LEASE, MAX_PLAN_BYTES_LIMIT, MAX_PLAN_TTL, MAX_REQUEST_BYTES_LIMIT, MAX_SESSIONS_LIMIT,
-    MAX_STEPS_LIMIT, Namespace,
+    MAX_STEPS_LIMIT, MAX_UNDO_TTL, Namespace,
 };
 
-const GATEWAY_KEYS: [&str; 21] = [
+const GATEWAY_KEYS: [&str; 23] = [
     "anonymous",
     "default_mode",
     "default_mode_locked",
@@ -23,6 +23,8 @@ const GATEWAY_KEYS: [&str; 21] = [
     "max_request_bytes",
     "max_preview_bytes",
     "max_plan_bytes",
+    "max_undo_bytes",
+    "undo_ttl",
     "max_sessions",
     "max_sessions_per_key",
     "namespace",
@@ -61,6 +63,10 @@ pub(super) fn gateway(c: &mut Checker<'_>, node: &toml::Value) -> Option<Gateway
             }
             "max_plan_bytes" => bytes(c, key, v, k, 64 * 1024..=MAX_PLAN_BYTES_LIMIT as i64)
                 .map(|n| s.max_plan_bytes = n),
+            "max_undo_bytes" => {
+                bytes(c, key, v, k, 0..=64 * 1024 * 1024).map(|n| s.max_undo_bytes = n)
+            }
+            "undo_ttl" => duration_in(c, key, v, k, MAX_UNDO_TTL).map(|d| s.undo_ttl = d),
             "max_steps" => count(c, key, v, k, MAX_STEPS_LIMIT).map(|n| s.max_steps = n),
             "max_sessions" => count(c, key, v, k, MAX_SESSIONS_LIMIT).map(|n| s.max_sessions = n),
             "max_sessions_per_key" => {

@@ -60,6 +60,7 @@ event_types! {
     ApplyStarted => "apply_started",
     StepStarted => "step_started",
     StepApplied => "step_applied",
+    UndoRecorded => "undo_recorded",
     StepFailed => "step_failed",
     StepInDoubt => "step_in_doubt",
     StepRetried => "step_retried",

@@ -248,6 +248,17 @@ pub enum EventKind {
         /// Snapshots from the configured pointers.
         snapshots: Vec<String>,
     },
+    /// What an applied step replaced is kept for an undo, or why not
+    /// (docs/design.md §5, "Undo"); in the same append as its
+    /// `step_applied`. Also recorded when the kept state is dropped
+    /// (`undo_ttl`), with [`crate::undo::Undo::Dropped`].
+    UndoRecorded {
+        /// The step.
+        step_id: String,
+        /// Kept (by digest), unavailable or dropped.
+        #[serde(flatten)]
+        undo: crate::undo::Undo,
+    },
     /// The upstream answered with an error, or a fresh check failed.
     StepFailed {
         /// The step.
@@ -497,6 +508,14 @@ pub(crate) mod tests {
                 copy_id: Some("187".into()),
                 links: vec!["https://example.test/187".into()],
                 snapshots: vec![],
+            },
+            EventKind::UndoRecorded {
+                step_id: "step_1".into(),
+                undo: crate::undo::Undo::Kept {
+                    digest: "sha256:ab".into(),
+                    bytes: 12,
+                    after_digest: Some("sha256:cd".into()),
+                },
             },
             EventKind::StepFailed {
                 step_id: "step_1".into(),

@@ -271,6 +271,15 @@ impl KeyState {
         true
     }
 
+    /// `undo_recorded`: whether what an applied step replaced is kept (or
+    /// was dropped). Not a change to the plan: the step has left it.
+    pub(super) fn undo_recorded(&mut self, step_id: &str, undo: &crate::undo::Undo) -> bool {
+        if let Some(step) = self.step_mut_where(step_id, |s| s.status == StepStatus::Applied) {
+            step.undo = Some(undo.clone());
+        }
+        false
+    }
+
     /// `step_failed`: a running step's error.
     pub(super) fn step_failed(&mut self, step_id: &str, error: &StepError, at: i64) -> bool {
         self.end_run(step_id, StepStatus::Failed, at)

@@ -334,6 +334,7 @@ impl KeyState {
                 links,
                 snapshots,
             } => self.step_applied(step_id, result, copy_id.as_deref(), links, snapshots, at),
+            EventKind::UndoRecorded { step_id, undo } => self.undo_recorded(step_id, undo),
             EventKind::StepFailed { step_id, error } => self.step_failed(step_id, error, at),
             EventKind::StepInDoubt { step_id, reason } => self.step_in_doubt(step_id, reason, at),
             EventKind::StepRetried { step_id } => self.retry(step_id, at),
@@ -537,6 +538,18 @@ pub(crate) mod tests {
                 copy_id: None,
                 links: vec![],
                 snapshots: vec![]
+            }),
+            1 => (id(), any::<bool>()).prop_map(|(step_id, kept)| EventKind::UndoRecorded {
+                step_id,
+                undo: if kept {
+                    crate::undo::Undo::Kept {
+                        digest: "sha256:00".into(),
+                        bytes: 1,
+                        after_digest: None,
+                    }
+                } else {
+                    crate::undo::Undo::Dropped { reason: "r".into() }
+                }
             }),
             2 => id().prop_map(|step_id| EventKind::StepFailed {
                 step_id,

@@ -56,6 +56,10 @@ pub struct Step {
     /// that run, whatever the server answered ([`crate::KeyState::approved_steps`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claimed_seq: Option<i64>,
+    /// Whether what it replaced is kept for an undo, once applied
+    /// (`undo_recorded`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undo: Option<crate::undo::Undo>,
 }
 
 /// A person's change to a waiting step's arguments (the last one).
@@ -103,6 +107,7 @@ impl Step {
             amendment: None,
             planned_scope: None,
             claimed_seq: None,
+            undo: None,
         }
     }
 }

@@ -616,6 +616,9 @@ pub struct Applied {
     pub links: Vec<String>,
     /// Snapshots taken before it ran.
     pub snapshots: Vec<String>,
+    /// Whether what it replaced is kept for an undo (docs/design.md §5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undo: Option<crate::undo::Undo>,
 }
 
 impl ReceiptStep {
@@ -636,6 +639,7 @@ impl ReceiptStep {
                 copy_id: step.copy_id.clone(),
                 links: step.links.clone(),
                 snapshots: step.snapshots.clone(),
+                undo: step.undo.clone(),
             }),
             error: matches!(outcome, Outcome::Failed | Outcome::InDoubt)
                 .then(|| step.error.clone())

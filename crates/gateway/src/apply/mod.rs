@@ -28,6 +28,7 @@ mod progress;
 mod receipt;
 mod recheck;
 mod step;
+pub mod undo;
 
 use key_check::KeyCheck;
 pub use progress::{ApplyProgress, Progress};

@@ -13,14 +13,15 @@ use crate::{Catalog, CatalogTool, Gateway};
 
 /// The fresh checks before a step's call (docs/design.md §5 Apply, 2). `key` is
 /// the key's check, asked beside the step's claim; it is reported in its
-/// place among the others.
+/// place among the others. Answers what the target's read found, when a
+/// profile reads it: the state the step is about to replace.
 pub(super) async fn recheck(
     gw: &Gateway,
     acting: &Acting,
     step: &plangate_core::Step,
     secrets: &[(String, Value)],
     key: Result<(), StepError>,
-) -> Result<(), StepError> {
+) -> Result<Option<Found>, StepError> {
     let record = &step.record;
     let catalog = gw.catalog();
     let tool = tool_as_planned(gw, &catalog, record)?;
@@ -35,8 +36,23 @@ pub(super) async fn recheck(
     };
     fresh.declared_only()?;
     fresh.no_rule_refuses().await?;
-    fresh.target_as_seen().await?;
-    fresh.version_as_planned().await
+    let found = fresh.target_as_seen().await?;
+    fresh.version_as_planned().await?;
+    Ok(found)
+}
+
+/// What a step's fresh check read of its target (a profile's read): the
+/// state the step replaces, and how to read it again once it ran.
+pub(super) struct Found {
+    /// The read and its real arguments.
+    pub(super) spec: plangate_config::profiles::PreviewSpec,
+    /// The step's real arguments (secrets restored): the read's come from
+    /// them.
+    pub(super) real: Value,
+    /// What it found.
+    pub(super) seen: crate::preview::Seen,
+    /// What its digest bound besides (where the target is).
+    pub(super) bind: crate::preview::Bind,
 }
 
 /// What the checks after the tool's own look at: the step, its tool as
@@ -202,14 +218,15 @@ impl Fresh<'_> {
 
     /// A profile's preview: the target must be as the person saw it, at the
     /// place they saw it — read with a read that may still be made.
-    async fn target_as_seen(&self) -> Result<(), StepError> {
+    /// Answers what was read.
+    async fn target_as_seen(&self) -> Result<Option<Found>, StepError> {
         let (gw, acting, tool, record, secrets) =
             (self.gw, self.acting, self.tool, self.record, self.secrets);
         let (Some(planned), Some(spec)) = (
             record.preview.as_ref().and_then(|p| p.before_digest()),
             crate::preview::spec_of(gw, tool),
         ) else {
-            return Ok(());
+            return Ok(None);
         };
         let real = restore_secrets(&record.arguments.value(), secrets);
         let read_args =
@@ -233,22 +250,30 @@ impl Fresh<'_> {
             }
             _ => crate::preview::still_as_seen(gw, tool, spec, &real, planned).await,
         };
-        if let Err(why) = checked {
-            // What a withheld preview read stays unsaid here too.
-            let why = if record.preview_withheld.is_some() {
-                "the target changed since the person reviewed it, or cannot be read to check it"
-                    .to_owned()
-            } else {
-                gw.redactor().scrub_text(&why, secrets)
-            };
-            return Err(fail(
-                Code::StaleTarget,
-                format!(
-                    "{why}: the person approved it as it was then. Nothing was sent; plan the write again so they review it as it is now",
-                ),
-            ));
-        }
-        Ok(())
+        let why = match checked {
+            Ok((seen, bind)) => {
+                return Ok(Some(Found {
+                    spec: spec.clone(),
+                    real,
+                    seen,
+                    bind,
+                }));
+            }
+            Err(why) => why,
+        };
+        // What a withheld preview read stays unsaid here too.
+        let why = if record.preview_withheld.is_some() {
+            "the target changed since the person reviewed it, or cannot be read to check it"
+                .to_owned()
+        } else {
+            gw.redactor().scrub_text(&why, secrets)
+        };
+        Err(fail(
+            Code::StaleTarget,
+            format!(
+                "{why}: the person approved it as it was then. Nothing was sent; plan the write again so they review it as it is now",
+            ),
+        ))
     }
 
     /// The configured preview tool must still show the target as it was when

@@ -133,10 +133,12 @@ async fn call_step(
         }));
     };
 
-    // Re-check fresh: the call must still be one that could run.
-    if let Err(error) = recheck(gw, acting, &step, &secrets, key).await {
-        return Ok(finish(acting, step_id, error));
-    }
+    // Re-check fresh: the call must still be one that could run. What its
+    // read of the target found is what the step replaces (for an undo).
+    let found = match recheck(gw, acting, &step, &secrets, key).await {
+        Ok(found) => found,
+        Err(error) => return Ok(finish(acting, step_id, error)),
+    };
     let Some(upstream) = gw.upstream(&record.server) else {
         return Ok(finish(
             acting,
@@ -203,7 +205,9 @@ async fn call_step(
 
     Ok(match outcome {
         Ok(result) if result.is_error != Some(true) => {
-            applied(gw, acting, record, &result, &scrub_with)
+            let (outcome, mut events) = applied(gw, acting, record, &result, &scrub_with);
+            events.push(super::undo::keep(gw, acting, record, found.as_ref(), &scrub_with).await);
+            (outcome, events)
         }
         Ok(result) => finish(acting, step_id, tool_error(gw, &result, &scrub_with)),
         Err(Some(error)) => finish(acting, step_id, error),

@@ -132,6 +132,19 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         "ALTER TABLE events ADD COLUMN hash TEXT;
     ALTER TABLE events ADD COLUMN sig TEXT;",
     ),
+    // Undo states, as in SQLite's version 8.
+    (
+        8,
+        "CREATE TABLE undo_states (
+        key_id      TEXT   NOT NULL,
+        step_id     TEXT   NOT NULL,
+        digest      TEXT   NOT NULL,
+        sealed      TEXT   NOT NULL,
+        kept_at_ms  BIGINT NOT NULL,
+        PRIMARY KEY (key_id, step_id)
+    );
+    CREATE INDEX undo_states_kept_at ON undo_states (kept_at_ms);",
+    ),
 ];
 
 /// `schema_migrations` in PostgreSQL's dialect.

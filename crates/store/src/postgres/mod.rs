@@ -67,6 +67,7 @@ use crate::events::checked_body_text;
 use crate::events::group_commit::committer_stopped;
 use crate::events::reads::{EventSql, SqlEvents, forward_event_reads};
 use crate::keys::{key_columns, key_from_row};
+use crate::undo::forward_undo_states;
 use crate::{ApiKey, NewEvent, Store, StoreError};
 
 /// Connections per store handle.
@@ -227,6 +228,8 @@ impl PostgresStore {
         SqlEvents::new(&self.pool, &EVENT_SQL)
     }
 }
+
+forward_undo_states!(PostgresStore);
 
 forward_event_reads!(PostgresStore {
     async fn append_events(

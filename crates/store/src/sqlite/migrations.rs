@@ -136,6 +136,20 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         "ALTER TABLE events ADD COLUMN hash TEXT;
     ALTER TABLE events ADD COLUMN sig TEXT;",
     ),
+    // What applied steps replaced, sealed, kept beside the log for an undo
+    // (docs/design.md §5, "Undo"); rows are dropped past undo_ttl.
+    (
+        8,
+        "CREATE TABLE undo_states (
+        key_id      TEXT    NOT NULL,
+        step_id     TEXT    NOT NULL,
+        digest      TEXT    NOT NULL,
+        sealed      TEXT    NOT NULL,
+        kept_at_ms  INTEGER NOT NULL,
+        PRIMARY KEY (key_id, step_id)
+    );
+    CREATE INDEX undo_states_kept_at ON undo_states (kept_at_ms);",
+    ),
 ];
 
 /// `schema_migrations` in SQLite's dialect.

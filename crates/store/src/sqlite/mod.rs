@@ -24,6 +24,7 @@ use crate::events::group_commit::committer_stopped;
 use crate::events::reads::{EventSql, SqlEvents, forward_event_reads};
 use crate::events::{checked_body_text, event_columns};
 use crate::private_fs::create_new_private_file;
+use crate::undo::forward_undo_states;
 use crate::wal_mark::WalMark;
 use crate::{ApiKey, KeyEpoch, LogMark, NewEvent, Store, StoreError};
 
@@ -218,6 +219,8 @@ impl SqliteStore {
         SqlEvents::new(&self.pool, &EVENT_SQL)
     }
 }
+
+forward_undo_states!(SqliteStore);
 
 forward_event_reads!(SqliteStore {
     async fn append_events(

@@ -1,0 +1,195 @@
+//! What an applied step replaced is kept for an undo (docs/design.md §5,
+//! "Undo"), on the official `server-filesystem`: the file's text its
+//! fresh check read just before the write is sealed beside the log (the
+//! log names its digest), a file the step created is kept as missing,
+//! and the receipt says, step by step, whether undo is available — and
+//! why not, past `[gateway] max_undo_bytes`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use plangate_core::undo::{KeptState, Replaced};
+use serde_json::{Value, json};
+
+/// A plan-scope agent on server-filesystem serving `root`, with `a.txt`
+/// holding "old\n", and `extra` config.
+async fn agent_on_a_file(extra: &str) -> (Scratch, std::path::PathBuf, String, Client) {
+    let scratch = Scratch::new();
+    let root = std::fs::canonicalize(scratch.path()).unwrap().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("a.txt"), "old\n").unwrap();
+    let config = filesystem_config(&scratch, &root, extra);
+    let config = config.to_str().unwrap().to_owned();
+    let token = scratch.create_key("agent", "plan");
+    let agent = config_client(&scratch, &config, &token).await;
+    (scratch, root, config, agent)
+}
+
+/// Plans `content` into `path`; answers the step id.
+async fn plan_write(agent: &Client, path: &std::path::Path, content: &str) -> String {
+    let planned = ok(
+        agent,
+        "write_file",
+        json!({"path": path, "content": content}),
+    )
+    .await;
+    assert_eq!(planned["code"], "plan_step", "{planned}");
+    planned["step_id"].as_str().unwrap().to_owned()
+}
+
+/// `plans apply` of every waiting step at the plan as shown; its stdout.
+fn apply_all(scratch: &Scratch, config: &str) -> String {
+    let show = ["plans", "show", "--key", "agent", "--json"];
+    let view = parsed(&show, &succeeded(&show, &scratch.run(&show)));
+    let digest = view["plan_digest"].as_str().unwrap().to_owned();
+    let apply = [
+        "plans", "apply", "--key", "agent", "--config", config, "--digest", &digest,
+    ];
+    succeeded(&apply, &scratch.run(&apply))
+}
+
+/// The key's `undo_recorded` events, by step id.
+fn undo_events(scratch: &Scratch) -> Vec<Value> {
+    let args = ["audit", "export", "--key", "agent"];
+    succeeded(&args, &scratch.run(&args))
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["type"] == "undo_recorded")
+        .collect()
+}
+
+#[tokio::test]
+async fn an_applied_write_keeps_what_it_replaced_sealed_beside_the_log() {
+    let (scratch, root, config, agent) = agent_on_a_file("").await;
+    let edit = plan_write(&agent, &root.join("a.txt"), "new\n").await;
+    let create = plan_write(&agent, &root.join("b.txt"), "fresh\n").await;
+    let said = apply_all(&scratch, &config);
+    assert!(said.contains("applied 2"), "{said}");
+    assert_eq!(said.matches("; undo kept (").count(), 2, "{said}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "new\n"
+    );
+
+    // The log names each kept state by digest and what the step left.
+    let events = undo_events(&scratch);
+    assert_eq!(events.len(), 2, "{events:?}");
+    let event = |step: &str| {
+        events
+            .iter()
+            .find(|e| e["step_id"] == step)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(event(&edit)["state"], "kept");
+    assert!(
+        event(&edit)["after_digest"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+    // The event holds no state: only its digest and size.
+    let edited = event(&edit);
+    let keys: Vec<&String> = edited.as_object().unwrap().keys().collect();
+    assert!(
+        !keys
+            .iter()
+            .any(|k| ["before", "text", "state_text"].contains(&k.as_str())),
+        "{keys:?}"
+    );
+    // Beside the log: sealed, opened only with the data dir's seal key and
+    // as that step's state; its digest is the one the log names.
+    let dir = plangate_store::DataDir::open(scratch.data_dir()).unwrap();
+    let material = dir.key_material(&Default::default()).unwrap();
+    let store = plangate_store::open_sqlite(&dir.sqlite_path())
+        .await
+        .unwrap();
+    let key = store.find_key("agent").await.unwrap().unwrap();
+    for (step, before) in [
+        (
+            &edit,
+            KeptState::Text {
+                text: "old\n".into(),
+            },
+        ),
+        (&create, KeptState::Missing),
+    ] {
+        let kept = store.undo_state(&key.id, step).await.unwrap().unwrap();
+        assert_eq!(json!(kept.digest), event(step)["digest"]);
+        assert!(!kept.sealed.contains("old"));
+        let aad = plangate_gateway::apply::undo::sealed_for(&key.id, step);
+        let plain = plangate_store::seal::unseal(&material, &kept.sealed, aad.as_bytes()).unwrap();
+        assert_eq!(Replaced::digest_of(&plain), kept.digest);
+        let replaced: Replaced = serde_json::from_slice(&plain).unwrap();
+        assert_eq!(replaced.before, before);
+        assert_eq!(
+            (replaced.server.as_str(), replaced.tool.as_str()),
+            ("fs", "write_file")
+        );
+        // Another step's associated data does not open it.
+        let other = plangate_gateway::apply::undo::sealed_for(&key.id, "step_other");
+        assert!(plangate_store::seal::unseal(&material, &kept.sealed, other.as_bytes()).is_err());
+    }
+    agent.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn past_max_undo_bytes_nothing_is_kept_and_the_receipt_says_why() {
+    let (scratch, root, config, agent) =
+        agent_on_a_file("\n[gateway]\nmax_undo_bytes = 16\n").await;
+    let step = plan_write(&agent, &root.join("a.txt"), "new\n").await;
+    let said = apply_all(&scratch, &config);
+    assert!(said.contains("applied 1"), "{said}");
+    assert!(
+        said.contains("; no undo: what it replaced is ")
+            && said.contains("over [gateway] max_undo_bytes (16)"),
+        "{said}"
+    );
+    let events = undo_events(&scratch);
+    assert_eq!(events[0]["state"], "unavailable", "{events:?}");
+    let dir = plangate_store::DataDir::open(scratch.data_dir()).unwrap();
+    let store = plangate_store::open_sqlite(&dir.sqlite_path())
+        .await
+        .unwrap();
+    let key = store.find_key("agent").await.unwrap().unwrap();
+    assert_eq!(store.undo_state(&key.id, &step).await.unwrap(), None);
+    agent.cancel().await.unwrap();
+}
+
+/// Past `[gateway] undo_ttl` a running gateway's sweep drops what was kept,
+/// and the step's log says so.
+#[tokio::test]
+async fn past_undo_ttl_the_kept_state_is_dropped_and_the_log_says_so() {
+    let (scratch, root, config, agent) = agent_on_a_file("\n[gateway]\nundo_ttl = \"1s\"\n").await;
+    let step = plan_write(&agent, &root.join("a.txt"), "new\n").await;
+    let said = apply_all(&scratch, &config);
+    assert!(said.contains("; undo kept ("), "{said}");
+    agent.cancel().await.unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let service = serve_http(&scratch, &["--config", &config]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let dropped = loop {
+        let events = undo_events(&scratch);
+        if let Some(e) = events.iter().find(|e| e["state"] == "dropped") {
+            break e.clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "{events:?}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert_eq!(dropped["step_id"], step.as_str());
+    assert!(
+        dropped["reason"]
+            .as_str()
+            .unwrap()
+            .contains("undo_ttl (1s)"),
+        "{dropped}"
+    );
+    drop(service);
+    let dir = plangate_store::DataDir::open(scratch.data_dir()).unwrap();
+    let store = plangate_store::open_sqlite(&dir.sqlite_path())
+        .await
+        .unwrap();
+    let key = store.find_key("agent").await.unwrap().unwrap();
+    assert_eq!(store.undo_state(&key.id, &step).await.unwrap(), None);
+}

@@ -1,0 +1,118 @@
+//! Keeping what an applied step replaced, for an undo (docs/design.md §5,
+//! "Undo"): the state its fresh check read just before the call
+//! ([`super::recheck::Found`]) is sealed and kept in the store beside the
+//! log, and the log says so (`undo_recorded`, in the same append as the
+//! step's `step_applied`) — or says why nothing is kept. What the step
+//! left behind is read again and bound as `after_digest`, so an undo
+//! later overwrites nothing that changed since.
+
+use plangate_core::undo::{KeptState, Replaced, Undo};
+use plangate_core::{Event, EventKind, StepRecord};
+use serde_json::Value;
+
+use super::recheck::Found;
+use crate::Gateway;
+use crate::acting::Acting;
+use crate::preview::Seen;
+
+/// The associated data a kept state is sealed under: it opens only as the
+/// state of this step of this key.
+pub fn sealed_for(key_id: &str, step_id: &str) -> String {
+    format!("undo:{key_id}:{step_id}")
+}
+
+/// The `undo_recorded` event of `record`, applied: what `found` read is
+/// kept (sealed) when it is within `max_undo_bytes`, else why not.
+/// `scrub_with` are the step's secrets, kept out of what the record says.
+pub(super) async fn keep(
+    gw: &Gateway,
+    acting: &Acting,
+    record: &StepRecord,
+    found: Option<&Found>,
+    scrub_with: &[(String, Value)],
+) -> Event {
+    let undo = match found {
+        None => Undo::Unavailable {
+            reason: format!(
+                "no profile reads what {} changes, so nothing it replaced could be kept",
+                record.exposed_as
+            ),
+        },
+        Some(found) => kept(gw, acting, record, found, scrub_with).await,
+    };
+    if let Undo::Unavailable { reason } = &undo {
+        tracing::debug!(key = %acting.key.name, step = %record.step_id, "no undo: {reason}");
+    }
+    acting.event(EventKind::UndoRecorded {
+        step_id: record.step_id.clone(),
+        undo,
+    })
+}
+
+/// Seals and keeps what `found` read; reads the target again for what
+/// the step left.
+async fn kept(
+    gw: &Gateway,
+    acting: &Acting,
+    record: &StepRecord,
+    found: &Found,
+    scrub_with: &[(String, Value)],
+) -> Undo {
+    let read_arguments = Value::Object(plangate_config::profiles::read_arguments(
+        &found.spec,
+        &found.real,
+    ));
+    let replaced = Replaced {
+        server: record.server.clone(),
+        tool: record.tool.clone(),
+        target: record.lands_on.target.clone(),
+        read: found.spec.read.clone(),
+        read_arguments: gw.redactor().scrub_value(&read_arguments, scrub_with),
+        before: match &found.seen {
+            Seen::Missing => KeptState::Missing,
+            Seen::Text(text) => KeptState::Text { text: text.clone() },
+            Seen::State(state) => KeptState::State {
+                state: state.clone(),
+            },
+        },
+    };
+    let plaintext = replaced.plaintext();
+    let max = gw.config().gateway.max_undo_bytes;
+    if plaintext.len() > max {
+        return Undo::Unavailable {
+            reason: format!(
+                "what it replaced is {} bytes, over [gateway] max_undo_bytes ({max})",
+                plaintext.len()
+            ),
+        };
+    }
+    let digest = Replaced::digest_of(&plaintext);
+    let aad = sealed_for(&acting.key.id, &record.step_id);
+    let sealed = match plangate_store::seal::seal(gw.material(), &plaintext, aad.as_bytes()) {
+        Ok(sealed) => sealed,
+        Err(e) => {
+            return Undo::Unavailable {
+                reason: format!("what it replaced could not be sealed ({e})"),
+            };
+        }
+    };
+    if let Err(e) = gw
+        .store()
+        .keep_undo(&acting.key.id, &record.step_id, &digest, &sealed)
+        .await
+    {
+        tracing::warn!(key = %acting.key.name, step = %record.step_id, "undo state not kept: {e}");
+        return Undo::Unavailable {
+            reason: format!("what it replaced could not be stored ({e})"),
+        };
+    }
+    let after = crate::preview::read(gw, &record.server, &found.spec, &found.real)
+        .await
+        .ok()
+        .map(|seen| seen.digest(&found.bind));
+    Undo::Kept {
+        digest,
+        bytes: plaintext.len() as u64,
+        after_digest: after,
+    }
+}
