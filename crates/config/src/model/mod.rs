@@ -138,7 +138,15 @@ impl Config {
     pub fn namespaced(&self) -> bool {
         match self.gateway.namespace {
             Namespace::Always => true,
-            Namespace::Auto => self.enabled_upstreams().count() > 1,
+            // An upstream that is down (its variables unset) counts: its
+            // tools come when it does, and the others' names must not
+            // change then.
+            Namespace::Auto => {
+                let mut names: std::collections::BTreeSet<&str> =
+                    self.enabled_upstreams().map(|u| u.name.as_str()).collect();
+                names.extend(self.down.keys().map(String::as_str));
+                names.len() > 1
+            }
         }
     }
 
@@ -226,6 +234,15 @@ mod tests {
         config.upstreams.get_mut("b").unwrap().enabled = true;
         assert!(config.namespaced());
         config.upstreams.remove("b");
+        assert!(!config.namespaced());
+        // Down (its variables unset): it still counts, so the names do
+        // not change when it comes up; `plangate console` marks a
+        // configured upstream down too, which is not a second one.
+        config.down.insert("b".into(), "unset".into());
+        assert!(config.namespaced());
+        config.down.clear();
+        config.down.insert("a".into(), "not started".into());
+        assert!(!config.namespaced());
         config.gateway.namespace = Namespace::Always;
         assert!(config.namespaced());
     }
