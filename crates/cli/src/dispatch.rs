@@ -571,6 +571,17 @@ async fn plans_command(cmd: PlansCommand, data_dir: &Path) -> Result<()> {
             };
             plans::retry(config, (store, material), confirming, &key, &step, json).await
         }
+        PlansCommand::Revert {
+            source,
+            key,
+            steps,
+            json,
+        } => {
+            let config = config_to_call(&source, data_dir).await?;
+            let store = open_store(data_dir).await?;
+            let material = key_material(data_dir)?;
+            plans::revert(config, (store, material), &key, &steps, json).await
+        }
         PlansCommand::Approve(yes) => approve(yes, data_dir).await,
         PlansCommand::Apply(PlanApply {
             yes:

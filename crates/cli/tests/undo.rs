@@ -1,9 +1,11 @@
 //! What an applied step replaced is kept for an undo (docs/design.md §5,
 //! "Undo"), on the official `server-filesystem`: the file's text its
 //! fresh check read just before the write is sealed beside the log (the
-//! log names its digest), a file the step created is kept as missing,
-//! and the receipt says, step by step, whether undo is available — and
-//! why not, past `[gateway] max_undo_bytes`.
+//! log names its digest); nothing is kept for a file the step created
+//! (the server has no tool to delete it), and the receipt says, step by
+//! step, whether undo is available — and why not, past `[gateway]
+//! max_undo_bytes`. `plans revert` plans the undo as steps a person
+//! approves.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -66,7 +68,13 @@ async fn an_applied_write_keeps_what_it_replaced_sealed_beside_the_log() {
     let create = plan_write(&agent, &root.join("b.txt"), "fresh\n").await;
     let said = apply_all(&scratch, &config);
     assert!(said.contains("applied 2"), "{said}");
-    assert_eq!(said.matches("; undo kept (").count(), 2, "{said}");
+    assert_eq!(said.matches("; undo kept (").count(), 1, "{said}");
+    assert!(
+        said.contains(
+            "; no undo: the step created it, and server-filesystem has no tool to delete"
+        ),
+        "{said}"
+    );
     assert_eq!(
         std::fs::read_to_string(root.join("a.txt")).unwrap(),
         "new\n"
@@ -75,6 +83,10 @@ async fn an_applied_write_keeps_what_it_replaced_sealed_beside_the_log() {
     // The log names each kept state by digest and what the step left.
     let events = undo_events(&scratch);
     assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(
+        events.iter().find(|e| e["step_id"] == create).unwrap()["state"],
+        "unavailable"
+    );
     let event = |step: &str| {
         events
             .iter()
@@ -106,15 +118,14 @@ async fn an_applied_write_keeps_what_it_replaced_sealed_beside_the_log() {
         .await
         .unwrap();
     let key = store.find_key("agent").await.unwrap().unwrap();
-    for (step, before) in [
-        (
+    assert_eq!(store.undo_state(&key.id, &create).await.unwrap(), None);
+    {
+        let (step, before) = (
             &edit,
             KeptState::Text {
                 text: "old\n".into(),
             },
-        ),
-        (&create, KeptState::Missing),
-    ] {
+        );
         let kept = store.undo_state(&key.id, step).await.unwrap().unwrap();
         assert_eq!(json!(kept.digest), event(step)["digest"]);
         assert!(!kept.sealed.contains("old"));
@@ -192,4 +203,81 @@ async fn past_undo_ttl_the_kept_state_is_dropped_and_the_log_says_so() {
         .unwrap();
     let key = store.find_key("agent").await.unwrap().unwrap();
     assert_eq!(store.undo_state(&key.id, &step).await.unwrap(), None);
+}
+
+/// `plans revert` plans the inverse of each step of the last apply, in
+/// reverse order, through the server's own tools; applying them restores
+/// the files byte for byte — except one a person edited since (its revert
+/// is not planned: `stale_target`, the later edit stays) and one the plan
+/// created (server-filesystem has no tool to delete it).
+#[tokio::test]
+async fn a_revert_is_a_plan_that_restores_the_files_and_never_overwrites_later_work() {
+    let (scratch, root, config, agent) = agent_on_a_file("").await;
+    std::fs::write(root.join("b.txt"), "bee\nline two\n").unwrap();
+    std::fs::write(root.join("c.txt"), "sea\n").unwrap();
+    let a = plan_write(&agent, &root.join("a.txt"), "new a\n").await;
+    let edit = json!({"path": root.join("b.txt"), "edits": [{"oldText": "bee", "newText": "BEE"}]});
+    let planned = ok(&agent, "edit_file", edit).await;
+    let b = planned["step_id"].as_str().unwrap().to_owned();
+    let c = plan_write(&agent, &root.join("c.txt"), "new c\n").await;
+    let d = plan_write(&agent, &root.join("d.txt"), "dee\n").await;
+    let said = apply_all(&scratch, &config);
+    assert!(said.contains("applied 4"), "{said}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("b.txt")).unwrap(),
+        "BEE\nline two\n"
+    );
+    // A person edits c.txt after the apply.
+    std::fs::write(root.join("c.txt"), "edited by hand\n").unwrap();
+
+    let revert = ["plans", "revert", "--key", "agent", "--config", &config];
+    let said = succeeded(&revert, &scratch.run(&revert));
+    assert!(said.contains("planned 2 step(s) to revert"), "{said}");
+    assert!(
+        said.contains(&format!("(reverts {a})")) && said.contains(&format!("(reverts {b})")),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("not reverted: {c} ")) && said.contains("stale_target"),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("not reverted: {d} ")) && said.contains("no tool to delete"),
+        "{said}"
+    );
+    // Later steps first: b's inverse comes before a's.
+    let show = ["plans", "show", "--key", "agent", "--json"];
+    let view = parsed(&show, &succeeded(&show, &scratch.run(&show)));
+    let reverts: Vec<&str> = view["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["reverts"].as_str())
+        .collect();
+    assert_eq!(reverts, [b.as_str(), a.as_str()], "{view}");
+    // Nothing was written by planning the revert.
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "new a\n"
+    );
+
+    let said = apply_all(&scratch, &config);
+    assert!(said.contains("applied 2"), "{said}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "old\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("b.txt")).unwrap(),
+        "bee\nline two\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("c.txt")).unwrap(),
+        "edited by hand\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("d.txt")).unwrap(),
+        "dee\n"
+    );
+    agent.cancel().await.unwrap();
 }

@@ -41,5 +41,6 @@ pub fn step_record(step_id: &str, position: u32, tool: &str, args: Value) -> Ste
         preview: None,
         rule: None,
         preview_withheld: None,
+        reverts: None,
     }
 }

@@ -117,6 +117,60 @@ impl Replaced {
     }
 }
 
+/// The call that undoes an applied step, through its own server's tools.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Inverse {
+    /// The upstream's own tool name.
+    pub tool: String,
+    /// Its arguments.
+    pub arguments: serde_json::Map<String, Value>,
+}
+
+/// The call that undoes a step of `tool` (on a server of `profile`) whose
+/// arguments were `arguments` and which replaced `replaced`, or why this
+/// server's tools cannot express one. server-filesystem: a written or
+/// edited file gets its old text back (`write_file`), a moved file is
+/// moved back; a file or directory the step created stays (the server has
+/// no tool to delete one).
+pub fn inverse(
+    profile: &str,
+    tool: &str,
+    arguments: &Value,
+    replaced: &Replaced,
+) -> Result<Inverse, String> {
+    let arg = |name: &str| arguments.get(name).cloned();
+    let call = |tool: &str, pairs: Vec<(&str, Option<Value>)>| -> Result<Inverse, String> {
+        let mut arguments = serde_json::Map::new();
+        for (name, value) in pairs {
+            let value = value.ok_or_else(|| format!("the step's {name} is not known"))?;
+            arguments.insert(name.to_owned(), value);
+        }
+        Ok(Inverse {
+            tool: tool.to_owned(),
+            arguments,
+        })
+    };
+    match (profile, tool, &replaced.before) {
+        ("server-filesystem", "write_file" | "edit_file", KeptState::Text { text }) => call(
+            "write_file",
+            vec![("path", arg("path")), ("content", Some(Value::String(text.clone())))],
+        ),
+        ("server-filesystem", "write_file" | "create_directory", KeptState::Missing) => Err(
+            "the step created it, and server-filesystem has no tool to delete a file or directory, so it stays".to_owned(),
+        ),
+        ("server-filesystem", "move_file", _) => call(
+            "move_file",
+            vec![("source", arg("destination")), ("destination", arg("source"))],
+        ),
+        ("server-filesystem", "create_directory", _) => {
+            Err("the directory was there already: nothing to undo".to_owned())
+        }
+        (profile, tool, _) => Err(format!(
+            "plangate does not know how to undo {tool} with {profile}'s own tools"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,5 +215,57 @@ mod tests {
         };
         assert!(!none.available());
         assert_eq!(none.said(), "no undo: over max_undo_bytes");
+    }
+
+    #[test]
+    fn a_written_file_gets_its_old_text_back_and_a_created_one_stays() {
+        let replaced = |before: KeptState| Replaced {
+            server: "fs".into(),
+            tool: "edit_file".into(),
+            target: Some("/w/a.txt".into()),
+            read: "read_text_file".into(),
+            read_arguments: json!({"path": "/w/a.txt"}),
+            before,
+        };
+        let args = json!({"path": "/w/a.txt", "edits": []});
+        let back = inverse(
+            "server-filesystem",
+            "edit_file",
+            &args,
+            &replaced(KeptState::Text {
+                text: "old\n".into(),
+            }),
+        )
+        .unwrap();
+        assert_eq!(back.tool, "write_file");
+        assert_eq!(
+            Value::Object(back.arguments),
+            json!({"path": "/w/a.txt", "content": "old\n"})
+        );
+        let created = inverse(
+            "server-filesystem",
+            "write_file",
+            &args,
+            &replaced(KeptState::Missing),
+        );
+        assert!(created.unwrap_err().contains("no tool to delete"));
+        let moved = inverse(
+            "server-filesystem",
+            "move_file",
+            &json!({"source": "/w/a", "destination": "/w/b"}),
+            &replaced(KeptState::State {
+                state: json!("size: 1"),
+            }),
+        )
+        .unwrap();
+        assert_eq!(
+            Value::Object(moved.arguments),
+            json!({"source": "/w/b", "destination": "/w/a"})
+        );
+        assert!(
+            inverse("git", "git_commit", &args, &replaced(KeptState::Missing))
+                .unwrap_err()
+                .contains("does not know how to undo git_commit")
+        );
     }
 }

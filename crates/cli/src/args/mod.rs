@@ -319,6 +319,24 @@ pub(crate) enum PlansCommand {
         #[command(flatten)]
         factor: FactorArgs,
     },
+    /// Plan the undo of applied steps: every step of the key's last apply,
+    /// or the named applied steps. Each gets an inverse step in the key's
+    /// plan (its server's own tools writing back what the step replaced),
+    /// waiting for a person's yes like any step; a target changed since
+    /// the apply gets none (the later change stays), and what the server's
+    /// tools cannot undo (a file the step created) is said with why.
+    Revert {
+        #[command(flatten)]
+        source: ConfigSourceArgs,
+        /// The key's name or id.
+        #[arg(long)]
+        key: String,
+        /// Applied steps to revert (default: every step of the last apply).
+        steps: Vec<String>,
+        /// Print the answer as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Record a person's yes to waiting steps of a key's plan, without
     /// applying them: every waiting step, or only the named ones. The yes
     /// binds exactly those steps (their digest): it holds while they are
@@ -357,7 +375,9 @@ impl PlansCommand {
             | PlansCommand::Discard { remote, .. }
             | PlansCommand::Retry { remote, .. } => remote,
             PlansCommand::Approve(yes) | PlansCommand::Apply(PlanApply { yes, .. }) => &yes.remote,
-            PlansCommand::Amend { .. } | PlansCommand::Diff { .. } => return None,
+            PlansCommand::Amend { .. }
+            | PlansCommand::Diff { .. }
+            | PlansCommand::Revert { .. } => return None,
         };
         remote.server.as_deref()
     }

@@ -28,6 +28,7 @@ mod progress;
 mod read;
 mod remote;
 mod render;
+mod revert;
 mod review;
 
 use std::collections::BTreeSet;
@@ -44,6 +45,7 @@ pub use apply::{apply_cmd, retry};
 pub use read::{diff, list, show};
 pub(crate) use remote::{mode as remote_mode, run as remote};
 pub use render::human_secs;
+pub use revert::revert;
 pub use review::{Amendment, amend, approve, discard, reject};
 
 /// Where a verb that widens what runs gets the person's confirmed yes:

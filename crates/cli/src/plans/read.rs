@@ -324,6 +324,9 @@ fn print_steps(view: &KeyPlanView, waiting_for_yes: &BTreeSet<String>) {
         if let Some(rule) = &p.rule {
             outln!("   planned by the operator's rule {rule:?}");
         }
+        if let Some(reverts) = &p.reverts {
+            outln!("   reverts the applied step {reverts}");
+        }
     }
 }
 

@@ -76,8 +76,8 @@ pub(crate) async fn run(url: &str, command: PlansCommand) -> Result<()> {
         }
         PlansCommand::Approve(yes) => approve(&remote, yes).await,
         PlansCommand::Apply(PlanApply { yes, partial }) => apply(&remote, yes, partial).await,
-        PlansCommand::Amend { .. } | PlansCommand::Diff { .. } => Err(UsageError(
-            "`plans amend` and `plans diff` work on the data dir; over --server, use the web console's amend form and history".to_owned(),
+        PlansCommand::Amend { .. } | PlansCommand::Diff { .. } | PlansCommand::Revert { .. } => Err(UsageError(
+            "`plans amend`, `plans diff` and `plans revert` work on the data dir; over --server, use the web console's amend form and history".to_owned(),
         )
         .into()),
     }

@@ -77,6 +77,9 @@ pub struct StepRecord {
     /// (docs/security.md, "Previews").
     #[serde(default)]
     pub preview_withheld: Option<String>,
+    /// The applied step this one undoes, when a person asked to revert
+    /// it (`plans revert`): it writes back what that step replaced.
+    pub reverts: Option<String>,
 }
 
 impl StepRecord {
@@ -142,6 +145,8 @@ struct StepRecordWire {
     rule: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     preview_withheld: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reverts: Option<String>,
 }
 
 impl From<StepRecord> for StepRecordWire {
@@ -169,6 +174,7 @@ impl From<StepRecord> for StepRecordWire {
             preview: r.preview,
             rule: r.rule,
             preview_withheld: r.preview_withheld,
+            reverts: r.reverts,
         }
     }
 }
@@ -197,6 +203,7 @@ impl From<StepRecordWire> for StepRecord {
             preview: w.preview,
             rule: w.rule,
             preview_withheld: w.preview_withheld,
+            reverts: w.reverts,
         }
     }
 }

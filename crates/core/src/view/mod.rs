@@ -289,6 +289,9 @@ pub struct PlannedStep {
     /// read the target). Never in the agent's own answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preview_withheld: Option<String>,
+    /// The applied step it undoes, when it is a revert.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverts: Option<String>,
 }
 
 impl PlannedStep {
@@ -365,6 +368,7 @@ impl PlannedStep {
             preview: r.preview.clone(),
             rule: r.rule.clone(),
             preview_withheld: r.preview_withheld.clone(),
+            reverts: r.reverts.clone(),
         }
     }
 }

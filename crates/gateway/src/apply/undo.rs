@@ -76,6 +76,17 @@ async fn kept(
             },
         },
     };
+    // Kept only when the server's own tools can undo the step with it.
+    let catalog = gw.catalog();
+    let profile = crate::plan::planned_tool(&catalog, record)
+        .and_then(|t| t.profile.as_ref())
+        .map(|m| m.name.clone())
+        .unwrap_or_default();
+    if let Err(reason) =
+        plangate_core::undo::inverse(&profile, &record.tool, &record.arguments.value(), &replaced)
+    {
+        return Undo::Unavailable { reason };
+    }
     let plaintext = replaced.plaintext();
     let max = gw.config().gateway.max_undo_bytes;
     if plaintext.len() > max {

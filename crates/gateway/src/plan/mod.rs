@@ -79,6 +79,8 @@ pub struct Write<'a> {
     pub started: std::time::Instant,
     /// The operator's rule that decided to plan it, if one did.
     pub rule: Option<String>,
+    /// The applied step it undoes, for a person's revert.
+    pub reverts: Option<String>,
     /// Whether the write is still one to plan on a newer state of the key
     /// than the one it was decided on: the caller's decision, made again.
     /// The step is appended only on a state where this holds.
@@ -123,6 +125,7 @@ pub async fn plan_write(
         reason,
         started,
         rule,
+        reverts,
         still_plans,
     } = write;
     let step_id = plangate_store::new_id("step_").map_err(Refusal::internal)?;
@@ -153,6 +156,7 @@ pub async fn plan_write(
         prepared: &prepared,
         started,
         rule: &rule,
+        reverts: &reverts,
         ttl_ms: gw.ttl_ms(),
         max_steps: gw.config().gateway.max_steps as usize,
         max_bytes: gw.config().gateway.max_plan_bytes,
@@ -205,6 +209,7 @@ struct Recording<'a> {
     prepared: &'a StepRecord,
     started: Instant,
     rule: &'a Option<String>,
+    reverts: &'a Option<String>,
     ttl_ms: i64,
     max_steps: usize,
     max_bytes: usize,
@@ -266,6 +271,7 @@ impl Recording<'_> {
         let mut record = prepared.clone();
         record.position = view.next_position;
         record.rule = self.rule.clone();
+        record.reverts = self.reverts.clone();
         let step_id = prepared.step_id.clone();
         events.push(acting.event(EventKind::StepPlanned { step: record }));
         events.extend(self.call_event(&step_id));

@@ -147,6 +147,7 @@ pub(crate) async fn prepare_step(
         preview: step_preview,
         rule: None,
         preview_withheld,
+        reverts: None,
     })
 }
 

@@ -275,6 +275,7 @@ impl GatewayHandler {
             reason,
             started: at.started,
             rule: rule.map(|r| r.name.clone()),
+            reverts: None,
             still_plans: &still_plans,
         };
         plan::plan_write(&self.gw, &acting, in_force, write, known).await

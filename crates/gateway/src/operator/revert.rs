@@ -1,0 +1,271 @@
+//! A person's revert (docs/design.md §5, "Undo"): the applied steps named
+//! (every step of the last apply by default) get inverse steps in their
+//! key's plan — the step's own server's tools writing back what it
+//! replaced ([`plangate_core::undo::inverse`]) — reviewed, approved and
+//! applied like any step. A revert never overwrites later work: the target
+//! is read first and must still be as the step left it (its
+//! `after_digest`); if it changed, nothing is planned for it and the
+//! answer says so. What cannot be reverted with the server's tools (a
+//! file the step created, an unprofiled server, a state no longer kept) is
+//! listed with why.
+
+use plangate_core::undo::{Replaced, Undo, inverse};
+use plangate_core::{KeyState, Step, StepStatus, restore_secrets};
+use serde::{Deserialize, Serialize};
+
+use super::OperatorError;
+use crate::Gateway;
+use crate::acting::Acting;
+use crate::plan::{Known, PlanReason, Planned, Write, plan_write};
+
+/// What a revert planned, and what it could not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RevertAnswer {
+    /// The key whose plan holds the inverse steps.
+    pub key: String,
+    /// The inverse steps planned, waiting for a person's yes.
+    pub planned: Vec<RevertStep>,
+    /// The steps nothing was planned for, and why.
+    pub not_reverted: Vec<NotReverted>,
+    /// The plan's digest now.
+    pub plan_digest: String,
+}
+
+/// An inverse step planned.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RevertStep {
+    /// The new step.
+    pub step_id: String,
+    /// Its position in the plan.
+    pub position: u32,
+    /// What it would do.
+    pub predicted_effect: String,
+    /// The applied step it reverts.
+    pub reverts: String,
+}
+
+/// An applied step with no inverse planned.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NotReverted {
+    /// The step.
+    pub step_id: String,
+    /// What it did.
+    pub predicted_effect: String,
+    /// Why nothing is planned to revert it.
+    pub reason: String,
+}
+
+/// Plans the inverse of each step of `acting`'s key named (every step
+/// applied by the key's last apply when none is), as the person acting.
+/// Later steps are reverted first (their inverses come earlier in the
+/// plan). Refused only when there is nothing applied to revert or the log
+/// cannot be read; each step that cannot be reverted is in the answer.
+pub async fn revert(
+    gw: &Gateway,
+    acting: &Acting,
+    named: &[String],
+) -> Result<RevertAnswer, OperatorError> {
+    let key = &acting.key;
+    let state = gw.log().state(&key.id).await?;
+    let mut targets = chosen(&state, named);
+    if targets.is_empty() {
+        return Err(OperatorError::BadArguments(format!(
+            "key {:?} has no applied step to revert{}",
+            key.name,
+            if named.is_empty() {
+                ""
+            } else {
+                " among those named"
+            }
+        )));
+    }
+    targets.sort_by_key(|s| std::cmp::Reverse(s.record.position));
+    let mut answer = RevertAnswer {
+        key: key.name.clone(),
+        planned: Vec::new(),
+        not_reverted: Vec::new(),
+        plan_digest: String::new(),
+    };
+    for (id, step) in named_but_not_applied(&state, named) {
+        answer.not_reverted.push(NotReverted {
+            step_id: id,
+            predicted_effect: step
+                .map(|s| s.record.predicted_effect.clone())
+                .unwrap_or_default(),
+            reason: "it is not an applied step of this plan".to_owned(),
+        });
+    }
+    for step in targets {
+        match revert_one(gw, acting, &step).await {
+            Ok(planned) => answer.planned.push(planned),
+            Err(reason) => answer.not_reverted.push(NotReverted {
+                step_id: step.record.step_id.clone(),
+                predicted_effect: step.record.predicted_effect.clone(),
+                reason,
+            }),
+        }
+    }
+    answer.plan_digest = gw.log().state(&key.id).await?.plan_digest();
+    Ok(answer)
+}
+
+/// The applied steps a revert of `named` covers: those named, or every
+/// step the last apply applied.
+fn chosen(state: &KeyState, named: &[String]) -> Vec<Step> {
+    let applied = || {
+        state
+            .steps
+            .iter()
+            .filter(|s| s.status == StepStatus::Applied)
+    };
+    if !named.is_empty() {
+        return applied()
+            .filter(|s| named.contains(&s.record.step_id))
+            .map(|s| (**s).clone())
+            .collect();
+    }
+    let Some(last) = applied().max_by_key(|s| s.updated_at_ms) else {
+        return Vec::new();
+    };
+    applied()
+        .filter(|s| s.apply_id == last.apply_id)
+        .map(|s| (**s).clone())
+        .collect()
+}
+
+/// The named steps that are not applied ones, with the step when it
+/// exists.
+fn named_but_not_applied(state: &KeyState, named: &[String]) -> Vec<(String, Option<Step>)> {
+    named
+        .iter()
+        .filter_map(|id| match state.step(id) {
+            Some(s) if s.status == StepStatus::Applied => None,
+            found => Some((id.clone(), found.cloned())),
+        })
+        .collect()
+}
+
+/// Plans the inverse of `step`, or says why not.
+async fn revert_one(gw: &Gateway, acting: &Acting, step: &Step) -> Result<RevertStep, String> {
+    let record = &step.record;
+    let after = match &step.undo {
+        Some(Undo::Kept { after_digest, .. }) => after_digest.clone().ok_or_else(|| {
+            "what it left could not be read after it ran, so a revert could overwrite later work"
+                .to_owned()
+        })?,
+        Some(Undo::Unavailable { reason }) | Some(Undo::Dropped { reason }) => {
+            return Err(format!("nothing it replaced is kept: {reason}"));
+        }
+        None => {
+            return Err("it was applied before plangate kept what steps replace".to_owned());
+        }
+    };
+    let replaced = kept_state(gw, acting, record).await?;
+    let catalog = gw.catalog();
+    let tool = crate::plan::planned_tool(&catalog, record)
+        .ok_or_else(|| format!("{} is not offered now", record.exposed_as))?;
+    let profile = tool
+        .profile
+        .as_ref()
+        .map(|m| m.name.as_str())
+        .unwrap_or("this server");
+    let back = inverse(profile, &record.tool, &record.arguments.value(), &replaced)?;
+    // Never over later work: the target must be as the step left it.
+    let spec = crate::preview::spec_of(gw, tool)
+        .ok_or_else(|| "no profile reads its target, so it cannot be checked".to_owned())?;
+    let secrets = crate::plan::open_secrets(gw, record)
+        .ok_or_else(|| "its sealed arguments do not open with this gateway's keys".to_owned())?;
+    let real = restore_secrets(&record.arguments.value(), &secrets);
+    if let Err(why) = crate::preview::still_as_seen(gw, tool, spec, &real, &after).await {
+        let why = why.replace("since the plan was reviewed", "since the apply");
+        return Err(format!(
+            "stale_target: {why}; the later change stays and nothing is planned"
+        ));
+    }
+    let inverse_tool = catalog
+        .tools
+        .iter()
+        .find(|t| t.upstream == record.server && t.original == back.tool)
+        .ok_or_else(|| format!("{} does not offer {} now", record.server, back.tool))?;
+    let state = gw
+        .log()
+        .state(&acting.key.id)
+        .await
+        .map_err(|e| e.to_string())?;
+    let in_force = gw.config().modes.in_force(&state);
+    let read_args =
+        serde_json::Value::Object(plangate_config::profiles::read_arguments(spec, &real));
+    if !matches!(
+        crate::preview::access(
+            gw,
+            acting,
+            &in_force.spec,
+            &record.server,
+            &spec.read,
+            &read_args
+        )
+        .await,
+        crate::preview::Access::Read
+    ) {
+        return Err(
+            "this key may not read the target, so its plan cannot carry what was there".to_owned(),
+        );
+    }
+    let planned = plan_write(
+        gw,
+        acting,
+        &in_force,
+        Write {
+            tool: inverse_tool,
+            arguments: &back.arguments,
+            reason: PlanReason::Explicit,
+            started: std::time::Instant::now(),
+            rule: None,
+            reverts: Some(record.step_id.clone()),
+            still_plans: &|_| true,
+        },
+        Known { state, fresh: true },
+    )
+    .await
+    .map_err(|refusal| refusal.message)?;
+    if let Planned::Moved = planned {
+        return Err("the plan moved while the revert was planned; ask again".to_owned());
+    }
+    let now = gw
+        .log()
+        .state(&acting.key.id)
+        .await
+        .map_err(|e| e.to_string())?;
+    let new = now
+        .planned_steps()
+        .filter(|s| s.record.reverts.as_deref() == Some(record.step_id.as_str()))
+        .max_by_key(|s| s.record.position)
+        .ok_or_else(|| "the inverse step was not recorded".to_owned())?;
+    Ok(RevertStep {
+        step_id: new.record.step_id.clone(),
+        position: new.record.position,
+        predicted_effect: new.record.predicted_effect.clone(),
+        reverts: record.step_id.clone(),
+    })
+}
+
+/// What `record`'s apply replaced, opened from the store.
+async fn kept_state(
+    gw: &Gateway,
+    acting: &Acting,
+    record: &plangate_core::StepRecord,
+) -> Result<Replaced, String> {
+    let kept = gw
+        .store()
+        .undo_state(&acting.key.id, &record.step_id)
+        .await
+        .map_err(|e| format!("what it replaced cannot be read ({e})"))?
+        .ok_or_else(|| "what it replaced is no longer kept".to_owned())?;
+    let aad = crate::apply::undo::sealed_for(&acting.key.id, &record.step_id);
+    let plain = plangate_store::seal::unseal(gw.material(), &kept.sealed, aad.as_bytes())
+        .map_err(|e| format!("what it replaced does not open ({e})"))?;
+    if Replaced::digest_of(&plain) != kept.digest {
+        return Err("what it replaced does not match its digest".to_owned());
+    }
+    serde_json::from_slice(&plain).map_err(|e| format!("what it replaced is not readable ({e})"))
+}
