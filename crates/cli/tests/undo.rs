@@ -281,3 +281,78 @@ async fn a_revert_is_a_plan_that_restores_the_files_and_never_overwrites_later_w
     );
     agent.cancel().await.unwrap();
 }
+
+/// The issue's scenario on the official servers: a three-file edit and a
+/// knowledge-graph change (a new entity, an observation added to one that
+/// was there) are applied, then reverted with one command and one yes —
+/// the files and the memory file are as before, byte for byte.
+#[tokio::test]
+async fn a_three_file_edit_and_a_memory_change_are_reverted_byte_for_byte() {
+    let scratch = Scratch::new();
+    let root = std::fs::canonicalize(scratch.path()).unwrap().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let memory = scratch.path().join("memory.jsonl");
+    let graph = [
+        r#"{"type":"entity","name":"ada","entityType":"person","observations":["math"]}"#,
+        r#"{"type":"entity","name":"bob","entityType":"person","observations":[]}"#,
+        r#"{"type":"relation","from":"ada","to":"bob","relationType":"knows"}"#,
+    ]
+    .join("\n");
+    std::fs::write(&memory, &graph).unwrap();
+    let files = [
+        ("a.py", "def total(xs):\n    return sum(xs)\n"),
+        ("b.py", "from a import total\n"),
+        ("c.md", "Use total().\n"),
+    ];
+    for (name, text) in files {
+        std::fs::write(root.join(name), text).unwrap();
+    }
+    let config = scratch.write(
+        "plangate.toml",
+        &fs_and_memory_toml(&root, None, &[], &memory),
+    );
+    let config = config.to_str().unwrap().to_owned();
+    let token = scratch.create_key("agent", "plan");
+    let agent = config_client(&scratch, &config, &token).await;
+    for (name, old) in [
+        ("a.py", "def total("),
+        ("b.py", "import total"),
+        ("c.md", "Use total()"),
+    ] {
+        let edit = json!({"path": root.join(name), "edits": [{"oldText": old, "newText": old.replace("total", "sum_all")}]});
+        let planned = ok(&agent, "fs__edit_file", edit).await;
+        assert_eq!(planned["code"], "plan_step", "{planned}");
+    }
+    let new =
+        json!({"entities": [{"name": "cy", "entityType": "person", "observations": ["new"]}]});
+    assert_eq!(
+        ok(&agent, "memory__create_entities", new).await["code"],
+        "plan_step"
+    );
+    let more = json!({"observations": [{"entityName": "ada", "contents": ["poetry"]}]});
+    assert_eq!(
+        ok(&agent, "memory__add_observations", more).await["code"],
+        "plan_step"
+    );
+    let said = apply_all(&scratch, &config);
+    assert!(
+        said.contains("applied 5") && said.matches("; undo kept (").count() == 5,
+        "{said}"
+    );
+    assert_ne!(std::fs::read_to_string(&memory).unwrap(), graph);
+
+    let revert = ["plans", "revert", "--key", "agent", "--config", &config];
+    let said = succeeded(&revert, &scratch.run(&revert));
+    assert!(said.contains("planned 5 step(s) to revert"), "{said}");
+    let said = apply_all(&scratch, &config);
+    assert!(said.contains("applied 5"), "{said}");
+    for (name, text) in files {
+        assert_eq!(
+            std::fs::read_to_string(root.join(name)).unwrap(),
+            text,
+            "{name}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&memory).unwrap(), graph);
+    agent.cancel().await.unwrap();
+}

@@ -126,47 +126,220 @@ pub struct Inverse {
     pub arguments: serde_json::Map<String, Value>,
 }
 
-/// The call that undoes a step of `tool` (on a server of `profile`) whose
-/// arguments were `arguments` and which replaced `replaced`, or why this
-/// server's tools cannot express one. server-filesystem: a written or
-/// edited file gets its old text back (`write_file`), a moved file is
-/// moved back; a file or directory the step created stays (the server has
-/// no tool to delete one).
+/// The calls that undo a step of `tool` (on a server of `profile`) whose
+/// arguments were `arguments` and which replaced `replaced`, in order, or
+/// why this server's tools cannot express them. server-filesystem: a
+/// written or edited file gets its old text back (`write_file`), a moved
+/// file is moved back; a file or directory the step created stays (the
+/// server has no tool to delete one). server-memory: what a step created
+/// (entities, relations, observations) is deleted — only what was not
+/// there before —, and what it deleted is created again with its
+/// observations and relations.
 pub fn inverse(
     profile: &str,
     tool: &str,
     arguments: &Value,
     replaced: &Replaced,
-) -> Result<Inverse, String> {
+) -> Result<Vec<Inverse>, String> {
+    match profile {
+        "server-filesystem" => filesystem(tool, arguments, &replaced.before).map(|i| vec![i]),
+        "server-memory" => memory(tool, arguments, &replaced.before),
+        _ => Err(format!(
+            "plangate does not know how to undo {tool} with {}'s own tools",
+            if profile.is_empty() {
+                "this server"
+            } else {
+                profile
+            }
+        )),
+    }
+}
+
+/// One call of `tool` with `pairs`; an argument not known is an error.
+fn call(tool: &str, pairs: Vec<(&str, Option<Value>)>) -> Result<Inverse, String> {
+    let mut arguments = serde_json::Map::new();
+    for (name, value) in pairs {
+        let value = value.ok_or_else(|| format!("the step's {name} is not known"))?;
+        arguments.insert(name.to_owned(), value);
+    }
+    Ok(Inverse {
+        tool: tool.to_owned(),
+        arguments,
+    })
+}
+
+fn filesystem(tool: &str, arguments: &Value, before: &KeptState) -> Result<Inverse, String> {
     let arg = |name: &str| arguments.get(name).cloned();
-    let call = |tool: &str, pairs: Vec<(&str, Option<Value>)>| -> Result<Inverse, String> {
-        let mut arguments = serde_json::Map::new();
-        for (name, value) in pairs {
-            let value = value.ok_or_else(|| format!("the step's {name} is not known"))?;
-            arguments.insert(name.to_owned(), value);
-        }
-        Ok(Inverse {
-            tool: tool.to_owned(),
-            arguments,
-        })
-    };
-    match (profile, tool, &replaced.before) {
-        ("server-filesystem", "write_file" | "edit_file", KeptState::Text { text }) => call(
+    match (tool, before) {
+        ("write_file" | "edit_file", KeptState::Text { text }) => call(
             "write_file",
             vec![("path", arg("path")), ("content", Some(Value::String(text.clone())))],
         ),
-        ("server-filesystem", "write_file" | "create_directory", KeptState::Missing) => Err(
+        ("write_file" | "create_directory", KeptState::Missing) => Err(
             "the step created it, and server-filesystem has no tool to delete a file or directory, so it stays".to_owned(),
         ),
-        ("server-filesystem", "move_file", _) => call(
+        ("move_file", _) => call(
             "move_file",
             vec![("source", arg("destination")), ("destination", arg("source"))],
         ),
-        ("server-filesystem", "create_directory", _) => {
-            Err("the directory was there already: nothing to undo".to_owned())
+        ("create_directory", _) => Err("the directory was there already: nothing to undo".to_owned()),
+        (tool, _) => Err(format!(
+            "plangate does not know how to undo {tool} with server-filesystem's own tools"
+        )),
+    }
+}
+
+/// The entities and relations a server-memory read (`open_nodes`) found.
+fn graph(before: &KeptState) -> Result<(Vec<Value>, Vec<Value>), String> {
+    let state = match before {
+        KeptState::State {
+            state: Value::String(text),
+        } => serde_json::from_str(text).map_err(|_| "the graph read is not JSON".to_owned())?,
+        KeptState::State { state } => state.clone(),
+        _ => return Err("the graph was not read before the step".to_owned()),
+    };
+    let list = |name: &str| {
+        state
+            .get(name)
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    Ok((list("entities"), list("relations")))
+}
+
+/// The items of `arguments[name]`.
+fn items(arguments: &Value, name: &str) -> Vec<Value> {
+    arguments
+        .get(name)
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The same relation: `from`, `to` and `relationType` alike.
+fn same_relation(a: &Value, b: &Value) -> bool {
+    ["from", "to", "relationType"]
+        .iter()
+        .all(|k| a.get(k) == b.get(k))
+}
+
+fn memory(tool: &str, arguments: &Value, before: &KeptState) -> Result<Vec<Inverse>, String> {
+    let (entities, relations) = graph(before)?;
+    let named = |name: &Value| {
+        entities
+            .iter()
+            .find(|e| e.get("name") == Some(name))
+            .cloned()
+    };
+    let nothing = |what: &str| Err(format!("{what} were there already: nothing to undo"));
+    match tool {
+        "create_entities" => {
+            let created: Vec<Value> = items(arguments, "entities")
+                .iter()
+                .filter_map(|e| e.get("name").filter(|n| named(n).is_none()).cloned())
+                .collect();
+            if created.is_empty() {
+                return nothing("all its entities");
+            }
+            Ok(vec![call(
+                "delete_entities",
+                vec![("entityNames", Some(Value::Array(created)))],
+            )?])
         }
-        (profile, tool, _) => Err(format!(
-            "plangate does not know how to undo {tool} with {profile}'s own tools"
+        "create_relations" => {
+            let created: Vec<Value> = items(arguments, "relations")
+                .into_iter()
+                .filter(|r| !relations.iter().any(|b| same_relation(r, b)))
+                .collect();
+            if created.is_empty() {
+                return nothing("all its relations");
+            }
+            Ok(vec![call(
+                "delete_relations",
+                vec![("relations", Some(Value::Array(created)))],
+            )?])
+        }
+        "add_observations" => {
+            let deletions: Vec<Value> = items(arguments, "observations")
+                .iter()
+                .filter_map(|o| {
+                    let name = o.get("entityName")?;
+                    let had = named(name)
+                        .and_then(|e| e.get("observations").cloned())
+                        .unwrap_or(Value::Array(Vec::new()));
+                    let had = had.as_array().cloned().unwrap_or_default();
+                    let added: Vec<Value> = items(o, "contents")
+                        .into_iter()
+                        .filter(|c| !had.contains(c))
+                        .collect();
+                    (!added.is_empty())
+                        .then(|| serde_json::json!({"entityName": name, "observations": added}))
+                })
+                .collect();
+            if deletions.is_empty() {
+                return nothing("all its observations");
+            }
+            Ok(vec![call(
+                "delete_observations",
+                vec![("deletions", Some(Value::Array(deletions)))],
+            )?])
+        }
+        "delete_entities" => {
+            let names = items(arguments, "entityNames");
+            let gone: Vec<Value> = names.iter().filter_map(&named).collect();
+            if gone.is_empty() {
+                return Err("none of its entities existed: nothing to undo".to_owned());
+            }
+            let mut calls = vec![call(
+                "create_entities",
+                vec![("entities", Some(Value::Array(gone)))],
+            )?];
+            if !relations.is_empty() {
+                calls.push(call(
+                    "create_relations",
+                    vec![("relations", Some(Value::Array(relations)))],
+                )?);
+            }
+            Ok(calls)
+        }
+        "delete_relations" => {
+            let gone: Vec<Value> = items(arguments, "relations")
+                .into_iter()
+                .filter(|r| relations.iter().any(|b| same_relation(r, b)))
+                .collect();
+            if gone.is_empty() {
+                return Err("none of its relations existed: nothing to undo".to_owned());
+            }
+            Ok(vec![call(
+                "create_relations",
+                vec![("relations", Some(Value::Array(gone)))],
+            )?])
+        }
+        "delete_observations" => {
+            let back: Vec<Value> = items(arguments, "deletions")
+                .iter()
+                .filter_map(|d| {
+                    let name = d.get("entityName")?;
+                    let had = named(name)?.get("observations")?.as_array()?.clone();
+                    let gone: Vec<Value> = items(d, "observations")
+                        .into_iter()
+                        .filter(|o| had.contains(o))
+                        .collect();
+                    (!gone.is_empty())
+                        .then(|| serde_json::json!({"entityName": name, "contents": gone}))
+                })
+                .collect();
+            if back.is_empty() {
+                return Err("none of its observations existed: nothing to undo".to_owned());
+            }
+            Ok(vec![call(
+                "add_observations",
+                vec![("observations", Some(Value::Array(back)))],
+            )?])
+        }
+        tool => Err(format!(
+            "plangate does not know how to undo {tool} with server-memory's own tools"
         )),
     }
 }
@@ -237,6 +410,8 @@ mod tests {
             }),
         )
         .unwrap();
+        assert_eq!(back.len(), 1);
+        let back = back.into_iter().next().unwrap();
         assert_eq!(back.tool, "write_file");
         assert_eq!(
             Value::Object(back.arguments),
@@ -257,7 +432,8 @@ mod tests {
                 state: json!("size: 1"),
             }),
         )
-        .unwrap();
+        .unwrap()
+        .remove(0);
         assert_eq!(
             Value::Object(moved.arguments),
             json!({"source": "/w/b", "destination": "/w/a"})
@@ -266,6 +442,66 @@ mod tests {
             inverse("git", "git_commit", &args, &replaced(KeptState::Missing))
                 .unwrap_err()
                 .contains("does not know how to undo git_commit")
+        );
+    }
+
+    #[test]
+    fn a_memory_step_is_undone_only_for_what_it_changed() {
+        let before = |state: Value| Replaced {
+            server: "memory".into(),
+            tool: "t".into(),
+            target: None,
+            read: "open_nodes".into(),
+            read_arguments: json!({}),
+            before: KeptState::State { state },
+        };
+        let graph = json!({
+            "entities": [{"name": "ada", "entityType": "person", "observations": ["math"]}],
+            "relations": [{"from": "ada", "to": "bob", "relationType": "knows"}]
+        });
+        let created = inverse(
+            "server-memory",
+            "create_entities",
+            &json!({"entities": [{"name": "ada"}, {"name": "cy"}]}),
+            &before(graph.clone()),
+        )
+        .unwrap();
+        assert_eq!(created[0].tool, "delete_entities");
+        assert_eq!(
+            Value::Object(created[0].arguments.clone()),
+            json!({"entityNames": ["cy"]})
+        );
+        let added = inverse(
+            "server-memory",
+            "add_observations",
+            &json!({"observations": [{"entityName": "ada", "contents": ["math", "poetry"]}]}),
+            &before(Value::String(graph.to_string())),
+        )
+        .unwrap();
+        assert_eq!(
+            Value::Object(added[0].arguments.clone()),
+            json!({"deletions": [{"entityName": "ada", "observations": ["poetry"]}]})
+        );
+        let deleted = inverse(
+            "server-memory",
+            "delete_entities",
+            &json!({"entityNames": ["ada"]}),
+            &before(graph.clone()),
+        )
+        .unwrap();
+        assert_eq!(
+            deleted.iter().map(|c| c.tool.as_str()).collect::<Vec<_>>(),
+            ["create_entities", "create_relations"]
+        );
+        assert!(
+            inverse(
+                "server-memory",
+                "create_entities",
+                &json!({"entities": [{"name": "ada"}]}),
+                &before(graph)
+            )
+            .unwrap_err()
+            .contains("there already")
         );
     }
 }

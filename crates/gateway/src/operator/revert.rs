@@ -97,7 +97,7 @@ pub async fn revert(
     }
     for step in targets {
         match revert_one(gw, acting, &step).await {
-            Ok(planned) => answer.planned.push(planned),
+            Ok(planned) => answer.planned.extend(planned),
             Err(reason) => answer.not_reverted.push(NotReverted {
                 step_id: step.record.step_id.clone(),
                 predicted_effect: step.record.predicted_effect.clone(),
@@ -145,8 +145,9 @@ fn named_but_not_applied(state: &KeyState, named: &[String]) -> Vec<(String, Opt
         .collect()
 }
 
-/// Plans the inverse of `step`, or says why not.
-async fn revert_one(gw: &Gateway, acting: &Acting, step: &Step) -> Result<RevertStep, String> {
+/// Plans the inverse of `step` (one step per call it takes), or says why
+/// not.
+async fn revert_one(gw: &Gateway, acting: &Acting, step: &Step) -> Result<Vec<RevertStep>, String> {
     let record = &step.record;
     let after = match &step.undo {
         Some(Undo::Kept { after_digest, .. }) => after_digest.clone().ok_or_else(|| {
@@ -182,11 +183,6 @@ async fn revert_one(gw: &Gateway, acting: &Acting, step: &Step) -> Result<Revert
             "stale_target: {why}; the later change stays and nothing is planned"
         ));
     }
-    let inverse_tool = catalog
-        .tools
-        .iter()
-        .find(|t| t.upstream == record.server && t.original == back.tool)
-        .ok_or_else(|| format!("{} does not offer {} now", record.server, back.tool))?;
     let state = gw
         .log()
         .state(&acting.key.id)
@@ -211,13 +207,39 @@ async fn revert_one(gw: &Gateway, acting: &Acting, step: &Step) -> Result<Revert
             "this key may not read the target, so its plan cannot carry what was there".to_owned(),
         );
     }
+    let mut planned = Vec::new();
+    for call in back {
+        planned.push(plan_inverse(gw, acting, record, &call).await?);
+    }
+    Ok(planned)
+}
+
+/// Plans one inverse call of `record` in its key's plan, as the person.
+async fn plan_inverse(
+    gw: &Gateway,
+    acting: &Acting,
+    record: &plangate_core::StepRecord,
+    call: &plangate_core::undo::Inverse,
+) -> Result<RevertStep, String> {
+    let catalog = gw.catalog();
+    let tool = catalog
+        .tools
+        .iter()
+        .find(|t| t.upstream == record.server && t.original == call.tool)
+        .ok_or_else(|| format!("{} does not offer {} now", record.server, call.tool))?;
+    let state = gw
+        .log()
+        .state(&acting.key.id)
+        .await
+        .map_err(|e| e.to_string())?;
+    let in_force = gw.config().modes.in_force(&state);
     let planned = plan_write(
         gw,
         acting,
         &in_force,
         Write {
-            tool: inverse_tool,
-            arguments: &back.arguments,
+            tool,
+            arguments: &call.arguments,
             reason: PlanReason::Explicit,
             started: std::time::Instant::now(),
             rule: None,
