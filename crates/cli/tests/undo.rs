@@ -356,3 +356,43 @@ async fn a_three_file_edit_and_a_memory_change_are_reverted_byte_for_byte() {
     assert_eq!(std::fs::read_to_string(&memory).unwrap(), graph);
     agent.cancel().await.unwrap();
 }
+
+/// The agent may propose an undo (`plangate_revert`): it becomes plan
+/// steps like any write, and with a `plan` key they wait for the person —
+/// the agent's own apply is refused until a person says yes.
+#[tokio::test]
+async fn the_agents_revert_proposal_waits_for_the_person_like_any_plan() {
+    let (scratch, root, config, agent) = agent_on_a_file("").await;
+    let step = plan_write(&agent, &root.join("a.txt"), "new\n").await;
+    apply_all(&scratch, &config);
+    let r = call(&agent, "plangate_revert", json!({})).await.unwrap();
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    let answer = body(&r);
+    assert_eq!(answer["planned"][0]["reverts"], step.as_str(), "{answer}");
+    let text = r.content[0].as_text().unwrap().text.clone();
+    assert!(
+        text.contains("nothing was written") && text.contains("wait for the person"),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "new\n"
+    );
+    let refused = body(
+        &call(&agent, "plangate_apply_plan", json!({}))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(refused["code"], "forbidden", "{refused}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "new\n"
+    );
+    let said = apply_all(&scratch, &config);
+    assert!(said.contains("applied 1"), "{said}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "old\n"
+    );
+    agent.cancel().await.unwrap();
+}

@@ -92,13 +92,14 @@ pub use upstream::{Connector, Upstream, UpstreamClient, UpstreamError};
 /// The gateway's own tools (docs/design.md §5), without the configured prefix.
 /// Their names are reserved even before every one of them is served, so an
 /// upstream tool can never take a name the gateway will need.
-pub const GATEWAY_TOOLS: [&str; 6] = [
+pub const GATEWAY_TOOLS: [&str; 7] = [
     "begin_session",
     "get_plan",
     "discard_plan",
     "apply_plan",
     "exit_plan_mode",
     "end_session",
+    "revert",
 ];
 
 /// A running gateway: config, store, upstream sessions and the catalog

@@ -19,16 +19,19 @@ pub enum GatewayTool {
     ExitPlanMode,
     /// `end_session`.
     EndSession,
+    /// `revert {step_ids?}`: the agent proposes undoing applied steps.
+    Revert,
 }
 
 impl GatewayTool {
-    const ALL: [GatewayTool; 6] = [
+    const ALL: [GatewayTool; 7] = [
         GatewayTool::BeginSession,
         GatewayTool::GetPlan,
         GatewayTool::DiscardPlan,
         GatewayTool::ApplyPlan,
         GatewayTool::ExitPlanMode,
         GatewayTool::EndSession,
+        GatewayTool::Revert,
     ];
 
     /// Its name without the configured prefix.
@@ -40,6 +43,7 @@ impl GatewayTool {
             GatewayTool::ApplyPlan => "apply_plan",
             GatewayTool::ExitPlanMode => "exit_plan_mode",
             GatewayTool::EndSession => "end_session",
+            GatewayTool::Revert => "revert",
         }
     }
 

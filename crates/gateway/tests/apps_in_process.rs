@@ -165,6 +165,7 @@ async fn the_catalog_names_the_configured_prefix_and_modes() {
             "pg_discard_plan",
             "pg_apply_plan",
             "pg_exit_plan_mode",
+            "pg_revert",
             "pg_end_session"
         ]
     );

@@ -39,7 +39,7 @@ mod run;
 pub use answers::{amend, approval_answer, covered_steps, waiting_for_yes};
 pub use approve::{Approved, Seen, approve};
 pub use error::OperatorError;
-pub use revert::{NotReverted, RevertAnswer, RevertStep, revert};
+pub use revert::{NotReverted, RevertAnswer, RevertStep, revert, revert_result};
 pub use run::{apply_now, check_in_doubt, left_by_apply, require_upstreams, retry, steps_to_apply};
 
 /// The person acting on `key`'s plan, named `operator`, over `channel`.

@@ -66,6 +66,14 @@ pub async fn revert(
     named: &[String],
 ) -> Result<RevertAnswer, OperatorError> {
     let key = &acting.key;
+    // An agent whose key may only read cannot plan writes, undoing ones
+    // included.
+    if acting.operator.is_none() && key.scope == plangate_core::Scope::Read {
+        return Err(OperatorError::Refused(crate::refusal::Refusal::new(
+            plangate_core::Code::Forbidden,
+            "this API key may only read, so it cannot plan the steps that undo others; nothing was planned",
+        )));
+    }
     let state = gw.log().state(&key.id).await?;
     let mut targets = chosen(&state, named);
     if targets.is_empty() {
@@ -290,4 +298,28 @@ async fn kept_state(
         return Err("what it replaced does not match its digest".to_owned());
     }
     serde_json::from_slice(&plain).map_err(|e| format!("what it replaced is not readable ({e})"))
+}
+
+/// The agent's answer to `revert`: the answer as `structuredContent`, and
+/// in words what was planned, what was not and why, and what comes next.
+pub fn revert_result(answer: &RevertAnswer, prefix: String) -> rmcp::model::CallToolResult {
+    let mut text = if answer.planned.is_empty() {
+        "Nothing was planned: no step could be reverted.".to_owned()
+    } else {
+        format!(
+            "Planned {} step(s) to revert; nothing was written. They wait for the person like any plan step; when {prefix}get_plan shows them approved, call {prefix}apply_plan.",
+            answer.planned.len()
+        )
+    };
+    for s in &answer.planned {
+        text.push_str(&format!(
+            "\n{}. {} (reverts {})",
+            s.position, s.predicted_effect, s.reverts
+        ));
+    }
+    for n in &answer.not_reverted {
+        text.push_str(&format!("\nNot reverted: {} — {}", n.step_id, n.reason));
+    }
+    let body = serde_json::to_value(answer).unwrap_or(serde_json::Value::Null);
+    crate::answer::with_text(body, text, false)
 }

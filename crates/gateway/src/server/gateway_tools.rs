@@ -82,6 +82,16 @@ impl GatewayHandler {
                     false,
                 )
             }
+            Call::Revert { step_ids } => (
+                crate::operator::revert(&self.gw, &acting, &step_ids)
+                    .await
+                    .map(|answer| {
+                        crate::operator::revert_result(&answer, prefix_of(&self.gw)).into()
+                    })
+                    .map_err(|e| Refusal::new(e.code(), e.to_string())),
+                true,
+                false,
+            ),
             Call::ExitPlanMode { plan } => {
                 // Nor while the person is asked, and then the apply runs.
                 let _held = crate::session_guard::hold(cx);
@@ -139,4 +149,9 @@ impl GatewayHandler {
         tracing::info!(tool = ?tool, caller = caller.label(), code = refusal.code.as_str(), "gateway tool refused");
         with_notice(refusal.into_result().into(), notice)
     }
+}
+
+/// The gateway tools' prefix (`plangate_`).
+fn prefix_of(gw: &crate::Gateway) -> String {
+    gw.config().gateway.tool_prefix.clone()
 }

@@ -32,6 +32,12 @@ pub enum Call {
         /// The agent's plan in plain words (empty if it sent none).
         plan: String,
     },
+    /// `revert {step_ids?}` ([`crate::operator::revert`]).
+    Revert {
+        /// The applied steps to undo; every step of the last apply when
+        /// empty.
+        step_ids: Vec<String>,
+    },
 }
 
 /// A gateway tool that needs nothing but the key's log.
@@ -104,6 +110,14 @@ pub(super) struct ExitPlanMode {
     /// The plan in plain words, as you would explain it to the person.
     #[schemars(required)]
     plan: Option<String>,
+}
+
+/// `revert`'s arguments.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub(super) struct Revert {
+    /// Applied steps to undo; every step of the last apply if omitted.
+    step_ids: Option<Vec<String>>,
 }
 
 /// `end_session` takes no arguments.
@@ -204,6 +218,14 @@ impl Call {
                 }
             }
             GatewayTool::EndSession => Call::Session(SessionCall::EndSession),
+            GatewayTool::Revert => read(
+                tool,
+                arguments,
+                "{\"step_ids\"?: a list of applied step id strings}",
+            )
+            .map(|Revert { step_ids }| Call::Revert {
+                step_ids: step_ids.unwrap_or_default(),
+            })?,
         })
     }
 }

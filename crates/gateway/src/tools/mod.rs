@@ -100,6 +100,16 @@ pub fn definitions_for(config: &plangate_config::Config, plan_mode: bool) -> Vec
     }
     tools.push(
         Tool::new(
+            name(GatewayTool::Revert),
+            format!(
+                "Propose undoing applied steps (every step of the last apply, or the named ones): each becomes a plan step that writes back, with the server's own tools, what the step replaced. Nothing is written now; the steps wait for the person like any plan, then {prefix}apply_plan runs them. A target changed since the apply is left as it is, and what cannot be undone is said."
+            ),
+            Arc::new(args::schema_of::<args::Revert>()),
+        )
+        .with_annotations(annotations(false, false, true, "Propose undoing applied steps")),
+    );
+    tools.push(
+        Tool::new(
             name(GatewayTool::EndSession),
             "End the session: the mode returns to \"default\" and the plan's waiting steps are dropped.",
             Arc::new(args::schema_of::<args::EndSession>()),
