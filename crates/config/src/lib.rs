@@ -51,8 +51,8 @@ pub use model::{
     DEFAULT_MAX_STEPS, DEFAULT_PLAN_TTL, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_PREFIX,
     GatewaySettings, Introspection, LandsOnSetting, MAX_BODY_READ_TIMEOUT, MAX_CACHED_KEYS,
     MAX_CALL_TIMEOUT, MAX_CONCURRENT_CALLS_LIMIT, MAX_LEASE, MAX_PLAN_TTL, MAX_REQUEST_BYTES_LIMIT,
-    MAX_SESSIONS_LIMIT, MAX_STEPS_LIMIT, Namespace, OAuth, OAuthGrant, RateLimit, Redaction,
-    ToolOverride, Transport, UpstreamConfig, UpstreamOAuth, UpstreamProtocol,
+    MAX_SESSIONS_LIMIT, MAX_STEPS_LIMIT, MAX_UNDO_TTL, Namespace, OAuth, OAuthGrant, RateLimit,
+    Redaction, ToolOverride, Transport, UpstreamConfig, UpstreamOAuth, UpstreamProtocol,
 };
 pub use toml_file::parse_toml;
 
