@@ -1,6 +1,6 @@
 //! Keeping what an applied step replaced, for an undo (docs/design.md §5,
 //! "Undo"): the state its fresh check read just before the call
-//! ([`super::recheck::Found`]) is sealed and kept in the store beside the
+//! (the fresh check's `Found`) is sealed and kept in the store beside the
 //! log, and the log says so (`undo_recorded`, in the same append as the
 //! step's `step_applied`) — or says why nothing is kept. What the step
 //! left behind is read again and bound as `after_digest`, so an undo
