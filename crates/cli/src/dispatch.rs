@@ -576,12 +576,8 @@ async fn plans_command(cmd: PlansCommand, data_dir: &Path) -> Result<()> {
             key,
             steps,
             json,
-        } => {
-            let config = config_to_call(&source, data_dir).await?;
-            let store = open_store(data_dir).await?;
-            let material = key_material(data_dir)?;
-            plans::revert(config, (store, material), &key, &steps, json).await
-        }
+            ..
+        } => revert(&source, (&key, &steps), json, data_dir).await,
         PlansCommand::Approve(yes) => approve(yes, data_dir).await,
         PlansCommand::Apply(PlanApply {
             yes:
@@ -650,4 +646,17 @@ async fn approve(yes: PlanYes, data_dir: &Path) -> Result<()> {
         json,
     )
     .await
+}
+
+/// `plans revert` at the data dir.
+async fn revert(
+    source: &ConfigSourceArgs,
+    (key, steps): (&str, &[String]),
+    json: bool,
+    data_dir: &Path,
+) -> Result<()> {
+    let config = config_to_call(source, data_dir).await?;
+    let store = open_store(data_dir).await?;
+    let material = key_material(data_dir)?;
+    plans::revert(config, (store, material), key, steps, json).await
 }

@@ -396,3 +396,39 @@ async fn the_agents_revert_proposal_waits_for_the_person_like_any_plan() {
     );
     agent.cancel().await.unwrap();
 }
+
+/// `plans revert --server` plans the revert through the running gateway's
+/// operator API (`POST /console/api/revert`, the console's Revert), with
+/// an operator token and no data dir.
+#[tokio::test]
+async fn a_revert_is_planned_through_the_operator_api() {
+    let (scratch, root, config, agent) = agent_on_a_file("").await;
+    let step = plan_write(&agent, &root.join("a.txt"), "new\n").await;
+    apply_all(&scratch, &config);
+    let args = ["operator", "token", "--name", "ana"];
+    let token = succeeded(&args, &scratch.run(&args)).trim().to_owned();
+    let service = serve_http(&scratch, &["--config", &config]);
+    let server = format!("http://{}", service.addr);
+    let revert = ["plans", "revert", "--key", "agent", "--server", &server];
+    let out = scratch
+        .command(&revert)
+        .env("PLANGATE_OPERATOR_TOKEN", &token)
+        .output()
+        .unwrap();
+    let said = succeeded(&revert, &out);
+    assert!(said.contains("planned 1 step(s) to revert"), "{said}");
+    assert!(said.contains(&format!("(reverts {step})")), "{said}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "new\n"
+    );
+    // Without a token: refused.
+    let out = scratch
+        .command(&revert)
+        .env("PLANGATE_OPERATOR_TOKEN", "pgo_wrong")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    drop(service);
+    agent.cancel().await.unwrap();
+}

@@ -328,6 +328,8 @@ pub(crate) enum PlansCommand {
     Revert {
         #[command(flatten)]
         source: ConfigSourceArgs,
+        #[command(flatten)]
+        remote: RemoteArgs,
         /// The key's name or id.
         #[arg(long)]
         key: String,
@@ -373,11 +375,10 @@ impl PlansCommand {
             | PlansCommand::Show { remote, .. }
             | PlansCommand::Reject { remote, .. }
             | PlansCommand::Discard { remote, .. }
-            | PlansCommand::Retry { remote, .. } => remote,
+            | PlansCommand::Retry { remote, .. }
+            | PlansCommand::Revert { remote, .. } => remote,
             PlansCommand::Approve(yes) | PlansCommand::Apply(PlanApply { yes, .. }) => &yes.remote,
-            PlansCommand::Amend { .. }
-            | PlansCommand::Diff { .. }
-            | PlansCommand::Revert { .. } => return None,
+            PlansCommand::Amend { .. } | PlansCommand::Diff { .. } => return None,
         };
         remote.server.as_deref()
     }

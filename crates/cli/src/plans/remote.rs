@@ -76,8 +76,18 @@ pub(crate) async fn run(url: &str, command: PlansCommand) -> Result<()> {
         }
         PlansCommand::Approve(yes) => approve(&remote, yes).await,
         PlansCommand::Apply(PlanApply { yes, partial }) => apply(&remote, yes, partial).await,
-        PlansCommand::Amend { .. } | PlansCommand::Diff { .. } | PlansCommand::Revert { .. } => Err(UsageError(
-            "`plans amend`, `plans diff` and `plans revert` work on the data dir; over --server, use the web console's amend form and history".to_owned(),
+        PlansCommand::Revert {
+            key, steps, json, ..
+        } => {
+            let review = review(&remote, &key).await?;
+            let body = json!({"key_id": review.plan.key_id, "step_ids": steps});
+            let answer: plangate_gateway::operator::RevertAnswer = remote
+                .post("/console/api/revert", body, &crate::args::FactorArgs::default())
+                .await?;
+            super::revert::print(&answer, json)
+        }
+        PlansCommand::Amend { .. } | PlansCommand::Diff { .. } => Err(UsageError(
+            "`plans amend` and `plans diff` work on the data dir; over --server, use the web console's amend form and history".to_owned(),
         )
         .into()),
     }

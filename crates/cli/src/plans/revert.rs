@@ -38,10 +38,15 @@ pub async fn revert(
     let answer = operator::revert(&gw, &cli_acting(&key), named).await;
     gw.shutdown().await;
     let answer = answer.map_err(|e| anyhow!("{e} [{}]", e.code()))?;
+    print(&answer, as_json)
+}
+
+/// The revert's answer, here or through `--server`.
+pub(crate) fn print(answer: &RevertAnswer, as_json: bool) -> Result<()> {
     if as_json {
-        return print_json(&answer);
+        return print_json(answer);
     }
-    print_answer(&answer);
+    print_answer(answer);
     Ok(())
 }
 

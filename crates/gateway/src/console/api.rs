@@ -570,3 +570,27 @@ pub(super) async fn create_key(
         token: created.token,
     }))
 }
+
+/// `POST /console/api/revert` body: the applied steps to revert, every
+/// step of the key's last apply when none is named.
+#[derive(Deserialize)]
+pub(super) struct RevertBody {
+    key_id: String,
+    #[serde(default)]
+    step_ids: Vec<String>,
+}
+
+/// A person's Revert (and `plans revert --server`): inverse steps planned
+/// in the key's plan by the same operation as `plangate plans revert`
+/// ([`operator::revert`]); they wait for a yes like any step, so nothing
+/// here needs the factor.
+pub(super) async fn revert(
+    State(gw): State<Arc<Gateway>>,
+    Acting(session): Acting,
+    Body(body): Body<RevertBody>,
+) -> Result<Response, ConsoleError> {
+    let acting = acting_on(&gw, &body.key_id, &session).await?;
+    let answer = operator::revert(&gw, &acting, &body.step_ids).await?;
+    tracing::info!(operator = %session.operator.name, key = %acting.key.name, planned = answer.planned.len(), "console: planned a revert");
+    Ok(ok_typed(&answer))
+}

@@ -118,6 +118,7 @@ pub fn routes() -> Router<Arc<Gateway>> {
         .route("/console/api/apply", post(api::apply))
         .route("/console/api/reject", post(api::reject))
         .route("/console/api/amend", post(api::amend))
+        .route("/console/api/revert", post(api::revert))
         .route("/console/api/step", get(api::step_form))
         .route("/console/api/diff", get(history::diff))
         .route("/console/api/history", get(history::history))
