@@ -61,6 +61,17 @@ fn undo_events(scratch: &Scratch) -> Vec<Value> {
         .collect()
 }
 
+/// The state kept for step `step` of the key `agent`, read from the data
+/// dir's store.
+async fn kept(scratch: &Scratch, step: &str) -> Option<plangate_store::KeptUndo> {
+    let dir = plangate_store::DataDir::open(scratch.data_dir()).unwrap();
+    let store = plangate_store::open_sqlite(&dir.sqlite_path())
+        .await
+        .unwrap();
+    let key = store.find_key("agent").await.unwrap().unwrap();
+    store.undo_state(&key.id, step).await.unwrap()
+}
+
 #[tokio::test]
 async fn an_applied_write_keeps_what_it_replaced_sealed_beside_the_log() {
     let (scratch, root, config, agent) = agent_on_a_file("").await;
@@ -112,13 +123,13 @@ async fn an_applied_write_keeps_what_it_replaced_sealed_beside_the_log() {
     );
     // Beside the log: sealed, opened only with the data dir's seal key and
     // as that step's state; its digest is the one the log names.
+    assert_eq!(kept(&scratch, &create).await, None);
     let dir = plangate_store::DataDir::open(scratch.data_dir()).unwrap();
     let material = dir.key_material(&Default::default()).unwrap();
     let store = plangate_store::open_sqlite(&dir.sqlite_path())
         .await
         .unwrap();
     let key = store.find_key("agent").await.unwrap().unwrap();
-    assert_eq!(store.undo_state(&key.id, &create).await.unwrap(), None);
     {
         let (step, before) = (
             &edit,
@@ -159,12 +170,7 @@ async fn past_max_undo_bytes_nothing_is_kept_and_the_receipt_says_why() {
     );
     let events = undo_events(&scratch);
     assert_eq!(events[0]["state"], "unavailable", "{events:?}");
-    let dir = plangate_store::DataDir::open(scratch.data_dir()).unwrap();
-    let store = plangate_store::open_sqlite(&dir.sqlite_path())
-        .await
-        .unwrap();
-    let key = store.find_key("agent").await.unwrap().unwrap();
-    assert_eq!(store.undo_state(&key.id, &step).await.unwrap(), None);
+    assert_eq!(kept(&scratch, &step).await, None);
     agent.cancel().await.unwrap();
 }
 
@@ -197,12 +203,7 @@ async fn past_undo_ttl_the_kept_state_is_dropped_and_the_log_says_so() {
         "{dropped}"
     );
     drop(service);
-    let dir = plangate_store::DataDir::open(scratch.data_dir()).unwrap();
-    let store = plangate_store::open_sqlite(&dir.sqlite_path())
-        .await
-        .unwrap();
-    let key = store.find_key("agent").await.unwrap().unwrap();
-    assert_eq!(store.undo_state(&key.id, &step).await.unwrap(), None);
+    assert_eq!(kept(&scratch, &step).await, None);
 }
 
 /// `plans revert` plans the inverse of each step of the last apply, in

@@ -191,12 +191,7 @@ async fn revert_one(gw: &Gateway, acting: &Acting, step: &Step) -> Result<Vec<Re
             "stale_target: {why}; the later change stays and nothing is planned"
         ));
     }
-    let state = gw
-        .log()
-        .state(&acting.key.id)
-        .await
-        .map_err(|e| e.to_string())?;
-    let in_force = gw.config().modes.in_force(&state);
+    let (_, in_force) = state_in_force(gw, acting).await?;
     let read_args =
         serde_json::Value::Object(plangate_config::profiles::read_arguments(spec, &real));
     if !matches!(
@@ -235,12 +230,7 @@ async fn plan_inverse(
         .iter()
         .find(|t| t.upstream == record.server && t.original == call.tool)
         .ok_or_else(|| format!("{} does not offer {} now", record.server, call.tool))?;
-    let state = gw
-        .log()
-        .state(&acting.key.id)
-        .await
-        .map_err(|e| e.to_string())?;
-    let in_force = gw.config().modes.in_force(&state);
+    let (state, in_force) = state_in_force(gw, acting).await?;
     let planned = plan_write(
         gw,
         acting,
@@ -322,4 +312,18 @@ pub fn revert_result(answer: &RevertAnswer, prefix: String) -> rmcp::model::Call
     }
     let body = serde_json::to_value(answer).unwrap_or(serde_json::Value::Null);
     crate::answer::with_text(body, text, false)
+}
+
+/// The key's state and the mode in force on it, read now.
+async fn state_in_force(
+    gw: &Gateway,
+    acting: &Acting,
+) -> Result<(KeyState, plangate_core::InForce), String> {
+    let state = gw
+        .log()
+        .state(&acting.key.id)
+        .await
+        .map_err(|e| e.to_string())?;
+    let in_force = gw.config().modes.in_force(&state);
+    Ok((state, in_force))
 }
