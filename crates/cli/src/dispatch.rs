@@ -591,6 +591,7 @@ async fn plans_command(cmd: PlansCommand, data_dir: &Path) -> Result<()> {
                     ..
                 },
             partial,
+            go_on,
         }) => {
             let config = config_to_call(&source, data_dir).await?;
             let store = open_store(data_dir).await?;
@@ -603,7 +604,7 @@ async fn plans_command(cmd: PlansCommand, data_dir: &Path) -> Result<()> {
                     factor: &factor,
                 },
                 &key,
-                (digest.as_deref(), &steps, partial),
+                (digest.as_deref(), &steps, (partial, go_on)),
                 json,
             )
             .await

@@ -433,3 +433,47 @@ async fn a_revert_is_planned_through_the_operator_api() {
     drop(service);
     agent.cancel().await.unwrap();
 }
+
+/// `plans apply --continue` runs every step even when one is stale or
+/// fails — a revert's steps are independent — where a plain apply stops
+/// at the first.
+#[tokio::test]
+async fn apply_with_continue_runs_the_other_revert_steps_past_a_stale_one() {
+    let (scratch, root, config, agent) = agent_on_a_file("").await;
+    std::fs::write(root.join("b.txt"), "bee\n").unwrap();
+    plan_write(&agent, &root.join("a.txt"), "new a\n").await;
+    plan_write(&agent, &root.join("b.txt"), "new b\n").await;
+    apply_all(&scratch, &config);
+    let revert = ["plans", "revert", "--key", "agent", "--config", &config];
+    let said = succeeded(&revert, &scratch.run(&revert));
+    assert!(said.contains("planned 2 step(s) to revert"), "{said}");
+    // b's inverse runs first; b changes after the revert was planned.
+    std::fs::write(root.join("b.txt"), "by hand\n").unwrap();
+    let show = ["plans", "show", "--key", "agent", "--json"];
+    let view = parsed(&show, &succeeded(&show, &scratch.run(&show)));
+    let digest = view["plan_digest"].as_str().unwrap().to_owned();
+    let apply = [
+        "plans",
+        "apply",
+        "--key",
+        "agent",
+        "--config",
+        &config,
+        "--digest",
+        &digest,
+        "--continue",
+    ];
+    let out = scratch.run(&apply);
+    let said = stdout(&out);
+    assert!(said.contains("applied 1, failed 1"), "{said}");
+    assert!(said.contains("stale_target"), "{said}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "old\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("b.txt")).unwrap(),
+        "by hand\n"
+    );
+    agent.cancel().await.unwrap();
+}

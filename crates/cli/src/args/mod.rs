@@ -421,6 +421,11 @@ pub(crate) struct PlanApply {
     /// such an apply is refused, listing them, and nothing runs.
     #[arg(long)]
     pub(crate) partial: bool,
+    /// Run every step even when one fails or is stale (a revert's steps
+    /// are independent of each other); without it the apply stops at the
+    /// first failure and the steps after it stay waiting.
+    #[arg(long = "continue")]
+    pub(crate) go_on: bool,
 }
 
 #[derive(Subcommand, Debug)]

@@ -90,7 +90,7 @@ pub async fn apply_cmd(
     (store, material): (Arc<dyn Store>, KeyMaterial),
     confirming: super::Confirming<'_>,
     key: &str,
-    (digest, named, partial): (Option<&str>, &[String], bool),
+    (digest, named, (partial, go_on)): (Option<&str>, &[String], (bool, bool)),
     as_json: bool,
 ) -> Result<()> {
     if let Some(d) = digest {
@@ -185,7 +185,7 @@ pub async fn apply_cmd(
         (config, store, material),
         (&key, &state, &selected),
         (&yes, seen),
-        (named, partial),
+        (named, partial, go_on),
     )
     .await;
     let receipt = outcome.map_err(|e| match e {
@@ -206,7 +206,7 @@ async fn run_here(
     (config, store, material): (Config, Arc<dyn Store>, KeyMaterial),
     (key, state, selected): (&ApiKey, &KeyState, &[String]),
     (yes, seen): (&Confirmed, operator::Seen<'_>),
-    (named, partial): (&[String], bool),
+    (named, partial, go_on): (&[String], bool, bool),
 ) -> Result<Option<plangate_core::Receipt>, OperatorError> {
     let servers = selected
         .iter()
@@ -232,7 +232,7 @@ async fn run_here(
         &confirmed_acting(key, yes),
         yes,
         Some(seen),
-        (named, partial),
+        (named, partial, go_on),
         Some(heard),
     )
     .await;

@@ -75,7 +75,11 @@ pub(crate) async fn run(url: &str, command: PlansCommand) -> Result<()> {
             finish_receipt(receipt, json)
         }
         PlansCommand::Approve(yes) => approve(&remote, yes).await,
-        PlansCommand::Apply(PlanApply { yes, partial }) => apply(&remote, yes, partial).await,
+        PlansCommand::Apply(PlanApply {
+            yes,
+            partial,
+            go_on,
+        }) => apply(&remote, yes, (partial, go_on)).await,
         PlansCommand::Revert {
             key, steps, json, ..
         } => {
@@ -115,7 +119,7 @@ async fn approve(remote: &Remote, yes: PlanYes) -> Result<()> {
 
 /// `plans apply --server`: as [`approve`], then the server runs the steps
 /// and answers the receipt.
-async fn apply(remote: &Remote, yes: PlanYes, partial: bool) -> Result<()> {
+async fn apply(remote: &Remote, yes: PlanYes, (partial, go_on): (bool, bool)) -> Result<()> {
     let review = review(remote, &yes.key).await?;
     let view = &review.plan;
     let shown = match &yes.digest {
@@ -130,6 +134,7 @@ async fn apply(remote: &Remote, yes: PlanYes, partial: bool) -> Result<()> {
     };
     let mut body = seen_body(view, &shown, &yes);
     body["partial"] = json!(partial);
+    body["continue"] = json!(go_on);
     let receipt: Receipt = remote.post("/console/api/apply", body, &yes.factor).await?;
     finish_receipt(receipt, yes.json)
 }

@@ -268,6 +268,9 @@ pub(super) struct SeenSteps {
     /// it leaves waiting steps tied to the ones it runs.
     #[serde(default)]
     partial: bool,
+    /// (Apply) Run every step even when one fails (`--continue`).
+    #[serde(default, rename = "continue")]
+    go_on: bool,
     #[serde(flatten)]
     factor: FactorFields,
 }
@@ -403,7 +406,7 @@ pub(super) async fn apply(
         &acting,
         &yes,
         Some(body.seen()),
-        (&body.step_ids, body.partial),
+        (&body.step_ids, body.partial, body.go_on),
         None,
     )
     .await?;

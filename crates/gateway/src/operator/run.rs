@@ -64,13 +64,15 @@ pub fn left_by_apply(
 /// fresh checks and at-most-once rule as the agent's `apply_plan`. `None`
 /// when nothing is waiting to run. `yes` is the act as the store's
 /// requirement confirmed it ([`super::factor::confirm`]); `progress` hears
-/// the apply as it runs.
+/// the apply as it runs. With `go_on` (`plans apply --continue`) every
+/// step runs even when one before it failed or was stale (a revert's
+/// steps are independent); without, the apply stops at the first.
 pub async fn apply_now(
     gw: &Gateway,
     acting: &Acting,
     yes: &Confirmed,
     seen: Option<Seen<'_>>,
-    (named, partial): (&[String], bool),
+    (named, partial, go_on): (&[String], bool, bool),
     progress: Option<apply::Progress>,
 ) -> Result<Option<Receipt>, OperatorError> {
     if let Some(seen) = seen {
@@ -117,7 +119,7 @@ pub async fn apply_now(
     let request = ApplyRequest {
         step_ids: (!named.is_empty()).then(|| named.to_vec()),
         plan_digest: Some(current),
-        continue_on_error: false,
+        continue_on_error: go_on,
     };
     apply::apply_plan(gw, acting, request, progress, CancellationToken::new())
         .await
