@@ -264,6 +264,11 @@ async fn a_revert_is_a_plan_that_restores_the_files_and_never_overwrites_later_w
 
     let said = apply_all(&scratch, &config);
     assert!(said.contains("applied 2"), "{said}");
+    // The receipt names what each step reverted.
+    assert!(
+        said.contains(&format!("; reverts {a}")) && said.contains(&format!("; reverts {b}")),
+        "{said}"
+    );
     assert_eq!(
         std::fs::read_to_string(root.join("a.txt")).unwrap(),
         "old\n"

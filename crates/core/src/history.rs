@@ -92,8 +92,14 @@ pub fn describe(event: &Event, before: &KeyState) -> String {
             format!("session {session_id} begun in mode {mode}")
         }
         EventKind::StepPlanned { step } => format!(
-            "planned step {} ({}): {}",
-            step.position, step.exposed_as, step.predicted_effect
+            "planned step {} ({}): {}{}",
+            step.position,
+            step.exposed_as,
+            step.predicted_effect,
+            step.reverts
+                .as_deref()
+                .map(|r| format!(" — it reverts {}", step_name(before, r)))
+                .unwrap_or_default()
         ),
         EventKind::StepDeduplicated { step_id } => format!(
             "the same write was sent again; it is still {}",

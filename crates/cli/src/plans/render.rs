@@ -67,6 +67,9 @@ pub fn receipt_lines(receipt: &Receipt) -> Vec<String> {
                 line.push_str(&format!("; {}", undo.said()));
             }
         }
+        if let Some(reverts) = &s.reverts {
+            line.push_str(&format!("; reverts {reverts}"));
+        }
         if s.approved_by_apply {
             line.push_str("; approved by this apply (destructive)");
         }

@@ -607,6 +607,9 @@ pub struct ReceiptStep {
     /// Why it failed or is in doubt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<StepError>,
+    /// The applied step it undoes, when it is a revert.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverts: Option<String>,
 }
 
 /// What an applied step left behind.
@@ -648,6 +651,7 @@ impl ReceiptStep {
             error: matches!(outcome, Outcome::Failed | Outcome::InDoubt)
                 .then(|| step.error.clone())
                 .flatten(),
+            reverts: r.reverts.clone(),
         }
     }
 }
