@@ -242,6 +242,18 @@ async fn a_revert_is_a_plan_that_restores_the_files_and_never_overwrites_later_w
         said.contains(&format!("not reverted: {c} ")) && said.contains("stale_target"),
         "{said}"
     );
+    // The three versions of c.txt, as two diffs: what the step changed,
+    // and the person's later edit a revert would overwrite.
+    assert!(
+        said.contains("what the step changed (before → applied):")
+            && said.contains("    -sea\n    +new c\n"),
+        "{said}"
+    );
+    assert!(
+        said.contains("what changed since (applied → now")
+            && said.contains("    -new c\n    +edited by hand\n"),
+        "{said}"
+    );
     assert!(
         said.contains(&format!("not reverted: {d} ")) && said.contains("no tool to delete"),
         "{said}"
@@ -285,6 +297,27 @@ async fn a_revert_is_a_plan_that_restores_the_files_and_never_overwrites_later_w
         std::fs::read_to_string(root.join("d.txt")).unwrap(),
         "dee\n"
     );
+    // Each original names what reverted it; a second revert of them says
+    // they were reverted already and plans nothing.
+    let show = ["plans", "show", "--key", "agent", "--config", &config];
+    let shown = succeeded(&show, &scratch.run(&show));
+    assert!(shown.contains("last apply: 2 step(s) applied"), "{shown}");
+    assert!(shown.contains(&format!("it reverted {a}")), "{shown}");
+    let named = [&revert[..], &[a.as_str(), b.as_str()]].concat();
+    let again = succeeded(&named, &scratch.run(&named));
+    assert!(
+        again.contains("nothing planned") && again.contains("it was reverted already (by "),
+        "{again}"
+    );
+    let one = ["plans", "show", "--key", "agent", "--json"];
+    let view = parsed(&one, &succeeded(&one, &scratch.run(&one)));
+    let inverse: Vec<&str> = view["last_apply"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["reverts"].as_str())
+        .collect();
+    assert_eq!(inverse, [b.as_str(), a.as_str()], "{view}");
     agent.cancel().await.unwrap();
 }
 

@@ -135,9 +135,15 @@ pub fn describe(event: &Event, before: &KeyState) -> String {
             format!("apply started: {}", steps_named(before, step_ids))
         }
         EventKind::StepStarted { step_id, .. } => started(before, step_id),
-        EventKind::StepApplied { step_id, .. } => {
-            format!("applied {}", step_name(before, step_id))
-        }
+        EventKind::StepApplied { step_id, .. } => format!(
+            "applied {}{}",
+            step_name(before, step_id),
+            before
+                .step(step_id)
+                .and_then(|s| s.record.reverts.as_deref())
+                .map(|r| format!(" — it reverted {}", step_name(before, r)))
+                .unwrap_or_default()
+        ),
         EventKind::UndoRecorded { step_id, undo } => {
             format!("{}: {}", step_name(before, step_id), undo.said())
         }

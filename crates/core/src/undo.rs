@@ -28,6 +28,10 @@ pub struct Replaced {
     pub read_arguments: Value,
     /// What it found.
     pub before: KeptState,
+    /// What the same read found once the step had applied (what a stale
+    /// revert shows as the applied version), when it could be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<KeptState>,
 }
 
 /// A target's state as its read answered.
@@ -114,6 +118,66 @@ impl Replaced {
             crate::hash::SHA256_PREFIX,
             crate::hash::sha256_hex(plaintext)
         )
+    }
+}
+
+impl KeptState {
+    /// The state as text a diff can compare: a file's text, a structured
+    /// state as indented JSON; `None` for a target that did not exist.
+    pub fn as_text(&self) -> Option<String> {
+        match self {
+            KeptState::Missing => None,
+            KeptState::Text { text } => Some(text.clone()),
+            KeptState::State { state } => {
+                let parsed = match state {
+                    Value::String(text) => serde_json::from_str(text).unwrap_or(state.clone()),
+                    other => other.clone(),
+                };
+                Some(match parsed {
+                    Value::String(text) => text,
+                    other => serde_json::to_string_pretty(&other).unwrap_or_default() + "\n",
+                })
+            }
+        }
+    }
+}
+
+/// A target changed since a step applied, in the three versions a person
+/// compares before re-planning its revert: what the step changed (from
+/// the state before it to the state it left) and what changed since (from
+/// the state it left to the state now), as unified diffs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Versions {
+    /// The step's own change: before → applied.
+    pub applied: String,
+    /// The later change a revert would overwrite: applied → now.
+    pub since: String,
+}
+
+impl Versions {
+    /// The two diffs over `label` (a path, entity names) from what was
+    /// kept and what a read finds `now`, each cut at `max_bytes`; `None`
+    /// when what the step left was not kept.
+    pub fn of(
+        replaced: &Replaced,
+        now: &KeptState,
+        label: &str,
+        max_bytes: usize,
+    ) -> Option<Versions> {
+        let after = replaced.after.as_ref()?.as_text();
+        let diff = |from: Option<String>, to: Option<String>| {
+            crate::preview::unified_diff(
+                from.as_deref(),
+                to.as_deref().unwrap_or(""),
+                label,
+                max_bytes,
+            )
+            .0
+        };
+        Some(Versions {
+            applied: diff(replaced.before.as_text(), after.clone()),
+            since: diff(after, now.as_text()),
+        })
     }
 }
 
@@ -360,6 +424,9 @@ mod tests {
             before: KeptState::Text {
                 text: "old\n".into(),
             },
+            after: Some(KeptState::Text {
+                text: "new\n".into(),
+            }),
         };
         let bytes = replaced.plaintext();
         let back: Replaced = serde_json::from_slice(&bytes).unwrap();
@@ -367,6 +434,40 @@ mod tests {
         let mut reordered = replaced.clone();
         reordered.read_arguments = json!({"head": null, "path": "/w/a.txt"});
         assert_eq!(reordered.plaintext(), bytes);
+    }
+
+    #[test]
+    fn a_stale_revert_shows_what_the_step_changed_and_what_changed_since() {
+        let replaced = Replaced {
+            server: "fs".into(),
+            tool: "write_file".into(),
+            target: Some("/w/a.txt".into()),
+            read: "read_text_file".into(),
+            read_arguments: json!({"path": "/w/a.txt"}),
+            before: KeptState::Text {
+                text: "one\ntwo\n".into(),
+            },
+            after: Some(KeptState::Text {
+                text: "one\nTWO\n".into(),
+            }),
+        };
+        let now = KeptState::Text {
+            text: "one\nTWO\nthree\n".into(),
+        };
+        let v = Versions::of(&replaced, &now, "/w/a.txt", 1 << 16).unwrap();
+        assert!(v.applied.contains("\n-two\n+TWO\n"), "{}", v.applied);
+        assert!(v.since.contains("\n+three\n"), "{}", v.since);
+        assert!(!v.since.contains("-two"), "{}", v.since);
+        // A graph compares as indented JSON; a removed file as empty.
+        let graph = KeptState::State {
+            state: json!("{\"entities\":[{\"name\":\"ada\"}]}"),
+        };
+        assert!(graph.as_text().unwrap().contains("\"name\": \"ada\""));
+        assert_eq!(KeptState::Missing.as_text(), None);
+        // Without what the step left, there are no versions to show.
+        let mut old = replaced;
+        old.after = None;
+        assert_eq!(Versions::of(&old, &now, "/w/a.txt", 1 << 16), None);
     }
 
     #[test]
@@ -399,6 +500,7 @@ mod tests {
             read: "read_text_file".into(),
             read_arguments: json!({"path": "/w/a.txt"}),
             before,
+            after: None,
         };
         let args = json!({"path": "/w/a.txt", "edits": []});
         let back = inverse(
@@ -454,6 +556,7 @@ mod tests {
             read: "open_nodes".into(),
             read_arguments: json!({}),
             before: KeptState::State { state },
+            after: None,
         };
         let graph = json!({
             "entities": [{"name": "ada", "entityType": "person", "observations": ["math"]}],

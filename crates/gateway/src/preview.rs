@@ -47,6 +47,29 @@ impl Seen {
     }
 }
 
+impl From<&Seen> for plangate_core::undo::KeptState {
+    fn from(seen: &Seen) -> Self {
+        use plangate_core::undo::KeptState;
+        match seen {
+            Seen::Missing => KeptState::Missing,
+            Seen::Text(text) => KeptState::Text { text: text.clone() },
+            Seen::State(state) => KeptState::State {
+                state: state.clone(),
+            },
+        }
+    }
+}
+
+/// A target no longer as a step's digest bound it: why, in words, and
+/// what the read found now (when it could read).
+#[derive(Debug)]
+pub struct Moved {
+    /// Why, for a `stale_target` failure.
+    pub why: String,
+    /// The target now.
+    pub now: Option<Seen>,
+}
+
 /// What a step's before-digest binds besides what was read.
 #[derive(Debug, Clone, Default)]
 pub struct Bind {
@@ -404,10 +427,13 @@ pub async fn still_as_seen(
     spec: &PreviewSpec,
     real_args: &Value,
     planned: &str,
-) -> Result<(Seen, Bind), String> {
+) -> Result<(Seen, Bind), Moved> {
     let seen = read(gw, &tool.upstream, spec, real_args)
         .await
-        .map_err(|e| format!("the target could not be read to check it ({e})"))?;
+        .map_err(|e| Moved {
+            why: format!("the target could not be read to check it ({e})"),
+            now: None,
+        })?;
     let bind = Bind {
         at: placed_at(gw, tool, real_args).await,
         key: planned
@@ -418,13 +444,17 @@ pub async fn still_as_seen(
     if now == planned {
         return Ok((seen, bind));
     }
-    Err(match seen {
+    let why = match seen {
         Seen::Missing => "the target no longer exists".to_owned(),
         _ => format!(
             "the target changed since the plan was reviewed (digest {} then, {} now)",
             plangate_core::preview::short_digest(planned),
             plangate_core::preview::short_digest(&now)
         ),
+    };
+    Err(Moved {
+        why,
+        now: Some(seen),
     })
 }
 

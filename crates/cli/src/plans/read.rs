@@ -229,14 +229,61 @@ pub(crate) fn print_review(review: &PlanReview, as_json: bool) -> Result<()> {
     }
     if view.steps.is_empty() {
         outln!("no plan: nothing is waiting, running, failed or in doubt");
-        return Ok(());
+    } else {
+        print_standing(view);
+        outln!();
+        let waiting: BTreeSet<String> = review.waiting_for_yes.iter().cloned().collect();
+        print_steps(view, &waiting);
+        print_previews(view);
     }
-    print_standing(view);
-    outln!();
-    let waiting: BTreeSet<String> = review.waiting_for_yes.iter().cloned().collect();
-    print_steps(view, &waiting);
-    print_previews(view);
+    print_last_apply(view);
     Ok(())
+}
+
+/// The key's last apply, a line per applied step: whether what it
+/// replaced is kept for an undo, and what reverted it — and the command
+/// that plans the undo while one is possible.
+fn print_last_apply(view: &KeyPlanView) {
+    if view.last_apply.is_empty() {
+        return;
+    }
+    outln!();
+    let undoable = view
+        .last_apply
+        .iter()
+        .filter(|s| s.reverted_by.is_empty() && s.undo.as_ref().is_some_and(|u| u.available()))
+        .count();
+    outln!(
+        "last apply: {} step(s) applied{}",
+        view.last_apply.len(),
+        if undoable > 0 {
+            format!(
+                "; `plangate plans revert --key {}` plans the undo of {undoable}",
+                plangate_core::shell_word(&view.key)
+            )
+        } else {
+            String::new()
+        }
+    );
+    for s in &view.last_apply {
+        let p = &s.step;
+        let undo = match (&s.undo, s.reverted_by.as_slice()) {
+            (_, [_, ..]) => format!("reverted by {}", s.reverted_by.join(", ")),
+            (Some(u), []) => u.said(),
+            (None, []) => "no undo: applied before plangate kept what steps replace".to_owned(),
+        };
+        outln!(
+            "{}. {}  {}: {}",
+            p.position,
+            p.step_id,
+            p.exposed_as,
+            p.predicted_effect.lines().next().unwrap_or_default()
+        );
+        outln!("   {undo}");
+        if let Some(reverts) = &p.reverts {
+            outln!("   it reverted {reverts}");
+        }
+    }
 }
 
 /// Where the plan stands: its steps, life and approval, digest and

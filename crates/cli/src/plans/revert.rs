@@ -77,6 +77,16 @@ fn print_answer(answer: &RevertAnswer) {
             n.predicted_effect,
             n.reason
         );
+        if let Some(v) = &n.versions {
+            outln!("  what the step changed (before → applied):");
+            for line in v.applied.lines() {
+                outln!("    {line}");
+            }
+            outln!("  what changed since (applied → now; a revert would overwrite it):");
+            for line in v.since.lines() {
+                outln!("    {line}");
+            }
+        }
     }
     if !answer.planned.is_empty() {
         outln!(

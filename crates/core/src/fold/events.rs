@@ -268,6 +268,16 @@ impl KeyState {
         step.copy_id = copy_id.map(str::to_owned);
         step.links = links.to_vec();
         step.snapshots = snapshots.to_vec();
+        // An inverse step applied: the step it reverts says so.
+        if let Some(original) = step.record.reverts.clone() {
+            let by = step_id.to_owned();
+            if let Some(original) =
+                self.step_mut_where(&original, |s| s.status == StepStatus::Applied)
+                && !original.reverted_by.contains(&by)
+            {
+                original.reverted_by.push(by);
+            }
+        }
         true
     }
 

@@ -34,6 +34,22 @@ impl KeyState {
         steps.into_iter()
     }
 
+    /// The steps the key's last apply applied, in position order: what a
+    /// revert undoes by default, and what a person's view of the plan
+    /// lists under "last apply" (with each step's undo). Empty when no
+    /// step was ever applied.
+    pub fn last_applied(&self) -> Vec<&Step> {
+        let applied = self.steps_where(|s| s.status == StepStatus::Applied);
+        let Some(last) = applied
+            .clone()
+            .max_by_key(|s| s.updated_at_ms)
+            .map(|s| s.apply_id.clone())
+        else {
+            return Vec::new();
+        };
+        applied.filter(|s| s.apply_id == last).collect()
+    }
+
     /// Any step ever planned for the key, by id.
     pub fn step(&self, step_id: &str) -> Option<&Step> {
         self.steps

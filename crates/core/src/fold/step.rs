@@ -60,6 +60,10 @@ pub struct Step {
     /// (`undo_recorded`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub undo: Option<crate::undo::Undo>,
+    /// The applied inverse steps that reverted it (`reverts` naming it),
+    /// once applied: the link from an original to its revert.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reverted_by: Vec<String>,
 }
 
 /// A person's change to a waiting step's arguments (the last one).
@@ -108,6 +112,7 @@ impl Step {
             planned_scope: None,
             claimed_seq: None,
             undo: None,
+            reverted_by: Vec::new(),
         }
     }
 }

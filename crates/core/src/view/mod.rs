@@ -52,6 +52,12 @@ pub struct StepView {
     /// without `step_ids` runs it. Absent (false) otherwise.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub approved: bool,
+    /// For an applied step: whether what it replaced is kept for an undo.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undo: Option<crate::undo::Undo>,
+    /// For an applied step: the applied inverse steps that reverted it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reverted_by: Vec<String>,
 }
 
 /// A person's change to a step's arguments, as answers show it.
@@ -84,6 +90,8 @@ impl StepView {
                 previous_arguments: a.previous_arguments.clone(),
             }),
             approved: false,
+            undo: step.undo.clone(),
+            reverted_by: step.reverted_by.clone(),
         }
     }
 
@@ -445,6 +453,12 @@ pub struct KeyPlanView {
     pub approved: bool,
     /// Every open step, with its attempts.
     pub steps: Vec<StepView>,
+    /// The steps the key's last apply applied
+    /// ([`KeyState::last_applied`]), each with whether what it replaced
+    /// is kept for an undo and what reverted it: what a revert undoes by
+    /// default. Empty (absent) when nothing was applied.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub last_apply: Vec<StepView>,
     /// A recorded mode that is no longer defined.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notice: Option<String>,

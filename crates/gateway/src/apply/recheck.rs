@@ -248,7 +248,9 @@ impl Fresh<'_> {
             crate::preview::Access::Never(why) => {
                 Err(format!("the target cannot be checked: {why}"))
             }
-            _ => crate::preview::still_as_seen(gw, tool, spec, &real, planned).await,
+            _ => crate::preview::still_as_seen(gw, tool, spec, &real, planned)
+                .await
+                .map_err(|moved| moved.why),
         };
         let why = match checked {
             Ok((seen, bind)) => {

@@ -13,7 +13,6 @@ use serde_json::Value;
 use super::recheck::Found;
 use crate::Gateway;
 use crate::acting::Acting;
-use crate::preview::Seen;
 
 /// The associated data a kept state is sealed under: it opens only as the
 /// state of this step of this key.
@@ -62,19 +61,19 @@ async fn kept(
         &found.spec,
         &found.real,
     ));
+    // What the step left: read once, bound as `after_digest` and kept as
+    // the applied version a stale revert shows.
+    let after = crate::preview::read(gw, &record.server, &found.spec, &found.real)
+        .await
+        .ok();
     let replaced = Replaced {
         server: record.server.clone(),
         tool: record.tool.clone(),
         target: record.lands_on.target.clone(),
         read: found.spec.read.clone(),
         read_arguments: gw.redactor().scrub_value(&read_arguments, scrub_with),
-        before: match &found.seen {
-            Seen::Missing => KeptState::Missing,
-            Seen::Text(text) => KeptState::Text { text: text.clone() },
-            Seen::State(state) => KeptState::State {
-                state: state.clone(),
-            },
-        },
+        before: KeptState::from(&found.seen),
+        after: after.as_ref().map(KeptState::from),
     };
     // Kept only when the server's own tools can undo the step with it.
     let catalog = gw.catalog();
@@ -92,7 +91,7 @@ async fn kept(
     if plaintext.len() > max {
         return Undo::Unavailable {
             reason: format!(
-                "what it replaced is {} bytes, over [gateway] max_undo_bytes ({max})",
+                "what it replaced and what it left are {} bytes, over [gateway] max_undo_bytes ({max})",
                 plaintext.len()
             ),
         };
@@ -117,13 +116,9 @@ async fn kept(
             reason: format!("what it replaced could not be stored ({e})"),
         };
     }
-    let after = crate::preview::read(gw, &record.server, &found.spec, &found.real)
-        .await
-        .ok()
-        .map(|seen| seen.digest(&found.bind));
     Undo::Kept {
         digest,
         bytes: plaintext.len() as u64,
-        after_digest: after,
+        after_digest: after.map(|seen| seen.digest(&found.bind)),
     }
 }

@@ -131,6 +131,11 @@ pub fn plan_view(config: &Config, key: &ApiKey, state: &KeyState, now: i64) -> K
             .open_steps()
             .map(|s| StepView::for_person(s).covered_by(&covered))
             .collect(),
+        last_apply: state
+            .last_applied()
+            .into_iter()
+            .map(|s| StepView::for_person(s).compact())
+            .collect(),
         notice,
     }
 }

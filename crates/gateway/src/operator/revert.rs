@@ -9,7 +9,7 @@
 //! file the step created, an unprofiled server, a state no longer kept) is
 //! listed with why.
 
-use plangate_core::undo::{Replaced, Undo, inverse};
+use plangate_core::undo::{Replaced, Undo, Versions, inverse};
 use plangate_core::{KeyState, Step, StepStatus, restore_secrets};
 use serde::{Deserialize, Serialize};
 
@@ -53,6 +53,10 @@ pub struct NotReverted {
     pub predicted_effect: String,
     /// Why nothing is planned to revert it.
     pub reason: String,
+    /// For a target changed since the apply: what the step changed and
+    /// what changed since, as diffs (redacted, as previews are).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub versions: Option<Versions>,
 }
 
 /// Plans the inverse of each step of `acting`'s key named (every step
@@ -101,15 +105,17 @@ pub async fn revert(
                 .map(|s| s.record.predicted_effect.clone())
                 .unwrap_or_default(),
             reason: "it is not an applied step of this plan".to_owned(),
+            versions: None,
         });
     }
     for step in targets {
         match revert_one(gw, acting, &step).await {
             Ok(planned) => answer.planned.extend(planned),
-            Err(reason) => answer.not_reverted.push(NotReverted {
+            Err(Why { reason, versions }) => answer.not_reverted.push(NotReverted {
                 step_id: step.record.step_id.clone(),
                 predicted_effect: step.record.predicted_effect.clone(),
                 reason,
+                versions,
             }),
         }
     }
@@ -118,25 +124,15 @@ pub async fn revert(
 }
 
 /// The applied steps a revert of `named` covers: those named, or every
-/// step the last apply applied.
+/// step the last apply applied ([`KeyState::last_applied`]).
 fn chosen(state: &KeyState, named: &[String]) -> Vec<Step> {
-    let applied = || {
-        state
-            .steps
-            .iter()
-            .filter(|s| s.status == StepStatus::Applied)
-    };
-    if !named.is_empty() {
-        return applied()
-            .filter(|s| named.contains(&s.record.step_id))
-            .map(|s| (**s).clone())
-            .collect();
+    if named.is_empty() {
+        return state.last_applied().into_iter().cloned().collect();
     }
-    let Some(last) = applied().max_by_key(|s| s.updated_at_ms) else {
-        return Vec::new();
-    };
-    applied()
-        .filter(|s| s.apply_id == last.apply_id)
+    state
+        .steps
+        .iter()
+        .filter(|s| s.status == StepStatus::Applied && named.contains(&s.record.step_id))
         .map(|s| (**s).clone())
         .collect()
 }
@@ -153,20 +149,45 @@ fn named_but_not_applied(state: &KeyState, named: &[String]) -> Vec<(String, Opt
         .collect()
 }
 
+/// Why a step has no inverse planned, and — when the target changed
+/// since the apply — the versions a person compares.
+struct Why {
+    reason: String,
+    versions: Option<Versions>,
+}
+
+impl From<String> for Why {
+    fn from(reason: String) -> Why {
+        Why {
+            reason,
+            versions: None,
+        }
+    }
+}
+
 /// Plans the inverse of `step` (one step per call it takes), or says why
 /// not.
-async fn revert_one(gw: &Gateway, acting: &Acting, step: &Step) -> Result<Vec<RevertStep>, String> {
+async fn revert_one(gw: &Gateway, acting: &Acting, step: &Step) -> Result<Vec<RevertStep>, Why> {
     let record = &step.record;
+    if !step.reverted_by.is_empty() {
+        return Err(format!(
+            "it was reverted already (by {})",
+            step.reverted_by.join(", ")
+        )
+        .into());
+    }
     let after = match &step.undo {
         Some(Undo::Kept { after_digest, .. }) => after_digest.clone().ok_or_else(|| {
             "what it left could not be read after it ran, so a revert could overwrite later work"
                 .to_owned()
         })?,
         Some(Undo::Unavailable { reason }) | Some(Undo::Dropped { reason }) => {
-            return Err(format!("nothing it replaced is kept: {reason}"));
+            return Err(format!("nothing it replaced is kept: {reason}").into());
         }
         None => {
-            return Err("it was applied before plangate kept what steps replace".to_owned());
+            return Err("it was applied before plangate kept what steps replace"
+                .to_owned()
+                .into());
         }
     };
     let replaced = kept_state(gw, acting, record).await?;
@@ -179,18 +200,13 @@ async fn revert_one(gw: &Gateway, acting: &Acting, step: &Step) -> Result<Vec<Re
         .map(|m| m.name.as_str())
         .unwrap_or("this server");
     let back = inverse(profile, &record.tool, &record.arguments.value(), &replaced)?;
-    // Never over later work: the target must be as the step left it.
     let spec = crate::preview::spec_of(gw, tool)
         .ok_or_else(|| "no profile reads its target, so it cannot be checked".to_owned())?;
     let secrets = crate::plan::open_secrets(gw, record)
         .ok_or_else(|| "its sealed arguments do not open with this gateway's keys".to_owned())?;
     let real = restore_secrets(&record.arguments.value(), &secrets);
-    if let Err(why) = crate::preview::still_as_seen(gw, tool, spec, &real, &after).await {
-        let why = why.replace("since the plan was reviewed", "since the apply");
-        return Err(format!(
-            "stale_target: {why}; the later change stays and nothing is planned"
-        ));
-    }
+    // What was there is shown (in the inverse step, or as versions) only
+    // to a key that may read the target.
     let (_, in_force) = state_in_force(gw, acting).await?;
     let read_args =
         serde_json::Value::Object(plangate_config::profiles::read_arguments(spec, &real));
@@ -207,8 +223,33 @@ async fn revert_one(gw: &Gateway, acting: &Acting, step: &Step) -> Result<Vec<Re
         crate::preview::Access::Read
     ) {
         return Err(
-            "this key may not read the target, so its plan cannot carry what was there".to_owned(),
+            "this key may not read the target, so its plan cannot carry what was there"
+                .to_owned()
+                .into(),
         );
+    }
+    // Never over later work: the target must be as the step left it.
+    if let Err(moved) = crate::preview::still_as_seen(gw, tool, spec, &real, &after).await {
+        let why = moved
+            .why
+            .replace("since the plan was reviewed", "since the apply");
+        let label = record.lands_on.target.as_deref().unwrap_or(&record.tool);
+        let versions = moved.now.as_ref().and_then(|now| {
+            let shown = Versions::of(
+                &replaced,
+                &now.into(),
+                label,
+                gw.config().gateway.max_preview_bytes,
+            )?;
+            Some(Versions {
+                applied: gw.redactor().scrub_text(&shown.applied, &secrets),
+                since: gw.redactor().scrub_text(&shown.since, &secrets),
+            })
+        });
+        return Err(Why {
+            reason: format!("stale_target: {why}; the later change stays and nothing is planned"),
+            versions,
+        });
     }
     let mut planned = Vec::new();
     for call in back {
@@ -309,6 +350,12 @@ pub fn revert_result(answer: &RevertAnswer, prefix: String) -> rmcp::model::Call
     }
     for n in &answer.not_reverted {
         text.push_str(&format!("\nNot reverted: {} — {}", n.step_id, n.reason));
+        if let Some(v) = &n.versions {
+            text.push_str(&format!(
+                "\nWhat the step changed:\n{}What changed since:\n{}",
+                v.applied, v.since
+            ));
+        }
     }
     let body = serde_json::to_value(answer).unwrap_or(serde_json::Value::Null);
     crate::answer::with_text(body, text, false)
