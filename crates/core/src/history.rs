@@ -82,6 +82,14 @@ fn name_of<T: Serialize>(v: &T) -> String {
     }
 }
 
+/// " — it reverts step 2 (…)" for an inverse step (`verb` in the tense
+/// the event needs), else nothing.
+fn reverted(before: &KeyState, step: Option<&StepRecord>, verb: &str) -> String {
+    step.and_then(|s| s.reverts.as_deref())
+        .map(|r| format!(" — it {verb} {}", step_name(before, r)))
+        .unwrap_or_default()
+}
+
 /// What `event` changed, in one sentence, given the plan just before it.
 pub fn describe(event: &Event, before: &KeyState) -> String {
     match &event.kind {
@@ -96,10 +104,7 @@ pub fn describe(event: &Event, before: &KeyState) -> String {
             step.position,
             step.exposed_as,
             step.predicted_effect,
-            step.reverts
-                .as_deref()
-                .map(|r| format!(" — it reverts {}", step_name(before, r)))
-                .unwrap_or_default()
+            reverted(before, Some(step), "reverts")
         ),
         EventKind::StepDeduplicated { step_id } => format!(
             "the same write was sent again; it is still {}",
@@ -138,11 +143,7 @@ pub fn describe(event: &Event, before: &KeyState) -> String {
         EventKind::StepApplied { step_id, .. } => format!(
             "applied {}{}",
             step_name(before, step_id),
-            before
-                .step(step_id)
-                .and_then(|s| s.record.reverts.as_deref())
-                .map(|r| format!(" — it reverted {}", step_name(before, r)))
-                .unwrap_or_default()
+            reverted(before, before.step(step_id).map(|s| &s.record), "reverted")
         ),
         EventKind::UndoRecorded { step_id, undo } => {
             format!("{}: {}", step_name(before, step_id), undo.said())
