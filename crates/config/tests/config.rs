@@ -707,7 +707,7 @@ fn wrong_types_and_bad_gateway_values_are_named() {
             ("upstreams.a.tools.t.enabled", "true or false"),
             (
                 "upstreams.a.tools.t.colour",
-                "effect, enabled, predicted_effect, preview, lands_on, lands_on_note, target, copy_id, links, snapshots, rate_limit and paths",
+                "effect, enabled, predicted_effect, preview, lands_on, lands_on_note, target, copy_id, links, snapshots, undo, rate_limit and paths",
             ),
         ],
     );
@@ -1062,6 +1062,7 @@ fn every_planning_key_of_a_tool_is_read() {
                 "copy_id = \"/copy_id\"\n",
                 "links = [\"/preview_url\", \"/urls/0\"]\n",
                 "snapshots = [\"/snapshot_id\"]\n",
+                "undo = \"restore_snapshot\"\n",
                 "paths = [\"/dir\", \"/files/*\"]",
             ),
         ),
@@ -1088,6 +1089,7 @@ fn every_planning_key_of_a_tool_is_read() {
             copy_id: Some("/copy_id".to_owned()),
             links: vec!["/preview_url".to_owned(), "/urls/0".to_owned()],
             snapshots: vec!["/snapshot_id".to_owned()],
+            undo: Some("restore_snapshot".to_owned()),
             rate_limit: None,
             paths: Some(vec!["/dir".to_owned(), "/files/*".to_owned()]),
         }
@@ -1137,6 +1139,7 @@ fn every_bad_planning_value_is_reported_at_once() {
             concat!(
                 "predicted_effect = \"Delete page {}.\"\n",
                 "copy_id = \"/copy_id\"\n",
+                "undo = \"restore_snapshot\"\n",
                 "target = \"/a~2\"",
             ),
         ),
@@ -1191,6 +1194,7 @@ fn every_bad_planning_value_is_reported_at_once() {
                 "lands_on = \"copy\"",
             ),
             ("upstreams.site.tools.delete_page.target", "'~'"),
+            ("upstreams.site.tools.delete_page.undo", "set snapshots too"),
             ("upstreams.site.tools.set_plugin_active.preview", "both set"),
             (
                 "upstreams.site.tools.update_option.preview",
@@ -1202,7 +1206,7 @@ fn every_bad_planning_value_is_reported_at_once() {
             ),
         ],
     );
-    assert_eq!(errors.len(), 12, "{errors}");
+    assert_eq!(errors.len(), 13, "{errors}");
 }
 
 #[test]
@@ -1351,6 +1355,7 @@ fn the_demo_pointers_and_templates_fit_the_demo_sites_arguments_and_results() {
 
     let restore_args = json!({"snapshot_id": delete_result["snapshot_id"]});
     let a: SnapshotArgs = serde_json::from_value(restore_args.clone()).unwrap();
+    let restore_preview = site.preview_restore_snapshot(&a.snapshot_id).unwrap();
     let restore_result = site.restore_snapshot(&a.snapshot_id).unwrap();
 
     let cases = [
@@ -1379,7 +1384,12 @@ fn the_demo_pointers_and_templates_fit_the_demo_sites_arguments_and_results() {
             &delete_result,
         ),
         ("set_plugin_active", &plugin_args, None, &plugin_result),
-        ("restore_snapshot", &restore_args, None, &restore_result),
+        (
+            "restore_snapshot",
+            &restore_args,
+            Some(&restore_preview),
+            &restore_result,
+        ),
     ];
     for (tool, args, preview, result) in cases {
         let t = &tools[tool];

@@ -70,6 +70,19 @@ pub enum Undo {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         after_digest: Option<String>,
     },
+    /// The server kept what the step replaced (its own snapshot, as the
+    /// demo site's `delete_page` does): undone by calling its `tool` once
+    /// with each of `calls`' arguments.
+    Snapshot {
+        /// The upstream's own restoring tool.
+        tool: String,
+        /// Its arguments, one call per snapshot.
+        calls: Vec<serde_json::Map<String, Value>>,
+        /// The target's version each restore's preview gave right after
+        /// the step applied (a restore must find it so), when it gave one.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        after_versions: Vec<Option<Value>>,
+    },
     /// Nothing is kept, and why (no profile reads this target, the state
     /// is over `max_undo_bytes`, the read failed).
     Unavailable {
@@ -86,13 +99,17 @@ pub enum Undo {
 impl Undo {
     /// Whether an undo can be built from what is kept.
     pub fn available(&self) -> bool {
-        matches!(self, Undo::Kept { .. })
+        matches!(self, Undo::Kept { .. } | Undo::Snapshot { .. })
     }
 
     /// In a few words, for a receipt or a plan.
     pub fn said(&self) -> String {
         match self {
             Undo::Kept { bytes, .. } => format!("undo kept ({bytes} bytes)"),
+            Undo::Snapshot { tool, calls, .. } => format!(
+                "undo by {tool} ({} snapshot(s) kept by the server)",
+                calls.len()
+            ),
             Undo::Unavailable { reason } => format!("no undo: {reason}"),
             Undo::Dropped { reason } => format!("undo dropped: {reason}"),
         }
@@ -208,6 +225,7 @@ pub fn inverse(
     match profile {
         "server-filesystem" => filesystem(tool, arguments, &replaced.before).map(|i| vec![i]),
         "server-memory" => memory(tool, arguments, &replaced.before),
+        "git" => git(tool, arguments, &replaced.before).map(|i| vec![i]),
         _ => Err(format!(
             "plangate does not know how to undo {tool} with {}'s own tools",
             if profile.is_empty() {
@@ -249,6 +267,50 @@ fn filesystem(tool: &str, arguments: &Value, before: &KeptState) -> Result<Inver
         ("create_directory", _) => Err("the directory was there already: nothing to undo".to_owned()),
         (tool, _) => Err(format!(
             "plangate does not know how to undo {tool} with server-filesystem's own tools"
+        )),
+    }
+}
+
+/// The reference git server (mcp-server-git): a checkout goes back to
+/// the branch its status read named; nothing else it does can be undone
+/// with its own tools, and each says why.
+fn git(tool: &str, arguments: &Value, before: &KeptState) -> Result<Inverse, String> {
+    match tool {
+        "git_checkout" => {
+            let status = match before {
+                KeptState::Text { text } => text.clone(),
+                KeptState::State {
+                    state: Value::String(text),
+                } => text.clone(),
+                _ => return Err("the repository's status was not read before the step".to_owned()),
+            };
+            let branch = status
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("On branch "))
+                .map(str::trim)
+                .filter(|b| !b.is_empty())
+                .ok_or_else(|| {
+                    "the repository was on no branch before (a detached HEAD), so there is no branch to go back to".to_owned()
+                })?;
+            call(
+                "git_checkout",
+                vec![
+                    ("repo_path", arguments.get("repo_path").cloned()),
+                    ("branch_name", Some(Value::String(branch.to_owned()))),
+                ],
+            )
+        }
+        "git_commit" => Err(
+            "mcp-server-git has no tool to undo a commit: it cannot move a branch back, so the commit stays".to_owned(),
+        ),
+        "git_create_branch" => Err(
+            "mcp-server-git has no tool to delete a branch, so the branch stays".to_owned(),
+        ),
+        "git_add" | "git_reset" => Err(format!(
+            "mcp-server-git can only stage or unstage every change at once (git_reset), not exactly what {tool} changed, so plangate offers no undo"
+        )),
+        tool => Err(format!(
+            "plangate does not know how to undo {tool} with mcp-server-git's own tools"
         )),
     }
 }
@@ -471,6 +533,44 @@ mod tests {
     }
 
     #[test]
+    fn a_git_checkout_goes_back_to_its_branch_and_a_commit_says_why_not() {
+        let replaced = |before: KeptState| Replaced {
+            server: "git".into(),
+            tool: "git_checkout".into(),
+            target: Some("/r".into()),
+            read: "git_status".into(),
+            read_arguments: json!({"repo_path": "/r"}),
+            before,
+            after: None,
+        };
+        let status = KeptState::State {
+            state: json!("Repository status:\nOn branch main\nnothing to commit"),
+        };
+        let back = inverse(
+            "git",
+            "git_checkout",
+            &json!({"repo_path": "/r", "branch_name": "feature"}),
+            &replaced(status.clone()),
+        )
+        .unwrap();
+        assert_eq!(back[0].tool, "git_checkout");
+        assert_eq!(back[0].arguments["branch_name"], "main");
+        assert_eq!(back[0].arguments["repo_path"], "/r");
+        let detached = KeptState::Text {
+            text: "HEAD detached at 1a2b3c\n".into(),
+        };
+        let why = inverse(
+            "git",
+            "git_checkout",
+            &json!({"repo_path": "/r"}),
+            &replaced(detached),
+        );
+        assert!(why.unwrap_err().contains("detached"));
+        let why = inverse("git", "git_commit", &json!({}), &replaced(status)).unwrap_err();
+        assert!(why.contains("cannot move a branch back"), "{why}");
+    }
+
+    #[test]
     fn the_log_says_undo_in_a_few_words() {
         let kept = Undo::Kept {
             digest: "sha256:ab".into(),
@@ -541,9 +641,14 @@ mod tests {
             json!({"source": "/w/b", "destination": "/w/a"})
         );
         assert!(
-            inverse("git", "git_commit", &args, &replaced(KeptState::Missing))
-                .unwrap_err()
-                .contains("does not know how to undo git_commit")
+            inverse(
+                "github",
+                "merge_pull_request",
+                &args,
+                &replaced(KeptState::Missing)
+            )
+            .unwrap_err()
+            .contains("does not know how to undo merge_pull_request with github")
         );
     }
 

@@ -508,6 +508,25 @@ impl DemoSite {
     async fn preview_delete_page(&self, Parameters(a): Parameters<PageIdArgs>) -> CallToolResult {
         self.read(|s| s.preview_delete_page(a.id)).await
     }
+
+    /// Describe what restore_snapshot would put back over the page as it
+    /// is now, and the page's current version, without changing anything.
+    #[tool(
+        name = "preview_restore_snapshot",
+        title = "Preview snapshot restore",
+        annotations(
+            title = "Preview snapshot restore",
+            read_only_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn preview_restore_snapshot(
+        &self,
+        Parameters(a): Parameters<SnapshotArgs>,
+    ) -> CallToolResult {
+        self.read(|s| s.preview_restore_snapshot(&a.snapshot_id))
+            .await
+    }
 }
 
 #[tool_handler(router = self.tool_router)]

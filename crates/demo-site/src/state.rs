@@ -17,6 +17,8 @@ use serde_json::{Value, json};
 
 use crate::DemoError;
 
+mod previews;
+
 /// Base URL the demo pretends to live at, so preview links look real
 /// without anything ever being served there.
 pub const SITE_URL: &str = "https://demo-site.example";
@@ -409,85 +411,6 @@ impl SiteState {
         json!({ "plugins": plugins })
     }
 
-    // ---- previews (reads that describe a write) -----------------------------
-
-    /// `preview_update_page`.
-    pub fn preview_update_page(
-        &self,
-        id: u64,
-        title: Option<&str>,
-        body: Option<&str>,
-    ) -> Result<Value, ToolError> {
-        let page = self.check_update_page(id, title, body)?;
-        let mut parts = Vec::new();
-        if let Some(t) = title {
-            parts.push(format!("title {:?} → {:?}", page.title, t));
-        }
-        if let Some(b) = body {
-            parts.push(format!(
-                "body replaced ({} → {} characters)",
-                page.body.chars().count(),
-                b.chars().count()
-            ));
-        }
-        Ok(preview(
-            format!(
-                "Update page {id} ({}): {}; lands on a new draft copy.",
-                page.title,
-                parts.join(", ")
-            ),
-            id.to_string(),
-            page.version,
-            "copy",
-        ))
-    }
-
-    /// `preview_create_menu_item`.
-    pub fn preview_create_menu_item(
-        &self,
-        menu: &str,
-        label: &str,
-        url: &str,
-    ) -> Result<Value, ToolError> {
-        let m = self.menu(menu)?;
-        check_menu_item(label, url)?;
-        Ok(preview(
-            format!(
-                "Add item {label:?} → {url} to menu {menu:?} (now {} items); live at once.",
-                m.items.len()
-            ),
-            menu.to_string(),
-            m.version,
-            "live",
-        ))
-    }
-
-    /// `preview_update_option`.
-    pub fn preview_update_option(&self, name: &str, value: &Value) -> Result<Value, ToolError> {
-        let o = self.option(name)?;
-        Ok(preview(
-            format!("Set option {name}: {} → {value}; live at once.", o.value),
-            name.to_string(),
-            o.version,
-            "live",
-        ))
-    }
-
-    /// `preview_delete_page`.
-    pub fn preview_delete_page(&self, id: u64) -> Result<Value, ToolError> {
-        let page = self.check_delete_page(id)?;
-        Ok(preview(
-            format!(
-                "Move page {id} ({}, {}) to the trash; a snapshot is kept so it can be restored.",
-                page.title,
-                page.status.as_str()
-            ),
-            id.to_string(),
-            page.version,
-            "live",
-        ))
-    }
-
     // ---- writes ------------------------------------------------------------
 
     fn check_update_page(
@@ -659,10 +582,6 @@ fn check_menu_item(label: &str, url: &str) -> Result<(), ToolError> {
     Ok(())
 }
 
-fn preview(effect: String, target: String, target_version: u64, lands_on: &str) -> Value {
-    json!({"effect": effect, "target": target, "target_version": target_version, "lands_on": lands_on})
-}
-
 fn temp_path(path: &Path) -> PathBuf {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -710,6 +629,21 @@ mod tests {
         let r = s.delete_page(3).unwrap();
         assert_eq!(r["snapshot_id"], "snap_3_1");
         assert_eq!(s.delete_page(3).unwrap_err().code, "conflict");
+        // The restore's preview shows the page as it is now, and its
+        // version (what a planned restore binds).
+        let v = s.preview_restore_snapshot("snap_3_1").unwrap();
+        assert_eq!(v["target_version"], 2);
+        assert!(
+            v["effect"]
+                .as_str()
+                .unwrap()
+                .contains("trash (version 2) →"),
+            "{v}"
+        );
+        assert_eq!(
+            s.preview_restore_snapshot("snap_9").unwrap_err().code,
+            "not_found"
+        );
         s.restore_snapshot("snap_3_1").unwrap();
         let p = s.page(3).unwrap();
         assert_eq!(p.status, PageStatus::Draft);

@@ -130,6 +130,7 @@ async fn tools_are_listed_with_honest_annotations() {
         "preview_create_menu_item",
         "preview_update_option",
         "preview_delete_page",
+        "preview_restore_snapshot",
     ];
     let writes = [
         "update_page",

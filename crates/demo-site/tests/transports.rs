@@ -31,7 +31,7 @@ async fn binary_serves_stdio() {
     let info = client.peer_info().unwrap();
     assert_eq!(info.server_info.as_ref().unwrap().name, "demo-site");
     let tools = client.list_all_tools().await.unwrap();
-    assert_eq!(tools.len(), 15);
+    assert_eq!(tools.len(), 16);
     let r = client
         .call_tool(
             CallToolRequestParams::new("update_page")

@@ -1041,6 +1041,126 @@ async fn retry_is_for_in_doubt_steps_and_discard_is_recorded(
     assert_eq!(r.status(), 404);
 }
 
+/// Undo from the console: the agent's page deletion is applied there; the
+/// Last apply says the site kept a snapshot; "Revert the last apply…"
+/// plans the site's own restore_snapshot as a step that names what it
+/// reverts and waits for the person; their Apply brings the page back as
+/// it was, the original then says what reverted it, and the key leaves
+/// the list (nothing of that apply can be undone). A screenshot goes to
+/// `target/artifacts/console-revert.png`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_person_reverts_the_last_apply_from_the_console_and_the_page_comes_back() {
+    let s = setup().await;
+    let client = agent(&s).await;
+    let before = site_state(&s)["pages"][2].clone();
+    assert_eq!(before["id"], 3);
+    let planned = call_ok(&client, "delete_page", json!({"id": 3})).await;
+    let delete = planned.structured_content.unwrap()["step_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let mut b = blocking(Browser::start);
+    let key = "section.key[data-key=\"planner\"]";
+    let page = blocking(|| {
+        let page = open_console(
+            &mut b,
+            &s,
+            "the deletion",
+            &format!("document.querySelector('{key} li.step')"),
+        );
+        b.click_then(
+            &page,
+            &format!("{key} button.apply"),
+            "the deletion applied, its undo said",
+            &format!("document.querySelector('{key} .last-apply') && document.querySelector('{key} .last-apply').textContent.includes('undo by restore_snapshot')"),
+        );
+        page
+    });
+    assert_eq!(site_state(&s)["pages"][2]["status"], "trash");
+
+    // The person reverts: one inverse step, waiting for their yes.
+    let restore = blocking(|| {
+        b.eval(&page, "window.confirm = function () { return true; }");
+        b.click_then(
+            &page,
+            &format!("{key} button.revert-last"),
+            "the restore planned",
+            &format!("document.querySelector('{key} .revert') && document.querySelectorAll('{key} li.step').length === 1"),
+        );
+        b.eval(
+            &page,
+            &format!("document.querySelector('{key} li.step').getAttribute('data-step-id')"),
+        )
+    });
+    let restore = restore.as_str().unwrap().to_owned();
+    let said = blocking(|| {
+        b.eval(
+            &page,
+            &format!("document.querySelector('{key} li.step').innerText"),
+        )
+    });
+    assert!(
+        said.as_str()
+            .unwrap()
+            .contains(&format!("the applied step {delete}")),
+        "{said}"
+    );
+    let (_, step) = plan_step(&client, &restore).await;
+    assert_eq!(step["tool"], "restore_snapshot");
+    assert_eq!(step["reverts"], delete.as_str());
+    assert_eq!(step["status"], "planned");
+    assert!(
+        step["predicted_effect"]
+            .as_str()
+            .unwrap()
+            .starts_with("Restore page 3 from snapshot snap_3_1: now"),
+        "{step}"
+    );
+    assert_eq!(
+        site_state(&s)["pages"][2]["status"],
+        "trash",
+        "nothing ran yet"
+    );
+
+    blocking(|| {
+        b.screenshot(&page, &artifacts_dir().join("console-revert.png"));
+        // The inverse step is new to the page like any step: read, then
+        // applied. Once it ran, nothing of that apply can be undone: the
+        // key leaves the list (no plan, nothing to revert).
+        b.click_then(
+            &page,
+            &format!("{key} button.ack-changes"),
+            "the new step seen",
+            &format!("!document.querySelector('{key} li.step.unseen')"),
+        );
+        b.click_then(
+            &page,
+            &format!("{key} button.apply"),
+            "the restore applied",
+            &format!("!document.querySelector('{key}') && document.body.innerText.includes('Applied 1 step(s)')"),
+        );
+    });
+    let mut after = site_state(&s)["pages"][2].clone();
+    assert_eq!(after["version"], 3);
+    after["version"] = before["version"].clone();
+    assert_eq!(after, before, "the page is back as it was");
+    let (_, original) = plan_step_any(&client, &delete).await;
+    assert_eq!(original["reverted_by"], json!([restore]));
+    drop(b);
+    client.cancel().await.unwrap();
+    s.stop().await;
+}
+
+/// Step `id` of the agent's log, whole (any status), as
+/// `plangate_get_plan {step_id}` answers it.
+async fn plan_step_any(client: &Agent, id: &str) -> (Value, Value) {
+    let plan = call(client, "plangate_get_plan", json!({"step_id": id})).await;
+    let plan = plan.structured_content.unwrap();
+    let step = plan["steps"][0].clone();
+    (plan, step)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quarantined_tool_is_shown_and_accepted_in_the_console_bound_to_its_definition() {
     // The demo site's tools were pinned before, when update_option read

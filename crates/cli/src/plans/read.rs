@@ -248,11 +248,7 @@ fn print_last_apply(view: &KeyPlanView) {
         return;
     }
     outln!();
-    let undoable = view
-        .last_apply
-        .iter()
-        .filter(|s| s.reverted_by.is_empty() && s.undo.as_ref().is_some_and(|u| u.available()))
-        .count();
+    let undoable = view.revertible;
     outln!(
         "last apply: {} step(s) applied{}",
         view.last_apply.len(),

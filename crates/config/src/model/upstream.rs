@@ -169,6 +169,12 @@ pub struct ToolOverride {
     /// JSON pointers into the upstream's `structuredContent` giving snapshot
     /// ids for the receipt (what undoes the write).
     pub snapshots: Vec<String>,
+    /// The upstream's own tool that undoes this one from a snapshot it
+    /// answered (`restore_snapshot` on the demo site): a revert of the
+    /// step calls it once per snapshot, with the snapshot id under the
+    /// name its `snapshots` pointer ends in (`/snapshot_id` →
+    /// `snapshot_id`).
+    pub undo: Option<String>,
     /// The most calls to this tool, from all callers together, in a
     /// window; more are refused `rate_limited`. `None`: no limit.
     pub rate_limit: Option<RateLimit>,
@@ -192,6 +198,7 @@ impl Default for ToolOverride {
             copy_id: None,
             links: Vec::new(),
             snapshots: Vec::new(),
+            undo: None,
             rate_limit: None,
             paths: None,
         }

@@ -29,7 +29,7 @@ const UPSTREAM_KEYS: [&str; 14] = [
     "tools",
     "oauth",
 ];
-const TOOL_KEYS: [&str; 12] = [
+const TOOL_KEYS: [&str; 13] = [
     "effect",
     "enabled",
     "predicted_effect",
@@ -40,6 +40,7 @@ const TOOL_KEYS: [&str; 12] = [
     "copy_id",
     "links",
     "snapshots",
+    "undo",
     "rate_limit",
     "paths",
 ];
@@ -339,6 +340,9 @@ fn tool_override(
                     pointer(c, k, n, Pointer::IntoResult)
                 })
                 .map(|l| out.as_mut().map(|o| o.snapshots = l)),
+            "undo" => {
+                non_empty_text(c, &item_key, v).map(|t| out.as_mut().map(|o| o.undo = Some(t)))
+            }
             "rate_limit" => {
                 rate_limit(c, &item_key, v).map(|r| out.as_mut().map(|o| o.rate_limit = Some(r)))
             }
@@ -358,6 +362,13 @@ fn tool_override(
         c.error(
             &child(key, "preview"),
             "preview and predicted_effect are both set: give one (the preview tool's answer or the template's sentence describes the step)",
+        );
+        out = None;
+    }
+    if get("undo").is_some() && get("snapshots").is_none() {
+        c.error(
+            &child(key, "undo"),
+            "undo names the tool that restores this tool's snapshots: set snapshots too (the pointers into its result that give them)",
         );
         out = None;
     }

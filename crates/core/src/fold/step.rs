@@ -92,6 +92,16 @@ pub struct Rejection {
 }
 
 impl Step {
+    /// Whether a revert can be planned for it: applied, not reverted yet,
+    /// and its undo available (what it replaced kept, or a snapshot the
+    /// server kept). Whether the target is still as it left it is for the
+    /// revert to find out.
+    pub fn revertible(&self) -> bool {
+        self.status == StepStatus::Applied
+            && self.reverted_by.is_empty()
+            && self.undo.as_ref().is_some_and(crate::undo::Undo::available)
+    }
+
     /// A step just planned: waiting, never claimed.
     pub(super) fn new(record: StepRecord, at_ms: i64) -> Step {
         Step {

@@ -459,6 +459,9 @@ pub struct KeyPlanView {
     /// default. Empty (absent) when nothing was applied.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub last_apply: Vec<StepView>,
+    /// How many of them a revert can still undo ([`Step::revertible`]).
+    #[serde(default)]
+    pub revertible: usize,
     /// A recorded mode that is no longer defined.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notice: Option<String>,

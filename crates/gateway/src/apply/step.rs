@@ -206,7 +206,9 @@ async fn call_step(
     Ok(match outcome {
         Ok(result) if result.is_error != Some(true) => {
             let (outcome, mut events) = applied(gw, acting, record, &result, &scrub_with);
-            events.push(super::undo::keep(gw, acting, record, found.as_ref(), &scrub_with).await);
+            let kept =
+                super::undo::keep(gw, acting, record, found.as_ref(), (&result, &scrub_with));
+            events.push(kept.await);
             (outcome, events)
         }
         Ok(result) => finish(acting, step_id, tool_error(gw, &result, &scrub_with)),

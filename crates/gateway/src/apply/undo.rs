@@ -8,7 +8,8 @@
 
 use plangate_core::undo::{KeptState, Replaced, Undo};
 use plangate_core::{Event, EventKind, StepRecord};
-use serde_json::Value;
+use rmcp::model::CallToolResult;
+use serde_json::{Map, Value};
 
 use super::recheck::Found;
 use crate::Gateway;
@@ -28,16 +29,17 @@ pub(super) async fn keep(
     acting: &Acting,
     record: &StepRecord,
     found: Option<&Found>,
-    scrub_with: &[(String, Value)],
+    (result, scrub_with): (&CallToolResult, &[(String, Value)]),
 ) -> Event {
-    let undo = match found {
-        None => Undo::Unavailable {
+    let undo = match (restore_calls(gw, record, result, scrub_with), found) {
+        (Some((tool, calls)), _) => by_snapshot(gw, record, tool, calls).await,
+        (None, None) => Undo::Unavailable {
             reason: format!(
                 "no profile reads what {} changes, so nothing it replaced could be kept",
                 record.exposed_as
             ),
         },
-        Some(found) => kept(gw, acting, record, found, scrub_with).await,
+        (None, Some(found)) => kept(gw, acting, record, found, scrub_with).await,
     };
     if let Undo::Unavailable { reason } = &undo {
         tracing::debug!(key = %acting.key.name, step = %record.step_id, "no undo: {reason}");
@@ -46,6 +48,70 @@ pub(super) async fn keep(
         step_id: record.step_id.clone(),
         undo,
     })
+}
+
+/// The restoring tool and its calls when the operator's settings say the
+/// step is undone by one (`undo`) and its answer gave snapshots: each
+/// snapshot id under the name its `snapshots` pointer ends in.
+fn restore_calls(
+    gw: &Gateway,
+    record: &StepRecord,
+    result: &CallToolResult,
+    scrub_with: &[(String, Value)],
+) -> Option<(String, Vec<Map<String, Value>>)> {
+    let config = gw.config();
+    let settings = config.tool_settings(&record.server, &record.tool)?;
+    let tool = settings.undo.clone()?;
+    let structured = gw
+        .redactor()
+        .scrub_value(result.structured_content.as_ref()?, scrub_with);
+    let calls: Vec<Map<String, Value>> = settings
+        .snapshots
+        .iter()
+        .filter_map(|pointer| {
+            let id = crate::plan::pointer_text(&structured, pointer)?;
+            let name = pointer
+                .rsplit('/')
+                .next()?
+                .replace("~1", "/")
+                .replace("~0", "~");
+            Some(Map::from_iter([(name, Value::String(id))]))
+        })
+        .collect();
+    (!calls.is_empty()).then_some((tool, calls))
+}
+
+/// An undo by the server's own snapshots: what each restore's preview
+/// says of the target now (what the step left) is bound, so a revert
+/// later restores nothing over a change since.
+async fn by_snapshot(
+    gw: &Gateway,
+    record: &StepRecord,
+    tool: String,
+    calls: Vec<Map<String, Value>>,
+) -> Undo {
+    let catalog = gw.catalog();
+    let Some(restore) = catalog
+        .tools
+        .iter()
+        .find(|t| t.upstream == record.server && t.original == tool)
+    else {
+        return Undo::Unavailable {
+            reason: format!("{} does not offer {tool} now", record.server),
+        };
+    };
+    let mut after_versions = Vec::new();
+    for call in &calls {
+        after_versions.push(crate::plan::preview_version(gw, restore, call).await);
+    }
+    if after_versions.iter().all(Option::is_none) {
+        after_versions.clear();
+    }
+    Undo::Snapshot {
+        tool,
+        calls,
+        after_versions,
+    }
 }
 
 /// Seals and keeps what `found` read; reads the target again for what

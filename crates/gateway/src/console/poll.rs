@@ -183,7 +183,10 @@ async fn plans(
             .unwrap_or_else(|| unknown_key(&key_id));
         let acting = operator::acting(&key, "console", Channel::Console);
         let state = operator::refresh(gw.log(), &acting, ttl, lease).await?;
-        if state.open_steps().next().is_none() && state.session_id.is_none() {
+        // A key is listed while it has a plan, a session, or a last apply
+        // a person can still revert (its Revert button).
+        let revertible = || state.last_applied().iter().any(|s| s.revertible());
+        if state.open_steps().next().is_none() && state.session_id.is_none() && !revertible() {
             continue;
         }
         out.push(operator::plan_view(&config, &key, &state, now_ms()));

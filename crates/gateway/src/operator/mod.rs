@@ -136,6 +136,11 @@ pub fn plan_view(config: &Config, key: &ApiKey, state: &KeyState, now: i64) -> K
             .into_iter()
             .map(|s| StepView::for_person(s).compact())
             .collect(),
+        revertible: state
+            .last_applied()
+            .into_iter()
+            .filter(|s| s.revertible())
+            .count(),
         notice,
     }
 }

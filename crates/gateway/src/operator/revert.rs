@@ -177,6 +177,11 @@ async fn revert_one(gw: &Gateway, acting: &Acting, step: &Step) -> Result<Vec<Re
         .into());
     }
     let after = match &step.undo {
+        Some(Undo::Snapshot {
+            tool,
+            calls,
+            after_versions,
+        }) => return by_snapshot(gw, acting, record, tool, (calls, after_versions)).await,
         Some(Undo::Kept { after_digest, .. }) => after_digest.clone().ok_or_else(|| {
             "what it left could not be read after it ran, so a revert could overwrite later work"
                 .to_owned()
@@ -254,6 +259,47 @@ async fn revert_one(gw: &Gateway, acting: &Acting, step: &Step) -> Result<Vec<Re
     let mut planned = Vec::new();
     for call in back {
         planned.push(plan_inverse(gw, acting, record, &call).await?);
+    }
+    Ok(planned)
+}
+
+/// Plans the restores of the snapshots the server kept when `record`
+/// applied — only while each restore's preview still finds the target at
+/// the version the step left it (later work is never restored over).
+async fn by_snapshot(
+    gw: &Gateway,
+    acting: &Acting,
+    record: &plangate_core::StepRecord,
+    tool: &str,
+    (calls, after_versions): (
+        &[serde_json::Map<String, serde_json::Value>],
+        &[Option<serde_json::Value>],
+    ),
+) -> Result<Vec<RevertStep>, Why> {
+    let catalog = gw.catalog();
+    let restore = catalog
+        .tools
+        .iter()
+        .find(|t| t.upstream == record.server && t.original == tool)
+        .ok_or_else(|| format!("{} does not offer {tool} now", record.server))?;
+    for (call, then) in calls.iter().zip(after_versions) {
+        let Some(then) = then else { continue };
+        let now = crate::plan::preview_version(gw, restore, call).await;
+        if now.as_ref() != Some(then) {
+            return Err(format!(
+                "stale_target: the target changed since the apply (version {then} then, {} now); the later change stays and nothing is planned",
+                now.map_or_else(|| "none".to_owned(), |v| v.to_string())
+            )
+            .into());
+        }
+    }
+    let mut planned = Vec::new();
+    for call in calls {
+        let inverse = plangate_core::undo::Inverse {
+            tool: tool.to_owned(),
+            arguments: call.clone(),
+        };
+        planned.push(plan_inverse(gw, acting, record, &inverse).await?);
     }
     Ok(planned)
 }

@@ -24,7 +24,7 @@ use crate::{Catalog, CatalogTool, Gateway};
 mod prepare;
 mod secrets;
 
-pub(crate) use prepare::{pointer_text, prepare_step};
+pub(crate) use prepare::{pointer_text, prepare_step, preview_version};
 pub(crate) use secrets::known_secrets;
 pub use secrets::open_secrets;
 

@@ -419,6 +419,27 @@ struct Preview {
     target_version: Option<Value>,
 }
 
+/// The version the upstream's configured preview of `tool` gives for
+/// `arguments` now (`None`: no preview tool, or it gave none or refused):
+/// what an undo by snapshot binds ([`crate::apply`] keeps it after the
+/// step, a revert compares it).
+pub(crate) async fn preview_version(
+    gw: &Gateway,
+    tool: &CatalogTool,
+    arguments: &JsonObject,
+) -> Option<Value> {
+    let name = gw
+        .config()
+        .tool_settings(&tool.upstream, &tool.original)?
+        .preview
+        .clone()?;
+    preview(gw, tool, &name, arguments)
+        .await
+        .ok()
+        .flatten()?
+        .target_version
+}
+
 /// Asks the upstream's configured preview tool what the write would do.
 /// `Err` carries a refusal when the preview says the write cannot work.
 async fn preview(
