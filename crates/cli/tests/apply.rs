@@ -164,10 +164,12 @@ async fn not_the_menu_discarding_step_two_leaves_the_menu_untouched() {
 async fn a_failing_step_stops_the_run_and_can_be_applied_again_by_naming_it() {
     let (scratch, _, client) = demo_agent("agent", "write").await;
     begin(&client, "plan").await;
+    // No preview checks this plugin's name, so it is planned and the site
+    // refuses it when it runs.
     let bad = ok(
         &client,
-        "restore_snapshot",
-        json!({"snapshot_id": "snap_nope"}),
+        "set_plugin_active",
+        json!({"slug": "plug_nope", "active": true}),
     )
     .await;
     let good = ok(&client, "update_option", tagline("after")).await;
@@ -189,7 +191,7 @@ async fn a_failing_step_stops_the_run_and_can_be_applied_again_by_naming_it() {
         failed["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("snap_nope")
+            .contains("plug_nope")
     );
     assert_ne!(site_tagline(&scratch), "after");
     let plan = get_plan(&client).await;
@@ -209,7 +211,7 @@ async fn a_failing_step_stops_the_run_and_can_be_applied_again_by_naming_it() {
     let receipt = apply_plan(&client, json!({"step_ids": [bad["step_id"]]})).await;
     assert_eq!(receipt["failed"], 1);
     assert_eq!(
-        site(&scratch)["calls"]["restore_snapshot"],
+        site(&scratch)["calls"]["set_plugin_active"],
         Value::Null,
         "a failing call changes nothing"
     );
