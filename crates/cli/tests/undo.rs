@@ -164,7 +164,7 @@ async fn past_max_undo_bytes_nothing_is_kept_and_the_receipt_says_why() {
     let said = apply_all(&scratch, &config);
     assert!(said.contains("applied 1"), "{said}");
     assert!(
-        said.contains("; no undo: what it replaced is ")
+        said.contains("; no undo: what it replaced and what it left are ")
             && said.contains("over [gateway] max_undo_bytes (16)"),
         "{said}"
     );
