@@ -187,7 +187,7 @@ async fn revert_one(gw: &Gateway, acting: &Acting, step: &Step) -> Result<Vec<Re
                 .to_owned()
         })?,
         Some(Undo::Unavailable { reason }) | Some(Undo::Dropped { reason }) => {
-            return Err(format!("nothing it replaced is kept: {reason}").into());
+            return Err(format!("no undo: {reason}").into());
         }
         None => {
             return Err("it was applied before plangate kept what steps replace"
