@@ -491,6 +491,11 @@ async def plan_apply(args: argparse.Namespace) -> dict[str, Any]:
         out["apply"] = dump(await s.call_tool("plangate_apply_plan", {"plan_digest": digest}))
         out["exists_after_apply"] = os.path.exists(path)
         out["content_after_apply"] = open(path, encoding="utf-8").read() if os.path.exists(path) else None
+        # The SDK checks each answer above against the tool's declared
+        # output schema (it raises on a mismatch); revert's too.
+        out["revert"] = dump(await s.call_tool("plangate_revert", {}))
+        listed = await s.list_tools()
+        out["output_schemas"] = sorted(t.name for t in listed.tools if t.output_schema and t.name.startswith("plangate_"))
     return out
 
 

@@ -1160,6 +1160,29 @@ fn plan_then_apply_in_front_of_server_filesystem(world: &World, transport: Trans
     assert_eq!(out["exists_after_apply"], true, "{out}");
     assert_eq!(out["content_after_apply"], content);
     assert_eq!(std::fs::read_to_string(path).unwrap(), content, "on disk");
+
+    // The plan tools declare output schemas derived from their answers'
+    // types, and the SDK found every answer above conforming; a revert of
+    // a file the step created plans nothing and says why.
+    assert_eq!(
+        out["output_schemas"],
+        json!([
+            "plangate_apply_plan",
+            "plangate_get_plan",
+            "plangate_revert"
+        ]),
+        "{out}"
+    );
+    let revert = &out["revert"];
+    assert_ok(revert, "revert");
+    assert_eq!(sc(revert)["planned"], json!([]), "{revert}");
+    assert!(
+        sc(revert)["not_reverted"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no tool to delete"),
+        "{revert}"
+    );
 }
 
 over_both_transports!(

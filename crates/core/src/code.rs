@@ -11,7 +11,19 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 /// Why plangate refused a call; serialized as its snake_case string.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Code {
     /// An anonymous caller tried to write: planning needs an API key.

@@ -9,7 +9,19 @@ use serde::{Deserialize, Serialize};
 
 /// What calling a tool may do to the world, ordered `Read < Write <
 /// Destructive` so that "effect above the mode's access" is a comparison.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Effect {
     /// Changes nothing; always runs.

@@ -26,6 +26,21 @@ use serde_json::value::RawValue;
 #[derive(Clone)]
 pub struct JsonText(Box<RawValue>);
 
+/// Any JSON value: what it holds is the tool's own (arguments, a result).
+impl schemars::JsonSchema for JsonText {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "JsonValue".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::Schema::from(true)
+    }
+}
+
 impl JsonText {
     /// The compact text of `value`.
     pub fn from_value(value: &Value) -> JsonText {

@@ -154,7 +154,7 @@ pub struct Modes {
 }
 
 /// Who holds a key's mode lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum LockedBy {
     /// An operator locked this key (`plangate mode set --lock`, the

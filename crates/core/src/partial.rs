@@ -20,7 +20,7 @@ use serde_json::Value;
 use crate::{KeyState, Step};
 
 /// A step left waiting by an apply.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LeftStep {
     /// The step.
     pub step_id: String,

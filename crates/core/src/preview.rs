@@ -19,7 +19,7 @@ use crate::canonical::canonical_lossless;
 use crate::hash::{HMAC_PREFIX, SHA256_PREFIX, hmac_hex, sha256_hex};
 
 /// What a step's preview showed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Preview {
     /// A text target: the unified diff of the write against it.

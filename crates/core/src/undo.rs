@@ -54,7 +54,7 @@ pub enum KeptState {
 
 /// What the log says of a step's undo (`undo_recorded`, in the same append
 /// as the step's `step_applied`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum Undo {
     /// The replaced state is kept: the digest of its plaintext
@@ -163,7 +163,7 @@ impl KeptState {
 /// compares before re-planning its revert: what the step changed (from
 /// the state before it to the state it left) and what changed since (from
 /// the state it left to the state now), as unified diffs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Versions {
     /// The step's own change: before → applied.
     pub applied: String,

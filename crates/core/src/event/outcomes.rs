@@ -36,7 +36,7 @@ impl Verdict {
 }
 
 /// Why a step failed, as carried in a receipt's `error`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StepError {
     /// A stable code (`stale_target`, `forbidden`, `upstream_error`, …).
     pub code: StepErrorCode,
@@ -49,7 +49,7 @@ pub struct StepError {
 /// The code of a step's error: a refusal [`Code`] when a check before the
 /// call stopped it, else what the upstream's answer was. Written to the log
 /// and to receipts as its stable string.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, schemars::JsonSchema)]
 pub enum StepErrorCode {
     /// A check refused the step before its call (`stale_target`,
     /// `forbidden`, `upstream_unavailable`, …); nothing was sent.

@@ -209,7 +209,7 @@ impl From<StepRecordWire> for StepRecord {
 }
 
 /// Where a step's write lands (`lands_on` in answers).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LandsOn {
     /// Live data or a copy.
     #[serde(rename = "where")]
@@ -223,7 +223,7 @@ pub struct LandsOn {
 }
 
 /// Whether a write lands on live data or on a copy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Where {
     /// The real thing.

@@ -83,7 +83,7 @@ pub struct Amendment {
 }
 
 /// A person's no to one step.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Rejection {
     /// Their reason, verbatim.
     pub reason: String,

@@ -10,7 +10,7 @@ use super::StepView;
 use crate::StepStatus;
 
 /// A step whose status changed between two revisions.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StatusChange {
     /// The step.
     pub step_id: String,
@@ -27,7 +27,7 @@ pub struct StatusChange {
 }
 
 /// A step a person amended between two revisions.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AmendedStep {
     /// The step.
     pub step_id: String,
@@ -73,7 +73,7 @@ pub struct PlanDiff {
 /// What changed since the last review that recorded its revision, as
 /// `get_plan` and `plans show` say it: compact (step ids; the steps
 /// themselves are listed beside it).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SinceReview {
     /// The revision the review saw.
     pub reviewed_revision: u64,
@@ -95,7 +95,7 @@ pub struct SinceReview {
 
 /// One change between two JSON values, at a JSON pointer (RFC 6901) into
 /// them: a value added, removed or replaced.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct JsonChange {
     /// Where, as a JSON pointer (`""` for the whole value).
     pub path: String,

@@ -24,7 +24,7 @@ use crate::{Effect, JsonText, KeyState, LandsOn, Step, StepError, StepStatus, fo
 
 /// One step as `get_plan`, `plans show` and the console show it: redacted,
 /// never sealed — the step as planned, and where it is in its life.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StepView {
     /// The step as planned (the fields a planned write's answer carries).
     #[serde(flatten)]
@@ -61,7 +61,7 @@ pub struct StepView {
 }
 
 /// A person's change to a step's arguments, as answers show it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AmendmentView {
     /// Who changed them.
     pub by: String,
@@ -228,7 +228,7 @@ impl PlanSummary {
 }
 
 /// The fixed `code` of plangate's answers that are not refusals.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AnswerCode {
     /// A write became a plan step.
@@ -262,7 +262,7 @@ pub struct PlannedWrite {
 
 /// A step as planned: the fields a [`PlannedWrite`] carries, and the
 /// first part of every [`StepView`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PlannedStep {
     /// The step's id.
     pub step_id: String,
@@ -382,7 +382,7 @@ impl PlannedStep {
 }
 
 /// `get_plan`'s answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PlanView {
     /// Always true (a refusal is not a plan view).
     pub success: bool,
@@ -468,7 +468,7 @@ pub struct KeyPlanView {
 }
 
 /// How one selected step ended in an apply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// The upstream answered without an error.
@@ -498,7 +498,7 @@ impl Outcome {
 }
 
 /// The receipt of an apply (docs/design.md §5).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Receipt {
     /// No step failed or is in doubt.
     pub success: bool,
@@ -568,7 +568,7 @@ impl Receipt {
 }
 
 /// A rejected step as answers list it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RejectedStep {
     /// The step's id.
     pub step_id: String,
@@ -602,7 +602,7 @@ impl RejectedStep {
 }
 
 /// One step of a [`Receipt`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ReceiptStep {
     /// The step's id.
     pub step_id: String,
@@ -630,7 +630,7 @@ pub struct ReceiptStep {
 }
 
 /// What an applied step left behind.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Applied {
     /// The upstream's result.
     pub result: Value,

@@ -19,7 +19,7 @@ use crate::acting::Acting;
 use crate::plan::{Known, PlanReason, Planned, Write, plan_write};
 
 /// What a revert planned, and what it could not.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RevertAnswer {
     /// The key whose plan holds the inverse steps.
     pub key: String,
@@ -32,7 +32,7 @@ pub struct RevertAnswer {
 }
 
 /// An inverse step planned.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RevertStep {
     /// The new step.
     pub step_id: String,
@@ -45,7 +45,7 @@ pub struct RevertStep {
 }
 
 /// An applied step with no inverse planned.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NotReverted {
     /// The step.
     pub step_id: String,

@@ -152,6 +152,29 @@ pub(super) fn schema_of<T: JsonSchema>() -> JsonObject {
     object
 }
 
+/// The output schema of a gateway tool, derived from the type of its
+/// answer's `structuredContent` (`PlanView`, `Receipt`, …): what a client
+/// that checks structured results checks them against. A value the answer
+/// writes as `null` is allowed `null`; a refusal (`isError`) is not held
+/// to it.
+pub(super) fn output_schema_of<T: JsonSchema>() -> JsonObject {
+    let mut settings = SchemaSettings::draft2020_12();
+    settings.meta_schema = None;
+    // What the answer is written as (a field it leaves out when empty is
+    // not required), not what would be read.
+    settings.contract = schemars::generate::Contract::Serialize;
+    let schema = settings
+        .into_generator()
+        .into_root_schema_for::<T>()
+        .to_value();
+    let mut object = match schema {
+        Value::Object(object) => object,
+        _ => JsonObject::new(),
+    };
+    object.remove("title");
+    object
+}
+
 /// An optional argument is left out, not sent as `null`: its schema's
 /// `type: [T, "null"]` becomes `type: T`. Its description (the field's doc
 /// comment) reads as one paragraph.

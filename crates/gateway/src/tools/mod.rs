@@ -70,6 +70,7 @@ pub fn definitions_for(config: &plangate_config::Config, plan_mode: bool) -> Vec
             "Show the current plan: every step not yet done, with its status, predicted effect, where it lands and whether it needs the person's explicit yes, plus the plan digest. An argument value or preview over 64 KiB is shown by its size and digest; with step_id, that one step is shown whole. Changes nothing.",
             Arc::new(args::schema_of::<args::GetPlan>()),
         )
+        .with_raw_output_schema(Arc::new(args::output_schema_of::<plangate_core::PlanView>()))
         .with_annotations(annotations(true, false, true, "Show the plan")),
         Tool::new(
             name(GatewayTool::DiscardPlan),
@@ -82,6 +83,7 @@ pub fn definitions_for(config: &plangate_config::Config, plan_mode: bool) -> Vec
             "Run the plan's waiting steps (or the named ones) in order, at most once each, after the person said yes; returns a receipt of what happened. Pass the plan_digest the person approved: if the plan changed since, nothing runs. Stops at the first failure unless continue_on_error.",
             Arc::new(args::schema_of::<args::ApplyPlan>()),
         )
+        .with_raw_output_schema(Arc::new(args::output_schema_of::<plangate_core::Receipt>()))
         .with_annotations({
             let mut a = annotations(false, true, false, "Apply the approved plan");
             a.open_world_hint = Some(true);
@@ -106,6 +108,9 @@ pub fn definitions_for(config: &plangate_config::Config, plan_mode: bool) -> Vec
             ),
             Arc::new(args::schema_of::<args::Revert>()),
         )
+        .with_raw_output_schema(Arc::new(args::output_schema_of::<
+            crate::operator::RevertAnswer,
+        >()))
         .with_annotations(annotations(false, false, true, "Propose undoing applied steps")),
     );
     tools.push(
