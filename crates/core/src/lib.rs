@@ -115,6 +115,7 @@ pub use template::{render_template, validate_template};
 pub use time::format_time_ms;
 pub use view::{
     AmendAnswer, AmendedStep, Applied, ApprovalAnswer, DiscardAnswer, JsonChange, KeyPlanView,
-    ModeAnswer, Outcome, PlanAfter, PlanDiff, PlanReview, PlanSummary, PlanView, PlannedStep,
-    PlannedWrite, Receipt, ReceiptStep, RejectionAnswer, SinceReview, StatusChange, StepView,
+    ModeAnswer, Outcome, PlanAfter, PlanDiff, PlanReview, PlanStanding, PlanSummary, PlanView,
+    PlannedStep, PlannedWrite, Receipt, ReceiptStep, RejectionAnswer, SinceReview, StatusChange,
+    StepView,
 };

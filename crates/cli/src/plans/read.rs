@@ -113,16 +113,16 @@ pub(crate) fn row_of_view(view: &KeyPlanView) -> Value {
         "key_id": view.key_id,
         "scope": view.scope,
         "revoked": view.revoked,
-        "mode": view.mode,
-        "plan_mode": view.plan_mode,
-        "mode_locked": view.mode_locked,
-        "waiting": view.pending_steps,
+        "mode": view.standing.mode,
+        "plan_mode": view.standing.plan_mode,
+        "mode_locked": view.standing.mode_locked,
+        "waiting": view.standing.pending_steps,
         "approved": view.steps.iter().filter(|s| s.approved).count(),
         "running": get(StepStatus::Running),
         "failed": get(StepStatus::Failed),
         "in_doubt": get(StepStatus::InDoubt),
-        "expires_in": view.expires_in,
-        "plan_digest": view.plan_digest,
+        "expires_in": view.standing.expires_in,
+        "plan_digest": view.standing.plan_digest,
     })
 }
 
@@ -211,9 +211,13 @@ pub(crate) fn print_review(review: &PlanReview, as_json: bool) -> Result<()> {
         view.key,
         view.key_id,
         view.scope,
-        view.mode,
-        if view.plan_mode { " (plan mode)" } else { "" },
-        match view.mode_locked {
+        view.standing.mode,
+        if view.standing.plan_mode {
+            " (plan mode)"
+        } else {
+            ""
+        },
+        match view.standing.mode_locked {
             Some(plangate_core::LockedBy::Operator) => ", locked by an operator",
             Some(plangate_core::LockedBy::Config) => ", locked by [gateway] default_mode_locked",
             None => "",
@@ -289,22 +293,23 @@ fn print_standing(view: &KeyPlanView) {
     outln!(
         "{} step(s) in the plan, {} waiting; expires in {}; approved: {}",
         view.steps.len(),
-        view.pending_steps,
-        view.expires_in
+        view.standing.pending_steps,
+        view.standing
+            .expires_in
             .map(human_secs)
             .unwrap_or_else(|| "-".into()),
         match approved {
-            _ if view.approved => "yes".to_owned(),
+            _ if view.standing.approved => "yes".to_owned(),
             0 => "no".to_owned(),
-            n => format!("{n} of {} waiting step(s)", view.pending_steps),
+            n => format!("{n} of {} waiting step(s)", view.standing.pending_steps),
         }
     );
-    outln!("plan digest {}", view.plan_digest);
+    outln!("plan digest {}", view.standing.plan_digest);
     outln!(
         "revision {}{}",
-        view.revision,
+        view.standing.revision,
         match view.reviewed_revision {
-            Some(r) if r == view.revision => " (as last reviewed)".to_owned(),
+            Some(r) if r == view.standing.revision => " (as last reviewed)".to_owned(),
             Some(r) => format!(
                 " (last reviewed at {r}; `plangate plans diff --key {}` shows what changed)",
                 plangate_core::shell_word(&view.key)
@@ -312,7 +317,7 @@ fn print_standing(view: &KeyPlanView) {
             None => String::new(),
         }
     );
-    if let Some(since) = &view.since_review {
+    if let Some(since) = &view.standing.since_review {
         let mut said = Vec::new();
         if !since.added.is_empty() {
             said.push(format!("{} step(s) planned", since.added.len()));

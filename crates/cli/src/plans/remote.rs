@@ -104,7 +104,7 @@ async fn approve(remote: &Remote, yes: PlanYes) -> Result<()> {
     let review = review(remote, &yes.key).await?;
     let view = &review.plan;
     let shown = match &yes.digest {
-        Some(d) => Shown::at(d, view.revision),
+        Some(d) => Shown::at(d, view.standing.revision),
         None => {
             let steps = chosen(view, &yes.steps, |s| s.status == StepStatus::Planned, &[]);
             asked(view, steps, Act::Approve).await?
@@ -123,7 +123,7 @@ async fn apply(remote: &Remote, yes: PlanYes, (partial, go_on): (bool, bool)) ->
     let review = review(remote, &yes.key).await?;
     let view = &review.plan;
     let shown = match &yes.digest {
-        Some(d) => Shown::at(d, view.revision),
+        Some(d) => Shown::at(d, view.standing.revision),
         None => {
             let runnable = |s: &&plangate_core::StepView| {
                 matches!(s.status, StepStatus::Planned | StepStatus::Failed)
@@ -146,7 +146,7 @@ fn seen_body(view: &KeyPlanView, shown: &Shown, yes: &PlanYes) -> Value {
     json!({
         "key_id": view.key_id,
         "plan_digest": shown.seen().digest,
-        "revision": yes.digest.is_none().then_some(view.revision),
+        "revision": yes.digest.is_none().then_some(view.standing.revision),
         "step_ids": yes.steps,
     })
 }
@@ -174,7 +174,7 @@ fn chosen(
 /// Shows the person the steps and asks; with none to show, the plan as it
 /// is, for the server to refuse.
 async fn asked(view: &KeyPlanView, steps: Vec<PlannedStep>, act: Act) -> Result<Shown> {
-    let shown = Shown::at(&view.plan_digest, view.revision);
+    let shown = Shown::at(&view.standing.plan_digest, view.standing.revision);
     if steps.is_empty() {
         return Ok(shown);
     }

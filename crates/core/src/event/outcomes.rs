@@ -49,7 +49,7 @@ pub struct StepError {
 /// The code of a step's error: a refusal [`Code`] when a check before the
 /// call stopped it, else what the upstream's answer was. Written to the log
 /// and to receipts as its stable string.
-#[derive(Debug, Clone, PartialEq, Eq, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StepErrorCode {
     /// A check refused the step before its call (`stale_target`,
     /// `forbidden`, `upstream_unavailable`, …); nothing was sent.
@@ -109,6 +109,20 @@ impl std::fmt::Display for StepErrorCode {
 impl PartialEq<&str> for StepErrorCode {
     fn eq(&self, other: &&str) -> bool {
         self.as_str() == *other
+    }
+}
+
+/// Its stable string (a code a newer plangate wrote may be any string).
+impl schemars::JsonSchema for StepErrorCode {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "StepErrorCode".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "A stable code: a refusal's (stale_target, forbidden, upstream_down, …), upstream_error, unexpected_result or in_doubt."
+        })
     }
 }
 

@@ -381,11 +381,12 @@ impl PlannedStep {
     }
 }
 
-/// `get_plan`'s answer.
+/// Where a key's plan stands — its mode, life, digest, revision and
+/// approval — as `get_plan` and a person's view ([`KeyPlanView`]) both
+/// say it: made once ([`PlanStanding::of`]) so the agent and the person
+/// never read two answers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct PlanView {
-    /// Always true (a refusal is not a plan view).
-    pub success: bool,
+pub struct PlanStanding {
     /// The mode in force.
     pub mode: String,
     /// Whether it is a plan-like mode.
@@ -408,6 +409,41 @@ pub struct PlanView {
     pub since_review: Option<SinceReview>,
     /// Whether that digest is approved by someone whose approval counts.
     pub approved: bool,
+}
+
+impl PlanStanding {
+    /// `state`'s plan under the mode `in_force`, with `covered` the steps an
+    /// approval that counts for the key covers
+    /// ([`crate::rules::approved_steps`]), `now_ms` and the plan's life
+    /// `ttl_ms`.
+    pub fn of(
+        state: &KeyState,
+        in_force: &crate::InForce,
+        covered: &std::collections::BTreeSet<&str>,
+        (now_ms, ttl_ms): (i64, i64),
+    ) -> PlanStanding {
+        PlanStanding {
+            mode: in_force.spec.name.clone(),
+            plan_mode: in_force.spec.plan_mode(),
+            mode_locked: in_force.locked_by,
+            expires_in: expires_in(state, now_ms, ttl_ms),
+            pending_steps: state.planned_steps().count(),
+            plan_digest: state.plan_digest(),
+            revision: state.revision,
+            since_review: state.since_review(),
+            approved: state.covers_waiting(covered),
+        }
+    }
+}
+
+/// `get_plan`'s answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PlanView {
+    /// Always true (a refusal is not a plan view).
+    pub success: bool,
+    /// Where the plan stands.
+    #[serde(flatten)]
+    pub standing: PlanStanding,
     /// Every open step, in plan order.
     pub steps: Vec<StepView>,
     /// The plan in a sentence, and what to do next.
@@ -428,29 +464,12 @@ pub struct KeyPlanView {
     pub scope: crate::Scope,
     /// Whether the key was revoked.
     pub revoked: bool,
-    /// The mode in force.
-    pub mode: String,
-    /// Whether it is a plan-like mode.
-    pub plan_mode: bool,
-    /// Who locked the mode (`operator` or `config`), `null` if unlocked.
-    #[serde(default)]
-    pub mode_locked: Option<crate::LockedBy>,
-    /// Seconds left in the plan's life.
-    pub expires_in: Option<i64>,
-    /// How many steps are waiting.
-    pub pending_steps: usize,
-    /// The plan digest.
-    pub plan_digest: String,
-    /// The plan's revision: it advances with every change to the plan.
-    pub revision: u64,
+    /// Where the plan stands, as `get_plan` says it.
+    #[serde(flatten)]
+    pub standing: PlanStanding,
     /// The revision the last recorded review answer saw, if one recorded
     /// it: `plans diff` shows what changed since.
     pub reviewed_revision: Option<u64>,
-    /// What changed since that review (absent if nothing did).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub since_review: Option<SinceReview>,
-    /// Whether that digest is approved by someone whose approval counts.
-    pub approved: bool,
     /// Every open step, with its attempts.
     pub steps: Vec<StepView>,
     /// The steps the key's last apply applied

@@ -17,7 +17,7 @@
 
 use plangate_config::Config;
 use plangate_core::{
-    Channel, DiscardAnswer, EventKind, KeyPlanView, KeyState, PlanAfter, PlanReview,
+    Channel, DiscardAnswer, EventKind, KeyPlanView, KeyState, PlanAfter, PlanReview, PlanStanding,
     RejectionAnswer, Step, StepStatus, StepView,
 };
 use plangate_store::{ApiKey, now_ms};
@@ -25,7 +25,7 @@ use plangate_store::{ApiKey, now_ms};
 use crate::acting::Acting;
 use crate::apply;
 use crate::key_log::{KeyLog, LogError};
-use crate::plan::{expires_in, expiry_due};
+use crate::plan::expiry_due;
 use plangate_core::rules::{self, Refused, Selection};
 
 mod amend;
@@ -107,41 +107,27 @@ pub async fn refresh(
 /// approved by someone whose approval counts for this key (docs/design.md §7).
 pub fn plan_view(config: &Config, key: &ApiKey, state: &KeyState, now: i64) -> KeyPlanView {
     let in_force = config.modes.in_force(state);
-    let digest = state.plan_digest();
     let scope = rules::approval_scope_for(state, key.scope, &in_force);
     let covered = rules::approved_steps(state, &key.id, scope);
-    let approved = state.covers_waiting(&covered);
-    let (mode, notice) = (in_force.spec, in_force.notice);
+    let standing = PlanStanding::of(state, &in_force, &covered, (now, ttl_ms(config)));
+    let last = state.last_applied();
     KeyPlanView {
         key: key.name.clone(),
         key_id: key.id.clone(),
         scope: key.scope,
         revoked: !key.is_active(),
-        mode: mode.name.clone(),
-        plan_mode: mode.plan_mode(),
-        mode_locked: in_force.locked_by,
-        expires_in: expires_in(state, now, ttl_ms(config)),
-        pending_steps: state.planned_steps().count(),
-        plan_digest: digest,
-        revision: state.revision,
+        standing,
         reviewed_revision: state.reviewed.as_ref().map(|r| r.revision),
-        since_review: state.since_review(),
-        approved,
         steps: state
             .open_steps()
             .map(|s| StepView::for_person(s).covered_by(&covered))
             .collect(),
-        last_apply: state
-            .last_applied()
+        revertible: last.iter().filter(|s| s.revertible()).count(),
+        last_apply: last
             .into_iter()
             .map(|s| StepView::for_person(s).compact())
             .collect(),
-        revertible: state
-            .last_applied()
-            .into_iter()
-            .filter(|s| s.revertible())
-            .count(),
-        notice,
+        notice: in_force.notice,
     }
 }
 

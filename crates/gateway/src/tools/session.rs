@@ -4,7 +4,7 @@
 //! definitions because these are what the tools do, not what they say
 //! they do.
 
-use plangate_core::{EventKind, InForce, KeyState, PlanView, StepStatus, StepView, Where};
+use plangate_core::{EventKind, KeyState, PlanStanding, PlanView, StepStatus, StepView, Where};
 use plangate_store::now_ms;
 use rmcp::model::CallToolResult;
 use serde_json::json;
@@ -128,7 +128,7 @@ async fn get_plan(
     // counts for the key covers it; the plan is when all are.
     let scope = rules::approval_scope_for(&state, acting.key.scope, &in_force);
     let covered = rules::approved_steps(&state, &acting.key.id, scope);
-    let approved = state.covers_waiting(&covered);
+    let standing = PlanStanding::of(&state, &in_force, &covered, (now_ms(), ttl_ms));
     let steps: Vec<StepView> = match &step_id {
         // One step, whole: any step of the log, done or not.
         Some(id) => match state.step(id) {
@@ -148,13 +148,7 @@ async fn get_plan(
             .map(|s| StepView::of(s).covered_by(&covered).compact())
             .collect(),
     };
-    let InForce {
-        spec,
-        notice,
-        locked_by,
-    } = in_force;
-    let digest = state.plan_digest();
-    let pending = state.planned_steps().count();
+    let pending = standing.pending_steps;
     let expired_recently = state.open_steps().next().is_none()
         && state
             .steps
@@ -172,18 +166,10 @@ async fn get_plan(
     };
     let body = PlanView {
         success: true,
-        mode: spec.name.clone(),
-        plan_mode: spec.plan_mode(),
-        mode_locked: locked_by,
-        expires_in: expires_in(&state, now_ms(), ttl_ms),
-        pending_steps: pending,
-        plan_digest: digest,
-        revision: state.revision,
-        since_review: state.since_review(),
-        approved,
+        standing,
         steps,
         message: message.clone(),
-        notice,
+        notice: in_force.notice,
     };
     let text = plan_text(message, &state);
     Ok((structured(&body, text), false, Some(state)))

@@ -1,0 +1,103 @@
+//! The plan tools' answers fit the output schemas the gateway lists for
+//! them (derived from the answers' types, docs/design.md §5): a plan with
+//! waiting, failed and applied steps, receipts with failures and undo
+//! states, one applied step shown whole with what reverted it, and
+//! revert answers with planned and unreverted steps — each checked
+//! against the listed `outputSchema` with a JSON Schema validator, as a
+//! client that checks structured results does.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use plangate_core::Scope;
+use serde_json::{Value, json};
+
+#[tokio::test]
+async fn every_plan_tool_answer_fits_the_output_schema_it_lists() {
+    let (dir, store, token) = temp_store(Scope::Write).await;
+    let (site, _) = in_process("site", demo(dir.path().join("site.json")));
+    let gw = start(demo_site_config(), store, vec![("site", site)]).await;
+    let client = client_of(gw.clone(), Some(token), Seen::default()).await;
+    let tools = client.peer().list_all_tools().await.unwrap();
+    let check = |tool: &str, answer: &rmcp::model::CallToolResult| {
+        let listed = tools.iter().find(|t| t.name == tool).unwrap();
+        let schema = Value::Object((*listed.output_schema.clone().unwrap()).clone());
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        let body = body(answer);
+        let errors: Vec<String> = validator
+            .iter_errors(&body)
+            .map(|e| e.to_string())
+            .collect();
+        assert!(errors.is_empty(), "{tool}: {errors:?}\n{body}");
+    };
+
+    call_ok(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
+    let delete = body(&call_ok(&client, "delete_page", json!({"id": 3})).await)["step_id"].clone();
+    call_ok(
+        &client,
+        "update_option",
+        json!({"name": "tagline", "value": "Fresh"}),
+    )
+    .await;
+    call_ok(
+        &client,
+        "set_plugin_active",
+        json!({"slug": "plug_nope", "active": true}),
+    )
+    .await;
+    check(
+        "plangate_get_plan",
+        &call_ok(&client, "plangate_get_plan", json!({})).await,
+    );
+
+    // A receipt with applied steps (one undone by the site's snapshot,
+    // one with no undo) and a failed one.
+    let receipt = call(
+        &client,
+        "plangate_apply_plan",
+        json!({"continue_on_error": true}),
+    )
+    .await;
+    assert_eq!(body(&receipt)["applied"], 2, "{receipt:?}");
+    assert_eq!(body(&receipt)["failed"], 1, "{receipt:?}");
+    check("plangate_apply_plan", &receipt);
+    check(
+        "plangate_get_plan",
+        &call_ok(&client, "plangate_get_plan", json!({})).await,
+    );
+
+    // The agent proposes the undo of the deletion; applied, the original
+    // names its revert, shown whole.
+    let revert = call_ok(&client, "plangate_revert", json!({"step_ids": [delete]})).await;
+    assert_eq!(
+        body(&revert)["planned"].as_array().unwrap().len(),
+        1,
+        "{revert:?}"
+    );
+    check("plangate_revert", &revert);
+    let restore = body(&revert)["planned"][0]["step_id"].clone();
+    let receipt = call_ok(
+        &client,
+        "plangate_apply_plan",
+        json!({"step_ids": [restore]}),
+    )
+    .await;
+    check("plangate_apply_plan", &receipt);
+    let whole = call_ok(&client, "plangate_get_plan", json!({"step_id": delete})).await;
+    assert_eq!(body(&whole)["steps"][0]["reverted_by"], json!([restore]));
+    check("plangate_get_plan", &whole);
+
+    // Reverting it again plans nothing and says why.
+    let again = call_ok(&client, "plangate_revert", json!({"step_ids": [delete]})).await;
+    assert_eq!(body(&again)["planned"], json!([]), "{again:?}");
+    check("plangate_revert", &again);
+
+    // A step with nothing to apply still answers a receipt.
+    let nothing = call(&client, "plangate_apply_plan", json!({})).await;
+    if nothing.is_error != Some(true) {
+        check("plangate_apply_plan", &nothing);
+    }
+    client.cancel().await.unwrap();
+    gw.shutdown().await;
+}
