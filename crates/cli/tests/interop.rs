@@ -1161,13 +1161,18 @@ fn plan_then_apply_in_front_of_server_filesystem(world: &World, transport: Trans
     assert_eq!(out["content_after_apply"], content);
     assert_eq!(std::fs::read_to_string(path).unwrap(), content, "on disk");
 
-    // The plan tools declare output schemas derived from their answers'
-    // types, and the SDK found every answer above conforming; a revert of
+    // The gateway's tools declare output schemas derived from their
+    // answers' types, and the SDK found every answer above conforming
+    // (begin_session, get_plan, apply_plan, revert); a revert of
     // a file the step created plans nothing and says why.
     assert_eq!(
         out["output_schemas"],
         json!([
             "plangate_apply_plan",
+            "plangate_begin_session",
+            "plangate_discard_plan",
+            "plangate_end_session",
+            "plangate_exit_plan_mode",
             "plangate_get_plan",
             "plangate_revert"
         ]),

@@ -114,8 +114,8 @@ pub use sentence::{CallFacts, generic_effect};
 pub use template::{render_template, validate_template};
 pub use time::format_time_ms;
 pub use view::{
-    AmendAnswer, AmendedStep, Applied, ApprovalAnswer, DiscardAnswer, JsonChange, KeyPlanView,
-    ModeAnswer, Outcome, PlanAfter, PlanDiff, PlanReview, PlanStanding, PlanSummary, PlanView,
-    PlannedStep, PlannedWrite, Receipt, ReceiptStep, RejectionAnswer, SinceReview, StatusChange,
-    StepView,
+    AmendAnswer, AmendedStep, Applied, ApprovalAnswer, DiscardAnswer, ExitPlanAnswer, JsonChange,
+    KeyPlanView, ModeAnswer, Outcome, PlanAfter, PlanDiff, PlanReview, PlanStanding, PlanSummary,
+    PlanView, PlannedStep, PlannedWrite, Receipt, ReceiptStep, RejectionAnswer, ReviewRequested,
+    SessionAnswer, SessionEnded, SinceReview, StatusChange, StepView,
 };

@@ -32,7 +32,17 @@ async fn every_plan_tool_answer_fits_the_output_schema_it_lists() {
         assert!(errors.is_empty(), "{tool}: {errors:?}\n{body}");
     };
 
-    call_ok(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
+    let begun = call_ok(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
+    check("plangate_begin_session", &begun);
+    call_ok(
+        &client,
+        "update_page",
+        json!({"id": 2, "title": "Gone soon"}),
+    )
+    .await;
+    let discarded = call_ok(&client, "plangate_discard_plan", json!({})).await;
+    assert_eq!(body(&discarded)["discarded"].as_array().unwrap().len(), 1);
+    check("plangate_discard_plan", &discarded);
     let delete = body(&call_ok(&client, "delete_page", json!({"id": 3})).await)["step_id"].clone();
     call_ok(
         &client,
@@ -93,11 +103,47 @@ async fn every_plan_tool_answer_fits_the_output_schema_it_lists() {
     assert_eq!(body(&again)["planned"], json!([]), "{again:?}");
     check("plangate_revert", &again);
 
-    // A step with nothing to apply still answers a receipt.
+    // A plan with nothing waiting still answers a receipt.
     let nothing = call(&client, "plangate_apply_plan", json!({})).await;
     if nothing.is_error != Some(true) {
         check("plangate_apply_plan", &nothing);
     }
+    call_ok(
+        &client,
+        "update_option",
+        json!({"name": "tagline", "value": "Later"}),
+    )
+    .await;
+    let ended = call_ok(&client, "plangate_end_session", json!({})).await;
+    // The waiting step and the failed one.
+    assert_eq!(body(&ended)["discarded_steps"], 2, "{ended:?}");
+    check("plangate_end_session", &ended);
+    client.cancel().await.unwrap();
+
+    // A `plan`-scope key's exit_plan_mode asks a person elsewhere.
+    let planner = gw.store().create_key("planner", Scope::Plan).await.unwrap();
+    let client = client_of(gw.clone(), Some(planner.token), Seen::default()).await;
+    call_ok(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
+    call_ok(
+        &client,
+        "update_option",
+        json!({"name": "tagline", "value": "Asked"}),
+    )
+    .await;
+    let asked = call_ok(
+        &client,
+        "plangate_exit_plan_mode",
+        json!({"plan": "retitle"}),
+    )
+    .await;
+    assert_eq!(body(&asked)["review_requested"], true, "{asked:?}");
+    let tools = client.peer().list_all_tools().await.unwrap();
+    let listed = tools
+        .iter()
+        .find(|t| t.name == "plangate_exit_plan_mode")
+        .unwrap();
+    let schema = Value::Object((*listed.output_schema.clone().unwrap()).clone());
+    assert!(jsonschema::is_valid(&schema, &body(&asked)), "{schema}");
     client.cancel().await.unwrap();
     gw.shutdown().await;
 }

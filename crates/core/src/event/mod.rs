@@ -34,7 +34,7 @@ use serde_json::Value;
 use crate::JsonText;
 
 /// Who caused an event.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Actor {
     /// An agent, through an API key.

@@ -10,7 +10,7 @@ use crate::{Actor, KeyState};
 
 /// Where a plan stands after an act: its digest, its revision, and how
 /// many steps wait.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PlanAfter {
     /// The plan digest now.
     pub plan_digest: String,
@@ -113,7 +113,7 @@ pub struct RejectionAnswer {
 }
 
 /// Steps a person discarded (`plans discard`, the console's Discard).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DiscardAnswer {
     /// Always true.
     pub success: bool,
@@ -147,4 +147,65 @@ pub struct AmendAnswer {
     /// The plan now.
     #[serde(flatten)]
     pub plan: PlanAfter,
+}
+
+/// `begin_session`'s answer: the session, its mode, and what the mode
+/// asks of the agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SessionAnswer {
+    /// Always true.
+    pub success: bool,
+    /// The session begun.
+    pub session_id: String,
+    /// Its mode.
+    pub mode: String,
+    /// Whether that mode plans writes.
+    pub plan_mode: bool,
+    /// Every mode this gateway defines.
+    pub modes: Vec<String>,
+    /// Seconds left in the plan's life.
+    pub expires_in: Option<i64>,
+    /// How many steps are waiting.
+    pub pending_steps: usize,
+    /// What the mode asks of the agent, in words.
+    pub instructions: String,
+}
+
+/// `end_session`'s answer: the steps it dropped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SessionEnded {
+    /// Always true.
+    pub success: bool,
+    /// How many steps were dropped.
+    pub discarded_steps: usize,
+    /// Their ids.
+    pub discarded: Vec<String>,
+}
+
+/// `exit_plan_mode`'s answer for a key whose own client's yes does not
+/// count: the request for review is on the record, and nobody was asked
+/// here.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ReviewRequested {
+    /// Always true.
+    pub success: bool,
+    /// Always true: the review was asked of a person, not of this client.
+    pub review_requested: bool,
+    /// The plan's digest the request names.
+    pub plan_digest: String,
+    /// What happens next, in words.
+    pub message: String,
+}
+
+/// What `exit_plan_mode` answers when it does not refuse: the receipt of
+/// the plan the person approved and this call applied, or that review
+/// was asked of a person elsewhere (the tool's output schema).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum ExitPlanAnswer {
+    /// The person approved and the plan ran.
+    Applied(super::Receipt),
+    /// The request is on the record; a person answers it where they
+    /// review.
+    Requested(ReviewRequested),
 }

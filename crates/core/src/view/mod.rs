@@ -12,7 +12,8 @@ mod answers;
 mod changes;
 
 pub use answers::{
-    AmendAnswer, ApprovalAnswer, DiscardAnswer, ModeAnswer, PlanAfter, PlanReview, RejectionAnswer,
+    AmendAnswer, ApprovalAnswer, DiscardAnswer, ExitPlanAnswer, ModeAnswer, PlanAfter, PlanReview,
+    RejectionAnswer, ReviewRequested, SessionAnswer, SessionEnded,
 };
 
 pub use changes::{AmendedStep, JsonChange, PlanDiff, SinceReview, StatusChange};

@@ -214,12 +214,13 @@ pub async fn exit_plan_mode(
             gw.how_to_approve(),
             mode.name
         );
-        let body = json!({
-            "success": true,
-            "review_requested": true,
-            "plan_digest": digest,
-            "message": message,
-        });
+        let body = serde_json::to_value(plangate_core::ReviewRequested {
+            success: true,
+            review_requested: true,
+            plan_digest: digest,
+            message: message.clone(),
+        })
+        .unwrap_or_default();
         return Ok(crate::answer::with_text(body, message, false).into());
     }
     let (digest, answer) = if round.state.is_some() {

@@ -172,6 +172,11 @@ pub(super) fn output_schema_of<T: JsonSchema>() -> JsonObject {
         _ => JsonObject::new(),
     };
     object.remove("title");
+    // MCP asks an output schema for an object at its root; an answer of
+    // alternatives (`anyOf`) is one in each.
+    object
+        .entry("type")
+        .or_insert_with(|| Value::String("object".to_owned()));
     object
 }
 

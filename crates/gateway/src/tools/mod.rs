@@ -64,6 +64,7 @@ pub fn definitions_for(config: &plangate_config::Config, plan_mode: bool) -> Vec
             ),
             begin_session_schema(&modes),
         )
+        .with_raw_output_schema(Arc::new(args::output_schema_of::<plangate_core::SessionAnswer>()))
         .with_annotations(annotations(false, false, true, "Begin a session in a mode")),
         Tool::new(
             name(GatewayTool::GetPlan),
@@ -77,6 +78,7 @@ pub fn definitions_for(config: &plangate_config::Config, plan_mode: bool) -> Vec
             "Discard every waiting step of the plan, or only the named ones (waiting, failed or in doubt). Nothing is written upstream.",
             Arc::new(args::schema_of::<args::DiscardPlan>()),
         )
+        .with_raw_output_schema(Arc::new(args::output_schema_of::<plangate_core::DiscardAnswer>()))
         .with_annotations(annotations(false, false, true, "Discard plan steps")),
         Tool::new(
             name(GatewayTool::ApplyPlan),
@@ -97,6 +99,9 @@ pub fn definitions_for(config: &plangate_config::Config, plan_mode: bool) -> Vec
                 "Ask the person to review your plan (your words plus the recorded steps) and say yes or keep planning.",
                 Arc::new(args::schema_of::<args::ExitPlanMode>()),
             )
+            .with_raw_output_schema(Arc::new(args::output_schema_of::<
+                plangate_core::ExitPlanAnswer,
+            >()))
             .with_annotations(annotations(false, false, false, "Ask the person to review the plan")),
         );
     }
@@ -119,6 +124,7 @@ pub fn definitions_for(config: &plangate_config::Config, plan_mode: bool) -> Vec
             "End the session: the mode returns to \"default\" and the plan's waiting steps are dropped.",
             Arc::new(args::schema_of::<args::EndSession>()),
         )
+        .with_raw_output_schema(Arc::new(args::output_schema_of::<plangate_core::SessionEnded>()))
         .with_annotations(annotations(false, true, true, "End the session")),
     );
     for tool in &mut tools {

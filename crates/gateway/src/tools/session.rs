@@ -7,7 +7,6 @@
 use plangate_core::{EventKind, KeyState, PlanStanding, PlanView, StepStatus, StepView, Where};
 use plangate_store::now_ms;
 use rmcp::model::CallToolResult;
-use serde_json::json;
 
 use super::{SessionCall, answer, locked, log_failed, session_instructions};
 use crate::Gateway;
@@ -86,16 +85,17 @@ async fn begin_session(gw: &Gateway, acting: &Acting, mode: &str) -> Result<Answ
         .map_err(log_failed)??;
     let spec = modes.in_force(&state).spec;
     let instructions = session_instructions(&gw.config().gateway.tool_prefix, &spec);
-    let body = json!({
-        "success": true,
-        "session_id": session_id,
-        "mode": spec.name,
-        "plan_mode": spec.plan_mode(),
-        "modes": modes.names(),
-        "expires_in": expires_in(&state, now_ms(), ttl_ms),
-        "pending_steps": state.planned_steps().count(),
-        "instructions": instructions,
-    });
+    let body = serde_json::to_value(plangate_core::SessionAnswer {
+        success: true,
+        session_id: session_id.clone(),
+        mode: spec.name.clone(),
+        plan_mode: spec.plan_mode(),
+        modes: modes.names(),
+        expires_in: expires_in(&state, now_ms(), ttl_ms),
+        pending_steps: state.planned_steps().count(),
+        instructions: instructions.clone(),
+    })
+    .unwrap_or_default();
     let text = format!(
         "Session {session_id} begun in mode {}. {instructions}",
         spec.name
@@ -286,11 +286,12 @@ async fn end_session(gw: &Gateway, acting: &Acting) -> Result<Answered, Refusal>
         })
         .await
         .map_err(log_failed)??;
-    let body = json!({
-        "success": true,
-        "discarded_steps": discarded.len(),
-        "discarded": discarded,
-    });
+    let body = serde_json::to_value(plangate_core::SessionEnded {
+        success: true,
+        discarded_steps: discarded.len(),
+        discarded: discarded.clone(),
+    })
+    .unwrap_or_default();
     let text = match discarded.len() {
         0 => "Session ended: the mode is default; no step was waiting.".to_owned(),
         n => format!(
