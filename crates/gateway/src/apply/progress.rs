@@ -20,6 +20,9 @@ pub enum Progress {
         token: ProgressToken,
         /// The last value sent.
         last: Mutex<f64>,
+        /// Added to every value and total: what the call already sent
+        /// under the token before the apply began (a review's heartbeat).
+        base: f64,
     },
     /// A person's apply in this process: each event on the channel.
     Local(mpsc::UnboundedSender<ApplyProgress>),
@@ -54,10 +57,17 @@ pub enum ApplyProgress {
 impl Progress {
     /// Progress for the agent's client under `token`.
     pub fn client(peer: Peer<RoleServer>, token: ProgressToken) -> Progress {
+        Progress::client_after(peer, token, 0.0)
+    }
+
+    /// Progress for the agent's client under `token`, going on above
+    /// `base`, the last value the call already sent under it.
+    pub fn client_after(peer: Peer<RoleServer>, token: ProgressToken, base: f64) -> Progress {
         Progress::Client {
             peer,
             token,
             last: Mutex::new(-1.0),
+            base,
         }
     }
 
@@ -111,7 +121,13 @@ impl Progress {
     /// Tells the client `value` of `total`, when it is above the last
     /// value told.
     async fn tell(&self, value: f64, total: usize, message: String) {
-        let Progress::Client { peer, token, last } = self else {
+        let Progress::Client {
+            peer,
+            token,
+            last,
+            base,
+        } = self
+        else {
             return;
         };
         {
@@ -121,8 +137,11 @@ impl Progress {
             }
             *last = value;
         }
-        let note = ProgressNotificationParam::new(token.clone(), value)
-            .with_total(total as f64)
+        // Above the base: step 0 of the apply comes after the last
+        // heartbeat, so it is base + 1 and on.
+        let shift = if *base > 0.0 { base + 1.0 } else { 0.0 };
+        let note = ProgressNotificationParam::new(token.clone(), shift + value)
+            .with_total(shift + total as f64)
             .with_message(message);
         let _ = peer.notify_progress(note).await;
     }

@@ -24,6 +24,7 @@ use crate::acting::Acting;
 use crate::apply::{ApplyRequest, Progress, apply_plan};
 use crate::refusal::Refusal;
 
+mod heartbeat;
 mod question;
 mod rounds;
 
@@ -223,8 +224,11 @@ pub async fn exit_plan_mode(
         .unwrap_or_default();
         return Ok(crate::answer::with_text(body, message, false).into());
     }
-    let (digest, answer) = if round.state.is_some() {
-        take_answer(gw, acting, round).await?
+    // Progress the waiting call already sent: the apply's own goes on
+    // above it.
+    let (digest, answer, heard) = if round.state.is_some() {
+        let (digest, answer) = take_answer(gw, acting, round).await?;
+        (digest, answer, 0.0)
     } else {
         if !can_elicit(cx) {
             return Err(unsupported(&prefix, &mode, "about the plan"));
@@ -234,10 +238,10 @@ pub async fn exit_plan_mode(
         if modern(cx) {
             return open_question(gw, acting, round, question, &digest).await;
         }
-        let answer = ask_and_record(gw, acting, cx, question, &digest).await?;
-        (digest, answer)
+        let (answer, heard) = ask_and_record(gw, acting, cx, question, &digest, true).await?;
+        (digest, answer, heard)
     };
-    conclude_plan(gw, acting, &mode, digest, answer, cx)
+    conclude_plan(gw, acting, &mode, (digest, answer, heard), cx)
         .await
         .map(CallToolResponse::from)
 }
@@ -247,8 +251,7 @@ async fn conclude_plan(
     gw: &Gateway,
     acting: &Acting,
     mode: &ModeSpec,
-    digest: String,
-    answer: Answer,
+    (digest, answer, heard): (String, Answer, f64),
     cx: &RequestContext<RoleServer>,
 ) -> Result<CallToolResult, Refusal> {
     match answer {
@@ -256,7 +259,7 @@ async fn conclude_plan(
             let progress = cx
                 .meta
                 .get_progress_token()
-                .map(|token| Progress::client(cx.peer.clone(), token));
+                .map(|token| Progress::client_after(cx.peer.clone(), token, heard));
             // Bound to the digest the person saw: the plan is rebuilt fresh
             // and only a matching digest proceeds (else plan_changed).
             let request = ApplyRequest {
@@ -364,7 +367,11 @@ pub async fn ask_for_call(
                 .await
                 .map(Asked::Pending);
         }
-        ask_and_record(gw, acting, cx, question, call_digest).await?
+        // No heartbeat here: the call's own upstream progress, relayed as
+        // the upstream numbers it, follows the question.
+        ask_and_record(gw, acting, cx, question, call_digest, false)
+            .await?
+            .0
     };
     match answer {
         Answer::Approve => Ok(Asked::Yes),
@@ -395,7 +402,8 @@ async fn ask_and_record(
     cx: &RequestContext<RoleServer>,
     question: String,
     digest: &str,
-) -> Result<Answer, Refusal> {
+    beat: bool,
+) -> Result<(Answer, f64), Refusal> {
     let review_id = plangate_store::new_id("rev_").map_err(Refusal::internal)?;
     record(
         gw,
@@ -408,7 +416,12 @@ async fn ask_and_record(
     .await?;
     // The session the answer comes back on is not evicted meanwhile.
     let _held = crate::session_guard::hold(cx);
-    let answer = ask(&cx.peer, question, gw.review_timeout()).await;
+    let asking = ask(&cx.peer, question, gw.review_timeout());
+    let (answer, heard) = if beat {
+        heartbeat::while_reviewing(cx, asking).await
+    } else {
+        (asking.await, 0.0)
+    };
     let (verdict, feedback) = verdict_of(&answer);
     record(
         gw,
@@ -423,7 +436,7 @@ async fn ask_and_record(
         },
     )
     .await?;
-    Ok(answer)
+    Ok((answer, heard))
 }
 
 async fn record(gw: &Gateway, acting: &Acting, kind: EventKind) -> Result<(), Refusal> {
