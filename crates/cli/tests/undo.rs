@@ -42,9 +42,7 @@ async fn plan_write(agent: &Client, path: &std::path::Path, content: &str) -> St
 
 /// `plans apply` of every waiting step at the plan as shown; its stdout.
 fn apply_all(scratch: &Scratch, config: &str) -> String {
-    let show = ["plans", "show", "--key", "agent", "--json"];
-    let view = parsed(&show, &succeeded(&show, &scratch.run(&show)));
-    let digest = view["plan_digest"].as_str().unwrap().to_owned();
+    let digest = shown_digest(scratch, "agent");
     let apply = [
         "plans", "apply", "--key", "agent", "--config", config, "--digest", &digest,
     ];
@@ -487,9 +485,7 @@ async fn apply_with_continue_runs_the_other_revert_steps_past_a_stale_one() {
     assert!(said.contains("planned 2 step(s) to revert"), "{said}");
     // b's inverse runs first; b changes after the revert was planned.
     std::fs::write(root.join("b.txt"), "by hand\n").unwrap();
-    let show = ["plans", "show", "--key", "agent", "--json"];
-    let view = parsed(&show, &succeeded(&show, &scratch.run(&show)));
-    let digest = view["plan_digest"].as_str().unwrap().to_owned();
+    let digest = shown_digest(&scratch, "agent");
     let apply = [
         "plans",
         "apply",
