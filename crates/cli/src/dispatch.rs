@@ -13,8 +13,8 @@ use crate::args::{
     ToolsCommand, UpstreamCommand, WrapTarget,
 };
 use crate::setup::{
-    builtin_modes, config_to_call, key_material, load_config, log_key, open_store, use_database,
-    vault_of,
+    builtin_modes, config_to_call, key_material, load_config, log_key, open_store, to_call,
+    use_database, vault_of,
 };
 use crate::{
     audit, audit_verify, catalog, chain_text, commands, demo, factor, output, plans, policy, tools,
@@ -72,9 +72,8 @@ pub(crate) async fn run(cli: Cli) -> Result<()> {
             if let Some(url) = &remote.server {
                 return policy::test_remote(url, test, json).await;
             }
-            let config = config_to_call(&source, data_dir).await?;
-            let store = open_store(data_dir).await?;
-            policy::test(config, store, key_material(data_dir)?, test, json).await
+            let (config, store, material) = to_call(&source, data_dir).await?;
+            policy::test(config, store, material, test, json).await
         }
         Command::DemoSite(args) => serve::demo_site(args).await,
         Command::Wrap {
@@ -530,9 +529,7 @@ async fn plans_command(cmd: PlansCommand, data_dir: &Path) -> Result<()> {
             revision,
             json,
         } => {
-            let config = config_to_call(&source, data_dir).await?;
-            let store = open_store(data_dir).await?;
-            let material = key_material(data_dir)?;
+            let (config, store, material) = to_call(&source, data_dir).await?;
             let change = plans::Amendment {
                 step: &step,
                 arguments: &arguments,
@@ -562,9 +559,7 @@ async fn plans_command(cmd: PlansCommand, data_dir: &Path) -> Result<()> {
             factor,
             ..
         } => {
-            let config = config_to_call(&source, data_dir).await?;
-            let store = open_store(data_dir).await?;
-            let material = key_material(data_dir)?;
+            let (config, store, material) = to_call(&source, data_dir).await?;
             let confirming = plans::Confirming {
                 data_dir,
                 factor: &factor,
@@ -593,9 +588,7 @@ async fn plans_command(cmd: PlansCommand, data_dir: &Path) -> Result<()> {
             partial,
             go_on,
         }) => {
-            let config = config_to_call(&source, data_dir).await?;
-            let store = open_store(data_dir).await?;
-            let material = key_material(data_dir)?;
+            let (config, store, material) = to_call(&source, data_dir).await?;
             plans::apply_cmd(
                 config,
                 (store, material),

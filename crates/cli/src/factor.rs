@@ -138,13 +138,17 @@ pub(crate) fn print_enrolment(
     as_json: bool,
 ) -> Result<()> {
     if as_json {
-        return crate::output::json(&json!({
-            "operator": enrolment.operator,
-            "otpauth_uri": enrolment.otpauth_uri,
-            "secret_base32": enrolment.secret_base32,
-            "recovery_codes": enrolment.recovery_codes,
-            "approvals_require": require.as_str(),
-        }));
+        /// The enrolment, and what a yes requires now.
+        #[derive(serde::Serialize)]
+        struct Shown<'a> {
+            #[serde(flatten)]
+            enrolment: &'a Enrolment,
+            approvals_require: &'static str,
+        }
+        return crate::output::json(&Shown {
+            enrolment,
+            approvals_require: require.as_str(),
+        });
     }
     let name = &enrolment.operator;
     outln!(

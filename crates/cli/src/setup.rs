@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use plangate_config::{Config, ProcessEnv};
-use plangate_store::{DataDir, Store, StoreConfig};
+use plangate_store::{DataDir, KeyMaterial, Store, StoreConfig};
 
 use crate::args::ConfigSourceArgs;
 use crate::commands;
@@ -110,6 +110,16 @@ pub(crate) fn builtin_modes() -> Config {
         plangate_config::ConfigSource::Builtin("built-in modes only"),
         Default::default(),
     )
+}
+
+/// What a command that calls upstreams opens: the config
+/// ([`config_to_call`]), the store and the key material.
+pub(crate) async fn to_call(
+    source: &ConfigSourceArgs,
+    data_dir: &Path,
+) -> Result<(Config, Arc<dyn Store>, KeyMaterial)> {
+    let config = config_to_call(source, data_dir).await?;
+    Ok((config, open_store(data_dir).await?, key_material(data_dir)?))
 }
 
 /// The config for a command that calls upstreams (`plans apply|retry`,

@@ -160,12 +160,7 @@ pub async fn decide(
 /// Says what a person decided on a held definition, and what follows.
 pub fn print_decided(decided: &Decided, as_json: bool) -> Result<()> {
     if as_json {
-        return crate::output::json(&json!({
-            "server": decided.server,
-            "tool": decided.tool,
-            "decision": decided.decision,
-            "definition_hash": decided.definition_hash,
-        }));
+        return crate::output::json(decided);
     }
     let next = if decided.decision == "accepted" {
         "it is offered again from the next call, by every gateway sharing this store"

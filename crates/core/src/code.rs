@@ -5,8 +5,7 @@
 //! one enum owns them and every edge (gateway, CLI, console) names a refusal
 //! through it instead of spelling the string again.
 
-use std::fmt;
-use std::str::FromStr;
+use crate::closed_names::closed_names;
 
 use serde::{Deserialize, Serialize};
 
@@ -240,26 +239,7 @@ impl ErrorBody {
     }
 }
 
-impl fmt::Display for Code {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A string that is not one of the refusal codes.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown refusal code {0:?}")]
-pub struct ParseCodeError(pub String);
-
-impl FromStr for Code {
-    type Err = ParseCodeError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Code::ALL
-            .into_iter()
-            .find(|c| c.as_str() == s)
-            .ok_or_else(|| ParseCodeError(s.to_owned()))
-    }
-}
+closed_names!(Code, parse: ParseCodeError, "refusal code", "");
 
 /// The codes of refusals that come before MCP — an HTTP answer from the
 /// gateway's front door or the web console, not a tool result — so they
@@ -365,11 +345,7 @@ impl AccessCode {
     }
 }
 
-impl fmt::Display for AccessCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+closed_names!(AccessCode);
 
 #[cfg(test)]
 mod tests {

@@ -2,8 +2,7 @@
 //! (docs/design.md §3). The rule is enforced, not advisory: nothing unknown is ever a
 //! read.
 
-use std::fmt;
-use std::str::FromStr;
+use crate::closed_names::closed_names;
 
 use serde::{Deserialize, Serialize};
 
@@ -46,28 +45,7 @@ impl Effect {
     }
 }
 
-impl fmt::Display for Effect {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// An effect name that is not `read`, `write` or `destructive`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown effect {0:?}: expected read, write or destructive")]
-pub struct ParseEffectError(pub String);
-
-impl FromStr for Effect {
-    type Err = ParseEffectError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "read" => Ok(Effect::Read),
-            "write" => Ok(Effect::Write),
-            "destructive" => Ok(Effect::Destructive),
-            other => Err(ParseEffectError(other.to_owned())),
-        }
-    }
-}
+closed_names!(Effect, parse: ParseEffectError, "effect", ": expected read, write or destructive");
 
 /// Where a tool's effect class came from, so an operator can see why plan
 /// mode treats a tool the way it does (`plangate config check`).
@@ -93,11 +71,7 @@ impl EffectSource {
     }
 }
 
-impl fmt::Display for EffectSource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+closed_names!(EffectSource);
 
 /// Classifies a tool (docs/design.md §3): a config override wins; else the
 /// annotations, only when the upstream is trusted to annotate

@@ -35,6 +35,7 @@
 pub mod call_record;
 pub mod canonical;
 pub mod chain;
+mod closed_names;
 pub mod code;
 pub mod decision;
 pub mod declared;

@@ -6,9 +6,8 @@
 //! more. A mode recorded in the log but no longer defined reads as the
 //! built-in `plan` — fail closed.
 
+use crate::closed_names::closed_names;
 use std::collections::BTreeMap;
-use std::fmt;
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
@@ -32,6 +31,9 @@ pub enum OverAccess {
 }
 
 impl OverAccess {
+    /// Every value, in the order docs/config.md lists them.
+    pub const ALL: [OverAccess; 3] = [OverAccess::Plan, OverAccess::Refuse, OverAccess::Ask];
+
     /// The lowercase name used in config and answers.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -42,28 +44,7 @@ impl OverAccess {
     }
 }
 
-impl fmt::Display for OverAccess {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// An `over_access` value that is not `plan`, `refuse` or `ask`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown over_access {0:?}: expected plan, refuse or ask")]
-pub struct ParseOverAccessError(pub String);
-
-impl FromStr for OverAccess {
-    type Err = ParseOverAccessError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "plan" => Ok(OverAccess::Plan),
-            "refuse" => Ok(OverAccess::Refuse),
-            "ask" => Ok(OverAccess::Ask),
-            other => Err(ParseOverAccessError(other.to_owned())),
-        }
-    }
-}
+closed_names!(OverAccess, parse: ParseOverAccessError, "over_access", ": expected plan, refuse or ask");
 
 /// One mode's definition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,8 +1,7 @@
 //! API key scopes (docs/design.md §2): what a caller holding a key may do at all,
 //! before any mode is consulted.
 
-use std::fmt;
-use std::str::FromStr;
+use crate::closed_names::closed_names;
 
 use serde::{Deserialize, Serialize};
 
@@ -20,6 +19,9 @@ pub enum Scope {
 }
 
 impl Scope {
+    /// Every scope, narrowest first.
+    pub const ALL: [Scope; 3] = [Scope::Read, Scope::Plan, Scope::Write];
+
     /// The lowercase name used on the command line, in the store and answers.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -30,25 +32,4 @@ impl Scope {
     }
 }
 
-impl fmt::Display for Scope {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A scope name that is not `read`, `plan` or `write`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown scope {0:?}: expected read, plan or write")]
-pub struct ParseScopeError(pub String);
-
-impl FromStr for Scope {
-    type Err = ParseScopeError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "read" => Ok(Scope::Read),
-            "plan" => Ok(Scope::Plan),
-            "write" => Ok(Scope::Write),
-            other => Err(ParseScopeError(other.to_owned())),
-        }
-    }
-}
+closed_names!(Scope, parse: ParseScopeError, "scope", ": expected read, plan or write");

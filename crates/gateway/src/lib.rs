@@ -169,11 +169,7 @@ impl Gateway {
         store: Arc<dyn Store>,
         material: KeyMaterial,
     ) -> Arc<Gateway> {
-        let connectors = config
-            .enabled_upstreams()
-            .map(|u| (u.name.clone(), upstream::connector_for(u)))
-            .collect();
-        Self::start(config, store, material, connectors).await
+        Self::build_only(config, store, material, |_| true).await
     }
 
     /// Like [`Gateway::build`], starting only the upstreams in `servers`:
@@ -185,9 +181,19 @@ impl Gateway {
         material: KeyMaterial,
         servers: &std::collections::BTreeSet<String>,
     ) -> Arc<Gateway> {
+        Self::build_only(config, store, material, |name| servers.contains(name)).await
+    }
+
+    /// Starts the enabled upstreams whose name `wanted` takes.
+    async fn build_only(
+        config: Config,
+        store: Arc<dyn Store>,
+        material: KeyMaterial,
+        wanted: impl Fn(&str) -> bool,
+    ) -> Arc<Gateway> {
         let connectors = config
             .enabled_upstreams()
-            .filter(|u| servers.contains(&u.name))
+            .filter(|u| wanted(&u.name))
             .map(|u| (u.name.clone(), upstream::connector_for(u)))
             .collect();
         Self::start(config, store, material, connectors).await

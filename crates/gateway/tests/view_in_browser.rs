@@ -125,15 +125,15 @@ async fn scenarios(dir: &Path) -> Vec<Value> {
     )
     .await
     .unwrap();
-    plangate_gateway::operator::amend(
-        &gw,
-        &person,
-        &step_id(&menu_step),
-        &json!({"menu": "main", "label": ANCHOR, "url": JS_LINK}),
-        None,
-    )
-    .await
-    .unwrap();
+    let arguments = json!({"menu": "main", "label": ANCHOR, "url": JS_LINK});
+    let change = plangate_gateway::operator::Amend {
+        step_id: &step_id(&menu_step),
+        arguments: &arguments,
+        seen_revision: None,
+    };
+    plangate_gateway::operator::amend(&gw, &person, change)
+        .await
+        .unwrap();
 
     let mut plan = result_json(&call(&client, "plangate_get_plan", json!({})).await);
     // A field a later plangate might add: the view must still show it.

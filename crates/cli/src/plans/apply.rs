@@ -21,7 +21,7 @@ use serde_json::json;
 use super::confirm::{Act, Shown, confirm};
 use super::progress::show_progress;
 use super::render::finish_receipt;
-use super::{cli_error, confirmed_acting, print_json, refresh, resolve_key};
+use super::{cli_error, confirmed_acting, key_and_state, print_json};
 use crate::commands::UsageError;
 use crate::output::outln;
 
@@ -51,13 +51,7 @@ pub async fn retry(
     step_id: &str,
     as_json: bool,
 ) -> Result<()> {
-    let key = resolve_key(&*store, key).await?;
-    let state = refresh(
-        &KeyLog::new(store.clone(), material.log_key()),
-        &key,
-        &config,
-    )
-    .await?;
+    let (key, state) = key_and_state(&store, &material, &config, key).await?;
     // Checked before any upstream is started: a step not in doubt is a
     // mistake whatever the world looks like.
     operator::check_in_doubt(&state, &key, step_id)
@@ -97,13 +91,7 @@ pub async fn apply_cmd(
         operator::check_digest(d)
             .map_err(|e| UsageError(format!("{e} (`plangate plans show` prints it)")))?;
     }
-    let key = resolve_key(&*store, key).await?;
-    let state = refresh(
-        &KeyLog::new(store.clone(), material.log_key()),
-        &key,
-        &config,
-    )
-    .await?;
+    let (key, state) = key_and_state(&store, &material, &config, key).await?;
     // Checked before any upstream is started: a step that cannot run, or a
     // plan that moved on, is a mistake whatever the world looks like.
     let hint = |e: &OperatorError| match e {

@@ -32,6 +32,7 @@ mod revert;
 mod review;
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use anyhow::{Result, anyhow};
 use plangate_config::Config;
@@ -39,7 +40,7 @@ use plangate_core::{Channel, KeyState};
 use plangate_gateway::acting::Acting;
 use plangate_gateway::key_log::KeyLog;
 use plangate_gateway::operator::{self, OperatorError, lease_ms, ttl_ms};
-use plangate_store::{ApiKey, Store};
+use plangate_store::{ApiKey, KeyMaterial, Store};
 
 pub use apply::{apply_cmd, retry};
 pub use read::{diff, list, show};
@@ -112,6 +113,20 @@ fn confirmed_acting(key: &ApiKey, yes: &plangate_gateway::operator::factor::Conf
 /// (see [`operator::refresh`]).
 async fn refresh(log: &KeyLog, key: &ApiKey, config: &Config) -> Result<KeyState> {
     Ok(operator::refresh(log, &cli_acting(key), ttl_ms(config), lease_ms(config)).await?)
+}
+
+/// The key named `name` (or by id) and its state, refreshed: where every
+/// verb on one key's plan starts.
+async fn key_and_state(
+    store: &Arc<dyn Store>,
+    material: &KeyMaterial,
+    config: &Config,
+    name: &str,
+) -> Result<(ApiKey, KeyState)> {
+    let key = resolve_key(&**store, name).await?;
+    let log = KeyLog::new(store.clone(), material.log_key());
+    let state = refresh(&log, &key, config).await?;
+    Ok((key, state))
 }
 
 /// A refusal of [`operator`] as the CLI reports it: bad input (an unknown

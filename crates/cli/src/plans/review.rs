@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use super::confirm::{Act, Shown, confirm};
 use super::render::change_lines;
-use super::{cli_acting, cli_error, print_json, refresh, resolve_key};
+use super::{cli_acting, cli_error, key_and_state, print_json, refresh, resolve_key};
 use crate::commands::{UsageError, operator_name};
 use crate::output::outln;
 
@@ -97,13 +97,7 @@ pub async fn amend(
             "--arguments is not JSON ({e}) [invalid_arguments]; give a JSON object, e.g. '{{\"path\": \"/tmp/a.txt\", \"content\": \"hi\"}}'"
         ))
     })?;
-    let key = resolve_key(&*store, key).await?;
-    let before = refresh(
-        &KeyLog::new(store.clone(), material.log_key()),
-        &key,
-        &config,
-    )
-    .await?;
+    let (key, before) = key_and_state(&store, &material, &config, key).await?;
     let hint = format!(
         "; `plangate plans show --key {}` lists the waiting steps and their arguments",
         plangate_core::shell_word(&key.name)
@@ -118,7 +112,12 @@ pub async fn amend(
         return Err(cli_error(e, &why));
     }
     let gw = Gateway::build(config, store, material).await;
-    let outcome = operator::amend(&gw, &cli_acting(&key), step, &arguments, seen_revision).await;
+    let change = operator::Amend {
+        step_id: step,
+        arguments: &arguments,
+        seen_revision,
+    };
+    let outcome = operator::amend(&gw, &cli_acting(&key), change).await;
     gw.shutdown().await;
     let amended = outcome.map_err(|e| match e {
         OperatorError::StepChanged { .. } => anyhow!("{e} [{}]", e.code()),

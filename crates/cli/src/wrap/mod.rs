@@ -102,6 +102,37 @@ struct Record {
     service: Option<String>,
 }
 
+impl Record {
+    /// The record of wrapping `found` (read before it is written): the
+    /// new text and its server map, the backup and config written, the
+    /// key made (name, id), and the service the servers moved into.
+    fn of(
+        found: &ClientFile,
+        (new_text, written_servers): (&str, String),
+        (backup, config): (PathBuf, PathBuf),
+        (key_name, key_id): (String, String),
+        service: Option<String>,
+    ) -> Record {
+        Record {
+            format: RECORD_FORMAT,
+            client: found.client.as_str().to_owned(),
+            file: found.file.clone(),
+            servers_path: found.servers_path.clone(),
+            original: base64::engine::general_purpose::STANDARD.encode(&found.bytes),
+            original_servers: (found.servers_span.start, found.servers_span.end),
+            original_mode: mode_of(&found.file),
+            written_sha256: sha256_hex(new_text.as_bytes()),
+            written_servers,
+            backup,
+            config,
+            key_name,
+            key_id,
+            wrapped_at_ms: now_ms(),
+            service,
+        }
+    }
+}
+
 const RECORD_FORMAT: u32 = 1;
 
 fn sha256_hex(bytes: &[u8]) -> String {
@@ -133,6 +164,36 @@ async fn free_key_name(store: &dyn Store, base: &str) -> Result<String> {
         .ok_or_else(|| anyhow!("no free key name like {base:?}: give one with --key-name"))
 }
 
+/// A client's file as both kinds of wrap start from it.
+struct Read {
+    found: ClientFile,
+    /// plangate's own executable, which the new entries run.
+    exe: PathBuf,
+    /// Where the record of this wrap goes (`refuse_rewrap`).
+    record_file: PathBuf,
+    /// What the servers are, checked as `--mcp-config` would check them:
+    /// nothing changes when plangate could not run them.
+    from_client: Config,
+}
+
+/// Reads the client's file, refuses one wrapped already, and checks its
+/// servers.
+fn read_client(target: &Target, data_dir: &Path) -> Result<Read> {
+    let mut found = ClientFile::read(target)?;
+    let exe = std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .context("cannot find plangate's own executable")?;
+    let record_file = refuse_rewrap(&found, &exe, data_dir)?;
+    found.resolve_vscode_variables();
+    let from_client = found.as_config()?;
+    Ok(Read {
+        found,
+        exe,
+        record_file,
+        from_client,
+    })
+}
+
 /// `plangate wrap`.
 pub async fn wrap(
     args: Wrap,
@@ -146,15 +207,12 @@ pub async fn wrap(
             .unwrap_or_else(service::default_service_config);
         return service::wrap_into_service(&args, url, &config, data_dir).await;
     }
-    let mut found = ClientFile::read(&args.target)?;
-    let exe = std::env::current_exe()
-        .and_then(std::fs::canonicalize)
-        .context("cannot find plangate's own executable")?;
-    let record_file = refuse_rewrap(&found, &exe, data_dir)?;
-    found.resolve_vscode_variables();
-    // What the servers are, checked as `--mcp-config` would check them:
-    // nothing changes when plangate could not run them.
-    let from_client = found.as_config()?;
+    let Read {
+        found,
+        exe,
+        record_file,
+        from_client,
+    } = read_client(&args.target, data_dir)?;
     let config_path = config_path(args.to.as_deref(), data_dir, &found)?;
     let toml = found.config_toml(&found.servers);
     check_made_config(&toml, &config_path, &from_client, &found.file)?;
@@ -177,7 +235,6 @@ pub async fn wrap(
     }
 
     let backup = backup_path(&found.file)?;
-    let original_mode = mode_of(&found.file);
     // A write key's writes run at once: creating one widens what runs, so
     // it needs the person's code when approvals require one.
     if args.scope == plangate_core::Scope::Write {
@@ -197,23 +254,13 @@ pub async fn wrap(
         .await
         .map_err(|e| UsageError(e.to_string()))?;
     let (new_text, servers_text) = found.splice(&command, &entry_args, &created.token);
-    let record = Record {
-        format: RECORD_FORMAT,
-        client: found.client.as_str().to_owned(),
-        file: found.file.clone(),
-        servers_path: found.servers_path.clone(),
-        original: base64::engine::general_purpose::STANDARD.encode(&found.bytes),
-        original_servers: (found.servers_span.start, found.servers_span.end),
-        original_mode,
-        written_sha256: sha256_hex(new_text.as_bytes()),
-        written_servers: servers_text,
-        backup: backup.clone(),
-        config: config_path.clone(),
-        key_name: created.key.name.clone(),
-        key_id: created.key.id.clone(),
-        wrapped_at_ms: now_ms(),
-        service: None,
-    };
+    let record = Record::of(
+        &found,
+        (&new_text, servers_text),
+        (backup.clone(), config_path.clone()),
+        (created.key.name.clone(), created.key.id.clone()),
+        None,
+    );
 
     // From here on a key exists: every file is written in an order where
     // the client's file comes last (its rename is the commit), and a

@@ -19,13 +19,12 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow};
-use base64::Engine as _;
 use plangate_config::clients::{self, EveryVariable};
 use serde_json::json;
 
 use super::client_file::ClientFile;
-use super::files::{Access, diff, mode_of, write_atomically};
-use super::{RECORD_FORMAT, Record, Wrap, backup_path, now_ms, refuse_rewrap, sha256_hex};
+use super::files::{Access, diff, write_atomically};
+use super::{Record, Wrap, backup_path};
 use crate::commands::UsageError;
 use crate::output::outln;
 use crate::remote::Remote;
@@ -52,13 +51,12 @@ pub(super) async fn wrap_into_service(
     service_config: &Path,
     data_dir: &Path,
 ) -> Result<()> {
-    let mut found = ClientFile::read(&args.target)?;
-    let exe = std::env::current_exe()
-        .and_then(std::fs::canonicalize)
-        .context("cannot find plangate's own executable")?;
-    let record_file = refuse_rewrap(&found, &exe, data_dir)?;
-    found.resolve_vscode_variables();
-    let from_client = found.as_config()?;
+    let super::Read {
+        found,
+        exe,
+        record_file,
+        from_client,
+    } = super::read_client(&args.target, data_dir)?;
     let before = std::fs::read_to_string(service_config).map_err(|e| {
         UsageError(format!(
             "cannot read the service's config {} ({e}): `sudo plangate service install` writes it; or name it with --service-config FILE",
@@ -97,23 +95,13 @@ pub(super) async fn wrap_into_service(
         .context("the service did not make a key, so nothing was changed")?;
     let (new_text, servers_text) = found.splice(&command, &entry_args, &made.token);
     let backup = backup_path(&found.file)?;
-    let record = Record {
-        format: RECORD_FORMAT,
-        client: found.client.as_str().to_owned(),
-        file: found.file.clone(),
-        servers_path: found.servers_path.clone(),
-        original: base64::engine::general_purpose::STANDARD.encode(&found.bytes),
-        original_servers: (found.servers_span.start, found.servers_span.end),
-        original_mode: mode_of(&found.file),
-        written_sha256: sha256_hex(new_text.as_bytes()),
-        written_servers: servers_text,
-        backup: backup.clone(),
-        config: service_config.to_owned(),
-        key_name: made.key.clone(),
-        key_id: made.key_id.clone(),
-        wrapped_at_ms: now_ms(),
-        service: Some(url.to_owned()),
-    };
+    let record = Record::of(
+        &found,
+        (&new_text, servers_text),
+        (backup.clone(), service_config.to_owned()),
+        (made.key.clone(), made.key_id.clone()),
+        Some(url.to_owned()),
+    );
     let record_bytes = serde_json::to_vec_pretty(&record)?;
     // The record and the copy first (nothing refers to them yet), then the
     // service's config (the servers now run there too), then the client's

@@ -468,14 +468,12 @@ pub(super) async fn amend(
 ) -> Result<Response, ConsoleError> {
     let acting = acting_on(&gw, &body.key_id, &session).await?;
     let key = &acting.key;
-    let amended = operator::amend(
-        &gw,
-        &acting,
-        &body.step_id,
-        &body.arguments,
-        Some(body.revision),
-    )
-    .await?;
+    let change = operator::Amend {
+        step_id: &body.step_id,
+        arguments: &body.arguments,
+        seen_revision: Some(body.revision),
+    };
+    let amended = operator::amend(&gw, &acting, change).await?;
     tracing::info!(operator = %session.operator.name, key = %key.name, "console: amended a step");
     Ok(ok_typed(&amended))
 }

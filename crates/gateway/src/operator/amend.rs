@@ -24,17 +24,32 @@ fn bad(why: String) -> OperatorError {
     OperatorError::BadArguments(why)
 }
 
-/// Amends waiting step `step_id` of `acting`'s key with `arguments` (a JSON
-/// object). `seen_revision` is the plan revision the person looked at,
-/// when known: if the step was amended after it, the person amended a step
-/// they had not seen, and nothing is recorded. Returns the state after.
-pub async fn amend(
+/// A person's amendment, as every face asks for it.
+#[derive(Debug, Clone, Copy)]
+pub struct Amend<'a> {
+    /// The waiting step to change.
+    pub step_id: &'a str,
+    /// Its new arguments: a JSON object, as the tool takes them;
+    /// `"[redacted]"` keeps the value sealed there.
+    pub arguments: &'a Value,
+    /// The plan revision the person looked at, when known: if the step was
+    /// amended after it, the person amended a step they had not seen, and
+    /// nothing is recorded.
+    pub seen_revision: Option<u64>,
+}
+
+/// Amends a waiting step of `acting`'s key as `change` says; returns the
+/// state after.
+pub(super) async fn amended_state(
     gw: &Gateway,
     acting: &Acting,
-    step_id: &str,
-    arguments: &Value,
-    seen_revision: Option<u64>,
+    change: Amend<'_>,
 ) -> Result<KeyState, OperatorError> {
+    let Amend {
+        step_id,
+        arguments,
+        seen_revision,
+    } = change;
     let key = &acting.key;
     let state = refresh(gw.log(), acting, gw.ttl_ms(), gw.lease_ms()).await?;
     let old = super::waiting_step(&state, key, step_id)?.clone();

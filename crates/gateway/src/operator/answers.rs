@@ -8,9 +8,8 @@ use plangate_config::Config;
 use plangate_core::rules;
 use plangate_core::{Actor, AmendAnswer, ApprovalAnswer, KeyState, PlanAfter, StepView, json_diff};
 use plangate_store::ApiKey;
-use serde_json::Value;
 
-use super::{Approved, OperatorError, waiting_step};
+use super::{Amend, Approved, OperatorError, waiting_step};
 use crate::Gateway;
 use crate::acting::Acting;
 
@@ -79,15 +78,14 @@ pub fn approval_answer(
 pub async fn amend(
     gw: &Gateway,
     acting: &Acting,
-    step_id: &str,
-    arguments: &Value,
-    seen_revision: Option<u64>,
+    change: Amend<'_>,
 ) -> Result<AmendAnswer, OperatorError> {
     let key = &acting.key;
+    let step_id = change.step_id;
     let before = gw.log().state(&key.id).await?;
     waiting_step(&before, key, step_id)?;
     let was_approved = covered_steps(&gw.config(), key, &before).contains(step_id);
-    let after = super::amend::amend(gw, acting, step_id, arguments, seen_revision).await?;
+    let after = super::amend::amended_state(gw, acting, change).await?;
     let (Some(old), Some(new)) = (before.step(step_id), after.step(step_id)) else {
         return Err(OperatorError::NoStep {
             key: key.name.clone(),

@@ -36,6 +36,7 @@ pub mod factor;
 mod revert;
 mod run;
 
+pub use amend::Amend;
 pub use answers::{amend, approval_answer, covered_steps, waiting_for_yes};
 pub use approve::{Approved, Seen, approve};
 pub use error::OperatorError;
