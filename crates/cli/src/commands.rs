@@ -21,25 +21,19 @@ pub struct UsageError(pub String);
 /// The zero-config setup: one stdio upstream, `site`, which is this very
 /// binary running `plangate demo-site` on a state file in the data dir.
 pub fn demo_config(exe: &Path, state: &Path) -> Config {
+    let transport = Transport::Stdio {
+        command: exe.display().to_string(),
+        args: vec![
+            "demo-site".into(),
+            "--state".into(),
+            state.display().to_string(),
+        ],
+        env: BTreeMap::new(),
+        cwd: None,
+    };
     let site = UpstreamConfig {
-        name: "site".into(),
-        transport: Transport::Stdio {
-            command: exe.display().to_string(),
-            args: vec![
-                "demo-site".into(),
-                "--state".into(),
-                state.display().to_string(),
-            ],
-            env: BTreeMap::new(),
-            cwd: None,
-        },
-        trust_annotations: true,
-        enabled: true,
-        call_timeout: plangate_config::DEFAULT_CALL_TIMEOUT,
-        startup_timeout: plangate_config::DEFAULT_STARTUP_TIMEOUT,
-        protocol: plangate_config::UpstreamProtocol::V2025_11_25,
         tools: plangate_config::demo_tool_overrides(),
-        oauth: None,
+        ..UpstreamConfig::new("site", transport)
     };
     Config::new(
         ConfigSource::Builtin("the embedded demo site (no config file found)"),

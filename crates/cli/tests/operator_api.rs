@@ -13,14 +13,6 @@ use std::process::{Command, Output, Stdio};
 use common::*;
 use serde_json::Value;
 
-/// The TOTP code of `secret` (base32) now, as the person's authenticator
-/// shows it.
-fn code_now(secret: &str) -> String {
-    let bytes = plangate_core::factor::from_base32(secret).unwrap();
-    let step = plangate_core::factor::step_at(plangate_store::now_ms());
-    format!("{:06}", plangate_core::factor::hotp(&bytes, step))
-}
-
 /// `plangate ARGS…` from a directory with no data dir (one that does not
 /// exist, so any read of it fails), with `token` as the operator token.
 fn elsewhere(args: &[&str], token: Option<&str>) -> Output {
@@ -253,16 +245,10 @@ async fn pin_an_older_update_option(scratch: &Scratch) {
         "inputSchema": {"type": "object"},
         "annotations": {"readOnlyHint": false, "destructiveHint": false},
     });
-    let pinned = plangate_core::Event {
-        at_ms: 1,
-        key_id: plangate_core::TOOLS_LOG.into(),
-        actor: plangate_core::Actor::System,
-        channel: plangate_core::Channel::Gateway,
-        kind: plangate_core::EventKind::ToolsPinned {
-            server: "site".into(),
-            tools: vec![plangate_core::PinnedDefinition::of("update_option", &older)],
-        },
-    };
+    let pinned = plangate_core::testing::tools_pinned(
+        "site",
+        vec![plangate_core::PinnedDefinition::of("update_option", &older)],
+    );
     let event = plangate_store::NewEvent {
         at_ms: 1,
         kind: "tools_pinned".into(),

@@ -57,9 +57,7 @@ async fn applying_one_of_two_steps_on_one_target_is_refused_until_the_person_say
     let (scratch, config, _agent, [first, menu, second]) = three_waiting().await;
     let before = site_tagline(&scratch);
     let digest = digest(&scratch);
-    let apply = [
-        "plans", "apply", "--key", "agent", "--config", &config, "--digest", &digest, &first,
-    ];
+    let apply = apply_args(&config, &digest, &[&first]);
     let out = scratch.run(&apply);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     let err = stderr(&out);
@@ -92,18 +90,7 @@ async fn with_partial_it_runs_and_the_receipt_says_what_is_left_and_why() {
     let (scratch, config, _agent, [first, _menu, second]) = three_waiting().await;
     let config = with_a_second_server(&scratch, &config);
     let digest = digest(&scratch);
-    let apply = [
-        "plans",
-        "apply",
-        "--key",
-        "agent",
-        "--config",
-        &config,
-        "--digest",
-        &digest,
-        "--partial",
-        &first,
-    ];
+    let apply = apply_args(&config, &digest, &["--partial", &first]);
     let out = scratch.run(&apply);
     let said = succeeded(&apply, &out);
     assert!(said.contains("applied 1"), "{said}");
@@ -204,9 +191,7 @@ async fn plans_apply_shows_the_servers_own_progress_while_a_step_runs() {
     .await;
     assert_eq!(planned["code"], "plan_step", "{planned}");
     let digest = digest(&scratch);
-    let apply = [
-        "plans", "apply", "--key", "agent", "--config", config, "--digest", &digest,
-    ];
+    let apply = apply_args(config, &digest, &[]);
     let out = scratch.run(&apply);
     let said = succeeded(&apply, &out);
     assert!(said.contains("applied 1"), "{said}");

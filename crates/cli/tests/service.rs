@@ -193,21 +193,11 @@ async fn an_agent_in_another_user_cannot_approve_what_a_service_holds() {
             "{args:?}: {err}"
         );
     }
-    let refused = call_body(
-        &agent,
-        "plangate_apply_plan",
-        json!({"plan_digest": digest}),
-    )
-    .await;
-    assert_eq!(refused["code"], "forbidden", "{refused}");
+    apply_refused(&agent, &digest).await;
 
     // The person approves as the service user, with the code; the agent's
     // apply then runs.
-    let code = {
-        let bytes = plangate_core::factor::from_base32(&secret).unwrap();
-        let step = plangate_core::factor::step_at(plangate_store::now_ms());
-        format!("{:06}", plangate_core::factor::hotp(&bytes, step))
-    };
+    let code = code_now(&secret);
     let (fine, _, err) = as_service(&[
         "plans", "approve", "--key", "agent", "--digest", &digest, "--code", &code,
     ]);
@@ -392,11 +382,7 @@ async fn wrap_service_moves_a_clients_servers_where_the_agents_user_cannot_read_
     let digest = plan_digest(&agent).await;
 
     // The person approves over the operator API, with the code.
-    let code = {
-        let bytes = plangate_core::factor::from_base32(&secret).unwrap();
-        let step = plangate_core::factor::step_at(plangate_store::now_ms());
-        format!("{:06}", plangate_core::factor::hotp(&bytes, step))
-    };
+    let code = code_now(&secret);
     let approved = Command::new(&binary)
         .args([
             "plans",

@@ -43,27 +43,13 @@ fn approvals(scratch: &Scratch) -> usize {
         .count()
 }
 
-/// The TOTP code of `secret` (base32) now, as the person's authenticator
-/// shows it.
-fn code_now(secret: &str) -> String {
-    let bytes = plangate_core::factor::from_base32(secret).unwrap();
-    let step = plangate_core::factor::step_at(plangate_store::now_ms());
-    format!("{:06}", plangate_core::factor::hotp(&bytes, step))
-}
-
 #[tokio::test]
 async fn nothing_the_agent_reads_names_a_way_to_approve() {
     let (scratch, config, agent) = demo_agent("agent", "plan").await;
     let planned = ok(&agent, "update_option", tagline("Fresh bread")).await;
     let plan = get_plan(&agent).await;
     let digest = plan["plan_digest"].as_str().unwrap().to_owned();
-    let refused = call_body(
-        &agent,
-        "plangate_apply_plan",
-        json!({"plan_digest": digest}),
-    )
-    .await;
-    assert_eq!(refused["code"], "forbidden", "{refused}");
+    let refused = apply_refused(&agent, &digest).await;
     for (what, text) in [
         ("planned answer", planned.to_string()),
         ("get_plan", plan.to_string()),

@@ -43,9 +43,7 @@ async fn plan_write(agent: &Client, path: &std::path::Path, content: &str) -> St
 /// `plans apply` of every waiting step at the plan as shown; its stdout.
 fn apply_all(scratch: &Scratch, config: &str) -> String {
     let digest = shown_digest(scratch, "agent");
-    let apply = [
-        "plans", "apply", "--key", "agent", "--config", config, "--digest", &digest,
-    ];
+    let apply = apply_args(config, &digest, &[]);
     succeeded(&apply, &scratch.run(&apply))
 }
 
@@ -486,17 +484,7 @@ async fn apply_with_continue_runs_the_other_revert_steps_past_a_stale_one() {
     // b's inverse runs first; b changes after the revert was planned.
     std::fs::write(root.join("b.txt"), "by hand\n").unwrap();
     let digest = shown_digest(&scratch, "agent");
-    let apply = [
-        "plans",
-        "apply",
-        "--key",
-        "agent",
-        "--config",
-        &config,
-        "--digest",
-        &digest,
-        "--continue",
-    ];
+    let apply = apply_args(&config, &digest, &["--continue"]);
     let out = scratch.run(&apply);
     let said = stdout(&out);
     assert!(said.contains("applied 1, failed 1"), "{said}");

@@ -458,6 +458,30 @@ impl<'a> Checker<'a> {
 
 // === upstream transport, shared by both formats ===
 
+/// The keys of a server entry that every format names alike: how its
+/// process starts or where it listens.
+pub(crate) const TRANSPORT_KEYS: [&str; 6] = ["command", "args", "env", "cwd", "url", "headers"];
+
+/// [`TRANSPORT_KEYS`] followed by a format's own keys `own`; `M` is the
+/// sum of the lengths (checked when the constant is built).
+pub(crate) const fn transport_keys_and<const N: usize, const M: usize>(
+    own: [&'static str; N],
+) -> [&'static str; M] {
+    assert!(M == N + TRANSPORT_KEYS.len());
+    let mut all = [""; M];
+    let mut i = 0;
+    while i < TRANSPORT_KEYS.len() {
+        all[i] = TRANSPORT_KEYS[i];
+        i += 1;
+    }
+    let mut j = 0;
+    while j < N {
+        all[i + j] = own[j];
+        j += 1;
+    }
+    all
+}
+
 /// The transport-related values of one upstream entry ([`TransportFields::of`]);
 /// each format decides for itself which transport the entry asks for.
 pub(crate) struct TransportFields<'n, N> {

@@ -17,18 +17,8 @@ use crate::error::ConfigErrors;
 use crate::model::{Config, ConfigSource, UpstreamConfig};
 
 /// The fields of a server entry plangate reads.
-const KNOWN_FIELDS: [&str; 10] = [
-    "command",
-    "args",
-    "env",
-    "cwd",
-    "url",
-    "headers",
-    "type",
-    "transport",
-    "disabled",
-    "envFile",
-];
+const KNOWN_FIELDS: [&str; 10] =
+    crate::check::transport_keys_and(["type", "transport", "disabled", "envFile"]);
 
 /// Other clients' fields that are near one plangate reads but mean
 /// something else: never taken for a misspelling.
@@ -183,15 +173,8 @@ fn server(
     let transport = kind.and_then(|kind| transport(c, key, kind, &fields, false));
     let (transport, enabled) = (transport?, enabled?);
     name_ok.then(|| UpstreamConfig {
-        name: name.to_owned(),
-        trust_annotations: transport.default_trust_annotations(),
-        transport,
         enabled,
-        call_timeout: crate::model::DEFAULT_CALL_TIMEOUT,
-        startup_timeout: crate::model::DEFAULT_STARTUP_TIMEOUT,
-        protocol: crate::model::UpstreamProtocol::V2025_11_25,
-        tools: BTreeMap::new(),
-        oauth: None,
+        ..UpstreamConfig::new(name, transport)
     })
 }
 

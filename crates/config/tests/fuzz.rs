@@ -46,12 +46,7 @@ target = "/id"
 "#;
 
 fn config() -> ProptestConfig {
-    ProptestConfig::with_cases(
-        std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(512),
-    )
+    ProptestConfig::with_cases(plangate_core::testing::proptest_cases(512))
 }
 
 proptest! {

@@ -36,12 +36,7 @@ fn wild_json() -> impl Strategy<Value = Value> {
 }
 
 fn config() -> ProptestConfig {
-    ProptestConfig::with_cases(
-        std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(512),
-    )
+    ProptestConfig::with_cases(crate::testing::proptest_cases(512))
 }
 
 fn pin_event(kind: u8, server: u8, tool: u8, version: u8) -> Event {

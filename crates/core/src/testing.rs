@@ -44,3 +44,28 @@ pub fn step_record(step_id: &str, position: u32, tool: &str, args: Value) -> Ste
         reverts: None,
     }
 }
+
+/// The tools log's pin of `server`'s `tools`, as a gateway records it
+/// when it first lists them: what a test writes to stand for a listing
+/// seen before.
+pub fn tools_pinned(server: &str, tools: Vec<crate::PinnedDefinition>) -> crate::Event {
+    crate::Event {
+        at_ms: 1,
+        key_id: crate::TOOLS_LOG.into(),
+        actor: crate::Actor::System,
+        channel: crate::Channel::Gateway,
+        kind: crate::EventKind::ToolsPinned {
+            server: server.into(),
+            tools,
+        },
+    }
+}
+
+/// How many cases a property test runs: `PROPTEST_CASES` when set (CI
+/// and a deeper local run set it), else `default`.
+pub fn proptest_cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}

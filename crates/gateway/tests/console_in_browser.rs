@@ -1188,16 +1188,7 @@ async fn a_quarantined_tool_is_shown_and_accepted_in_the_console_bound_to_its_de
             *d = plangate_core::PinnedDefinition::of("update_option", &old);
         }
     }
-    let pinned = plangate_core::Event {
-        at_ms: 1,
-        key_id: plangate_core::TOOLS_LOG.into(),
-        actor: plangate_core::Actor::System,
-        channel: plangate_core::Channel::Gateway,
-        kind: plangate_core::EventKind::ToolsPinned {
-            server: "site".into(),
-            tools: listing,
-        },
-    };
+    let pinned = plangate_core::testing::tools_pinned("site", listing);
     store
         .append_events(
             plangate_core::TOOLS_LOG,

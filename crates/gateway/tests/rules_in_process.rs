@@ -21,12 +21,10 @@ use proptest::test_runner::{Config as ProptestConfig, TestRunner};
 use serde_json::{Value, json};
 
 fn rule(name: &str, when: &str, outcome: &str) -> RuleSpec {
+    let message = (outcome == "refuse").then(|| format!("{name} says no"));
     RuleSpec {
-        name: name.into(),
-        when: when.into(),
-        outcome: outcome.into(),
-        message: (outcome == "refuse").then(|| format!("{name} says no")),
-        ..RuleSpec::default()
+        message,
+        ..RuleSpec::new(name, when, outcome)
     }
 }
 

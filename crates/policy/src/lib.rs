@@ -108,6 +108,24 @@ pub struct RuleSpec {
     pub effect: Option<String>,
 }
 
+impl RuleSpec {
+    /// A rule with the three fields every rule has, in every mode, with
+    /// no message or effect: the start of one built in code (an embedder's
+    /// rules, a test's), the other fields set after.
+    pub fn new(
+        name: impl Into<String>,
+        when: impl Into<String>,
+        outcome: impl Into<String>,
+    ) -> RuleSpec {
+        RuleSpec {
+            name: name.into(),
+            when: when.into(),
+            outcome: outcome.into(),
+            ..RuleSpec::default()
+        }
+    }
+}
+
 /// One mistake in a rule, found when the rules are compiled.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuleError {
@@ -294,12 +312,10 @@ mod tests {
     use super::*;
 
     fn rule(name: &str, when: &str, outcome: &str) -> RuleSpec {
+        let message = (outcome == "refuse").then(|| format!("{name} says no"));
         RuleSpec {
-            name: name.into(),
-            when: when.into(),
-            outcome: outcome.into(),
-            message: (outcome == "refuse").then(|| format!("{name} says no")),
-            ..RuleSpec::default()
+            message,
+            ..RuleSpec::new(name, when, outcome)
         }
     }
 

@@ -459,6 +459,31 @@ pub fn each(list: &Value, field: &str) -> Vec<Value> {
         .collect()
 }
 
+/// The TOTP code of `secret` (base32) now, as the person's authenticator
+/// shows it.
+pub fn code_now(secret: &str) -> String {
+    let bytes = plangate_core::factor::from_base32(secret).unwrap();
+    let step = plangate_core::factor::step_at(plangate_store::now_ms());
+    format!("{:06}", plangate_core::factor::hotp(&bytes, step))
+}
+
+/// The agent's own `apply_plan` of `digest`, which its key may not do:
+/// the refusal, checked to be `forbidden`.
+pub async fn apply_refused(agent: &Client, digest: &str) -> Value {
+    let refused = call_body(agent, "plangate_apply_plan", json!({"plan_digest": digest})).await;
+    assert_eq!(refused["code"], "forbidden", "{refused}");
+    refused
+}
+
+/// `plans apply --key agent --config CONFIG --digest DIGEST`, then `more`.
+pub fn apply_args<'a>(config: &'a str, digest: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "plans", "apply", "--key", "agent", "--config", config, "--digest", digest,
+    ];
+    args.extend_from_slice(more);
+    args
+}
+
 /// The plan digest of `key` as `plans show --json` prints it: what a
 /// person who read the plan passes to `plans approve|apply --digest` off
 /// a terminal.

@@ -211,20 +211,16 @@ mod tests {
     #[test]
     fn namespacing_follows_enabled_upstreams_in_auto_mode() {
         let up = |name: &str, enabled| UpstreamConfig {
-            name: name.into(),
-            transport: Transport::Stdio {
-                command: "node".into(),
-                args: Vec::new(),
-                env: BTreeMap::new(),
-                cwd: None,
-            },
-            trust_annotations: true,
             enabled,
-            call_timeout: DEFAULT_CALL_TIMEOUT,
-            startup_timeout: DEFAULT_STARTUP_TIMEOUT,
-            protocol: UpstreamProtocol::default(),
-            tools: BTreeMap::new(),
-            oauth: None,
+            ..UpstreamConfig::new(
+                name,
+                Transport::Stdio {
+                    command: "node".into(),
+                    args: Vec::new(),
+                    env: BTreeMap::new(),
+                    cwd: None,
+                },
+            )
         };
         let mut config = Config::new(
             ConfigSource::Builtin("test"),

@@ -48,6 +48,26 @@ pub struct UpstreamConfig {
     pub oauth: Option<UpstreamOAuth>,
 }
 
+impl UpstreamConfig {
+    /// Upstream `name` reached by `transport`, every other setting its
+    /// default (as an entry that names only its transport gets): enabled,
+    /// annotations trusted when it runs locally, the default timeouts and
+    /// protocol, no tool settings, no OAuth.
+    pub fn new(name: impl Into<String>, transport: Transport) -> UpstreamConfig {
+        UpstreamConfig {
+            name: name.into(),
+            trust_annotations: transport.default_trust_annotations(),
+            transport,
+            enabled: true,
+            call_timeout: super::DEFAULT_CALL_TIMEOUT,
+            startup_timeout: super::DEFAULT_STARTUP_TIMEOUT,
+            protocol: UpstreamProtocol::V2025_11_25,
+            tools: BTreeMap::new(),
+            oauth: None,
+        }
+    }
+}
+
 /// `[upstreams.NAME.oauth]`: how plangate signs in to an HTTP upstream
 /// that is an OAuth protected resource. The authorization server is found
 /// from the upstream's RFC 9728 metadata; the client is the one configured

@@ -13,13 +13,7 @@ use crate::model::{
 };
 use crate::planning::{pointer_problem, template_placeholders};
 
-const UPSTREAM_KEYS: [&str; 14] = [
-    "command",
-    "args",
-    "env",
-    "cwd",
-    "url",
-    "headers",
+const UPSTREAM_KEYS: [&str; 14] = crate::check::transport_keys_and([
     "ca_file",
     "trust_annotations",
     "enabled",
@@ -28,7 +22,7 @@ const UPSTREAM_KEYS: [&str; 14] = [
     "protocol",
     "tools",
     "oauth",
-];
+]);
 const TOOL_KEYS: [&str; 13] = [
     "effect",
     "enabled",

@@ -31,22 +31,15 @@ use tokio::io::DuplexStream;
 use tokio_util::sync::CancellationToken;
 
 pub fn upstream_config(name: &str) -> UpstreamConfig {
-    UpstreamConfig {
-        name: name.into(),
-        transport: Transport::Stdio {
+    UpstreamConfig::new(
+        name,
+        Transport::Stdio {
             command: "in-process".into(),
             args: vec![],
             env: BTreeMap::new(),
             cwd: None,
         },
-        trust_annotations: true,
-        enabled: true,
-        call_timeout: plangate_config::DEFAULT_CALL_TIMEOUT,
-        startup_timeout: plangate_config::DEFAULT_STARTUP_TIMEOUT,
-        protocol: plangate_config::UpstreamProtocol::V2025_11_25,
-        tools: BTreeMap::new(),
-        oauth: None,
-    }
+    )
 }
 
 pub fn config(names: &[&str], namespace: Namespace) -> Config {
