@@ -8,9 +8,9 @@ use std::path::Path;
 use anyhow::{Context, Result};
 
 use crate::args::{
-    ApprovalsCommand, AuditCommand, Cli, Command, ConfigCommand, ConfigSourceArgs, KeysCommand,
-    ModeCommand, OperatorCommand, PlanApply, PlanYes, PlansCommand, PolicyCommand, ServiceCommand,
-    ToolsCommand, UpstreamCommand, WrapTarget,
+    ApprovalsCommand, AuditCommand, Cli, Command, ConfigCommand, ConfigSourceArgs, Held,
+    KeysCommand, ModeCommand, OperatorCommand, PlanApply, PlanYes, PlansCommand, PolicyCommand,
+    ServiceCommand, ToolsCommand, UpstreamCommand, WrapTarget,
 };
 use crate::setup::{
     builtin_modes, config_to_call, key_material, load_config, log_key, open_store, to_call,
@@ -431,7 +431,7 @@ async fn tools_command(cmd: ToolsCommand, data_dir: &Path) -> Result<()> {
     if let Some(url) = remote.server.clone() {
         return crate::remote_admin::tools(&url, cmd).await;
     }
-    let (source, named, hash, decision, json) = match cmd {
+    let (source, held, decision, json) = match cmd {
         ToolsCommand::List { source, json, .. } => {
             let config = load_config(&source, data_dir)?;
             let store = open_store(data_dir).await?;
@@ -439,45 +439,32 @@ async fn tools_command(cmd: ToolsCommand, data_dir: &Path) -> Result<()> {
         }
         ToolsCommand::Accept {
             source,
-            upstream,
-            tool,
-            hash,
+            held,
             allow_downgrade,
             json,
             factor,
             ..
         } => {
             let (store, key) = (open_store(data_dir).await?, log_key(data_dir)?);
-            tools::held_as_seen(store, key, (&upstream, &tool), hash.as_deref()).await?;
+            let named = (held.upstream.as_str(), held.tool.as_str());
+            tools::held_as_seen(store, key, named, held.hash.as_deref()).await?;
             let act = Act::AcceptTool {
-                server: &upstream,
-                tool: &tool,
+                server: &held.upstream,
+                tool: &held.tool,
             };
             let yes = factor::confirm(data_dir, &act, &factor).await?;
-            (
-                source,
-                (upstream.clone(), tool.clone()),
-                hash,
-                (Decision::Accept { allow_downgrade }, Some(yes)),
-                json,
-            )
+            let decision = (Decision::Accept { allow_downgrade }, Some(yes));
+            (source, held, decision, json)
         }
         ToolsCommand::Reject {
-            source,
-            upstream,
-            tool,
-            hash,
-            json,
-            ..
-        } => (
-            source,
-            (upstream, tool),
-            hash,
-            (Decision::Reject, None),
-            json,
-        ),
+            source, held, json, ..
+        } => (source, held, (Decision::Reject, None), json),
     };
-    let (upstream, tool) = named;
+    let Held {
+        upstream,
+        tool,
+        hash,
+    } = held;
     let config = load_config(&source, data_dir)?;
     let store = open_store(data_dir).await?;
     tools::decide(
@@ -502,7 +489,7 @@ async fn plans_command(cmd: PlansCommand, data_dir: &Path) -> Result<()> {
         PlansCommand::List { source, json, .. } => {
             let config = load_config(&source, data_dir)?;
             let store = open_store(data_dir).await?;
-            plans::list(&config, store, log_key(data_dir)?, json).await
+            plans::list(&config, (store, log_key(data_dir)?), json).await
         }
         PlansCommand::Show {
             source, key, json, ..

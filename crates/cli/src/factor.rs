@@ -123,7 +123,12 @@ pub(crate) async fn enroll(
     as_json: bool,
 ) -> Result<()> {
     let (log, material) = operators(data_dir).await?;
-    let enrolment = factor::enroll(&log, &material, name, given.proof(), Channel::Cli)
+    let who = factor::Enrolling {
+        name,
+        proof: given.proof(),
+        channel: Channel::Cli,
+    };
+    let enrolment = factor::enroll(&log, &material, who)
         .await
         .map_err(refused)?;
     let state = log.state(OPERATORS_LOG).await?;
@@ -204,14 +209,12 @@ pub(crate) async fn invite_passkey(
 ) -> Result<()> {
     let (log, material) = operators(data_dir).await?;
     let secret = asking(&log, given, async |proof| {
-        plangate_gateway::operator::factor::passkey::invite(
-            &log,
-            &material,
+        let who = factor::Enrolling {
             name,
             proof,
-            Channel::Cli,
-        )
-        .await
+            channel: Channel::Cli,
+        };
+        factor::passkey::invite(&log, &material, who).await
     })
     .await?;
     print_invite(name, &invite_link(console, &secret), as_json)

@@ -23,46 +23,30 @@ pub(crate) async fn tools(url: &str, cmd: ToolsCommand) -> Result<()> {
         tools: Vec<ToolRow>,
     }
     let remote = Remote::new(url)?;
-    let (upstream, tool, hash, decision, json, factor) = match cmd {
+    let (held, decision, json, factor) = match cmd {
         ToolsCommand::List { json, .. } => {
             let rows: Rows = remote.get("/console/api/tools", &[]).await?;
             return crate::tools::print_rows(&rows.tools, json);
         }
         ToolsCommand::Accept {
-            upstream,
-            tool,
-            hash,
+            held,
             allow_downgrade,
             json,
             factor,
             ..
-        } => (
-            upstream,
-            tool,
-            hash,
-            json!({"decision": "accept", "allow_downgrade": allow_downgrade}),
-            json,
-            factor,
-        ),
-        ToolsCommand::Reject {
-            upstream,
-            tool,
-            hash,
-            json,
-            ..
-        } => (
-            upstream,
-            tool,
-            hash,
-            json!({"decision": "reject"}),
-            json,
-            FactorArgs::default(),
-        ),
+        } => {
+            let decision = json!({"decision": "accept", "allow_downgrade": allow_downgrade});
+            (held, decision, json, factor)
+        }
+        ToolsCommand::Reject { held, json, .. } => {
+            let decision = json!({"decision": "reject"});
+            (held, decision, json, FactorArgs::default())
+        }
     };
     let mut body = decision;
-    body["server"] = json!(upstream);
-    body["tool"] = json!(tool);
-    if let Some(hash) = hash {
+    body["server"] = json!(held.upstream);
+    body["tool"] = json!(held.tool);
+    if let Some(hash) = held.hash {
         body["definition_hash"] = json!(hash);
     }
     let decided: Decided = remote.post("/console/api/tool", body, &factor).await?;

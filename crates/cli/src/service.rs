@@ -158,28 +158,8 @@ WantedBy=multi-user.target
             "/usr/sbin/nologin",
             user,
         ]),
-        args(&[
-            "install",
-            "-d",
-            "-m",
-            "0700",
-            "-o",
-            user,
-            "-g",
-            user,
-            &data_dir.display().to_string(),
-        ]),
-        args(&[
-            "install",
-            "-d",
-            "-m",
-            "0750",
-            "-o",
-            "root",
-            "-g",
-            user,
-            &format!("/etc/{user}"),
-        ]),
+        make_dir(&data_dir.display().to_string(), "0700", (user, Some(user))),
+        make_dir(&format!("/etc/{user}"), "0750", ("root", Some(user))),
         args(&["systemctl", "daemon-reload"]),
     ];
     if no_start {
@@ -242,15 +222,7 @@ fn launchd_plan(user: &str, listen: &str) -> Plan {
             "-shell",
             "/usr/bin/false",
         ]),
-        args(&[
-            "install",
-            "-d",
-            "-m",
-            "0700",
-            "-o",
-            user,
-            &data_dir.display().to_string(),
-        ]),
+        make_dir(&data_dir.display().to_string(), "0700", (user, None)),
         args(&[
             "launchctl",
             "bootstrap",
@@ -272,6 +244,17 @@ fn launchd_plan(user: &str, listen: &str) -> Plan {
 
 fn args(parts: &[&str]) -> Vec<String> {
     parts.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// `install -d`: directory `path` with permission bits `mode`, owned by
+/// (user, group when given).
+fn make_dir(path: &str, mode: &str, (owner, group): (&str, Option<&str>)) -> Vec<String> {
+    let mut command = args(&["install", "-d", "-m", mode, "-o", owner]);
+    if let Some(group) = group {
+        command.extend(args(&["-g", group]));
+    }
+    command.push(path.to_owned());
+    command
 }
 
 /// Whether `name` is a portable user name (`useradd`'s default rule).

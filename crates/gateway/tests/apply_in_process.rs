@@ -684,16 +684,6 @@ impl plangate_store::UndoStates for Counting {
 
 #[async_trait::async_trait]
 impl EventLog for Counting {
-    async fn append_events(
-        &self,
-        key_id: &str,
-        expected_key_seq: i64,
-        events: &[NewEvent],
-    ) -> Result<i64, StoreError> {
-        self.inner
-            .append_events(key_id, expected_key_seq, events)
-            .await
-    }
     async fn load_events(
         &self,
         key_id: &str,

@@ -1295,9 +1295,11 @@ async fn with_a_factor_required_approve_waits_for_the_code_typed_in_the_console(
     let enrolment = factor::enroll(
         s.gw.operators(),
         s.gw.material(),
-        "ana",
-        factor::Proof::default(),
-        Channel::Cli,
+        factor::Enrolling {
+            name: "ana",
+            proof: factor::Proof::default(),
+            channel: Channel::Cli,
+        },
     )
     .await
     .unwrap();
@@ -1421,9 +1423,11 @@ async fn a_passkey_registered_from_the_link_proves_an_approval_in_the_console() 
     let invite = passkey::invite(
         s.gw.operators(),
         s.gw.material(),
-        "ana",
-        factor::Proof::default(),
-        Channel::Cli,
+        factor::Enrolling {
+            name: "ana",
+            proof: factor::Proof::default(),
+            channel: Channel::Cli,
+        },
     )
     .await
     .unwrap();

@@ -425,6 +425,70 @@ where
             .await?;
         row.as_ref().map(from_row).transpose()
     }
+
+    // === undo states ([`crate::undo`]): the same pool, the same bounds ===
+
+    pub(crate) async fn keep_undo(
+        &self,
+        key_id: &str,
+        step_id: &str,
+        digest: &str,
+        sealed: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO undo_states (key_id, step_id, digest, sealed, kept_at_ms) VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (key_id, step_id) DO UPDATE SET digest = excluded.digest, sealed = excluded.sealed, kept_at_ms = excluded.kept_at_ms",
+        )
+        .bind(key_id)
+        .bind(step_id)
+        .bind(digest)
+        .bind(sealed)
+        .bind(now_ms())
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    pub(crate) async fn undo_state(
+        &self,
+        key_id: &str,
+        step_id: &str,
+    ) -> Result<Option<crate::KeptUndo>, StoreError> {
+        let row = sqlx::query(
+            "SELECT digest, sealed, kept_at_ms FROM undo_states WHERE key_id = $1 AND step_id = $2",
+        )
+        .bind(key_id)
+        .bind(step_id)
+        .fetch_optional(self.pool())
+        .await?;
+        row.map(|row| {
+            Ok(crate::KeptUndo {
+                digest: sqlx::Row::try_get(&row, "digest")?,
+                sealed: sqlx::Row::try_get(&row, "sealed")?,
+                kept_at_ms: sqlx::Row::try_get(&row, "kept_at_ms")?,
+            })
+        })
+        .transpose()
+    }
+
+    pub(crate) async fn drop_undo_before(
+        &self,
+        before_ms: i64,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let rows =
+            sqlx::query("DELETE FROM undo_states WHERE kept_at_ms < $1 RETURNING key_id, step_id")
+                .bind(before_ms)
+                .fetch_all(self.pool())
+                .await?;
+        rows.iter()
+            .map(|row| {
+                Ok((
+                    sqlx::Row::try_get(row, "key_id")?,
+                    sqlx::Row::try_get(row, "step_id")?,
+                ))
+            })
+            .collect()
+    }
 }
 
 /// The [`crate::Credentials`] impl of a store whose `credentials` field is

@@ -257,7 +257,12 @@ pub trait EventLog: Send + Sync + 'static {
         key_id: &str,
         expected_key_seq: i64,
         events: &[NewEvent],
-    ) -> Result<i64, StoreError>;
+    ) -> Result<i64, StoreError> {
+        Ok(self
+            .append_events_marked(key_id, expected_key_seq, events)
+            .await?
+            .0)
+    }
 
     /// The events of `key_id` with key_seq greater than `after_key_seq`,
     /// in key_seq order (0: all of them).
@@ -312,19 +317,15 @@ pub trait EventLog: Send + Sync + 'static {
     /// after the append's commit when the backend knows that no other
     /// commit came between: the caller's state with these events folded
     /// in is then current at that mark ([`EventLog::log_mark`]), and needs
-    /// no read while the mark holds. `None` when it cannot tell (the
-    /// default).
+    /// no read while the mark holds. `None` when it cannot tell. Every
+    /// backend writes this one; [`EventLog::append_events`] is it without
+    /// the mark.
     async fn append_events_marked(
         &self,
         key_id: &str,
         expected_key_seq: i64,
         events: &[NewEvent],
-    ) -> Result<(i64, Option<LogMark>), StoreError> {
-        Ok((
-            self.append_events(key_id, expected_key_seq, events).await?,
-            None,
-        ))
-    }
+    ) -> Result<(i64, Option<LogMark>), StoreError>;
 }
 
 /// Which backend holds the state. Parsing config yields this value without

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 
 use super::since;
 use super::{ConfigSourceArgs, FactorArgs, RemoteArgs};
@@ -29,14 +29,8 @@ pub(crate) enum ToolsCommand {
         source: ConfigSourceArgs,
         #[command(flatten)]
         remote: RemoteArgs,
-        /// The upstream's name.
-        upstream: String,
-        /// The upstream's own tool name.
-        tool: String,
-        /// The definition you reviewed (`sha256:…` from `tools list --json`);
-        /// refused if the held one is another.
-        #[arg(long, value_name = "HASH")]
-        hash: Option<String>,
+        #[command(flatten)]
+        held: Held,
         /// Accept even though the new definition lowers the tool's effect
         /// class (its calls would no longer be planned).
         #[arg(long)]
@@ -53,17 +47,26 @@ pub(crate) enum ToolsCommand {
         source: ConfigSourceArgs,
         #[command(flatten)]
         remote: RemoteArgs,
-        /// The upstream's name.
-        upstream: String,
-        /// The upstream's own tool name.
-        tool: String,
-        /// The definition you reviewed (`sha256:…`).
-        #[arg(long, value_name = "HASH")]
-        hash: Option<String>,
+        #[command(flatten)]
+        held: Held,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
+}
+
+/// The held definition a person decides on: which tool, and the
+/// definition they reviewed.
+#[derive(Args, Debug)]
+pub(crate) struct Held {
+    /// The upstream's name.
+    pub(crate) upstream: String,
+    /// The upstream's own tool name.
+    pub(crate) tool: String,
+    /// The definition you reviewed (`sha256:…` from `tools list --json`);
+    /// refused if the held one is another.
+    #[arg(long, value_name = "HASH")]
+    pub(crate) hash: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]

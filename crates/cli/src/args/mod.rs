@@ -10,7 +10,7 @@ mod logs;
 mod people;
 mod since;
 
-pub(crate) use logs::{AuditCommand, ToolsCommand};
+pub(crate) use logs::{AuditCommand, Held, ToolsCommand};
 pub(crate) use people::{ApprovalsCommand, FactorArgs, KeysCommand, OperatorCommand, ScopeArg};
 
 #[derive(Parser, Debug)]

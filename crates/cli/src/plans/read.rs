@@ -32,8 +32,7 @@ fn count(state: &KeyState, status: StepStatus) -> usize {
 /// or an operator's lock on its mode.
 pub async fn list(
     config: &Config,
-    store: Arc<dyn Store>,
-    log_key: Arc<LogKey>,
+    (store, log_key): (Arc<dyn Store>, Arc<LogKey>),
     as_json: bool,
 ) -> Result<()> {
     let log = KeyLog::new(store.clone(), log_key);

@@ -112,15 +112,20 @@ pub(super) async fn enroll(
 ) -> Result<Response, ConsoleError> {
     let given = proof(&body.factor);
     let (log, material) = (gw.operators(), gw.material());
+    let enrolling = |name, proof| factor::Enrolling {
+        name,
+        proof,
+        channel: Channel::Console,
+    };
     let answer = match body.factor_kind {
         EnrollKind::Totp => {
-            let made = factor::enroll(log, material, &body.name, given, Channel::Console)
+            let made = factor::enroll(log, material, enrolling(&body.name, given))
                 .await
                 .map_err(refused)?;
             ok_typed(&made)
         }
         EnrollKind::Passkey => {
-            let secret = passkey::invite(log, material, &body.name, given, Channel::Console)
+            let secret = passkey::invite(log, material, enrolling(&body.name, given))
                 .await
                 .map_err(refused)?;
             ok_typed(&Invite {

@@ -59,10 +59,8 @@ async fn next_batch<T>(jobs: &mut tokio::sync::mpsc::UnboundedReceiver<T>) -> Op
 
 /// One append waiting for its backend's committer.
 pub(crate) trait Waiting {
-    /// The key appended to.
-    fn key_id(&self) -> &str;
-    /// The key's last key_seq the caller expects.
-    fn expected(&self) -> i64;
+    /// The key appended to, and its last key_seq the caller expects.
+    fn at(&self) -> (&str, i64);
     /// How many events the append holds.
     fn events(&self) -> usize;
     /// Hands the caller its outcome.
@@ -72,8 +70,8 @@ pub(crate) trait Waiting {
     /// expected: another writer appended first.
     fn conflict(&self, found: i64) -> StoreError {
         StoreError::Conflict {
-            key_id: self.key_id().to_owned(),
-            expected: self.expected(),
+            key_id: self.at().0.to_owned(),
+            expected: self.at().1,
             found,
         }
     }
@@ -84,7 +82,7 @@ pub(crate) fn answer_batch<A: Waiting>(batch: Vec<A>, results: Vec<Result<i64, S
     for (job, result) in batch.into_iter().zip(results) {
         if let Ok(last) = &result {
             tracing::debug!(
-                key_id = job.key_id(),
+                key_id = job.at().0,
                 last_key_seq = last,
                 appended = job.events(),
                 "appended events"

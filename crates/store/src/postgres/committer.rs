@@ -258,11 +258,8 @@ async fn spread_append(
 }
 
 impl Waiting for Append {
-    fn key_id(&self) -> &str {
-        &self.key_id
-    }
-    fn expected(&self) -> i64 {
-        self.expected
+    fn at(&self) -> (&str, i64) {
+        (&self.key_id, self.expected)
     }
     fn events(&self) -> usize {
         self.kinds.len()

@@ -68,7 +68,7 @@ use crate::events::group_commit::committer_stopped;
 use crate::events::reads::{EventSql, SqlEvents, forward_event_reads};
 use crate::keys::{key_columns, key_from_row};
 use crate::undo::forward_undo_states;
-use crate::{ApiKey, NewEvent, Store, StoreError};
+use crate::{ApiKey, LogMark, NewEvent, Store, StoreError};
 
 /// Connections per store handle.
 const MAX_CONNECTIONS: u32 = 10;
@@ -232,12 +232,13 @@ impl PostgresStore {
 forward_undo_states!(PostgresStore);
 
 forward_event_reads!(PostgresStore {
-    async fn append_events(
+    /// PostgreSQL has no log mark: the answer's mark is always `None`.
+    async fn append_events_marked(
         &self,
         key_id: &str,
         expected_key_seq: i64,
         events: &[NewEvent],
-    ) -> Result<i64, StoreError> {
+    ) -> Result<(i64, Option<LogMark>), StoreError> {
         let bodies = events
             .iter()
             .map(checked_body_text)
@@ -253,7 +254,7 @@ forward_event_reads!(PostgresStore {
             // Nothing to order: a plain read is the whole check.
             let found = last_key_seq_in(&self.pool, key_id).await?;
             return if found == expected_key_seq {
-                Ok(found)
+                Ok((found, None))
             } else {
                 Err(conflict(found))
             };
@@ -278,7 +279,8 @@ forward_event_reads!(PostgresStore {
                 reply,
             })
             .map_err(|_| committer_stopped())?;
-        answer.await.map_err(|_| committer_stopped())?
+        let last = answer.await.map_err(|_| committer_stopped())??;
+        Ok((last, None))
     }
 });
 

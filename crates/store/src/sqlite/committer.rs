@@ -140,11 +140,8 @@ async fn write_batch(
 }
 
 impl Waiting for Append {
-    fn key_id(&self) -> &str {
-        &self.key_id
-    }
-    fn expected(&self) -> i64 {
-        self.expected
+    fn at(&self) -> (&str, i64) {
+        (&self.key_id, self.expected)
     }
     fn events(&self) -> usize {
         self.rows.len()

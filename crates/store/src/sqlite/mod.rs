@@ -223,18 +223,6 @@ impl SqliteStore {
 forward_undo_states!(SqliteStore);
 
 forward_event_reads!(SqliteStore {
-    async fn append_events(
-        &self,
-        key_id: &str,
-        expected_key_seq: i64,
-        events: &[NewEvent],
-    ) -> Result<i64, StoreError> {
-        Ok(self
-            .append_events_marked(key_id, expected_key_seq, events)
-            .await?
-            .0)
-    }
-
     async fn append_events_marked(
         &self,
         key_id: &str,

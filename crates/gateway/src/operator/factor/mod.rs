@@ -506,19 +506,44 @@ pub struct Enrolment {
     pub recovery_codes: Vec<String>,
 }
 
-/// Enrolls operator `name` with a fresh TOTP secret and recovery codes,
-/// confirmed by `proof` when an operator already exists and a factor is
-/// required. Enrolling a name again replaces its factor.
+/// Who is being enrolled, and the yes that allows it: what TOTP
+/// enrolment ([`enroll`]) and a passkey invitation ([`passkey::invite`])
+/// both ask.
+#[derive(Debug, Clone, Copy)]
+pub struct Enrolling<'a> {
+    /// The operator's name (a new one, or one enrolled already).
+    pub name: &'a str,
+    /// The factor that confirms it, when an operator already exists and a
+    /// factor is required.
+    pub proof: Proof<'a>,
+    /// Where the person asked.
+    pub channel: Channel,
+}
+
+impl Enrolling<'_> {
+    /// Checks the name and confirms the act ([`Act::Enroll`]).
+    async fn confirm(
+        &self,
+        log: &OperatorsLog,
+        material: &KeyMaterial,
+    ) -> Result<Confirmed, FactorError> {
+        let name = self.name;
+        plangate_store::validate_operator_name(name)
+            .map_err(|e| FactorError::NoOperator(format!("{name} ({e})")))?;
+        let act = Act::Enroll { name };
+        confirm(log, material, &act, self.proof, self.channel).await
+    }
+}
+
+/// Enrolls an operator with a fresh TOTP secret and recovery codes.
+/// Enrolling a name again replaces its factor.
 pub async fn enroll(
     log: &OperatorsLog,
     material: &KeyMaterial,
-    name: &str,
-    proof: Proof<'_>,
-    channel: Channel,
+    who: Enrolling<'_>,
 ) -> Result<Enrolment, FactorError> {
-    plangate_store::validate_operator_name(name)
-        .map_err(|e| FactorError::NoOperator(format!("{name} ({e})")))?;
-    confirm(log, material, &Act::Enroll { name }, proof, channel).await?;
+    who.confirm(log, material).await?;
+    let (name, channel) = (who.name, who.channel);
     let secret: [u8; 20] = random_bytes()?;
     let sealed = plangate_store::seal::seal(material, &secret, aad(name).as_bytes())
         .map_err(|_| FactorError::Sealed(name.to_owned()))?;

@@ -13,7 +13,7 @@ use plangate_core::{Actor, Channel, Event, EventKind};
 use plangate_store::{KeyMaterial, now_ms};
 use sha2::{Digest, Sha256};
 
-use super::{Act, FactorError, OperatorsLog, Proof, confirm};
+use super::{Act, Enrolling, FactorError, OperatorsLog};
 
 /// What the browser answered `navigator.credentials.get` with, each field
 /// base64url as the page sends it.
@@ -191,19 +191,16 @@ pub(super) fn check(
     ))
 }
 
-/// A one-time link's secret to register a passkey for `name` (a new
-/// operator, or one enrolled already), confirmed by `proof` when a factor
-/// is required. The link lasts [`INVITE_MS`]; only its SHA-256 is kept.
+/// A one-time link's secret to register a passkey for an operator (a new
+/// one, or one enrolled already). The link lasts [`INVITE_MS`]; only its
+/// SHA-256 is kept.
 pub async fn invite(
     log: &OperatorsLog,
     material: &KeyMaterial,
-    name: &str,
-    proof: Proof<'_>,
-    channel: Channel,
+    who: Enrolling<'_>,
 ) -> Result<String, FactorError> {
-    plangate_store::validate_operator_name(name)
-        .map_err(|e| FactorError::NoOperator(format!("{name} ({e})")))?;
-    let confirmed = confirm(log, material, &Act::Enroll { name }, proof, channel).await?;
+    let confirmed = who.confirm(log, material).await?;
+    let (name, channel) = (who.name, who.channel);
     let secret = b64(&random::<24>()?);
     let event = Event {
         at_ms: now_ms(),
