@@ -65,7 +65,7 @@ async fn kept(scratch: &Scratch, step: &str) -> Option<plangate_store::KeptUndo>
         .await
         .unwrap();
     let key = store.find_key("agent").await.unwrap().unwrap();
-    store.undo_state(&key.id, step).await.unwrap()
+    store.undo_states().undo_state(&key.id, step).await.unwrap()
 }
 
 #[tokio::test]
@@ -133,7 +133,12 @@ async fn an_applied_write_keeps_what_it_replaced_sealed_beside_the_log() {
                 text: "old\n".into(),
             },
         );
-        let kept = store.undo_state(&key.id, step).await.unwrap().unwrap();
+        let kept = store
+            .undo_states()
+            .undo_state(&key.id, step)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(json!(kept.digest), event(step)["digest"]);
         assert!(!kept.sealed.contains("old"));
         let aad = plangate_gateway::apply::undo::sealed_for(&key.id, step);
@@ -519,7 +524,12 @@ async fn a_kept_state_replaced_outside_plangate_is_not_written_back() {
             .await
             .unwrap();
         let key = store.find_key("agent").await.unwrap().unwrap();
-        let kept = store.undo_state(&key.id, &step).await.unwrap().unwrap();
+        let kept = store
+            .undo_states()
+            .undo_state(&key.id, &step)
+            .await
+            .unwrap()
+            .unwrap();
         let aad = plangate_gateway::apply::undo::sealed_for(&key.id, &step);
         let plain = plangate_store::seal::unseal(&material, &kept.sealed, aad.as_bytes()).unwrap();
         let mut forged: Replaced = serde_json::from_slice(&plain).unwrap();
@@ -529,6 +539,7 @@ async fn a_kept_state_replaced_outside_plangate_is_not_written_back() {
         let plain = forged.plaintext();
         let sealed = plangate_store::seal::seal(&material, &plain, aad.as_bytes()).unwrap();
         store
+            .undo_states()
             .keep_undo(&key.id, &step, &Replaced::digest_of(&plain), &sealed)
             .await
             .unwrap();

@@ -161,7 +161,7 @@ impl Gateway {
         let ttl = self.config().gateway.undo_ttl;
         let before = plangate_store::now_ms()
             .saturating_sub(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX));
-        let dropped = self.store.drop_undo_before(before).await?;
+        let dropped = self.store.undo_states().drop_undo_before(before).await?;
         let reason = format!(
             "kept for [gateway] undo_ttl ({}), then dropped",
             plangate_config::format_duration(ttl)

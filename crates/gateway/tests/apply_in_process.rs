@@ -659,26 +659,9 @@ impl Credentials for Counting {
     }
 }
 
-#[async_trait::async_trait]
-impl plangate_store::UndoStates for Counting {
-    async fn keep_undo(
-        &self,
-        key_id: &str,
-        step_id: &str,
-        digest: &str,
-        sealed: &str,
-    ) -> Result<(), StoreError> {
-        self.inner.keep_undo(key_id, step_id, digest, sealed).await
-    }
-    async fn undo_state(
-        &self,
-        key_id: &str,
-        step_id: &str,
-    ) -> Result<Option<plangate_store::KeptUndo>, StoreError> {
-        self.inner.undo_state(key_id, step_id).await
-    }
-    async fn drop_undo_before(&self, before_ms: i64) -> Result<Vec<(String, String)>, StoreError> {
-        self.inner.drop_undo_before(before_ms).await
+impl Store for Counting {
+    fn undo_states(&self) -> &dyn plangate_store::UndoStates {
+        self.inner.undo_states()
     }
 }
 

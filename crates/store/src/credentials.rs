@@ -428,7 +428,7 @@ where
 
     // === undo states ([`crate::undo`]): the same pool, the same bounds ===
 
-    pub(crate) async fn keep_undo(
+    pub(crate) async fn keep_undo_sql(
         &self,
         key_id: &str,
         step_id: &str,
@@ -449,7 +449,7 @@ where
         Ok(())
     }
 
-    pub(crate) async fn undo_state(
+    pub(crate) async fn undo_state_sql(
         &self,
         key_id: &str,
         step_id: &str,
@@ -471,7 +471,7 @@ where
         .transpose()
     }
 
-    pub(crate) async fn drop_undo_before(
+    pub(crate) async fn drop_undo_before_sql(
         &self,
         before_ms: i64,
     ) -> Result<Vec<(String, String)>, StoreError> {

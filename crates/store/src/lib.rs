@@ -107,13 +107,15 @@ impl LogMark {
 }
 
 /// The one storage interface: [`Credentials`], the [`EventLog`] and the
-/// [`UndoStates`] kept beside it. Every backend implements all three, and one conformance suite
+/// [`UndoStates`] kept beside it ([`Store::undo_states`]). Every backend
+/// implements all three, and one conformance suite
 /// (`tests/conformance.rs`) runs against each, so callers can rely on the
 /// same behaviour whichever database is configured. A caller that needs
 /// only one half takes that trait.
-pub trait Store: Credentials + EventLog + UndoStates {}
-
-impl<T: Credentials + EventLog + UndoStates + ?Sized> Store for T {}
+pub trait Store: Credentials + EventLog {
+    /// The undo states kept beside the log, in the same database.
+    fn undo_states(&self) -> &dyn UndoStates;
+}
 
 /// Who may call: API keys for agents, operator tokens for the console.
 /// Nothing here changes a key's events; only

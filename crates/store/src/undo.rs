@@ -44,12 +44,13 @@ pub trait UndoStates: Send + Sync + 'static {
     async fn drop_undo_before(&self, before_ms: i64) -> Result<Vec<(String, String)>, StoreError>;
 }
 
-/// The [`UndoStates`] impl of a store whose `credentials` field is a
-/// [`SqlCredentials`] (the same pool): every method forwards to it.
+/// The [`UndoStates`] impl of a backend's `SqlCredentials` (the same
+/// pool as its log): every method runs the SQL written once in
+/// [`crate::credentials`].
 macro_rules! forward_undo_states {
-    ($store:ty) => {
+    ($db:ty) => {
         #[async_trait::async_trait]
-        impl $crate::UndoStates for $store {
+        impl $crate::UndoStates for $crate::credentials::SqlCredentials<$db> {
             async fn keep_undo(
                 &self,
                 key_id: &str,
@@ -57,9 +58,7 @@ macro_rules! forward_undo_states {
                 digest: &str,
                 sealed: &str,
             ) -> Result<(), $crate::StoreError> {
-                self.credentials
-                    .keep_undo(key_id, step_id, digest, sealed)
-                    .await
+                self.keep_undo_sql(key_id, step_id, digest, sealed).await
             }
 
             async fn undo_state(
@@ -67,14 +66,14 @@ macro_rules! forward_undo_states {
                 key_id: &str,
                 step_id: &str,
             ) -> Result<Option<$crate::KeptUndo>, $crate::StoreError> {
-                self.credentials.undo_state(key_id, step_id).await
+                self.undo_state_sql(key_id, step_id).await
             }
 
             async fn drop_undo_before(
                 &self,
                 before_ms: i64,
             ) -> Result<Vec<(String, String)>, $crate::StoreError> {
-                self.credentials.drop_undo_before(before_ms).await
+                self.drop_undo_before_sql(before_ms).await
             }
         }
     };

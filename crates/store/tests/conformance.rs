@@ -1409,17 +1409,27 @@ async fn upstream_credentials_are_saved_replaced_and_cleared(f: Fixture) {
 async fn undo_states_are_kept_replaced_read_and_dropped_by_age(f: Fixture) {
     let one = f.open().await;
     let two = f.open().await;
-    assert_eq!(one.undo_state("key_a", "step_1").await.expect("read"), None);
-    one.keep_undo("key_a", "step_1", "sha256:01", "v1.first")
+    assert_eq!(
+        one.undo_states()
+            .undo_state("key_a", "step_1")
+            .await
+            .expect("read"),
+        None
+    );
+    one.undo_states()
+        .keep_undo("key_a", "step_1", "sha256:01", "v1.first")
         .await
         .expect("keep");
-    one.keep_undo("key_a", "step_1", "sha256:02", "v1.second")
+    one.undo_states()
+        .keep_undo("key_a", "step_1", "sha256:02", "v1.second")
         .await
         .expect("keep again");
-    one.keep_undo("key_b", "step_1", "sha256:03", "v1.other")
+    one.undo_states()
+        .keep_undo("key_b", "step_1", "sha256:03", "v1.other")
         .await
         .expect("keep");
     let kept = two
+        .undo_states()
         .undo_state("key_a", "step_1")
         .await
         .expect("read")
@@ -1431,12 +1441,14 @@ async fn undo_states_are_kept_replaced_read_and_dropped_by_age(f: Fixture) {
     assert!(kept.kept_at_ms > 0);
     // Nothing is older than the first keep.
     assert!(
-        two.drop_undo_before(kept.kept_at_ms - 60_000)
+        two.undo_states()
+            .drop_undo_before(kept.kept_at_ms - 60_000)
             .await
             .expect("drop")
             .is_empty()
     );
     let mut dropped = two
+        .undo_states()
         .drop_undo_before(plangate_store::now_ms() + 1)
         .await
         .expect("drop");
@@ -1448,5 +1460,11 @@ async fn undo_states_are_kept_replaced_read_and_dropped_by_age(f: Fixture) {
             ("key_b".to_owned(), "step_1".to_owned())
         ]
     );
-    assert_eq!(one.undo_state("key_b", "step_1").await.expect("read"), None);
+    assert_eq!(
+        one.undo_states()
+            .undo_state("key_b", "step_1")
+            .await
+            .expect("read"),
+        None
+    );
 }

@@ -174,6 +174,7 @@ async fn kept(
     };
     if let Err(e) = gw
         .store()
+        .undo_states()
         .keep_undo(&acting.key.id, &record.step_id, &digest, &sealed)
         .await
     {

@@ -376,6 +376,7 @@ async fn kept_state(
 ) -> Result<Replaced, String> {
     let kept = gw
         .store()
+        .undo_states()
         .undo_state(&acting.key.id, &record.step_id)
         .await
         .map_err(|e| format!("what it replaced cannot be read ({e})"))?

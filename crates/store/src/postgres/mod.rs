@@ -229,7 +229,13 @@ impl PostgresStore {
     }
 }
 
-forward_undo_states!(PostgresStore);
+forward_undo_states!(sqlx::Postgres);
+
+impl Store for PostgresStore {
+    fn undo_states(&self) -> &dyn crate::UndoStates {
+        &self.credentials
+    }
+}
 
 forward_event_reads!(PostgresStore {
     /// PostgreSQL has no log mark: the answer's mark is always `None`.

@@ -220,7 +220,13 @@ impl SqliteStore {
     }
 }
 
-forward_undo_states!(SqliteStore);
+forward_undo_states!(sqlx::Sqlite);
+
+impl Store for SqliteStore {
+    fn undo_states(&self) -> &dyn crate::UndoStates {
+        &self.credentials
+    }
+}
 
 forward_event_reads!(SqliteStore {
     async fn append_events_marked(
