@@ -311,12 +311,13 @@ mod tests {
 
     use super::*;
 
+    /// A rule in every mode; a `refuse` says "NAME says no".
     fn rule(name: &str, when: &str, outcome: &str) -> RuleSpec {
-        let message = (outcome == "refuse").then(|| format!("{name} says no"));
-        RuleSpec {
-            message,
-            ..RuleSpec::new(name, when, outcome)
+        let mut spec = RuleSpec::new(name, when, outcome);
+        if outcome == "refuse" {
+            spec.message = Some(format!("{name} says no"));
         }
+        spec
     }
 
     fn modes() -> Vec<String> {

@@ -494,59 +494,63 @@ fn allowed_host(gw: &Gateway, headers: &HeaderMap) -> Result<(), ConsoleError> {
     ))
 }
 
-/// A person reading the console (`GET` of the API): an allowed host and a
-/// live session, checked before the handler runs.
-struct Viewer(Session);
+/// The extractor `$name(Session)`, whose session `$check` (an async fn
+/// of the gateway and the request's headers) gives before the handler
+/// runs — so no handler can forget a check.
+macro_rules! person_extractor {
+    ($name:ident, $check:path) => {
+        impl FromRequestParts<Arc<Gateway>> for $name {
+            type Rejection = ConsoleError;
 
-impl FromRequestParts<Arc<Gateway>> for Viewer {
-    type Rejection = ConsoleError;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        gw: &Arc<Gateway>,
-    ) -> Result<Viewer, ConsoleError> {
-        allowed_host(gw, &parts.headers)?;
-        Ok(Viewer(session(gw, &parts.headers).await?))
-    }
+            async fn from_request_parts(
+                parts: &mut Parts,
+                gw: &Arc<Gateway>,
+            ) -> Result<$name, ConsoleError> {
+                $check(gw, &parts.headers).await.map($name)
+            }
+        }
+    };
 }
 
-/// A person acting through the console (every state-changing request):
-/// allowed host, same origin, a live session and its CSRF token in the
-/// header, in that order, checked before the handler runs — so no handler
-/// can forget one.
+/// A person reading the console (`GET` of the API).
+struct Viewer(Session);
+person_extractor!(Viewer, viewing);
+
+/// An allowed host and a live session.
+async fn viewing(gw: &Gateway, headers: &HeaderMap) -> Result<Session, ConsoleError> {
+    allowed_host(gw, headers)?;
+    Ok(session(gw, headers).await?)
+}
+
+/// A person acting through the console (every state-changing request).
 struct Acting(Session);
+person_extractor!(Acting, acting);
 
-impl FromRequestParts<Arc<Gateway>> for Acting {
-    type Rejection = ConsoleError;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        gw: &Arc<Gateway>,
-    ) -> Result<Acting, ConsoleError> {
-        let headers = &parts.headers;
-        allowed_host(gw, headers)?;
-        if bearer_token(headers).is_some() {
-            return Ok(Acting(session(gw, headers).await?));
-        }
-        if !same_origin(headers) {
-            return Err(ConsoleError::access(
-                AccessCode::CrossSiteRequest,
-                "refused: this request did not come from the console's own page; nothing was recorded",
-            ));
-        }
-        let session = session(gw, headers).await?;
-        let sent = headers
-            .get(CSRF_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default();
-        if !same(sent, &session.csrf) {
-            return Err(ConsoleError::access(
-                AccessCode::CsrfTokenInvalid,
-                "refused: the request lacks this session's CSRF token; reload the console. Nothing was recorded",
-            ));
-        }
-        Ok(Acting(session))
+/// Allowed host, same origin, a live session and its CSRF token in the
+/// header, in that order (a bearer operator token needs no CSRF token).
+async fn acting(gw: &Gateway, headers: &HeaderMap) -> Result<Session, ConsoleError> {
+    allowed_host(gw, headers)?;
+    if bearer_token(headers).is_some() {
+        return Ok(session(gw, headers).await?);
     }
+    if !same_origin(headers) {
+        return Err(ConsoleError::access(
+            AccessCode::CrossSiteRequest,
+            "refused: this request did not come from the console's own page; nothing was recorded",
+        ));
+    }
+    let session = session(gw, headers).await?;
+    let sent = headers
+        .get(CSRF_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if !same(sent, &session.csrf) {
+        return Err(ConsoleError::access(
+            AccessCode::CsrfTokenInvalid,
+            "refused: the request lacks this session's CSRF token; reload the console. Nothing was recorded",
+        ));
+    }
+    Ok(session)
 }
 
 /// A JSON request body, refused in the console's shape when it is not

@@ -140,12 +140,29 @@ where
     }
 }
 
-/// The [`crate::EventLog`] impl of a store whose `events()` gives its
-/// [`SqlEvents`]: every read forwards to it; the appends, which each
-/// backend commits its own way, and anything else the backend answers
-/// (`log_mark`) are given as the macro's items.
+/// What an SQL backend `$store` on database `$db` is beside its
+/// credentials: its log's reads ([`SqlEvents`] over its pool and its
+/// module's `EVENT_SQL`), its undo states (its `credentials`, the same
+/// pool), and the [`crate::EventLog`] impl in which every read forwards to
+/// those reads; the appends, which each backend commits its own way, and
+/// anything else the backend answers (`log_mark`) are the macro's items.
 macro_rules! forward_event_reads {
-    ($store:ty { $($own:tt)* }) => {
+    ($store:ty, $db:ty { $($own:tt)* }) => {
+        impl $store {
+            /// The log's reads, in `EVENT_SQL`.
+            fn events(&self) -> SqlEvents<'_, $db> {
+                SqlEvents::new(&self.pool, &EVENT_SQL)
+            }
+        }
+
+        $crate::undo::forward_undo_states!($db);
+
+        impl $crate::Store for $store {
+            fn undo_states(&self) -> &dyn $crate::UndoStates {
+                &self.credentials
+            }
+        }
+
         #[async_trait::async_trait]
         impl $crate::EventLog for $store {
             $($own)*

@@ -67,7 +67,6 @@ use crate::events::checked_body_text;
 use crate::events::group_commit::committer_stopped;
 use crate::events::reads::{EventSql, SqlEvents, forward_event_reads};
 use crate::keys::{key_columns, key_from_row};
-use crate::undo::forward_undo_states;
 use crate::{ApiKey, LogMark, NewEvent, Store, StoreError};
 
 /// Connections per store handle.
@@ -222,22 +221,7 @@ forward_credentials!(PostgresStore {
     }
 });
 
-impl PostgresStore {
-    /// The log's reads, in [`EVENT_SQL`].
-    fn events(&self) -> SqlEvents<'_, sqlx::Postgres> {
-        SqlEvents::new(&self.pool, &EVENT_SQL)
-    }
-}
-
-forward_undo_states!(sqlx::Postgres);
-
-impl Store for PostgresStore {
-    fn undo_states(&self) -> &dyn crate::UndoStates {
-        &self.credentials
-    }
-}
-
-forward_event_reads!(PostgresStore {
+forward_event_reads!(PostgresStore, sqlx::Postgres {
     /// PostgreSQL has no log mark: the answer's mark is always `None`.
     async fn append_events_marked(
         &self,

@@ -24,7 +24,6 @@ use crate::events::group_commit::committer_stopped;
 use crate::events::reads::{EventSql, SqlEvents, forward_event_reads};
 use crate::events::{checked_body_text, event_columns};
 use crate::private_fs::create_new_private_file;
-use crate::undo::forward_undo_states;
 use crate::wal_mark::WalMark;
 use crate::{ApiKey, KeyEpoch, LogMark, NewEvent, Store, StoreError};
 
@@ -213,22 +212,7 @@ forward_credentials!(SqliteStore {
     }
 });
 
-impl SqliteStore {
-    /// The log's reads, in [`EVENT_SQL`].
-    fn events(&self) -> SqlEvents<'_, sqlx::Sqlite> {
-        SqlEvents::new(&self.pool, &EVENT_SQL)
-    }
-}
-
-forward_undo_states!(sqlx::Sqlite);
-
-impl Store for SqliteStore {
-    fn undo_states(&self) -> &dyn crate::UndoStates {
-        &self.credentials
-    }
-}
-
-forward_event_reads!(SqliteStore {
+forward_event_reads!(SqliteStore, sqlx::Sqlite {
     async fn append_events_marked(
         &self,
         key_id: &str,
