@@ -20,7 +20,7 @@ const FOLLOW_EVERY: Duration = Duration::from_millis(500);
 pub(crate) async fn follow(gw: Weak<Gateway>) {
     let Some(g) = gw.upgrade() else { return };
     let shutdown = g.shutdown.clone();
-    let mut after = match g.store.last_seq().await {
+    let mut after = match g.store().last_seq().await {
         Ok(seq) => seq,
         Err(e) => {
             tracing::warn!("cannot follow the event log: {e}");
@@ -35,7 +35,7 @@ pub(crate) async fn follow(gw: Weak<Gateway>) {
         }
         let Some(g) = gw.upgrade() else { return };
         loop {
-            let page = match g.store.events_since(after, 500).await {
+            let page = match g.store().events_since(after, 500).await {
                 Ok(page) => page,
                 Err(e) => {
                     tracing::debug!("following the event log: {e}");

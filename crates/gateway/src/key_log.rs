@@ -20,6 +20,14 @@ use plangate_core::chain::{self, Chain, Sealed};
 use plangate_core::{Event, KeyState, ToolPins};
 use plangate_store::{LogKey, LogMark, NewEvent, PublicLogKey, Seal, Store, StoreError};
 
+/// The operators' log, folded ([`crate::operator::factor`]).
+pub type OperatorsLog = KeyLog<plangate_core::operators::Operators>;
+
+/// The operators' log over `store`, signed and checked with `key`.
+pub fn operators_log(store: Arc<dyn Store>, key: Arc<LogKey>) -> OperatorsLog {
+    KeyLog::with_capacity(store, key, 1)
+}
+
 /// How often a transaction is retried after losing a race before giving up.
 const MAX_ATTEMPTS: usize = 32;
 

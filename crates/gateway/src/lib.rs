@@ -31,6 +31,7 @@ mod capabilities;
 pub mod catalog;
 pub mod console;
 pub mod deadline;
+pub mod engine;
 mod follow;
 mod hosts;
 pub mod http;
@@ -83,7 +84,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use capabilities::server_capabilities;
 pub use catalog::{Catalog, CatalogTool};
-use reload::Loaded;
+pub use engine::Engine;
 pub use reload::{RESTART_ONLY, Reloaded};
 pub use server::GatewayHandler;
 use slots::{Slot, SlotState, first_attempts};
@@ -105,21 +106,13 @@ pub const GATEWAY_TOOLS: [&str; 7] = [
 /// A running gateway: config, store, upstream sessions and the catalog
 /// built from them. Shared by every client session.
 pub struct Gateway {
-    /// The config in force and what is compiled from it.
-    loaded: RwLock<Arc<Loaded>>,
+    /// The config, the store and the logs: everything that is not a
+    /// transport ([`engine`]); the gateway derefs to it.
+    engine: Engine,
     /// Serializes reloads (a SIGHUP and a file change at once).
     reloading: tokio::sync::Mutex<()>,
-    store: Arc<dyn Store>,
-    material: KeyMaterial,
-    log: Arc<key_log::KeyLog>,
-    /// The log of tool pins ([`plangate_core::TOOLS_LOG`]).
-    pins: Arc<key_log::KeyLog<ToolPins>>,
-    /// The operators' log: what a yes needs and who can give it
-    /// ([`operator::factor`]).
-    operators: operator::factor::OperatorsLog,
     /// The pins as last read: what the catalog is built against.
     pinned: RwLock<Arc<ToolPins>>,
-    owner: String,
     slots: RwLock<BTreeMap<String, Arc<Slot>>>,
     catalog: RwLock<Arc<Catalog>>,
     hub: hub::Hub,
@@ -141,6 +134,14 @@ pub struct Gateway {
 impl std::fmt::Debug for Gateway {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Gateway").finish_non_exhaustive()
+    }
+}
+
+impl std::ops::Deref for Gateway {
+    type Target = Engine;
+
+    fn deref(&self) -> &Engine {
+        &self.engine
     }
 }
 
@@ -214,29 +215,10 @@ impl Gateway {
             .filter(|u| connectors.contains_key(&u.name))
             .map(|u| (u.name.clone(), Slot::new(u.clone(), &shutdown)))
             .collect();
-        let cached_keys = config.gateway.cached_keys as usize;
         let gw = Arc::new(Gateway {
-            loaded: RwLock::new(Arc::new(Loaded::compile(config, None))),
+            engine: Engine::open(config, store, material),
             reloading: tokio::sync::Mutex::new(()),
-            log: Arc::new(key_log::KeyLog::<plangate_core::KeyState>::with_capacity(
-                store.clone(),
-                material.log_key(),
-                cached_keys,
-            )),
-            operators: operator::factor::operators_log(store.clone(), material.log_key()),
-            pins: Arc::new(key_log::KeyLog::with_capacity(
-                store.clone(),
-                material.log_key(),
-                1,
-            )),
             pinned: RwLock::new(Arc::new(ToolPins::default())),
-            owner: format!(
-                "{}@{}",
-                std::process::id(),
-                plangate_store::new_id("gw_").unwrap_or_else(|_| "gw".to_owned())
-            ),
-            store,
-            material,
             slots: RwLock::new(slots),
             catalog: RwLock::new(Arc::new(Catalog::default())),
             hub: hub::Hub::default(),
@@ -285,73 +267,10 @@ impl Gateway {
         gw
     }
 
-    /// What counts as a secret here: the built-in rules plus config's
-    /// `[redaction]`. Every split, key, redaction and scrub of the gateway
-    /// goes through it, so what is hidden is what is sealed.
-    pub fn redactor(&self) -> Arc<plangate_core::Redactor> {
-        self.loaded.read().redactor.clone()
-    }
-
-    /// The configured rate limits.
-    pub fn rates(&self) -> Arc<rate::RateLimits> {
-        self.loaded.read().rates.clone()
-    }
-
     /// Notes a call for the memory trimmer ([`memory`]): freed memory is
     /// handed back once calls stop for a moment.
     pub fn note_call(&self) {
         self.trimmer.touch();
-    }
-
-    /// The seal and signing keys (docs/design.md §2).
-    pub fn material(&self) -> &KeyMaterial {
-        &self.material
-    }
-
-    /// Every key's event log and folded state.
-    pub fn log(&self) -> &key_log::KeyLog {
-        &self.log
-    }
-
-    /// The operators' log ([`operator::factor`]).
-    pub fn operators(&self) -> &operator::factor::OperatorsLog {
-        &self.operators
-    }
-
-    /// A shared handle to the log, for background tasks.
-    pub fn log_handle(&self) -> Arc<key_log::KeyLog> {
-        self.log.clone()
-    }
-
-    /// This gateway process's identity as the owner of step claims.
-    pub fn owner(&self) -> &str {
-        &self.owner
-    }
-
-    /// How long a step claim holds without renewal, in ms.
-    pub fn lease_ms(&self) -> i64 {
-        operator::lease_ms(&self.config())
-    }
-
-    /// How long a question to the person waits for an answer.
-    pub fn review_timeout(&self) -> Duration {
-        self.config().gateway.review_timeout
-    }
-
-    /// How long a plan lives, in ms.
-    pub fn ttl_ms(&self) -> i64 {
-        operator::ttl_ms(&self.config())
-    }
-
-    /// The config in force: the one the gateway was built from, or the
-    /// last one [`Gateway::reload`] took.
-    pub fn config(&self) -> Arc<Config> {
-        self.loaded.read().config.clone()
-    }
-
-    /// The store holding keys and the event log.
-    pub fn store(&self) -> &Arc<dyn Store> {
-        &self.store
     }
 
     /// Routing state for calls in flight.
@@ -390,11 +309,6 @@ impl Gateway {
             ),
             None => "a person reviews and approves it outside this session; nothing this key can call approves it".to_owned(),
         }
-    }
-
-    /// The operator's rules, compiled (once per load).
-    pub fn policy(&self) -> Arc<plangate_policy::Policy> {
-        self.loaded.read().policy.clone()
     }
 
     /// The OAuth access-token checker.

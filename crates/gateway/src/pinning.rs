@@ -10,19 +10,13 @@ use plangate_core::{Actor, Channel, Event, PinnedDefinition, TOOLS_LOG, ToolPins
 use crate::{Gateway, Upstream, key_log, read, write};
 
 impl Gateway {
-    /// The log of tool pins, for a person's accept or reject
-    /// ([`crate::tool_pins::decide`]).
-    pub fn pins_log(&self) -> &key_log::KeyLog<ToolPins> {
-        &self.pins
-    }
-
     /// The tool pins as last read.
     pub fn pins(&self) -> Arc<ToolPins> {
         read(&self.pinned)
     }
 
     pub(crate) async fn reload_pins(&self) -> Result<(), key_log::LogError> {
-        let pins = self.pins.state(TOOLS_LOG).await?;
+        let pins = self.pins_log().state(TOOLS_LOG).await?;
         write(&self.pinned, Arc::new(pins));
         Ok(())
     }
@@ -57,7 +51,7 @@ impl Gateway {
             })
             .collect();
         let judged = self
-            .pins
+            .pins_log()
             .transact(TOOLS_LOG, |pins| {
                 let now = plangate_store::now_ms();
                 let events: Vec<Event> = pins

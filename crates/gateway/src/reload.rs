@@ -9,7 +9,7 @@ use std::sync::Arc;
 use plangate_config::{Config, UpstreamConfig};
 
 use crate::slots::{Slot, first_attempts};
-use crate::{Connector, Gateway, policy, rate, upstream, write};
+use crate::{Connector, Gateway, policy, rate, upstream};
 
 /// A config and what is compiled from it, swapped whole by
 /// [`Gateway::reload`] so a call sees one generation of each.
@@ -83,7 +83,7 @@ impl Gateway {
         };
         let loaded = Loaded::compile(config, Some(&self.rates()));
         let config = loaded.config.clone();
-        write(&self.loaded, Arc::new(loaded));
+        self.engine.put_loaded(loaded);
         self.keys.clear();
         let mut stopped = Vec::new();
         let mut start = BTreeMap::new();

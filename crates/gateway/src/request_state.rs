@@ -9,25 +9,25 @@ use plangate_core::Code;
 use rmcp::model::RequestStateCodec;
 use serde_json::Value;
 
-use crate::Gateway;
+use crate::Engine;
 use crate::refusal::Refusal;
 
 /// The signing codec for request states (signing key per docs/design.md §2).
-pub(crate) fn codec(gw: &Gateway) -> Result<RequestStateCodec, Refusal> {
-    RequestStateCodec::try_new(gw.material().signing_key().to_vec())
+pub(crate) fn codec(engine: &Engine) -> Result<RequestStateCodec, Refusal> {
+    RequestStateCodec::try_new(engine.material().signing_key().to_vec())
         .map_err(|e| Refusal::internal(format!("cannot sign request state: {e}")))
 }
 
 /// A digest of the call's arguments with secrets keyed (docs/design.md §5 Digest).
-pub(crate) fn args_digest(gw: &Gateway, arguments: &Value) -> Result<String, Refusal> {
-    let keyed = gw
+pub(crate) fn args_digest(engine: &Engine, arguments: &Value) -> Result<String, Refusal> {
+    let keyed = engine
         .redactor()
-        .keyed(arguments, gw.material().signing_key())
+        .keyed(arguments, engine.material().signing_key())
         .map_err(|e| Refusal::new(Code::InvalidArguments, e.to_string()))?;
     let canonical = plangate_core::canonical_json(&keyed)
         .map_err(|e| Refusal::new(Code::InvalidArguments, e.to_string()))?;
     Ok(plangate_core::hmac_hex(
-        gw.material().signing_key(),
+        engine.material().signing_key(),
         canonical.as_bytes(),
     ))
 }

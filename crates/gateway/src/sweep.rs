@@ -56,7 +56,7 @@ const FULL_SWEEP_EVERY: u64 = 20;
 impl Gateway {
     /// One pass of the expiry sweep over every key with events.
     pub async fn sweep_once(&self) -> Result<usize, key_log::LogError> {
-        let keys = self.store.keys_with_events().await?;
+        let keys = self.store().keys_with_events().await?;
         self.sweep_keys(keys).await
     }
 
@@ -94,7 +94,7 @@ impl Gateway {
         for key_id in keys {
             // Not `state`: a pass over every key must not pull idle keys
             // into memory.
-            let state = self.log.peek(&key_id).await?;
+            let state = self.log().peek(&key_id).await?;
             let claims = state.applying.is_some()
                 || state
                     .steps
@@ -128,7 +128,7 @@ impl Gateway {
                 continue;
             }
             let (_, n) = self
-                .log
+                .log()
                 .transact(&key_id, |state| {
                     let now = plangate_store::now_ms();
                     let Some(ids) = plangate_core::rules::expiring_steps(state, now, ttl) else {
@@ -161,7 +161,7 @@ impl Gateway {
         let ttl = self.config().gateway.undo_ttl;
         let before = plangate_store::now_ms()
             .saturating_sub(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX));
-        let dropped = self.store.undo_states().drop_undo_before(before).await?;
+        let dropped = self.store().undo_states().drop_undo_before(before).await?;
         let reason = format!(
             "kept for [gateway] undo_ttl ({}), then dropped",
             plangate_config::format_duration(ttl)
@@ -179,7 +179,7 @@ impl Gateway {
                     },
                 },
             };
-            self.log
+            self.log()
                 .transact(key_id, |_| {
                     Ok::<_, std::convert::Infallible>((vec![event.clone()], ()))
                 })
@@ -208,7 +208,7 @@ impl Gateway {
             operator: None,
         };
         let (_, n) = self
-            .log
+            .log()
             .transact(key_id, |state| {
                 let events = apply::lease_cleanup(state, plangate_store::now_ms(), lease, &acting);
                 let n = events.len();

@@ -491,6 +491,42 @@ where
     }
 }
 
+/// The [`crate::UndoStates`] impl of a backend's `SqlCredentials` (the same
+/// pool as its log): every method runs the SQL written once in
+/// [`crate::credentials`].
+macro_rules! forward_undo_states {
+    ($db:ty) => {
+        #[async_trait::async_trait]
+        impl $crate::UndoStates for $crate::credentials::SqlCredentials<$db> {
+            async fn keep_undo(
+                &self,
+                key_id: &str,
+                step_id: &str,
+                digest: &str,
+                sealed: &str,
+            ) -> Result<(), $crate::StoreError> {
+                self.keep_undo_sql(key_id, step_id, digest, sealed).await
+            }
+
+            async fn undo_state(
+                &self,
+                key_id: &str,
+                step_id: &str,
+            ) -> Result<Option<$crate::KeptUndo>, $crate::StoreError> {
+                self.undo_state_sql(key_id, step_id).await
+            }
+
+            async fn drop_undo_before(
+                &self,
+                before_ms: i64,
+            ) -> Result<Vec<(String, String)>, $crate::StoreError> {
+                self.drop_undo_before_sql(before_ms).await
+            }
+        }
+    };
+}
+pub(crate) use forward_undo_states;
+
 /// The [`crate::Credentials`] impl of a store whose `credentials` field is
 /// a [`SqlCredentials`]: every method forwards to it, but `revoke_key` —
 /// each backend writes its own (SQLite moves its key epoch around it) —

@@ -13,7 +13,7 @@
 use plangate_core::{Code, Scope, StepError};
 use plangate_store::KeyEpoch;
 
-use crate::Gateway;
+use crate::Engine;
 use crate::auth::KEY_MAX_AGE;
 
 /// What one apply knows about its key: the epoch at which it was last
@@ -28,12 +28,12 @@ impl KeyCheck {
     /// failure, ready to record ("nothing was sent").
     pub(super) async fn still_writes(
         &mut self,
-        gw: &Gateway,
+        engine: &Engine,
         key_id: &str,
     ) -> Result<(), StepError> {
         // Read before the query, so a revocation racing the query moves
         // the epoch past the one remembered with its answer.
-        let epoch = gw.store().key_epoch();
+        let epoch = engine.store().key_epoch();
         if let (Some(now), Some((seen, at))) = (epoch, self.seen)
             && now == seen
             && at.elapsed() < KEY_MAX_AGE
@@ -46,7 +46,7 @@ impl KeyCheck {
             message,
             upstream: None,
         };
-        match gw.store().find_key(key_id).await {
+        match engine.store().find_key(key_id).await {
             Ok(Some(key)) if key.is_active() && key.scope != Scope::Read => {
                 self.seen = epoch.map(|e| (e, std::time::Instant::now()));
                 Ok(())

@@ -52,15 +52,7 @@ pub fn acting(key: &ApiKey, operator: &str, channel: Channel) -> Acting {
     }
 }
 
-/// A plan's life in ms, from config.
-pub fn ttl_ms(config: &Config) -> i64 {
-    i64::try_from(config.gateway.plan_ttl.as_millis()).unwrap_or(i64::MAX)
-}
-
-/// A claim's lease in ms, from config.
-pub fn lease_ms(config: &Config) -> i64 {
-    i64::try_from(config.gateway.lease.as_millis()).unwrap_or(30_000)
-}
+pub use crate::engine::{lease_ms, ttl_ms};
 
 /// Checks that `d` is shaped like a plan digest (`sha256:` + 64 hex).
 pub fn check_digest(d: &str) -> Result<(), OperatorError> {

@@ -6,17 +6,17 @@
 use plangate_core::{KeyState, StepRecord};
 use serde_json::Value;
 
-use crate::Gateway;
+use crate::Engine;
 use crate::acting::Acting;
 use crate::refusal::Refusal;
 
 /// The secret values sealed with a step, opened with this gateway's seal
 /// key; `None` when they cannot be opened (the keys changed).
-pub fn open_secrets(gw: &Gateway, record: &StepRecord) -> Option<Vec<(String, Value)>> {
+pub fn open_secrets(engine: &Engine, record: &StepRecord) -> Option<Vec<(String, Value)>> {
     match &record.sealed_secrets {
         None => Some(Vec::new()),
         Some(sealed) => {
-            plangate_store::seal::unseal(gw.material(), sealed, record.step_id.as_bytes())
+            plangate_store::seal::unseal(engine.material(), sealed, record.step_id.as_bytes())
                 .ok()
                 .and_then(|plain| serde_json::from_slice(&plain).ok())
         }
@@ -32,20 +32,20 @@ const MIN_LOGGED_SECRET: usize = 4;
 /// every one the key's log sealed. The key's state is read once and kept
 /// in `known` for the append that follows.
 pub(super) async fn secrets_to_scrub(
-    gw: &Gateway,
+    engine: &Engine,
     acting: &Acting,
     known: &mut Option<KeyState>,
     current: &[(String, Value)],
 ) -> Result<Vec<(String, Value)>, Refusal> {
     let state = match known.take() {
         Some(state) => state,
-        None => gw
+        None => engine
             .log()
             .state(&acting.key.id)
             .await
             .map_err(|e| Refusal::store(e, "nothing was planned"))?,
     };
-    let secrets = known_secrets(gw, &state, current);
+    let secrets = known_secrets(engine, &state, current);
     *known = Some(state);
     Ok(secrets)
 }
@@ -55,7 +55,7 @@ pub(super) async fn secrets_to_scrub(
 /// so a value sealed by one step cannot come back through another step's
 /// preview (the upstream's current state quotes it).
 pub(crate) fn known_secrets(
-    gw: &Gateway,
+    engine: &Engine,
     state: &KeyState,
     current: &[(String, Value)],
 ) -> Vec<(String, Value)> {
@@ -64,7 +64,7 @@ pub(crate) fn known_secrets(
         if step.record.sealed_secrets.is_none() {
             continue;
         }
-        for (pointer, value) in open_secrets(gw, &step.record).unwrap_or_default() {
+        for (pointer, value) in open_secrets(engine, &step.record).unwrap_or_default() {
             let long_enough = match &value {
                 Value::String(s) => s.chars().count() >= MIN_LOGGED_SECRET,
                 Value::Array(_) | Value::Object(_) => true,
@@ -81,7 +81,7 @@ pub(crate) fn known_secrets(
 /// A step's secret values sealed with this gateway's seal key, bound to
 /// `step_id`; none when the arguments hold no secret.
 pub(super) fn seal(
-    gw: &Gateway,
+    engine: &Engine,
     secrets: &[(String, Value)],
     step_id: &str,
 ) -> Result<Option<String>, Refusal> {
@@ -89,7 +89,7 @@ pub(super) fn seal(
         return Ok(None);
     }
     let plain = serde_json::to_vec(secrets).map_err(Refusal::internal)?;
-    plangate_store::seal::seal(gw.material(), &plain, step_id.as_bytes())
+    plangate_store::seal::seal(engine.material(), &plain, step_id.as_bytes())
         .map(Some)
         .map_err(|e| Refusal::internal(format!("sealing a secret failed: {e}")))
 }

@@ -19,10 +19,10 @@ use rmcp::service::{RequestContext, ServiceError};
 use rmcp::{Peer, RoleServer};
 use serde_json::{Value, json};
 
-use crate::Gateway;
 use crate::acting::Acting;
 use crate::apply::{ApplyRequest, Progress, apply_plan};
 use crate::refusal::Refusal;
+use crate::{Engine, Gateway};
 
 mod heartbeat;
 mod question;
@@ -439,8 +439,9 @@ async fn ask_and_record(
     Ok((answer, heard))
 }
 
-async fn record(gw: &Gateway, acting: &Acting, kind: EventKind) -> Result<(), Refusal> {
-    gw.log()
+async fn record(engine: &Engine, acting: &Acting, kind: EventKind) -> Result<(), Refusal> {
+    engine
+        .log()
         .transact(&acting.key.id, |state| {
             let mut kind = kind.clone();
             // An answer records the revision the person saw.

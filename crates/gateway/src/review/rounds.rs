@@ -12,7 +12,7 @@ use rmcp::model::{
 
 use super::question::question_params;
 use super::{Answer, Round, read_answer, record, verdict_of};
-use crate::Gateway;
+use crate::Engine;
 use crate::acting::Acting;
 use crate::refusal::Refusal;
 use crate::request_state::{args_digest, codec};
@@ -36,7 +36,7 @@ struct ReviewState {
 /// The first round over 2026-07-28: record the question and answer
 /// `input_required` with it and a signed, expiring, single-use state.
 pub(super) async fn open_question(
-    gw: &Gateway,
+    engine: &Engine,
     acting: &Acting,
     round: Round<'_>,
     question: String,
@@ -46,18 +46,18 @@ pub(super) async fn open_question(
     let payload = ReviewState {
         kid: acting.key.id.clone(),
         tool: round.tool.to_owned(),
-        args: args_digest(gw, round.arguments)?,
+        args: args_digest(engine, round.arguments)?,
         digest: digest.to_owned(),
         review: review.clone(),
     };
     let options = SealOptions::new()
         .associated_data(acting.key.id.as_bytes())
-        .ttl(gw.review_timeout());
-    let sealed = codec(gw)?
+        .ttl(engine.review_timeout());
+    let sealed = codec(engine)?
         .seal_json_with(&payload, &options)
         .map_err(|e| Refusal::internal(format!("cannot sign request state: {e}")))?;
     record(
-        gw,
+        engine,
         acting,
         EventKind::ReviewRequested {
             review_id: review,
@@ -81,7 +81,7 @@ pub(super) async fn open_question(
 /// tool, arguments), take the answer and record it — once: a replayed state
 /// is refused atomically.
 pub(super) async fn take_answer(
-    gw: &Gateway,
+    engine: &Engine,
     acting: &Acting,
     round: Round<'_>,
 ) -> Result<(String, Answer), Refusal> {
@@ -95,7 +95,7 @@ pub(super) async fn take_answer(
         )
     };
     let sealed = round.state.unwrap_or_default();
-    let payload: ReviewState = codec(gw)?
+    let payload: ReviewState = codec(engine)?
         .open_json_with(sealed, acting.key.id.as_bytes())
         .map_err(|e| match e {
             rmcp::model::RequestStateError::Expired => invalid("the question expired before the answer came back"),
@@ -104,7 +104,7 @@ pub(super) async fn take_answer(
     if payload.kid != acting.key.id || payload.tool != round.tool {
         return Err(invalid("the request state belongs to another key or tool"));
     }
-    if payload.args != args_digest(gw, round.arguments)? {
+    if payload.args != args_digest(engine, round.arguments)? {
         return Err(invalid(
             "the retried request's arguments differ from the ones the person was asked about",
         ));
@@ -118,7 +118,8 @@ pub(super) async fn take_answer(
     let (verdict, feedback) = verdict_of(&answer);
     let review = payload.review.clone();
     let digest = payload.digest.clone();
-    gw.log()
+    engine
+        .log()
         .transact(&acting.key.id, |state| {
             if state.is_answered(&review) {
                 return Err(invalid(

@@ -155,7 +155,7 @@ macro_rules! forward_event_reads {
             }
         }
 
-        $crate::undo::forward_undo_states!($db);
+        $crate::credentials::forward_undo_states!($db);
 
         impl $crate::Store for $store {
             fn undo_states(&self) -> &dyn $crate::UndoStates {

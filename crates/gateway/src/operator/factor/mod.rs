@@ -10,26 +10,18 @@
 //! are events of [`OPERATORS_LOG`], signed like every log, so the trail
 //! says which operator proved which act with which factor.
 
-use std::sync::Arc;
-
 use plangate_core::factor::{self, CodeRefused, FactorKind, Requirement};
 use plangate_core::operators::{Enrolled, OPERATORS_LOG, Operators};
 use plangate_core::{Actor, Channel, Code, Event, EventKind};
-use plangate_store::{KeyMaterial, LogKey, Store, now_ms};
+use plangate_store::{KeyMaterial, now_ms};
 use sha2::{Digest, Sha256};
 
-use crate::key_log::{KeyLog, LogError};
+use crate::key_log::LogError;
 
 pub mod passkey;
 pub mod view;
 
-/// The operators' log, folded.
-pub type OperatorsLog = KeyLog<Operators>;
-
-/// The operators' log over `store`, signed and checked with `key`.
-pub fn operators_log(store: Arc<dyn Store>, key: Arc<LogKey>) -> OperatorsLog {
-    KeyLog::with_capacity(store, key, 1)
-}
+pub use crate::key_log::{OperatorsLog, operators_log};
 
 /// Recovery codes printed at enrolment.
 pub const RECOVERY_CODES: usize = 8;
