@@ -498,15 +498,17 @@ async fn plans_command(cmd: PlansCommand, data_dir: &Path) -> Result<()> {
             let store = open_store(data_dir).await?;
             plans::show(&config, store, log_key(data_dir)?, &key, json).await
         }
-        PlansCommand::Reject {
-            key,
-            step,
-            reason,
-            json,
-            ..
-        } => {
+        PlansCommand::Reject(no) => {
             let store = open_store(data_dir).await?;
-            plans::reject(store, log_key(data_dir)?, &key, &step, &reason, json).await
+            plans::reject(
+                store,
+                log_key(data_dir)?,
+                &no.key,
+                &no.step,
+                &no.reason,
+                no.json,
+            )
+            .await
         }
         PlansCommand::Amend {
             source,

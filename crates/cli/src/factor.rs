@@ -16,6 +16,7 @@ use plangate_gateway::operator::factor::view::{ApprovalsView, RequireAnswer, app
 use plangate_gateway::operator::factor::{
     self, Act, Confirmed, Enrolment, FactorError, OperatorsLog, Proof,
 };
+use plangate_store::KeyMaterial;
 use serde_json::json;
 
 use crate::args::FactorArgs;
@@ -79,6 +80,28 @@ async fn asking<T>(
     }
 }
 
+/// Enrols operator `name` at the data dir with `enrol` (a TOTP factor,
+/// or a passkey invitation), asking for a code at the terminal as
+/// [`asking`] does; answers what it made, and the operators' log.
+async fn enrolling<T>(
+    data_dir: &Path,
+    name: &str,
+    given: &FactorArgs,
+    enrol: impl AsyncFn(&OperatorsLog, &KeyMaterial, factor::Enrolling<'_>) -> Result<T, FactorError>,
+) -> Result<(T, OperatorsLog)> {
+    let (log, material) = operators(data_dir).await?;
+    let made = asking(&log, given, async |proof| {
+        let who = factor::Enrolling {
+            name,
+            proof,
+            channel: Channel::Cli,
+        };
+        enrol(&log, &material, who).await
+    })
+    .await?;
+    Ok((made, log))
+}
+
 /// Whether a person is at the terminal to type a code.
 fn can_ask() -> bool {
     std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
@@ -122,15 +145,7 @@ pub(crate) async fn enroll(
     given: &FactorArgs,
     as_json: bool,
 ) -> Result<()> {
-    let (log, material) = operators(data_dir).await?;
-    let who = factor::Enrolling {
-        name,
-        proof: given.proof(),
-        channel: Channel::Cli,
-    };
-    let enrolment = factor::enroll(&log, &material, who)
-        .await
-        .map_err(refused)?;
+    let (enrolment, log) = enrolling(data_dir, name, given, factor::enroll).await?;
     let state = log.state(OPERATORS_LOG).await?;
     print_enrolment(&enrolment, state.require, as_json)
 }
@@ -207,16 +222,7 @@ pub(crate) async fn invite_passkey(
     given: &FactorArgs,
     as_json: bool,
 ) -> Result<()> {
-    let (log, material) = operators(data_dir).await?;
-    let secret = asking(&log, given, async |proof| {
-        let who = factor::Enrolling {
-            name,
-            proof,
-            channel: Channel::Cli,
-        };
-        factor::passkey::invite(&log, &material, who).await
-    })
-    .await?;
+    let (secret, _) = enrolling(data_dir, name, given, factor::passkey::invite).await?;
     print_invite(name, &invite_link(console, &secret), as_json)
 }
 

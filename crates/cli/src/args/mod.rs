@@ -246,21 +246,7 @@ pub(crate) enum PlansCommand {
     /// plan digest (approve the rest), and the agent reads the reason
     /// verbatim in get_plan and every apply answer. Needs only the data
     /// dir (or database).
-    Reject {
-        #[command(flatten)]
-        remote: RemoteArgs,
-        /// The key's name or id.
-        #[arg(long)]
-        key: String,
-        /// The waiting step's id (from `plans show`).
-        step: String,
-        /// Why, in words for the agent (at most 2000 characters).
-        #[arg(long)]
-        reason: String,
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
-    },
+    Reject(PlanReject),
     /// Change a waiting step's arguments: it keeps its id and position, is
     /// checked against the tool's schema and previewed again (so the
     /// upstreams are started), and an approval that covered it no longer
@@ -373,7 +359,7 @@ impl PlansCommand {
         let remote = match self {
             PlansCommand::List { remote, .. }
             | PlansCommand::Show { remote, .. }
-            | PlansCommand::Reject { remote, .. }
+            | PlansCommand::Reject(PlanReject { remote, .. })
             | PlansCommand::Discard { remote, .. }
             | PlansCommand::Retry { remote, .. }
             | PlansCommand::Revert { remote, .. } => remote,
@@ -409,6 +395,25 @@ pub(crate) struct PlanYes {
     pub(crate) json: bool,
     #[command(flatten)]
     pub(crate) factor: FactorArgs,
+}
+
+/// `plans reject`: a person's no to one waiting step, with the reason
+/// its agent reads.
+#[derive(Args, Debug)]
+pub(crate) struct PlanReject {
+    #[command(flatten)]
+    pub(crate) remote: RemoteArgs,
+    /// The key's name or id.
+    #[arg(long)]
+    pub(crate) key: String,
+    /// The waiting step's id (from `plans show`).
+    pub(crate) step: String,
+    /// Why, in words for the agent (at most 2000 characters).
+    #[arg(long)]
+    pub(crate) reason: String,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 /// `plans apply`: a yes, and whether a partial apply is meant.

@@ -38,19 +38,13 @@ pub(crate) async fn run(url: &str, command: PlansCommand) -> Result<()> {
         PlansCommand::Show { key, json, .. } => {
             super::read::print_review(&review(&remote, &key).await?, json)
         }
-        PlansCommand::Reject {
-            key,
-            step,
-            reason,
-            json,
-            ..
-        } => {
-            let review = review(&remote, &key).await?;
-            let body = json!({"key_id": review.plan.key_id, "step_id": step, "reason": reason});
+        PlansCommand::Reject(no) => {
+            let review = review(&remote, &no.key).await?;
+            let body = json!({"key_id": review.plan.key_id, "step_id": no.step, "reason": no.reason});
             let answer: RejectionAnswer = remote
                 .post("/console/api/reject", body, &FactorArgs::default())
                 .await?;
-            print_rejected(&answer, json)
+            print_rejected(&answer, no.json)
         }
         PlansCommand::Discard {
             key, steps, json, ..
