@@ -117,6 +117,7 @@ pub use time::format_time_ms;
 pub use view::{
     AmendAnswer, AmendedStep, Applied, ApprovalAnswer, DiscardAnswer, ExitPlanAnswer, JsonChange,
     KeyPlanView, ModeAnswer, Outcome, PlanAfter, PlanDiff, PlanReview, PlanStanding, PlanSummary,
-    PlanView, PlannedStep, PlannedWrite, Receipt, ReceiptStep, RejectionAnswer, ReviewRequested,
-    SessionAnswer, SessionEnded, SinceReview, StatusChange, StepView,
+    PlanView, PlannedStep, PlannedWrite, Receipt, ReceiptStep, RejectedStep, RejectionAnswer,
+    ReviewOutcome, ReviewRequested, SessionAnswer, SessionEnded, SinceReview, StatusChange,
+    StepView,
 };

@@ -576,6 +576,46 @@ pub fn is_approved(state: &KeyState, key_id: &str, scope: Scope) -> bool {
     state.is_approved(|a| approval_counts(a, key_id, scope))
 }
 
+/// What a person decided about a plan put up for review, from the key's
+/// state when review was asked (`asked`) and `now`, with `approved` the
+/// steps a counting yes covers now ([`approved_steps`]): answered once a
+/// yes covers a waiting step, a step was said no to since, or nothing is
+/// left waiting (discarded, applied). `None` while none holds: the review
+/// goes on.
+pub fn review_outcome(
+    asked: &KeyState,
+    now: &KeyState,
+    approved: &BTreeSet<&str>,
+) -> Option<crate::ReviewOutcome> {
+    let was_rejected = |id: &str| {
+        asked
+            .step(id)
+            .is_some_and(|s| s.status == StepStatus::Rejected)
+    };
+    let rejected: Vec<crate::RejectedStep> = crate::RejectedStep::all(now)
+        .into_iter()
+        .filter(|r| !was_rejected(&r.step_id))
+        .collect();
+    let waiting: Vec<&str> = now
+        .open_steps()
+        .filter(|s| s.status == StepStatus::Planned)
+        .map(|s| s.record.step_id.as_str())
+        .collect();
+    let covered: Vec<String> = waiting
+        .iter()
+        .filter(|id| approved.contains(*id))
+        .map(|id| (*id).to_owned())
+        .collect();
+    (!covered.is_empty() || !rejected.is_empty() || waiting.is_empty()).then(|| {
+        crate::ReviewOutcome {
+            approved: covered,
+            rejected,
+            waiting: waiting.len(),
+            plan_digest: now.plan_digest(),
+        }
+    })
+}
+
 /// What an apply runs, and what it leaves waiting for a person's yes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ApplySteps {
@@ -1332,5 +1372,40 @@ mod tests {
             mode: "default".into(),
         })]);
         assert_eq!(modes.in_force(&set).spec.name, "default");
+    }
+
+    #[test]
+    fn a_review_is_answered_by_a_yes_a_no_or_nothing_left_waiting() {
+        let asked = plan();
+        let none = BTreeSet::new();
+        assert_eq!(
+            review_outcome(&asked, &asked, &none),
+            None,
+            "s1 still waits"
+        );
+
+        let yes = BTreeSet::from(["s1"]);
+        let approved = review_outcome(&asked, &asked, &yes).unwrap();
+        assert_eq!(approved.approved, vec!["s1".to_owned()]);
+        assert_eq!((approved.waiting, approved.rejected.len()), (1, 0));
+
+        let mut now = asked.clone();
+        let no = event(
+            EventKind::StepRejected {
+                step_id: "s1".into(),
+                reason: "not now".into(),
+            },
+            Actor::Operator { name: "ops".into() },
+        );
+        now.apply(100, &no);
+        let rejected = review_outcome(&asked, &now, &none).unwrap();
+        assert_eq!(rejected.rejected[0].step_id, "s1");
+        assert_eq!(rejected.rejected[0].reason, "not now");
+        assert_eq!(rejected.waiting, 0);
+        // A no given before the review was asked is not this review's.
+        assert_eq!(
+            review_outcome(&now, &now, &none).map(|o| o.rejected.len()),
+            Some(0)
+        );
     }
 }

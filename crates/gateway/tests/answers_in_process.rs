@@ -120,7 +120,13 @@ async fn every_plan_tool_answer_fits_the_output_schema_it_lists() {
     check("plangate_end_session", &ended);
     client.cancel().await.unwrap();
 
-    // A `plan`-scope key's exit_plan_mode asks a person elsewhere.
+    a_plan_key_waits_for_the_person(&gw).await;
+    gw.shutdown().await;
+}
+
+/// A `plan`-scope key's exit_plan_mode asks a person elsewhere, and waits
+/// for their answer: the answer, with its outcome, fits the listed schema.
+async fn a_plan_key_waits_for_the_person(gw: &std::sync::Arc<plangate_gateway::Gateway>) {
     let planner = gw.store().create_key("planner", Scope::Plan).await.unwrap();
     let client = client_of(gw.clone(), Some(planner.token), Seen::default()).await;
     call_ok(&client, "plangate_begin_session", json!({"mode": "plan"})).await;
@@ -130,13 +136,30 @@ async fn every_plan_tool_answer_fits_the_output_schema_it_lists() {
         json!({"name": "tagline", "value": "Asked"}),
     )
     .await;
+    let digest = body(&call_ok(&client, "plangate_get_plan", json!({})).await)["plan_digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let person = {
+        let (gw, key_id) = (gw.clone(), planner.key.id.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            record(&gw, &key_id, person_approves(&digest)).await;
+        })
+    };
     let asked = call_ok(
         &client,
         "plangate_exit_plan_mode",
         json!({"plan": "retitle"}),
     )
     .await;
+    person.await.unwrap();
     assert_eq!(body(&asked)["review_requested"], true, "{asked:?}");
+    assert_eq!(
+        body(&asked)["outcome"]["approved"].as_array().map(Vec::len),
+        Some(1),
+        "{asked:?}"
+    );
     let tools = client.peer().list_all_tools().await.unwrap();
     let listed = tools
         .iter()
@@ -145,5 +168,4 @@ async fn every_plan_tool_answer_fits_the_output_schema_it_lists() {
     let schema = Value::Object((*listed.output_schema.clone().unwrap()).clone());
     assert!(jsonschema::is_valid(&schema, &body(&asked)), "{schema}");
     client.cancel().await.unwrap();
-    gw.shutdown().await;
 }

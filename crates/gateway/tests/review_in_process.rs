@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use plangate_core::{Actor, Channel, EventKind, Scope, Verdict};
+use plangate_core::{Channel, Scope};
 use serde_json::json;
 
 /// The agent's client, answering questions as its [`Seen`] says.
@@ -216,7 +216,7 @@ async fn an_ask_mode_asks_before_a_call_above_its_access() {
 
 #[tokio::test]
 async fn a_plan_key_in_mode_default_still_puts_its_plan_up_for_review() {
-    let r = rig(Scope::Plan, Duration::from_secs(30)).await;
+    let r = rig(Scope::Plan, Duration::from_secs(1)).await;
     let seen = Seen::answering("accept", json!({"decision": "approve"}));
     let client = client_in(&r, seen.clone(), "default").await;
     let planned = call(&client, "record", json!({"note": "one"})).await;
@@ -224,14 +224,73 @@ async fn a_plan_key_in_mode_default_still_puts_its_plan_up_for_review() {
     let answer = call(&client, "plangate_exit_plan_mode", json!({"plan": "x"})).await;
     assert_eq!(answer.is_error, Some(false), "{answer:?}");
     assert_eq!(body(&answer)["review_requested"], true, "{answer:?}");
+    // Nobody answered within review_timeout: the review goes on.
+    assert!(body(&answer).get("outcome").is_none(), "{answer:?}");
+    assert!(
+        message(&answer).contains("the review goes on"),
+        "{answer:?}"
+    );
     assert!(seen.questions.lock().unwrap().is_empty());
     assert!(r.calls_of("record").is_empty());
     client.cancel().await.unwrap();
 }
 
+/// A `plan`-scope key's `exit_plan_mode` waits for the person's answer,
+/// given wherever they review (here, another process's record), and
+/// returns it: what they approved and what they rejected, with why.
+#[tokio::test]
+async fn a_plan_keys_exit_plan_mode_waits_for_the_persons_answer_and_returns_it() {
+    let r = rig(Scope::Plan, Duration::from_secs(30)).await;
+    let client = plan_two(&r, Seen::default()).await;
+    let plan = body(&call(&client, "plangate_get_plan", json!({})).await);
+    let first = plan["steps"][0]["step_id"].as_str().unwrap().to_owned();
+    let person = {
+        let (gw, key_id) = (r.gw.clone(), r.key_id.clone());
+        let first = first.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(800)).await;
+            let key = gw.store().find_key(&key_id).await.unwrap().unwrap();
+            let person = plangate_gateway::operator::acting(&key, "ops", Channel::Cli);
+            plangate_gateway::operator::reject(gw.log(), &person, &first, "not this one")
+                .await
+                .unwrap();
+            let digest = gw.log().state(&key_id).await.unwrap().plan_digest();
+            record(&gw, &key_id, person_approves(&digest)).await;
+        })
+    };
+    let started = std::time::Instant::now();
+    let answer = call(&client, "plangate_exit_plan_mode", json!({"plan": "x"})).await;
+    person.await.unwrap();
+    assert!(
+        started.elapsed() >= Duration::from_millis(800),
+        "it did not wait"
+    );
+    let outcome = &body(&answer)["outcome"];
+    assert_eq!(
+        outcome["rejected"][0]["step_id"],
+        first.as_str(),
+        "{answer:?}"
+    );
+    assert_eq!(
+        outcome["rejected"][0]["reason"], "not this one",
+        "{answer:?}"
+    );
+    // Whichever the person did first, the answer carries what stands:
+    // one step rejected, and (once the yes came) the other approved.
+    let approved = outcome["approved"].as_array().unwrap().len();
+    assert!(approved <= 1, "{answer:?}");
+    let said = message(&answer);
+    assert!(said.contains("not this one"), "{said}");
+    assert!(
+        r.calls_of("record").is_empty(),
+        "nothing ran before apply_plan"
+    );
+    client.cancel().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_plan_keys_own_yes_does_not_apply_but_an_operators_approval_of_the_current_digest_does() {
-    let r = rig(Scope::Plan, Duration::from_secs(30)).await;
+    let r = rig(Scope::Plan, Duration::from_secs(1)).await;
     let seen = Seen::answering("accept", json!({"decision": "approve"}));
     let client = plan_two(&r, seen.clone()).await;
     // Its own client is not asked a question whose yes would not count:
@@ -251,18 +310,7 @@ async fn a_plan_keys_own_yes_does_not_apply_but_an_operators_approval_of_the_cur
     );
     let digest = plan["plan_digest"].as_str().unwrap().to_owned();
 
-    let approve = |digest: &str| {
-        let ops = Actor::Operator { name: "ops".into() };
-        let answered = EventKind::ReviewAnswered {
-            review_id: None,
-            verdict: Verdict::Approve,
-            plan_digest: digest.to_owned(),
-            feedback: None,
-            step_ids: None,
-            revision: None,
-        };
-        vec![((ops, Channel::Cli), answered)]
-    };
+    let approve = person_approves;
     // An approval of an older digest does not count.
     record(&r.gw, &r.key_id, approve("sha256:0000")).await;
     let refused = call(&client, "plangate_apply_plan", json!({})).await;

@@ -195,6 +195,27 @@ pub struct ReviewRequested {
     pub plan_digest: String,
     /// What happens next, in words.
     pub message: String,
+    /// What the person decided while this call waited, when they did;
+    /// absent when the call stopped waiting first: the review goes on, and
+    /// `get_plan` shows its outcome when it comes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<ReviewOutcome>,
+}
+
+/// What a person decided about a plan put up for review
+/// ([`crate::rules::review_outcome`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ReviewOutcome {
+    /// The waiting steps a person's yes now covers, in plan order: the
+    /// agent applies them with `apply_plan` and `plan_digest`.
+    pub approved: Vec<String>,
+    /// The steps a person said no to since review was asked, with their
+    /// reasons, verbatim.
+    pub rejected: Vec<super::RejectedStep>,
+    /// How many steps still wait for a yes.
+    pub waiting: usize,
+    /// The plan's digest now.
+    pub plan_digest: String,
 }
 
 /// What `exit_plan_mode` answers when it does not refuse: the receipt of

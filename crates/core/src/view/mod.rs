@@ -13,7 +13,7 @@ mod changes;
 
 pub use answers::{
     AmendAnswer, ApprovalAnswer, DiscardAnswer, ExitPlanAnswer, ModeAnswer, PlanAfter, PlanReview,
-    RejectionAnswer, ReviewRequested, SessionAnswer, SessionEnded,
+    RejectionAnswer, ReviewOutcome, ReviewRequested, SessionAnswer, SessionEnded,
 };
 
 pub use changes::{AmendedStep, JsonChange, PlanDiff, SinceReview, StatusChange};

@@ -27,6 +27,7 @@ use crate::{Engine, Gateway};
 mod heartbeat;
 mod question;
 mod rounds;
+mod waiting;
 
 pub(crate) use crate::request_state::args_digest;
 use question::{plan_question, question_params};
@@ -196,8 +197,8 @@ pub async fn exit_plan_mode(
     }
     // A key whose own client's yes does not count (a `plan`-scope key, or
     // a plan made under one): its client is not asked a question whose yes
-    // approves nothing. The request is on the record; a person answers it
-    // where they review.
+    // approves nothing. The request is on the record, and the call waits
+    // for the person's answer from wherever they review.
     if scope == plangate_core::Scope::Plan && round.state.is_none() {
         let digest = state.plan_digest();
         let review_id = plangate_store::new_id("rev_").map_err(Refusal::internal)?;
@@ -210,16 +211,16 @@ pub async fn exit_plan_mode(
             },
         )
         .await?;
-        let message = format!(
-            "Review asked: {} — this client's yes would not count, so it was not asked. Nothing was applied and the mode stays {}. Tell the person the plan is ready; when {prefix}get_plan shows it approved, call {prefix}apply_plan.",
-            gw.how_to_approve(),
-            mode.name
-        );
+        let waiting = waiting::for_the_person(gw, acting, &state, gw.review_timeout());
+        let (outcome, _) = heartbeat::while_reviewing(cx, waiting).await;
+        let outcome = outcome?;
+        let message = waiting::said(outcome.as_ref(), &prefix, &gw.how_to_approve(), &mode.name);
         let body = serde_json::to_value(plangate_core::ReviewRequested {
             success: true,
             review_requested: true,
             plan_digest: digest,
             message: message.clone(),
+            outcome,
         })
         .unwrap_or_default();
         return Ok(crate::answer::with_text(body, message, false).into());

@@ -148,6 +148,21 @@ pub async fn start_on(store: Arc<dyn Store>, upstreams: Vec<(&str, Connector)>) 
     start(config(&names, Namespace::Auto), store, upstreams).await
 }
 
+/// An operator's yes to the plan of digest `digest`, through the CLI, as
+/// [`record`] takes it.
+pub fn person_approves(digest: &str) -> Vec<((Actor, Channel), EventKind)> {
+    let ops = Actor::Operator { name: "ops".into() };
+    let answered = EventKind::ReviewAnswered {
+        review_id: None,
+        verdict: plangate_core::Verdict::Approve,
+        plan_digest: digest.to_owned(),
+        feedback: None,
+        step_ids: None,
+        revision: None,
+    };
+    vec![((ops, Channel::Cli), answered)]
+}
+
 /// Appends `events` (each by whom, through which channel, and what) to the
 /// log of `key_id`, stamped now, as another process would: an operator's
 /// CLI, or an applier that died.
