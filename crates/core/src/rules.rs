@@ -608,9 +608,9 @@ pub fn review_outcome(
         .collect();
     (!covered.is_empty() || !rejected.is_empty() || waiting.is_empty()).then(|| {
         crate::ReviewOutcome {
+            waiting: waiting.len() - covered.len(),
             approved: covered,
             rejected,
-            waiting: waiting.len(),
             plan_digest: now.plan_digest(),
         }
     })
@@ -1387,7 +1387,7 @@ mod tests {
         let yes = BTreeSet::from(["s1"]);
         let approved = review_outcome(&asked, &asked, &yes).unwrap();
         assert_eq!(approved.approved, vec!["s1".to_owned()]);
-        assert_eq!((approved.waiting, approved.rejected.len()), (1, 0));
+        assert_eq!((approved.waiting, approved.rejected.len()), (0, 0));
 
         let mut now = asked.clone();
         let no = event(

@@ -212,7 +212,7 @@ pub struct ReviewOutcome {
     /// The steps a person said no to since review was asked, with their
     /// reasons, verbatim.
     pub rejected: Vec<super::RejectedStep>,
-    /// How many steps still wait for a yes.
+    /// How many waiting steps no yes covers yet.
     pub waiting: usize,
     /// The plan's digest now.
     pub plan_digest: String,

@@ -70,13 +70,13 @@ pub(super) fn said(outcome: Option<&ReviewOutcome>, prefix: &str, how: &str, mod
             no.position, no.step_id, no.reason
         ));
     }
-    if outcome.waiting == 0 {
-        text.push_str(" Nothing is left waiting in the plan.");
-    } else if outcome.approved.len() < outcome.waiting {
+    if outcome.waiting > 0 {
         text.push_str(&format!(
             " {} step(s) still wait for a yes.",
-            outcome.waiting - outcome.approved.len()
+            outcome.waiting
         ));
+    } else if outcome.approved.is_empty() {
+        text.push_str(" Nothing is left waiting in the plan.");
     }
     text.push_str(&format!(" Nothing was applied; the mode stays {mode}."));
     text
