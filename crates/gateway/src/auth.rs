@@ -326,7 +326,7 @@ fn seen_would_help(gw: &Gateway, name: &str, hint: Option<&ApiKey>) -> bool {
     let Some(tool) = catalog.tool(name) else {
         return false;
     };
-    if may_rule(gw, tool) {
+    if may_rule(gw.ops(), tool) {
         return true;
     }
     if tool.effect == plangate_core::Effect::Read {

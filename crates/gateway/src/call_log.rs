@@ -26,7 +26,7 @@ use rmcp::model::CallToolResponse;
 use serde_json::Value;
 
 use crate::acting::Acting;
-use crate::{CatalogTool, Gateway};
+use crate::{CatalogTool, Engine, Gateway};
 
 /// How long one written refusal stands for the same key and code.
 const WINDOW: Duration = Duration::from_secs(60);
@@ -118,7 +118,7 @@ pub struct Call<'a> {
 
 /// Whether calls of `tool` are recorded: every call that is not a read,
 /// and reads with `[audit] reads`.
-pub fn records(gw: &Gateway, tool: &CatalogTool) -> bool {
+pub fn records(gw: &Engine, tool: &CatalogTool) -> bool {
     tool.effect > plangate_core::Effect::Read || gw.config().audit.reads
 }
 
@@ -129,10 +129,19 @@ pub fn record_of(gw: &Gateway, key_id: &str, call: Call<'_>) -> Option<CallRecor
         (CallOutcome::Refused, Some(code)) => gw.call_log().admit(key_id, code, Instant::now())?,
         _ => 0,
     };
+    Some(CallRecord {
+        repeated,
+        ..record_once(gw, call)
+    })
+}
+
+/// The record of `call` (arguments redacted), counted into no other: a
+/// call that was not refused, such as a planned write.
+pub fn record_once(engine: &Engine, call: Call<'_>) -> CallRecord {
     let arguments = call
         .arguments
-        .map(|v| JsonText::from_value(&gw.redactor().split(v).0));
-    Some(CallRecord {
+        .map(|v| JsonText::from_value(&engine.redactor().split(v).0));
+    CallRecord {
         server: call.tool.upstream.clone(),
         tool: call.tool.original.clone(),
         exposed_as: call.tool.exposed.clone(),
@@ -143,9 +152,9 @@ pub fn record_of(gw: &Gateway, key_id: &str, call: Call<'_>) -> Option<CallRecor
         code: call.code,
         step_id: None,
         duration_ms: u64::try_from(call.started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        repeated,
+        repeated: 0,
         rule: call.rule,
-    })
+    }
 }
 
 /// Records `call` of `acting`'s key durably, unless it is not recorded

@@ -154,6 +154,15 @@ impl Engine {
         self.config().gateway.review_timeout
     }
 
+    /// Whether plangate signs in to upstream `server` with OAuth
+    /// (`[upstreams.NAME.oauth]`).
+    pub fn signs_in(&self, server: &str) -> bool {
+        self.config()
+            .upstreams
+            .get(server)
+            .is_some_and(|u| u.oauth.is_some())
+    }
+
     /// How long a plan lives, in ms.
     pub fn ttl_ms(&self) -> i64 {
         ttl_ms(&self.config())

@@ -31,6 +31,7 @@ mod capabilities;
 pub mod catalog;
 pub mod console;
 pub mod deadline;
+pub mod edges;
 pub mod engine;
 mod follow;
 mod hosts;
@@ -84,6 +85,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use capabilities::server_capabilities;
 pub use catalog::{Catalog, CatalogTool};
+pub use edges::{Edges, Ops};
 pub use engine::Engine;
 pub use reload::{RESTART_ONLY, Reloaded};
 pub use server::GatewayHandler;

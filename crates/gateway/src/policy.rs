@@ -21,7 +21,7 @@ use plangate_policy::{Lexical, Matched, PathResolver, Placement, Policy, Unplace
 use serde_json::Value;
 
 pub use crate::catalog::PathFacts;
-use crate::{CatalogTool, Gateway};
+use crate::{CatalogTool, Ops};
 
 /// Most symlinks followed while placing one path (Linux's own limit).
 const MAX_LINKS: usize = 40;
@@ -188,7 +188,7 @@ fn home_of(config: &Config, upstream: &str) -> Option<String> {
 /// listed now (through `gw`, when it has the upstream connected); a
 /// listing that fails leaves such paths unplaced (rules fail closed).
 pub async fn call_paths(
-    gw: Option<&Gateway>,
+    gw: Option<Ops<'_>>,
     config: &Config,
     upstream: &str,
     facts: &PathFacts,
@@ -231,12 +231,10 @@ pub async fn call_paths(
 /// The directories `upstream` lists with its read tool `lister`: every
 /// line of its text answer that is an absolute path. `None` when it cannot
 /// be asked or answers an error.
-async fn list_directories(gw: &Gateway, upstream: &str, lister: &str) -> Option<Vec<String>> {
-    let up = gw.upstream(upstream)?;
+async fn list_directories(gw: Ops<'_>, upstream: &str, lister: &str) -> Option<Vec<String>> {
     let mut params = rmcp::model::CallToolRequestParams::new(lister.to_owned());
     params.arguments = Some(serde_json::Map::new());
-    let never = tokio_util::sync::CancellationToken::new();
-    let result = match up.call(gw.metrics(), params, None, &never).await {
+    let result = match gw.read(upstream, params).await? {
         Ok(r) if r.is_error != Some(true) => r,
         Ok(_) | Err(_) => {
             tracing::warn!(
@@ -303,7 +301,7 @@ pub fn judge<'p>(
 
 /// Whether the operator's rules may decide calls of `tool`: rules about
 /// other tools (a guard says so) cost nothing.
-pub(crate) fn may_rule(gw: &Gateway, tool: &CatalogTool) -> bool {
+pub(crate) fn may_rule(gw: Ops<'_>, tool: &CatalogTool) -> bool {
     !gw.policy().is_empty()
         && gw.policy().may_decide(&plangate_policy::Tool {
             upstream: &tool.upstream,
@@ -330,41 +328,6 @@ impl<'a> From<&'a CatalogTool> for ToolNames<'a> {
             upstream: &t.upstream,
             tool: &t.original,
             exposed: &t.exposed,
-        }
-    }
-}
-
-/// The rules of `config`, compiled. A loaded config's rules were checked
-/// when it was read, so this cannot fail for one; should rules built in
-/// code be wrong, every call is refused by a rule saying so (fail closed)
-/// rather than served without the rules the operator wrote.
-pub fn compile(config: &Config) -> Arc<Policy> {
-    if config.rules.is_empty() {
-        return Arc::new(Policy::empty());
-    }
-    let modes: Vec<String> = config.modes.names();
-    match Policy::compile(&config.rules, &modes) {
-        Ok(policy) => Arc::new(policy),
-        Err(errors) => {
-            let said: Vec<String> = errors
-                .iter()
-                .map(|e| format!("rules[{}].{}: {}", e.index, e.field, e.message))
-                .collect();
-            tracing::error!(
-                "the rules cannot be compiled, so every call is refused: {}",
-                said.join("; ")
-            );
-            let refuse_all = plangate_policy::RuleSpec {
-                name: "rules-broken".to_owned(),
-                when: "true".to_owned(),
-                outcome: "refuse".to_owned(),
-                message: Some(format!(
-                    "plangate's rules cannot be compiled ({}); an operator must fix them",
-                    said.join("; ")
-                )),
-                ..plangate_policy::RuleSpec::default()
-            };
-            Arc::new(Policy::compile(&[refuse_all], &modes).unwrap_or_else(|_| Policy::empty()))
         }
     }
 }

@@ -243,7 +243,7 @@ async fn live_tool(
 ) -> Option<(Found, CallPaths)> {
     let catalog = gw.catalog();
     let t = catalog.tool(exposed)?;
-    let paths = call_paths(Some(gw), config, &t.upstream, &t.paths, arguments).await;
+    let paths = call_paths(Some(gw.ops()), config, &t.upstream, &t.paths, arguments).await;
     Some((
         Found {
             server: t.upstream.clone(),

@@ -19,9 +19,8 @@ use plangate_config::profiles::{PreviewKind, PreviewSpec, read_arguments, select
 use plangate_core::{Before, Preview, bound_digest, unified_diff};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use serde_json::{Map, Value};
-use tokio_util::sync::CancellationToken;
 
-use crate::{CatalogTool, Gateway};
+use crate::{CatalogTool, Ops};
 
 /// What the target was, as its read answered.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,7 +83,7 @@ pub struct Bind {
 /// only, where they name files on this machine; a path that cannot be
 /// placed is bound as the reason it cannot. What a step's before-digest
 /// binds, so a target swapped for a link to another file is stale.
-pub async fn placed_at(gw: &Gateway, tool: &CatalogTool, real_args: &Value) -> Vec<String> {
+pub async fn placed_at(gw: Ops<'_>, tool: &CatalogTool, real_args: &Value) -> Vec<String> {
     let config = gw.config();
     if !crate::policy::is_local(&config, &tool.upstream) {
         return Vec::new();
@@ -119,7 +118,7 @@ pub enum Access {
 /// the tool offered, enabled, not withheld, a read, and no rule keeping it
 /// from the key.
 pub async fn access(
-    gw: &Gateway,
+    gw: Ops<'_>,
     acting: &crate::acting::Acting,
     mode: &plangate_core::ModeSpec,
     upstream: &str,
@@ -233,25 +232,22 @@ fn text_of(result: &CallToolResult) -> String {
 
 /// Calls `tool` on `upstream` with `arguments`.
 async fn call(
-    gw: &Gateway,
+    gw: Ops<'_>,
     upstream: &str,
     tool: &str,
     arguments: Map<String, Value>,
 ) -> Result<CallToolResult, String> {
-    let up = gw
-        .upstream(upstream)
-        .ok_or_else(|| format!("upstream {upstream} is not connected"))?;
     let mut params = CallToolRequestParams::new(tool.to_owned());
     params.arguments = Some(arguments);
-    let never = CancellationToken::new();
-    up.call(gw.metrics(), params, None, &never)
+    gw.read(upstream, params)
         .await
+        .ok_or_else(|| format!("upstream {upstream} is not connected"))?
         .map_err(|e| format!("{tool} failed: {e}"))
 }
 
 /// Reads the target of a call with `real_args` as `spec` says.
 pub async fn read(
-    gw: &Gateway,
+    gw: Ops<'_>,
     upstream: &str,
     spec: &PreviewSpec,
     real_args: &Value,
@@ -294,7 +290,7 @@ pub struct DryRunFailed(pub String);
 /// the one failure is the server's dry run refusing the call
 /// ([`DryRunFailed`]).
 pub async fn take(
-    gw: &Gateway,
+    gw: Ops<'_>,
     tool: &CatalogTool,
     spec: &PreviewSpec,
     real_args: &Value,
@@ -422,7 +418,7 @@ pub async fn take(
 /// digest matches, else why not, for a `stale_target` failure. A digest
 /// keyed when planned (a withheld preview) is taken keyed again.
 pub async fn still_as_seen(
-    gw: &Gateway,
+    gw: Ops<'_>,
     tool: &CatalogTool,
     spec: &PreviewSpec,
     real_args: &Value,
@@ -482,7 +478,7 @@ fn count_lines(diff: &str, sign: char) -> u32 {
 
 /// The profile's preview of `tool`, unless the operator configured a
 /// preview tool of their own for it (theirs wins).
-pub fn spec_of<'t>(gw: &Gateway, tool: &'t CatalogTool) -> Option<&'t PreviewSpec> {
+pub fn spec_of<'t>(gw: Ops<'_>, tool: &'t CatalogTool) -> Option<&'t PreviewSpec> {
     let configured = gw
         .config()
         .tool_settings(&tool.upstream, &tool.original)

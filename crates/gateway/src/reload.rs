@@ -9,7 +9,7 @@ use std::sync::Arc;
 use plangate_config::{Config, UpstreamConfig};
 
 use crate::slots::{Slot, first_attempts};
-use crate::{Connector, Gateway, policy, rate, upstream};
+use crate::{Connector, Gateway, rate, upstream};
 
 /// A config and what is compiled from it, swapped whole by
 /// [`Gateway::reload`] so a call sees one generation of each.
@@ -31,7 +31,7 @@ impl Loaded {
             plangate_core::Redactor::builtin().clone()
         });
         let rates = rate::RateLimits::carried(&config, previous);
-        let policy = policy::compile(&config);
+        let policy = compile_rules(&config);
         Loaded {
             config: Arc::new(config),
             redactor: Arc::new(redactor),
@@ -266,5 +266,42 @@ impl std::fmt::Display for Reloaded {
             )?;
         }
         Ok(())
+    }
+}
+/// The rules of `config`, compiled. A loaded config's rules were checked
+/// when it was read, so this cannot fail for one; should rules built in
+/// code be wrong, every call is refused by a rule saying so (fail closed)
+/// rather than served without the rules the operator wrote.
+fn compile_rules(config: &Config) -> Arc<plangate_policy::Policy> {
+    if config.rules.is_empty() {
+        return Arc::new(plangate_policy::Policy::empty());
+    }
+    let modes: Vec<String> = config.modes.names();
+    match plangate_policy::Policy::compile(&config.rules, &modes) {
+        Ok(policy) => Arc::new(policy),
+        Err(errors) => {
+            let said: Vec<String> = errors
+                .iter()
+                .map(|e| format!("rules[{}].{}: {}", e.index, e.field, e.message))
+                .collect();
+            tracing::error!(
+                "the rules cannot be compiled, so every call is refused: {}",
+                said.join("; ")
+            );
+            let refuse_all = plangate_policy::RuleSpec {
+                name: "rules-broken".to_owned(),
+                when: "true".to_owned(),
+                outcome: "refuse".to_owned(),
+                message: Some(format!(
+                    "plangate's rules cannot be compiled ({}); an operator must fix them",
+                    said.join("; ")
+                )),
+                ..plangate_policy::RuleSpec::default()
+            };
+            Arc::new(
+                plangate_policy::Policy::compile(&[refuse_all], &modes)
+                    .unwrap_or_else(|_| plangate_policy::Policy::empty()),
+            )
+        }
     }
 }

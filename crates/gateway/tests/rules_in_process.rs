@@ -137,7 +137,7 @@ fn dispatch_decides_each_generated_call_as_the_rules_decision_function_says() {
             let catalog = gw.catalog();
             let t = catalog.tool(&tool).unwrap();
             let paths = rt.block_on(call_paths(
-                Some(&gw),
+                Some(gw.ops()),
                 &gw.config(),
                 &t.upstream,
                 &t.paths,

@@ -131,7 +131,7 @@ async fn scenarios(dir: &Path) -> Vec<Value> {
         arguments: &arguments,
         seen_revision: None,
     };
-    plangate_gateway::operator::amend(&gw, &person, change)
+    plangate_gateway::operator::amend(gw.ops(), &person, change)
         .await
         .unwrap();
 

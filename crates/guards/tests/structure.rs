@@ -652,6 +652,62 @@ fn no_crate_has_an_import_cycle_between_sibling_modules() {
     );
 }
 
+/// The engine's verbs — planning, previews, rules' paths, apply, amend,
+/// revert, retry — in the gateway crate: they take `Ops` (the engine and
+/// its edges), never the gateway object (docs/architecture.md, "The
+/// engine and its edges").
+const ENGINE_VERBS: [&str; 5] = ["apply", "plan", "operator", "preview.rs", "policy.rs"];
+
+/// Whether `code` (comments and literals blanked) names `Gateway` as a
+/// whole word.
+fn names_the_gateway(code: &str) -> bool {
+    code.match_indices("Gateway").any(|(at, _)| {
+        let word = |c: char| c.is_alphanumeric() || c == '_';
+        let before = code[..at].chars().next_back().is_some_and(word);
+        let after = code[at + "Gateway".len()..]
+            .chars()
+            .next()
+            .is_some_and(word);
+        !before && !after
+    })
+}
+
+#[test]
+fn the_engine_verbs_never_take_the_gateway() {
+    let src = workspace().join("crates/gateway/src");
+    let mut found = Vec::new();
+    for part in ENGINE_VERBS {
+        let path = src.join(part);
+        let files = if path.is_dir() {
+            rust_files(&path)
+        } else {
+            vec![path]
+        };
+        for file in files {
+            if names_the_gateway(&code_only(&without_tests(&read(&file)))) {
+                found.push(shown(&file));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "engine verbs that reach for the gateway object (take `Ops` and add what they need to `Edges`):\n  {}",
+        found.join("\n  ")
+    );
+}
+
+#[test]
+fn the_engine_guard_sees_the_gateway_named_in_code_only() {
+    assert!(names_the_gateway("fn f(gw: &Gateway) {}"));
+    assert!(names_the_gateway("use crate::{Catalog, Gateway};"));
+    assert!(!names_the_gateway(
+        "fn f(gw: Ops<'_>, g: GatewayHandler) {}"
+    ));
+    assert!(!names_the_gateway(&code_only(
+        "// the Gateway derefs\nfn f() {}"
+    )));
+}
+
 #[test]
 fn the_cycle_guard_sees_a_loop_through_a_re_export_and_not_a_child_using_its_parent() {
     let dir = tempdir("cycles");

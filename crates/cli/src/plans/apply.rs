@@ -63,7 +63,7 @@ pub async fn retry(
         })
         .await?;
     let gw = Gateway::build(config, store, material).await;
-    let outcome = operator::retry(&gw, &confirmed_acting(&key, &yes), &yes, step_id).await;
+    let outcome = operator::retry(gw.ops(), &confirmed_acting(&key, &yes), &yes, step_id).await;
     gw.shutdown().await;
     let receipt = outcome.map_err(|e| match e {
         OperatorError::UpstreamDown { .. } => anyhow!("{e}; step {step_id} stays in doubt"),
@@ -216,7 +216,7 @@ async fn run_here(
         (heard_rx, over.clone()),
     ));
     let outcome = operator::apply_now(
-        &gw,
+        gw.ops(),
         &confirmed_acting(key, yes),
         yes,
         Some(seen),

@@ -35,7 +35,7 @@ pub async fn revert(
         .map(|s| s.record.server.clone())
         .collect();
     let gw = Gateway::build_for(config, store, material, &servers).await;
-    let answer = operator::revert(&gw, &cli_acting(&key), named).await;
+    let answer = operator::revert(gw.ops(), &cli_acting(&key), named).await;
     gw.shutdown().await;
     let answer = answer.map_err(|e| anyhow!("{e} [{}]", e.code()))?;
     print(&answer, as_json)

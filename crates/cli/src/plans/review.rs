@@ -117,7 +117,7 @@ pub async fn amend(
         arguments: &arguments,
         seen_revision,
     };
-    let outcome = operator::amend(&gw, &cli_acting(&key), change).await;
+    let outcome = operator::amend(gw.ops(), &cli_acting(&key), change).await;
     gw.shutdown().await;
     let amended = outcome.map_err(|e| match e {
         OperatorError::StepChanged { .. } => anyhow!("{e} [{}]", e.code()),

@@ -17,7 +17,7 @@ use plangate_core::{Code, Event, EventKind, KeyState, Receipt};
 use plangate_store::now_ms;
 use tokio_util::sync::CancellationToken;
 
-use crate::Gateway;
+use crate::Ops;
 use crate::acting::Acting;
 use crate::plan::expiry_due;
 use crate::refusal::Refusal;
@@ -76,7 +76,7 @@ pub fn lease_cleanup(
 /// check and start, atomically; run the selected steps in order; record
 /// the end.
 pub async fn apply_plan(
-    gw: &Gateway,
+    gw: Ops<'_>,
     acting: &Acting,
     request: ApplyRequest,
     progress: Option<Progress>,
@@ -113,7 +113,7 @@ struct Begun {
 
 /// An apply's first step, check and start, atomically: the plan as the person approved it, no
 /// other apply alive, the steps this apply may run, and `apply_started`.
-async fn begin(gw: &Gateway, acting: &Acting, request: &ApplyRequest) -> Result<Begun, Refusal> {
+async fn begin(gw: Ops<'_>, acting: &Acting, request: &ApplyRequest) -> Result<Begun, Refusal> {
     let opening = Opening {
         gw,
         acting,
@@ -143,7 +143,7 @@ async fn begin(gw: &Gateway, acting: &Acting, request: &ApplyRequest) -> Result<
 /// What an apply's start is decided with, taken once for every turn of
 /// its compare-and-set.
 struct Opening<'a> {
-    gw: &'a Gateway,
+    gw: Ops<'a>,
     acting: &'a Acting,
     request: &'a ApplyRequest,
     lease_ms: i64,
@@ -256,7 +256,7 @@ impl Opening<'_> {
 /// to go on; a step after a stop or a cancel is not run. Returns every step's outcome and the
 /// events recording the last one's, still to be committed.
 async fn run_steps(
-    gw: &Gateway,
+    gw: Ops<'_>,
     acting: &Acting,
     begun: &Begun,
     request: &ApplyRequest,
@@ -338,7 +338,7 @@ fn step_span(step_id: &str, digest: &str) -> tracing::Span {
 /// An apply's last step: records its end (with the last step's outcome, `carry`) and
 /// answers the receipt.
 async fn conclude(
-    gw: &Gateway,
+    gw: Ops<'_>,
     acting: &Acting,
     begun: Begun,
     mut outcomes: Vec<(String, Outcome)>,

@@ -6,12 +6,12 @@ pub(super) use plangate_core::view::Outcome;
 use plangate_core::{KeyState, Receipt, ReceiptStep};
 use rmcp::model::CallToolResult;
 
-use crate::Gateway;
+use crate::Ops;
 use crate::answer::structured;
 
 /// The receipt of docs/design.md §5.
 pub(super) fn receipt(
-    gw: &Gateway,
+    gw: Ops<'_>,
     (state, covered): (&KeyState, &[String]),
     digest: &str,
     outcomes: &[(String, Outcome)],

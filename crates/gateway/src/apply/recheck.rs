@@ -9,14 +9,14 @@ use serde_json::Value;
 
 use crate::acting::Acting;
 use crate::plan::planned_tool;
-use crate::{Catalog, CatalogTool, Gateway};
+use crate::{Catalog, CatalogTool, Ops};
 
 /// The fresh checks before a step's call (docs/design.md §5 Apply, 2). `key` is
 /// the key's check, asked beside the step's claim; it is reported in its
 /// place among the others. Answers what the target's read found, when a
 /// profile reads it: the state the step is about to replace.
 pub(super) async fn recheck(
-    gw: &Gateway,
+    gw: Ops<'_>,
     acting: &Acting,
     step: &plangate_core::Step,
     secrets: &[(String, Value)],
@@ -59,7 +59,7 @@ pub(super) struct Found {
 /// offered now, the secrets sealed with it (its real arguments, and what
 /// every message is scrubbed of).
 struct Fresh<'a> {
-    gw: &'a Gateway,
+    gw: Ops<'a>,
     acting: &'a Acting,
     tool: &'a CatalogTool,
     record: &'a StepRecord,
@@ -79,7 +79,7 @@ fn fail(code: Code, message: String) -> StepError {
 /// the definition and schema the step was planned against and an effect
 /// not raised since.
 fn tool_as_planned<'c>(
-    gw: &Gateway,
+    gw: Ops<'_>,
     catalog: &'c Catalog,
     record: &StepRecord,
 ) -> Result<&'c CatalogTool, StepError> {
@@ -293,7 +293,7 @@ impl Fresh<'_> {
         if tool.effect < Effect::Write {
             return Ok(());
         }
-        let Some(upstream) = gw.upstream(&record.server) else {
+        if !gw.is_connected(&record.server) {
             return Err(fail(
                 Code::UpstreamDown,
                 format!(
@@ -306,8 +306,15 @@ impl Fresh<'_> {
         params.arguments = restore_secrets(&record.arguments.value(), secrets)
             .as_object()
             .cloned();
-        let never = tokio_util::sync::CancellationToken::new();
-        let preview = upstream.call(gw.metrics(), params, None, &never).await;
+        let Some(preview) = gw.read(&record.server, params).await else {
+            return Err(fail(
+                Code::UpstreamDown,
+                format!(
+                    "upstream {} is not connected; nothing was sent",
+                    record.server
+                ),
+            ));
+        };
         let now_version = match preview {
             Ok(r) if r.is_error != Some(true) => r
                 .structured_content

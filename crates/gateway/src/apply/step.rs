@@ -21,10 +21,10 @@ use super::key_check::KeyCheck;
 use super::receipt::Outcome;
 use super::recheck::recheck;
 use super::{OPERATION_KEY, log_failed};
-use crate::Gateway;
+use crate::Ops;
 use crate::acting::Acting;
 use crate::refusal::Refusal;
-use crate::upstream::{CallError, Routed, Watch};
+use crate::upstream::CallError;
 
 /// Who hears the upstream's progress on a running step: the apply's
 /// [`Progress`], told it is step `at` of `total`.
@@ -53,7 +53,7 @@ pub(super) struct Handover {
 /// key's check runs beside the claim: its answer is needed before the
 /// call, not before the claim.
 pub(super) async fn run_step(
-    gw: &Gateway,
+    gw: Ops<'_>,
     acting: &Acting,
     apply_id: &str,
     step_id: &str,
@@ -81,7 +81,7 @@ pub(super) async fn run_step(
         }
         Ok::<_, Refusal>((events, claimable))
     });
-    let (claim, key) = tokio::join!(claim, handover.key.still_writes(gw, &acting.key.id));
+    let (claim, key) = tokio::join!(claim, handover.key.still_writes(&gw, &acting.key.id));
     let (state, claimed) = match claim {
         Ok(decided) => decided?,
         Err(e) => {
@@ -112,7 +112,7 @@ pub(super) async fn run_step(
 /// Re-checks and calls a claimed step (`key`: the key's check, asked
 /// beside the claim); returns its outcome and the events recording it.
 async fn call_step(
-    gw: &Gateway,
+    gw: Ops<'_>,
     acting: &Acting,
     apply_id: &str,
     (cancel, heard): (&CancellationToken, Option<Heard<'_>>),
@@ -125,7 +125,7 @@ async fn call_step(
     let record = &step.record;
     let step_id = record.step_id.as_str();
 
-    let Some(secrets) = crate::plan::open_secrets(gw, record) else {
+    let Some(secrets) = crate::plan::open_secrets(&gw, record) else {
         return Ok(finish(acting, step_id, StepError {
             code: Code::Forbidden.into(),
             message: "the step's sealed arguments cannot be opened with this gateway's seal key (were the keys changed?); nothing was sent".to_owned(),
@@ -139,8 +139,8 @@ async fn call_step(
         Ok(found) => found,
         Err(error) => return Ok(finish(acting, step_id, error)),
     };
-    let Some(upstream) = gw.upstream(&record.server) else {
-        return Ok(finish(
+    let not_connected = || {
+        finish(
             acting,
             step_id,
             StepError {
@@ -151,12 +151,15 @@ async fn call_step(
                 ),
                 upstream: None,
             },
-        ));
+        )
     };
+    if !gw.is_connected(&record.server) {
+        return Ok(not_connected());
+    }
 
     // What comes back is scrubbed of every secret the key's log sealed,
     // not only this step's: an upstream's answer may quote an older one.
-    let scrub_with = crate::plan::known_secrets(gw, state, &secrets);
+    let scrub_with = crate::plan::known_secrets(&gw, state, &secrets);
 
     // Call, with the real arguments and the step id as operation key,
     // renewing the claim while the call is alive.
@@ -171,12 +174,8 @@ async fn call_step(
         lease_ms,
         renew_stop.clone(),
     ));
-    // The upstream's progress on this call, routed here by the hub and
-    // passed on to whoever hears the apply.
-    let route = |token: &rmcp::model::ProgressToken| -> Routed<'_> {
-        let (rx, guard) = gw.hub().watch_progress(upstream.name(), token);
-        (rx, Box::new(guard))
-    };
+    // The upstream's progress on this call, passed on to whoever hears
+    // the apply.
     let heard = heard.as_ref();
     let tell = |p: rmcp::model::ProgressNotificationParam| -> futures::future::BoxFuture<'_, ()> {
         Box::pin(async move {
@@ -185,21 +184,24 @@ async fn call_step(
             }
         })
     };
-    let watch = Watch {
-        route: &route,
-        heard: &tell,
+    let tell: &crate::edges::Heard<'_> = &tell;
+    let Some(call) = gw.call(
+        &record.server,
+        params,
+        Some(meta),
+        cancel,
+        heard.and(Some(tell)),
+    ) else {
+        renew_stop.cancel();
+        let _ = renewal.await;
+        return Ok(not_connected());
     };
-    let answer = upstream
-        .call_watched(
-            gw.metrics(),
-            params,
-            Some(meta),
-            cancel,
-            heard.is_some().then_some(&watch),
-        )
-        .await;
-    let timed_out = matches!(answer, Err(CallError::Timeout(_)));
-    let outcome = definite(gw, answer, &scrub_with, &upstream);
+    let answer = call.await;
+    let timed_out = match &answer {
+        Err(CallError::Timeout(after)) => Some(*after),
+        _ => None,
+    };
+    let outcome = definite(gw, answer, &scrub_with, &record.server);
     renew_stop.cancel();
     let _ = renewal.await;
 
@@ -213,7 +215,7 @@ async fn call_step(
         }
         Ok(result) => finish(acting, step_id, tool_error(gw, &result, &scrub_with)),
         Err(Some(error)) => finish(acting, step_id, error),
-        Err(None) => in_doubt(acting, record, timed_out.then(|| upstream.call_timeout())),
+        Err(None) => in_doubt(acting, record, timed_out),
     })
 }
 
@@ -236,10 +238,10 @@ fn step_request(
 /// What the upstream's answer definitely says: a result, a failure
 /// (`Err(Some)`, scrubbed), or nothing definite (`Err(None)`: in doubt).
 fn definite(
-    gw: &Gateway,
+    gw: Ops<'_>,
     answer: Result<CallToolResult, CallError>,
     scrub_with: &[(String, Value)],
-    upstream: &crate::Upstream,
+    server: &str,
 ) -> Result<CallToolResult, Option<StepError>> {
     match answer {
         Ok(result) => Ok(result),
@@ -256,7 +258,11 @@ fn definite(
                 scrub_with,
             )),
         })),
-        Err(CallError::NoAnswer { sent, error }) => Err(in_doubt_or_unsent(error, sent, upstream)),
+        Err(CallError::NoAnswer { sent, error }) => Err(in_doubt_or_unsent(
+            error,
+            sent,
+            (server, gw.signs_in(server)),
+        )),
         Err(CallError::Timeout(_) | CallError::Cancelled) => Err(None),
     }
 }
@@ -264,7 +270,7 @@ fn definite(
 /// A step the upstream ran: `step_applied` with its result, and the copy,
 /// links and snapshots the operator's pointers pick from it.
 fn applied(
-    gw: &Gateway,
+    gw: Ops<'_>,
     acting: &Acting,
     record: &StepRecord,
     result: &CallToolResult,
@@ -311,7 +317,7 @@ fn applied(
 }
 
 /// A tool's own error (`isError`) as the step's failure, scrubbed.
-fn tool_error(gw: &Gateway, result: &CallToolResult, scrub_with: &[(String, Value)]) -> StepError {
+fn tool_error(gw: Ops<'_>, result: &CallToolResult, scrub_with: &[(String, Value)]) -> StepError {
     let upstream_result = gw.redactor().scrub_value(
         &serde_json::to_value(result).unwrap_or(Value::Null),
         scrub_with,
@@ -363,14 +369,14 @@ fn in_doubt(
 fn in_doubt_or_unsent(
     e: ServiceError,
     sent: bool,
-    upstream: &crate::Upstream,
+    (server, signs_in): (&str, bool),
 ) -> Option<StepError> {
     if let Some(refusal) = crate::upstream::oauth::door_refusal(&e) {
         return Some(StepError {
             code: Code::UpstreamUnavailable.into(),
             message: format!(
                 "{}; the step did not run: after the sign-in, apply it again by naming it (a failed step may be applied again)",
-                refusal.explain(upstream.name(), Some(upstream.signs_in()))
+                refusal.explain(server, Some(signs_in))
             ),
             upstream: None,
         });

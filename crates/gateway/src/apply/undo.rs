@@ -12,7 +12,7 @@ use rmcp::model::CallToolResult;
 use serde_json::{Map, Value};
 
 use super::recheck::Found;
-use crate::Gateway;
+use crate::Ops;
 use crate::acting::Acting;
 
 /// The associated data a kept state is sealed under: it opens only as the
@@ -25,7 +25,7 @@ pub fn sealed_for(key_id: &str, step_id: &str) -> String {
 /// kept (sealed) when it is within `max_undo_bytes`, else why not.
 /// `scrub_with` are the step's secrets, kept out of what the record says.
 pub(super) async fn keep(
-    gw: &Gateway,
+    gw: Ops<'_>,
     acting: &Acting,
     record: &StepRecord,
     found: Option<&Found>,
@@ -54,7 +54,7 @@ pub(super) async fn keep(
 /// step is undone by one (`undo`) and its answer gave snapshots: each
 /// snapshot id under the name its `snapshots` pointer ends in.
 fn restore_calls(
-    gw: &Gateway,
+    gw: Ops<'_>,
     record: &StepRecord,
     result: &CallToolResult,
     scrub_with: &[(String, Value)],
@@ -85,7 +85,7 @@ fn restore_calls(
 /// says of the target now (what the step left) is bound, so a revert
 /// later restores nothing over a change since.
 async fn by_snapshot(
-    gw: &Gateway,
+    gw: Ops<'_>,
     record: &StepRecord,
     tool: String,
     calls: Vec<Map<String, Value>>,
@@ -117,7 +117,7 @@ async fn by_snapshot(
 /// Seals and keeps what `found` read; reads the target again for what
 /// the step left.
 async fn kept(
-    gw: &Gateway,
+    gw: Ops<'_>,
     acting: &Acting,
     record: &StepRecord,
     found: &Found,

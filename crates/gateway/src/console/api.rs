@@ -372,7 +372,7 @@ pub(super) async fn retry(
         step: &body.step_id,
     };
     let yes = confirm(&gw, (&act, ""), &body.factor, &session).await?;
-    let receipt = operator::retry(&gw, &acting, &yes, &body.step_id).await?;
+    let receipt = operator::retry(gw.ops(), &acting, &yes, &body.step_id).await?;
     tracing::info!(operator = %session.operator.name, key = %key.name, "console: retried a step");
     Ok(ok_typed(&receipt))
 }
@@ -402,7 +402,7 @@ pub(super) async fn apply(
     )
     .await?;
     let receipt = operator::apply_now(
-        &gw,
+        gw.ops(),
         &acting,
         &yes,
         Some(body.seen()),
@@ -473,7 +473,7 @@ pub(super) async fn amend(
         arguments: &body.arguments,
         seen_revision: Some(body.revision),
     };
-    let amended = operator::amend(&gw, &acting, change).await?;
+    let amended = operator::amend(gw.ops(), &acting, change).await?;
     tracing::info!(operator = %session.operator.name, key = %key.name, "console: amended a step");
     Ok(ok_typed(&amended))
 }
@@ -591,7 +591,7 @@ pub(super) async fn revert(
     Body(body): Body<RevertBody>,
 ) -> Result<Response, ConsoleError> {
     let acting = acting_on(&gw, &body.key_id, &session).await?;
-    let answer = operator::revert(&gw, &acting, &body.step_ids).await?;
+    let answer = operator::revert(gw.ops(), &acting, &body.step_ids).await?;
     tracing::info!(operator = %session.operator.name, key = %acting.key.name, planned = answer.planned.len(), "console: planned a revert");
     Ok(ok_typed(&answer))
 }

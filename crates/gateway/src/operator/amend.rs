@@ -17,7 +17,7 @@ use serde_json::Value;
 use super::{OperatorError, refresh};
 use crate::acting::Acting;
 use crate::plan::{open_secrets, planned_tool, prepare_step};
-use crate::{Catalog, CatalogTool, Gateway};
+use crate::{Catalog, CatalogTool, Ops};
 
 /// Why new arguments cannot amend a step (all `invalid_arguments`).
 fn bad(why: String) -> OperatorError {
@@ -41,7 +41,7 @@ pub struct Amend<'a> {
 /// Amends a waiting step of `acting`'s key as `change` says; returns the
 /// state after.
 pub(super) async fn amended_state(
-    gw: &Gateway,
+    gw: Ops<'_>,
     acting: &Acting,
     change: Amend<'_>,
 ) -> Result<KeyState, OperatorError> {
@@ -146,14 +146,14 @@ fn amendable_tool<'c>(
 /// at that place — checked as a call's are: safe integers, the tool's
 /// input schema.
 fn new_arguments(
-    gw: &Gateway,
+    gw: Ops<'_>,
     tool: &CatalogTool,
     record: &StepRecord,
     arguments: &Value,
 ) -> Result<Value, OperatorError> {
     let step_id = &record.step_id;
     // "[redacted]" keeps the value sealed at that place.
-    let sealed = open_secrets(gw, record).ok_or_else(|| {
+    let sealed = open_secrets(&gw, record).ok_or_else(|| {
         bad(format!(
             "step {step_id}'s sealed values cannot be opened with this data dir's keys, so \"[redacted]\" cannot stand for them; give every value"
         ))

@@ -10,7 +10,7 @@ use plangate_core::{Actor, AmendAnswer, ApprovalAnswer, KeyState, PlanAfter, Ste
 use plangate_store::ApiKey;
 
 use super::{Amend, Approved, OperatorError, waiting_step};
-use crate::Gateway;
+use crate::Ops;
 use crate::acting::Acting;
 
 /// The waiting steps of `key`'s plan covered by a yes that counts for the
@@ -76,7 +76,7 @@ pub fn approval_answer(
 /// changed in its arguments, and whether a yes covered it before (it no
 /// longer does).
 pub async fn amend(
-    gw: &Gateway,
+    gw: Ops<'_>,
     acting: &Acting,
     change: Amend<'_>,
 ) -> Result<AmendAnswer, OperatorError> {

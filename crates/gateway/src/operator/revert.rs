@@ -14,7 +14,7 @@ use plangate_core::{KeyState, Step, StepStatus, restore_secrets};
 use serde::{Deserialize, Serialize};
 
 use super::OperatorError;
-use crate::Gateway;
+use crate::Ops;
 use crate::acting::Acting;
 use crate::plan::{Known, PlanReason, Planned, Write, plan_write};
 
@@ -65,7 +65,7 @@ pub struct NotReverted {
 /// plan). Refused only when there is nothing applied to revert or the log
 /// cannot be read; each step that cannot be reverted is in the answer.
 pub async fn revert(
-    gw: &Gateway,
+    gw: Ops<'_>,
     acting: &Acting,
     named: &[String],
 ) -> Result<RevertAnswer, OperatorError> {
@@ -167,7 +167,7 @@ impl From<String> for Why {
 
 /// Plans the inverse of `step` (one step per call it takes), or says why
 /// not.
-async fn revert_one(gw: &Gateway, acting: &Acting, step: &Step) -> Result<Vec<RevertStep>, Why> {
+async fn revert_one(gw: Ops<'_>, acting: &Acting, step: &Step) -> Result<Vec<RevertStep>, Why> {
     let record = &step.record;
     if !step.reverted_by.is_empty() {
         return Err(format!(
@@ -214,7 +214,7 @@ async fn revert_one(gw: &Gateway, acting: &Acting, step: &Step) -> Result<Vec<Re
     let back = inverse(profile, &record.tool, &record.arguments.value(), &replaced)?;
     let spec = crate::preview::spec_of(gw, tool)
         .ok_or_else(|| "no profile reads its target, so it cannot be checked".to_owned())?;
-    let secrets = crate::plan::open_secrets(gw, record)
+    let secrets = crate::plan::open_secrets(&gw, record)
         .ok_or_else(|| "its sealed arguments do not open with this gateway's keys".to_owned())?;
     let real = restore_secrets(&record.arguments.value(), &secrets);
     // What was there is shown (in the inverse step, or as versions) only
@@ -274,7 +274,7 @@ async fn revert_one(gw: &Gateway, acting: &Acting, step: &Step) -> Result<Vec<Re
 /// applied — only while each restore's preview still finds the target at
 /// the version the step left it (later work is never restored over).
 async fn by_snapshot(
-    gw: &Gateway,
+    gw: Ops<'_>,
     acting: &Acting,
     record: &plangate_core::StepRecord,
     tool: &str,
@@ -313,7 +313,7 @@ async fn by_snapshot(
 
 /// Plans one inverse call of `record` in its key's plan, as the person.
 async fn plan_inverse(
-    gw: &Gateway,
+    gw: Ops<'_>,
     acting: &Acting,
     record: &plangate_core::StepRecord,
     call: &plangate_core::undo::Inverse,
@@ -369,7 +369,7 @@ async fn plan_inverse(
 /// database could replace (and re-seal), does not decide what a revert
 /// writes back.
 async fn kept_state(
-    gw: &Gateway,
+    gw: Ops<'_>,
     acting: &Acting,
     record: &plangate_core::StepRecord,
     logged: &str,
@@ -425,7 +425,7 @@ pub fn revert_result(answer: &RevertAnswer, prefix: String) -> rmcp::model::Call
 
 /// The key's state and the mode in force on it, read now.
 async fn state_in_force(
-    gw: &Gateway,
+    gw: Ops<'_>,
     acting: &Acting,
 ) -> Result<(KeyState, plangate_core::InForce), String> {
     let state = gw

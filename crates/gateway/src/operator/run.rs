@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::factor::Confirmed;
 use super::{OperatorError, Seen, approve, check_digest, refresh};
-use crate::Gateway;
+use crate::Ops;
 use crate::acting::Acting;
 use crate::apply::{self, ApplyRequest};
 
@@ -68,7 +68,7 @@ pub fn left_by_apply(
 /// step runs even when one before it failed or was stale (a revert's
 /// steps are independent); without, the apply stops at the first.
 pub async fn apply_now(
-    gw: &Gateway,
+    gw: Ops<'_>,
     acting: &Acting,
     yes: &Confirmed,
     seen: Option<Seen<'_>>,
@@ -130,13 +130,13 @@ pub async fn apply_now(
 /// Fails unless every upstream the steps call is connected, so nothing is
 /// claimed (or recorded as failed) when the world cannot be reached.
 pub fn require_upstreams<'a>(
-    gw: &Gateway,
+    gw: Ops<'_>,
     steps: impl IntoIterator<Item = &'a Step>,
 ) -> Result<(), OperatorError> {
     let down = gw.down_upstreams();
     for step in steps {
         let server = &step.record.server;
-        if gw.upstream(server).is_none() {
+        if !gw.is_connected(server) {
             return Err(OperatorError::UpstreamDown {
                 server: server.clone(),
                 why: down
@@ -175,7 +175,7 @@ pub fn check_in_doubt(state: &KeyState, key: &ApiKey, step_id: &str) -> Result<(
 /// store's requirement confirmed it ([`super::factor::confirm`]): only a
 /// confirmed person retries.
 pub async fn retry(
-    gw: &Gateway,
+    gw: Ops<'_>,
     acting: &Acting,
     _yes: &Confirmed,
     step_id: &str,

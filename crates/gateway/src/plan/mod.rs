@@ -19,7 +19,7 @@ use rmcp::model::{CallToolResult, JsonObject};
 
 use crate::acting::Acting;
 use crate::refusal::Refusal;
-use crate::{Catalog, CatalogTool, Gateway};
+use crate::{Catalog, CatalogTool, Ops};
 
 mod prepare;
 mod secrets;
@@ -113,7 +113,7 @@ pub enum Planned {
 /// the call's record (one append), and the planned-write answer of docs/design.md
 /// §5.
 pub async fn plan_write(
-    gw: &Gateway,
+    gw: Ops<'_>,
     acting: &Acting,
     in_force: &InForce,
     write: Write<'_>,
@@ -202,7 +202,7 @@ type Appended = (Vec<Event>, (String, bool));
 /// What the append of a planned write records, with the limits it is
 /// held to: taken once, for every turn of the append's compare-and-set.
 struct Recording<'a> {
-    gw: &'a Gateway,
+    gw: Ops<'a>,
     acting: &'a Acting,
     tool: &'a CatalogTool,
     /// The step as planning made it.
@@ -280,9 +280,8 @@ impl Recording<'_> {
 
     /// The call's record, which goes in the same append as its step.
     fn call_event(&self, step_id: &str) -> Option<Event> {
-        let mut record = crate::call_log::record_of(
-            self.gw,
-            &self.acting.key.id,
+        let mut record = crate::call_log::record_once(
+            &self.gw,
             crate::call_log::Call {
                 tool: self.tool,
                 arguments: None,
@@ -293,10 +292,8 @@ impl Recording<'_> {
                 rule: self.rule.clone(),
             },
         );
-        if let Some(r) = record.as_mut() {
-            r.step_id = Some(step_id.to_owned());
-        }
-        record.map(|call| self.acting.event(EventKind::CallRecorded { call }))
+        record.step_id = Some(step_id.to_owned());
+        Some(self.acting.event(EventKind::CallRecorded { call: record }))
     }
 }
 
@@ -328,7 +325,7 @@ fn note_planned(
 /// The planned-write answer; `approver` says how a person outside the key
 /// approves, when the key's own apply is not the yes.
 fn planned_answer(
-    gw: &Gateway,
+    gw: Ops<'_>,
     state: &KeyState,
     step: &plangate_core::Step,
     mode: &ModeSpec,

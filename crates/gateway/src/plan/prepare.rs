@@ -19,11 +19,11 @@ use serde_json::Value;
 use super::secrets::{seal, secrets_to_scrub};
 use crate::acting::Acting;
 use crate::refusal::Refusal;
-use crate::{CatalogTool, Gateway};
+use crate::{CatalogTool, Ops};
 
 /// What planning a write works from: who plans, in which mode, which tool.
 struct Planning<'a> {
-    gw: &'a Gateway,
+    gw: Ops<'a>,
     acting: &'a Acting,
     in_force: &'a InForce,
     tool: &'a CatalogTool,
@@ -48,7 +48,7 @@ struct Previewed {
 /// previewed, redacted and sealed exactly as a planned one. `known` is the
 /// key's state if already read; it is kept for the append that follows.
 pub(crate) async fn prepare_step(
-    gw: &Gateway,
+    gw: Ops<'_>,
     acting: &Acting,
     in_force: &InForce,
     tool: &CatalogTool,
@@ -122,7 +122,7 @@ pub(crate) async fn prepare_step(
         note: settings.lands_on_note.clone(),
     };
     let approval_required = tool.effect == Effect::Destructive;
-    let sealed_secrets = seal(gw, &secrets, &step_id)?;
+    let sealed_secrets = seal(&gw, &secrets, &step_id)?;
     let arguments = JsonText::from_value(&redacted);
     let keyed_arguments = StepRecord::keyed_unless_same(&arguments, JsonText::from_value(&keyed));
     Ok(StepRecord {
@@ -211,7 +211,7 @@ impl Planning<'_> {
         // The preview sees the real arguments; whatever it says back is
         // scrubbed of them, and of every secret the key's log holds,
         // before anyone else sees it.
-        let secrets = secrets_to_scrub(gw, self.acting, known, secrets).await?;
+        let secrets = secrets_to_scrub(&gw, self.acting, known, secrets).await?;
         let shown = access == crate::preview::Access::Read;
         let redactor = gw.redactor();
         match preview(gw, tool, preview_tool, arguments).await {
@@ -278,7 +278,7 @@ impl Planning<'_> {
             crate::preview::Access::Withheld(why) => Some(why.clone()),
             crate::preview::Access::Read => None,
         };
-        let secrets = secrets_to_scrub(gw, self.acting, known, secrets).await?;
+        let secrets = secrets_to_scrub(&gw, self.acting, known, secrets).await?;
         let bind = crate::preview::Bind {
             at: crate::preview::placed_at(gw, tool, args).await,
             key: withheld.as_ref().map(|_| *gw.material().signing_key()),
@@ -424,7 +424,7 @@ struct Preview {
 /// what an undo by snapshot binds ([`crate::apply`] keeps it after the
 /// step, a revert compares it).
 pub(crate) async fn preview_version(
-    gw: &Gateway,
+    gw: Ops<'_>,
     tool: &CatalogTool,
     arguments: &JsonObject,
 ) -> Option<Value> {
@@ -443,20 +443,17 @@ pub(crate) async fn preview_version(
 /// Asks the upstream's configured preview tool what the write would do.
 /// `Err` carries a refusal when the preview says the write cannot work.
 async fn preview(
-    gw: &Gateway,
+    gw: Ops<'_>,
     tool: &CatalogTool,
     preview_tool: &str,
     arguments: &JsonObject,
 ) -> Result<Option<Preview>, Refusal> {
-    let Some(upstream) = gw.upstream(&tool.upstream) else {
-        return Ok(None);
-    };
     let mut params = CallToolRequestParams::new(preview_tool.to_owned());
     params.arguments = Some(arguments.clone());
-    let never = tokio_util::sync::CancellationToken::new();
-    let result = match upstream.call(gw.metrics(), params, None, &never).await {
-        Ok(result) => result,
-        Err(e) => {
+    let result = match gw.read(&tool.upstream, params).await {
+        None => return Ok(None),
+        Some(Ok(result)) => result,
+        Some(Err(e)) => {
             tracing::warn!(upstream = %tool.upstream, preview = preview_tool, "preview failed: {e}");
             return Ok(None);
         }

@@ -235,7 +235,7 @@ pub async fn exit_plan_mode(
             return Err(unsupported(&prefix, &mode, "about the plan"));
         }
         let digest = state.plan_digest();
-        let question = plan_question(gw, acting, &state, agent_plan, &digest);
+        let question = plan_question(gw.ops(), acting, &state, agent_plan, &digest);
         if modern(cx) {
             return open_question(gw, acting, round, question, &digest).await;
         }
@@ -268,7 +268,8 @@ async fn conclude_plan(
                 plan_digest: Some(digest),
                 continue_on_error: false,
             };
-            let mut receipt = apply_plan(gw, acting, request, progress, cx.ct.clone()).await?;
+            let mut receipt =
+                apply_plan(gw.ops(), acting, request, progress, cx.ct.clone()).await?;
             // The person approved and the plan ran: the session leaves plan mode.
             record(
                 gw,

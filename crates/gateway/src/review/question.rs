@@ -8,7 +8,7 @@ use plangate_store::now_ms;
 use rmcp::model::ElicitRequestParams;
 use serde_json::{Value, json};
 
-use crate::Gateway;
+use crate::Ops;
 use crate::acting::Acting;
 use crate::plan::expires_in;
 
@@ -53,7 +53,7 @@ pub(super) fn question_text(lines: &[String]) -> String {
 /// tool, predicted effect, where it lands, notes and warnings), freshness
 /// and the digest.
 pub(super) fn plan_question(
-    gw: &Gateway,
+    gw: Ops<'_>,
     acting: &Acting,
     state: &KeyState,
     agent_plan: &str,

@@ -98,7 +98,7 @@ impl GatewayHandler {
             }
         };
         // Classify: what needs no key state decides first.
-        let ruled = may_rule(&self.gw, tool);
+        let ruled = may_rule(self.gw.ops(), tool);
         let key = match classify(&caller, tool, ruled) {
             Classed::Keyed(key) => key,
             Classed::AnonymousRuled => return Box::pin(self.anonymous_ruled(at, checked)).await,
@@ -162,7 +162,7 @@ impl GatewayHandler {
         let paths = if ruled {
             let config = self.gw.config();
             let paths = crate::policy::call_paths(
-                Some(&self.gw),
+                Some(self.gw.ops()),
                 &config,
                 &tool.upstream,
                 &tool.paths,
@@ -278,7 +278,7 @@ impl GatewayHandler {
             reverts: None,
             still_plans: &still_plans,
         };
-        plan::plan_write(&self.gw, &acting, in_force, write, known).await
+        plan::plan_write(self.gw.ops(), &acting, in_force, write, known).await
     }
 
     /// Refuses a call as decided: on the rule's word when a rule refused,

@@ -73,9 +73,14 @@ impl GatewayHandler {
                     .meta
                     .get_progress_token()
                     .map(|token| crate::apply::Progress::client(cx.peer.clone(), token));
-                let receipt =
-                    crate::apply::apply_plan(&self.gw, &acting, apply, progress, cx.ct.clone())
-                        .await;
+                let receipt = crate::apply::apply_plan(
+                    self.gw.ops(),
+                    &acting,
+                    apply,
+                    progress,
+                    cx.ct.clone(),
+                )
+                .await;
                 (
                     receipt.map(|r| crate::apply::receipt_result(&r).into()),
                     false,
@@ -83,7 +88,7 @@ impl GatewayHandler {
                 )
             }
             Call::Revert { step_ids } => (
-                crate::operator::revert(&self.gw, &acting, &step_ids)
+                crate::operator::revert(self.gw.ops(), &acting, &step_ids)
                     .await
                     .map(|answer| {
                         crate::operator::revert_result(&answer, prefix_of(&self.gw)).into()

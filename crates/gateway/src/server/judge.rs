@@ -198,7 +198,7 @@ impl GatewayHandler {
         let prefix = &self.gw.config().gateway.tool_prefix;
         let mode = self.gw.config().modes.default_name().to_owned();
         let paths = crate::policy::call_paths(
-            Some(&self.gw),
+            Some(self.gw.ops()),
             &self.gw.config(),
             &tool.upstream,
             &tool.paths,

@@ -9,7 +9,7 @@ use plangate_store::now_ms;
 use rmcp::model::CallToolResult;
 
 use super::{SessionCall, answer, locked, log_failed, session_instructions};
-use crate::Gateway;
+use crate::Engine;
 use crate::acting::Acting;
 use crate::answer::structured;
 use crate::plan::{expires_in, expiry_due};
@@ -29,7 +29,7 @@ type Answered = (CallToolResult, bool, Option<KeyState>);
 /// tool list) changed, and the key's state after the call when this call
 /// had it at hand.
 pub async fn call(
-    gw: &Gateway,
+    gw: &Engine,
     acting: &Acting,
     call: SessionCall,
     known: Option<KeyState>,
@@ -44,7 +44,7 @@ pub async fn call(
 
 /// `begin_session {mode}`: the mode set and a session begun (a plan past
 /// its life expires first), unless a lock holds the key in another mode.
-async fn begin_session(gw: &Gateway, acting: &Acting, mode: &str) -> Result<Answered, Refusal> {
+async fn begin_session(gw: &Engine, acting: &Acting, mode: &str) -> Result<Answered, Refusal> {
     let ttl_ms = gw.ttl_ms();
     let modes = &gw.config().modes;
     if !modes.contains(mode) {
@@ -106,7 +106,7 @@ async fn begin_session(gw: &Gateway, acting: &Acting, mode: &str) -> Result<Answ
 /// `get_plan {step_id?}`: the plan's open steps (or one step, whole), with
 /// the digest and whether an approval that counts covers them.
 async fn get_plan(
-    gw: &Gateway,
+    gw: &Engine,
     acting: &Acting,
     step_id: Option<String>,
     known: Option<KeyState>,
@@ -221,7 +221,7 @@ fn plan_text(message: String, state: &KeyState) -> String {
 /// `discard_plan {step_ids?}`: the named steps (or every waiting one)
 /// dropped, never run.
 async fn discard_plan(
-    gw: &Gateway,
+    gw: &Engine,
     acting: &Acting,
     named: Option<Vec<String>>,
 ) -> Result<Answered, Refusal> {
@@ -259,7 +259,7 @@ async fn discard_plan(
 
 /// `end_session`: the mode back to default and the plan's steps not
 /// running dropped, unless a lock holds the key.
-async fn end_session(gw: &Gateway, acting: &Acting) -> Result<Answered, Refusal> {
+async fn end_session(gw: &Engine, acting: &Acting) -> Result<Answered, Refusal> {
     let modes = &gw.config().modes;
     let before = gw.log().state(&acting.key.id).await.map_err(log_failed)?;
     let was_plan = modes.in_force(&before).spec.plan_mode();
