@@ -104,14 +104,55 @@ fn dry_run_unit(user: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-#[tokio::test]
-async fn an_agent_in_another_user_cannot_approve_what_a_service_holds() {
+/// With the person's yes recorded, the agent's `apply_plan` at `digest`
+/// runs its one step; then the agent leaves.
+async fn the_agent_applies_its_one_step(agent: Client, digest: &str) {
+    let receipt = call_body(
+        &agent,
+        "plangate_apply_plan",
+        json!({"plan_digest": digest}),
+    )
+    .await;
+    assert_eq!(receipt["applied"], 1, "{receipt}");
+    agent.cancel().await.unwrap();
+}
+
+/// A plangate command run as the service's user: whether it succeeded, its
+/// stdout and its stderr.
+type AsService<'a> = dyn Fn(&[&str]) -> (bool, String, String) + 'a;
+
+/// Enrols operator `ana` with TOTP and makes a code required for every
+/// yes, through `as_service` (a plangate command as the service's user);
+/// answers ana's TOTP secret.
+fn ana_with_totp_required(as_service: &AsService<'_>) -> String {
+    let (fine, enrolled, err) =
+        as_service(&["operator", "enroll", "--name", "ana", "--totp", "--json"]);
+    assert!(fine, "{err}");
+    let secret = serde_json::from_str::<Value>(&enrolled).unwrap()["secret_base32"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (fine, _, err) = as_service(&["approvals", "require", "totp"]);
+    assert!(fine, "{err}");
+    secret
+}
+
+/// A service's user and an agent's user, created for the test (each
+/// removed when dropped), or `None`, said, where users cannot be created
+/// (not root).
+fn service_and_agent(service: &str, agent: &str) -> Option<(User, User)> {
     if !as_root() {
         eprintln!("skipped: not root (CI runs it as root)");
-        return;
+        return None;
     }
-    let service = User::create("pgsvc");
-    let agent_user = User::create("pgagt");
+    Some((User::create(service), User::create(agent)))
+}
+
+#[tokio::test]
+async fn an_agent_in_another_user_cannot_approve_what_a_service_holds() {
+    let Some((service, agent_user)) = service_and_agent("pgsvc", "pgagt") else {
+        return;
+    };
     let svc = service.0.as_str();
 
     the_unit_is_hardened(svc);
@@ -135,15 +176,7 @@ async fn an_agent_in_another_user_cannot_approve_what_a_service_holds() {
     assert!(fine, "{err}");
     let key: Value = serde_json::from_str(&key).unwrap();
     let token = key["token"].as_str().unwrap().to_owned();
-    let (fine, enrolled, err) =
-        as_service(&["operator", "enroll", "--name", "ana", "--totp", "--json"]);
-    assert!(fine, "{err}");
-    let secret = serde_json::from_str::<Value>(&enrolled).unwrap()["secret_base32"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let (fine, _, err) = as_service(&["approvals", "require", "totp"]);
-    assert!(fine, "{err}");
+    let secret = ana_with_totp_required(&as_service);
     let config_s = config.to_str().unwrap();
     let (_, checked, _) = as_service(&["config", "check", "--config", config_s, "--json"]);
     let checked: Value = serde_json::from_str(&checked).unwrap();
@@ -202,14 +235,7 @@ async fn an_agent_in_another_user_cannot_approve_what_a_service_holds() {
         "plans", "approve", "--key", "agent", "--digest", &digest, "--code", &code,
     ]);
     assert!(fine, "{err}");
-    let receipt = call_body(
-        &agent,
-        "plangate_apply_plan",
-        json!({"plan_digest": digest}),
-    )
-    .await;
-    assert_eq!(receipt["applied"], 1, "{receipt}");
-    agent.cancel().await.unwrap();
+    the_agent_applies_its_one_step(agent, &digest).await;
     drop(server);
 }
 
@@ -297,12 +323,9 @@ async fn connect_as(user: &User, binary: &Path, url: &str, token: &str) -> Clien
 /// code, from no data dir.
 #[tokio::test]
 async fn wrap_service_moves_a_clients_servers_where_the_agents_user_cannot_read_them() {
-    if !as_root() {
-        eprintln!("skipped: not root (CI runs it as root)");
+    let Some((service, agent_user)) = service_and_agent("pgwsv", "pgwag") else {
         return;
-    }
-    let service = User::create("pgwsv");
-    let agent_user = User::create("pgwag");
+    };
     let svc = service.0.as_str();
     let root = tempfile::Builder::new().prefix("pgwrap").tempdir().unwrap();
     let (binary, data, config) = lay_out(root.path(), svc);
@@ -316,15 +339,7 @@ async fn wrap_service_moves_a_clients_servers_where_the_agents_user_cannot_read_
     let (fine, operator_token, err) = as_service(&["operator", "token", "--name", "ana"]);
     assert!(fine, "{err}");
     let operator_token = operator_token.trim().to_owned();
-    let (fine, enrolled, err) =
-        as_service(&["operator", "enroll", "--name", "ana", "--totp", "--json"]);
-    assert!(fine, "{err}");
-    let secret = serde_json::from_str::<Value>(&enrolled).unwrap()["secret_base32"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let (fine, _, err) = as_service(&["approvals", "require", "totp"]);
-    assert!(fine, "{err}");
+    let secret = ana_with_totp_required(&as_service);
     let mut serve = service.plangate(&binary, &exec_start_args(config_s), &env);
     serve.env_remove("PLANGATE_KEY");
     let server = Proc::start(serve, "plangate serving ");
@@ -399,14 +414,7 @@ async fn wrap_service_moves_a_clients_servers_where_the_agents_user_cannot_read_
         .output()
         .unwrap();
     assert!(approved.status.success(), "{approved:?}");
-    let receipt = call_body(
-        &agent,
-        "plangate_apply_plan",
-        json!({"plan_digest": digest}),
-    )
-    .await;
-    assert_eq!(receipt["applied"], 1, "{receipt}");
-    agent.cancel().await.unwrap();
+    the_agent_applies_its_one_step(agent, &digest).await;
     drop(server);
 }
 

@@ -25,6 +25,22 @@ pub type Heard<'a> = dyn Fn(ProgressNotificationParam) -> BoxFuture<'a, ()> + Se
 /// A tool call to an upstream, awaited: a tool result or why there is none.
 pub type Called<'a> = BoxFuture<'a, Result<CallToolResult, CallError>>;
 
+/// A tool call for [`Edges::call`]: `params` to `server` (with `meta`,
+/// e.g. an operation key) until it answers, times out or `cancel` fires;
+/// `heard` hears the upstream's progress.
+pub struct ToUpstream<'a> {
+    /// The upstream's name.
+    pub server: &'a str,
+    /// The call.
+    pub params: CallToolRequestParams,
+    /// Its `_meta`.
+    pub meta: Option<RequestMetaObject>,
+    /// Cancels it (the upstream is told).
+    pub cancel: &'a CancellationToken,
+    /// Hears its progress, if anyone listens.
+    pub heard: Option<&'a Heard<'a>>,
+}
+
 /// The edges the verbs reach, implemented by the gateway over its upstream
 /// sessions. Each method says what a verb needs, not how a transport
 /// gives it.
@@ -39,18 +55,9 @@ pub trait Edges: Send + Sync {
     /// Whether `server` has a live session now.
     fn is_connected(&self, server: &str) -> bool;
 
-    /// Calls `params` on `server` (with `meta`, e.g. an operation key)
-    /// until it answers, times out or `cancel` fires; `heard` hears the
-    /// upstream's progress. `None` when `server` is not connected: nothing
-    /// was sent.
-    fn call<'a>(
-        &'a self,
-        server: &'a str,
-        params: CallToolRequestParams,
-        meta: Option<RequestMetaObject>,
-        cancel: &'a CancellationToken,
-        heard: Option<&'a Heard<'a>>,
-    ) -> Option<Called<'a>>;
+    /// Sends `call` to its upstream. `None` when that upstream is not
+    /// connected: nothing was sent.
+    fn call<'a>(&'a self, call: ToUpstream<'a>) -> Option<Called<'a>>;
 
     /// Who approves a plan and where, in words an agent may read
     /// ([`Gateway::how_to_approve`]).
@@ -112,16 +119,9 @@ impl<'a> Ops<'a> {
         self.edges.how_to_approve()
     }
 
-    /// A call to `server` ([`Edges::call`]).
-    pub fn call(
-        self,
-        server: &'a str,
-        params: CallToolRequestParams,
-        meta: Option<RequestMetaObject>,
-        cancel: &'a CancellationToken,
-        heard: Option<&'a Heard<'a>>,
-    ) -> Option<Called<'a>> {
-        self.edges.call(server, params, meta, cancel, heard)
+    /// A call to an upstream ([`Edges::call`]).
+    pub fn call(self, call: ToUpstream<'a>) -> Option<Called<'a>> {
+        self.edges.call(call)
     }
 
     /// A plain call to `server`: no operation key, no progress, never
@@ -132,7 +132,14 @@ impl<'a> Ops<'a> {
         params: CallToolRequestParams,
     ) -> Option<Result<CallToolResult, CallError>> {
         let never = CancellationToken::new();
-        Some(self.edges.call(server, params, None, &never, None)?.await)
+        let call = ToUpstream {
+            server,
+            params,
+            meta: None,
+            cancel: &never,
+            heard: None,
+        };
+        Some(self.edges.call(call)?.await)
     }
 }
 
@@ -156,14 +163,14 @@ impl Edges for Gateway {
         self.upstream(server).is_some()
     }
 
-    fn call<'a>(
-        &'a self,
-        server: &'a str,
-        params: CallToolRequestParams,
-        meta: Option<RequestMetaObject>,
-        cancel: &'a CancellationToken,
-        heard: Option<&'a Heard<'a>>,
-    ) -> Option<Called<'a>> {
+    fn call<'a>(&'a self, call: ToUpstream<'a>) -> Option<Called<'a>> {
+        let ToUpstream {
+            server,
+            params,
+            meta,
+            cancel,
+            heard,
+        } = call;
         let upstream = self.upstream(server)?;
         Some(Box::pin(async move {
             let Some(heard) = heard else {

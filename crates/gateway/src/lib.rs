@@ -85,7 +85,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use capabilities::server_capabilities;
 pub use catalog::{Catalog, CatalogTool};
-pub use edges::{Edges, Ops};
+pub use edges::{Edges, Ops, ToUpstream};
 pub use engine::Engine;
 pub use reload::{RESTART_ONLY, Reloaded};
 pub use server::GatewayHandler;

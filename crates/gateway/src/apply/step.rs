@@ -185,13 +185,14 @@ async fn call_step(
         })
     };
     let tell: &crate::edges::Heard<'_> = &tell;
-    let Some(call) = gw.call(
-        &record.server,
+    let call = crate::edges::ToUpstream {
+        server: &record.server,
         params,
-        Some(meta),
+        meta: Some(meta),
         cancel,
-        heard.and(Some(tell)),
-    ) else {
+        heard: heard.and(Some(tell)),
+    };
+    let Some(call) = gw.call(call) else {
         renew_stop.cancel();
         let _ = renewal.await;
         return Ok(not_connected());
