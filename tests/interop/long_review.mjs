@@ -6,14 +6,17 @@
 // answers "approve" only after DELAY_MS (longer than the timeout). It
 // prints one JSON line: the answer (or the error), every progress
 // notification heard (value and message), and the seconds it took.
+// With --ask MODE it begins a session in MODE (a mode that asks before a
+// write) instead, and the long call is the write itself: the person is
+// asked about that one call.
 //
-// usage: node long_review.mjs NODE_MODULES URL TOKEN TOOL ARGS_JSON DELAY_MS TIMEOUT_MS [--no-progress]
+// usage: node long_review.mjs NODE_MODULES URL TOKEN TOOL ARGS_JSON DELAY_MS TIMEOUT_MS [--no-progress | --ask MODE]
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 
-const [nodeModules, url, token, tool, argsJson, delayMs, timeoutMs, flag] = process.argv.slice(2);
-if (!nodeModules || !timeoutMs) {
-  process.stderr.write("usage: node long_review.mjs NODE_MODULES URL TOKEN TOOL ARGS_JSON DELAY_MS TIMEOUT_MS [--no-progress]\n");
+const [nodeModules, url, token, tool, argsJson, delayMs, timeoutMs, flag, askMode] = process.argv.slice(2);
+if (!nodeModules || !timeoutMs || (flag === "--ask" && !askMode)) {
+  process.stderr.write("usage: node long_review.mjs NODE_MODULES URL TOKEN TOOL ARGS_JSON DELAY_MS TIMEOUT_MS [--no-progress | --ask MODE]\n");
   process.exit(2);
 }
 const load = (rel) => import(pathToFileURL(join(nodeModules, "@modelcontextprotocol/sdk/dist/esm", rel)).href);
@@ -34,8 +37,14 @@ const transport = new StreamableHTTPClientTransport(new URL(url), {
   requestInit: { headers: { Authorization: `Bearer ${token}` } },
 });
 await client.connect(transport);
-await client.callTool({ name: "plangate_begin_session", arguments: { mode: "plan" } });
-await client.callTool({ name: tool, arguments: JSON.parse(argsJson) });
+const asking = flag === "--ask";
+await client.callTool({ name: "plangate_begin_session", arguments: { mode: asking ? askMode : "plan" } });
+const long = asking
+  ? { name: tool, arguments: JSON.parse(argsJson) }
+  : { name: "plangate_exit_plan_mode", arguments: { plan: "retitle the page" } };
+if (!asking) {
+  await client.callTool({ name: tool, arguments: JSON.parse(argsJson) });
+}
 const progress = [];
 const started = Date.now();
 const out = { progress };
@@ -45,11 +54,7 @@ try {
     options.resetTimeoutOnProgress = true;
     options.onprogress = (p) => progress.push({ progress: p.progress, message: p.message ?? "" });
   }
-  out.result = await client.callTool(
-    { name: "plangate_exit_plan_mode", arguments: { plan: "retitle the page" } },
-    undefined,
-    options,
-  );
+  out.result = await client.callTool(long, undefined, options);
 } catch (e) {
   out.error = String(e && e.message ? e.message : e);
 }

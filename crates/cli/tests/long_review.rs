@@ -16,6 +16,12 @@ use serde_json::{Value, json};
 
 /// Runs `tests/interop/long_review.mjs` against `url` and reads its line.
 fn long_review(url: &str, token: &str, args: &Value, no_progress: bool) -> Value {
+    let flags: &[&str] = if no_progress { &["--no-progress"] } else { &[] };
+    long_review_with(url, token, args, flags)
+}
+
+/// [`long_review`] with the script's own flags.
+fn long_review_with(url: &str, token: &str, args: &Value, flags: &[&str]) -> Value {
     let peers = peers();
     let mut cmd = Command::new("node");
     cmd.arg(peers.interop.join("long_review.mjs"))
@@ -28,9 +34,7 @@ fn long_review(url: &str, token: &str, args: &Value, no_progress: bool) -> Value
             "23000",
             "15000",
         ]);
-    if no_progress {
-        cmd.arg("--no-progress");
-    }
+    cmd.args(flags);
     let out = cmd.output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -89,4 +93,44 @@ fn a_review_longer_than_the_clients_timeout_keeps_the_call_alive_with_progress()
         "{out}"
     );
     assert!(out["seconds"].as_f64().unwrap() < 23.0, "{out}");
+}
+
+/// The same for a mode that asks before each write: the person takes 23 s
+/// over one call, the client's 15 s timeout restarts on the question's
+/// heartbeat, and the write runs on their yes. Whatever the call reports
+/// after it is counted above the heartbeat.
+#[test]
+fn an_ask_longer_than_the_clients_timeout_keeps_the_call_alive_with_progress() {
+    let scratch = Scratch::new();
+    let token = scratch.create_key("agent", "write");
+    let config = demo_config(
+        &scratch,
+        "[modes.careful]\naccess = \"read\"\nover_access = \"ask\"\n",
+    );
+    let gw = serve_http(&scratch, &["--config", &config]);
+
+    let out = long_review_with(&gw.url(), &token, &our_story(), &["--ask", "careful"]);
+    let result = &out["result"];
+    assert_eq!(result["isError"], false, "{out}");
+    assert!(out["seconds"].as_f64().unwrap() >= 23.0, "{out}");
+    let heard = out["progress"].as_array().unwrap();
+    assert!(heard.len() >= 2, "{out}");
+    assert!(
+        heard[..2].iter().all(|p| p["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("waiting for the person's review")),
+        "{out}"
+    );
+    let values: Vec<f64> = heard
+        .iter()
+        .map(|p| p["progress"].as_f64().unwrap())
+        .collect();
+    assert!(values.windows(2).all(|w| w[1] > w[0]), "{values:?}");
+    // The write ran on the yes: the demo site made its draft of page 2.
+    assert_eq!(
+        result["structuredContent"]["changed"],
+        json!(["title"]),
+        "{out}"
+    );
 }

@@ -513,14 +513,17 @@ pub fn approval_scope(scope: Scope, in_force: &InForce) -> Scope {
 }
 
 /// [`approval_scope`] for applying `state`'s plan: also `plan` when one of
-/// its open steps was planned under `plan` scope. An OAuth identity's
-/// scope is its token's, per request; a plan made with a `plan` token must
-/// not be applied on the agent's own say-so once it holds a `write` token.
+/// its open steps was planned under `plan` scope, or is a call an `ask`
+/// mode asked the person about that they did not answer
+/// ([`crate::StepRecord::unanswered`]). An OAuth identity's scope is its
+/// token's, per request; a plan made with a `plan` token must not be
+/// applied on the agent's own say-so once it holds a `write` token. Nor
+/// may an agent turn an unanswered question into its own yes.
 pub fn approval_scope_for(state: &KeyState, scope: Scope, in_force: &InForce) -> Scope {
     let scope = approval_scope(scope, in_force);
     let held = state
         .open_steps()
-        .any(|s| s.planned_scope == Some(Scope::Plan));
+        .any(|s| s.planned_scope == Some(Scope::Plan) || s.record.unanswered.is_some());
     if scope == Scope::Write && held {
         Scope::Plan
     } else {
@@ -1406,6 +1409,37 @@ mod tests {
         assert_eq!(
             review_outcome(&now, &now, &none).map(|o| o.rejected.len()),
             Some(0)
+        );
+    }
+
+    #[test]
+    fn an_unanswered_ask_holds_the_plan_for_a_person() {
+        let modes = crate::Modes::default();
+        let state = plan();
+        let in_force = modes.in_force(&state);
+        assert_eq!(
+            approval_scope_for(&state, Scope::Write, &in_force),
+            Scope::Write
+        );
+        let mut asked = record("s9", 9, "t", json!({"n": 9}));
+        asked.unanswered = Some("no answer within 120 s".into());
+        let mut held = state.clone();
+        held.apply(100, &system(EventKind::StepPlanned { step: asked }));
+        assert_eq!(
+            approval_scope_for(&held, Scope::Write, &in_force),
+            Scope::Plan,
+            "the agent's apply is not the yes its person never gave"
+        );
+        // Once the step is no longer open, the plan is the key's again.
+        held.apply(
+            101,
+            &system(EventKind::StepsDiscarded {
+                step_ids: vec!["s9".into()],
+            }),
+        );
+        assert_eq!(
+            approval_scope_for(&held, Scope::Write, &in_force),
+            Scope::Write
         );
     }
 }

@@ -42,6 +42,7 @@ pub fn step_record(step_id: &str, position: u32, tool: &str, args: Value) -> Ste
         rule: None,
         preview_withheld: None,
         reverts: None,
+        unanswered: None,
     }
 }
 

@@ -214,6 +214,66 @@ async fn an_ask_mode_asks_before_a_call_above_its_access() {
     mute.cancel().await.unwrap();
 }
 
+/// An `ask` nobody answers is neither lost nor the agent's to approve:
+/// the write waits in the plan for a person's yes, the agent's own
+/// `apply_plan` does not run it, and the person's approval does.
+#[tokio::test]
+async fn an_unanswered_ask_waits_in_the_plan_for_a_persons_yes() {
+    let r = rig(Scope::Write, Duration::from_secs(1)).await;
+    let late = Seen {
+        delay: Some(Duration::from_secs(3)),
+        ..Seen::answering("accept", json!({"decision": "approve"}))
+    };
+    let client = client_in(&r, late.clone(), "careful").await;
+    let planned = call(&client, "record", json!({"note": "unanswered"})).await;
+    assert_eq!(planned.is_error, Some(false), "{planned:?}");
+    assert_eq!(body(&planned)["planned"], true, "{planned:?}");
+    assert!(
+        message(&planned).contains("did not answer (no answer within 1 s)"),
+        "{planned:?}"
+    );
+    assert_eq!(
+        late.questions.lock().unwrap().len(),
+        1,
+        "the person was asked"
+    );
+    // The yes that comes after the question lapsed runs nothing.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(r.calls_of("record").is_empty());
+
+    let plan = body(&call(&client, "plangate_get_plan", json!({})).await);
+    let step = &plan["steps"][0];
+    assert!(
+        step["approval_note"]
+            .as_str()
+            .is_some_and(|n| n.contains("did not answer") && n.contains("a person")),
+        "{plan}"
+    );
+    let digest = plan["plan_digest"].as_str().unwrap().to_owned();
+    let own = call(
+        &client,
+        "plangate_apply_plan",
+        json!({"plan_digest": digest}),
+    )
+    .await;
+    assert_eq!(body(&own)["code"], "forbidden", "{own:?}");
+    assert!(
+        r.calls_of("record").is_empty(),
+        "the agent's apply is no yes"
+    );
+
+    record(&r.gw, &r.key_id, person_approves(&digest)).await;
+    let applied = call(
+        &client,
+        "plangate_apply_plan",
+        json!({"plan_digest": digest}),
+    )
+    .await;
+    assert_eq!(body(&applied)["applied"], 1, "{applied:?}");
+    assert_eq!(r.calls_of("record").len(), 1);
+    client.cancel().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_plan_key_in_mode_default_still_puts_its_plan_up_for_review() {
     let r = rig(Scope::Plan, Duration::from_secs(1)).await;
@@ -221,6 +281,12 @@ async fn a_plan_key_in_mode_default_still_puts_its_plan_up_for_review() {
     let client = client_in(&r, seen.clone(), "default").await;
     let planned = call(&client, "record", json!({"note": "one"})).await;
     assert_eq!(body(&planned)["planned"], true, "{planned:?}");
+    // Every write of a plan key is planned: it is offered the review.
+    assert!(
+        all_names(&client)
+            .await
+            .contains(&"plangate_exit_plan_mode".to_owned())
+    );
     let answer = call(&client, "plangate_exit_plan_mode", json!({"plan": "x"})).await;
     assert_eq!(answer.is_error, Some(false), "{answer:?}");
     assert_eq!(body(&answer)["review_requested"], true, "{answer:?}");

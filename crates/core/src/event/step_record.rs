@@ -80,6 +80,12 @@ pub struct StepRecord {
     /// The applied step this one undoes, when a person asked to revert
     /// it (`plans revert`): it writes back what that step replaced.
     pub reverts: Option<String>,
+    /// Why the person did not answer, when an `ask` mode asked them about
+    /// this call and the question went unanswered (it lapsed or failed):
+    /// the write was planned instead of lost, and only a person's yes
+    /// applies it, whatever the key's scope
+    /// ([`crate::rules::approval_scope_for`]).
+    pub unanswered: Option<String>,
 }
 
 impl StepRecord {
@@ -147,6 +153,8 @@ struct StepRecordWire {
     preview_withheld: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     reverts: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    unanswered: Option<String>,
 }
 
 impl From<StepRecord> for StepRecordWire {
@@ -175,6 +183,7 @@ impl From<StepRecord> for StepRecordWire {
             rule: r.rule,
             preview_withheld: r.preview_withheld,
             reverts: r.reverts,
+            unanswered: r.unanswered,
         }
     }
 }
@@ -204,6 +213,7 @@ impl From<StepRecordWire> for StepRecord {
             rule: w.rule,
             preview_withheld: w.preview_withheld,
             reverts: w.reverts,
+            unanswered: w.unanswered,
         }
     }
 }

@@ -29,7 +29,7 @@ pub(crate) use secrets::known_secrets;
 pub use secrets::open_secrets;
 
 /// Why a write became a plan step; shapes the step's message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PlanReason {
     /// The mode in force plans writes above its access.
     Mode,
@@ -39,6 +39,10 @@ pub enum PlanReason {
     Explicit,
     /// An operator's rule (`[[rules]]`, outcome `plan`) decided it.
     Rule,
+    /// An `ask` mode asked the person about the call and they did not
+    /// answer (why): the write waits in the plan for a person's yes
+    /// instead of being lost ([`plangate_core::StepRecord::unanswered`]).
+    Unanswered(String),
 }
 
 /// The event that expires the plan's waiting steps, if its life is over.
@@ -149,6 +153,10 @@ pub async fn plan_write(
     )
     .await?;
     let known = for_prepare.or(cached);
+    let unanswered = match &reason {
+        PlanReason::Unanswered(why) => Some(why.clone()),
+        _ => None,
+    };
     let recording = Recording {
         gw,
         acting,
@@ -157,6 +165,7 @@ pub async fn plan_write(
         started,
         rule: &rule,
         reverts: &reverts,
+        unanswered: &unanswered,
         ttl_ms: gw.ttl_ms(),
         max_steps: gw.config().gateway.max_steps as usize,
         max_bytes: gw.config().gateway.max_plan_bytes,
@@ -182,7 +191,7 @@ pub async fn plan_write(
         ));
     };
     note_planned(acting, tool, &state, step, deduplicated);
-    let outside = rules::approval_scope(acting.key.scope, in_force) == Scope::Plan;
+    let outside = rules::approval_scope_for(&state, acting.key.scope, in_force) == Scope::Plan;
     let approver = outside.then(|| gw.how_to_approve());
     Ok(Planned::Step(planned_answer(
         gw,
@@ -210,6 +219,8 @@ struct Recording<'a> {
     started: Instant,
     rule: &'a Option<String>,
     reverts: &'a Option<String>,
+    /// Why the person did not answer an `ask` about this call, if so.
+    unanswered: &'a Option<String>,
     ttl_ms: i64,
     max_steps: usize,
     max_bytes: usize,
@@ -272,6 +283,16 @@ impl Recording<'_> {
         record.position = view.next_position;
         record.rule = self.rule.clone();
         record.reverts = self.reverts.clone();
+        if let Some(why) = self.unanswered {
+            // Only a person's yes applies it (`rules::approval_scope_for`),
+            // and the step says so wherever it is shown.
+            record.unanswered = Some(why.clone());
+            record.approval_required = true;
+            record.approval_note = Some(format!(
+                "The person was asked about this call and did not answer ({why}); it runs only after {}.",
+                self.gw.how_to_approve()
+            ));
+        }
         let step_id = prepared.step_id.clone();
         events.push(acting.event(EventKind::StepPlanned { step: record }));
         events.extend(self.call_event(&step_id));
@@ -285,7 +306,12 @@ impl Recording<'_> {
             crate::call_log::Call {
                 tool: self.tool,
                 arguments: None,
-                decision: plangate_core::CallDecision::Plan,
+                // An unanswered `ask` is on the record as asked.
+                decision: if self.unanswered.is_some() {
+                    plangate_core::CallDecision::Ask
+                } else {
+                    plangate_core::CallDecision::Plan
+                },
                 outcome: plangate_core::CallOutcome::Planned,
                 code: None,
                 started: self.started,
@@ -342,6 +368,9 @@ fn planned_answer(
         PlanReason::Rule => format!(
             "The operator's rule {:?} plans this write",
             rule.as_deref().unwrap_or("?")
+        ),
+        PlanReason::Unanswered(why) => format!(
+            "The person was asked about this call and did not answer ({why}), so it was planned instead of run"
         ),
     };
     let dedup = if deduplicated {

@@ -148,6 +148,7 @@ pub(crate) async fn prepare_step(
         rule: None,
         preview_withheld,
         reverts: None,
+        unanswered: None,
     })
 }
 

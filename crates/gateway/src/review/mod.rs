@@ -239,7 +239,7 @@ pub async fn exit_plan_mode(
         if modern(cx) {
             return open_question(gw, acting, round, question, &digest).await;
         }
-        let (answer, heard) = ask_and_record(gw, acting, cx, question, &digest, true).await?;
+        let (answer, heard) = ask_and_record(gw, acting, cx, question, &digest).await?;
         (digest, answer, heard)
     };
     conclude_plan(gw, acting, &mode, (digest, answer, heard), cx)
@@ -316,10 +316,16 @@ async fn conclude_plan(
 
 /// What an `ask` mode's question came to.
 pub enum Asked {
-    /// The person said yes: run the call.
-    Yes,
+    /// The person said yes: run the call. The value is the last progress
+    /// the question's heartbeat sent under the client's token (0 if none):
+    /// the call's own progress is counted above it.
+    Yes(f64),
     /// Over 2026-07-28: answer this `input_required` and wait for the retry.
     Pending(CallToolResponse),
+    /// The question went unanswered (why): it lapsed after
+    /// `review_timeout` or could not be asked. Not a no: the call waits in
+    /// the plan for a person's yes.
+    Unanswered(String),
 }
 /// An `ask` mode: asks the person about one call above the mode's access,
 /// bound to that call's own digest. A refusal means no call.
@@ -343,7 +349,7 @@ pub async fn ask_for_call(
                 "the answer was about another call; nothing was run".to_owned(),
             ));
         }
-        answer
+        (answer, 0.0)
     } else {
         if !can_elicit(cx) {
             return Err(Refusal::new(
@@ -369,14 +375,13 @@ pub async fn ask_for_call(
                 .await
                 .map(Asked::Pending);
         }
-        // No heartbeat here: the call's own upstream progress, relayed as
-        // the upstream numbers it, follows the question.
-        ask_and_record(gw, acting, cx, question, call_digest, false)
-            .await?
-            .0
+        // A heartbeat while the person reads: the call's own upstream
+        // progress follows, counted above it.
+        ask_and_record(gw, acting, cx, question, call_digest).await?
     };
+    let (answer, heard) = answer;
     match answer {
-        Answer::Approve => Ok(Asked::Yes),
+        Answer::Approve => Ok(Asked::Yes(heard)),
         Answer::KeepPlanning(f) => Err(Refusal::new(
             Code::ReviewDeclined,
             format!(
@@ -388,23 +393,22 @@ pub async fn ask_for_call(
             Code::ReviewDeclined,
             "The person did not allow this call; nothing was run.".to_owned(),
         )),
-        Answer::Lapsed(why) => Err(Refusal::new(
-            Code::ReviewDeclined,
-            format!("No answer from the person ({why}); nothing was run."),
-        )),
+        Answer::Lapsed(why) => Ok(Asked::Unanswered(why)),
     }
 }
 
 /// Asks the person `question` inside the client's request (2025-11-25
 /// elicitation) about exactly `digest`, recording the question and the
-/// answer — the same for a plan's review and a call's.
+/// answer — the same for a plan's review and a call's. While the person
+/// reads, the call sends a heartbeat under its client's progress token
+/// ([`heartbeat::while_reviewing`]); the answer comes with the last value
+/// it sent.
 async fn ask_and_record(
     gw: &Gateway,
     acting: &Acting,
     cx: &RequestContext<RoleServer>,
     question: String,
     digest: &str,
-    beat: bool,
 ) -> Result<(Answer, f64), Refusal> {
     let review_id = plangate_store::new_id("rev_").map_err(Refusal::internal)?;
     record(
@@ -419,11 +423,7 @@ async fn ask_and_record(
     // The session the answer comes back on is not evicted meanwhile.
     let _held = crate::session_guard::hold(cx);
     let asking = ask(&cx.peer, question, gw.review_timeout());
-    let (answer, heard) = if beat {
-        heartbeat::while_reviewing(cx, asking).await
-    } else {
-        (asking.await, 0.0)
-    };
+    let (answer, heard) = heartbeat::while_reviewing(cx, asking).await;
     let (verdict, feedback) = verdict_of(&answer);
     record(
         gw,

@@ -21,7 +21,8 @@ impl GatewayHandler {
     /// Acts on an `ask` decision: asks the person ([`Self::ask_first`]);
     /// a yes runs the call, on the record as asked; a question still open
     /// is on the record as pending; a no is refused (on the rule's word
-    /// when a rule asked).
+    /// when a rule asked); a question nobody answered is handed back
+    /// ([`AskEnd::Unanswered`]) for the call to be planned.
     pub(super) async fn ask(
         &self,
         at: ToolCall<'_>,
@@ -30,7 +31,7 @@ impl GatewayHandler {
         checked: Checked,
         rule_name: Option<String>,
         notice: Option<String>,
-    ) -> Result<CallToolResponse, ErrorData> {
+    ) -> Result<AskEnd, ErrorData> {
         let acting = Acting {
             key: key.clone(),
             channel: self.channel(),
@@ -46,7 +47,13 @@ impl GatewayHandler {
             at.cx,
         );
         match Box::pin(asked).await {
-            Ok(Asked::Run(forward)) => {
+            Ok(Asked::Run(forward, sent)) => {
+                // The question's heartbeat went out under the client's
+                // token: the call's own progress is counted above it.
+                let at = ToolCall {
+                    progress_sent: sent,
+                    ..at
+                };
                 let checked = Checked {
                     forward,
                     arguments: JsonObject::new(),
@@ -56,8 +63,9 @@ impl GatewayHandler {
                 };
                 let decided = (CallDecision::Ask, rule_name);
                 let response = Box::pin(self.run_recorded(at, checked, decided)).await?;
-                Ok(with_notice(response, notice))
+                Ok(AskEnd::Answered(with_notice(response, notice)))
             }
+            Ok(Asked::Unanswered(why)) => Ok(AskEnd::Unanswered(why)),
             Ok(Asked::Pending(response)) => {
                 Box::pin(self.on_record(
                     at.caller,
@@ -68,14 +76,16 @@ impl GatewayHandler {
                     at.started,
                 ))
                 .await;
-                Ok(response)
+                Ok(AskEnd::Answered(response))
             }
             Err(refusal) if rule_name.is_some() => {
                 let decided = (CallDecision::Ask, rule_name);
-                Box::pin(self.refuse_ruled(at, refusal, Some(&value), decided)).await
+                let refused = self.refuse_ruled(at, refusal, Some(&value), decided);
+                Box::pin(refused).await.map(AskEnd::Answered)
             }
             Err(refusal) => {
-                Box::pin(self.refuse(at, refusal, CallDecision::Ask, Some(&value))).await
+                let refused = self.refuse(at, refusal, CallDecision::Ask, Some(&value));
+                Box::pin(refused).await.map(AskEnd::Answered)
             }
         }
     }
@@ -99,7 +109,7 @@ impl GatewayHandler {
             crate::parked::Parked::is_park_state(&self.gw, &acting.key.id, state)
         });
         if resuming {
-            return Ok(Asked::Run(forward));
+            return Ok(Asked::Run(forward, 0.0));
         }
         let (redacted, secrets) = self.gw.redactor().split(&value);
         let keyed = plangate_core::keyed_from_split(
@@ -118,25 +128,38 @@ impl GatewayHandler {
             responses: forward.input_responses.as_ref(),
             rule,
         };
-        match crate::review::ask_for_call(
+        let sent = match crate::review::ask_for_call(
             &self.gw, acting, mode, tool, &redacted, &digest, round, cx,
         )
         .await?
         {
-            crate::review::Asked::Yes => {}
+            crate::review::Asked::Yes(heard) => heard,
             crate::review::Asked::Pending(response) => return Ok(Asked::Pending(response)),
-        }
+            crate::review::Asked::Unanswered(why) => return Ok(Asked::Unanswered(why)),
+        };
         forward.request_state = None;
         forward.input_responses = None;
-        Ok(Asked::Run(forward))
+        Ok(Asked::Run(forward, sent))
     }
+}
+
+/// How an `ask` ended for the pipeline.
+pub(super) enum AskEnd {
+    /// Answered (run, refused or pending): the call's answer.
+    Answered(CallToolResponse),
+    /// Nobody answered (why): the pipeline plans the call instead
+    /// ([`crate::plan::PlanReason::Unanswered`]).
+    Unanswered(String),
 }
 
 /// What came of asking before a call.
 enum Asked {
-    /// The person said yes (or had already): send this call.
-    Run(CallToolRequestParams),
+    /// The person said yes (or had already): send this call; the progress
+    /// the question already sent under the client's token.
+    Run(CallToolRequestParams, f64),
     /// The question went to the client as `input_required`; this is the
     /// answer for now.
     Pending(CallToolResponse),
+    /// Nobody answered the question (why).
+    Unanswered(String),
 }

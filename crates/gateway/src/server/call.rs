@@ -16,6 +16,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde_json::json;
 
+use super::ask::AskEnd;
 use super::forward::unavailable;
 use super::judge::{Decided, Judge, Ruled, refused_message};
 use super::tool_call::ToolCall;
@@ -89,6 +90,7 @@ impl GatewayHandler {
             tool,
             started,
             cx: &cx,
+            progress_sent: 0.0,
         };
         // Validate.
         let checked = match validate(tool, prefix, request) {
@@ -108,7 +110,7 @@ impl GatewayHandler {
                 let decided = (CallDecision::Run, None);
                 return Box::pin(self.run_recorded(at, checked, decided)).await;
             }
-            Classed::Run => return self.forward(&caller, tool, checked.forward, &cx).await,
+            Classed::Run => return self.forward(at, checked.forward).await,
             Classed::Refused(code) => {
                 let refusal = Refusal::new(code, refused_message(code, tool, None, prefix));
                 let refused = self.refuse(at, refusal, CallDecision::Refuse, Some(&checked.value));
@@ -207,8 +209,13 @@ impl GatewayHandler {
                 }
                 Decision::Plan => {
                     let known_state = plan::Known { state, fresh };
-                    let planned =
-                        self.plan_decided(at, &judge, &in_force, rule.as_ref(), known_state);
+                    let planned = self.plan_decided(
+                        at,
+                        &judge,
+                        &in_force,
+                        (rule.as_ref(), None),
+                        known_state,
+                    );
                     match Box::pin(planned).await {
                         Ok(plan::Planned::Step(result)) => {
                             return Ok(with_notice(result.into(), notice));
@@ -230,8 +237,40 @@ impl GatewayHandler {
                 }
                 Decision::Ask => {
                     let mode = &in_force.spec;
-                    let asked = self.ask(at, key, mode, checked, rule_name, notice);
-                    return Box::pin(asked).await;
+                    let asked = self.ask(at, key, mode, checked.clone(), rule_name, notice.clone());
+                    let why = match Box::pin(asked).await? {
+                        AskEnd::Answered(response) => return Ok(response),
+                        AskEnd::Unanswered(why) => why,
+                    };
+                    // Nobody answered: the write waits in the plan for a
+                    // person's yes, never lost and never the agent's own.
+                    let known_state = plan::Known { state, fresh };
+                    let planned = self.plan_decided(
+                        at,
+                        &judge,
+                        &in_force,
+                        (rule.as_ref(), Some(why)),
+                        known_state,
+                    );
+                    return match Box::pin(planned).await {
+                        Ok(plan::Planned::Step(result)) => Ok(with_notice(result.into(), notice)),
+                        Ok(plan::Planned::Moved) => {
+                            let moved = Refusal::internal(
+                                "the key's log moved while planning an unanswered call",
+                            );
+                            Box::pin(self.refuse(
+                                at,
+                                moved,
+                                CallDecision::Ask,
+                                Some(&checked.value),
+                            ))
+                            .await
+                        }
+                        Err(refusal) => {
+                            let value = Some(&checked.value);
+                            Box::pin(self.refuse(at, refusal, CallDecision::Ask, value)).await
+                        }
+                    };
                 }
             }
         }
@@ -244,17 +283,22 @@ impl GatewayHandler {
 
     /// Plans the write on the state it was decided on
     /// ([`plan::plan_write`]): the step is appended only on a state where
-    /// the write is still one to plan.
+    /// the write is still one to plan. `unanswered` says why an `ask` about
+    /// it went unanswered: such a write waits for the person whatever the
+    /// key's state has become.
     async fn plan_decided(
         &self,
         at: ToolCall<'_>,
         judge: &Judge<'_>,
         in_force: &InForce,
-        rule: Option<&Ruled>,
+        (rule, unanswered): (Option<&Ruled>, Option<String>),
         known: plan::Known,
     ) -> Result<plan::Planned, Refusal> {
         let key = judge.key;
-        let reason = if rule.is_some_and(|r| r.outcome == Outcome::Plan) {
+        let asked = unanswered.is_some();
+        let reason = if let Some(why) = unanswered {
+            PlanReason::Unanswered(why)
+        } else if rule.is_some_and(|r| r.outcome == Outcome::Plan) {
             PlanReason::Rule
         } else if judge.checked.explicit {
             PlanReason::Explicit
@@ -268,7 +312,7 @@ impl GatewayHandler {
             channel: self.channel(),
             operator: None,
         };
-        let still_plans = |state: &KeyState| judge.on(state).2 == Decision::Plan;
+        let still_plans = |state: &KeyState| asked || judge.on(state).2 == Decision::Plan;
         let write = plan::Write {
             tool: at.tool,
             arguments: &judge.checked.arguments,
@@ -361,13 +405,12 @@ impl GatewayHandler {
     /// Sends the checked call to `tool`'s upstream.
     pub(super) async fn forward(
         &self,
-        caller: &Caller,
-        tool: &CatalogTool,
+        at: ToolCall<'_>,
         forward: CallToolRequestParams,
-        cx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        self.forward_call(caller, &tool.upstream, &tool.original, forward, cx)
-            .await
+        let (tool, sent) = (at.tool, at.progress_sent);
+        let call = (&tool.upstream[..], &tool.original[..], sent);
+        self.forward_call(at.caller, call, forward, at.cx).await
     }
 }
 

@@ -40,6 +40,9 @@ struct Forwarding<'a> {
     tool: String,
     /// Digest of the call's arguments (over 2026-07-28; empty before).
     args: String,
+    /// Progress already sent under the client's token, which the
+    /// upstream's is counted above.
+    progress_sent: f64,
 }
 
 impl Forwarding<'_> {
@@ -63,11 +66,13 @@ enum Going<T> {
 impl GatewayHandler {
     /// Calls `original` on upstream `upstream_name` for `caller` and
     /// relays its answer; every path records the call's metrics.
+    /// `progress_sent` is what the request's progress token already
+    /// carried (a question's heartbeat): the upstream's progress is
+    /// counted above it.
     pub(super) async fn forward_call(
         &self,
         caller: &Caller,
-        upstream_name: &str,
-        original: &str,
+        (upstream_name, original, progress_sent): (&str, &str, f64),
         request: CallToolRequestParams,
         cx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
@@ -94,6 +99,7 @@ impl GatewayHandler {
             kid,
             tool,
             args,
+            progress_sent,
         };
         let running = match self.open(&at, request) {
             Going::On(running) => running,
@@ -164,13 +170,22 @@ impl GatewayHandler {
     ) -> Going<(Result<ServerResult, ServiceError>, Running)> {
         let cx = at.cx;
         let my_token = cx.meta.get_progress_token();
+        // The last value sent under the token, when anything was.
+        let mut last = (at.progress_sent > 0.0).then_some(at.progress_sent);
         loop {
             tokio::select! {
                 event = running.events.recv() => match event {
                     Some(CallEvent::Done(r)) => return Going::On((r, running)),
                     Some(CallEvent::Progress(mut p)) => {
-                        // A retry may carry a token of its own.
-                        if let Some(token) = &my_token {
+                        // A retry may carry a token of its own. Counted
+                        // above what the token carried before the call;
+                        // a value not above the last is not sent.
+                        p.progress += at.progress_sent;
+                        p.total = p.total.map(|t| t + at.progress_sent);
+                        if let Some(token) = &my_token
+                            && last.is_none_or(|l| p.progress > l)
+                        {
+                            last = Some(p.progress);
                             p.progress_token = token.clone();
                             let _ = Box::pin(cx.peer.notify_progress(p)).await;
                         }

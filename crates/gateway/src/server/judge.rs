@@ -219,9 +219,7 @@ impl GatewayHandler {
                 let decided = (CallDecision::Refuse, name);
                 Box::pin(self.refuse_ruled(at, refusal, Some(&checked.value), decided)).await
             }
-            _ if effect == plangate_core::Effect::Read => {
-                self.forward(caller, tool, checked.forward, at.cx).await
-            }
+            _ if effect == plangate_core::Effect::Read => self.forward(at, checked.forward).await,
             _ => Ok(Refusal::new(
                 Code::PlanNeedsKey,
                 refused_message(Code::PlanNeedsKey, tool, None, prefix),

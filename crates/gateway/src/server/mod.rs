@@ -353,7 +353,10 @@ impl ServerHandler for GatewayHandler {
         cx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let caller = self.caller(&cx).await?;
+        // `exit_plan_mode` is listed while the mode plans, and always to a
+        // `plan`-scope key: every write of it is planned, whatever the mode.
         let plan_mode = match &caller {
+            Caller::Key(key) if key.scope == plangate_core::Scope::Plan => true,
             Caller::Key(key) => self.in_plan_mode(&key.id).await.unwrap_or_else(|e| {
                 tracing::error!("event log: {e}");
                 false

@@ -110,7 +110,7 @@ impl GatewayHandler {
         decided: (CallDecision, Option<String>),
     ) -> Result<CallToolResponse, ErrorData> {
         let (caller, tool) = (at.caller, at.tool);
-        let answer = self.forward(caller, tool, checked.forward, at.cx).await;
+        let answer = self.forward(at, checked.forward).await;
         let (outcome, code) = crate::call_log::outcome_of(&answer);
         let ended = (outcome, code);
         self.on_record(

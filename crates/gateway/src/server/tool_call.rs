@@ -21,4 +21,8 @@ pub(super) struct ToolCall<'a> {
     pub(super) tool: &'a CatalogTool,
     pub(super) started: Instant,
     pub(super) cx: &'a RequestContext<RoleServer>,
+    /// The progress already sent under the request's token (a question's
+    /// heartbeat): what the upstream's progress is counted above, as MCP
+    /// wants each value above the last.
+    pub(super) progress_sent: f64,
 }

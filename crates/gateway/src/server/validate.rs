@@ -15,6 +15,7 @@ use crate::refusal::Refusal;
 const PLAN_FLAG: &str = "_plangate_plan";
 
 /// A call that passed every check a call must pass before it could run.
+#[derive(Clone)]
 pub(super) struct Checked {
     /// The call to send upstream: the client's, without [`PLAN_FLAG`].
     pub(super) forward: CallToolRequestParams,
