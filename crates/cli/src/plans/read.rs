@@ -374,6 +374,9 @@ fn print_steps(view: &KeyPlanView, waiting_for_yes: &BTreeSet<String>) {
         if let Some(reverts) = &p.reverts {
             outln!("   reverts the applied step {reverts}");
         }
+        if let Some(why) = &p.unanswered {
+            outln!("   asked, not answered ({why}): only a person's yes applies it");
+        }
     }
 }
 
@@ -383,6 +386,9 @@ fn approval_cell(s: &StepView, needs_yes: bool) -> String {
     let waiting = s.status == StepStatus::Planned;
     match (s.approved, needs_yes && waiting, s.step.approval_required) {
         (true, _, _) => "approved".to_owned(),
+        (false, true, _) if s.step.unanswered.is_some() => {
+            "needed (asked, not answered)".to_owned()
+        }
         (false, true, true) => "needed (destructive)".to_owned(),
         (false, true, false) => "needed".to_owned(),
         (false, false, true) if waiting => "required (destructive)".to_owned(),

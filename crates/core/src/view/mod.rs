@@ -301,6 +301,10 @@ pub struct PlannedStep {
     /// The applied step it undoes, when it is a revert.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reverts: Option<String>,
+    /// Why the person did not answer when an `ask` mode asked them about
+    /// this call: it waits for a person's yes whatever the key's scope.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unanswered: Option<String>,
 }
 
 impl PlannedStep {
@@ -378,6 +382,7 @@ impl PlannedStep {
             rule: r.rule.clone(),
             preview_withheld: r.preview_withheld.clone(),
             reverts: r.reverts.clone(),
+            unanswered: r.unanswered.clone(),
         }
     }
 }
