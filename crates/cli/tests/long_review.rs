@@ -46,6 +46,15 @@ fn long_review_with(url: &str, token: &str, args: &Value, flags: &[&str]) -> Val
         .unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 
+/// Each progress value heard is above the last, as MCP requires.
+fn each_above_the_last(heard: &[Value]) {
+    let values: Vec<f64> = heard
+        .iter()
+        .map(|p| p["progress"].as_f64().unwrap())
+        .collect();
+    assert!(values.windows(2).all(|w| w[1] > w[0]), "{values:?}");
+}
+
 #[test]
 fn a_review_longer_than_the_clients_timeout_keeps_the_call_alive_with_progress() {
     let scratch = Scratch::new();
@@ -68,11 +77,7 @@ fn a_review_longer_than_the_clients_timeout_keeps_the_call_alive_with_progress()
         "{out}"
     );
     assert!(said(2).starts_with("step 1 of 1: Update page 2"), "{out}");
-    let values: Vec<f64> = heard
-        .iter()
-        .map(|p| p["progress"].as_f64().unwrap())
-        .collect();
-    assert!(values.windows(2).all(|w| w[1] > w[0]), "{values:?}");
+    each_above_the_last(heard);
     assert_eq!(
         result["structuredContent"]["steps"][0]["outcome"], "applied",
         "{out}"
@@ -122,11 +127,7 @@ fn an_ask_longer_than_the_clients_timeout_keeps_the_call_alive_with_progress() {
             .starts_with("waiting for the person's review")),
         "{out}"
     );
-    let values: Vec<f64> = heard
-        .iter()
-        .map(|p| p["progress"].as_f64().unwrap())
-        .collect();
-    assert!(values.windows(2).all(|w| w[1] > w[0]), "{values:?}");
+    each_above_the_last(heard);
     // The write ran on the yes: the demo site made its draft of page 2.
     assert_eq!(
         result["structuredContent"]["changed"],
