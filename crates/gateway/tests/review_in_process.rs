@@ -232,6 +232,13 @@ async fn an_unanswered_ask_waits_in_the_plan_for_a_persons_yes() {
         message(&planned).contains("did not answer (no answer within 1 s)"),
         "{planned:?}"
     );
+    // A write, not a destructive call: it is not called one.
+    assert_eq!(
+        body(&planned)["approval_required"],
+        false,
+        "{planned:?}"
+    );
+    assert!(!message(&planned).contains("destructive"), "{planned:?}");
     assert_eq!(
         late.questions.lock().unwrap().len(),
         1,

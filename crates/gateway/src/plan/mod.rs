@@ -45,6 +45,17 @@ pub enum PlanReason {
     Unanswered(String),
 }
 
+impl PlanReason {
+    /// Why an `ask` about the write went unanswered, when that is why it
+    /// is planned.
+    fn unanswered(&self) -> Option<&str> {
+        match self {
+            PlanReason::Unanswered(why) => Some(why),
+            _ => None,
+        }
+    }
+}
+
 /// The event that expires the plan's waiting steps, if its life is over.
 /// Expiry fails closed: the mode is left as it is.
 pub fn expiry_due(state: &KeyState, now: i64, ttl_ms: i64, acting: &Acting) -> Option<Event> {
@@ -153,10 +164,6 @@ pub async fn plan_write(
     )
     .await?;
     let known = for_prepare.or(cached);
-    let unanswered = match &reason {
-        PlanReason::Unanswered(why) => Some(why.clone()),
-        _ => None,
-    };
     let recording = Recording {
         gw,
         acting,
@@ -165,7 +172,7 @@ pub async fn plan_write(
         started,
         rule: &rule,
         reverts: &reverts,
-        unanswered: &unanswered,
+        unanswered: reason.unanswered(),
         ttl_ms: gw.ttl_ms(),
         max_steps: gw.config().gateway.max_steps as usize,
         max_bytes: gw.config().gateway.max_plan_bytes,
@@ -220,7 +227,7 @@ struct Recording<'a> {
     rule: &'a Option<String>,
     reverts: &'a Option<String>,
     /// Why the person did not answer an `ask` about this call, if so.
-    unanswered: &'a Option<String>,
+    unanswered: Option<&'a str>,
     ttl_ms: i64,
     max_steps: usize,
     max_bytes: usize,
@@ -286,8 +293,7 @@ impl Recording<'_> {
         if let Some(why) = self.unanswered {
             // Only a person's yes applies it (`rules::approval_scope_for`),
             // and the step says so wherever it is shown.
-            record.unanswered = Some(why.clone());
-            record.approval_required = true;
+            record.unanswered = Some(why.to_owned());
             record.approval_note = Some(format!(
                 "The person was asked about this call and did not answer ({why}); it runs only after {}.",
                 self.gw.how_to_approve()
