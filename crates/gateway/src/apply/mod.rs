@@ -31,7 +31,7 @@ mod step;
 pub mod undo;
 
 use key_check::KeyCheck;
-pub use progress::{ApplyProgress, Progress};
+pub use progress::{ApplyProgress, Progress, Rising};
 pub use receipt::receipt_result;
 use receipt::{Outcome, receipt};
 use step::{Handover, run_step};

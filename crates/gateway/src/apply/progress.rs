@@ -18,11 +18,8 @@ pub enum Progress {
         peer: Peer<RoleServer>,
         /// Its progress token.
         token: ProgressToken,
-        /// The last value sent.
-        last: Mutex<f64>,
-        /// Added to every value and total: what the call already sent
-        /// under the token before the apply began (a review's heartbeat).
-        base: f64,
+        /// The values sent so far, above the base.
+        rising: Mutex<Rising>,
     },
     /// A person's apply in this process: each event on the channel.
     Local(mpsc::UnboundedSender<ApplyProgress>),
@@ -66,8 +63,7 @@ impl Progress {
         Progress::Client {
             peer,
             token,
-            last: Mutex::new(-1.0),
-            base,
+            rising: Mutex::new(Rising::after(base)),
         }
     }
 
@@ -124,25 +120,47 @@ impl Progress {
         let Progress::Client {
             peer,
             token,
-            last,
-            base,
+            rising,
         } = self
         else {
             return;
         };
-        {
-            let mut last = last.lock();
-            if value <= *last {
-                return;
-            }
-            *last = value;
-        }
-        // Above the base: step 0 of the apply comes after the last
-        // heartbeat, so it is base + 1 and on.
-        let shift = if *base > 0.0 { base + 1.0 } else { 0.0 };
-        let note = ProgressNotificationParam::new(token.clone(), shift + value)
-            .with_total(shift + total as f64)
-            .with_message(message);
+        let Some((value, total)) = rising.lock().next(value, Some(total as f64)) else {
+            return;
+        };
+        let mut note = ProgressNotificationParam::new(token.clone(), value).with_message(message);
+        note.total = total;
         let _ = peer.notify_progress(note).await;
+    }
+}
+
+/// The progress values one request sends under its client's token: above
+/// what the token carried before (`base`, a question's heartbeat), so the
+/// first comes after the last heartbeat, and each above the last, as MCP
+/// requires. An apply's steps and an asked call's upstream progress both
+/// count this way.
+#[derive(Debug)]
+pub struct Rising {
+    shift: f64,
+    last: Option<f64>,
+}
+
+impl Rising {
+    /// Values going on above `base` (0: nothing was sent before).
+    pub fn after(base: f64) -> Rising {
+        Rising {
+            shift: if base > 0.0 { base + 1.0 } else { 0.0 },
+            last: None,
+        }
+    }
+
+    /// `value` of `total` as sent under the token, or `None` when it is
+    /// not above the last: that one is not sent.
+    pub fn next(&mut self, value: f64, total: Option<f64>) -> Option<(f64, Option<f64>)> {
+        if self.last.is_some_and(|last| value <= last) {
+            return None;
+        }
+        self.last = Some(value);
+        Some((self.shift + value, total.map(|t| self.shift + t)))
     }
 }

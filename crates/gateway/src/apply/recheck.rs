@@ -293,15 +293,6 @@ impl Fresh<'_> {
         if tool.effect < Effect::Write {
             return Ok(());
         }
-        if !gw.is_connected(&record.server) {
-            return Err(fail(
-                Code::UpstreamDown,
-                format!(
-                    "upstream {} is not connected; nothing was sent",
-                    record.server
-                ),
-            ));
-        };
         let mut params = CallToolRequestParams::new(preview_tool);
         params.arguments = restore_secrets(&record.arguments.value(), secrets)
             .as_object()

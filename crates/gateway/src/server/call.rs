@@ -207,13 +207,27 @@ impl GatewayHandler {
                     let response = Box::pin(self.run_recorded(at, checked, decided)).await?;
                     return Ok(with_notice(response, notice));
                 }
-                Decision::Plan => {
+                Decision::Plan | Decision::Ask => {
+                    // An `ask` nobody answered is planned like any write
+                    // (`plan_decided`): it waits for a person's yes, never
+                    // lost and never the agent's own.
+                    let (unanswered, decided) = if decision == Decision::Ask {
+                        let mode = &in_force.spec;
+                        let asked =
+                            self.ask(at, key, mode, checked.clone(), rule_name, notice.clone());
+                        match Box::pin(asked).await? {
+                            AskEnd::Answered(response) => return Ok(response),
+                            AskEnd::Unanswered(why) => (Some(why), CallDecision::Ask),
+                        }
+                    } else {
+                        (None, CallDecision::Plan)
+                    };
                     let known_state = plan::Known { state, fresh };
                     let planned = self.plan_decided(
                         at,
                         &judge,
                         &in_force,
-                        (rule.as_ref(), None),
+                        (rule.as_ref(), unanswered),
                         known_state,
                     );
                     match Box::pin(planned).await {
@@ -222,11 +236,12 @@ impl GatewayHandler {
                         }
                         // The log moved on since this process last saw it,
                         // and the write is no longer one to plan: decide
-                        // again on the state as it is now.
+                        // again on the state as it is now. (An unanswered
+                        // ask is planned on any state, so never moves.)
                         Ok(plan::Planned::Moved) => continue,
                         Err(refusal) => {
                             let value = Some(&checked.value);
-                            let refused = self.refuse(at, refusal, CallDecision::Plan, value);
+                            let refused = self.refuse(at, refusal, decided, value);
                             return Box::pin(refused).await;
                         }
                     }
@@ -234,43 +249,6 @@ impl GatewayHandler {
                 Decision::Refuse(code) => {
                     let refused = self.refuse_decided(at, key, &in_force, rule, code, &checked);
                     return Box::pin(refused).await;
-                }
-                Decision::Ask => {
-                    let mode = &in_force.spec;
-                    let asked = self.ask(at, key, mode, checked.clone(), rule_name, notice.clone());
-                    let why = match Box::pin(asked).await? {
-                        AskEnd::Answered(response) => return Ok(response),
-                        AskEnd::Unanswered(why) => why,
-                    };
-                    // Nobody answered: the write waits in the plan for a
-                    // person's yes, never lost and never the agent's own.
-                    let known_state = plan::Known { state, fresh };
-                    let planned = self.plan_decided(
-                        at,
-                        &judge,
-                        &in_force,
-                        (rule.as_ref(), Some(why)),
-                        known_state,
-                    );
-                    return match Box::pin(planned).await {
-                        Ok(plan::Planned::Step(result)) => Ok(with_notice(result.into(), notice)),
-                        Ok(plan::Planned::Moved) => {
-                            let moved = Refusal::internal(
-                                "the key's log moved while planning an unanswered call",
-                            );
-                            Box::pin(self.refuse(
-                                at,
-                                moved,
-                                CallDecision::Ask,
-                                Some(&checked.value),
-                            ))
-                            .await
-                        }
-                        Err(refusal) => {
-                            let value = Some(&checked.value);
-                            Box::pin(self.refuse(at, refusal, CallDecision::Ask, value)).await
-                        }
-                    };
                 }
             }
         }

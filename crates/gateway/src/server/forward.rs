@@ -170,22 +170,18 @@ impl GatewayHandler {
     ) -> Going<(Result<ServerResult, ServiceError>, Running)> {
         let cx = at.cx;
         let my_token = cx.meta.get_progress_token();
-        // The last value sent under the token, when anything was.
-        let mut last = (at.progress_sent > 0.0).then_some(at.progress_sent);
+        // Counted above what the token carried before the call.
+        let mut rising = crate::apply::Rising::after(at.progress_sent);
         loop {
             tokio::select! {
                 event = running.events.recv() => match event {
                     Some(CallEvent::Done(r)) => return Going::On((r, running)),
                     Some(CallEvent::Progress(mut p)) => {
-                        // A retry may carry a token of its own. Counted
-                        // above what the token carried before the call;
-                        // a value not above the last is not sent.
-                        p.progress += at.progress_sent;
-                        p.total = p.total.map(|t| t + at.progress_sent);
+                        // A retry may carry a token of its own.
                         if let Some(token) = &my_token
-                            && last.is_none_or(|l| p.progress > l)
+                            && let Some((value, total)) = rising.next(p.progress, p.total)
                         {
-                            last = Some(p.progress);
+                            (p.progress, p.total) = (value, total);
                             p.progress_token = token.clone();
                             let _ = Box::pin(cx.peer.notify_progress(p)).await;
                         }
