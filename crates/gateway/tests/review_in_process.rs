@@ -233,11 +233,7 @@ async fn an_unanswered_ask_waits_in_the_plan_for_a_persons_yes() {
         "{planned:?}"
     );
     // A write, not a destructive call: it is not called one.
-    assert_eq!(
-        body(&planned)["approval_required"],
-        false,
-        "{planned:?}"
-    );
+    assert_eq!(body(&planned)["approval_required"], false, "{planned:?}");
     assert!(!message(&planned).contains("destructive"), "{planned:?}");
     assert_eq!(
         late.questions.lock().unwrap().len(),
