@@ -321,6 +321,8 @@ fn gateway_settings_are_read() {
             max_plan_bytes: 16 * 1024 * 1024,
             max_undo_bytes: 1024,
             undo_ttl: Duration::from_secs(7 * 24 * 3600),
+            public_url: None,
+            notify_debounce: Duration::from_secs(5),
         }
     );
     assert!(config.namespaced());
@@ -382,7 +384,7 @@ fn an_unknown_key_lists_the_allowed_keys() {
         &errors,
         &[(
             "gateway.anon",
-            "anonymous, default_mode, default_mode_locked, allowed_hosts, allowed_origins, max_request_bytes, max_preview_bytes, max_plan_bytes, max_undo_bytes, undo_ttl, max_sessions, max_sessions_per_key, namespace, tool_prefix, max_steps, plan_ttl, lease, review_timeout, header_read_timeout, body_read_timeout, max_concurrent_calls_per_key, rate_limit and cached_keys",
+            "anonymous, default_mode, default_mode_locked, allowed_hosts, allowed_origins, max_request_bytes, max_preview_bytes, max_plan_bytes, max_undo_bytes, undo_ttl, max_sessions, max_sessions_per_key, namespace, tool_prefix, max_steps, plan_ttl, lease, review_timeout, header_read_timeout, body_read_timeout, max_concurrent_calls_per_key, rate_limit, cached_keys, public_url and notify_debounce",
         )],
     );
 }
@@ -392,7 +394,7 @@ fn an_unknown_top_level_table_lists_the_allowed_tables() {
     let errors = toml_err("[mode.careful]\naccess = \"write\"\n[upstreams.a]\ncommand = \"x\"\n");
     assert_eq!(
         error_at(&errors, "mode"),
-        "unknown table \"mode\": allowed top-level tables are audit, auth, gateway, modes, profiles, redaction, rules and upstreams (line 1)"
+        "unknown table \"mode\": allowed top-level tables are audit, auth, gateway, modes, notify, profiles, redaction, rules and upstreams (line 1)"
     );
 }
 

@@ -51,6 +51,7 @@ pub mod history;
 pub mod json_text;
 pub mod mode;
 pub mod names;
+pub mod notify;
 pub mod operators;
 pub mod partial;
 pub mod passkey;

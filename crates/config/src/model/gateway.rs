@@ -103,7 +103,21 @@ pub struct GatewaySettings {
     /// from the store when it is used. Bounds memory whatever the number
     /// of keys; 1 to [`MAX_CACHED_KEYS`].
     pub cached_keys: u32,
+    /// The address people reach the gateway at from elsewhere (a phone, a
+    /// chat), `https://gw.example.com`: notifications link to
+    /// `{public_url}/console#key=…` on it. `None`: the address `serve
+    /// --http` is bound to, which only this machine may reach.
+    pub public_url: Option<String>,
+    /// How long a plan must be quiet (no step planned, changed or
+    /// decided) before `plan.review_needed` goes out for it, so a plan
+    /// being written is announced once, not at every step. 1 s to 1 h;
+    /// default [`DEFAULT_NOTIFY_DEBOUNCE`].
+    #[serde(serialize_with = "serialize_duration")]
+    pub notify_debounce: Duration,
 }
+
+/// The default `gateway.notify_debounce`: 5 s.
+pub const DEFAULT_NOTIFY_DEBOUNCE: Duration = Duration::from_secs(5);
 
 /// The default `Host` headers for `serve --http`: loopback only.
 pub const DEFAULT_ALLOWED_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
@@ -221,6 +235,8 @@ impl Default for GatewaySettings {
             max_plan_bytes: DEFAULT_MAX_PLAN_BYTES,
             max_undo_bytes: DEFAULT_MAX_UNDO_BYTES,
             undo_ttl: DEFAULT_UNDO_TTL,
+            public_url: None,
+            notify_debounce: DEFAULT_NOTIFY_DEBOUNCE,
         }
     }
 }

@@ -27,8 +27,8 @@ pub use gateway::{
     Anonymous, DEFAULT_ALLOWED_HOSTS, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_CACHED_KEYS,
     DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_LEASE, DEFAULT_MAX_CONCURRENT_CALLS_PER_KEY,
     DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_KEY,
-    DEFAULT_MAX_STEPS, DEFAULT_PLAN_TTL, DEFAULT_TOOL_PREFIX, GatewaySettings,
-    MAX_BODY_READ_TIMEOUT, MAX_CACHED_KEYS, MAX_CONCURRENT_CALLS_LIMIT, MAX_LEASE,
+    DEFAULT_MAX_STEPS, DEFAULT_NOTIFY_DEBOUNCE, DEFAULT_PLAN_TTL, DEFAULT_TOOL_PREFIX,
+    GatewaySettings, MAX_BODY_READ_TIMEOUT, MAX_CACHED_KEYS, MAX_CONCURRENT_CALLS_LIMIT, MAX_LEASE,
     MAX_PLAN_BYTES_LIMIT, MAX_PLAN_TTL, MAX_REQUEST_BYTES_LIMIT, MAX_SESSIONS_LIMIT,
     MAX_STEPS_LIMIT, MAX_UNDO_TTL, Namespace,
 };
@@ -75,6 +75,52 @@ pub struct Config {
     /// serve; `/readyz`, `config check` and a call to one of their tools
     /// name them and why.
     pub down: BTreeMap<String, String>,
+    /// Where plangate sends notifications (`[[notify]]`), in order.
+    pub notify: Vec<NotifyTarget>,
+}
+
+/// One `[[notify]]` receiver: a URL that gets a signed POST (Standard
+/// Webhooks) for each event it subscribes to, through the store's outbox
+/// (docs/config.md, "Notifications").
+#[derive(Clone, PartialEq, Eq, Serialize)]
+pub struct NotifyTarget {
+    /// Its name, unique, as `plangate notify test NAME` and the outbox
+    /// name it.
+    pub name: String,
+    /// Where the POST goes (`http://` or `https://`).
+    pub url: String,
+    /// The `whsec_…` secret the receiver verifies signatures with; its key
+    /// bytes checked when the config was loaded. Never shown.
+    #[serde(serialize_with = "serialize_redacted")]
+    pub secret: String,
+    /// The events it gets; every one by default.
+    pub events: Vec<plangate_core::notify::NotifyEvent>,
+    /// How its bodies look.
+    pub format: plangate_core::notify::NotifyFormat,
+}
+
+impl std::fmt::Debug for NotifyTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NotifyTarget")
+            .field("name", &self.name)
+            .field("url", &self.url)
+            .field("secret", &REDACTED)
+            .field("events", &self.events)
+            .field("format", &self.format)
+            .finish()
+    }
+}
+
+impl NotifyTarget {
+    /// Whether it gets `event`.
+    pub fn wants(&self, event: plangate_core::notify::NotifyEvent) -> bool {
+        self.events.contains(&event)
+    }
+
+    /// The secret's key bytes (checked at load, so present).
+    pub fn key(&self) -> Vec<u8> {
+        plangate_core::notify::webhook_key(&self.secret).unwrap_or_default()
+    }
 }
 
 /// `[audit]`: every call that is not a read is always on the record
@@ -129,6 +175,7 @@ impl Config {
             rules: Vec::new(),
             auth: Auth::default(),
             down: BTreeMap::new(),
+            notify: Vec::new(),
         }
     }
 

@@ -3,6 +3,7 @@
 //! against the modes the file defines.
 
 use std::ops::RangeInclusive;
+use std::time::Duration;
 
 use plangate_core::{ModeSpec, PLAN_MODE};
 
@@ -14,7 +15,7 @@ use crate::model::{
     MAX_STEPS_LIMIT, MAX_UNDO_TTL, Namespace,
 };
 
-const GATEWAY_KEYS: [&str; 23] = [
+const GATEWAY_KEYS: [&str; 25] = [
     "anonymous",
     "default_mode",
     "default_mode_locked",
@@ -38,6 +39,8 @@ const GATEWAY_KEYS: [&str; 23] = [
     "max_concurrent_calls_per_key",
     "rate_limit",
     "cached_keys",
+    "public_url",
+    "notify_debounce",
 ];
 
 /// `[gateway]`: every key checked; defaults for what it leaves out.
@@ -84,6 +87,10 @@ pub(super) fn gateway(c: &mut Checker<'_>, node: &toml::Value) -> Option<Gateway
                 duration_in(c, key, v, k, MAX_BODY_READ_TIMEOUT).map(|d| s.body_read_timeout = d)
             }
             "review_timeout" => duration_in(c, key, v, k, MAX_LEASE).map(|d| s.review_timeout = d),
+            "notify_debounce" => {
+                duration_in(c, key, v, k, Duration::from_secs(3600)).map(|d| s.notify_debounce = d)
+            }
+            "public_url" => public_url(c, key, v).map(|u| s.public_url = Some(u)),
             // Read beside the modes they name: [`default_mode`].
             "default_mode" | "default_mode_locked" => Some(()),
             _ => Some(()), // reported by unknown_keys
@@ -91,6 +98,21 @@ pub(super) fn gateway(c: &mut Checker<'_>, node: &toml::Value) -> Option<Gateway
         ok &= set.is_some();
     }
     ok.then_some(settings)
+}
+
+/// `public_url`: an `http://` or `https://` origin, with a path prefix if
+/// the gateway is served under one, without a query or fragment; kept
+/// without its trailing `/`.
+fn public_url(c: &mut Checker<'_>, key: &str, v: &toml::Value) -> Option<String> {
+    let url = c.url(key, v)?;
+    if url.contains(['?', '#']) {
+        c.error(
+            key,
+            format!("public_url {url:?} has a query or fragment: give the address the gateway is reached at, like \"https://gw.example.com\""),
+        );
+        return None;
+    }
+    Some(url.trim_end_matches('/').to_owned())
 }
 
 /// `anonymous`: `"none"` or `"read"`.

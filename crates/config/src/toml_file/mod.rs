@@ -18,6 +18,7 @@ use crate::model::{Audit, Auth, Config, ConfigSource, GatewaySettings, Redaction
 mod auth;
 mod gateway;
 mod modes;
+mod notify;
 mod rules;
 mod upstreams;
 mod values;
@@ -25,14 +26,16 @@ mod values;
 use auth::auth;
 use gateway::{default_mode, gateway};
 use modes::modes;
+use notify::notify;
 use rules::rules;
 use upstreams::upstreams;
 
-const TOP_KEYS: [&str; 8] = [
+const TOP_KEYS: [&str; 9] = [
     "audit",
     "auth",
     "gateway",
     "modes",
+    "notify",
     "profiles",
     "redaction",
     "rules",
@@ -105,6 +108,10 @@ pub fn parse_toml(text: &str, origin: &Path, env: &dyn Env) -> Result<Config, Co
         (Some(_), None) => None,
         (None, _) => Some(Vec::new()),
     };
+    let receivers = match table.get("notify") {
+        Some(node) => notify(&mut c, node),
+        None => Some(Vec::new()),
+    };
     let down = std::mem::take(&mut c.down);
     let config = gateway
         .zip(upstreams)
@@ -114,7 +121,7 @@ pub fn parse_toml(text: &str, origin: &Path, env: &dyn Env) -> Result<Config, Co
         .zip(audit)
         .zip(profiles)
         .zip(rules)
-        .zip(auth)
+        .zip(auth.zip(receivers))
         .map(
             |(
                 (
@@ -124,7 +131,7 @@ pub fn parse_toml(text: &str, origin: &Path, env: &dyn Env) -> Result<Config, Co
                     ),
                     rules,
                 ),
-                auth,
+                (auth, notify),
             )| {
                 Config {
                     source: ConfigSource::Toml(origin.to_path_buf()),
@@ -137,6 +144,7 @@ pub fn parse_toml(text: &str, origin: &Path, env: &dyn Env) -> Result<Config, Co
                     rules,
                     auth,
                     down,
+                    notify,
                 }
             },
         );
