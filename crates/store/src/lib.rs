@@ -48,6 +48,7 @@ pub mod events;
 mod keys;
 mod log_key;
 mod operators;
+mod outbox;
 mod postgres;
 mod private_fs;
 mod random;
@@ -73,6 +74,7 @@ pub use log_key::{LogKey, PUBLIC_KEY_PREFIX, PublicLogKey, verify_p256};
 pub use operators::{
     CreatedOperatorToken, OPERATOR_TOKEN_PREFIX, OperatorToken, validate_operator_name,
 };
+pub use outbox::{AttemptEnd, Outbox, OutboxMessage, OutboxRow, OutboxState};
 pub use postgres::open_postgres;
 pub use random::{new_id, random_bytes};
 pub use sqlite::open_sqlite;
@@ -115,6 +117,9 @@ impl LogMark {
 pub trait Store: Credentials + EventLog {
     /// The undo states kept beside the log, in the same database.
     fn undo_states(&self) -> &dyn UndoStates;
+
+    /// The notification outbox kept beside the log, in the same database.
+    fn outbox(&self) -> &dyn Outbox;
 }
 
 /// Who may call: API keys for agents, operator tokens for the console.

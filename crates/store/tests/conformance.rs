@@ -132,6 +132,7 @@ conformance!(
     an_oauth_identity_is_recorded_once_found_by_name_and_revocable,
     upstream_credentials_are_saved_replaced_and_cleared,
     undo_states_are_kept_replaced_read_and_dropped_by_age,
+    the_outbox_holds_each_message_once_claims_it_for_one_handle_and_records_every_attempt,
 );
 
 async fn create_list_revoke_authenticate_round_trip(f: Fixture) {
@@ -1466,5 +1467,156 @@ async fn undo_states_are_kept_replaced_read_and_dropped_by_age(f: Fixture) {
             .await
             .expect("read"),
         None
+    );
+}
+
+fn message(receiver: &str, msg_id: &str, created_at_ms: i64) -> plangate_store::OutboxMessage {
+    plangate_store::OutboxMessage {
+        receiver: receiver.to_owned(),
+        msg_id: msg_id.to_owned(),
+        event: "plan.review_needed".to_owned(),
+        notice: r#"{"type":"plan.review_needed"}"#.to_owned(),
+        created_at_ms,
+        attempts: 0,
+    }
+}
+
+/// The notification outbox: a message enqueued twice (two replicas
+/// noticing one event) is one row; a due message is claimed by one handle
+/// of two racing; a failed attempt makes it due again later, a delivered
+/// one never; every attempt is on the record; the notifier's cursor only
+/// moves forward; done rows are dropped by age.
+async fn the_outbox_holds_each_message_once_claims_it_for_one_handle_and_records_every_attempt(
+    f: Fixture,
+) {
+    use plangate_store::{AttemptEnd, OutboxState};
+    let one = f.open().await;
+    let two = f.open().await;
+    let t0 = plangate_store::now_ms();
+    let m = message("ops", "msg_1", t0);
+    let other = message("chat", "msg_1", t0);
+    assert_eq!(
+        one.outbox()
+            .enqueue(&[m.clone(), other.clone()])
+            .await
+            .expect("enqueue"),
+        2
+    );
+    assert_eq!(
+        two.outbox()
+            .enqueue(std::slice::from_ref(&m))
+            .await
+            .expect("again"),
+        0
+    );
+
+    let (a, b) = tokio::join!(
+        one.outbox().claim_due(t0, 30_000, 10),
+        two.outbox().claim_due(t0, 30_000, 10)
+    );
+    let (a, b) = (a.expect("claim"), b.expect("claim"));
+    assert_eq!(
+        a.len() + b.len(),
+        2,
+        "each message claimed once: {a:?} {b:?}"
+    );
+    // Claimed: not due again while held.
+    assert!(
+        one.outbox()
+            .claim_due(t0 + 1_000, 30_000, 10)
+            .await
+            .expect("claim")
+            .is_empty()
+    );
+
+    one.outbox()
+        .record_attempt(&m, 1, t0 + 10, "HTTP 503", AttemptEnd::RetryAt(t0 + 5_000))
+        .await
+        .expect("record");
+    one.outbox()
+        .record_attempt(&other, 1, t0 + 10, "HTTP 204", AttemptEnd::Delivered)
+        .await
+        .expect("record");
+    let again = two
+        .outbox()
+        .claim_due(t0 + 5_000, 30_000, 10)
+        .await
+        .expect("claim");
+    assert_eq!(
+        again
+            .iter()
+            .map(|m| (m.receiver.as_str(), m.attempts))
+            .collect::<Vec<_>>(),
+        [("ops", 1)]
+    );
+    two.outbox()
+        .record_attempt(&again[0], 2, t0 + 5_010, "HTTP 200", AttemptEnd::Delivered)
+        .await
+        .expect("record");
+    // A late report on a message already delivered changes nothing.
+    one.outbox()
+        .record_attempt(
+            &m,
+            2,
+            t0 + 5_020,
+            "connection refused",
+            AttemptEnd::RetryAt(t0 + 9_000),
+        )
+        .await
+        .expect("record");
+    assert!(
+        one.outbox()
+            .claim_due(t0 + 60_000, 30_000, 10)
+            .await
+            .expect("claim")
+            .is_empty()
+    );
+
+    let recent = one.outbox().recent(10).await.expect("recent");
+    let ops = recent
+        .iter()
+        .find(|r| r.message.receiver == "ops")
+        .expect("ops");
+    assert_eq!(
+        (ops.state, ops.message.attempts, ops.last_status.as_deref()),
+        (OutboxState::Delivered, 2, Some("HTTP 200"))
+    );
+    assert_eq!(
+        two.outbox()
+            .attempts("ops", "msg_1")
+            .await
+            .expect("attempts"),
+        [
+            (1, t0 + 10, "HTTP 503".to_owned()),
+            (2, t0 + 5_010, "HTTP 200".to_owned())
+        ]
+    );
+
+    assert_eq!(one.outbox().notify_cursor().await.expect("cursor"), 0);
+    one.outbox()
+        .advance_notify_cursor(40)
+        .await
+        .expect("advance");
+    two.outbox()
+        .advance_notify_cursor(12)
+        .await
+        .expect("not back");
+    assert_eq!(two.outbox().notify_cursor().await.expect("cursor"), 40);
+
+    assert_eq!(one.outbox().drop_done_before(t0).await.expect("drop"), 0);
+    assert_eq!(
+        one.outbox()
+            .drop_done_before(t0 + 60_000)
+            .await
+            .expect("drop"),
+        2
+    );
+    assert!(one.outbox().recent(10).await.expect("recent").is_empty());
+    assert!(
+        one.outbox()
+            .attempts("ops", "msg_1")
+            .await
+            .expect("attempts")
+            .is_empty()
     );
 }

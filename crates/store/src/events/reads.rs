@@ -156,9 +156,14 @@ macro_rules! forward_event_reads {
         }
 
         $crate::credentials::forward_undo_states!($db);
+        $crate::outbox::forward_outbox!($db);
 
         impl $crate::Store for $store {
             fn undo_states(&self) -> &dyn $crate::UndoStates {
+                &self.credentials
+            }
+
+            fn outbox(&self) -> &dyn $crate::Outbox {
                 &self.credentials
             }
         }

@@ -145,6 +145,36 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     );
     CREATE INDEX undo_states_kept_at ON undo_states (kept_at_ms);",
     ),
+    // The notification outbox, as in SQLite's version 9.
+    (
+        9,
+        "CREATE TABLE notify_outbox (
+        receiver       TEXT    NOT NULL,
+        msg_id         TEXT    NOT NULL,
+        event          TEXT    NOT NULL,
+        notice         TEXT    NOT NULL,
+        created_at_ms  BIGINT  NOT NULL,
+        next_at_ms     BIGINT  NOT NULL,
+        attempts       BIGINT  NOT NULL,
+        state          TEXT    NOT NULL CHECK (state IN ('pending', 'delivered', 'given_up')),
+        last_status    TEXT,
+        PRIMARY KEY (receiver, msg_id)
+    );
+    CREATE INDEX notify_outbox_due ON notify_outbox (state, next_at_ms);
+    CREATE INDEX notify_outbox_created ON notify_outbox (created_at_ms);
+    CREATE TABLE notify_attempts (
+        receiver  TEXT    NOT NULL,
+        msg_id    TEXT    NOT NULL,
+        attempt   BIGINT  NOT NULL,
+        at_ms     BIGINT  NOT NULL,
+        status    TEXT    NOT NULL,
+        PRIMARY KEY (receiver, msg_id, attempt)
+    );
+    CREATE TABLE notify_cursor (
+        name  TEXT    NOT NULL PRIMARY KEY,
+        seq   BIGINT  NOT NULL
+    );",
+    ),
 ];
 
 /// `schema_migrations` in PostgreSQL's dialect.
