@@ -91,7 +91,7 @@ async fn the_file_is_left_in_wal_mode() {
         .fetch_all(&mut conn)
         .await
         .expect("migrations");
-    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8]);
+    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
