@@ -109,7 +109,7 @@ async fn processes_starting_at_once_on_a_new_file_all_open_it() {
             .fetch_one(&mut conn)
             .await
             .expect("count");
-        assert_eq!(migrations, 8);
+        assert_eq!(migrations, 9);
     }
 }
 
