@@ -112,6 +112,7 @@ pub(crate) async fn run(cli: Cli) -> Result<()> {
         Command::Mode(cmd) => mode_command(cmd, data_dir).await,
         Command::Plans(cmd) => plans_command(cmd, data_dir).await,
         Command::Audit(cmd) => audit_command(cmd, data_dir).await,
+        Command::Notify(cmd) => crate::notify::run(cmd, data_dir).await,
         Command::Demo { json } => demo::run(json).await,
         Command::Catalog { source, json, html } => {
             let config = load_config(&source, data_dir)?;

@@ -24,6 +24,7 @@ mod demo;
 mod dispatch;
 mod enforcement;
 mod factor;
+mod notify;
 mod otel;
 mod output;
 mod plans;

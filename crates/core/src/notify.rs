@@ -35,6 +35,10 @@ pub enum NotifyEvent {
     /// An upstream's tool definition is new or changed and held back.
     #[serde(rename = "tool.quarantined")]
     ToolQuarantined,
+    /// `plangate notify test`: a receiver's set-up is checked. Sent only
+    /// on demand, so no receiver subscribes to it.
+    #[serde(rename = "notify.test")]
+    Test,
 }
 
 impl NotifyEvent {
@@ -55,6 +59,7 @@ impl NotifyEvent {
             NotifyEvent::Failed => "plan.failed",
             NotifyEvent::InDoubt => "step.in_doubt",
             NotifyEvent::ToolQuarantined => "tool.quarantined",
+            NotifyEvent::Test => "notify.test",
         }
     }
 
@@ -67,6 +72,108 @@ impl NotifyEvent {
 impl std::fmt::Display for NotifyEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// What an event of a key's log means to the notifier.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Trigger {
+    /// Nothing to notify, and the plan did not change.
+    Nothing,
+    /// The plan may have changed: once it is quiet, see whether it waits
+    /// for review.
+    PlanChanged,
+    /// An apply started on this digest (if it was given one): what its
+    /// end's message names.
+    ApplyStarted {
+        /// The apply.
+        apply_id: String,
+        /// The digest it checked.
+        plan_digest: Option<String>,
+    },
+    /// An apply ended so.
+    ApplyEnded {
+        /// The apply.
+        apply_id: String,
+        /// How its steps ended.
+        counts: ApplyCounts,
+    },
+    /// A step went in doubt.
+    InDoubt {
+        /// The step.
+        step_id: String,
+        /// Why.
+        reason: String,
+    },
+    /// A tool definition was held back.
+    Quarantined {
+        /// The upstream.
+        server: String,
+        /// The upstream's tool name.
+        tool: String,
+        /// New or changed.
+        why: &'static str,
+    },
+}
+
+/// What `kind` means to the notifier: which message it leads to, or
+/// whether the plan it belongs to may now wait for review. A step being
+/// claimed, a call being recorded, a factor being used change no plan.
+pub fn trigger(kind: &crate::EventKind) -> Trigger {
+    use crate::EventKind as K;
+    match kind {
+        K::ApplyStarted {
+            apply_id,
+            plan_digest,
+            ..
+        } => Trigger::ApplyStarted {
+            apply_id: apply_id.clone(),
+            plan_digest: plan_digest.clone(),
+        },
+        K::ApplyFinished {
+            apply_id,
+            applied,
+            failed,
+            in_doubt,
+            not_run,
+        } => Trigger::ApplyEnded {
+            apply_id: apply_id.clone(),
+            counts: ApplyCounts {
+                applied: *applied,
+                failed: *failed,
+                in_doubt: *in_doubt,
+                not_run: *not_run,
+            },
+        },
+        K::StepInDoubt { step_id, reason } => Trigger::InDoubt {
+            step_id: step_id.clone(),
+            reason: reason.clone(),
+        },
+        K::ToolQuarantined {
+            server,
+            definition,
+            reason,
+        } => Trigger::Quarantined {
+            server: server.clone(),
+            tool: definition.tool.clone(),
+            why: match reason {
+                crate::QuarantineReason::New => "a new tool",
+                crate::QuarantineReason::Changed => "its definition changed",
+            },
+        },
+        K::StepPlanned { .. }
+        | K::StepDeduplicated { .. }
+        | K::StepsDiscarded { .. }
+        | K::StepRejected { .. }
+        | K::StepAmended { .. }
+        | K::ReviewAnswered { .. }
+        | K::StepRetried { .. }
+        | K::PlanExpired { .. }
+        | K::SessionEnded { .. }
+        | K::ModeSet { .. }
+        | K::ModeLocked { .. }
+        | K::ModeUnlocked => Trigger::PlanChanged,
+        _ => Trigger::Nothing,
     }
 }
 
@@ -296,6 +403,21 @@ impl Notice {
         }
     }
 
+    /// `notify.test`: what `plangate notify test` sends, so a receiver's
+    /// set-up (URL, secret, format) can be checked before a plan needs it.
+    pub fn test(timestamp: String, console: Option<&str>) -> Notice {
+        Notice {
+            event: NotifyEvent::Test,
+            timestamp,
+            key: None,
+            plan_digest: None,
+            revision: None,
+            steps: 0,
+            summary: "plangate can reach this receiver and signs what it sends".to_owned(),
+            console_url: console.map(|c| c.trim_end_matches('/').to_owned()),
+        }
+    }
+
     /// The message's body in `format`, as sent and as signed.
     pub fn body(&self, format: NotifyFormat) -> String {
         match format {
@@ -316,6 +438,7 @@ impl Notice {
             NotifyEvent::Failed => "A plan's apply failed",
             NotifyEvent::InDoubt => "A step is in doubt",
             NotifyEvent::ToolQuarantined => "A tool definition is held for review",
+            NotifyEvent::Test => "A test notification",
         };
         let mut text = format!("*plangate: {what}*");
         if let Some(key) = &self.key {

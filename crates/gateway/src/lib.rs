@@ -43,6 +43,7 @@ pub mod limits;
 pub mod memory;
 pub mod metrics;
 pub mod notices;
+pub mod notify;
 pub mod oauth;
 pub mod operator;
 #[cfg(test)]
@@ -265,6 +266,7 @@ impl Gateway {
         gw.rebuild_catalog();
         tokio::spawn(sweep::sweep(Arc::downgrade(&gw)));
         tokio::spawn(follow::follow(Arc::downgrade(&gw)));
+        tokio::spawn(notify::run(Arc::downgrade(&gw)));
         tokio::spawn(gw.trimmer.clone().run(gw.shutdown.clone()));
         gw
     }
@@ -310,6 +312,16 @@ impl Gateway {
                 "a person reviews and approves it in plangate's web console ({url}); nothing this key can call approves it"
             ),
             None => "a person reviews and approves it outside this session; nothing this key can call approves it".to_owned(),
+        }
+    }
+
+    /// Where a notification's link opens the console: `[gateway]
+    /// public_url`'s `/console` when set (reachable from a phone), else
+    /// the console this process serves or knows of; `None` without either.
+    pub fn console_link_base(&self) -> Option<String> {
+        match &self.config().gateway.public_url {
+            Some(url) => Some(format!("{url}/console")),
+            None => self.console_url.read().clone(),
         }
     }
 

@@ -663,6 +663,9 @@ impl Store for Counting {
     fn undo_states(&self) -> &dyn plangate_store::UndoStates {
         self.inner.undo_states()
     }
+    fn outbox(&self) -> &dyn plangate_store::Outbox {
+        self.inner.outbox()
+    }
 }
 
 #[async_trait::async_trait]

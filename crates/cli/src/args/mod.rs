@@ -7,10 +7,12 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod logs;
+mod notify;
 mod people;
 mod since;
 
 pub(crate) use logs::{AuditCommand, Held, ToolsCommand};
+pub(crate) use notify::NotifyCommand;
 pub(crate) use people::{ApprovalsCommand, FactorArgs, KeysCommand, OperatorCommand, ScopeArg};
 
 #[derive(Parser, Debug)]
@@ -178,6 +180,9 @@ pub(crate) enum Command {
     /// Sign in to upstreams behind OAuth.
     #[command(subcommand)]
     Upstream(UpstreamCommand),
+    /// Check a `[[notify]]` receiver (test) and see what was delivered (list).
+    #[command(subcommand)]
+    Notify(NotifyCommand),
     /// See plan mode work, start to finish, in one offline run (a temporary
     /// data dir and a fresh demo site; nothing of yours is touched).
     Demo {

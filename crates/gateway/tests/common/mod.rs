@@ -60,6 +60,7 @@ pub fn config(names: &[&str], namespace: Namespace) -> Config {
         rules: Vec::new(),
         auth: Default::default(),
         down: Default::default(),
+        notify: Vec::new(),
     }
 }
 
