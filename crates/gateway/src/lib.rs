@@ -266,7 +266,16 @@ impl Gateway {
         gw.rebuild_catalog();
         tokio::spawn(sweep::sweep(Arc::downgrade(&gw)));
         tokio::spawn(follow::follow(Arc::downgrade(&gw)));
-        tokio::spawn(notify::run(Arc::downgrade(&gw)));
+        // Where the notifier starts is read before anything is served, so
+        // no event of this process's first calls falls before it.
+        match notify::Notifier::start(&gw).await {
+            Ok(notifier) => {
+                tokio::spawn(notify::run(Arc::downgrade(&gw), notifier));
+            }
+            Err(e) => {
+                tracing::warn!("notifications are off: cannot read where the notifier stopped: {e}")
+            }
+        }
         tokio::spawn(gw.trimmer.clone().run(gw.shutdown.clone()));
         gw
     }

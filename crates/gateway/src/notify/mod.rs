@@ -37,7 +37,7 @@ const DELIVER_EVERY: Duration = Duration::from_secs(1);
 
 /// How long a claimed delivery is held for its claimant: longer than an
 /// attempt can take ([`send::SEND_TIMEOUT`]).
-const HOLD_MS: i64 = 60_000;
+const HOLD_MS: i64 = 30_000;
 
 /// How long delivered and given-up messages stay on the record.
 const KEEP_DONE_MS: i64 = 30 * 24 * 3600 * 1000;
@@ -325,19 +325,12 @@ async fn attempt(engine: &Engine, config: &Config, http: &reqwest::Client, m: &O
     }
 }
 
-/// The notifier and the outbox's delivery, for as long as the gateway
-/// runs.
-pub(crate) async fn run(gw: Weak<Gateway>) {
+/// The notifier (started where the store says, [`Notifier::start`]) and
+/// the outbox's delivery, for as long as the gateway runs.
+pub(crate) async fn run(gw: Weak<Gateway>, mut notifier: Notifier) {
     let Some(g) = gw.upgrade() else { return };
     let shutdown = g.shutdown.clone();
     let wake = Arc::new(tokio::sync::Notify::new());
-    let mut notifier = match Notifier::start(&g).await {
-        Ok(n) => n,
-        Err(e) => {
-            tracing::warn!("notifications are off: cannot read where the notifier stopped: {e}");
-            return;
-        }
-    };
     let http = match send::client() {
         Ok(http) => http,
         Err(e) => {
