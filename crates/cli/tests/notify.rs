@@ -1,4 +1,4 @@
-//! Notifications (docs/design.md §14), end to end: the official
+//! Notifications (docs/design.md §13), end to end: the official
 //! server-filesystem behind plangate, an agent on rmcp, and a webhook
 //! receiver that verifies every POST with the Standard Webhooks reference
 //! library (`tests/interop/webhook_receiver.py`, standardwebhooks 1.3.0).

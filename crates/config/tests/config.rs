@@ -253,6 +253,38 @@ fn rule_examples(doc: &str) -> Vec<&str> {
 }
 
 #[test]
+fn the_notify_examples_of_the_docs_and_the_readme_load() {
+    let blocks: Vec<&str> = [
+        include_str!("../../../docs/config.md"),
+        include_str!("../../../README.md"),
+    ]
+    .into_iter()
+    .flat_map(|doc| doc.split("```toml\n").skip(1))
+    .filter_map(|rest| rest.split("```").next())
+    .filter(|block| block.contains("[[notify]]"))
+    .collect();
+    assert_eq!(blocks.len(), 2, "{blocks:?}");
+    let mut vars = env();
+    vars.insert(
+        "PLANGATE_HOOK_SECRET".to_owned(),
+        "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_owned(),
+    );
+    vars.insert(
+        "SLACK_WEBHOOK_URL".to_owned(),
+        "https://hooks.slack.com/services/T0/B0/x".to_owned(),
+    );
+    for block in blocks {
+        let text = format!("[upstreams.fs]\ncommand = \"mcp-fs\"\n\n{block}");
+        let config = parse_toml(&text, &origin(), &vars).unwrap_or_else(|e| panic!("{e}\n{block}"));
+        assert!(!config.notify.is_empty(), "{block}");
+        assert_eq!(
+            config.gateway.public_url.as_deref(),
+            Some("https://plangate.example.com")
+        );
+    }
+}
+
+#[test]
 fn the_rule_examples_of_the_docs_and_the_readme_load() {
     let blocks: Vec<&str> = rule_examples(include_str!("../../../docs/config.md"))
         .into_iter()

@@ -1,4 +1,4 @@
-//! What a `[[notify]]` receiver is told, and how (docs/design.md §14):
+//! What a `[[notify]]` receiver is told, and how (docs/design.md §13):
 //! the message of each notifiable event, its id, its Standard Webhooks
 //! signature, the Slack rendering and when a failed delivery is tried
 //! again. Pure: the gateway decides when an event happened and sends;

@@ -485,6 +485,54 @@ async fn hidden_characters_in_a_plan_show_as_escapes_and_are_marked_in_the_conso
     s.stop().await;
 }
 
+/// A notification's link (`/console#key=NAME&revision=N`, docs/design.md
+/// §13) opened before logging in: the login keeps the link, and the
+/// console opens on that key's plan, marked, saying the plan moved on
+/// since the notification's revision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_notifications_link_opens_that_plan_after_the_login_and_says_if_it_changed() {
+    let s = setup().await;
+    let client = agent(&s).await;
+    call_ok(
+        &client,
+        "update_option",
+        json!({"name": "tagline", "value": "Fresh bread"}),
+    )
+    .await;
+    call_ok(
+        &client,
+        "update_option",
+        json!({"name": "site_title", "value": "Bakery"}),
+    )
+    .await;
+    let mut b = blocking(Browser::start);
+    let seen = blocking(|| {
+        let page = b.open(&format!("{}/console#key=planner&revision=1", s.base));
+        b.wait_for(&page, "the login form", "document.getElementById('token')");
+        b.log_in(&page, &s.operator_token);
+        b.wait_for(
+            &page,
+            "the linked plan",
+            "document.querySelector('section.key.linked[data-key=\"planner\"]')",
+        );
+        b.eval(
+            &page,
+            "(() => { const k = document.querySelector('section.key.linked'); return { hash: window.location.hash, key: k.getAttribute('data-key'), said: k.querySelector('.head p.warning').textContent }; })()",
+        )
+    });
+    assert_eq!(seen["hash"], "#key=planner&revision=1", "{seen}");
+    assert_eq!(seen["key"], "planner");
+    assert!(
+        seen["said"].as_str().unwrap().starts_with(
+            "Opened from a notification about revision 1; the plan is at revision 2 now"
+        ),
+        "{seen}"
+    );
+    drop(b);
+    client.cancel().await.unwrap();
+    s.stop().await;
+}
+
 /// A step planned while the page is open is highlighted as new, and the
 /// next Approve (and Apply) is refused on the page — nothing is sent —
 /// until the person says they have seen it; the yes then carries the

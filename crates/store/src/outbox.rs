@@ -1,4 +1,4 @@
-//! The notification outbox (docs/design.md §14): each message to each
+//! The notification outbox (docs/design.md §13): each message to each
 //! `[[notify]]` receiver is a row, written before anything is sent, so a
 //! restart or a receiver that is down loses nothing; each attempt to
 //! deliver it is a row of its own, so every try is on the record. Beside

@@ -1,4 +1,4 @@
-//! Notifications (docs/design.md §14): the serving gateway follows the
+//! Notifications (docs/design.md §13): the serving gateway follows the
 //! shared event log from where the last notifier stopped, turns what
 //! happened into messages for each `[[notify]]` receiver that wants them
 //! (`core::notify` says what each says), puts them in the store's outbox,

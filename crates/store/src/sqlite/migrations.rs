@@ -150,7 +150,7 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     );
     CREATE INDEX undo_states_kept_at ON undo_states (kept_at_ms);",
     ),
-    // The notification outbox (docs/design.md §14): a row per message and
+    // The notification outbox (docs/design.md §13): a row per message and
     // receiver, a row per attempt, and how far the notifier has read the
     // log; beside the log, dropped some time after they are done.
     (
