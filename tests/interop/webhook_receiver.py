@@ -1,10 +1,10 @@
 """A webhook receiver for plangate's notification tests: verifies each
 POST with the Standard Webhooks reference library (standardwebhooks) and
 the secret in WEBHOOK_SECRET, answers 204 when it verifies and 401 when it
-does not, and prints one JSON line per request on stdout: the headers
+does not, and appends one JSON line per request to FILE: the headers
 plangate sent, the body, and whether it verified.
 
-    python webhook_receiver.py PORT
+    python webhook_receiver.py PORT FILE
 
 It listens on 127.0.0.1 only and prints `listening PORT` once ready.
 """
@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 HOOK = Webhook(os.environ["WEBHOOK_SECRET"])
+HEARD = sys.argv[2]
 
 
 class Receiver(BaseHTTPRequestHandler):
@@ -29,19 +30,18 @@ class Receiver(BaseHTTPRequestHandler):
             verified = True
         except WebhookVerificationError as e:
             verified = str(e)
-        print(
-            json.dumps(
-                {
-                    "path": self.path,
-                    "webhook-id": headers.get("webhook-id"),
-                    "webhook-timestamp": headers.get("webhook-timestamp"),
-                    "webhook-signature": headers.get("webhook-signature"),
-                    "verified": verified,
-                    "body": body.decode("utf-8"),
-                }
-            ),
-            flush=True,
+        line = json.dumps(
+            {
+                "path": self.path,
+                "webhook-id": headers.get("webhook-id"),
+                "webhook-timestamp": headers.get("webhook-timestamp"),
+                "webhook-signature": headers.get("webhook-signature"),
+                "verified": verified,
+                "body": body.decode("utf-8"),
+            }
         )
+        with open(HEARD, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
         self.send_response(204 if verified is True else 401)
         self.end_headers()
 

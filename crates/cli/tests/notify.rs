@@ -12,7 +12,6 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -21,43 +20,46 @@ use serde_json::{Value, json};
 /// The secret both sides hold (24 bytes, base64).
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
-/// The webhook receiver: what it heard, one JSON object a request.
+/// The webhook receiver: what it heard, one JSON object a request, in
+/// the file it appends to.
 struct Receiver {
     child: Child,
-    heard: Arc<Mutex<Vec<Value>>>,
+    heard_file: tempfile::NamedTempFile,
 }
 
 impl Receiver {
     /// Starts the receiver on `port`, verifying with `secret`.
     fn start(port: u16, secret: &str) -> Receiver {
         let peers = peers();
+        let heard_file = tempfile::NamedTempFile::new().unwrap();
         let mut child = Command::new(&peers.python)
             .arg(peers.interop.join("webhook_receiver.py"))
             .arg(port.to_string())
+            .arg(heard_file.path())
             .env("WEBHOOK_SECRET", secret)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
-        let out = child.stdout.take().unwrap();
-        let heard = Arc::new(Mutex::new(Vec::new()));
-        let (ready, listening) = std::sync::mpsc::channel();
-        let sink = heard.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                if line.starts_with("listening ") {
-                    let _ = ready.send(());
-                } else if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                    sink.lock().unwrap().push(v);
-                }
-            }
-        });
-        listening
-            .recv_timeout(Duration::from_secs(30))
-            .expect("the receiver never listened");
-        Receiver { child, heard }
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        assert!(
+            first.starts_with("listening "),
+            "the receiver did not start: {first:?}"
+        );
+        Receiver { child, heard_file }
+    }
+
+    /// Every request heard so far.
+    fn heard(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.heard_file.path())
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
     }
 
     /// Waits until `n` requests were heard (45 s at most: a delivery
@@ -66,7 +68,7 @@ impl Receiver {
     fn wait_for(&self, n: usize) -> Vec<Value> {
         let start = Instant::now();
         loop {
-            let heard = self.heard.lock().unwrap().clone();
+            let heard = self.heard();
             if heard.len() >= n || start.elapsed() > Duration::from_secs(45) {
                 return heard;
             }
@@ -82,13 +84,13 @@ impl Drop for Receiver {
     }
 }
 
-/// A loopback port nothing listens on now.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// A loopback port of this test process's own, `n` (0–3) of four: below
+/// the kernel's ephemeral range (32768 and up), so no port some other
+/// process binds as `:0` — a gateway, another test's client — can be it
+/// while a receiver is down on purpose.
+fn own_port(n: u16) -> u16 {
+    let pid = u16::try_from(std::process::id() % 3000).unwrap();
+    20_000 + pid * 4 + n
 }
 
 /// A filesystem world whose config sends every event to the receiver at
@@ -109,11 +111,25 @@ fn world(port: u16) -> FsWorld {
 
 /// `plangate serve --http` of the world, with the receivers' secret.
 fn serve(w: &FsWorld) -> Proc {
+    serve_with(w, &[])
+}
+
+/// [`serve`] with more arguments (`--database URL`).
+fn serve_with(w: &FsWorld, extra: &[&str]) -> Proc {
     let mut cmd = w
         .scratch
         .command(&["serve", "--http", "127.0.0.1:0", "--config", &w.config]);
-    cmd.env("HOOK_SECRET", SECRET);
+    cmd.args(extra).env("HOOK_SECRET", SECRET);
     Proc::start(cmd, "plangate serving ")
+}
+
+/// Runs `sql` on the test database.
+fn psql(base: &str, sql: &str) -> bool {
+    Command::new("psql")
+        .env("PGOPTIONS", "--client-min-messages=warning")
+        .args([base, "-q", "-c", sql])
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// An operator command of the world that must succeed; its stdout.
@@ -146,7 +162,7 @@ fn outbox_until(w: &FsWorld, check: impl Fn(&[Value]) -> bool) -> Vec<Value> {
 
 #[tokio::test]
 async fn a_planned_write_is_announced_once_signed_and_linked_to_the_plan() {
-    let port = free_port();
+    let port = own_port(0);
     let receiver = Receiver::start(port, SECRET);
     let w = world(port);
     let gw = serve(&w);
@@ -166,7 +182,7 @@ async fn a_planned_write_is_announced_once_signed_and_linked_to_the_plan() {
     // quiet for a second.
     let heard = receiver.wait_for(2);
     std::thread::sleep(Duration::from_secs(2));
-    let heard_later = receiver.heard.lock().unwrap().clone();
+    let heard_later = receiver.heard();
     assert_eq!(heard_later.len(), 2, "{heard_later:#?}\n{}", gw.log());
     for h in &heard {
         assert_eq!(h["verified"], true, "{h}");
@@ -231,7 +247,7 @@ async fn a_planned_write_is_announced_once_signed_and_linked_to_the_plan() {
 
 #[tokio::test]
 async fn a_receiver_down_loses_nothing_across_a_restart() {
-    let port = free_port();
+    let port = own_port(1);
     let w = world(port);
     let gw = serve(&w);
     let agent = http_client(&gw.url(), Some(&w.token)).await.unwrap();
@@ -260,7 +276,7 @@ async fn a_receiver_down_loses_nothing_across_a_restart() {
     let gw = serve(&w);
     let heard = receiver.wait_for(2);
     let standard = bodies(&heard, "/hook");
-    assert_eq!(standard.len(), 1, "{heard:#?}");
+    assert_eq!(standard.len(), 1, "{heard:#?}\n{}", gw.log());
     assert_eq!(standard[0]["type"], "plan.review_needed");
     assert!(heard.iter().all(|h| h["verified"] == true), "{heard:#?}");
     let rows = outbox_until(&w, |rows| rows.iter().all(|r| r["state"] == "delivered"));
@@ -278,7 +294,7 @@ async fn a_receiver_down_loses_nothing_across_a_restart() {
 
 #[test]
 fn notify_test_says_what_the_receiver_answered() {
-    let port = free_port();
+    let port = own_port(2);
     let w = world(port);
     // A receiver holding another secret refuses the signature.
     let wrong = Receiver::start(port, "whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA");
@@ -324,4 +340,63 @@ fn notify_test_says_what_the_receiver_answered() {
         "{}",
         stderr(&out)
     );
+}
+
+/// Two replicas sharing one PostgreSQL database both follow the log: a
+/// plan planned through one is announced once to each receiver (the same
+/// message id from both, one row, one delivery).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_replicas_on_postgres_announce_a_plan_once() {
+    let Ok(base) = std::env::var("PLANGATE_TEST_POSTGRES_URL") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must set PLANGATE_TEST_POSTGRES_URL"
+        );
+        eprintln!("notify [postgres]: PLANGATE_TEST_POSTGRES_URL not set; not run");
+        return;
+    };
+    let schema = format!("notify_{}", std::process::id());
+    assert!(psql(
+        &base,
+        &format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}")
+    ));
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+
+    let port = own_port(3);
+    let receiver = Receiver::start(port, SECRET);
+    let mut w = world(port);
+    let out = w.scratch.run(&[
+        "keys",
+        "create",
+        "--name",
+        "shared",
+        "--scope",
+        "plan",
+        "--database",
+        &url,
+    ]);
+    w.token = stdout(&out).trim().to_owned();
+    assert!(w.token.starts_with("pgk_"), "{}", stderr(&out));
+    let one = serve_with(&w, &["--database", &url]);
+    let two = serve_with(&w, &["--database", &url]);
+    let agent = http_client(&one.url(), Some(&w.token)).await.unwrap();
+    let path = w.root.join("a.txt");
+    call(
+        &agent,
+        "write_file",
+        json!({"path": path, "content": "new\n"}),
+    )
+    .await
+    .unwrap();
+    receiver.wait_for(2);
+    std::thread::sleep(Duration::from_secs(3));
+    let heard = receiver.heard();
+    let standard = bodies(&heard, "/hook");
+    assert_eq!(standard.len(), 1, "{heard:#?}");
+    assert_eq!(bodies(&heard, "/slack").len(), 1, "{heard:#?}");
+    assert_eq!(standard[0]["key"], "shared");
+    agent.cancel().await.unwrap();
+    drop((one, two));
+    psql(&base, &format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
 }

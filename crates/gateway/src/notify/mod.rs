@@ -31,6 +31,10 @@ use crate::{Engine, Gateway, operator};
 /// How often the notifier reads the log for what happened.
 const READ_EVERY: Duration = Duration::from_millis(500);
 
+/// How often, at most, the notifier stores its position when it made no
+/// message (each store is a commit every process notices).
+const STORE_EVERY_MS: i64 = 5_000;
+
 /// How often due deliveries are looked for (sooner when the notifier has
 /// just enqueued something).
 const DELIVER_EVERY: Duration = Duration::from_secs(1);
@@ -60,6 +64,12 @@ struct Changed {
 pub struct Notifier {
     /// The last global seq read.
     after: i64,
+    /// The position last stored: written again only when it moves, so an
+    /// idle gateway commits nothing (a commit would make every process
+    /// read its keys' logs again).
+    stored: i64,
+    /// When it was last stored (ms).
+    stored_at: i64,
     /// Plans changed and not yet looked at, by key id.
     changed: HashMap<String, Changed>,
     /// The digest each apply under way started on, by apply id.
@@ -87,6 +97,7 @@ impl Notifier {
         }
         Ok(Notifier {
             after,
+            stored: after,
             ..Notifier::default()
         })
     }
@@ -138,17 +149,28 @@ impl Notifier {
             self.changed.remove(&key_id);
         }
         let outbox = engine.store().outbox();
-        let new = outbox.enqueue(&out).await.map_err(|e| e.to_string())?;
+        let new = if out.is_empty() {
+            0
+        } else {
+            outbox.enqueue(&out).await.map_err(|e| e.to_string())?
+        };
         let handled = self
             .changed
             .values()
             .map(|c| c.first_seq - 1)
             .min()
             .unwrap_or(self.after);
-        outbox
-            .advance_notify_cursor(handled)
-            .await
-            .map_err(|e| e.to_string())?;
+        // Stored at once when messages were made, else at most every few
+        // seconds: a restart reads those seconds again, and the messages
+        // they make are the ones already in the outbox (the same ids).
+        if handled > self.stored && (!out.is_empty() || now - self.stored_at >= STORE_EVERY_MS) {
+            outbox
+                .advance_notify_cursor(handled)
+                .await
+                .map_err(|e| e.to_string())?;
+            self.stored = handled;
+            self.stored_at = now;
+        }
         Ok(new)
     }
 
