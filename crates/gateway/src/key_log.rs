@@ -389,6 +389,61 @@ impl<S: Fold> KeyLog<S> {
         Err(LogError::Busy(key_id.to_owned()))
     }
 
+    /// [`KeyLog::transact`] over several keys at once, all or nothing: reads
+    /// each key's state, lets `decide` choose each key's events (in the
+    /// order of `key_ids`, each key once) and an answer, and appends them
+    /// in one transaction ([`plangate_store::EventLog::append_together`]) —
+    /// deciding again on fresh states whenever another writer moved any of
+    /// the logs first. A refusal from `decide` records nothing for any key.
+    /// For a person's act on several plans at once (approve them all, or
+    /// none).
+    pub async fn transact_together<T, E>(
+        &self,
+        key_ids: &[&str],
+        mut decide: impl FnMut(&[S]) -> Result<(Vec<Vec<Event>>, T), E>,
+    ) -> Result<Result<(Vec<S>, T), E>, LogError> {
+        for _ in 0..MAX_ATTEMPTS {
+            let mut states = Vec::with_capacity(key_ids.len());
+            for key_id in key_ids {
+                states.push(self.state(key_id).await?);
+            }
+            let (events, answer) = match decide(&states) {
+                Ok(decided) => decided,
+                Err(refusal) => return Ok(Err(refusal)),
+            };
+            let mut parts = Vec::with_capacity(key_ids.len());
+            let mut links = Vec::with_capacity(key_ids.len());
+            for ((key_id, state), events) in key_ids.iter().zip(&mut states).zip(&events) {
+                let (batch, chained) = self.sealed_batch(key_id, state, events)?;
+                parts.push(plangate_store::AppendPart {
+                    key_id: (*key_id).to_owned(),
+                    expected_key_seq: state.last_seq(),
+                    events: batch,
+                });
+                links.push(chained);
+            }
+            match self.store.append_together(&parts).await {
+                Ok(_) => {
+                    for (((key_id, state), events), chained) in
+                        key_ids.iter().zip(&mut states).zip(&events).zip(links)
+                    {
+                        let mut seq = state.last_seq();
+                        for (e, link) in events.iter().zip(chained) {
+                            seq += 1;
+                            state.apply(seq, e);
+                            state.chain_mut().extend(link);
+                        }
+                        self.remember(key_id, state, None);
+                    }
+                    return Ok(Ok((states, answer)));
+                }
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(LogError::Busy(key_ids.join(", ")))
+    }
+
     /// `events` as rows to append after `state`, each with its link in the
     /// key's hash chain and the log key's signature over it; the links, to
     /// move the chain's head once the append lands.

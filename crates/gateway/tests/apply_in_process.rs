@@ -714,6 +714,12 @@ impl EventLog for Counting {
             .append_events_marked(key_id, expected_key_seq, events)
             .await
     }
+    async fn append_together(
+        &self,
+        parts: &[plangate_store::AppendPart],
+    ) -> Result<Vec<i64>, StoreError> {
+        self.inner.append_together(parts).await
+    }
 }
 
 /// On PostgreSQL (no log mark) a write that runs on a held state is

@@ -533,6 +533,197 @@ async fn a_notifications_link_opens_that_plan_after_the_login_and_says_if_it_cha
     s.stop().await;
 }
 
+/// Several keys' plans approved in one act (docs/console.md, "Several
+/// plans at once"): all or nothing. Through the API, one plan that moved
+/// on since it was shown refuses the whole act — the answer names it and
+/// neither key's log records a yes. On the page, the person picks both
+/// plans and approves them with one click; each yes binds the digest on
+/// screen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn several_plans_are_approved_together_or_not_at_all() {
+    let s = setup().await;
+    let planner = agent(&s).await;
+    let helper_key = s.store.create_key("helper", Scope::Plan).await.unwrap();
+    let helper = client_of(
+        s.gw.clone(),
+        Some(helper_key.token.clone()),
+        Seen::default(),
+    )
+    .await;
+    call_ok(
+        &planner,
+        "update_option",
+        json!({"name": "tagline", "value": "Fresh bread"}),
+    )
+    .await;
+    call_ok(
+        &helper,
+        "update_option",
+        json!({"name": "site_title", "value": "Bakery"}),
+    )
+    .await;
+    let helper_shown = plan_digest(&helper).await;
+    // The helper's plan moves on after the person's screen showed it.
+    call_ok(
+        &helper,
+        "update_option",
+        json!({"name": "posts_per_page", "value": 5}),
+    )
+    .await;
+
+    let http = http_client();
+    let (cookie, csrf) = login(&http, &s.base, &s.operator_token).await.unwrap();
+    let approve = |plans: Value| {
+        http.post(format!("{}/console/api/plans/approve", s.base))
+            .header("cookie", &cookie)
+            .header("x-plangate-csrf", &csrf)
+            .json(&json!({ "plans": plans }))
+            .send()
+    };
+    let r = approve(json!([
+        {"key_id": s.key_id, "plan_digest": plan_digest(&planner).await},
+        {"key_id": helper_key.key.id, "plan_digest": helper_shown},
+    ]))
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 409);
+    let err: Value = r.json().await.unwrap();
+    assert_eq!(
+        (err["error"].as_str(), err["key"].as_str()),
+        (Some("plan_changed"), Some("helper")),
+        "{err}"
+    );
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("Nothing was recorded for any of the plans."),
+        "{err}"
+    );
+    let yes_of = |key_id: String| {
+        let store = s.store.clone();
+        async move {
+            store
+                .export_events(Some(&key_id), None)
+                .await
+                .unwrap()
+                .into_iter()
+                .filter(|e| e.kind == "review_answered")
+                .count()
+        }
+    };
+    assert_eq!(yes_of(s.key_id.clone()).await, 0);
+    assert_eq!(yes_of(helper_key.key.id.clone()).await, 0);
+
+    // In the console: pick both plans, one click.
+    let mut b = blocking(Browser::start);
+    let said = blocking(|| {
+        let page = open_console(
+            &mut b,
+            &s,
+            "two plans to pick",
+            "document.querySelectorAll('input.pick-plan').length === 2",
+        );
+        b.click(&page, "section.key[data-key=\"planner\"] input.pick-plan");
+        b.click(&page, "section.key[data-key=\"helper\"] input.pick-plan");
+        b.wait_for(&page, "both picked", "document.querySelector('button.approve-plans').textContent === 'Approve picked plans (2)' && !document.querySelector('button.approve-plans').disabled");
+        b.click(&page, "button.approve-plans");
+        b.wait_for(
+            &page,
+            "the answer",
+            "/Approved the plans of/.test(document.getElementById('status').textContent)",
+        );
+        b.eval(&page, "document.getElementById('status').textContent")
+    });
+    assert!(
+        said.as_str().unwrap().contains("planner, helper")
+            || said.as_str().unwrap().contains("helper, planner"),
+        "{said}"
+    );
+    assert_eq!(yes_of(s.key_id.clone()).await, 1);
+    assert_eq!(yes_of(helper_key.key.id.clone()).await, 1);
+    drop(b);
+    planner.cancel().await.unwrap();
+    helper.cancel().await.unwrap();
+    s.stop().await;
+}
+
+/// Several plans discarded in one act: a revision that moved on refuses
+/// the whole act and discards nothing; as shown, every waiting step of
+/// both plans goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn several_plans_are_discarded_together_or_not_at_all() {
+    let s = setup().await;
+    let planner = agent(&s).await;
+    let helper_key = s.store.create_key("helper", Scope::Plan).await.unwrap();
+    let helper = client_of(
+        s.gw.clone(),
+        Some(helper_key.token.clone()),
+        Seen::default(),
+    )
+    .await;
+    let first = json!({"name": "tagline", "value": "Fresh bread"});
+    call_ok(&planner, "update_option", first.clone()).await;
+    call_ok(
+        &helper,
+        "update_option",
+        json!({"name": "site_title", "value": "Bakery"}),
+    )
+    .await;
+    let http = http_client();
+    let (cookie, csrf) = login(&http, &s.base, &s.operator_token).await.unwrap();
+    let shown = |state: &Value, key: &str| {
+        let k = state["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["key"] == key)
+            .unwrap();
+        json!({"key_id": k["key_id"], "plan_digest": k["plan_digest"], "revision": k["revision"]})
+    };
+    let state = get_json(&http, &format!("{}/console/api/state", s.base), &cookie).await;
+    let before = [shown(&state, "planner"), shown(&state, "helper")];
+    // The same write again: the digest stays, the revision moves.
+    call_ok(&planner, "update_option", first).await;
+    let discard = |plans: &[Value]| {
+        http.post(format!("{}/console/api/plans/discard", s.base))
+            .header("cookie", &cookie)
+            .header("x-plangate-csrf", &csrf)
+            .json(&json!({ "plans": plans }))
+            .send()
+    };
+    let r = discard(&before).await.unwrap();
+    assert_eq!(r.status(), 409);
+    let err: Value = r.json().await.unwrap();
+    assert_eq!(err["key"], "planner", "{err}");
+    let state = get_json(&http, &format!("{}/console/api/state", s.base), &cookie).await;
+    for key in ["planner", "helper"] {
+        let k = state["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["key"] == key)
+            .unwrap();
+        assert_eq!(k["pending_steps"], 1, "{key}: nothing discarded");
+    }
+    let now = [shown(&state, "planner"), shown(&state, "helper")];
+    let r = discard(&now).await.unwrap();
+    assert_eq!(r.status(), 200);
+    let done: Value = r.json().await.unwrap();
+    assert_eq!(done["discarded"].as_array().unwrap().len(), 2, "{done}");
+    assert!(
+        done["discarded"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|d| d["discarded"].as_array().unwrap().len() == 1),
+        "{done}"
+    );
+    planner.cancel().await.unwrap();
+    helper.cancel().await.unwrap();
+    s.stop().await;
+}
+
 /// A step planned while the page is open is highlighted as new, and the
 /// next Approve (and Apply) is refused on the page — nothing is sent —
 /// until the person says they have seen it; the yes then carries the

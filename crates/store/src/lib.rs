@@ -271,6 +271,16 @@ pub trait EventLog: Send + Sync + 'static {
             .0)
     }
 
+    /// Appends to several keys' logs in one transaction, all or nothing:
+    /// each part's events (`(key_id, expected_key_seq, events)`, each key
+    /// once) after the key_seq its caller expects, as
+    /// [`EventLog::append_events`] checks it. If any part's log moved, or
+    /// any event is refused, nothing of any part is written, and the
+    /// answer is that part's [`StoreError::Conflict`] (or the refusal).
+    /// Answers each part's new last key_seq, in order. For an act a person
+    /// takes on several keys' plans at once (approve them all or none).
+    async fn append_together(&self, parts: &[AppendPart]) -> Result<Vec<i64>, StoreError>;
+
     /// The events of `key_id` with key_seq greater than `after_key_seq`,
     /// in key_seq order (0: all of them).
     async fn load_events(
@@ -333,6 +343,17 @@ pub trait EventLog: Send + Sync + 'static {
         expected_key_seq: i64,
         events: &[NewEvent],
     ) -> Result<(i64, Option<LogMark>), StoreError>;
+}
+
+/// One key's part of [`EventLog::append_together`].
+#[derive(Debug, Clone)]
+pub struct AppendPart {
+    /// The key whose log it goes to.
+    pub key_id: String,
+    /// The key's last key_seq the caller decided on.
+    pub expected_key_seq: i64,
+    /// The events, in order.
+    pub events: Vec<NewEvent>,
 }
 
 /// Which backend holds the state. Parsing config yields this value without

@@ -134,6 +134,7 @@ conformance!(
     undo_states_are_kept_replaced_read_and_dropped_by_age,
     the_outbox_holds_each_message_once_claims_it_for_one_handle_and_records_every_attempt,
     the_notifiers_position_only_moves_forward,
+    appending_to_several_keys_together_writes_all_or_nothing,
 );
 
 async fn create_list_revoke_authenticate_round_trip(f: Fixture) {
@@ -1625,4 +1626,66 @@ async fn the_notifiers_position_only_moves_forward(f: Fixture) {
         .await
         .expect("not back");
     assert_eq!(two.outbox().notify_cursor().await.expect("cursor"), 40);
+}
+
+/// Several keys' appends in one transaction: all land, each after its
+/// expected key_seq; when one key's log moved, nothing of any lands and
+/// the answer names that key.
+async fn appending_to_several_keys_together_writes_all_or_nothing(f: Fixture) {
+    use plangate_store::AppendPart;
+    let one = f.open().await;
+    let two = f.open().await;
+    one.append_events("key_a", 0, &[event("a1", 1, json!({}))])
+        .await
+        .expect("a");
+    let part = |key: &str, expected, kind: &str| AppendPart {
+        key_id: key.to_owned(),
+        expected_key_seq: expected,
+        events: vec![
+            event(kind, 2, json!({"n": 1})),
+            event(kind, 3, json!({"n": 2})),
+        ],
+    };
+    let lasts = two
+        .append_together(&[part("key_a", 1, "a2"), part("key_b", 0, "b1")])
+        .await
+        .expect("together");
+    assert_eq!(lasts, [3, 2]);
+    // key_b moved on (another writer): nothing of the batch lands.
+    one.append_events("key_b", 2, &[event("b2", 4, json!({}))])
+        .await
+        .expect("b");
+    let err = two
+        .append_together(&[part("key_a", 3, "a3"), part("key_b", 2, "b3")])
+        .await
+        .expect_err("key_b moved");
+    assert!(
+        matches!(&err, StoreError::Conflict { key_id, expected: 2, found: 3 } if key_id == "key_b"),
+        "{err}"
+    );
+    assert_eq!(one.last_key_seq("key_a").await.expect("a"), 3);
+    assert_eq!(one.last_key_seq("key_b").await.expect("b"), 3);
+    let kinds: Vec<String> = one
+        .load_events("key_a", 0)
+        .await
+        .expect("load")
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    assert_eq!(kinds, ["a1", "a2", "a2"]);
+    // A refused event fails the whole batch too.
+    let bad = AppendPart {
+        key_id: "key_c".to_owned(),
+        expected_key_seq: 0,
+        events: vec![event("", 5, json!({}))],
+    };
+    assert!(
+        two.append_together(&[part("key_a", 3, "a3"), bad])
+            .await
+            .is_err()
+    );
+    assert_eq!(one.last_key_seq("key_a").await.expect("a"), 3);
+    // The global tail sees the landed ones in order.
+    let tail = one.events_since(0, 100).await.expect("tail");
+    assert_eq!(tail.len(), 6);
 }

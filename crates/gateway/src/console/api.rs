@@ -224,7 +224,7 @@ pub(super) async fn key_named(gw: &Gateway, key: &str) -> Result<ApiKey, Console
 
 /// The person acting, through the console, on the key a request names
 /// by id.
-async fn acting_on(
+pub(super) async fn acting_on(
     gw: &Gateway,
     key_id: &str,
     session: &Session,
@@ -243,7 +243,7 @@ impl From<OperatorError> for ConsoleError {
     }
 }
 
-fn refused(e: OperatorError) -> ConsoleError {
+pub(super) fn refused(e: OperatorError) -> ConsoleError {
     if let OperatorError::Log(inner) = &e {
         tracing::error!("console: event log: {inner}");
     }

@@ -61,6 +61,7 @@ use subtle::ConstantTimeEq as _;
 use crate::Gateway;
 
 mod api;
+mod batch;
 mod history;
 mod keys;
 mod logs;
@@ -113,6 +114,8 @@ pub fn routes() -> Router<Arc<Gateway>> {
         .route("/console/api/passkey/challenge", post(passkey::challenge))
         .route("/console/api/approve", post(api::approve))
         .route("/console/api/discard", post(api::discard))
+        .route("/console/api/plans/approve", post(batch::approve))
+        .route("/console/api/plans/discard", post(batch::discard))
         .route("/console/api/retry", post(api::retry))
         .route("/console/api/tool", post(api::tool_decision))
         .route("/console/api/apply", post(api::apply))

@@ -98,47 +98,8 @@ pub async fn approve(
     }
     let (state, (step_ids, digest)) = log
         .transact(&key.id, |state| {
-            if let Some(seen) = seen {
-                seen.check(key, state)?;
-            }
-            let mut ids: Vec<&Step> = Vec::new();
-            if named.is_empty() {
-                ids.extend(state.planned_steps());
-            }
-            for id in named {
-                // A failed step named: the person's new yes to run it
-                // again (the last one was spent on its failed run).
-                let step = match state.step(id) {
-                    Some(step) if step.status == StepStatus::Failed => step,
-                    _ => waiting_step(state, key, id)?,
-                };
-                if !ids.iter().any(|s| s.record.step_id == *id) {
-                    ids.push(step);
-                }
-            }
-            if ids.is_empty() {
-                return Err(OperatorError::NothingWaiting {
-                    key: key.name.clone(),
-                });
-            }
-            ids.sort_by_key(|s| s.record.position);
-            let step_ids: Vec<String> = ids.iter().map(|s| s.record.step_id.clone()).collect();
-            let digest = plangate_core::plan_digest(ids.iter().map(|s| &s.record));
-            let event = plangate_core::Event {
-                at_ms: now_ms(),
-                key_id: key.id.clone(),
-                actor: actor.clone(),
-                channel,
-                kind: EventKind::ReviewAnswered {
-                    review_id: None,
-                    verdict: Verdict::Approve,
-                    plan_digest: digest.clone(),
-                    feedback: None,
-                    step_ids: Some(step_ids.clone()),
-                    revision: Some(state.revision),
-                },
-            };
-            Ok((vec![event], (step_ids, digest)))
+            let (event, ids, digest) = approval(state, key, &actor, channel, seen, named)?;
+            Ok::<_, OperatorError>((vec![event], (ids, digest)))
         })
         .await??;
     Ok(Approved {
@@ -146,4 +107,104 @@ pub async fn approve(
         step_ids,
         digest,
     })
+}
+
+/// The `review_answered` event of a yes to `named` steps (every waiting
+/// one when none is named) of `key`'s plan in `state`, the steps' ids in
+/// plan order and the digest it binds; refused as [`approve`] says.
+fn approval(
+    state: &KeyState,
+    key: &ApiKey,
+    actor: &Actor,
+    channel: Channel,
+    seen: Option<Seen<'_>>,
+    named: &[String],
+) -> Result<(plangate_core::Event, Vec<String>, String), OperatorError> {
+    if let Some(seen) = seen {
+        seen.check(key, state)?;
+    }
+    let mut ids: Vec<&Step> = Vec::new();
+    if named.is_empty() {
+        ids.extend(state.planned_steps());
+    }
+    for id in named {
+        // A failed step named: the person's new yes to run it again (the
+        // last one was spent on its failed run).
+        let step = match state.step(id) {
+            Some(step) if step.status == StepStatus::Failed => step,
+            _ => waiting_step(state, key, id)?,
+        };
+        if !ids.iter().any(|s| s.record.step_id == *id) {
+            ids.push(step);
+        }
+    }
+    if ids.is_empty() {
+        return Err(OperatorError::NothingWaiting {
+            key: key.name.clone(),
+        });
+    }
+    ids.sort_by_key(|s| s.record.position);
+    let step_ids: Vec<String> = ids.iter().map(|s| s.record.step_id.clone()).collect();
+    let digest = plangate_core::plan_digest(ids.iter().map(|s| &s.record));
+    let event = plangate_core::Event {
+        at_ms: now_ms(),
+        key_id: key.id.clone(),
+        actor: actor.clone(),
+        channel,
+        kind: EventKind::ReviewAnswered {
+            review_id: None,
+            verdict: Verdict::Approve,
+            plan_digest: digest.clone(),
+            feedback: None,
+            step_ids: Some(step_ids.clone()),
+            revision: Some(state.revision),
+        },
+    };
+    Ok((event, step_ids, digest))
+}
+
+/// A person's yes to several keys' whole plans in one act, each bound to
+/// the digest and revision on their screen: recorded for every key or,
+/// if any plan moved on from what was shown (or has nothing waiting),
+/// for none — the refusal names that key ([`OperatorError::PlanChanged`],
+/// [`OperatorError::RevisionMoved`], [`OperatorError::NothingWaiting`]).
+/// One factor confirms the whole act.
+pub async fn approve_together(
+    log: &KeyLog,
+    plans: &[(ApiKey, Seen<'_>)],
+    actor: Actor,
+    yes: &Confirmed,
+    channel: Channel,
+) -> Result<Vec<Approved>, OperatorError> {
+    let actor = match (actor, yes.operator()) {
+        (Actor::Operator { .. }, Some(operator)) => Actor::Operator {
+            name: operator.to_owned(),
+        },
+        (actor, _) => actor,
+    };
+    for (_, seen) in plans {
+        check_digest(seen.digest)?;
+    }
+    let key_ids: Vec<&str> = plans.iter().map(|(key, _)| key.id.as_str()).collect();
+    let (states, bound) = log
+        .transact_together(&key_ids, |states| {
+            let mut events = Vec::with_capacity(states.len());
+            let mut bound = Vec::with_capacity(states.len());
+            for ((key, seen), state) in plans.iter().zip(states) {
+                let (event, ids, digest) = approval(state, key, &actor, channel, Some(*seen), &[])?;
+                events.push(vec![event]);
+                bound.push((ids, digest));
+            }
+            Ok::<_, OperatorError>((events, bound))
+        })
+        .await??;
+    Ok(states
+        .into_iter()
+        .zip(bound)
+        .map(|(state, (step_ids, digest))| Approved {
+            state,
+            step_ids,
+            digest,
+        })
+        .collect())
 }

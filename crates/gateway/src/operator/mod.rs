@@ -38,7 +38,7 @@ mod run;
 
 pub use amend::Amend;
 pub use answers::{amend, approval_answer, covered_steps, waiting_for_yes};
-pub use approve::{Approved, Seen, approve};
+pub use approve::{Approved, Seen, approve, approve_together};
 pub use error::OperatorError;
 pub use revert::{NotReverted, RevertAnswer, RevertStep, revert, revert_result};
 pub use run::{apply_now, check_in_doubt, left_by_apply, require_upstreams, retry, steps_to_apply};
@@ -264,6 +264,64 @@ pub async fn discard(
         discarded_by: acting.actor(),
         plan: PlanAfter::of(&state),
     })
+}
+
+/// A person's discard of several keys' whole plans in one act, each bound
+/// to the digest and revision on their screen: every waiting step of
+/// every key discarded or, if any plan moved on from what was shown,
+/// nothing of any — the refusal names that key, as
+/// [`approve_together`]'s does.
+pub async fn discard_together(
+    log: &KeyLog,
+    plans: &[(Acting, Seen<'_>)],
+    ttl_ms: i64,
+) -> Result<Vec<DiscardAnswer>, OperatorError> {
+    for (_, seen) in plans {
+        check_digest(seen.digest)?;
+    }
+    let key_ids: Vec<&str> = plans.iter().map(|(a, _)| a.key.id.as_str()).collect();
+    let (states, discarded) = log
+        .transact_together(&key_ids, |states| {
+            let mut events = Vec::with_capacity(states.len());
+            let mut discarded = Vec::with_capacity(states.len());
+            for ((acting, seen), state) in plans.iter().zip(states) {
+                seen.check(&acting.key, state)?;
+                let mut view = state.clone();
+                let mut these = Vec::new();
+                if let Some(e) = expiry_due(state, now_ms(), ttl_ms, acting) {
+                    view.apply(view.last_seq + 1, &e);
+                    these.push(e);
+                }
+                let ids =
+                    rules::discard_selection(&view, Selection::Waiting).map_err(|refused| {
+                        OperatorError::Rule {
+                            key: acting.key.name.clone(),
+                            refused,
+                        }
+                    })?;
+                if !ids.is_empty() {
+                    these.push(acting.event(EventKind::StepsDiscarded {
+                        step_ids: ids.clone(),
+                    }));
+                }
+                events.push(these);
+                discarded.push(ids);
+            }
+            Ok::<_, OperatorError>((events, discarded))
+        })
+        .await??;
+    Ok(plans
+        .iter()
+        .zip(states)
+        .zip(discarded)
+        .map(|(((acting, _), state), ids)| DiscardAnswer {
+            success: true,
+            key: acting.key.name.clone(),
+            discarded: ids,
+            discarded_by: acting.actor(),
+            plan: PlanAfter::of(&state),
+        })
+        .collect())
 }
 
 /// Waiting step `step_id` of `key`'s plan in `state`, or why a person

@@ -269,6 +269,39 @@ impl Waiting for Append {
     }
 }
 
+/// Appends `jobs` (each to another key) in one transaction of a pool
+/// connection, all or nothing ([`crate::EventLog::append_together`]):
+/// the counter's lock first, as [`commit_locked`] takes it, so each
+/// guard reads after every earlier writer's commit; a part whose log
+/// moved — or a statement refused — rolls back every part.
+pub(super) async fn append_together(
+    pool: &sqlx::PgPool,
+    jobs: &[Append],
+) -> Result<Vec<i64>, StoreError> {
+    let mut conn = pool.acquire().await?;
+    let mut tx = conn
+        .begin_with(
+            "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT last_seq FROM event_seq FOR UPDATE",
+        )
+        .await?;
+    let mut lasts = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        match guarded_append(&mut tx, job).await {
+            Ok(Ok(last)) => lasts.push(last),
+            Ok(Err(conflict)) => {
+                tx.rollback().await?;
+                return Err(conflict);
+            }
+            Err(e) => {
+                drop(tx);
+                return Err(e.into());
+            }
+        }
+    }
+    tx.commit().await?;
+    Ok(lasts)
+}
+
 /// One append as one guarded `INSERT`, in the transaction `conn` is in
 /// (or in autocommit): all of its events or, on a conflict, none.
 async fn guarded_append(

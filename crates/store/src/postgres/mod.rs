@@ -252,27 +252,58 @@ forward_event_reads!(PostgresStore, sqlx::Postgres {
 
         let (reply, answer) = tokio::sync::oneshot::channel();
         self.appends
-            .send(Append {
-                key_id: key_id.to_owned(),
-                expected: expected_key_seq,
-                at_ms: events.iter().map(|e| e.at_ms).collect(),
-                kinds: events.iter().map(|e| e.kind.clone()).collect(),
-                bodies,
-                hashes: events
-                    .iter()
-                    .map(|e| e.seal.as_ref().map(|s| s.hash.clone()))
-                    .collect(),
-                sigs: events
-                    .iter()
-                    .map(|e| e.seal.as_ref().and_then(|s| s.sig.clone()))
-                    .collect(),
-                reply,
-            })
+            .send(append_of(key_id, expected_key_seq, events, bodies, reply))
             .map_err(|_| committer_stopped())?;
         let last = answer.await.map_err(|_| committer_stopped())??;
         Ok((last, None))
     }
+
+    async fn append_together(
+        &self,
+        parts: &[crate::AppendPart],
+    ) -> Result<Vec<i64>, StoreError> {
+        let mut jobs = Vec::with_capacity(parts.len());
+        for p in parts {
+            let bodies = p
+                .events
+                .iter()
+                .map(checked_body_text)
+                .collect::<Result<Vec<_>, _>>()?;
+            // Nobody waits on this reply: the caller gets the outcome of
+            // the whole transaction.
+            let (reply, _) = tokio::sync::oneshot::channel();
+            jobs.push(append_of(&p.key_id, p.expected_key_seq, &p.events, bodies, reply));
+        }
+        committer::append_together(&self.pool, &jobs).await
+    }
 });
+
+/// One append to `key_id` after `expected` of `events` (their bodies'
+/// checked text in `bodies`), answered on `reply`.
+fn append_of(
+    key_id: &str,
+    expected: i64,
+    events: &[NewEvent],
+    bodies: Vec<String>,
+    reply: tokio::sync::oneshot::Sender<Result<i64, StoreError>>,
+) -> Append {
+    Append {
+        key_id: key_id.to_owned(),
+        expected,
+        at_ms: events.iter().map(|e| e.at_ms).collect(),
+        kinds: events.iter().map(|e| e.kind.clone()).collect(),
+        bodies,
+        hashes: events
+            .iter()
+            .map(|e| e.seal.as_ref().map(|s| s.hash.clone()))
+            .collect(),
+        sigs: events
+            .iter()
+            .map(|e| e.seal.as_ref().and_then(|s| s.sig.clone()))
+            .collect(),
+        reply,
+    }
+}
 
 #[cfg(test)]
 mod tests {

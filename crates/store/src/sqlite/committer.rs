@@ -151,6 +151,40 @@ impl Waiting for Append {
     }
 }
 
+/// Appends to several keys in one transaction on a connection of the
+/// pool, all or nothing ([`crate::EventLog::append_together`]): `BEGIN
+/// IMMEDIATE` takes the write lock before the checks, each part is the
+/// guarded insert every append is, and a part whose log moved rolls back
+/// every part. Beside the committer, not through it: the committer's
+/// batches answer each append on its own; SQLite orders the two writers.
+pub(super) async fn append_together(
+    pool: &SqlitePool,
+    parts: &[(&str, i64, Vec<Row>)],
+) -> Result<Vec<i64>, StoreError> {
+    let mut conn = pool.acquire().await?;
+    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+    let mut lasts = Vec::with_capacity(parts.len());
+    for (key_id, expected, rows) in parts {
+        match try_append_rows(&mut tx, key_id, *expected, rows).await {
+            Ok(Ok(last)) => lasts.push(last),
+            Ok(Err(found)) => {
+                tx.rollback().await?;
+                return Err(StoreError::Conflict {
+                    key_id: (*key_id).to_owned(),
+                    expected: *expected,
+                    found,
+                });
+            }
+            Err(e) => {
+                tx.rollback().await?;
+                return Err(e.into());
+            }
+        }
+    }
+    tx.commit().await?;
+    Ok(lasts)
+}
+
 /// Events written by one guarded statement: 5 bound values each, far
 /// below SQLite's limit of 32,766 bound values per statement. An append
 /// this long is rare (a plan holds at most 1,000 steps).
@@ -192,17 +226,27 @@ async fn try_append(
     conn: &mut sqlx::SqliteConnection,
     job: &Append,
 ) -> Result<Result<i64, i64>, sqlx::Error> {
-    if job.rows.is_empty() {
+    try_append_rows(conn, &job.key_id, job.expected, &job.rows).await
+}
+
+/// [`try_append`] of `rows` to `key_id` after `expected`.
+async fn try_append_rows(
+    conn: &mut sqlx::SqliteConnection,
+    key_id: &str,
+    expected: i64,
+    rows: &[Row],
+) -> Result<Result<i64, i64>, sqlx::Error> {
+    if rows.is_empty() {
         // Nothing to write: the check alone.
-        let found = last_key_seq_in(&mut *conn, &job.key_id).await?;
-        return Ok(if found == job.expected {
+        let found = last_key_seq_in(&mut *conn, key_id).await?;
+        return Ok(if found == expected {
             Ok(found)
         } else {
             Err(found)
         });
     }
-    let mut last = job.expected;
-    for chunk in job.rows.chunks(APPEND_CHUNK) {
+    let mut last = expected;
+    for chunk in rows.chunks(APPEND_CHUNK) {
         let mut sql = String::from(
             "INSERT INTO events (key_id, key_seq, at_ms, type, body, hash, sig) \
              SELECT column1, column2, column3, column4, column5, column6, column7 FROM (VALUES ",
@@ -230,7 +274,7 @@ async fn try_append(
         // rather than filling every connection's statement cache.
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql))
             .persistent(chunk.len() <= 4)
-            .bind(&job.key_id)
+            .bind(key_id)
             .bind(last);
         for row in chunk {
             query = query
@@ -243,14 +287,14 @@ async fn try_append(
         match query.execute(&mut *conn).await {
             Ok(done) if done.rows_affected() == chunk.len() as u64 => last += chunk.len() as i64,
             Ok(done) if done.rows_affected() == 0 => {
-                return Ok(Err(last_key_seq_in(&mut *conn, &job.key_id).await?));
+                return Ok(Err(last_key_seq_in(&mut *conn, key_id).await?));
             }
             // One statement inserts all or nothing.
             Ok(done) => {
                 return Err(torn_append(chunk.len(), done.rows_affected()));
             }
             Err(e) if is_taken_key_seq(&e) => {
-                return Ok(Err(last_key_seq_in(&mut *conn, &job.key_id).await?));
+                return Ok(Err(last_key_seq_in(&mut *conn, key_id).await?));
             }
             Err(e) => return Err(e),
         }

@@ -219,18 +219,7 @@ forward_event_reads!(SqliteStore, sqlx::Sqlite {
         expected_key_seq: i64,
         events: &[NewEvent],
     ) -> Result<(i64, Option<LogMark>), StoreError> {
-        let rows = events
-            .iter()
-            .map(|e| {
-                checked_body_text(e).map(|body| committer::Row {
-                    at_ms: e.at_ms,
-                    kind: e.kind.clone(),
-                    body,
-                    hash: e.seal.as_ref().map(|s| s.hash.clone()),
-                    sig: e.seal.as_ref().and_then(|s| s.sig.clone()),
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let rows = rows_of(events)?;
         let (reply, answer) = tokio::sync::oneshot::channel();
         self.appends
             .send(Append {
@@ -244,10 +233,37 @@ forward_event_reads!(SqliteStore, sqlx::Sqlite {
         answer.await.map_err(|_| committer_stopped())?
     }
 
+    async fn append_together(
+        &self,
+        parts: &[crate::AppendPart],
+    ) -> Result<Vec<i64>, StoreError> {
+        let jobs = parts
+            .iter()
+            .map(|p| Ok((p.key_id.as_str(), p.expected_key_seq, rows_of(&p.events)?)))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        committer::append_together(&self.pool, &jobs).await
+    }
+
     fn log_mark(&self) -> Option<LogMark> {
         self.mark.as_ref()?.read()
     }
 });
+
+/// `events` as the committer's rows, each checked as every backend does.
+fn rows_of(events: &[NewEvent]) -> Result<Vec<committer::Row>, StoreError> {
+    events
+        .iter()
+        .map(|e| {
+            checked_body_text(e).map(|body| committer::Row {
+                at_ms: e.at_ms,
+                kind: e.kind.clone(),
+                body,
+                hash: e.seal.as_ref().map(|s| s.hash.clone()),
+                sig: e.seal.as_ref().and_then(|s| s.sig.clone()),
+            })
+        })
+        .collect()
+}
 
 #[cfg(test)]
 mod tests {

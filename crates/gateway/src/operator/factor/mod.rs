@@ -34,6 +34,11 @@ pub enum Act<'a> {
         /// The key's name.
         key: &'a str,
     },
+    /// One yes to several keys' whole plans (the console's batch).
+    ApprovePlans {
+        /// The keys' names, as the person picked them.
+        keys: &'a [String],
+    },
     /// A person's apply, which is its own yes.
     Apply {
         /// The key's name.
@@ -99,6 +104,7 @@ impl Act<'_> {
     pub fn describe(&self) -> String {
         match self {
             Act::Approve { key } => format!("approve key {key}'s plan"),
+            Act::ApprovePlans { keys } => format!("approve the plans of keys {}", keys.join(", ")),
             Act::Apply { key } => format!("apply key {key}'s plan"),
             Act::Retry { key, step } => format!("retry step {step} of key {key}"),
             Act::Unlock { key } => format!("unlock key {key}'s mode"),
