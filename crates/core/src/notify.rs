@@ -167,6 +167,7 @@ pub fn trigger(kind: &crate::EventKind) -> Trigger {
         | K::StepRejected { .. }
         | K::StepAmended { .. }
         | K::ReviewAnswered { .. }
+        | K::ReviewRequested { .. }
         | K::StepRetried { .. }
         | K::PlanExpired { .. }
         | K::SessionEnded { .. }
@@ -673,6 +674,32 @@ mod tests {
             console_link("https://gw.example/console/", "team a&b", Some(7)),
             "https://gw.example/console#key=team%20a%26b&revision=7"
         );
+    }
+
+    #[test]
+    fn what_each_event_means_to_the_notifier() {
+        use crate::event::tests::every_kind;
+        for kind in every_kind() {
+            let t = trigger(&kind);
+            match kind.event_type() {
+                crate::EventType::ApplyFinished => assert!(matches!(t, Trigger::ApplyEnded { .. })),
+                crate::EventType::ApplyStarted => {
+                    assert!(matches!(t, Trigger::ApplyStarted { .. }))
+                }
+                crate::EventType::StepInDoubt => assert!(matches!(t, Trigger::InDoubt { .. })),
+                crate::EventType::ToolQuarantined => {
+                    assert!(matches!(t, Trigger::Quarantined { .. }))
+                }
+                crate::EventType::StepPlanned
+                | crate::EventType::ReviewRequested
+                | crate::EventType::StepAmended
+                | crate::EventType::StepRejected => assert_eq!(t, Trigger::PlanChanged, "{kind:?}"),
+                crate::EventType::CallRecorded
+                | crate::EventType::StepStarted
+                | crate::EventType::FactorUsed => assert_eq!(t, Trigger::Nothing, "{kind:?}"),
+                _ => {}
+            }
+        }
     }
 
     #[test]
