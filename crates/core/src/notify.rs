@@ -544,7 +544,9 @@ pub fn sign(key: &[u8], id: &str, timestamp: i64, body: &str) -> String {
 
 /// How long after each failed attempt the next is made: quickly at
 /// first, for a receiver that was restarting, then further apart.
-const RETRY_AFTER_SECS: [i64; 10] = [5, 30, 120, 300, 900, 1800, 3600, 7200, 14_400, 28_800];
+const RETRY_AFTER_SECS: [i64; 12] = [
+    5, 15, 30, 60, 120, 300, 900, 1800, 3600, 7200, 14_400, 28_800,
+];
 
 /// How long a message is retried, counted from when it was made: a day.
 pub const RETRY_FOR_MS: i64 = 24 * 3600 * 1000;
@@ -615,7 +617,8 @@ mod tests {
     fn retries_come_further_apart_and_stop_after_a_day() {
         let t0 = 1_000_000;
         assert_eq!(next_attempt(t0, 1, t0), Some(t0 + 5_000));
-        assert_eq!(next_attempt(t0, 2, t0 + 5_000), Some(t0 + 35_000));
+        assert_eq!(next_attempt(t0, 2, t0 + 5_000), Some(t0 + 20_000));
+        assert_eq!(next_attempt(t0, 4, t0 + 50_000), Some(t0 + 110_000));
         assert_eq!(
             next_attempt(t0, 30, t0 + 1_000),
             Some(t0 + 1_000 + 28_800_000)
