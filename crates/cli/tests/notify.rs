@@ -160,6 +160,19 @@ fn outbox_until(w: &FsWorld, check: impl Fn(&[Value]) -> bool) -> Vec<Value> {
     }
 }
 
+/// The agent writes `a.txt` in the world's root (planned).
+async fn write_a(agent: &Client, w: &FsWorld) {
+    let path = w.root.join("a.txt");
+    let r = call(
+        agent,
+        "write_file",
+        json!({"path": path, "content": "new\n"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(body(&r)["planned"], true, "{r:?}");
+}
+
 #[tokio::test]
 async fn a_planned_write_is_announced_once_signed_and_linked_to_the_plan() {
     let port = own_port(0);
@@ -251,14 +264,7 @@ async fn a_receiver_down_loses_nothing_across_a_restart() {
     let w = world(port);
     let gw = serve(&w);
     let agent = http_client(&gw.url(), Some(&w.token)).await.unwrap();
-    let path = w.root.join("a.txt");
-    call(
-        &agent,
-        "write_file",
-        json!({"path": path, "content": "new\n"}),
-    )
-    .await
-    .unwrap();
+    write_a(&agent, &w).await;
     // Nobody listens: the attempt fails and is on the record, due again.
     let rows = outbox_until(&w, |rows| {
         rows.iter()
@@ -381,14 +387,7 @@ async fn two_replicas_on_postgres_announce_a_plan_once() {
     let one = serve_with(&w, &["--database", &url]);
     let two = serve_with(&w, &["--database", &url]);
     let agent = http_client(&one.url(), Some(&w.token)).await.unwrap();
-    let path = w.root.join("a.txt");
-    call(
-        &agent,
-        "write_file",
-        json!({"path": path, "content": "new\n"}),
-    )
-    .await
-    .unwrap();
+    write_a(&agent, &w).await;
     receiver.wait_for(2);
     std::thread::sleep(Duration::from_secs(3));
     let heard = receiver.heard();

@@ -485,6 +485,17 @@ async fn hidden_characters_in_a_plan_show_as_escapes_and_are_marked_in_the_conso
     s.stop().await;
 }
 
+/// The agent plans `update_option` of `name` to `value` (which must be
+/// planned).
+async fn set_option(client: &Agent, name: &str, value: Value) {
+    call_ok(
+        client,
+        "update_option",
+        json!({"name": name, "value": value}),
+    )
+    .await;
+}
+
 /// A notification's link (`/console#key=NAME&revision=N`, docs/design.md
 /// §13) opened before logging in: the login keeps the link, and the
 /// console opens on that key's plan, marked, saying the plan moved on
@@ -493,18 +504,8 @@ async fn hidden_characters_in_a_plan_show_as_escapes_and_are_marked_in_the_conso
 async fn a_notifications_link_opens_that_plan_after_the_login_and_says_if_it_changed() {
     let s = setup().await;
     let client = agent(&s).await;
-    call_ok(
-        &client,
-        "update_option",
-        json!({"name": "tagline", "value": "Fresh bread"}),
-    )
-    .await;
-    call_ok(
-        &client,
-        "update_option",
-        json!({"name": "site_title", "value": "Bakery"}),
-    )
-    .await;
+    set_option(&client, "tagline", json!("Fresh bread")).await;
+    set_option(&client, "site_title", json!("Bakery")).await;
     let mut b = blocking(Browser::start);
     let seen = blocking(|| {
         let page = b.open(&format!("{}/console#key=planner&revision=1", s.base));
@@ -533,14 +534,9 @@ async fn a_notifications_link_opens_that_plan_after_the_login_and_says_if_it_cha
     s.stop().await;
 }
 
-/// Several keys' plans approved in one act (docs/console.md, "Several
-/// plans at once"): all or nothing. Through the API, one plan that moved
-/// on since it was shown refuses the whole act — the answer names it and
-/// neither key's log records a yes. On the page, the person picks both
-/// plans and approves them with one click; each yes binds the digest on
-/// screen.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn several_plans_are_approved_together_or_not_at_all() {
+/// The set-up of the batch tests: the `planner` agent and a second
+/// `plan`-scope key `helper` with its own agent.
+async fn two_planners() -> (Setup, Agent, plangate_store::CreatedKey, Agent) {
     let s = setup().await;
     let planner = agent(&s).await;
     let helper_key = s.store.create_key("helper", Scope::Plan).await.unwrap();
@@ -550,42 +546,49 @@ async fn several_plans_are_approved_together_or_not_at_all() {
         Seen::default(),
     )
     .await;
-    call_ok(
-        &planner,
-        "update_option",
-        json!({"name": "tagline", "value": "Fresh bread"}),
-    )
-    .await;
-    call_ok(
-        &helper,
-        "update_option",
-        json!({"name": "site_title", "value": "Bakery"}),
-    )
-    .await;
+    (s, planner, helper_key, helper)
+}
+
+/// POSTs `plans` to the console's batch endpoint `path` with a session's
+/// cookie and CSRF token.
+async fn post_plans(
+    http: &reqwest::Client,
+    (base, cookie, csrf): (&str, &str, &str),
+    path: &str,
+    plans: Value,
+) -> reqwest::Response {
+    http.post(format!("{base}{path}"))
+        .header("cookie", cookie)
+        .header("x-plangate-csrf", csrf)
+        .json(&json!({ "plans": plans }))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Several keys' plans approved in one act (docs/console.md, "Several
+/// plans at once"): all or nothing. Through the API, one plan that moved
+/// on since it was shown refuses the whole act — the answer names it and
+/// neither key's log records a yes. On the page, the person picks both
+/// plans and approves them with one click; each yes binds the digest on
+/// screen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn several_plans_are_approved_together_or_not_at_all() {
+    let (s, planner, helper_key, helper) = two_planners().await;
+    set_option(&planner, "tagline", json!("Fresh bread")).await;
+    set_option(&helper, "site_title", json!("Bakery")).await;
     let helper_shown = plan_digest(&helper).await;
     // The helper's plan moves on after the person's screen showed it.
-    call_ok(
-        &helper,
-        "update_option",
-        json!({"name": "posts_per_page", "value": 5}),
-    )
-    .await;
+    set_option(&helper, "posts_per_page", json!(5)).await;
 
     let http = http_client();
     let (cookie, csrf) = login(&http, &s.base, &s.operator_token).await.unwrap();
-    let approve = |plans: Value| {
-        http.post(format!("{}/console/api/plans/approve", s.base))
-            .header("cookie", &cookie)
-            .header("x-plangate-csrf", &csrf)
-            .json(&json!({ "plans": plans }))
-            .send()
-    };
-    let r = approve(json!([
+    let plans = json!([
         {"key_id": s.key_id, "plan_digest": plan_digest(&planner).await},
         {"key_id": helper_key.key.id, "plan_digest": helper_shown},
-    ]))
-    .await
-    .unwrap();
+    ]);
+    let session = (s.base.as_str(), cookie.as_str(), csrf.as_str());
+    let r = post_plans(&http, session, "/console/api/plans/approve", plans).await;
     assert_eq!(r.status(), 409);
     let err: Value = r.json().await.unwrap();
     assert_eq!(
@@ -653,23 +656,10 @@ async fn several_plans_are_approved_together_or_not_at_all() {
 /// both plans goes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn several_plans_are_discarded_together_or_not_at_all() {
-    let s = setup().await;
-    let planner = agent(&s).await;
-    let helper_key = s.store.create_key("helper", Scope::Plan).await.unwrap();
-    let helper = client_of(
-        s.gw.clone(),
-        Some(helper_key.token.clone()),
-        Seen::default(),
-    )
-    .await;
+    let (s, planner, _, helper) = two_planners().await;
     let first = json!({"name": "tagline", "value": "Fresh bread"});
     call_ok(&planner, "update_option", first.clone()).await;
-    call_ok(
-        &helper,
-        "update_option",
-        json!({"name": "site_title", "value": "Bakery"}),
-    )
-    .await;
+    set_option(&helper, "site_title", json!("Bakery")).await;
     let http = http_client();
     let (cookie, csrf) = login(&http, &s.base, &s.operator_token).await.unwrap();
     let shown = |state: &Value, key: &str| {
@@ -685,14 +675,9 @@ async fn several_plans_are_discarded_together_or_not_at_all() {
     let before = [shown(&state, "planner"), shown(&state, "helper")];
     // The same write again: the digest stays, the revision moves.
     call_ok(&planner, "update_option", first).await;
-    let discard = |plans: &[Value]| {
-        http.post(format!("{}/console/api/plans/discard", s.base))
-            .header("cookie", &cookie)
-            .header("x-plangate-csrf", &csrf)
-            .json(&json!({ "plans": plans }))
-            .send()
-    };
-    let r = discard(&before).await.unwrap();
+    let session = (s.base.as_str(), cookie.as_str(), csrf.as_str());
+    let discard = "/console/api/plans/discard";
+    let r = post_plans(&http, session, discard, json!(before)).await;
     assert_eq!(r.status(), 409);
     let err: Value = r.json().await.unwrap();
     assert_eq!(err["key"], "planner", "{err}");
@@ -707,7 +692,7 @@ async fn several_plans_are_discarded_together_or_not_at_all() {
         assert_eq!(k["pending_steps"], 1, "{key}: nothing discarded");
     }
     let now = [shown(&state, "planner"), shown(&state, "helper")];
-    let r = discard(&now).await.unwrap();
+    let r = post_plans(&http, session, discard, json!(now)).await;
     assert_eq!(r.status(), 200);
     let done: Value = r.json().await.unwrap();
     assert_eq!(done["discarded"].as_array().unwrap().len(), 2, "{done}");
