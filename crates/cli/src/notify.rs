@@ -55,13 +55,16 @@ async fn test(config: &plangate_config::Config, name: &str, as_json: bool) -> Re
     if as_json {
         output::json(&json!({
             "receiver": name,
-            "url": target.url,
+            "url": target.shown_url(),
             "webhook_id": id,
             "delivered": sent.delivered,
             "status": sent.status,
         }))?;
     } else {
-        outln!("sent notify.test to {name} ({}) as {id}", target.url);
+        outln!(
+            "sent notify.test to {name} ({}) as {id}",
+            target.shown_url()
+        );
         outln!("{}", sent.status);
     }
     if sent.delivered {

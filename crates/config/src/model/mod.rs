@@ -87,7 +87,10 @@ pub struct NotifyTarget {
     /// Its name, unique, as `plangate notify test NAME` and the outbox
     /// name it.
     pub name: String,
-    /// Where the POST goes (`http://` or `https://`).
+    /// Where the POST goes (`http://` or `https://`). Its path may be a
+    /// secret (a Slack webhook's is), so it is shown as
+    /// [`NotifyTarget::shown_url`].
+    #[serde(serialize_with = "serialize_shown_url")]
     pub url: String,
     /// The `whsec_…` secret the receiver verifies signatures with; its key
     /// bytes checked when the config was loaded. Never shown.
@@ -103,7 +106,7 @@ impl std::fmt::Debug for NotifyTarget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NotifyTarget")
             .field("name", &self.name)
-            .field("url", &self.url)
+            .field("url", &self.shown_url())
             .field("secret", &REDACTED)
             .field("events", &self.events)
             .field("format", &self.format)
@@ -112,6 +115,12 @@ impl std::fmt::Debug for NotifyTarget {
 }
 
 impl NotifyTarget {
+    /// The URL as shown: its scheme and host, the rest (which may carry a
+    /// token) as `/…`.
+    pub fn shown_url(&self) -> String {
+        shown_url(&self.url)
+    }
+
     /// Whether it gets `event`.
     pub fn wants(&self, event: plangate_core::notify::NotifyEvent) -> bool {
         self.events.contains(&event)
@@ -239,6 +248,22 @@ fn serialize_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok,
 /// shows it.
 fn serialize_redacted<S: serde::Serializer>(_: &str, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(REDACTED)
+}
+
+/// `url`'s scheme and host; anything after them as `/…`.
+fn shown_url(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+    if host.len() < rest.len() {
+        format!("{scheme}://{host}/…")
+    } else {
+        format!("{scheme}://{host}")
+    }
+}
+
+fn serialize_shown_url<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&shown_url(url))
 }
 
 fn serialize_redacted_option<S: serde::Serializer>(

@@ -186,6 +186,9 @@ mod tests {
         assert_eq!(t.key().len(), 24);
         let shown = format!("{t:?} {}", serde_json::to_string(t).expect("json"));
         assert!(!shown.contains("MfKQ9r8G"), "{shown}");
+        // A webhook URL's path can be its secret (Slack's is).
+        assert!(!shown.contains("/plangate"), "{shown}");
+        assert_eq!(t.shown_url(), "https://hooks.example/…");
     }
 
     #[test]
