@@ -75,6 +75,9 @@ pub(crate) async fn serve(args: ServeArgs, data_dir: &Path) -> Result<()> {
             eprintln!(
                 "web console at http://{local}/console (log in with a token from `plangate operator token --name NAME`)"
             );
+            eprintln!(
+                "operator endpoint for a person's own MCP client at http://{local}/mcp/operator (the same token as its bearer)"
+            );
             if store.list_keys().await?.iter().all(|k| !k.is_active()) {
                 eprintln!(
                     "no API keys yet: create the agent's with `plangate --data-dir {} keys create --name agent --scope plan` (its writes become plan steps that wait for your approval)",
@@ -90,6 +93,16 @@ pub(crate) async fn serve(args: ServeArgs, data_dir: &Path) -> Result<()> {
             plangate_gateway::http::serve(gw.clone(), listener, shutdown)
                 .await
                 .map_err(anyhow::Error::from)
+        }
+        None if args.operator_stdio => {
+            let token = std::env::var("PLANGATE_OPERATOR_TOKEN").ok();
+            tokio::select! {
+                r = plangate_gateway::operator_mcp::serve_stdio(gw.clone(), token) => r.map_err(|e| match e {
+                    plangate_gateway::operator_mcp::StdioRefused::Io(_) => anyhow::Error::from(e),
+                    refused => commands::UsageError(refused.to_string()).into(),
+                }),
+                () = wait_for_signal() => Ok(()),
+            }
         }
         None => {
             let token = std::env::var("PLANGATE_KEY").ok().filter(|t| !t.is_empty());
@@ -223,6 +236,9 @@ pub(crate) async fn console(args: ConsoleArgs, data_dir: &Path) -> Result<()> {
         } else {
             "no server is started here: the agent's gateway runs what you approve"
         }
+    );
+    eprintln!(
+        "operator endpoint for a person's own MCP client at http://{local}/mcp/operator (the same token as its bearer)"
     );
     let shutdown = CancellationToken::new();
     let stop = shutdown.clone();

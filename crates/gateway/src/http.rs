@@ -34,7 +34,7 @@ pub fn router(gw: Arc<Gateway>, shutdown: CancellationToken) -> Router {
         .with_allowed_origins(gw.config().gateway.origins())
         .enforce_origin_validation()
         .with_max_request_body_bytes(gw.config().gateway.max_request_bytes)
-        .with_cancellation_token(shutdown);
+        .with_cancellation_token(shutdown.clone());
     let factory_gw = gw.clone();
     let manager = Arc::new(LocalSessionManager::default());
     let owners = SessionOwners::new(
@@ -70,6 +70,7 @@ pub fn router(gw: Arc<Gateway>, shutdown: CancellationToken) -> Router {
             gw.clone(),
             auth::require_caller,
         ))
+        .merge(crate::operator_mcp::routes(gw.clone(), shutdown.clone()))
         .merge(crate::console::routes())
         .merge(
             // They name upstreams and tools: only for hosts this gateway
@@ -213,6 +214,7 @@ pub async fn serve_console(
 ) -> std::io::Result<()> {
     let app = Router::new()
         .merge(crate::console::routes())
+        .merge(crate::operator_mcp::routes(gw.clone(), shutdown.clone()))
         .route("/healthz", get(healthz))
         .layer(axum::middleware::from_fn_with_state(
             gw.clone(),

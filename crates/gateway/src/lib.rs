@@ -46,6 +46,7 @@ pub mod notices;
 pub mod notify;
 pub mod oauth;
 pub mod operator;
+pub mod operator_mcp;
 #[cfg(test)]
 mod page_checks;
 pub mod parked;

@@ -596,6 +596,12 @@ pub(crate) struct ServeArgs {
     /// Serve Streamable HTTP at http://ADDR/mcp, e.g. 127.0.0.1:7070.
     #[arg(long, value_name = "ADDR")]
     pub(crate) http: Option<String>,
+    /// Serve the operator MCP endpoint over stdin/stdout instead: for a
+    /// person's own assistant (e.g. Claude Desktop) to read plans and ask
+    /// them, in a form, for each yes. Acts as the holder of the operator
+    /// token in PLANGATE_OPERATOR_TOKEN.
+    #[arg(long, conflicts_with_all = ["http", "stdio"])]
+    pub(crate) operator_stdio: bool,
     /// Reload the config whenever its file changes (checked every second),
     /// as `SIGHUP` always does: upstreams added, removed or changed are
     /// started, stopped or restarted; a file with mistakes is refused and

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use plangate_config::Config;
-use plangate_core::{KeyPlanView, KeyState, PlanReview, Scope, StepStatus, StepView};
+use plangate_core::{KeyPlanView, KeyState, PlanReview, StepStatus, StepView};
 use plangate_gateway::key_log::KeyLog;
 use plangate_gateway::operator::{self, ttl_ms};
 use plangate_gateway::plan::expires_in;
@@ -45,14 +45,10 @@ pub async fn list(
     let now = now_ms();
     let mut rows = Vec::new();
     for key_id in store.keys_with_events().await? {
-        let key = keys.get(&key_id).cloned().unwrap_or_else(|| ApiKey {
-            id: key_id.clone(),
-            name: key_id.clone(),
-            scope: Scope::Read,
-            prefix: String::new(),
-            created_at_ms: 0,
-            revoked_at_ms: None,
-        });
+        let key = keys
+            .get(&key_id)
+            .cloned()
+            .unwrap_or_else(|| operator::unknown_key(&key_id));
         let state = refresh(&log, &key, config).await?;
         let operator_locked = matches!(state.lock, Some(plangate_core::ModeLock::Locked { .. }));
         if state.open_steps().next().is_none() && state.session_id.is_none() && !operator_locked {

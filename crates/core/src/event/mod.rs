@@ -81,6 +81,10 @@ pub enum Channel {
     Cli,
     /// The web console.
     Console,
+    /// The operator MCP endpoint (`/mcp/operator`, `serve
+    /// --operator-stdio`): a person's acts brought by their own assistant,
+    /// each yes confirmed in a form of their client.
+    OperatorMcp,
     /// The background sweeper (leases, expiry).
     Sweeper,
     /// The gateway itself, not a caller's request (pinning and
@@ -96,6 +100,7 @@ impl Channel {
             Channel::Http => "http",
             Channel::Cli => "cli",
             Channel::Console => "console",
+            Channel::OperatorMcp => "operator_mcp",
             Channel::Sweeper => "sweeper",
             Channel::Gateway => "gateway",
         }

@@ -198,28 +198,17 @@ pub(super) async fn key_by_id(gw: &Gateway, key_id: &str) -> Result<ApiKey, Cons
 /// id, else the most recent revoked one of that name (its log is still
 /// there to read) — as `plangate plans` resolves `--key`.
 pub(super) async fn key_named(gw: &Gateway, key: &str) -> Result<ApiKey, ConsoleError> {
-    let store = gw.store();
-    let found = match store.find_key(key).await {
-        Ok(Some(found)) => Some(found),
-        Ok(None) => store
-            .list_keys()
-            .await
-            .map(|keys| keys.into_iter().rev().find(|k| k.name == key))
-            .map_err(|e| {
-                tracing::error!("console: key store: {e}");
-                ConsoleError::store_down()
-            })?,
-        Err(e) => {
-            tracing::error!("console: key store: {e}");
-            return Err(ConsoleError::store_down());
-        }
-    };
-    found.ok_or_else(|| {
-        ConsoleError::access(
+    match operator::find_key(gw.store().as_ref(), key).await {
+        Ok(Some(found)) => Ok(found),
+        Ok(None) => Err(ConsoleError::access(
             AccessCode::NotFound,
             format!("there is no key named {key:?}"),
-        )
-    })
+        )),
+        Err(e) => {
+            tracing::error!("console: key store: {e}");
+            Err(ConsoleError::store_down())
+        }
+    }
 }
 
 /// The person acting, through the console, on the key a request names

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
-use plangate_core::{Channel, KeyPlanView, Scope};
-use plangate_store::{ApiKey, now_ms};
+use plangate_core::{Channel, KeyPlanView};
+use plangate_store::now_ms;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -22,18 +22,6 @@ use crate::tool_pins::ToolRow;
 #[derive(Deserialize)]
 pub(super) struct After {
     after: Option<i64>,
-}
-
-/// A key with no record left (deleted outside plangate): shown by id.
-fn unknown_key(key_id: &str) -> ApiKey {
-    ApiKey {
-        id: key_id.to_owned(),
-        name: key_id.to_owned(),
-        scope: Scope::Read,
-        prefix: String::new(),
-        created_at_ms: 0,
-        revoked_at_ms: None,
-    }
 }
 
 /// What the console page polls: every key's plan when the log moved, and
@@ -123,7 +111,7 @@ pub(super) async fn state(
     Viewer(session): Viewer,
     Query(q): Query<After>,
 ) -> Response {
-    match plans(&gw, q.after).await {
+    match operator::plan_views(&gw, ("console", Channel::Console), q.after).await {
         Ok((seq, keys)) => {
             let tools = match &keys {
                 Some(_) => match held_tools(&gw).await {
@@ -157,43 +145,6 @@ pub(super) async fn state(
         }
         Err(e) => log_down(e).into_response(),
     }
-}
-
-/// The console's view of every key with a plan (open steps or a session),
-/// brought up to date first, as `plangate plans list` does, with the seq
-/// it is current to; no keys when the log has not moved past `after`.
-async fn plans(
-    gw: &Gateway,
-    after: Option<i64>,
-) -> Result<(i64, Option<Vec<KeyPlanView>>), crate::key_log::LogError> {
-    let store = gw.store();
-    let seq = store.last_seq().await?;
-    if after == Some(seq) {
-        return Ok((seq, None));
-    }
-    let keys = store.list_keys().await?;
-    let config = gw.config();
-    let (ttl, lease) = (gw.ttl_ms(), gw.lease_ms());
-    let mut out = Vec::new();
-    for key_id in store.keys_with_events().await? {
-        let key = keys
-            .iter()
-            .find(|k| k.id == key_id)
-            .cloned()
-            .unwrap_or_else(|| unknown_key(&key_id));
-        let acting = operator::acting(&key, "console", Channel::Console);
-        let state = operator::refresh(gw.log(), &acting, ttl, lease).await?;
-        // A key is listed while it has a plan, a session, or a last apply
-        // a person can still revert (its Revert button).
-        let revertible = || state.last_applied().iter().any(|s| s.revertible());
-        if state.open_steps().next().is_none() && state.session_id.is_none() && !revertible() {
-            continue;
-        }
-        out.push(operator::plan_view(&config, &key, &state, now_ms()));
-    }
-    // Refreshing may have appended (expiry, leases): report the seq after.
-    let seq = store.last_seq().await?;
-    Ok((seq, Some(out)))
 }
 
 /// Every quarantined or rejected tool definition, for review (the same

@@ -35,6 +35,7 @@ mod error;
 pub mod factor;
 mod revert;
 mod run;
+mod views;
 
 pub use amend::Amend;
 pub use answers::{amend, approval_answer, covered_steps, waiting_for_yes};
@@ -42,6 +43,7 @@ pub use approve::{Approved, Seen, approve, approve_together};
 pub use error::OperatorError;
 pub use revert::{NotReverted, RevertAnswer, RevertStep, revert, revert_result};
 pub use run::{apply_now, check_in_doubt, left_by_apply, require_upstreams, retry, steps_to_apply};
+pub use views::{find_key, plan_views, unknown_key};
 
 /// The person acting on `key`'s plan, named `operator`, over `channel`.
 pub fn acting(key: &ApiKey, operator: &str, channel: Channel) -> Acting {

@@ -30,7 +30,9 @@ mod rounds;
 mod waiting;
 
 pub(crate) use crate::request_state::args_digest;
+pub(crate) use heartbeat::while_reviewing;
 use question::{plan_question, question_params};
+pub(crate) use question::{preview_excerpt, question_text};
 use rounds::{open_question, take_answer};
 
 /// The person's answer to a question.

@@ -41,7 +41,7 @@ pub(super) fn question_params(message: String) -> Result<ElicitRequestParams, se
 /// value can hide or reorder what the person is asked about. The line
 /// breaks are the question's own; a line break inside a value shows as
 /// `\n`.
-pub(super) fn question_text(lines: &[String]) -> String {
+pub(crate) fn question_text(lines: &[String]) -> String {
     lines
         .iter()
         .map(|l| plangate_core::screen(l).marked().into_owned())
@@ -140,7 +140,7 @@ const QUESTION_PREVIEW_LINES: usize = 12;
 /// A step's preview for the question: its first lines, indented, then how
 /// many more there are (the whole preview is in `get_plan`, `plans show`
 /// and the console).
-fn preview_excerpt(p: &plangate_core::Preview) -> Vec<String> {
+pub(crate) fn preview_excerpt(p: &plangate_core::Preview) -> Vec<String> {
     use plangate_core::Preview;
     let text = match p {
         Preview::Diff { diff, .. } => diff.clone(),

@@ -129,7 +129,7 @@ pub(super) struct EndSession {}
 /// arguments are read into: one definition for both, so the schema an
 /// agent is shown is the shape the gateway reads. `Option` fields are
 /// optional (not nullable), and the struct's name is not a title.
-pub(super) fn schema_of<T: JsonSchema>() -> JsonObject {
+pub(crate) fn schema_of<T: JsonSchema>() -> JsonObject {
     let mut settings = SchemaSettings::draft2020_12();
     settings.meta_schema = None;
     let mut schema = settings
