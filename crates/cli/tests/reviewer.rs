@@ -373,3 +373,118 @@ async fn over_stdio_the_endpoint_acts_for_the_token_it_was_given() {
     );
     agent.cancel().await.unwrap();
 }
+
+/// A reviewer's client on rmcp speaking MCP 2026-07-28 (no server-to-client
+/// requests): the person ticks the box of every form, which travels as an
+/// `input_required` round.
+#[derive(Clone, Default)]
+struct Modern {
+    forms: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+}
+
+impl rmcp::ClientHandler for Modern {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let caps: rmcp::model::ClientCapabilities =
+            serde_json::from_value(json!({"elicitation": {"form": {}}})).unwrap();
+        rmcp::model::ClientConfig::new(caps, rmcp::model::Implementation::new("reviewer", "0"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        self.forms
+            .lock()
+            .unwrap()
+            .push(serde_json::to_value(&request).unwrap());
+        Ok(
+            rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept)
+                .with_content(json!({"approve": true})),
+        )
+    }
+}
+
+#[tokio::test]
+async fn a_2026_client_answers_the_form_in_a_second_round_bound_to_that_call() {
+    use rmcp::service::ClientServiceExt;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let w = world();
+    let gw = serve_http(&w.scratch, &["--config", &w.config]);
+    let agent = plant(&w, &gw).await;
+    let token = operator_token(&w, "ana");
+    let url = format!("http://{}/mcp/operator", gw.addr);
+    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token);
+    let transport = StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
+    let person = Modern::default();
+    let reviewer = person
+        .clone()
+        .serve_with_lifecycle(
+            transport,
+            rmcp::ClientLifecycleMode::Discover {
+                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .unwrap();
+    let shown = reviewer
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new("show_plan")
+                .with_arguments(json!({"key": "agent"}).as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap();
+    let digest = body(&shown)["plan"]["plan_digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let approve = |digest: &str| {
+        rmcp::model::CallToolRequestParams::new("approve_plan").with_arguments(
+            json!({"key": "agent", "plan_digest": digest})
+                .as_object()
+                .unwrap()
+                .clone(),
+        )
+    };
+    // The first round is the form, with a state; the retry the answer.
+    let first = reviewer.call_tool_once(approve(&digest)).await.unwrap();
+    let rmcp::model::CallToolResponse::InputRequired(round) = first else {
+        panic!("not an input_required round: {first:?}");
+    };
+    let state = round.request_state.clone().unwrap();
+    // The state opens only for the call it was given about.
+    let other = approve(&digest)
+        .with_arguments(
+            json!({"key": "agent", "plan_digest": digest, "revision": body(&shown)["plan"]["revision"]})
+                .as_object()
+                .unwrap()
+                .clone(),
+        )
+        .with_request_state(state)
+        .with_input_responses(
+            serde_json::from_value(
+                json!({"yes": {"action": "accept", "content": {"approve": true}}}),
+            )
+            .unwrap(),
+        );
+    let refused = reviewer.call_tool(other).await.unwrap();
+    assert_eq!(body(&refused)["code"], "review_declined", "{refused:?}");
+    assert!(events(&w, "review_answered").is_empty());
+    // rmcp's own driving of the rounds: the form, the person's yes, the approval.
+    let approved = reviewer.call_tool(approve(&digest)).await.unwrap();
+    assert_eq!(body(&approved)["success"], true, "{approved:?}");
+    let forms = person.forms.lock().unwrap().clone();
+    assert_eq!(forms.len(), 1, "{forms:#?}");
+    assert!(
+        forms[0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Approve 1 step of the plan")
+    );
+    let answered = events(&w, "review_answered");
+    assert_eq!(answered.len(), 1);
+    assert_eq!(answered[0]["channel"], "operator_mcp");
+    reviewer.cancel().await.unwrap();
+    agent.cancel().await.unwrap();
+}

@@ -37,6 +37,7 @@ use crate::Gateway;
 use crate::acting::Acting;
 use crate::refusal::Refusal;
 
+mod rounds;
 mod tools;
 mod yes;
 
@@ -118,14 +119,23 @@ impl ServerHandler for OperatorHandler {
         let arguments = serde_json::Value::Object(request.arguments.clone().unwrap_or_default());
         let tool = request.name.as_ref();
         let answer = match tool {
-            "approve_plan" | "apply_plan" => match tools::arguments(tool, arguments) {
-                Ok(asked) => yes::say_yes(&self.gw, &operator, (tool, asked), &cx).await,
+            "approve_plan" | "apply_plan" => match tools::arguments(tool, arguments.clone()) {
+                Ok(asked) => {
+                    let round = rounds::Round {
+                        arguments: &arguments,
+                        state: request.request_state.as_deref(),
+                        responses: request.input_responses.as_ref(),
+                    };
+                    yes::say_yes(&self.gw, &operator, (tool, asked, round), &cx).await
+                }
                 Err(refusal) => Err(tools::Failure::Refused(refusal)),
             },
-            _ => tools::call(&self.gw, &operator, (tool, arguments)).await,
+            _ => tools::call(&self.gw, &operator, (tool, arguments))
+                .await
+                .map(CallToolResponse::from),
         };
         match answer {
-            Ok(result) => Ok(result.into()),
+            Ok(response) => Ok(response),
             Err(tools::Failure::Refused(refusal)) => Ok(refusal.into_result().into()),
             Err(tools::Failure::Protocol(e)) => Err(e),
         }

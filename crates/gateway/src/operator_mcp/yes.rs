@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use rmcp::model::{CallToolResult, ElicitRequestParams, ElicitationAction};
+use rmcp::model::{CallToolResponse, ElicitRequestParams, ElicitResult, ElicitationAction};
 use rmcp::service::{RequestContext, ServiceError};
 use rmcp::{Peer, RoleServer};
 use serde_json::{Value, json};
@@ -21,6 +21,7 @@ use plangate_core::operators::OPERATORS_LOG;
 use plangate_core::{Channel, Code, Effect, KeyState, PlanReview, StepView, Where};
 use plangate_store::{ApiKey, OperatorToken, now_ms};
 
+use super::rounds::{self, Round};
 use super::tools::{Failure, PlanArgs, answer, key_named, refused, screened};
 use super::{acting, store_down};
 use crate::Gateway;
@@ -57,9 +58,9 @@ struct FactorAsk {
 pub(super) async fn say_yes(
     gw: &Gateway,
     operator: &OperatorToken,
-    (tool, asked): (&str, PlanArgs),
+    (tool, asked, round): (&str, PlanArgs, Round<'_>),
     cx: &RequestContext<RoleServer>,
-) -> Result<CallToolResult, Failure> {
+) -> Result<CallToolResponse, Failure> {
     let which = if tool == "apply_plan" {
         Yes::Apply
     } else {
@@ -92,7 +93,10 @@ pub(super) async fn say_yes(
         steps: &shown,
         factor: &factor_ask,
     };
-    let proof = ask_person(gw, cx, &form).await?;
+    let proof = match ask_person(gw, cx, (tool, round), &form).await? {
+        Asked::Yes(proof) => proof,
+        Asked::Pending(response) => return Ok(response),
+    };
     let act = match which {
         Yes::Approve => factor::Act::Approve { key: &key.name },
         Yes::Apply => factor::Act::Apply { key: &key.name },
@@ -117,7 +121,7 @@ pub(super) async fn say_yes(
     .map_err(|e| factor_refused(e, &factor_ask))?;
     let seen = Seen {
         digest: &asked.plan_digest,
-        revision: Some(revision),
+        revision: Some(proof.revision.unwrap_or(revision)),
     };
     match which {
         Yes::Approve => {
@@ -139,7 +143,7 @@ pub(super) async fn say_yes(
                 key.name,
                 approved.digest
             );
-            Ok(answer(&answer_view, text))
+            Ok(answer(&answer_view, text).into())
         }
         Yes::Apply => {
             let progress = cx.meta.get_progress_token().map(|token| {
@@ -156,7 +160,7 @@ pub(super) async fn say_yes(
             .await?;
             tracing::info!(operator = %operator.name, key = %key.name, "operator endpoint: applied steps");
             match receipt {
-                Some(receipt) => Ok(crate::apply::receipt_result(&receipt)),
+                Some(receipt) => Ok(crate::apply::receipt_result(&receipt).into()),
                 None => Err(Refusal::new(
                     Code::InvalidArguments,
                     format!(
@@ -304,6 +308,17 @@ struct Proven {
     operator: Option<String>,
     /// The last progress value sent while the form was open.
     heard: f64,
+    /// The revision the form showed, when it was shown in an earlier
+    /// round (2026-07-28); else the one read now.
+    revision: Option<u64>,
+}
+
+/// Where asking the person stands.
+enum Asked {
+    /// They said yes.
+    Yes(Proven),
+    /// Over 2026-07-28: answer this `input_required` and wait for the retry.
+    Pending(CallToolResponse),
 }
 
 impl Form<'_> {
@@ -400,23 +415,24 @@ impl Form<'_> {
 }
 
 /// Asks the person through their client and reads their answer: a yes
-/// with what they entered, or the refusal saying nothing was recorded.
+/// with what they entered, the `input_required` round that asks them over
+/// 2026-07-28, or the refusal saying nothing was recorded.
 async fn ask_person(
     gw: &Gateway,
     cx: &RequestContext<RoleServer>,
+    (tool, round): (&str, Round<'_>),
     form: &Form<'_>,
-) -> Result<Proven, Refusal> {
-    let nothing = "Nothing was recorded";
-    if crate::review::modern(cx) || !crate::review::can_elicit(cx) {
+) -> Result<Asked, Refusal> {
+    let operator = form.operator;
+    if crate::review::modern(cx) && round.state.is_some() {
+        let (result, revision) = rounds::take(gw, operator, (tool, round))?;
+        return read(result, 0.0, Some(revision)).map(Asked::Yes);
+    }
+    if !crate::review::can_elicit(cx) {
         return Err(Refusal::new(
             Code::ElicitationUnsupported,
             format!(
-                "this client cannot show the person a form ({}), so plangate cannot ask for their yes here. {nothing}; the person can approve in plangate's web console or CLI",
-                if crate::review::modern(cx) {
-                    "over MCP 2026-07-28 this endpoint asks only through elicitation/create; connect with protocol 2025-11-25"
-                } else {
-                    "it declared no form elicitation"
-                }
+                "this client cannot show the person a form (it declared no form elicitation), so plangate cannot ask for their yes here. {NOTHING}; the person can approve in plangate's web console or CLI"
             ),
         ));
     }
@@ -426,15 +442,27 @@ async fn ask_person(
         "requestedSchema": form.schema(),
     }))
     .map_err(|e| Refusal::internal(format!("the form could not be built: {e}")))?;
+    if crate::review::modern(cx) {
+        let revision = form.review.plan.standing.revision;
+        return rounds::open(gw, operator, (tool, round), params, revision).map(Asked::Pending);
+    }
     let timeout = gw.review_timeout();
     let asking = ask(&cx.peer, params, timeout);
     let (answer, heard) = crate::review::while_reviewing(cx, asking).await;
     let result = answer.map_err(|why| {
         Refusal::new(
             Code::ReviewDeclined,
-            format!("No answer from the person ({why}). {nothing}"),
+            format!("No answer from the person ({why}). {NOTHING}"),
         )
     })?;
+    read(result, heard, None).map(Asked::Yes)
+}
+
+/// What every refusal of a form says.
+const NOTHING: &str = "Nothing was recorded";
+
+/// The person's answer to the form: a yes with what they entered, or why not.
+fn read(result: ElicitResult, heard: f64, revision: Option<u64>) -> Result<Proven, Refusal> {
     let content = result.content.unwrap_or(Value::Null);
     let said_yes = content.get("approve").and_then(Value::as_bool) == Some(true);
     match result.action {
@@ -442,20 +470,21 @@ async fn ask_person(
             code: text_field(&content, "code"),
             operator: text_field(&content, "operator"),
             heard,
+            revision,
         }),
         ElicitationAction::Accept => Err(Refusal::new(
             Code::ReviewDeclined,
-            format!("The person did not tick the yes in the form. {nothing}"),
+            format!("The person did not tick the yes in the form. {NOTHING}"),
         )),
         ElicitationAction::Decline => Err(Refusal::new(
             Code::ReviewDeclined,
             format!(
-                "The person declined. {nothing}; ask them what to change (reject_step with their reason, amend_step, discard_steps)"
+                "The person declined. {NOTHING}; ask them what to change (reject_step with their reason, amend_step, discard_steps)"
             ),
         )),
         _ => Err(Refusal::new(
             Code::ReviewDeclined,
-            format!("The person dismissed the form. {nothing}"),
+            format!("The person dismissed the form. {NOTHING}"),
         )),
     }
 }
@@ -482,7 +511,7 @@ async fn ask(
     peer: &Peer<RoleServer>,
     params: ElicitRequestParams,
     timeout: Duration,
-) -> Result<rmcp::model::ElicitResult, String> {
+) -> Result<ElicitResult, String> {
     match peer
         .create_elicitation_with_timeout(params, Some(timeout))
         .await
