@@ -69,8 +69,13 @@ fn the_catalog_is_deterministic_and_its_digests_recompute() {
         .unwrap()
         .iter()
         .filter(|t| {
+            let visibility = if t["name"] == "plangate_get_plan" {
+                json!(["model", "app"])
+            } else {
+                json!(["model"])
+            };
             t["_meta"]
-                == json!({"ui": {"resourceUri": "ui://plangate/plan-review", "visibility": ["model"]}})
+                == json!({"ui": {"resourceUri": "ui://plangate/plan-review", "visibility": visibility}})
         })
         .map(|t| t["name"].as_str().unwrap())
         .collect();

@@ -49,11 +49,20 @@ pub fn extensions() -> ExtensionCapabilities {
     )])
 }
 
-/// The `_meta` of a plan tool: the nested `ui.resourceUri` with
-/// `ui.visibility: ["model"]` (never the deprecated flat `ui/resourceUri`).
-pub fn tool_meta() -> MetaObject {
+/// The `_meta` of plan tool `suffix`: the nested `ui.resourceUri` (never
+/// the deprecated flat `ui/resourceUri`) with `ui.visibility: ["model"]` —
+/// and `["model", "app"]` for `get_plan` alone, the one tool the view may
+/// call (through its host): while a review asked elsewhere is open, it
+/// reads the plan to show the person's answer when it comes. No tool that
+/// changes anything is the view's to call.
+pub fn tool_meta(suffix: &str) -> MetaObject {
+    let visibility = if suffix == "get_plan" {
+        json!(["model", "app"])
+    } else {
+        json!(["model"])
+    };
     MetaObject(object(json!({
-        "ui": {"resourceUri": VIEW_URI, "visibility": ["model"]}
+        "ui": {"resourceUri": VIEW_URI, "visibility": visibility}
     })))
 }
 
@@ -162,7 +171,7 @@ mod tests {
     #[test]
     fn the_view_is_self_contained_and_renders_text_only() {
         // Besides what no page may do: no link, no network, no call back
-        // into the host.
+        // into the host but one: reading the plan.
         crate::page_checks::assert_text_only(
             "the view",
             VIEW_HTML,
@@ -171,12 +180,24 @@ mod tests {
                 "fetch(",
                 "xmlhttprequest",
                 "websocket",
-                "tools/call",
                 "ui/open-link",
+                "ui/message",
+                "ui/update-model-context",
+                "resources/read",
                 "window.open",
             ],
         );
         let lower = VIEW_HTML.to_lowercase();
+        // One tool call, of get_plan alone, with no arguments.
+        assert_eq!(lower.matches("tools/call").count(), 1);
+        assert!(
+            VIEW_HTML.contains(
+                r#"method: "tools/call", params: { name: following.name, arguments: {} }"#
+            )
+        );
+        assert_eq!(VIEW_HTML.matches("following = { name:").count(), 1);
+        assert!(VIEW_HTML.contains("following = { name: name,"));
+        assert!(VIEW_HTML.contains(r#"return shownTool.slice(0, -s.length) + "get_plan";"#));
         assert_eq!(lower.matches("<script").count(), 1, "one inline script");
         assert_eq!(lower.matches("<style").count(), 1, "one inline style");
         // The CSP meta is the first thing after the charset.

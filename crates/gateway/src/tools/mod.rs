@@ -131,7 +131,7 @@ pub fn definitions_for(config: &plangate_config::Config, plan_mode: bool) -> Vec
         if let Some(suffix) = tool.name.strip_prefix(prefix.as_str())
             && crate::app_view::links_view(suffix)
         {
-            tool.meta = Some(crate::app_view::tool_meta());
+            tool.meta = Some(crate::app_view::tool_meta(suffix));
         }
     }
     tools
