@@ -81,21 +81,46 @@ fn code(result: &Value) -> &str {
     result["structuredContent"]["code"].as_str().unwrap_or("")
 }
 
+/// A served world with the agent's planted write, and operator ana's
+/// token (made before `prepare` runs, which may require a factor).
+struct Rig {
+    w: FsWorld,
+    gw: Proc,
+    agent: rmcp::service::RunningService<rmcp::RoleClient, rmcp::model::ClientConfig>,
+    token: String,
+    url: String,
+}
+
+impl Rig {
+    async fn start(prepare: impl FnOnce(&FsWorld)) -> Rig {
+        let w = world();
+        let token = operator_token(&w, "ana");
+        prepare(&w);
+        let gw = serve_http(&w.scratch, &["--config", &w.config]);
+        let agent = plant(&w, &gw).await;
+        let url = format!("http://{}/mcp/operator", gw.addr);
+        Rig {
+            w,
+            gw,
+            agent,
+            token,
+            url,
+        }
+    }
+
+    /// The reviewer's assistant on this gateway's endpoint, with `more`.
+    fn review(&self, more: &[&str]) -> Value {
+        let mut args = vec!["--url", self.url.as_str(), "--token", self.token.as_str()];
+        args.extend(more);
+        reviewer(&args)
+    }
+}
+
 #[tokio::test]
 async fn a_reviewers_assistant_reads_the_plan_and_only_the_persons_form_says_yes() {
-    let w = world();
-    let gw = serve_http(&w.scratch, &["--config", &w.config]);
-    let agent = plant(&w, &gw).await;
-    let token = operator_token(&w, "ana");
-    let url = format!("http://{}/mcp/operator", gw.addr);
-    let seen = reviewer(&[
-        "--url",
-        &url,
-        "--token",
-        &token,
-        "--answers",
-        "decline,yes,yes",
-    ]);
+    let rig = Rig::start(|_| {}).await;
+    let w = &rig.w;
+    let seen = rig.review(&["--answers", "decline,yes,yes"]);
 
     assert_eq!(
         seen["tools"],
@@ -205,32 +230,21 @@ async fn a_reviewers_assistant_reads_the_plan_and_only_the_persons_form_says_yes
     );
     // Two yeses on the record (the approval, the person's apply), both
     // ana's over the operator endpoint; the decline recorded nothing.
-    let answered = events(&w, "review_answered");
+    let answered = events(w, "review_answered");
     assert_eq!(answered.len(), 2, "{answered:#?}");
     for yes in &answered {
         assert_eq!(yes["actor"], json!({"kind": "operator", "name": "ana"}));
         assert_eq!(yes["channel"], "operator_mcp");
         assert_eq!(yes["verdict"], "approve");
     }
-    agent.cancel().await.unwrap();
+    rig.agent.cancel().await.unwrap();
 }
 
 #[tokio::test]
 async fn a_client_that_cannot_show_a_form_cannot_approve_and_an_api_key_is_no_operator() {
-    let w = world();
-    let gw = serve_http(&w.scratch, &["--config", &w.config]);
-    let agent = plant(&w, &gw).await;
-    let token = operator_token(&w, "ana");
-    let url = format!("http://{}/mcp/operator", gw.addr);
-    let seen = reviewer(&[
-        "--url",
-        &url,
-        "--token",
-        &token,
-        "--answers",
-        "yes",
-        "--no-elicit",
-    ]);
+    let rig = Rig::start(|_| {}).await;
+    let (w, gw, token, url) = (&rig.w, &rig.gw, &rig.token, &rig.url);
+    let seen = rig.review(&["--answers", "yes", "--no-elicit"]);
     let answer = &seen["calls"][0]["result"];
     assert_eq!(code(answer), "elicitation_unsupported", "{answer}");
     assert!(
@@ -239,7 +253,7 @@ async fn a_client_that_cannot_show_a_form_cannot_approve_and_an_api_key_is_no_op
             .unwrap()
             .contains("Nothing was recorded")
     );
-    assert!(events(&w, "review_answered").is_empty());
+    assert!(events(w, "review_answered").is_empty());
     // show_plan is the plan `plans show` prints (one operation, two faces).
     let args = [
         "plans", "show", "--key", "agent", "--config", &w.config, "--json",
@@ -268,32 +282,23 @@ async fn a_client_that_cannot_show_a_form_cannot_approve_and_an_api_key_is_no_op
             .unwrap();
         assert_eq!(r.status(), 401, "{at}");
     }
-    agent.cancel().await.unwrap();
+    rig.agent.cancel().await.unwrap();
 }
 
 #[tokio::test]
 async fn with_a_factor_required_the_form_asks_the_code_and_a_wrong_one_records_nothing() {
-    let w = world();
-    let args = ["operator", "enroll", "--name", "ana", "--totp", "--json"];
-    let enrolled = parsed(&args, &succeeded(&args, &w.scratch.run(&args)));
-    let secret = enrolled["secret_base32"].as_str().unwrap().to_owned();
-    let token = operator_token(&w, "ana");
-    let args = ["approvals", "require", "totp"];
-    succeeded(&args, &w.scratch.run(&args));
-    let gw = serve_http(&w.scratch, &["--config", &w.config]);
-    let agent = plant(&w, &gw).await;
-    let url = format!("http://{}/mcp/operator", gw.addr);
+    let mut secret = String::new();
+    let rig = Rig::start(|w| {
+        let args = ["operator", "enroll", "--name", "ana", "--totp", "--json"];
+        let enrolled = parsed(&args, &succeeded(&args, &w.scratch.run(&args)));
+        secret = enrolled["secret_base32"].as_str().unwrap().to_owned();
+        let args = ["approvals", "require", "totp"];
+        succeeded(&args, &w.scratch.run(&args));
+    })
+    .await;
+    let w = &rig.w;
 
-    let wrong = reviewer(&[
-        "--url",
-        &url,
-        "--token",
-        &token,
-        "--answers",
-        "yes",
-        "--code",
-        "000000",
-    ]);
+    let wrong = rig.review(&["--answers", "yes", "--code", "000000"]);
     let form = &wrong["forms"][0];
     assert_eq!(
         form["requestedSchema"]["required"],
@@ -312,50 +317,39 @@ async fn with_a_factor_required_the_form_asks_the_code_and_a_wrong_one_records_n
         "{}",
         wrong["calls"][0]
     );
-    assert!(events(&w, "review_answered").is_empty());
+    assert!(events(w, "review_answered").is_empty());
 
     let code_now = code_now(&secret);
-    let right = reviewer(&[
-        "--url",
-        &url,
-        "--token",
-        &token,
-        "--answers",
-        "yes",
-        "--code",
-        &code_now,
-    ]);
+    let right = rig.review(&["--answers", "yes", "--code", &code_now]);
     assert_eq!(
         right["calls"][0]["result"]["structuredContent"]["success"], true,
         "{}",
         right["calls"][0]
     );
-    let answered = events(&w, "review_answered");
+    let answered = events(w, "review_answered");
     assert_eq!(answered.len(), 1);
     assert_eq!(
         answered[0]["actor"],
         json!({"kind": "operator", "name": "ana"})
     );
-    agent.cancel().await.unwrap();
+    rig.agent.cancel().await.unwrap();
 }
 
 #[tokio::test]
 async fn over_stdio_the_endpoint_acts_for_the_token_it_was_given() {
-    let w = world();
-    let gw = serve_http(&w.scratch, &["--config", &w.config]);
-    let agent = plant(&w, &gw).await;
-    let token = operator_token(&w, "ana");
+    let rig = Rig::start(|_| {}).await;
+    let (w, token) = (&rig.w, &rig.token);
     let plangate = plangate().display().to_string();
     let data_dir = w.scratch.data_dir().display().to_string();
     let stdio = ["--stdio", &plangate, &data_dir, &w.config];
     let mut args: Vec<&str> = stdio.to_vec();
-    args.extend(["--token", &token, "--answers", "yes", "--approve-only"]);
+    args.extend(["--token", token, "--answers", "yes", "--approve-only"]);
     let seen = reviewer(&args);
     assert_eq!(
         seen["calls"][0]["result"]["structuredContent"]["success"], true,
         "{seen:#}"
     );
-    let answered = events(&w, "review_answered");
+    let answered = events(w, "review_answered");
     assert_eq!(answered[0]["channel"], "operator_mcp");
 
     // Without a token it does not start, and says what it needs.
@@ -371,7 +365,7 @@ async fn over_stdio_the_endpoint_acts_for_the_token_it_was_given() {
         "{}",
         stderr(&out)
     );
-    agent.cancel().await.unwrap();
+    rig.agent.cancel().await.unwrap();
 }
 
 /// A reviewer's client on rmcp speaking MCP 2026-07-28 (no server-to-client
@@ -410,12 +404,10 @@ async fn a_2026_client_answers_the_form_in_a_second_round_bound_to_that_call() {
     use rmcp::service::ClientServiceExt;
     use rmcp::transport::StreamableHttpClientTransport;
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-    let w = world();
-    let gw = serve_http(&w.scratch, &["--config", &w.config]);
-    let agent = plant(&w, &gw).await;
-    let token = operator_token(&w, "ana");
-    let url = format!("http://{}/mcp/operator", gw.addr);
-    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token);
+    let rig = Rig::start(|_| {}).await;
+    let w = &rig.w;
+    let config = StreamableHttpClientTransportConfig::with_uri(rig.url.clone())
+        .auth_header(rig.token.clone());
     let transport = StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
     let person = Modern::default();
     let reviewer = person
@@ -470,7 +462,7 @@ async fn a_2026_client_answers_the_form_in_a_second_round_bound_to_that_call() {
         );
     let refused = reviewer.call_tool(other).await.unwrap();
     assert_eq!(body(&refused)["code"], "review_declined", "{refused:?}");
-    assert!(events(&w, "review_answered").is_empty());
+    assert!(events(w, "review_answered").is_empty());
     // rmcp's own driving of the rounds: the form, the person's yes, the approval.
     let approved = reviewer.call_tool(approve(&digest)).await.unwrap();
     assert_eq!(body(&approved)["success"], true, "{approved:?}");
@@ -482,9 +474,9 @@ async fn a_2026_client_answers_the_form_in_a_second_round_bound_to_that_call() {
             .unwrap()
             .starts_with("Approve 1 step of the plan")
     );
-    let answered = events(&w, "review_answered");
+    let answered = events(w, "review_answered");
     assert_eq!(answered.len(), 1);
     assert_eq!(answered[0]["channel"], "operator_mcp");
     reviewer.cancel().await.unwrap();
-    agent.cancel().await.unwrap();
+    rig.agent.cancel().await.unwrap();
 }

@@ -31,3 +31,43 @@ pub(crate) fn args_digest(engine: &Engine, arguments: &Value) -> Result<String, 
         canonical.as_bytes(),
     ))
 }
+
+/// Whether a retried call's `arguments` are the ones a state bound by
+/// their digest ([`args_digest`]).
+pub(crate) fn same_arguments(
+    engine: &Engine,
+    bound: &str,
+    arguments: &Value,
+) -> Result<bool, Refusal> {
+    Ok(args_digest(engine, arguments)? == bound)
+}
+
+/// The elicitation answer a retry carries under `key` in its
+/// `inputResponses`, if it carries one that reads as one.
+pub(crate) fn elicit_answer(
+    responses: Option<&rmcp::model::InputResponses>,
+    key: &str,
+) -> Option<rmcp::model::ElicitResult> {
+    responses
+        .and_then(|r| r.get(key))
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+}
+
+/// The `input_required` answer that asks one elicitation, `params`, under
+/// `key` in `inputRequests`, with the `sealed` request state the retry
+/// brings back.
+pub(crate) fn asking(
+    key: &str,
+    params: rmcp::model::ElicitRequestParams,
+    sealed: String,
+) -> rmcp::model::CallToolResponse {
+    use rmcp::model::{ElicitRequest, InputRequest, InputRequiredResult};
+    let requests = std::collections::BTreeMap::from([(
+        key.to_owned(),
+        InputRequest::Elicitation(ElicitRequest::new(params)),
+    )]);
+    rmcp::model::CallToolResponse::InputRequired(InputRequiredResult::new(
+        Some(requests),
+        Some(sealed),
+    ))
+}

@@ -16,21 +16,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::browser::Browser;
+use common::browser::{Browser, js_literal as js};
 use common::*;
 use plangate_core::{Actor, Channel, Scope};
 use plangate_gateway::apps::VIEW_HTML;
 use plangate_gateway::operator::{self, factor};
 use serde_json::{Value, json};
-
-/// A JSON value as a JavaScript expression safe inside `<script>`.
-fn js(v: &Value) -> String {
-    serde_json::to_string(v)
-        .unwrap()
-        .replace('<', "\\u003c")
-        .replace('>', "\\u003e")
-        .replace('&', "\\u0026")
-}
 
 /// Real answers: `exit_plan_mode` that stopped waiting, `get_plan` before
 /// the person answered, and after their yes.

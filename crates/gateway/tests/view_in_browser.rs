@@ -28,7 +28,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::browser::{HEADLESS, artifacts_dir, chromium, kill_group};
+use common::browser::{HEADLESS, artifacts_dir, chromium, js_literal as js, kill_group};
 use common::*;
 use plangate_core::Scope;
 use plangate_gateway::apps::VIEW_HTML;
@@ -156,17 +156,6 @@ async fn scenarios(dir: &Path) -> Vec<Value> {
         json!({"name": "planned_step", "tool": "update_page", "input": update, "result": result_json(&planned)}),
         json!({"name": "get_plan", "tool": "plangate_get_plan", "input": {}, "result": plan}),
     ]
-}
-
-/// A JSON value as a JavaScript expression safe inside `<script>`.
-fn js(v: &Value) -> String {
-    serde_json::to_string(v)
-        .unwrap()
-        .replace('<', "\\u003c")
-        .replace('>', "\\u003e")
-        .replace('&', "\\u0026")
-        .replace('\u{2028}', "\\u2028")
-        .replace('\u{2029}', "\\u2029")
 }
 
 fn host_page(scenarios: &[Value]) -> String {

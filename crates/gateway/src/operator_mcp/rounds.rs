@@ -9,8 +9,7 @@
 //! code in it is refused as used.
 
 use rmcp::model::{
-    CallToolResponse, ElicitRequest, ElicitRequestParams, ElicitResult, InputRequest,
-    InputRequiredResult, InputResponses, SealOptions,
+    CallToolResponse, ElicitRequestParams, ElicitResult, InputResponses, SealOptions,
 };
 use serde_json::Value;
 
@@ -19,7 +18,7 @@ use plangate_store::OperatorToken;
 
 use crate::Engine;
 use crate::refusal::Refusal;
-use crate::request_state::{args_digest, codec};
+use crate::request_state::{args_digest, asking, codec, elicit_answer, same_arguments};
 
 /// The key under which the form travels in `inputRequests`.
 const INPUT_KEY: &str = "yes";
@@ -66,14 +65,7 @@ pub(super) fn open(
     let sealed = codec(engine)?
         .seal_json_with(&payload, &options)
         .map_err(|e| Refusal::internal(format!("cannot sign request state: {e}")))?;
-    let requests = std::collections::BTreeMap::from([(
-        INPUT_KEY.to_owned(),
-        InputRequest::Elicitation(ElicitRequest::new(params)),
-    )]);
-    Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
-        Some(requests),
-        Some(sealed),
-    )))
+    Ok(asking(INPUT_KEY, params, sealed))
 }
 
 /// The retry: the person's answer and the revision their form showed, once
@@ -105,15 +97,12 @@ pub(super) fn take(
             "the request state belongs to another token or tool",
         ));
     }
-    if payload.args != args_digest(engine, round.arguments)? {
+    if !same_arguments(engine, &payload.args, round.arguments)? {
         return Err(invalid(
             "the retried call's arguments differ from the ones the person was asked about",
         ));
     }
-    let answer = round
-        .responses
-        .and_then(|r| r.get(INPUT_KEY))
-        .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok())
+    let answer = elicit_answer(round.responses, INPUT_KEY)
         .ok_or_else(|| invalid("the retry carries no answer to the form"))?;
     Ok((answer, payload.revision))
 }

@@ -6,16 +6,14 @@
 //! (docs/design.md §7).
 
 use plangate_core::{Code, EventKind};
-use rmcp::model::{
-    CallToolResponse, ElicitRequest, ElicitResult, InputRequest, InputRequiredResult, SealOptions,
-};
+use rmcp::model::{CallToolResponse, SealOptions};
 
 use super::question::question_params;
 use super::{Answer, Round, read_answer, record, verdict_of};
 use crate::Engine;
 use crate::acting::Acting;
 use crate::refusal::Refusal;
-use crate::request_state::{args_digest, codec};
+use crate::request_state::{args_digest, asking, codec, elicit_answer, same_arguments};
 
 /// The key under which the question travels in `inputRequests`.
 const INPUT_KEY: &str = "review";
@@ -67,14 +65,7 @@ pub(super) async fn open_question(
     .await?;
     let params = question_params(question)
         .map_err(|e| Refusal::internal(format!("the question could not be built: {e}")))?;
-    let requests = std::collections::BTreeMap::from([(
-        INPUT_KEY.to_owned(),
-        InputRequest::Elicitation(ElicitRequest::new(params)),
-    )]);
-    Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
-        Some(requests),
-        Some(sealed),
-    )))
+    Ok(asking(INPUT_KEY, params, sealed))
 }
 
 /// The retry over 2026-07-28: verify the state (signature, expiry, key,
@@ -104,15 +95,12 @@ pub(super) async fn take_answer(
     if payload.kid != acting.key.id || payload.tool != round.tool {
         return Err(invalid("the request state belongs to another key or tool"));
     }
-    if payload.args != args_digest(engine, round.arguments)? {
+    if !same_arguments(engine, &payload.args, round.arguments)? {
         return Err(invalid(
             "the retried request's arguments differ from the ones the person was asked about",
         ));
     }
-    let answer = round
-        .responses
-        .and_then(|r| r.get(INPUT_KEY))
-        .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok())
+    let answer = elicit_answer(round.responses, INPUT_KEY)
         .map(read_answer)
         .unwrap_or(Answer::Cancel);
     let (verdict, feedback) = verdict_of(&answer);

@@ -62,6 +62,18 @@ pub fn kill_group(pgid: u32) {
         .status();
 }
 
+/// A JSON value as a JavaScript expression safe inside a page's
+/// `<script>` (the test host pages embed real answers this way).
+pub fn js_literal(v: &Value) -> String {
+    serde_json::to_string(v)
+        .unwrap()
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+        .replace('\u{2028}', "\\u2028")
+        .replace('\u{2029}', "\\u2029")
+}
+
 // === Chromium over the DevTools protocol ===
 
 /// A headless Chromium in its own process group; dropping it kills the
