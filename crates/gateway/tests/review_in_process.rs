@@ -301,6 +301,27 @@ async fn a_plan_key_in_mode_default_still_puts_its_plan_up_for_review() {
     );
     assert!(seen.questions.lock().unwrap().is_empty());
     assert!(r.calls_of("record").is_empty());
+    // The plan is the handle: get_plan has no outcome until the person
+    // answers, then the one exit_plan_mode would have returned.
+    let before = call(&client, "plangate_get_plan", json!({})).await;
+    assert!(body(&before).get("outcome").is_none(), "{before:?}");
+    let digest = body(&before)["plan_digest"].as_str().unwrap().to_owned();
+    record(&r.gw, &r.key_id, person_approves(&digest)).await;
+    let after = call(&client, "plangate_get_plan", json!({})).await;
+    let outcome = &body(&after)["outcome"];
+    assert_eq!(
+        outcome["approved"].as_array().unwrap().len(),
+        1,
+        "{after:?}"
+    );
+    assert_eq!(outcome["waiting"], 0);
+    assert_eq!(outcome["plan_digest"], json!(digest));
+    assert!(
+        message(&after).contains(
+            "A person's yes covers 1 waiting step(s): apply them with plangate_apply_plan"
+        ),
+        "{after:?}"
+    );
     client.cancel().await.unwrap();
 }
 

@@ -454,6 +454,14 @@ pub struct PlanView {
     pub steps: Vec<StepView>,
     /// The plan in a sentence, and what to do next.
     pub message: String,
+    /// What people decided about the plan so far, in the shape
+    /// `exit_plan_mode`'s `outcome` has: the waiting steps a yes that
+    /// counts covers, the steps rejected with their reasons, how many
+    /// still wait. Absent while nobody has approved or rejected anything:
+    /// after a review that outlived its call, this is where the answer
+    /// shows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<ReviewOutcome>,
     /// A recorded mode no longer defined, or a mode change not yet told.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notice: Option<String>,

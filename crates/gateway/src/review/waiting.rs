@@ -53,7 +53,7 @@ pub(super) async fn for_the_person(
 pub(super) fn said(outcome: Option<&ReviewOutcome>, prefix: &str, how: &str, mode: &str) -> String {
     let Some(outcome) = outcome else {
         return format!(
-            "Review asked: {how}. No answer yet; the review goes on after this call. Nothing was applied and the mode stays {mode}. {prefix}get_plan shows the person's answer when it comes; once it shows the plan approved, call {prefix}apply_plan."
+            "Review asked: {how}. No answer yet; the review goes on after this call. Nothing was applied and the mode stays {mode}. {prefix}get_plan shows the person's answer in its `outcome` when it comes; once that names approved steps, call {prefix}apply_plan."
         );
     };
     let mut text = String::from("The person answered the review.");

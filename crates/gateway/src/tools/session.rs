@@ -164,11 +164,25 @@ async fn get_plan(
             steps.len()
         )
     };
+    // What people decided so far: measured against no earlier answer, so
+    // every rejection in the plan counts.
+    let outcome = rules::review_outcome(&KeyState::default(), &state, &covered)
+        .filter(|o| !o.approved.is_empty() || !o.rejected.is_empty());
+    let message = match &outcome {
+        Some(o) if !o.approved.is_empty() => format!(
+            "{message} A person's yes covers {} waiting step(s): apply them with {}apply_plan and plan_digest {}.",
+            o.approved.len(),
+            gw.config().gateway.tool_prefix,
+            o.plan_digest
+        ),
+        _ => message,
+    };
     let body = PlanView {
         success: true,
         standing,
         steps,
         message: message.clone(),
+        outcome,
         notice: in_force.notice,
     };
     let text = plan_text(message, &state);
