@@ -10,7 +10,7 @@
 //! [`crate::operator`] operations as the CLI and the console. What the
 //! assistant may do on its own is read, reject, amend and discard; a yes
 //! (`approve_plan`, `apply_plan`) is asked of the person in a form their
-//! client shows them ([`yes`]), never taken from the assistant's
+//! client shows them (`yes`), never taken from the assistant's
 //! arguments, so neither the assistant nor text planted in a plan can say
 //! it. The form is not a factor: where the store requires one, it asks
 //! the code.
