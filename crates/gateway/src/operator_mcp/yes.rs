@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use plangate_core::factor::{FactorKind, Requirement};
 use plangate_core::operators::OPERATORS_LOG;
-use plangate_core::{Channel, Code, Effect, KeyState, PlanReview, StepView, Where};
+use plangate_core::{Channel, Code, Effect, PlanReview, StepView, Where};
 use plangate_store::{ApiKey, OperatorToken, now_ms};
 
 use super::rounds::{self, Round};
@@ -83,7 +83,7 @@ pub(super) async fn say_yes(
         // person is asked, as the console does.
         operator::left_by_apply(&config, &key, &state, (&ids, partial))?;
     }
-    let shown = steps_asked(&state, &review, which, &ids).map_err(refused)?;
+    let shown = steps_asked(&review, which, &ids).map_err(refused)?;
     let factor_ask = factor_ask(gw).await?;
     let form = Form {
         which,
@@ -123,42 +123,78 @@ pub(super) async fn say_yes(
         digest: &asked.plan_digest,
         revision: Some(proof.revision.unwrap_or(revision)),
     };
+    let recording = Recording {
+        key: &key,
+        acting: &acting,
+        operator,
+        seen,
+        steps: (&ids, partial, go_on),
+        heard: proof.heard,
+    };
+    record(gw, which, &yes, recording, cx).await
+}
+
+/// What a confirmed yes records, and for whom.
+struct Recording<'a> {
+    key: &'a ApiKey,
+    acting: &'a crate::acting::Acting,
+    operator: &'a OperatorToken,
+    seen: Seen<'a>,
+    /// The named steps, whether a partial apply is meant, whether to go on
+    /// after a failure.
+    steps: (&'a [String], bool, bool),
+    /// The last progress value the form's wait sent.
+    heard: f64,
+}
+
+/// Records the person's confirmed yes — the approval, or their apply —
+/// and answers what it came to.
+async fn record(
+    gw: &Gateway,
+    which: Yes,
+    yes: &factor::Confirmed,
+    r: Recording<'_>,
+    cx: &RequestContext<RoleServer>,
+) -> Result<CallToolResponse, Failure> {
+    let (key, acting) = (r.key, r.acting);
+    let (ids, partial, go_on) = r.steps;
     match which {
         Yes::Approve => {
             let approved = operator::approve(
                 gw.log(),
-                &key,
+                key,
                 acting.actor(),
-                &yes,
+                yes,
                 Channel::OperatorMcp,
-                Some(seen),
-                &ids,
+                Some(r.seen),
+                ids,
             )
             .await?;
-            tracing::info!(operator = %operator.name, key = %key.name, steps = approved.step_ids.len(), "operator endpoint: approved steps");
-            let answer_view = operator::approval_answer(&config, &key, acting.actor(), &approved);
+            tracing::info!(operator = %r.operator.name, key = %key.name, steps = approved.step_ids.len(), "operator endpoint: approved steps");
+            let view = operator::approval_answer(&gw.config(), key, acting.actor(), &approved);
             let text = format!(
                 "The person approved {} step(s) of key {}'s plan (approval {}); the agent's apply_plan runs them, or apply_plan here with the person's yes.",
                 approved.step_ids.len(),
                 key.name,
                 approved.digest
             );
-            Ok(answer(&answer_view, text).into())
+            Ok(answer(&view, text).into())
         }
         Yes::Apply => {
-            let progress = cx.meta.get_progress_token().map(|token| {
-                crate::apply::Progress::client_after(cx.peer.clone(), token, proof.heard)
-            });
+            let progress = cx
+                .meta
+                .get_progress_token()
+                .map(|token| crate::apply::Progress::client_after(cx.peer.clone(), token, r.heard));
             let receipt = operator::apply_now(
                 gw.ops(),
-                &acting,
-                &yes,
-                Some(seen),
-                (&ids, partial, go_on),
+                acting,
+                yes,
+                Some(r.seen),
+                (ids, partial, go_on),
                 progress,
             )
             .await?;
-            tracing::info!(operator = %operator.name, key = %key.name, "operator endpoint: applied steps");
+            tracing::info!(operator = %r.operator.name, key = %key.name, "operator endpoint: applied steps");
             match receipt {
                 Some(receipt) => Ok(crate::apply::receipt_result(&receipt).into()),
                 None => Err(Refusal::new(
@@ -196,7 +232,6 @@ fn still_as_named(review: &PlanReview, asked: &PlanArgs) -> Result<(), Refusal> 
 /// every waiting step (approve) or every step a person's apply runs now
 /// (apply).
 fn steps_asked<'r>(
-    state: &KeyState,
     review: &'r PlanReview,
     which: Yes,
     named: &[String],
@@ -229,7 +264,6 @@ fn steps_asked<'r>(
             .collect(),
     };
     if chosen.is_empty() {
-        let _ = state;
         return Err(OperatorError::NothingWaiting { key: key.clone() });
     }
     Ok(chosen)
