@@ -196,7 +196,10 @@ async fn plans_apply_shows_the_servers_own_progress_while_a_step_runs() {
     let said = succeeded(&apply, &out);
     assert!(said.contains("applied 1"), "{said}");
     let err = stderr(&out);
-    for n in 1..=3 {
+    // The server's last notification can reach plangate after the call's
+    // result (they travel apart), and progress after a step ended is not
+    // shown: the ones before it are.
+    for n in 1..=2 {
         assert!(
             err.contains(&format!("[1/1]   the server says: {n} of 3")),
             "{err}"

@@ -420,11 +420,27 @@ async fn a_2026_client_answers_the_form_in_a_second_round_bound_to_that_call() {
         )
         .await
         .unwrap();
+    let call = |tool: &'static str, args: Value| {
+        rmcp::model::CallToolRequestParams::new(tool)
+            .with_arguments(args.as_object().unwrap().clone())
+    };
+    // The assistant may amend a step (no yes); the form then says so.
+    let before = reviewer
+        .call_tool(call("show_plan", json!({"key": "agent"})))
+        .await
+        .unwrap();
+    let step = &body(&before)["plan"]["steps"][0];
+    let path = step["arguments"]["path"].clone();
+    let amended = reviewer
+        .call_tool(call(
+            "amend_step",
+            json!({"key": "agent", "step_id": step["step_id"], "arguments": {"path": path, "content": "calmer words\n"}}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(body(&amended)["success"], true, "{amended:?}");
     let shown = reviewer
-        .call_tool(
-            rmcp::model::CallToolRequestParams::new("show_plan")
-                .with_arguments(json!({"key": "agent"}).as_object().unwrap().clone()),
-        )
+        .call_tool(call("show_plan", json!({"key": "agent"})))
         .await
         .unwrap();
     let digest = body(&shown)["plan"]["plan_digest"]
@@ -474,6 +490,12 @@ async fn a_2026_client_answers_the_form_in_a_second_round_bound_to_that_call() {
             .unwrap()
             .starts_with("Approve 1 step of the plan")
     );
+    let message = forms[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("; DESTRUCTIVE, live, arguments amended by ana"),
+        "{message}"
+    );
+    assert!(message.contains("+calmer words"), "{message}");
     let answered = events(w, "review_answered");
     assert_eq!(answered.len(), 1);
     assert_eq!(answered[0]["channel"], "operator_mcp");

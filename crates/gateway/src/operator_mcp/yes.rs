@@ -379,12 +379,20 @@ impl Form<'_> {
             let step = &s.step;
             let mut warnings = Vec::new();
             if step.effect == Effect::Destructive {
-                warnings.push("DESTRUCTIVE");
+                warnings.push("DESTRUCTIVE".to_owned());
             }
-            warnings.push(match step.lands_on.where_ {
-                Where::Live => "live",
-                Where::Copy => "lands on a copy",
-            });
+            warnings.push(
+                match step.lands_on.where_ {
+                    Where::Live => "live",
+                    Where::Copy => "lands on a copy",
+                }
+                .to_owned(),
+            );
+            // A step whose arguments someone changed says so and who: an
+            // assistant may amend, and the person should know before a yes.
+            if let Some(amended) = &s.amendment {
+                warnings.push(format!("arguments amended by {}", amended.by));
+            }
             lines.push(format!(
                 "{}. [{}] {} — {} on {}; {}",
                 step.position,
