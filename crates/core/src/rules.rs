@@ -599,6 +599,24 @@ pub fn review_outcome(
         .into_iter()
         .filter(|r| !was_rejected(&r.step_id))
         .collect();
+    outcome_of(now, approved, rejected)
+}
+
+/// What people decided about `now`'s plan so far, whenever they did:
+/// `get_plan`'s `outcome`, in [`review_outcome`]'s shape. `None` while no
+/// counting yes covers a waiting step and no step was said no to.
+pub fn decided_so_far(now: &KeyState, approved: &BTreeSet<&str>) -> Option<crate::ReviewOutcome> {
+    outcome_of(now, approved, crate::RejectedStep::all(now))
+        .filter(|o| !o.approved.is_empty() || !o.rejected.is_empty())
+}
+
+/// The outcome of `now` with `rejected` the no's that count: `None` while
+/// no yes covers a waiting step, nothing was rejected and steps still wait.
+fn outcome_of(
+    now: &KeyState,
+    approved: &BTreeSet<&str>,
+    rejected: Vec<crate::RejectedStep>,
+) -> Option<crate::ReviewOutcome> {
     let waiting: Vec<&str> = now
         .open_steps()
         .filter(|s| s.status == StepStatus::Planned)
@@ -1410,6 +1428,31 @@ mod tests {
             review_outcome(&now, &now, &none).map(|o| o.rejected.len()),
             Some(0)
         );
+    }
+
+    #[test]
+    fn what_was_decided_so_far_counts_every_yes_and_no_and_nothing_else() {
+        let asked = plan();
+        let none = BTreeSet::new();
+        assert_eq!(decided_so_far(&asked, &none), None, "nobody decided");
+        let yes = BTreeSet::from(["s1"]);
+        let approved = decided_so_far(&asked, &yes).unwrap();
+        assert_eq!(approved.approved, vec!["s1".to_owned()]);
+        let mut now = asked.clone();
+        now.apply(
+            100,
+            &event(
+                EventKind::StepRejected {
+                    step_id: "s1".into(),
+                    reason: "not now".into(),
+                },
+                Actor::Operator { name: "ops".into() },
+            ),
+        );
+        let rejected = decided_so_far(&now, &none).unwrap();
+        assert_eq!(rejected.rejected[0].reason, "not now");
+        // Nothing left waiting is no decision of anyone's.
+        assert_eq!(decided_so_far(&KeyState::default(), &none), None);
     }
 
     #[test]

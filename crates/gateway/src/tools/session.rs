@@ -164,10 +164,7 @@ async fn get_plan(
             steps.len()
         )
     };
-    // What people decided so far: measured against no earlier answer, so
-    // every rejection in the plan counts.
-    let outcome = rules::review_outcome(&KeyState::default(), &state, &covered)
-        .filter(|o| !o.approved.is_empty() || !o.rejected.is_empty());
+    let outcome = rules::decided_so_far(&state, &covered);
     let message = match &outcome {
         Some(o) if !o.approved.is_empty() => format!(
             "{message} A person's yes covers {} waiting step(s): apply them with {}apply_plan and plan_digest {}.",
